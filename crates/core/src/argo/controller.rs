@@ -1,0 +1,134 @@
+//! What Argo CD's controller does with a distribution function (`ClusterSharding`,
+//! `controller/sharding/cache.go`): the authoritative cluster → shard map.
+
+use std::collections::HashMap;
+
+use super::{ArgoAlgorithm, ArgoDistribution, ArgoShard, ConsistentHashRing, Probe};
+use crate::model::{App, Cluster};
+
+/// The shard Argo CD's controller assigns to each cluster, computed in one pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgoControllerAssignment {
+    algorithm: ArgoAlgorithm,
+    replicas: u32,
+    /// Per input cluster: `Shards[cluster.server]`.
+    shards: Vec<ArgoShard>,
+    /// `server → shard`, as the controller's `Shards` map.
+    by_server: HashMap<String, ArgoShard>,
+    /// Input clusters whose server a later cluster also uses (the later one wins).
+    superseded: Vec<usize>,
+}
+
+impl ArgoControllerAssignment {
+    /// `ClusterSharding.Init(clusters, apps)` followed by `updateDistribution`.
+    pub fn compute(
+        algorithm: ArgoAlgorithm,
+        replicas: u32,
+        clusters: &[Cluster],
+        apps: &[App],
+    ) -> Self {
+        Self::compute_inner(algorithm, replicas, clusters, apps, None)
+    }
+
+    /// As [`ArgoControllerAssignment::compute`] for consistent hashing with a prebuilt ring.
+    pub fn compute_with_ring(
+        ring: &ConsistentHashRing,
+        clusters: &[Cluster],
+        apps: &[App],
+    ) -> Self {
+        Self::compute_inner(
+            ArgoAlgorithm::ConsistentHashing,
+            ring.replicas(),
+            clusters,
+            apps,
+            Some(ring),
+        )
+    }
+
+    fn compute_inner(
+        algorithm: ArgoAlgorithm,
+        replicas: u32,
+        clusters: &[Cluster],
+        apps: &[App],
+        ring: Option<&ConsistentHashRing>,
+    ) -> Self {
+        // `Clusters[c.Server] = c`: the later of two clusters with one server wins. The
+        // members keep input order, which only matters for equal ids under consistent
+        // hashing (upstream: map order, so unspecified).
+        let mut winner: HashMap<&str, usize> = HashMap::with_capacity(clusters.len());
+        for (i, c) in clusters.iter().enumerate() {
+            winner.insert(&c.server, i);
+        }
+        let superseded: Vec<usize> = (0..clusters.len())
+            .filter(|&i| winner[clusters[i].server.as_str()] != i)
+            .collect();
+        let members: Vec<usize> = (0..clusters.len())
+            .filter(|&i| winner[clusters[i].server.as_str()] == i)
+            .collect();
+
+        // One replica or none: `NoShardingDistributionFunction`, always 0.
+        let function = (replicas > 1).then(|| {
+            let list = members.iter().map(|&i| &clusters[i]);
+            match ring {
+                Some(ring) => ArgoDistribution::with_ring(ring, list, apps),
+                None => ArgoDistribution::new(algorithm, replicas, list, apps),
+            }
+        });
+
+        let mut by_server = HashMap::with_capacity(members.len());
+        for (pos, &i) in members.iter().enumerate() {
+            let c = &clusters[i];
+            let shard = match c.shard {
+                // The function is not consulted; out-of-range pins collapse to 0, negative
+                // ones pass through.
+                Some(pin) => {
+                    if pin < i64::from(replicas) {
+                        pin
+                    } else {
+                        0
+                    }
+                }
+                None => function.as_ref().map_or(0, |f| f.shard(Probe::Member(pos))),
+            };
+            by_server.insert(c.server.clone(), shard);
+        }
+        let shards = clusters.iter().map(|c| by_server[&c.server]).collect();
+        ArgoControllerAssignment {
+            algorithm,
+            replicas,
+            shards,
+            by_server,
+            superseded,
+        }
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> ArgoAlgorithm {
+        self.algorithm
+    }
+
+    /// The replica count.
+    pub fn replicas(&self) -> u32 {
+        self.replicas
+    }
+
+    /// The shard of each input cluster, in input order.
+    pub fn shards(&self) -> &[ArgoShard] {
+        &self.shards
+    }
+
+    /// `Shards[server]`, which is 0 for a server the controller does not know (W22).
+    pub fn shard_of_server(&self, server: &str) -> ArgoShard {
+        self.by_server.get(server).copied().unwrap_or(0)
+    }
+
+    /// Input clusters dropped because a later cluster has the same server.
+    pub fn superseded(&self) -> &[usize] {
+        &self.superseded
+    }
+
+    /// `IsManagedCluster` on the replica that owns `own_shard`, for a resolved cluster.
+    pub fn is_managed(&self, cluster: &Cluster, own_shard: ArgoShard) -> bool {
+        !cluster.skip_reconcile && self.shard_of_server(&cluster.server) == own_shard
+    }
+}

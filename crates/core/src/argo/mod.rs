@@ -1,0 +1,262 @@
+//! Argo CD's three cluster distribution algorithms, bit for bit (`argo-compat.md` §3–§4).
+//!
+//! Two levels, as upstream:
+//! - [`ArgoDistribution`] is the *distribution function* (`GetDistributionFunction`): given a
+//!   cluster (or nil, or a cluster that is not in the list) it answers a shard or `-1`.
+//!   Unlike upstream, the whole table is computed once, not once per call (W1).
+//! - [`ArgoControllerAssignment`] is what the controller actually uses (`ClusterSharding`):
+//!   clusters keyed by server, explicit shards `>= replicas` collapsing to 0, and no
+//!   function at all for one replica or fewer.
+//!
+//! The quirks are reproduced on purpose because users compare our numbers with their Argo
+//! CD: ring-key collisions, apps keyed by name only, load keyed by the raw destination
+//! server, running-total bounds. fleetshard's own placement lives in `crate::placement`.
+
+mod consistent;
+mod controller;
+mod legacy;
+mod round_robin;
+
+use std::collections::HashMap;
+
+use crate::model::{App, Cluster};
+
+pub use consistent::{ConsistentHashRing, argo_hash};
+pub use controller::ArgoControllerAssignment;
+pub use legacy::fnv1a32;
+
+/// A shard number as Argo CD computes it: `-1` means unassigned, and a negative pinned
+/// shard passes through unchanged.
+pub type ArgoShard = i64;
+
+/// One of Argo CD's distribution algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArgoAlgorithm {
+    /// FNV-1a 32 of the cluster id modulo replicas.
+    Legacy,
+    /// Rank in the id-sorted cluster list modulo replicas.
+    RoundRobin,
+    /// Consistent hashing with bounded loads, weighted by application count.
+    ConsistentHashing,
+}
+
+/// An algorithm name Argo CD does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown Argo CD sharding algorithm {0:?} (expected legacy, round-robin or consistent-hashing)"
+)]
+pub struct UnknownAlgorithm(pub String);
+
+impl ArgoAlgorithm {
+    /// All three, in upstream's documentation order.
+    pub const ALL: [ArgoAlgorithm; 3] = [
+        ArgoAlgorithm::Legacy,
+        ArgoAlgorithm::RoundRobin,
+        ArgoAlgorithm::ConsistentHashing,
+    ];
+
+    /// The exact name Argo CD uses (`--sharding-method`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ArgoAlgorithm::Legacy => "legacy",
+            ArgoAlgorithm::RoundRobin => "round-robin",
+            ArgoAlgorithm::ConsistentHashing => "consistent-hashing",
+        }
+    }
+
+    /// Parses an exact, case-sensitive name.
+    pub fn parse(name: &str) -> Result<Self, UnknownAlgorithm> {
+        Self::ALL
+            .into_iter()
+            .find(|a| a.name() == name)
+            .ok_or_else(|| UnknownAlgorithm(name.to_owned()))
+    }
+
+    /// Argo CD's reading of `ARGOCD_CONTROLLER_SHARDING_ALGORITHM`: anything unknown,
+    /// including `""`, falls back to legacy, and the caller should warn.
+    pub fn from_setting(name: &str) -> (Self, Option<UnknownAlgorithm>) {
+        match Self::parse(name) {
+            Ok(a) => (a, None),
+            Err(e) => (ArgoAlgorithm::Legacy, Some(e)),
+        }
+    }
+}
+
+/// What is handed to a distribution function: Argo passes a `*Cluster`, which may be nil,
+/// one of the listed clusters, or another object (a "probe").
+#[derive(Debug, Clone, Copy)]
+pub enum Probe<'a> {
+    /// A nil cluster (an app whose destination could not be resolved).
+    Nil,
+    /// The cluster at this index of the list the distribution was built from.
+    Member(usize),
+    /// A cluster object that is not in the list (membership is by identity upstream).
+    Stranger(&'a Cluster),
+}
+
+/// Argo CD's distribution function for one algorithm and replica count, precomputed for a
+/// whole cluster list.
+#[derive(Debug)]
+pub struct ArgoDistribution<'a> {
+    algorithm: ArgoAlgorithm,
+    replicas: u32,
+    clusters: Vec<&'a Cluster>,
+    table: Table<'a>,
+}
+
+#[derive(Debug)]
+enum Table<'a> {
+    /// Legacy needs no table.
+    None,
+    /// Round-robin: position in the sorted list; the last of equal ids wins.
+    Rank(HashMap<&'a str, usize>),
+    /// Consistent hashing: the shard per id; the last processed of equal ids wins.
+    Shard(HashMap<&'a str, u32>),
+}
+
+impl<'a> ArgoDistribution<'a> {
+    /// Computes the function for `clusters` (in the order the accessor returns them) and
+    /// `apps` (the load source of consistent hashing).
+    pub fn new(
+        algorithm: ArgoAlgorithm,
+        replicas: u32,
+        clusters: impl IntoIterator<Item = &'a Cluster>,
+        apps: &[App],
+    ) -> Self {
+        Self::build(
+            algorithm,
+            replicas,
+            clusters.into_iter().collect(),
+            apps,
+            None,
+        )
+    }
+
+    /// As [`ArgoDistribution::new`], reusing a ring built for `replicas` (the ring depends
+    /// only on the replica count; building it is most of the cost of consistent hashing).
+    pub fn with_ring(
+        ring: &ConsistentHashRing,
+        clusters: impl IntoIterator<Item = &'a Cluster>,
+        apps: &[App],
+    ) -> Self {
+        let clusters = clusters.into_iter().collect();
+        Self::build(
+            ArgoAlgorithm::ConsistentHashing,
+            ring.replicas(),
+            clusters,
+            apps,
+            Some(ring),
+        )
+    }
+
+    fn build(
+        algorithm: ArgoAlgorithm,
+        replicas: u32,
+        clusters: Vec<&'a Cluster>,
+        apps: &[App],
+        ring: Option<&ConsistentHashRing>,
+    ) -> Self {
+        let table = if replicas == 0 {
+            Table::None
+        } else {
+            match algorithm {
+                ArgoAlgorithm::Legacy => Table::None,
+                ArgoAlgorithm::RoundRobin => Table::Rank(round_robin::ranks(&clusters)),
+                ArgoAlgorithm::ConsistentHashing => {
+                    let owned;
+                    let ring = match ring {
+                        Some(r) => r,
+                        None => {
+                            owned = ConsistentHashRing::new(replicas);
+                            &owned
+                        }
+                    };
+                    Table::Shard(consistent::place(ring, &clusters, apps))
+                }
+            }
+        };
+        ArgoDistribution {
+            algorithm,
+            replicas,
+            clusters,
+            table,
+        }
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> ArgoAlgorithm {
+        self.algorithm
+    }
+
+    /// The replica count the function was built for.
+    pub fn replicas(&self) -> u32 {
+        self.replicas
+    }
+
+    /// The shard the function answers for `probe` (`sharding.go` semantics).
+    pub fn shard(&self, probe: Probe<'_>) -> ArgoShard {
+        let replicas = i64::from(self.replicas);
+        if replicas == 0 {
+            return -1;
+        }
+        let (cluster, member) = match probe {
+            Probe::Nil => return 0,
+            Probe::Member(i) => (self.clusters[i], true),
+            Probe::Stranger(c) => (c, false),
+        };
+        if let Some(pin) = cluster.shard
+            && pin < replicas
+        {
+            return pin;
+        }
+        match &self.table {
+            Table::None => legacy::shard(&cluster.id, self.replicas),
+            Table::Rank(ranks) => match ranks.get(cluster.id.as_str()) {
+                Some(&rank) => (rank % self.replicas as usize) as i64,
+                None => -1,
+            },
+            Table::Shard(shards) => {
+                if !member {
+                    return -1;
+                }
+                shards
+                    .get(cluster.id.as_str())
+                    .map_or(-1, |&s| i64::from(s))
+            }
+        }
+    }
+}
+
+/// Sorts cluster references by id, bytewise, as upstream's `getSortedClustersList`. Equal
+/// ids keep their list order (upstream's sort is unstable; see `argo-compat.md` W28).
+fn sorted_by_id<'a>(clusters: &[&'a Cluster]) -> Vec<&'a Cluster> {
+    let mut sorted = clusters.to_vec();
+    sorted.sort_by(|a, b| a.id.as_bytes().cmp(b.id.as_bytes()));
+    sorted
+}
+
+/// Application count per raw `spec.destination.server`, over apps keyed by *name only*
+/// (the later of two same-named apps wins), exactly as Argo CD counts load (W4, W5).
+pub fn argo_app_counts(apps: &[App]) -> HashMap<&str, u64> {
+    let mut by_name: HashMap<&str, &str> = HashMap::with_capacity(apps.len());
+    for a in apps {
+        by_name.insert(&a.name, a.destination.server.as_deref().unwrap_or(""));
+    }
+    let mut counts = HashMap::new();
+    for server in by_name.into_values() {
+        *counts.entry(server).or_insert(0) += 1;
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Upstream's `hasShardingUpdates(old, new)`: whether a cluster change makes the controller
+/// recompute the distribution.
+pub fn has_sharding_updates(old: Option<&Cluster>, new: Option<&Cluster>) -> bool {
+    let (Some(old), Some(new)) = (old, new) else {
+        return false;
+    };
+    old.id != new.id || old.server != new.server || old.shard != new.shard
+}

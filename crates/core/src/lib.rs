@@ -1,0 +1,13 @@
+//! fleetshard's pure core: the fleet model, Argo CD's distribution algorithms reproduced
+//! bit for bit, fleetshard's own balanced placement, and assignment diffing.
+//!
+//! **Architecture invariant:** nothing here does I/O, spawns tasks, or reads a clock. Every
+//! function is a deterministic function of its arguments, so the coordination layer can
+//! run it on any replica and get the same answer, and tests need no fixtures.
+
+pub mod argo;
+pub mod model;
+
+pub use model::{
+    App, AppSource, AutoSync, Cluster, Destination, DestinationIndex, Fleet, FleetProblem,
+};
