@@ -6,6 +6,7 @@
 //! run it on any replica and get the same answer, and tests need no fixtures.
 
 pub mod argo;
+pub mod assignment;
 pub mod model;
 
 pub use model::{

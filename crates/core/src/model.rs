@@ -127,6 +127,25 @@ pub struct Fleet {
     pub apps: Vec<App>,
 }
 
+/// A shard (one replica's slot) as placement sees it: where it runs and how much it can take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardSpec {
+    /// The replica's zone ([`ZONE_LABEL`] of its node), when known.
+    pub zone: Option<String>,
+    /// Relative capacity (e.g. CPU cores); a shard's fair share of the load is proportional
+    /// to it. At least 1.
+    pub capacity: u32,
+}
+
+impl Default for ShardSpec {
+    fn default() -> Self {
+        ShardSpec {
+            zone: None,
+            capacity: 1,
+        }
+    }
+}
+
 /// Resolves application destinations to clusters, by normalised server or by name.
 ///
 /// This is fleetshard's resolution (Argo CD's load counting compares the raw
