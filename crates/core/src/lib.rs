@@ -9,6 +9,8 @@ pub mod argo;
 pub mod assignment;
 pub mod model;
 
+pub use assignment::{Assignment, Balance, Movement, ShardLoad};
 pub use model::{
     App, AppSource, AutoSync, Cluster, Destination, DestinationIndex, Fleet, FleetProblem,
+    ShardSpec,
 };
