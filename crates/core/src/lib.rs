@@ -8,6 +8,7 @@
 pub mod argo;
 pub mod assignment;
 pub mod model;
+pub mod placement;
 
 pub use assignment::{Assignment, Balance, Movement, ShardLoad};
 pub use model::{
