@@ -263,17 +263,36 @@ impl BalancedPlacer {
         }
     }
 
+    /// Targets proportional to capacity, water-filled: a cluster heavier than the level it
+    /// would get can only be isolated on a shard of its own, so such clusters are taken out
+    /// (with one average shard each) and the level is computed over the rest. Without this,
+    /// one hot cluster would leave every other shard "below target" and nothing would ever
+    /// count as a donor.
     fn agnostic_targets(&mut self) {
         let st = &mut self.state;
+        let n = self.shards.len();
         let total: u64 = (0..st.w.len())
             .filter(|&i| st.managed[i])
             .map(|i| st.w[i])
             .sum();
         let capacity: f64 = self.shards.iter().map(|s| f64::from(s.capacity)).sum();
+        let slot = if n > 0 { capacity / n as f64 } else { 1.0 };
+        let (mut hot, mut hot_load) = (0usize, 0u64);
+        let mut level = total as f64 / capacity;
+        while hot + 1 < n {
+            let (k, h) = (0..st.w.len())
+                .filter(|&i| st.managed[i] && st.w[i] as f64 > level * slot)
+                .fold((0usize, 0u64), |(k, h), i| (k + 1, h + st.w[i]));
+            if k == hot || k + 1 > n {
+                break;
+            }
+            (hot, hot_load) = (k, h);
+            level = (total - hot_load) as f64 / (capacity - hot as f64 * slot);
+        }
         st.target = self
             .shards
             .iter()
-            .map(|s| total as f64 * f64::from(s.capacity) / capacity)
+            .map(|s| level * f64::from(s.capacity))
             .collect();
         self.bounds_from_targets();
     }
@@ -592,18 +611,21 @@ impl BalancedPlacer {
 
     fn finish_warnings(&mut self) {
         let st = &mut self.state;
-        let max_hi = st.hi.iter().copied().fold(0.0, f64::max);
+        let mut isolated = vec![false; st.load.len()];
         for i in 0..st.clusters.len() {
-            if st.managed[i] && !st.unit_loads && st.w[i] as f64 > max_hi {
+            let Some(s) = st.shard_of[i] else { continue };
+            let bound = st.hi[s as usize];
+            if !st.unit_loads && st.w[i] as f64 > bound {
+                isolated[s as usize] = true;
                 st.warnings.push(PlacementWarning::HotCluster {
                     cluster: st.clusters[i].id.clone(),
                     load: st.w[i],
-                    bound: max_hi,
+                    bound,
                 });
             }
         }
         for s in 0..st.load.len() {
-            if st.load[s] as f64 > st.hi[s] {
+            if st.load[s] as f64 > st.hi[s] && !isolated[s] {
                 st.warnings.push(PlacementWarning::ShardOverBound {
                     shard: s as u32,
                     load: st.load[s],

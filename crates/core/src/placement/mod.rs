@@ -114,10 +114,11 @@ pub enum PlacementWarning {
         cluster: String,
         /// Its load.
         load: u64,
-        /// The largest shard bound.
+        /// The bound of the shard it is on.
         bound: f64,
     },
-    /// A shard stayed above its bound after shedding (pins or hot clusters).
+    /// A shard stayed above its bound after shedding, though it holds no hot cluster
+    /// (pins, or zone constraints).
     #[error("shard {shard}: load {load} stays above its bound {bound:.1}")]
     ShardOverBound {
         /// The shard.

@@ -447,3 +447,23 @@ fn zone_change_moves_only_the_affected_clusters() {
     let new_zone = specs[after.shards[200].unwrap() as usize].zone.as_deref();
     assert_eq!(new_zone, Some("z1"));
 }
+
+#[test]
+fn scale_up_with_a_hot_cluster_still_fills_the_new_shard() {
+    // One cluster carries a third of the load: it is isolated, and the level of the other
+    // shards is computed without it, so a new shard finds donors.
+    let clusters: Vec<Cluster> = (0..1001).map(cluster).collect();
+    let mut loads = vec![10; 1001];
+    loads[500] = 5000;
+    let before = run(&clusters, &loads, 10, None);
+    let after = run(&clusters, &loads, 11, Some(&before.as_previous(&clusters)));
+    let moved = moved_load(&before, &after, &clusters, &loads) as f64;
+    let level = 10_000.0 / 10.0; // the rest over the 10 shards that do not hold it
+    assert!(moved >= 0.9 * level, "moved {moved}");
+    assert!(moved <= 1.1 * level + 10.0, "moved {moved}");
+    let l = shard_loads(&after, &loads, 11);
+    let others: Vec<u64> = l.iter().copied().filter(|&x| x < 5000).collect();
+    assert_eq!(others.len(), 10);
+    assert!(others.iter().all(|&x| (900..=1100).contains(&x)), "{l:?}");
+    assert!(!after.warnings.iter().any(|w| matches!(w, PlacementWarning::ShardOverBound { .. })));
+}
