@@ -1,1 +1,132 @@
-//! manifest
+#![doc = include_str!("../README.md")]
+
+mod application;
+mod document;
+mod error;
+mod native;
+mod secret;
+mod write;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
+
+use document::Accept;
+pub use error::{LoadError, LoadWarning, Loaded};
+pub use native::{DEFAULT_APP_NAMESPACE, DEFAULT_PROJECT, MAX_PLACEHOLDER_APPS};
+pub use secret::{
+    IN_CLUSTER_SERVER, SECRET_TYPE_LABEL, SKIP_RECONCILE_ANNOTATION, WEIGHT_ANNOTATION,
+};
+pub use write::{to_application_list_yaml, to_fleet_json, to_fleet_yaml, to_secret_list_yaml};
+
+/// Everything one input can describe: the fleet and, from a native fleet file, the shards
+/// (replicas) that will manage it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FleetFile {
+    /// Clusters and applications, in input order.
+    pub fleet: Fleet,
+    /// The shards' zones and capacities, in order; empty unless the file lists them.
+    pub shards: Vec<ShardSpec>,
+}
+
+/// Reads any supported input: cluster Secrets, Applications (alone, in `List`s, mixed as
+/// `kubectl get secret,applications -o yaml` prints them, or as several YAML documents), or
+/// a native fleet file. `source` names the input in messages (a path, or `<stdin>`).
+pub fn parse_input(text: &str, source: &str) -> Result<Loaded<FleetFile>, LoadError> {
+    parse(text, source, Accept::ANY)
+}
+
+/// Reads clusters from Argo CD cluster Secrets or a native fleet file. Applications in the
+/// input are an error (a swapped argument, most likely); applications and shards of a
+/// fleet file are dropped with a warning.
+pub fn parse_clusters(text: &str, source: &str) -> Result<Loaded<Vec<Cluster>>, LoadError> {
+    let mut loaded = parse(text, source, Accept::CLUSTERS)?;
+    let FleetFile { fleet, shards } = &loaded.value;
+    if !fleet.apps.is_empty() || !shards.is_empty() {
+        loaded.warnings.push(dropped(
+            source,
+            fleet.apps.len(),
+            "applications",
+            shards.len(),
+            "shards",
+        ));
+    }
+    Ok(loaded.map(|f| f.fleet.clusters))
+}
+
+/// Reads applications from Argo CD Applications or a native fleet file (its listed and
+/// placeholder applications). Secrets in the input are an error; clusters and shards of a
+/// fleet file are dropped with a warning.
+pub fn parse_apps(text: &str, source: &str) -> Result<Loaded<Vec<App>>, LoadError> {
+    let mut loaded = parse(text, source, Accept::APPS)?;
+    let FleetFile { fleet, shards } = &loaded.value;
+    if !fleet.clusters.is_empty() || !shards.is_empty() {
+        loaded.warnings.push(dropped(
+            source,
+            fleet.clusters.len(),
+            "clusters",
+            shards.len(),
+            "shards",
+        ));
+    }
+    Ok(loaded.map(|f| f.fleet.apps))
+}
+
+/// Reads a native fleet file; Kubernetes objects are an error.
+pub fn parse_fleet_file(text: &str, source: &str) -> Result<Loaded<FleetFile>, LoadError> {
+    parse(text, source, Accept::NATIVE)
+}
+
+/// [`parse_input`] on a file.
+pub fn load_input(path: &Path) -> Result<Loaded<FleetFile>, LoadError> {
+    load(path, parse_input)
+}
+
+/// [`parse_clusters`] on a file.
+pub fn load_clusters(path: &Path) -> Result<Loaded<Vec<Cluster>>, LoadError> {
+    load(path, parse_clusters)
+}
+
+/// [`parse_apps`] on a file.
+pub fn load_apps(path: &Path) -> Result<Loaded<Vec<App>>, LoadError> {
+    load(path, parse_apps)
+}
+
+/// [`parse_fleet_file`] on a file.
+pub fn load_fleet_file(path: &Path) -> Result<Loaded<FleetFile>, LoadError> {
+    load(path, parse_fleet_file)
+}
+
+fn parse(text: &str, source: &str, accept: Accept) -> Result<Loaded<FleetFile>, LoadError> {
+    let mut ctx = error::Ctx::new(source);
+    let file = document::parse(text, &mut ctx, accept)?;
+    Ok(ctx.finish(file))
+}
+
+fn load<T>(
+    path: &Path,
+    parse: fn(&str, &str) -> Result<Loaded<T>, LoadError>,
+) -> Result<Loaded<T>, LoadError> {
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let source = path.display().to_string();
+    let text = std::str::from_utf8(&bytes).map_err(|e| LoadError::NotUtf8 {
+        file: source.clone(),
+        offset: e.valid_up_to(),
+    })?;
+    parse(text, &source)
+}
+
+fn dropped(source: &str, a: usize, a_what: &str, b: usize, b_what: &str) -> LoadWarning {
+    LoadWarning {
+        file: source.to_owned(),
+        object: "fleet file".to_owned(),
+        field: None,
+        message: format!("{a} {a_what} and {b} {b_what} are not read by this input; ignored"),
+    }
+}

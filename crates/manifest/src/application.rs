@@ -1,0 +1,201 @@
+//! Argo CD Applications, read as `kubectl get applications -A` exports them.
+//!
+//! Only what sharding needs is read: `metadata.{namespace,name}`, `spec.project`,
+//! `spec.source.{repoURL,targetRevision,path}` (`targetRevision` defaults to `HEAD`),
+//! `spec.destination.{server,name,namespace}` and `spec.syncPolicy.automated`. The
+//! destination server is kept exactly as written: Argo CD's load counting compares it raw
+//! (`argo-compat.md` W5), so normalising here would hide the mismatch it produces.
+//!
+//! Multi-source Applications (`spec.sources`) take their first source, with a warning: the
+//! model has one. `spec.syncPolicy.automated` present means automated sync (`{}` is
+//! automated without prune or self-heal) unless `automated.enabled` is `false`, which Argo
+//! CD 3.x honours as "configured but off".
+
+use fleetshard_core::{App, AppSource, AutoSync, Destination};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::document::{meta_names, typed};
+use crate::error::{Ctx, LoadError, object_name};
+use crate::secret::ObjectMeta;
+
+/// `targetRevision` when the source does not say.
+pub(crate) const DEFAULT_REVISION: &str = "HEAD";
+
+#[derive(Debug, Default, Deserialize)]
+struct ApplicationObject {
+    #[serde(default)]
+    metadata: Option<ObjectMeta>,
+    #[serde(default)]
+    spec: Option<Spec>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct Spec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    project: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    source: Option<Source>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sources: Option<Vec<Source>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    destination: Option<Dest>,
+    #[serde(
+        default,
+        rename = "syncPolicy",
+        skip_serializing_if = "Option::is_none"
+    )]
+    sync_policy: Option<SyncPolicy>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct Source {
+    #[serde(default, rename = "repoURL", skip_serializing_if = "Option::is_none")]
+    repo_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    #[serde(
+        default,
+        rename = "targetRevision",
+        skip_serializing_if = "Option::is_none"
+    )]
+    target_revision: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct Dest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    server: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct SyncPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    automated: Option<Automated>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct Automated {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    prune: Option<bool>,
+    #[serde(default, rename = "selfHeal", skip_serializing_if = "Option::is_none")]
+    self_heal: Option<bool>,
+}
+
+/// Reads one Application.
+pub(crate) fn to_app(ctx: &mut Ctx, value: &Value, locator: &str) -> Result<App, LoadError> {
+    let (ns, name) = meta_names(value);
+    let object = object_name("Application", ns, name, locator);
+    let obj: ApplicationObject = typed(ctx, value, &object)?;
+    let meta = obj.metadata.unwrap_or_default();
+    let name = meta.name.filter(|n| !n.is_empty()).ok_or_else(|| {
+        ctx.field_error(
+            &object,
+            "metadata.name",
+            "missing; an Application needs a name".to_owned(),
+        )
+    })?;
+    let spec = obj.spec.unwrap_or_default();
+
+    // Argo CD uses `sources` whenever it is non-empty, ignoring `source`.
+    let source = match spec.sources {
+        Some(sources) if !sources.is_empty() => {
+            if sources.len() > 1 {
+                ctx.warn(
+                    &object,
+                    Some("spec.sources"),
+                    format!(
+                        "{} sources; fleetshard models one and uses sources[0]",
+                        sources.len()
+                    ),
+                );
+            }
+            sources.into_iter().next()
+        }
+        _ => spec.source,
+    }
+    .unwrap_or_default();
+
+    let dest = spec.destination.unwrap_or_default();
+    let auto_sync = spec
+        .sync_policy
+        .and_then(|p| p.automated)
+        .filter(|a| a.enabled != Some(false))
+        .map(|a| AutoSync {
+            prune: a.prune.unwrap_or(false),
+            self_heal: a.self_heal.unwrap_or(false),
+        });
+
+    Ok(App {
+        namespace: meta.namespace.unwrap_or_default(),
+        name,
+        project: spec.project.unwrap_or_default(),
+        source: AppSource {
+            repo_url: source.repo_url.unwrap_or_default(),
+            target_revision: source
+                .target_revision
+                .unwrap_or_else(|| DEFAULT_REVISION.to_owned()),
+            path: source.path.unwrap_or_default(),
+        },
+        destination: Destination {
+            server: dest.server,
+            name: dest.name,
+            namespace: dest.namespace,
+        },
+        auto_sync,
+    })
+}
+
+/// An Application as `kubectl get -o yaml` prints it, for the writers.
+#[derive(Debug, Serialize)]
+pub(crate) struct ApplicationOut {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: ObjectMeta,
+    spec: Spec,
+}
+
+/// The Application manifest for `app`. Every model field is written so that reading it
+/// back gives the same [`App`] (`targetRevision` always, since a missing one reads as
+/// `HEAD`).
+pub(crate) fn to_application(app: &App) -> ApplicationOut {
+    let non_empty = |s: &str| Some(s.to_owned()).filter(|s| !s.is_empty());
+    ApplicationOut {
+        api_version: "argoproj.io/v1alpha1",
+        kind: "Application",
+        metadata: ObjectMeta {
+            name: Some(app.name.clone()),
+            // An empty namespace reads back as empty whether written or not.
+            namespace: non_empty(&app.namespace),
+            ..ObjectMeta::default()
+        },
+        spec: Spec {
+            project: Some(app.project.clone()),
+            source: Some(Source {
+                repo_url: non_empty(&app.source.repo_url),
+                path: non_empty(&app.source.path),
+                target_revision: Some(app.source.target_revision.clone()),
+            }),
+            sources: None,
+            destination: Some(Dest {
+                server: app.destination.server.clone(),
+                name: app.destination.name.clone(),
+                namespace: app.destination.namespace.clone(),
+            }),
+            sync_policy: app.auto_sync.map(|a| SyncPolicy {
+                automated: Some(Automated {
+                    enabled: None,
+                    prune: Some(a.prune),
+                    self_heal: Some(a.self_heal),
+                }),
+            }),
+        },
+    }
+}

@@ -1,0 +1,315 @@
+//! Splitting a file into documents and objects, and deciding what each one is.
+//!
+//! Kubernetes exports are read in two steps: the text becomes generic documents
+//! (`serde_json::Value`, through serde-saphyr for YAML so the parser's budgets apply), then
+//! each object is deserialised on its own. That way a type error names the object it is in
+//! (`Secret argocd/foo`) and the field (`metadata.labels[team]`), and a document of an
+//! unexpected kind is refused by its `kind` before its body is interpreted.
+//!
+//! The native fleet file is instead deserialised straight from the text: it is written by
+//! hand, so its errors should carry line and column, and serde's `deny_unknown_fields`
+//! catches typos.
+
+use fleetshard_core::{App, Cluster};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::{Ctx, LoadError};
+use crate::{FleetFile, application, native, secret};
+
+/// Which formats an entry point accepts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Accept {
+    /// Argo CD cluster Secrets (single, `SecretList`, `List`).
+    pub(crate) secrets: bool,
+    /// Argo CD Applications (single, `ApplicationList`, `List`).
+    pub(crate) apps: bool,
+    /// The native fleet file.
+    pub(crate) native: bool,
+}
+
+impl Accept {
+    pub(crate) const ANY: Accept = Accept {
+        secrets: true,
+        apps: true,
+        native: true,
+    };
+    pub(crate) const CLUSTERS: Accept = Accept {
+        secrets: true,
+        apps: false,
+        native: true,
+    };
+    pub(crate) const APPS: Accept = Accept {
+        secrets: false,
+        apps: true,
+        native: true,
+    };
+    pub(crate) const NATIVE: Accept = Accept {
+        secrets: false,
+        apps: false,
+        native: true,
+    };
+
+    /// Human list of what is accepted, for error messages.
+    fn expected(self) -> String {
+        let mut parts = Vec::new();
+        if self.secrets {
+            parts.push("Secret, SecretList or List of cluster Secrets");
+        }
+        if self.apps {
+            parts.push("Application, ApplicationList or List of Applications");
+        }
+        if self.native {
+            parts.push("a fleetshard fleet file (clusters/apps/shards, no kind)");
+        }
+        parts.join(", or ")
+    }
+}
+
+/// Parser options for a text of `len` bytes.
+///
+/// serde-saphyr's budgets bound events, nodes, depth, documents, scalar bytes and alias
+/// expansion, which is what keeps hostile input from exhausting memory or stack. Its
+/// defaults (a million events, 250k nodes, 1,024 documents) are below a real
+/// `kubectl get applications -A -o yaml` of a large fleet, so the count limits grow with the
+/// input: outside aliases (which keep their own limits) every event, node or document
+/// costs at least one byte of input, so work stays linear in the file's size.
+///
+/// No source snippets, so that messages stay on one line. Untyped values (everything in
+/// Kubernetes objects, which go through `Value`) follow YAML 1.2 rather than 1.1: `n`,
+/// `no`, `on` stay strings instead of booleans, and `010` or `1_000` stay strings instead
+/// of numbers, so a namespace called `n` or a label value `010` is read as written.
+pub(crate) fn yaml_options(len: usize) -> serde_saphyr::Options {
+    let defaults = serde_saphyr::Budget::default();
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_events: defaults.max_events.max(len),
+            max_nodes: defaults.max_nodes.max(len),
+            max_documents: defaults.max_documents.max(len / 4),
+            max_total_scalar_bytes: defaults.max_total_scalar_bytes.max(len),
+        },
+        with_snippet: false,
+        strict_booleans: true,
+        leading_zero_numbers_as_strings: true,
+        underscored_numbers_as_strings: true,
+    }
+}
+
+/// A YAML error for the operator: serde-saphyr's advice to library users is dropped.
+pub(crate) fn yaml_message(e: &serde_saphyr::Error) -> String {
+    let message = e
+        .to_string()
+        .replace(", set DuplicateKeyPolicy in Options if acceptable", "");
+    format!("invalid YAML: {message}")
+}
+
+/// True when the text is JSON: its first non-whitespace character is `{`.
+fn is_json(text: &str) -> bool {
+    text.trim_start().starts_with('{')
+}
+
+/// The kinds of object this crate turns into the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ObjectKind {
+    Secret,
+    Application,
+}
+
+/// Reads any accepted format into a [`FleetFile`].
+pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFile, LoadError> {
+    // Editors on some platforms prepend a byte-order mark; neither parser wants it.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let yaml = |text| serde_saphyr::from_multiple_with_options(text, yaml_options(text.len()));
+    let syntax = |message| LoadError::Syntax {
+        file: ctx.file.clone(),
+        message,
+    };
+    let (docs, json): (Vec<Value>, bool) = if is_json(text) {
+        match serde_json::from_str(text) {
+            Ok(doc) => (vec![doc], true),
+            // A hand-written YAML flow mapping (`{clusters: []}`) starts with `{` too.
+            Err(json_error) => match yaml(text) {
+                Ok(docs) => (docs, false),
+                Err(_) => return Err(syntax(format!("invalid JSON: {json_error}"))),
+            },
+        }
+    } else {
+        let docs = yaml(text).map_err(|e| syntax(yaml_message(&e)))?;
+        (docs, false)
+    };
+    if docs.is_empty() {
+        ctx.warn("file", None, "no documents; nothing loaded".to_owned());
+        return Ok(FleetFile::default());
+    }
+
+    let mut objects = Vec::new();
+    for (i, doc) in docs.iter().enumerate() {
+        // Empty documents were dropped by the parser, so the number counts non-empty ones.
+        let locator = format!("document {}", i + 1);
+        let Value::Object(map) = doc else {
+            return Err(ctx.document_error(
+                &locator,
+                format!(
+                    "expected a mapping (a Kubernetes object or a fleet file), found {}",
+                    value_type(doc)
+                ),
+            ));
+        };
+        if !map.contains_key("kind") && !map.contains_key("apiVersion") {
+            if !accept.native {
+                return Err(unknown_kind(ctx, &locator, "", accept));
+            }
+            if docs.len() > 1 {
+                return Err(ctx.document_error(
+                    &locator,
+                    format!(
+                        "a fleet file (a document without kind) must be alone in its file, \
+                         found {} documents",
+                        docs.len()
+                    ),
+                ));
+            }
+            return native::parse(text, json, ctx);
+        }
+        collect_objects(ctx, doc, &locator, accept, &mut objects)?;
+    }
+
+    let mut clusters: Vec<Cluster> = Vec::new();
+    let mut apps: Vec<App> = Vec::new();
+    for (kind, value, locator) in objects {
+        match kind {
+            ObjectKind::Secret => clusters.extend(secret::to_cluster(ctx, value, &locator)?),
+            ObjectKind::Application => apps.push(application::to_app(ctx, value, &locator)?),
+        }
+    }
+    Ok(FleetFile {
+        fleet: fleetshard_core::Fleet { clusters, apps },
+        shards: Vec::new(),
+    })
+}
+
+/// Appends the objects of one Kubernetes document (itself, or the items of a list) after
+/// checking every kind.
+fn collect_objects<'a>(
+    ctx: &Ctx,
+    doc: &'a Value,
+    locator: &str,
+    accept: Accept,
+    out: &mut Vec<(ObjectKind, &'a Value, String)>,
+) -> Result<(), LoadError> {
+    let kind = kind_of(ctx, doc, locator)?;
+    // Items of a typed list returned by the API server often lack `kind`: it is implied.
+    let item_default = match kind {
+        "List" => None,
+        "SecretList" if accept.secrets => Some(ObjectKind::Secret),
+        "ApplicationList" if accept.apps => Some(ObjectKind::Application),
+        _ => {
+            out.push((
+                object_kind(ctx, kind, locator, accept)?,
+                doc,
+                locator.to_owned(),
+            ));
+            return Ok(());
+        }
+    };
+    let items = match doc.get("items") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(ctx.field_error(
+                locator,
+                "items",
+                format!("expected a sequence, found {}", value_type(other)),
+            ));
+        }
+    };
+    for (j, item) in items.iter().enumerate() {
+        let item_locator = format!("{locator}, items[{j}]");
+        if !item.is_object() {
+            return Err(ctx.document_error(
+                &item_locator,
+                format!("expected an object, found {}", value_type(item)),
+            ));
+        }
+        let object = match (item.get("kind"), item_default) {
+            (None | Some(Value::Null), Some(default)) => default,
+            _ => {
+                let item_kind = kind_of(ctx, item, &item_locator)?;
+                let object = object_kind(ctx, item_kind, &item_locator, accept)?;
+                if item_default.is_some_and(|d| d != object) {
+                    return Err(unknown_kind(ctx, &item_locator, item_kind, accept));
+                }
+                object
+            }
+        };
+        out.push((object, item, item_locator));
+    }
+    Ok(())
+}
+
+/// The document's `kind`, which must be a string.
+fn kind_of<'a>(ctx: &Ctx, doc: &'a Value, locator: &str) -> Result<&'a str, LoadError> {
+    match doc.get("kind") {
+        Some(Value::String(kind)) => Ok(kind),
+        None | Some(Value::Null) => Ok(""),
+        Some(other) => Err(ctx.field_error(
+            locator,
+            "kind",
+            format!("expected a string, found {}", value_type(other)),
+        )),
+    }
+}
+
+/// Maps an object kind to what we read, if this input accepts it.
+fn object_kind(
+    ctx: &Ctx,
+    kind: &str,
+    locator: &str,
+    accept: Accept,
+) -> Result<ObjectKind, LoadError> {
+    match kind {
+        "Secret" if accept.secrets => Ok(ObjectKind::Secret),
+        "Application" if accept.apps => Ok(ObjectKind::Application),
+        _ => Err(unknown_kind(ctx, locator, kind, accept)),
+    }
+}
+
+fn unknown_kind(ctx: &Ctx, locator: &str, kind: &str, accept: Accept) -> LoadError {
+    LoadError::UnknownKind {
+        file: ctx.file.clone(),
+        object: locator.to_owned(),
+        kind: kind.to_owned(),
+        expected: accept.expected(),
+    }
+}
+
+/// Deserialises one object, turning a failure into an error that names `object` and the
+/// field path inside it.
+pub(crate) fn typed<T: DeserializeOwned>(
+    ctx: &Ctx,
+    value: &Value,
+    object: &str,
+) -> Result<T, LoadError> {
+    serde_path_to_error::deserialize(value)
+        .map_err(|e| ctx.path_error(object, false, e.path(), e.inner().to_string()))
+}
+
+/// The name of a JSON value's type, for messages.
+fn value_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a sequence",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// `metadata.namespace` and `metadata.name` read leniently, to name an object in messages
+/// before (or when) it fails to deserialise.
+pub(crate) fn meta_names(value: &Value) -> (Option<&str>, Option<&str>) {
+    let meta = value.get("metadata");
+    let get = |key| meta.and_then(|m| m.get(key)).and_then(Value::as_str);
+    (get("namespace"), get("name"))
+}

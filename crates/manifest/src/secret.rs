@@ -1,0 +1,308 @@
+//! Argo CD cluster Secrets, read as Argo CD reads them and written as `kubectl` exports them.
+//!
+//! Field mapping (`argo-compat.md` §1):
+//!
+//! | [`Cluster`] field | Secret field |
+//! |---|---|
+//! | `id` | `metadata.uid`; see below when it is missing |
+//! | `name` | `data.name` (empty when missing) |
+//! | `server` | `data.server` with trailing `/` removed; missing or empty is an error |
+//! | `shard` | `data.shard` parsed like Go's `strconv.Atoi`; unparsable is a warning and no pin |
+//! | `labels` | `metadata.labels` without `argocd.argoproj.io/secret-type` (as Argo CD) |
+//! | `skip_reconcile` | annotation `argocd.argoproj.io/skip-reconcile`, Go `strconv.ParseBool` |
+//! | `weight` | annotation `fleetshard.io/weight`, a non-negative integer; bad values are errors |
+//!
+//! Each value is taken from `stringData` when the key is there, else from `data`
+//! (base64), as the API server merges them. Only the keys above are decoded; a corrupt
+//! value in a key fleetshard does not read (`config`, …) is not reported.
+//!
+//! **Missing `metadata.uid`.** Exports from a live cluster always carry one; hand-written
+//! Secrets often do not. For `https://kubernetes.default.svc` the id is `""`, as Argo CD's
+//! built-in in-cluster entry has. Otherwise the loader warns and uses `metadata.name`
+//! (or, without a name, the server) as the id: stable and unique per namespace, but not
+//! the uid Argo CD would hash, so `legacy` and `round-robin` results can differ from the
+//! live controller's.
+//!
+//! Secrets without the label `argocd.argoproj.io/secret-type: cluster` (repository
+//! credentials, say, exported by a broad selector) are skipped with a warning.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use fleetshard_core::Cluster;
+use fleetshard_core::model::normalize_server;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::document::{meta_names, typed};
+use crate::error::{Ctx, LoadError, object_name};
+
+/// Label that marks a Secret as an Argo CD cluster (value `cluster`).
+pub const SECRET_TYPE_LABEL: &str = "argocd.argoproj.io/secret-type";
+/// Annotation that takes a cluster out of every shard (Go `strconv.ParseBool` true).
+pub const SKIP_RECONCILE_ANNOTATION: &str = "argocd.argoproj.io/skip-reconcile";
+/// Annotation carrying fleetshard's load weight for a cluster (a non-negative integer).
+pub const WEIGHT_ANNOTATION: &str = "fleetshard.io/weight";
+/// The in-cluster API server, whose built-in Argo CD entry has id `""`.
+pub const IN_CLUSTER_SERVER: &str = "https://kubernetes.default.svc";
+
+/// The parts of `metadata` that fleetshard reads and writes.
+#[derive(Debug, Default, Deserialize, Serialize)]
+pub(crate) struct ObjectMeta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) labels: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) annotations: Option<BTreeMap<String, String>>,
+}
+
+/// A Secret as far as fleetshard cares. Other fields (`type`, `status`, …) are ignored.
+#[derive(Debug, Default, Deserialize)]
+struct SecretObject {
+    #[serde(default)]
+    metadata: Option<ObjectMeta>,
+    #[serde(default)]
+    data: Option<BTreeMap<String, String>>,
+    #[serde(default, rename = "stringData")]
+    string_data: Option<BTreeMap<String, String>>,
+}
+
+impl SecretObject {
+    /// The value of `key` and the field it came from: `stringData` wins over `data`, as
+    /// the API server merges them.
+    fn get(
+        &self,
+        ctx: &Ctx,
+        object: &str,
+        key: &str,
+    ) -> Result<Option<(String, String)>, LoadError> {
+        if let Some(v) = self.string_data.as_ref().and_then(|d| d.get(key)) {
+            return Ok(Some((v.clone(), format!("stringData.{key}"))));
+        }
+        let Some(encoded) = self.data.as_ref().and_then(|d| d.get(key)) else {
+            return Ok(None);
+        };
+        let field = format!("data.{key}");
+        let bytes = STANDARD
+            .decode(encoded)
+            .map_err(|e| ctx.field_error(object, &field, format!("invalid base64: {e}")))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            ctx.field_error(
+                object,
+                &field,
+                format!("decoded value is not UTF-8 text: {e}"),
+            )
+        })?;
+        Ok(Some((text, field)))
+    }
+}
+
+/// Reads one Secret; `Ok(None)` when it is not a cluster Secret (skipped with a warning).
+pub(crate) fn to_cluster(
+    ctx: &mut Ctx,
+    value: &Value,
+    locator: &str,
+) -> Result<Option<Cluster>, LoadError> {
+    let (ns, name) = meta_names(value);
+    let object = object_name("Secret", ns, name, locator);
+    let secret: SecretObject = typed(ctx, value, &object)?;
+    let meta = secret.metadata.as_ref();
+    let mut labels = meta.and_then(|m| m.labels.clone()).unwrap_or_default();
+    let annotations = meta.and_then(|m| m.annotations.as_ref());
+
+    match labels.remove(SECRET_TYPE_LABEL).as_deref() {
+        Some("cluster") => {}
+        other => {
+            let found = match other {
+                Some(v) => format!("label {SECRET_TYPE_LABEL}={v:?}"),
+                None => format!("no label {SECRET_TYPE_LABEL}"),
+            };
+            ctx.warn(
+                &object,
+                None,
+                format!("{found}, so not an Argo CD cluster Secret; skipped"),
+            );
+            return Ok(None);
+        }
+    }
+
+    let server = match secret.get(ctx, &object, "server")? {
+        None => {
+            return Err(ctx.field_error(
+                &object,
+                "data.server",
+                "missing; a cluster Secret needs the API server URL".to_owned(),
+            ));
+        }
+        Some((s, field)) => {
+            let server = normalize_server(&s).to_owned();
+            if server.is_empty() {
+                return Err(ctx.field_error(&object, &field, format!("empty server URL ({s:?})")));
+            }
+            server
+        }
+    };
+    let cluster_name = secret
+        .get(ctx, &object, "name")?
+        .map(|(n, _)| n)
+        .unwrap_or_default();
+
+    let shard = match secret.get(ctx, &object, "shard")? {
+        None => None,
+        // Go's strconv.Atoi and Rust's i64 parser agree: ASCII decimal digits with an
+        // optional sign, no spaces or underscores, within 64 bits.
+        Some((s, field)) => match s.parse::<i64>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                ctx.warn(
+                    &object,
+                    Some(&field),
+                    format!("{s:?} is not an integer; no shard pin (as Argo CD)"),
+                );
+                None
+            }
+        },
+    };
+
+    let id = match meta
+        .and_then(|m| m.uid.as_deref())
+        .filter(|u| !u.is_empty())
+    {
+        Some(uid) => uid.to_owned(),
+        None if server == IN_CLUSTER_SERVER => String::new(),
+        None => {
+            let fallback = name.filter(|n| !n.is_empty()).unwrap_or(&server).to_owned();
+            ctx.warn(
+                &object,
+                Some("metadata.uid"),
+                format!(
+                    "missing; using {fallback:?} as the cluster id (hash-based shards may \
+                     differ from the live Argo CD, which uses the uid)"
+                ),
+            );
+            fallback
+        }
+    };
+
+    let skip_reconcile = match annotations.and_then(|a| a.get(SKIP_RECONCILE_ANNOTATION)) {
+        None => false,
+        Some(v) => parse_go_bool(v).unwrap_or_else(|| {
+            ctx.warn(
+                &object,
+                Some(&format!(
+                    "metadata.annotations[{SKIP_RECONCILE_ANNOTATION}]"
+                )),
+                format!("{v:?} is not a boolean; treated as false (as Argo CD)"),
+            );
+            false
+        }),
+    };
+
+    let weight = match annotations.and_then(|a| a.get(WEIGHT_ANNOTATION)) {
+        None => None,
+        Some(v) => Some(v.parse::<u64>().map_err(|_| {
+            ctx.field_error(
+                &object,
+                &format!("metadata.annotations[{WEIGHT_ANNOTATION}]"),
+                format!("{v:?} is not a non-negative integer"),
+            )
+        })?),
+    };
+
+    Ok(Some(Cluster {
+        id,
+        name: cluster_name,
+        server,
+        shard,
+        labels,
+        skip_reconcile,
+        weight,
+    }))
+}
+
+/// Go's `strconv.ParseBool`: `None` for anything it rejects.
+fn parse_go_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// A Secret as `kubectl get -o yaml` prints it, for the writers.
+#[derive(Debug, Serialize)]
+pub(crate) struct SecretOut {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: ObjectMeta,
+    #[serde(rename = "type")]
+    type_: &'static str,
+    data: BTreeMap<String, String>,
+}
+
+/// The cluster Secret Argo CD would hold for `cluster`, named `secret_name` in `argocd`.
+pub(crate) fn to_secret(cluster: &Cluster, secret_name: String) -> SecretOut {
+    let mut labels = cluster.labels.clone();
+    labels.insert(SECRET_TYPE_LABEL.to_owned(), "cluster".to_owned());
+    let mut annotations = BTreeMap::new();
+    if cluster.skip_reconcile {
+        annotations.insert(SKIP_RECONCILE_ANNOTATION.to_owned(), "true".to_owned());
+    }
+    if let Some(w) = cluster.weight {
+        annotations.insert(WEIGHT_ANNOTATION.to_owned(), w.to_string());
+    }
+    let mut data = BTreeMap::new();
+    let mut put = |k: &str, v: &str| data.insert(k.to_owned(), STANDARD.encode(v));
+    put("name", &cluster.name);
+    put("server", &cluster.server);
+    // What `argocd cluster add` stores for a cluster reached with default TLS settings.
+    put("config", r#"{"tlsClientConfig":{"insecure":false}}"#);
+    if let Some(shard) = cluster.shard {
+        put("shard", &shard.to_string());
+    }
+    SecretOut {
+        api_version: "v1",
+        kind: "Secret",
+        metadata: ObjectMeta {
+            name: Some(secret_name),
+            namespace: Some("argocd".to_owned()),
+            // The in-cluster entry has no Secret uid; leaving it out reads back as "".
+            uid: Some(cluster.id.clone()).filter(|id| !id.is_empty()),
+            labels: Some(labels),
+            annotations: Some(annotations).filter(|a| !a.is_empty()),
+        },
+        type_: "Opaque",
+        data,
+    }
+}
+
+/// A DNS-1123 Secret name for a cluster: `cluster-` and the lower-cased name (or id), with
+/// anything else replaced by `-`, cut to fit the 253-character limit.
+pub(crate) fn secret_name(cluster: &Cluster) -> String {
+    let base = if cluster.name.is_empty() {
+        &cluster.id
+    } else {
+        &cluster.name
+    };
+    let mut name: String = base
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '.') => c,
+            _ => '-',
+        })
+        .take(200)
+        .collect();
+    name = name.trim_matches(['-', '.']).to_owned();
+    if name.is_empty() {
+        "cluster".to_owned()
+    } else {
+        format!("cluster-{name}")
+    }
+}

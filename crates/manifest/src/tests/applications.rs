@@ -1,0 +1,185 @@
+use super::{assert_warned, field_of};
+use crate::{LoadError, parse_apps};
+use fleetshard_core::AutoSync;
+
+/// `kubectl get applications -A -o yaml`, abridged.
+const APP_LIST_YAML: &str = r#"
+apiVersion: v1
+items:
+- apiVersion: argoproj.io/v1alpha1
+  kind: Application
+  metadata:
+    name: guestbook
+    namespace: argocd
+    uid: 9e1f7c1a-0000-4000-8000-000000000001
+  spec:
+    destination:
+      namespace: guestbook
+      server: https://prod-eu-1.example.com/
+    project: default
+    source:
+      path: guestbook
+      repoURL: https://github.com/argoproj/argocd-example-apps
+      targetRevision: v1.2.0
+    syncPolicy:
+      automated:
+        prune: true
+      syncOptions: [CreateNamespace=true]
+  status:
+    sync: {status: Synced}
+- apiVersion: argoproj.io/v1alpha1
+  kind: Application
+  metadata: {name: by-name, namespace: team-a}
+  spec:
+    destination: {name: prod-eu-1}
+    project: team-a
+    source: {repoURL: https://git.example/a, path: a}
+    syncPolicy: {automated: {}}
+kind: List
+metadata:
+  resourceVersion: ""
+"#;
+
+#[test]
+fn application_list_maps_every_field() {
+    let loaded = parse_apps(APP_LIST_YAML, "apps.yaml").unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let [a, b] = &loaded.value[..] else { panic!() };
+    assert_eq!(
+        (a.namespace.as_str(), a.name.as_str(), a.project.as_str()),
+        ("argocd", "guestbook", "default")
+    );
+    assert_eq!(
+        a.source.repo_url,
+        "https://github.com/argoproj/argocd-example-apps"
+    );
+    assert_eq!(a.source.path, "guestbook");
+    assert_eq!(a.source.target_revision, "v1.2.0");
+    assert_eq!(
+        a.destination.server.as_deref(),
+        Some("https://prod-eu-1.example.com/"),
+        "kept raw, as Argo CD compares it"
+    );
+    assert_eq!(a.destination.namespace.as_deref(), Some("guestbook"));
+    assert_eq!(
+        a.auto_sync,
+        Some(AutoSync {
+            prune: true,
+            self_heal: false
+        })
+    );
+    assert_eq!(b.destination.name.as_deref(), Some("prod-eu-1"));
+    assert_eq!(b.destination.server, None);
+    assert_eq!(b.source.target_revision, "HEAD", "defaults to HEAD");
+    assert_eq!(
+        b.auto_sync,
+        Some(AutoSync::default()),
+        "automated: {{}} is enabled"
+    );
+}
+
+#[test]
+fn json_single_and_disabled_automation() {
+    let json = r#"{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+      "metadata": {"name": "x", "namespace": "argocd"},
+      "spec": {"project": "p", "destination": {"server": "https://a"},
+               "syncPolicy": {"automated": {"enabled": false, "selfHeal": true}}}}"#;
+    let app = &parse_apps(json, "x.json").unwrap().value[0];
+    assert_eq!(
+        app.auto_sync, None,
+        "enabled: false switches automated sync off"
+    );
+    let json = json.replace("\"enabled\": false, ", "");
+    let app = &parse_apps(&json, "x.json").unwrap().value[0];
+    assert_eq!(
+        app.auto_sync,
+        Some(AutoSync {
+            prune: false,
+            self_heal: true
+        })
+    );
+}
+
+#[test]
+fn multi_source_takes_the_first_and_warns() {
+    let yaml = r#"
+kind: ApplicationList
+items:
+- metadata: {name: multi, namespace: argocd}
+  spec:
+    sources:
+    - {repoURL: https://first, path: one}
+    - {repoURL: https://second, chart: x}
+    destination: {server: https://a}
+"#;
+    let loaded = parse_apps(yaml, "m.yaml").unwrap();
+    assert_eq!(loaded.value[0].source.repo_url, "https://first");
+    assert_warned(
+        &loaded.warnings,
+        &["Application argocd/multi: spec.sources"],
+    );
+}
+
+#[test]
+fn missing_name_and_bad_types_name_the_field() {
+    let err = parse_apps(
+        "kind: Application\nmetadata: {namespace: argocd}\n",
+        "a.yaml",
+    )
+    .unwrap_err();
+    assert_eq!(
+        field_of(&err),
+        ("document 1".into(), "metadata.name".into())
+    );
+    let err = parse_apps(
+        "kind: Application\nmetadata: {name: a, namespace: n}\nspec: {syncPolicy: {automated: {prune: [1]}}}\n",
+        "a.yaml",
+    )
+    .unwrap_err();
+    assert_eq!(
+        field_of(&err),
+        (
+            "Application n/a".into(),
+            "spec.syncPolicy.automated.prune".into()
+        )
+    );
+    let err = parse_apps("kind: List\nitems:\n- kind: Application\n  metadata: {name: a}\n  spec: {destination: 5}\n", "a").unwrap_err();
+    assert_eq!(field_of(&err).1, "spec.destination");
+    assert!(matches!(
+        parse_apps("kind: Deployment\n", "d").unwrap_err(),
+        LoadError::UnknownKind { .. }
+    ));
+}
+
+#[test]
+fn large_exports_fit_the_parser_budget() {
+    // serde-saphyr's default budget is 250k nodes, a million events and 1,024 documents; a large
+    // fleet's export has more, and the budget grows with the input.
+    let many_events = format!(
+        "kind: ApplicationList\nmetadata: {{annotations: {{}}, x: [{}]}}\nitems: []\n",
+        "1,".repeat(260_000)
+    );
+    assert!(
+        parse_apps(&many_events, "big.yaml")
+            .unwrap()
+            .value
+            .is_empty()
+    );
+    let many_docs: String = (0..2_000)
+        .map(|i| format!("---\nkind: Application\nmetadata: {{name: a{i}}}\n"))
+        .collect();
+    assert_eq!(
+        parse_apps(&many_docs, "multi.yaml").unwrap().value.len(),
+        2_000
+    );
+}
+
+#[test]
+fn yaml_flow_mapping_starting_with_a_brace_is_not_mistaken_for_json() {
+    let loaded = parse_apps(
+        "{kind: Application, metadata: {name: a, namespace: argocd}}",
+        "f.yaml",
+    )
+    .unwrap();
+    assert_eq!(loaded.value[0].name, "a");
+}
