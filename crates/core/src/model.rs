@@ -1,7 +1,9 @@
 //! The fleet as the distribution engine sees it: clusters, applications, and how an
 //! application's destination resolves to a cluster.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Label that carries a cluster's (or a replica's) availability zone, as in Kubernetes.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
@@ -152,16 +154,16 @@ impl Default for ShardSpec {
 /// `destination.server` and ignores `destination.name`; see `argo-compat.md` W5).
 #[derive(Debug)]
 pub struct DestinationIndex<'a> {
-    by_server: HashMap<&'a str, usize>,
-    by_name: HashMap<&'a str, usize>,
+    by_server: FxHashMap<&'a str, usize>,
+    by_name: FxHashMap<&'a str, usize>,
 }
 
 impl<'a> DestinationIndex<'a> {
     /// Indexes `clusters`; on duplicates the first cluster wins (duplicates are reported by
     /// [`Fleet::problems`]).
     pub fn new(clusters: &'a [Cluster]) -> Self {
-        let mut by_server = HashMap::with_capacity(clusters.len());
-        let mut by_name = HashMap::with_capacity(clusters.len());
+        let mut by_server = FxHashMap::with_capacity_and_hasher(clusters.len(), Default::default());
+        let mut by_name = FxHashMap::with_capacity_and_hasher(clusters.len(), Default::default());
         for (i, c) in clusters.iter().enumerate() {
             by_server.entry(c.server.as_str()).or_insert(i);
             if !c.name.is_empty() {
@@ -231,8 +233,8 @@ impl Fleet {
     /// Problems the operator should see: duplicates and unresolved destinations.
     pub fn problems(&self) -> Vec<FleetProblem> {
         let mut out = Vec::new();
-        let mut ids: HashMap<&str, usize> = HashMap::new();
-        let mut servers: HashMap<&str, usize> = HashMap::new();
+        let mut ids: FxHashMap<&str, usize> = FxHashMap::default();
+        let mut servers: FxHashMap<&str, usize> = FxHashMap::default();
         for (i, c) in self.clusters.iter().enumerate() {
             if let Some(&first) = ids.get(c.id.as_str()) {
                 out.push(FleetProblem::DuplicateClusterId {
@@ -253,7 +255,7 @@ impl Fleet {
                 servers.insert(&c.server, i);
             }
         }
-        let mut apps: HashMap<(&str, &str), usize> = HashMap::new();
+        let mut apps: FxHashMap<(&str, &str), usize> = FxHashMap::default();
         let index = DestinationIndex::new(&self.clusters);
         for (i, a) in self.apps.iter().enumerate() {
             let key = (a.namespace.as_str(), a.name.as_str());
@@ -282,7 +284,7 @@ impl Fleet {
     /// duplicate key counts once.
     pub fn app_counts(&self) -> Vec<u64> {
         let index = DestinationIndex::new(&self.clusters);
-        let mut seen = std::collections::HashSet::with_capacity(self.apps.len());
+        let mut seen = FxHashSet::with_capacity_and_hasher(self.apps.len(), Default::default());
         let mut counts = vec![0u64; self.clusters.len()];
         for a in &self.apps {
             if !seen.insert((a.namespace.as_str(), a.name.as_str())) {

@@ -1,9 +1,9 @@
 //! `consistent-hashing`: consistent hashing with bounded loads, weighted by application
 //! count (`sharding.go:171-239`, `consistent.go`).
 
-use std::collections::HashMap;
-
 use blake2b_simd::many::{HashManyJob, hash_many};
+
+use rustc_hash::FxHashMap;
 
 use crate::model::{App, Cluster};
 
@@ -42,17 +42,30 @@ pub struct ConsistentHashRing {
     replicas: u32,
     /// Ring points sorted by hash, each with its owning shard; hashes are distinct.
     points: Vec<(u64, u32)>,
+    /// Each shard's point hashes, sorted.
+    by_shard: Vec<Vec<u64>>,
 }
 
 impl ConsistentHashRing {
     /// Builds the ring for `replicas` shards.
     pub fn new(replicas: u32) -> Self {
-        let mut keys = Vec::with_capacity(replicas as usize * REPLICATION_FACTOR as usize);
+        use std::io::Write;
+        // All keys in one buffer: 100k small allocations would cost more than the hashing.
+        let count = replicas as usize * REPLICATION_FACTOR as usize;
+        let mut bytes = Vec::with_capacity(count * 8);
+        let mut ends = Vec::with_capacity(count);
         for shard in 0..replicas {
             for i in 0..REPLICATION_FACTOR {
-                keys.push(format!("{shard}{i}"));
+                write!(bytes, "{shard}{i}").expect("writing to a Vec cannot fail");
+                ends.push(bytes.len());
             }
         }
+        let keys: Vec<&[u8]> = ends
+            .iter()
+            .scan(0, |start, &end| {
+                Some(&bytes[std::mem::replace(start, end)..end])
+            })
+            .collect();
         let hashes = argo_hash_many(&keys);
         let mut points: Vec<(u64, u32)> = hashes
             .into_iter()
@@ -69,9 +82,14 @@ impl ConsistentHashRing {
                 _ => deduped.push(p),
             }
         }
+        let mut by_shard = vec![Vec::new(); replicas as usize];
+        for &(h, s) in &deduped {
+            by_shard[s as usize].push(h);
+        }
         ConsistentHashRing {
             replicas,
             points: deduped,
+            by_shard,
         }
     }
 
@@ -95,6 +113,46 @@ impl ConsistentHashRing {
         let i = self.points.partition_point(|&(h, _)| h <= hash);
         if i == self.points.len() { 0 } else { i }
     }
+
+    /// Upstream's `GetLeast`: the shard of the first point strictly after `hash`
+    /// (clockwise, wrapping) whose shard is below `bound`.
+    ///
+    /// Upstream walks point by point, which crosses thousands of points when most shards
+    /// are full (skewed loads make that common). This walks a few points, then asks each
+    /// non-full shard for its own first point after `hash` and takes the nearest, which is
+    /// the same point.
+    fn least_loaded(&self, hash: u64, load: &[u64], bound: u64) -> u32 {
+        const WALK: usize = 16;
+        let mut i = self.first_after(hash);
+        for _ in 0..WALK {
+            let s = self.points[i].1;
+            if load[s as usize] < bound {
+                return s;
+            }
+            i += 1;
+            if i == self.points.len() {
+                i = 0;
+            }
+        }
+        // Nearest clockwise: points after `hash` first (not wrapped), then the smallest.
+        let mut best: Option<((bool, u64), u32)> = None;
+        for (s, points) in self.by_shard.iter().enumerate() {
+            if load[s] >= bound || points.is_empty() {
+                continue;
+            }
+            let k = points.partition_point(|&h| h <= hash);
+            let key = if k < points.len() {
+                (false, points[k])
+            } else {
+                (true, points[0])
+            };
+            if best.is_none_or(|(b, _)| key < b) {
+                best = Some((key, s as u32));
+            }
+        }
+        // Some shard is always below the bound (it exceeds the mean load).
+        best.map_or(0, |(_, s)| s)
+    }
 }
 
 /// Upstream's `loadOK` bound: `ceil(max(1, (total + 1) / replicas) × 1.25)`, with the
@@ -112,7 +170,7 @@ pub(super) fn place<'a>(
     ring: &ConsistentHashRing,
     clusters: &[&'a Cluster],
     apps: &[App],
-) -> HashMap<&'a str, u32> {
+) -> FxHashMap<&'a str, u32> {
     let sorted = super::sorted_by_id(clusters);
     let app_counts = super::argo_app_counts(apps);
     let ids: Vec<&[u8]> = sorted.iter().map(|c| c.id.as_bytes()).collect();
@@ -120,21 +178,9 @@ pub(super) fn place<'a>(
 
     let mut load = vec![0u64; ring.replicas as usize];
     let mut total = 0u64;
-    let mut out = HashMap::with_capacity(sorted.len());
+    let mut out = FxHashMap::with_capacity_and_hasher(sorted.len(), Default::default());
     for (c, h) in sorted.into_iter().zip(hashes) {
-        let bound = load_bound(total, ring.replicas);
-        let mut i = ring.first_after(h);
-        // Terminates: the bound exceeds the mean, so some shard is always under it.
-        let shard = loop {
-            let s = ring.points[i].1;
-            if load[s as usize] < bound {
-                break s;
-            }
-            i += 1;
-            if i == ring.points.len() {
-                i = 0;
-            }
-        };
+        let shard = ring.least_loaded(h, &load, load_bound(total, ring.replicas));
         out.insert(c.id.as_str(), shard);
         let n = app_counts.get(c.server.as_str()).copied().unwrap_or(0);
         load[shard as usize] += n;
@@ -178,6 +224,49 @@ mod tests {
         }
         // (T+1)/n truncates first: T=4, n=3 → avg 1 → bound 2.
         assert_eq!(load_bound(4, 3), 2);
+    }
+
+    /// The shortcut in `least_loaded` answers exactly what upstream's walk answers.
+    #[test]
+    fn least_loaded_equals_the_plain_walk() {
+        let ring = ConsistentHashRing::new(7);
+        let walk = |hash: u64, load: &[u64], bound: u64| {
+            let mut i = ring.first_after(hash);
+            loop {
+                let s = ring.points[i].1;
+                if load[s as usize] < bound {
+                    return s;
+                }
+                i = (i + 1) % ring.points.len();
+            }
+        };
+        let mut x = 0x1234_5678_9abc_def0_u64;
+        for round in 0..2000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Between 1 and 7 shards full.
+            let full = 1 + (x >> 60) as usize % 7;
+            let load: Vec<u64> = (0..7)
+                .map(|s| {
+                    if (s + round as usize) % 7 < full && full < 7 {
+                        10
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            let probe = if round % 3 == 0 {
+                ring.points[(x >> 20) as usize % ring.points.len()].0
+            } else {
+                x
+            };
+            assert_eq!(
+                ring.least_loaded(probe, &load, 5),
+                walk(probe, &load, 5),
+                "round {round}"
+            );
+        }
     }
 
     #[test]

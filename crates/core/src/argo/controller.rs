@@ -1,7 +1,7 @@
 //! What Argo CD's controller does with a distribution function (`ClusterSharding`,
 //! `controller/sharding/cache.go`): the authoritative cluster → shard map.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::{ArgoAlgorithm, ArgoDistribution, ArgoShard, ConsistentHashRing, Probe};
 use crate::model::{App, Cluster};
@@ -13,8 +13,8 @@ pub struct ArgoControllerAssignment {
     replicas: u32,
     /// Per input cluster: `Shards[cluster.server]`.
     shards: Vec<ArgoShard>,
-    /// `server → shard`, as the controller's `Shards` map.
-    by_server: HashMap<String, ArgoShard>,
+    /// `server → index of the cluster that holds it` (the later of duplicates).
+    by_server: FxHashMap<String, usize>,
     /// Input clusters whose server a later cluster also uses (the later one wins).
     superseded: Vec<usize>,
 }
@@ -55,16 +55,14 @@ impl ArgoControllerAssignment {
         // `Clusters[c.Server] = c`: the later of two clusters with one server wins. The
         // members keep input order, which only matters for equal ids under consistent
         // hashing (upstream: map order, so unspecified).
-        let mut winner: HashMap<&str, usize> = HashMap::with_capacity(clusters.len());
+        let mut winner: FxHashMap<&str, usize> =
+            FxHashMap::with_capacity_and_hasher(clusters.len(), Default::default());
         for (i, c) in clusters.iter().enumerate() {
             winner.insert(&c.server, i);
         }
-        let superseded: Vec<usize> = (0..clusters.len())
-            .filter(|&i| winner[clusters[i].server.as_str()] != i)
-            .collect();
-        let members: Vec<usize> = (0..clusters.len())
-            .filter(|&i| winner[clusters[i].server.as_str()] == i)
-            .collect();
+        let winner_of: Vec<usize> = clusters.iter().map(|c| winner[c.server.as_str()]).collect();
+        let superseded: Vec<usize> = (0..clusters.len()).filter(|&i| winner_of[i] != i).collect();
+        let members: Vec<usize> = (0..clusters.len()).filter(|&i| winner_of[i] == i).collect();
 
         // One replica or none: `NoShardingDistributionFunction`, always 0.
         let function = (replicas > 1).then(|| {
@@ -75,24 +73,18 @@ impl ArgoControllerAssignment {
             }
         });
 
-        let mut by_server = HashMap::with_capacity(members.len());
+        let mut member_shard = vec![0; clusters.len()];
         for (pos, &i) in members.iter().enumerate() {
-            let c = &clusters[i];
-            let shard = match c.shard {
+            member_shard[i] = match clusters[i].shard {
                 // The function is not consulted; out-of-range pins collapse to 0, negative
                 // ones pass through.
-                Some(pin) => {
-                    if pin < i64::from(replicas) {
-                        pin
-                    } else {
-                        0
-                    }
-                }
+                Some(pin) if pin < i64::from(replicas) => pin,
+                Some(_) => 0,
                 None => function.as_ref().map_or(0, |f| f.shard(Probe::Member(pos))),
             };
-            by_server.insert(c.server.clone(), shard);
         }
-        let shards = clusters.iter().map(|c| by_server[&c.server]).collect();
+        let shards = winner_of.iter().map(|&w| member_shard[w]).collect();
+        let by_server = winner.into_iter().map(|(s, i)| (s.to_owned(), i)).collect();
         ArgoControllerAssignment {
             algorithm,
             replicas,
@@ -119,7 +111,7 @@ impl ArgoControllerAssignment {
 
     /// `Shards[server]`, which is 0 for a server the controller does not know (W22).
     pub fn shard_of_server(&self, server: &str) -> ArgoShard {
-        self.by_server.get(server).copied().unwrap_or(0)
+        self.by_server.get(server).map_or(0, |&i| self.shards[i])
     }
 
     /// Input clusters dropped because a later cluster has the same server.

@@ -17,7 +17,7 @@ mod controller;
 mod legacy;
 mod round_robin;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::model::{App, Cluster};
 
@@ -109,9 +109,9 @@ enum Table<'a> {
     /// Legacy needs no table.
     None,
     /// Round-robin: position in the sorted list; the last of equal ids wins.
-    Rank(HashMap<&'a str, usize>),
+    Rank(FxHashMap<&'a str, usize>),
     /// Consistent hashing: the shard per id; the last processed of equal ids wins.
-    Shard(HashMap<&'a str, u32>),
+    Shard(FxHashMap<&'a str, u32>),
 }
 
 impl<'a> ArgoDistribution<'a> {
@@ -230,19 +230,31 @@ impl<'a> ArgoDistribution<'a> {
 /// Sorts cluster references by id, bytewise, as upstream's `getSortedClustersList`. Equal
 /// ids keep their list order (upstream's sort is unstable; see `argo-compat.md` W28).
 fn sorted_by_id<'a>(clusters: &[&'a Cluster]) -> Vec<&'a Cluster> {
-    let mut sorted = clusters.to_vec();
-    sorted.sort_by(|a, b| a.id.as_bytes().cmp(b.id.as_bytes()));
-    sorted
+    // The first 8 bytes as a big-endian integer decide almost every comparison of UUIDs
+    // without touching the strings; equal prefixes fall back to the full bytes.
+    let prefix = |id: &str| {
+        let mut word = [0u8; 8];
+        let n = id.len().min(8);
+        word[..n].copy_from_slice(&id.as_bytes()[..n]);
+        u64::from_be_bytes(word)
+    };
+    let mut keyed: Vec<(u64, &'a Cluster)> = clusters.iter().map(|c| (prefix(&c.id), *c)).collect();
+    keyed.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| a.1.id.as_bytes().cmp(b.1.id.as_bytes()))
+    });
+    keyed.into_iter().map(|(_, c)| c).collect()
 }
 
 /// Application count per raw `spec.destination.server`, over apps keyed by *name only*
 /// (the later of two same-named apps wins), exactly as Argo CD counts load (W4, W5).
-pub fn argo_app_counts(apps: &[App]) -> HashMap<&str, u64> {
-    let mut by_name: HashMap<&str, &str> = HashMap::with_capacity(apps.len());
+pub fn argo_app_counts(apps: &[App]) -> FxHashMap<&str, u64> {
+    let mut by_name: FxHashMap<&str, &str> =
+        FxHashMap::with_capacity_and_hasher(apps.len(), Default::default());
     for a in apps {
         by_name.insert(&a.name, a.destination.server.as_deref().unwrap_or(""));
     }
-    let mut counts = HashMap::new();
+    let mut counts = FxHashMap::default();
     for server in by_name.into_values() {
         *counts.entry(server).or_insert(0) += 1;
     }

@@ -1,6 +1,8 @@
 //! The balanced placement engine: targets, stay, place, shed, fill (see the module docs).
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+mod rebalance;
 
 use super::rendezvous::{cluster_key, score, shard_salt};
 use super::zones::{self, ZoneLayout, ZonePlan};
@@ -29,6 +31,9 @@ pub struct ClusterMove {
     pub to: Option<u32>,
 }
 
+/// (cluster index, from, to)
+type LoggedMove = (usize, Option<u32>, Option<u32>);
+
 #[derive(Debug, Clone, Default)]
 struct State {
     clusters: Vec<Cluster>,
@@ -48,9 +53,9 @@ struct State {
     layout: Option<ZoneLayout>,
     zone_plan: Option<ZonePlan>,
     warnings: Vec<PlacementWarning>,
-    index: HashMap<String, usize>,
+    index: FxHashMap<String, usize>,
     /// Moves recorded while applying an incremental update.
-    log: Option<Vec<(usize, Option<u32>, Option<u32>)>>,
+    log: Option<Vec<LoggedMove>>,
 }
 
 impl BalancedPlacer {
@@ -83,7 +88,7 @@ impl BalancedPlacer {
         st.keys = clusters.iter().map(|c| cluster_key(&c.id)).collect();
         let replicas = self.shards.len() as u32;
 
-        let mut seen = HashSet::with_capacity(clusters.len());
+        let mut seen = FxHashSet::with_capacity_and_hasher(clusters.len(), Default::default());
         for c in clusters {
             let fresh = seen.insert(c.id.as_str());
             if !fresh {
@@ -119,14 +124,14 @@ impl BalancedPlacer {
 
         // Stay: pins, then previous shards that still exist and are still allowed.
         let mut unplaced = Vec::new();
-        for i in 0..clusters.len() {
+        for (i, cluster) in clusters.iter().enumerate() {
             if !self.state.managed[i] {
                 continue;
             }
             let kept = match self.state.pin[i] {
                 Some(p) => Some(p),
                 None => previous
-                    .and_then(|p| p.assignment.get(&clusters[i].id))
+                    .and_then(|p| p.assignment.get(&cluster.id))
                     .filter(|&s| s < replicas && self.tier(i, s).is_some()),
             };
             match kept {
@@ -277,16 +282,16 @@ impl BalancedPlacer {
             .sum();
         let capacity: f64 = self.shards.iter().map(|s| f64::from(s.capacity)).sum();
         let slot = if n > 0 { capacity / n as f64 } else { 1.0 };
-        let (mut hot, mut hot_load) = (0usize, 0u64);
+        let mut hot = 0usize;
         let mut level = total as f64 / capacity;
         while hot + 1 < n {
-            let (k, h) = (0..st.w.len())
+            let (k, hot_load) = (0..st.w.len())
                 .filter(|&i| st.managed[i] && st.w[i] as f64 > level * slot)
                 .fold((0usize, 0u64), |(k, h), i| (k + 1, h + st.w[i]));
             if k == hot || k + 1 > n {
                 break;
             }
-            (hot, hot_load) = (k, h);
+            hot = k;
             level = (total - hot_load) as f64 / (capacity - hot as f64 * slot);
         }
         st.target = self
@@ -373,7 +378,7 @@ impl BalancedPlacer {
         let log = st.log.take().unwrap_or_default();
         // Collapse several moves of one cluster into first-from → last-to.
         let mut order: Vec<usize> = Vec::new();
-        let mut net: HashMap<usize, (Option<u32>, Option<u32>)> = HashMap::new();
+        let mut net: FxHashMap<usize, (Option<u32>, Option<u32>)> = FxHashMap::default();
         for (i, from, to) in log {
             net.entry(i).and_modify(|e| e.1 = to).or_insert_with(|| {
                 order.push(i);
@@ -492,123 +497,6 @@ impl BalancedPlacer {
         }
     }
 
-    fn rebalance(&mut self) {
-        self.shed();
-        self.fill();
-    }
-
-    fn movable(&self, i: usize) -> bool {
-        self.state.managed[i] && self.state.pin[i].is_none() && self.state.w[i] > 0
-    }
-
-    /// Brings every shard above its bound back under it, moving the fewest, smallest
-    /// clusters: the smallest one that fixes the excess alone, else the largest below it.
-    fn shed(&mut self) {
-        let n = self.shards.len();
-        let over = |st: &State, s: usize| st.load[s] as f64 - st.hi[s];
-        let mut overloaded: Vec<usize> = (0..n).filter(|&s| over(&self.state, s) > 0.0).collect();
-        if overloaded.is_empty() {
-            return;
-        }
-        overloaded.sort_by(|&a, &b| {
-            over(&self.state, b)
-                .total_cmp(&over(&self.state, a))
-                .then(a.cmp(&b))
-        });
-        for s in overloaded {
-            let st = &self.state;
-            let mut members: Vec<usize> = (0..st.clusters.len())
-                .filter(|&i| st.shard_of[i] == Some(s as u32) && self.movable(i))
-                .collect();
-            members.sort_by(|&a, &b| {
-                st.w[a]
-                    .cmp(&st.w[b])
-                    .then_with(|| st.clusters[a].id.cmp(&st.clusters[b].id))
-            });
-            while over(&self.state, s) > 0.0 {
-                let excess = over(&self.state, s);
-                let st = &self.state;
-                let split = members.partition_point(|&i| (st.w[i] as f64) < excess);
-                let order = (split..members.len()).chain((0..split).rev());
-                let found = order.into_iter().find_map(|k| {
-                    self.choose(members[k], Some(s as u32), true)
-                        .map(|d| (k, d))
-                });
-                let Some((k, d)) = found else { break };
-                let i = members.remove(k);
-                self.assign(i, Some(d));
-            }
-        }
-    }
-
-    /// Brings every shard below its floor up to it with the fewest moves: the smallest
-    /// cluster that covers the deficit alone, else the largest below it, taken from shards
-    /// above their target (then, if needed, above their floor). Filling only to the floor,
-    /// not the target, keeps one added or removed cluster from triggering a cascade.
-    fn fill(&mut self) {
-        let n = self.shards.len();
-        let ratio = |st: &State, s: usize| {
-            if st.target[s] > 0.0 {
-                st.load[s] as f64 / st.target[s]
-            } else {
-                1.0
-            }
-        };
-        let mut under: Vec<usize> = (0..n)
-            .filter(|&s| (self.state.load[s] as f64) < self.state.lo[s])
-            .collect();
-        under.sort_by(|&a, &b| {
-            ratio(&self.state, a)
-                .total_cmp(&ratio(&self.state, b))
-                .then(a.cmp(&b))
-        });
-        for s in under {
-            let su = s as u32;
-            let st = &self.state;
-            if st.load[s] as f64 >= st.lo[s] {
-                continue;
-            }
-            let salt = self.salts[s];
-            // (weight, preference for s, index): ties in weight go to the cluster that
-            // prefers s most.
-            let mut candidates: Vec<(u64, std::cmp::Reverse<u64>, usize)> = (0..st.clusters.len())
-                .filter(|&i| self.movable(i))
-                .filter_map(|i| {
-                    let d = st.shard_of[i]?;
-                    let to = self.tier(i, su)?;
-                    // Never pull a cluster further from its home zone.
-                    (d != su && self.tier(i, d).is_some_and(|from| to <= from))
-                        .then(|| (st.w[i], std::cmp::Reverse(score(st.keys[i], salt)), i))
-                })
-                .collect();
-            candidates.sort_unstable();
-            for floor_is_target in [true, false] {
-                while (self.state.load[s] as f64) < self.state.lo[s] {
-                    let st = &self.state;
-                    let deficit = st.lo[s] - st.load[s] as f64;
-                    let allowed = |&(w, _, i): &(u64, std::cmp::Reverse<u64>, usize)| {
-                        let d = st.shard_of[i].map_or(s, |d| d as usize);
-                        let floor = if floor_is_target {
-                            st.target[d]
-                        } else {
-                            st.lo[d]
-                        };
-                        d != s
-                            && st.load[d] as f64 - w as f64 >= floor
-                            && st.load[s] as f64 + w as f64 <= st.hi[s]
-                    };
-                    let split = candidates.partition_point(|c| (c.0 as f64) < deficit);
-                    let pick = (split..candidates.len())
-                        .chain((0..split).rev())
-                        .find(|&k| allowed(&candidates[k]));
-                    let Some(k) = pick else { break };
-                    let (_, _, i) = candidates.remove(k);
-                    self.assign(i, Some(su));
-                }
-            }
-        }
-    }
-
     fn finish_warnings(&mut self) {
         let st = &mut self.state;
         let mut isolated = vec![false; st.load.len()];
@@ -624,8 +512,8 @@ impl BalancedPlacer {
                 });
             }
         }
-        for s in 0..st.load.len() {
-            if st.load[s] as f64 > st.hi[s] && !isolated[s] {
+        for (s, &isolated) in isolated.iter().enumerate() {
+            if st.load[s] as f64 > st.hi[s] && !isolated {
                 st.warnings.push(PlacementWarning::ShardOverBound {
                     shard: s as u32,
                     load: st.load[s],

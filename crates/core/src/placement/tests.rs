@@ -465,5 +465,10 @@ fn scale_up_with_a_hot_cluster_still_fills_the_new_shard() {
     let others: Vec<u64> = l.iter().copied().filter(|&x| x < 5000).collect();
     assert_eq!(others.len(), 10);
     assert!(others.iter().all(|&x| (900..=1100).contains(&x)), "{l:?}");
-    assert!(!after.warnings.iter().any(|w| matches!(w, PlacementWarning::ShardOverBound { .. })));
+    assert!(
+        !after
+            .warnings
+            .iter()
+            .any(|w| matches!(w, PlacementWarning::ShardOverBound { .. }))
+    );
 }
