@@ -1,0 +1,101 @@
+//! Reading the fleet from the files named on the command line (`-` is stdin).
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
+use fleetshard_manifest::{self as manifest, LoadError, LoadWarning, Loaded};
+use fleetshard_plan::Warning;
+
+/// Where the fleet comes from.
+#[derive(Debug, Clone)]
+pub enum FleetSource {
+    /// A native fleet file, plus optional extra Applications.
+    Native {
+        /// The fleet file.
+        fleet: PathBuf,
+        /// Applications to add to the file's own.
+        apps: Option<PathBuf>,
+    },
+    /// Argo CD exports: cluster Secrets and optional Applications.
+    Argo {
+        /// Cluster Secrets (or a fleet file's clusters).
+        clusters: PathBuf,
+        /// Applications.
+        apps: Option<PathBuf>,
+    },
+}
+
+/// The loaded fleet, the shard layout a fleet file gave, and the loaders' warnings.
+#[derive(Debug, Default)]
+pub struct LoadedFleet {
+    /// Clusters and applications.
+    pub fleet: Fleet,
+    /// The fleet file's `shards:` (empty for Argo CD exports).
+    pub shards: Vec<ShardSpec>,
+    /// What the loaders worked around.
+    pub warnings: Vec<Warning>,
+}
+
+const STDIN: &str = "-";
+
+/// Reads `path`, or stdin for `-`, with `parse` (messages name the file).
+fn load_with<T>(
+    path: &Path,
+    parse: fn(&str, &str) -> Result<Loaded<T>, LoadError>,
+    load: fn(&Path) -> Result<Loaded<T>, LoadError>,
+) -> anyhow::Result<Loaded<T>> {
+    if path.as_os_str() == STDIN {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("<stdin>: cannot read")?;
+        return Ok(parse(&text, "<stdin>")?);
+    }
+    Ok(load(path)?)
+}
+
+fn warnings(w: Vec<LoadWarning>) -> impl Iterator<Item = Warning> {
+    w.into_iter().map(|w| Warning::new("input", w.to_string()))
+}
+
+fn load_clusters(path: &Path) -> anyhow::Result<Loaded<Vec<Cluster>>> {
+    load_with(path, manifest::parse_clusters, manifest::load_clusters)
+}
+
+fn load_apps(path: &Path) -> anyhow::Result<Loaded<Vec<App>>> {
+    load_with(path, manifest::parse_apps, manifest::load_apps)
+}
+
+/// Loads the fleet. Errors name the file, object and field (the loaders' messages).
+pub fn load(source: &FleetSource) -> anyhow::Result<LoadedFleet> {
+    let mut out = LoadedFleet::default();
+    let extra_apps = match source {
+        FleetSource::Native { fleet, apps } => {
+            let file = load_with(fleet, manifest::parse_fleet_file, manifest::load_fleet_file)?;
+            out.fleet = file.value.fleet;
+            out.shards = file.value.shards;
+            out.warnings.extend(warnings(file.warnings));
+            apps
+        }
+        FleetSource::Argo { clusters, apps } => {
+            let c = load_clusters(clusters)?;
+            out.fleet.clusters = c.value;
+            out.warnings.extend(warnings(c.warnings));
+            apps
+        }
+    };
+    if let Some(path) = extra_apps {
+        let a = load_apps(path)?;
+        out.fleet.apps.extend(a.value);
+        out.warnings.extend(warnings(a.warnings));
+    }
+    tracing::info!(
+        clusters = out.fleet.clusters.len(),
+        apps = out.fleet.apps.len(),
+        shards = out.shards.len(),
+        "fleet loaded"
+    );
+    Ok(out)
+}

@@ -1,0 +1,107 @@
+//! The command line: global options, the subcommand tree, and dispatch.
+//!
+//! Layout: `fleetshard <command> [<subcommand>] [options]`. Each command is a module with
+//! an `Args` struct (clap derive) and a `run` function; adding `run` (one replica) and
+//! `status` means adding a variant to [`Command`] and a module, nothing else. Every option
+//! also reads an environment variable: `FLEETSHARD_*`, or Argo CD's own variable where it
+//! means the same thing (`ARGOCD_CONTROLLER_REPLICAS`, ...).
+
+pub mod fleet;
+pub mod input;
+pub mod logging;
+pub mod plan;
+pub mod timing;
+
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+
+/// Spreads a GitOps application controller's clusters over many replicas.
+#[derive(Debug, Parser)]
+#[command(name = "fleetshard", version, propagate_version = true)]
+pub struct Cli {
+    /// Options every command takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, clap::Args)]
+pub struct GlobalArgs {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human, env = "FLEETSHARD_LOG_FORMAT", help_heading = "Global options")]
+    pub log_format: LogFormat,
+    /// Log filter: a level (error, warn, info, debug, trace) or tracing directives such
+    /// as `fleetshard=debug`.
+    #[arg(
+        long,
+        global = true,
+        default_value = "warn",
+        env = "FLEETSHARD_LOG",
+        help_heading = "Global options"
+    )]
+    pub log_level: String,
+}
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One readable line per event.
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// What-if distribution of a fleet over controller replicas: per-shard table,
+    /// balance, movement, zones; compares algorithms and replica counts; JSON and SVG.
+    Plan(plan::PlanArgs),
+    /// Work with fleet files.
+    #[command(subcommand)]
+    Fleet(fleet::FleetCommand),
+}
+
+/// Parses the process arguments. The raw matches are returned too: `plan` needs to know
+/// whether a value came from an environment variable (Argo CD's fallback rules differ).
+pub fn parse() -> (Cli, ArgMatches) {
+    let matches = Cli::command().get_matches();
+    match Cli::from_arg_matches(&matches) {
+        Ok(cli) => (cli, matches),
+        Err(e) => e.exit(),
+    }
+}
+
+/// Runs the chosen command.
+pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Plan(args) => {
+            let sub = matches.subcommand_matches("plan").unwrap_or(matches);
+            plan::run(args, sub)
+        }
+        Command::Fleet(cmd) => fleet::run(cmd),
+    }
+}
+
+/// Prints to stdout; a closed pipe (`| head`) ends quietly instead of panicking.
+pub fn print_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(anyhow::Error::new(e).context("writing to stdout")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,275 @@
+//! `fleetshard plan`: load a fleet, run the distribution(s), print a table or JSON, and
+//! optionally draw an SVG chart. The report itself is built by `fleetshard-plan`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, ValueEnum};
+use fleetshard_core::argo::ArgoAlgorithm;
+use fleetshard_core::placement::{PlacementConfig, ZonePolicy};
+use fleetshard_plan::{
+    Algorithm, PlanInput, PlanOptions, PreviousPlan, Report, TableOptions, Warning, build_report,
+    override_template, parse_capacities, parse_replicas, parse_zones, render_json, render_svg,
+    render_table,
+};
+
+use super::input::{self, FleetSource};
+use super::timing::{WallStopwatch, timed};
+
+/// Argo CD's variable for `--algorithm`: an unknown value falls back to legacy there.
+const ALGORITHM_ENV: &str = "ARGOCD_CONTROLLER_SHARDING_ALGORITHM";
+/// Argo CD's variable for `--replicas`.
+const REPLICAS_ENV: &str = "ARGOCD_CONTROLLER_REPLICAS";
+
+/// Output format on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Aligned text tables for people.
+    Table,
+    /// One JSON object: the primary plan, plus `plans` when there are several.
+    Json,
+}
+
+/// `fleetshard plan` options.
+#[derive(Debug, clap::Args)]
+#[command(
+    group(clap::ArgGroup::new("input").required(true).args(["fleet", "clusters"])),
+    after_help = "Examples:\n  \
+        fleetshard plan --fleet examples/fleet.yaml\n  \
+        fleetshard plan --clusters clusters.yaml --apps apps.yaml -a all -r 3..8 --svg plan.svg\n  \
+        fleetshard plan --fleet fleet.yaml -r 6 --output json > before.json\n  \
+        fleetshard plan --fleet fleet.yaml -r 7 --previous before.json"
+)]
+pub struct PlanArgs {
+    /// Native fleet file (YAML or JSON); its `shards:` section gives the replicas' zones
+    /// and capacities. `-` reads stdin.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "FLEETSHARD_FLEET",
+        conflicts_with = "clusters"
+    )]
+    pub fleet: Option<PathBuf>,
+    /// Argo CD cluster Secrets, as `kubectl get secret -n argocd -l
+    /// argocd.argoproj.io/secret-type=cluster -o yaml` prints them. `-` reads stdin.
+    #[arg(long, value_name = "FILE", env = "FLEETSHARD_CLUSTERS")]
+    pub clusters: Option<PathBuf>,
+    /// Argo CD Applications, as `kubectl get applications -A -o yaml` prints them (with
+    /// --fleet: added to the file's applications).
+    #[arg(long, value_name = "FILE", env = "FLEETSHARD_APPS")]
+    pub apps: Option<PathBuf>,
+    /// Algorithm(s), comma-separated, or `all`: balanced, consistent-hashing, round-robin,
+    /// legacy. The first is the primary plan. From ARGOCD_CONTROLLER_SHARDING_ALGORITHM, an
+    /// unknown name falls back to legacy with a warning, as in Argo CD.
+    #[arg(
+        long,
+        short = 'a',
+        value_name = "ALG[,ALG..]",
+        default_value = "balanced",
+        env = ALGORITHM_ENV
+    )]
+    pub algorithm: String,
+    /// Replica count: N, an inclusive range A..B (one plan per count, movement from each to
+    /// the next; B < A plans a scale-down), or a list N,M,... Default: the number of shards
+    /// in the fleet file's `shards:` section.
+    #[arg(
+        long,
+        short = 'r',
+        value_name = "N|A..B",
+        env = REPLICAS_ENV,
+        allow_hyphen_values = true
+    )]
+    pub replicas: Option<String>,
+    /// An earlier `plan --output json`: report movement from it (balanced also starts from
+    /// it, as a running controller would).
+    #[arg(long, value_name = "FILE", env = "FLEETSHARD_PREVIOUS")]
+    pub previous: Option<PathBuf>,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Output::Table, env = "FLEETSHARD_OUTPUT")]
+    pub output: Output,
+    /// Also write an SVG chart of load per shard (one panel per plan) to FILE.
+    #[arg(long, value_name = "FILE", env = "FLEETSHARD_SVG")]
+    pub svg: Option<PathBuf>,
+    /// ε: a shard may carry up to (1 + ε) × its fair share.
+    #[arg(
+        long,
+        value_name = "ε",
+        default_value_t = 0.10,
+        env = "FLEETSHARD_TOLERANCE",
+        allow_hyphen_values = true
+    )]
+    pub tolerance: f64,
+    /// Zone-aware placement needs at least this many shards in every zone with clusters
+    /// (2 keeps failover within the zone).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        env = "FLEETSHARD_MIN_SHARDS_PER_ZONE"
+    )]
+    pub min_shards_per_zone: usize,
+    /// Ignore zones in balanced placement.
+    #[arg(long, env = "FLEETSHARD_NO_ZONES")]
+    pub no_zones: bool,
+    /// Replicas' zones, comma-separated, cycled over the shards (overrides the fleet
+    /// file's `shards:`).
+    #[arg(long, value_name = "ZONE,..", env = "FLEETSHARD_SHARD_ZONES")]
+    pub shard_zones: Option<String>,
+    /// Replicas' relative capacities, comma-separated, cycled over the shards (overrides
+    /// the fleet file's `shards:`).
+    #[arg(long, value_name = "N,..", env = "FLEETSHARD_SHARD_CAPACITIES")]
+    pub shard_capacities: Option<String>,
+    /// Table output: also list every cluster and its shard.
+    #[arg(long, env = "FLEETSHARD_SHOW_CLUSTERS")]
+    pub show_clusters: bool,
+}
+
+/// Runs `fleetshard plan`. `matches` are this subcommand's, to see where values came from.
+pub fn run(args: PlanArgs, matches: &ArgMatches) -> anyhow::Result<()> {
+    let mut cli_warnings = Vec::new();
+    let algorithms = algorithms(&args.algorithm, matches, &mut cli_warnings)?;
+    // Bad flags are reported before any file is read.
+    let requested_replicas = args
+        .replicas
+        .as_deref()
+        .map(|r| {
+            parse_replicas(r).with_context(|| {
+                if matches.value_source("replicas") == Some(ValueSource::EnvVariable) {
+                    format!("{REPLICAS_ENV}={r}")
+                } else {
+                    "--replicas".to_owned()
+                }
+            })
+        })
+        .transpose()?;
+    let zones = args
+        .shard_zones
+        .as_deref()
+        .map(parse_zones)
+        .transpose()
+        .context("--shard-zones")?;
+    let capacities = args
+        .shard_capacities
+        .as_deref()
+        .map(parse_capacities)
+        .transpose()
+        .context("--shard-capacities")?;
+
+    let config = PlacementConfig {
+        tolerance: args.tolerance,
+        zones: ZonePolicy {
+            enabled: !args.no_zones,
+            min_shards_per_zone: args.min_shards_per_zone,
+            ..ZonePolicy::default()
+        },
+    };
+    if !(args.tolerance.is_finite() && (0.0..=10.0).contains(&args.tolerance)) {
+        bail!(
+            "--tolerance {}: must be within 0..=10 (0.10 is 10 %)",
+            args.tolerance
+        );
+    }
+
+    let source = match (&args.fleet, &args.clusters) {
+        (Some(fleet), _) => FleetSource::Native {
+            fleet: fleet.clone(),
+            apps: args.apps.clone(),
+        },
+        (None, Some(clusters)) => FleetSource::Argo {
+            clusters: clusters.clone(),
+            apps: args.apps.clone(),
+        },
+        (None, None) => bail!("give the fleet with --fleet FILE or --clusters FILE"),
+    };
+    let (loaded, load_ms) = timed(|| -> anyhow::Result<_> {
+        let fleet = input::load(&source)?;
+        let previous = match &args.previous {
+            Some(path) => Some(read_previous(path)?),
+            None => None,
+        };
+        Ok((fleet, previous))
+    });
+    let (fleet, previous) = loaded?;
+
+    let replicas = match requested_replicas {
+        Some(r) => r,
+        None if !fleet.shards.is_empty() => vec![fleet.shards.len() as u32],
+        None => bail!(
+            "no replica count: give --replicas N (or {REPLICAS_ENV}), or list the replicas in the fleet file's shards: section"
+        ),
+    };
+    let options = PlanOptions {
+        algorithms,
+        replicas,
+        shard_template: override_template(&fleet.shards, zones.as_deref(), capacities.as_deref()),
+        config,
+        previous,
+    };
+    let mut warnings = cli_warnings;
+    warnings.extend(fleet.warnings);
+    let input = PlanInput {
+        fleet: fleet.fleet,
+        warnings,
+    };
+    let mut report = build_report(&input, &options, &mut WallStopwatch)?;
+    report.set_load_ms(load_ms);
+    log_summary(&report);
+    emit(&report, &args)
+}
+
+/// Parses `--algorithm`. A bad name on the command line is an error listing the valid
+/// ones; from Argo CD's variable it is Argo CD's behaviour: a warning and legacy.
+fn algorithms(
+    text: &str,
+    matches: &ArgMatches,
+    warnings: &mut Vec<Warning>,
+) -> anyhow::Result<Vec<Algorithm>> {
+    match Algorithm::parse_list(text) {
+        Ok(list) => Ok(list),
+        Err(e) if matches.value_source("algorithm") == Some(ValueSource::EnvVariable) => {
+            let message = format!("{ALGORITHM_ENV}={text:?}: {e}; using legacy, as Argo CD does");
+            tracing::warn!("{message}");
+            warnings.push(Warning::new("cli", message));
+            Ok(vec![Algorithm::Argo(ArgoAlgorithm::Legacy)])
+        }
+        Err(e) => Err(e).context("--algorithm"),
+    }
+}
+
+fn read_previous(path: &std::path::Path) -> anyhow::Result<PreviousPlan> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read previous plan", path.display()))?;
+    Ok(PreviousPlan::from_json(&text, &path.display().to_string())?)
+}
+
+fn log_summary(report: &Report) {
+    for p in &report.plans {
+        tracing::info!(
+            algorithm = %p.algorithm,
+            replicas = p.replicas,
+            max_over_mean = p.balance.max_over_mean,
+            unassigned = p.unassigned.clusters,
+            distribute_ms = p.timings.distribute_ms,
+            "plan computed"
+        );
+    }
+}
+
+fn emit(report: &Report, args: &PlanArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.svg {
+        std::fs::write(path, render_svg(report))
+            .with_context(|| format!("{}: cannot write SVG", path.display()))?;
+        tracing::info!(path = %path.display(), "SVG written");
+    }
+    let text = match args.output {
+        Output::Json => render_json(report),
+        Output::Table => render_table(
+            report,
+            TableOptions {
+                clusters: args.show_clusters,
+            },
+        ),
+    };
+    super::print_stdout(&text)
+}

@@ -1,0 +1,527 @@
+//! The `fleetshard` binary end to end: the `plan --output json` contract, Argo CD
+//! compatibility on a real-looking export, bad input, `fleet generate` round trips, SVG.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use fleetshard_core::argo::{ArgoAlgorithm, ArgoControllerAssignment};
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn example(rel: &str) -> String {
+    repo().join("examples").join(rel).display().to_string()
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// The binary with a clean environment: no variable of ours or Argo CD's leaks in from
+/// the machine running the tests.
+fn fleetshard() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fleetshard"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("FLEETSHARD_") || key.starts_with("ARGOCD_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("the binary runs")
+}
+
+fn ok_json(cmd: &mut Command) -> Value {
+    let out = run(cmd);
+    assert!(
+        out.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
+}
+
+fn fails(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "expected failure, got success");
+    assert_ne!(
+        out.status.code(),
+        None,
+        "killed by a signal (panic?): {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+fn argo_plan(alg: &str, replicas: &str) -> Command {
+    let mut cmd = fleetshard();
+    cmd.args(["plan", "--clusters", &example("argocd/clusters.yaml")])
+        .args(["--apps", &example("argocd/apps.yaml")])
+        .args([
+            "--algorithm",
+            alg,
+            "--replicas",
+            replicas,
+            "--output",
+            "json",
+        ]);
+    cmd
+}
+
+#[test]
+fn json_contract_on_the_native_example() {
+    let v = ok_json(fleetshard().args([
+        "plan",
+        "--fleet",
+        &example("fleet.yaml"),
+        "--algorithm",
+        "balanced",
+        "--replicas",
+        "6",
+        "--output",
+        "json",
+    ]));
+    assert_eq!(v["algorithm"], "balanced");
+    assert_eq!(v["replicas"], 6);
+    let clusters = v["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 12);
+    for c in clusters {
+        assert!(c["id"].is_string() && c["server"].is_string(), "{c}");
+        assert!(c["shard"].is_i64() || c["shard"].is_null(), "{c}");
+        assert!(c["name"].is_string() && c["apps"].is_u64() && c["load"].is_u64());
+        assert!(c["pinned"].is_boolean() && c.get("zone").is_some());
+    }
+    let skipped: Vec<&Value> = clusters
+        .iter()
+        .filter(|c| c["skip_reconcile"] == true)
+        .collect();
+    assert_eq!(skipped.len(), 1);
+    assert!(
+        skipped[0]["shard"].is_null(),
+        "an unmanaged cluster has no shard"
+    );
+    let ci = clusters
+        .iter()
+        .find(|c| c["name"] == "ci-runners-eu1b")
+        .unwrap();
+    assert_eq!(
+        (ci["pinned"].clone(), ci["shard"].clone()),
+        (Value::Bool(true), 3.into())
+    );
+    let timings = &v["timings"];
+    assert!(timings["load_ms"].as_f64().unwrap() > 0.0);
+    assert!(timings["distribute_ms"].as_f64().unwrap() >= 0.0);
+    let b = &v["balance"];
+    assert!(b["max"].is_u64() && b["min"].is_u64());
+    assert!(b["mean"].is_f64() && b["max_over_mean"].is_f64());
+    let shards = v["shards"].as_array().unwrap();
+    assert_eq!(shards.len(), 6);
+    assert_eq!(
+        shards[0]["zone"], "eu-west-1a",
+        "zones come from the shards: section"
+    );
+    assert_eq!(shards[0]["capacity"], 2);
+    assert!(v["zones"]["zones"].as_array().unwrap().len() == 3);
+    assert!(v["zones"]["cross_zone"]["fraction"].is_f64());
+    assert!(v["warnings"].is_array());
+    assert!(v.get("plans").is_none());
+}
+
+#[test]
+fn replicas_default_to_the_fleet_files_shards() {
+    let v = ok_json(fleetshard().args([
+        "plan",
+        "--fleet",
+        &example("fleet.yaml"),
+        "--output",
+        "json",
+    ]));
+    assert_eq!(v["replicas"], 6);
+}
+
+#[test]
+fn argo_export_gives_the_controllers_shards() {
+    let clusters = fleetshard_manifest::load_clusters(Path::new(&example("argocd/clusters.yaml")))
+        .unwrap()
+        .value;
+    let apps = fleetshard_manifest::load_apps(Path::new(&example("argocd/apps.yaml")))
+        .unwrap()
+        .value;
+    for alg in ArgoAlgorithm::ALL {
+        for replicas in [0u32, 1, 2, 3, 5] {
+            let v = ok_json(&mut argo_plan(alg.name(), &replicas.to_string()));
+            let expected = ArgoControllerAssignment::compute(alg, replicas, &clusters, &apps);
+            let got: Vec<i64> = v["clusters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["shard"].as_i64().expect("an integer shard"))
+                .collect();
+            assert_eq!(got, expected.shards(), "{} × {replicas}", alg.name());
+            let ids: Vec<&str> = v["clusters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_str().unwrap())
+                .collect();
+            let want: Vec<&str> = clusters.iter().map(|c| c.id.as_str()).collect();
+            assert_eq!(
+                ids, want,
+                "ids are the Secrets' metadata.uid, in input order"
+            );
+        }
+    }
+}
+
+#[test]
+fn several_algorithms_and_a_replica_range() {
+    let v = ok_json(&mut argo_plan("all", "2..4"));
+    let plans = v["plans"].as_array().unwrap();
+    assert_eq!(plans.len(), 12);
+    assert_eq!(
+        (v["algorithm"].clone(), v["replicas"].clone()),
+        ("balanced".into(), 2.into())
+    );
+    assert_eq!(plans[0]["clusters"], v["clusters"]);
+    assert!(plans[0].get("movement").is_none());
+    for (i, p) in plans.iter().enumerate() {
+        assert_eq!(p["replicas"], 2 + (i % 3) as u64);
+        if i % 3 > 0 {
+            assert_eq!(p["movement"]["from"]["kind"], "sweep");
+            assert_eq!(p["movement"]["from"]["replicas"], 1 + (i % 3) as u64);
+        }
+    }
+    let algs: Vec<&str> = plans
+        .iter()
+        .step_by(3)
+        .map(|p| p["algorithm"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        algs,
+        ["balanced", "consistent-hashing", "round-robin", "legacy"]
+    );
+}
+
+#[test]
+fn movement_against_a_previous_plan_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = dir.path().join("before.json");
+    let out = run(fleetshard().args([
+        "plan",
+        "--fleet",
+        &example("fleet.yaml"),
+        "-r",
+        "6",
+        "--output",
+        "json",
+    ]));
+    assert!(out.status.success());
+    std::fs::write(&before, &out.stdout).unwrap();
+    let v = ok_json(
+        fleetshard()
+            .args([
+                "plan",
+                "--fleet",
+                &example("fleet.yaml"),
+                "-r",
+                "6",
+                "--output",
+                "json",
+            ])
+            .arg("--previous")
+            .arg(&before),
+    );
+    assert_eq!(v["movement"]["from"]["kind"], "previous");
+    assert_eq!(v["movement"]["clusters_moved"], 0, "same input, same plan");
+    let v = ok_json(
+        fleetshard()
+            .args([
+                "plan",
+                "--fleet",
+                &example("fleet.yaml"),
+                "-r",
+                "7",
+                "--output",
+                "json",
+            ])
+            .arg("--previous")
+            .arg(&before),
+    );
+    let m = &v["movement"];
+    assert_eq!(m["from"]["replicas"], 6);
+    assert!(m["load_fraction"].as_f64().unwrap() < 0.5, "{m}");
+}
+
+#[test]
+fn missing_file_is_named() {
+    let err = fails(fleetshard().args([
+        "plan",
+        "--clusters",
+        "/nonexistent/clusters.yaml",
+        "-r",
+        "3",
+    ]));
+    assert!(err.contains("/nonexistent/clusters.yaml"), "{err}");
+}
+
+#[test]
+fn bad_base64_names_file_object_and_field() {
+    let path = fixture("bad-base64-clusters.yaml");
+    let err = fails(fleetshard().args(["plan", "--clusters", &path, "-r", "3"]));
+    assert!(err.contains("bad-base64-clusters.yaml"), "{err}");
+    assert!(err.contains("data.server"), "{err}");
+    assert!(err.contains("cluster-broken"), "{err}");
+}
+
+#[test]
+fn garbage_input_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("garbage.yaml");
+    std::fs::write(&path, "{{{ not: [yaml\n\u{0}\u{1}").unwrap();
+    let err = fails(
+        fleetshard()
+            .args(["plan", "--fleet"])
+            .arg(&path)
+            .args(["-r", "2"]),
+    );
+    assert!(err.contains("garbage.yaml"), "{err}");
+}
+
+#[test]
+fn negative_replicas_are_refused_from_flag_and_env() {
+    let err = fails(&mut argo_plan("legacy", "-2"));
+    assert!(
+        err.contains("negative") && err.contains("--replicas"),
+        "{err}"
+    );
+    let mut cmd = fleetshard();
+    cmd.args([
+        "plan",
+        "--clusters",
+        &example("argocd/clusters.yaml"),
+        "-a",
+        "legacy",
+    ])
+    .env("ARGOCD_CONTROLLER_REPLICAS", "-1");
+    let err = fails(&mut cmd);
+    assert!(
+        err.contains("ARGOCD_CONTROLLER_REPLICAS") && err.contains("negative"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_algorithm_lists_the_valid_ones() {
+    let err = fails(&mut argo_plan("fair-share", "3"));
+    for name in [
+        "fair-share",
+        "balanced",
+        "consistent-hashing",
+        "round-robin",
+        "legacy",
+    ] {
+        assert!(err.contains(name), "{err}");
+    }
+}
+
+#[test]
+fn argo_variables_are_honoured_with_argos_fallback() {
+    let mut cmd = fleetshard();
+    cmd.args([
+        "plan",
+        "--clusters",
+        &example("argocd/clusters.yaml"),
+        "--output",
+        "json",
+    ])
+    .env("ARGOCD_CONTROLLER_REPLICAS", "4")
+    .env("ARGOCD_CONTROLLER_SHARDING_ALGORITHM", "round-robin");
+    let v = ok_json(&mut cmd);
+    assert_eq!(
+        (v["algorithm"].clone(), v["replicas"].clone()),
+        ("round-robin".into(), 4.into())
+    );
+
+    // An unknown name from Argo CD's variable: legacy, with a warning (Argo CD's rule).
+    cmd.env("ARGOCD_CONTROLLER_SHARDING_ALGORITHM", "hash-ring");
+    let v = ok_json(&mut cmd);
+    assert_eq!(v["algorithm"], "legacy");
+    let warned = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["source"] == "cli" && w["message"].as_str().unwrap().contains("hash-ring"));
+    assert!(warned, "{}", v["warnings"]);
+
+    // Our own variables work too, and the flag wins over the variable.
+    let mut cmd = fleetshard();
+    cmd.args(["plan", "-r", "2", "-a", "legacy"])
+        .env("FLEETSHARD_CLUSTERS", example("argocd/clusters.yaml"))
+        .env("FLEETSHARD_OUTPUT", "json")
+        .env("ARGOCD_CONTROLLER_SHARDING_ALGORITHM", "round-robin");
+    assert_eq!(ok_json(&mut cmd)["algorithm"], "legacy");
+}
+
+#[test]
+fn zero_replicas_is_accepted() {
+    let v = ok_json(&mut argo_plan("legacy", "0"));
+    assert_eq!(v["replicas"], 0);
+    assert_eq!(v["shards"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn generated_fleets_round_trip_through_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let native = dir.path().join("fleet.yaml");
+    let argo = dir.path().join("argo");
+    let gen_args = [
+        "fleet",
+        "generate",
+        "--clusters",
+        "60",
+        "--seed",
+        "11",
+        "--zones",
+        "z-1a,z-1b",
+    ];
+    let out = run(fleetshard().args(gen_args).arg("-o").arg(&native));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(fleetshard()
+        .args(gen_args)
+        .args(["--format", "argocd", "--out"])
+        .arg(&argo));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let from_native = ok_json(
+        fleetshard()
+            .args([
+                "plan",
+                "-a",
+                "legacy,balanced",
+                "-r",
+                "4",
+                "--output",
+                "json",
+                "--fleet",
+            ])
+            .arg(&native),
+    );
+    let from_argo = ok_json(
+        fleetshard()
+            .args([
+                "plan",
+                "-a",
+                "legacy,balanced",
+                "-r",
+                "4",
+                "--output",
+                "json",
+                "--clusters",
+            ])
+            .arg(argo.join("clusters.yaml"))
+            .arg("--apps")
+            .arg(argo.join("apps.yaml")),
+    );
+    assert_eq!(from_native["fleet"]["apps"], 600);
+    for key in ["id", "server", "apps", "zone", "shard"] {
+        let pick = |v: &Value| -> Vec<Value> {
+            v["plans"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|p| {
+                    p["clusters"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|c| c[key].clone())
+                })
+                .collect()
+        };
+        assert_eq!(pick(&from_native), pick(&from_argo), "{key}");
+    }
+
+    // Same seed, same file.
+    let again = dir.path().join("again.yaml");
+    assert!(
+        run(fleetshard().args(gen_args).arg("-o").arg(&again))
+            .status
+            .success()
+    );
+    assert_eq!(
+        std::fs::read(&native).unwrap(),
+        std::fs::read(&again).unwrap()
+    );
+}
+
+#[test]
+fn generate_refuses_argocd_without_a_directory() {
+    let err =
+        fails(fleetshard().args(["fleet", "generate", "--clusters", "3", "--format", "argocd"]));
+    assert!(err.contains("--out"), "{err}");
+}
+
+#[test]
+fn svg_is_well_formed_with_one_bar_per_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("plan.svg");
+    let out = run(fleetshard()
+        .args([
+            "plan",
+            "--fleet",
+            &example("fleet.yaml"),
+            "-a",
+            "balanced,legacy",
+            "-r",
+            "3..5",
+            "--svg",
+        ])
+        .arg(&svg));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("well-formed XML");
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let panels: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("panel"))
+        .collect();
+    assert_eq!(panels.len(), 6);
+    for panel in panels {
+        let replicas: usize = panel.attribute("data-replicas").unwrap().parse().unwrap();
+        let bars = panel
+            .descendants()
+            .filter(|n| n.attribute("class") == Some("bar"))
+            .count();
+        assert_eq!(bars, replicas);
+    }
+}
+
+#[test]
+fn table_output_is_the_default() {
+    let out = run(fleetshard().args(["plan", "--fleet", &example("fleet.yaml")]));
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("fleet: 12 clusters"), "{text}");
+    assert!(text.contains("balanced × 6 replicas"), "{text}");
+}

@@ -1,0 +1,365 @@
+//! The human form of a report: aligned plain-text tables, readable in a terminal and
+//! pasteable into a ticket (no colour, no box-drawing beyond ASCII).
+
+use std::fmt::Write as _;
+
+use crate::report::{PlanReport, Report};
+
+/// What to include in the table output.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TableOptions {
+    /// Also list every cluster and its shard (long for big fleets).
+    pub clusters: bool,
+}
+
+/// A column's alignment.
+#[derive(Clone, Copy, PartialEq)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// A minimal aligned table.
+struct Table {
+    header: Vec<&'static str>,
+    align: Vec<Align>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(columns: &[(&'static str, Align)]) -> Self {
+        Table {
+            header: columns.iter().map(|c| c.0).collect(),
+            align: columns.iter().map(|c| c.1).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    fn render(&self, out: &mut String) {
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (w, c) in widths.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let line = |out: &mut String, cells: &[String]| {
+            let mut s = String::from(" ");
+            for (i, c) in cells.iter().enumerate() {
+                let pad = widths[i].saturating_sub(c.chars().count());
+                if self.align[i] == Align::Right {
+                    s.push_str(&" ".repeat(pad));
+                    s.push_str(c);
+                } else {
+                    s.push_str(c);
+                    s.push_str(&" ".repeat(pad));
+                }
+                s.push_str("  ");
+            }
+            out.push_str(s.trim_end());
+            out.push('\n');
+        };
+        let header: Vec<String> = self.header.iter().map(|h| (*h).to_owned()).collect();
+        line(out, &header);
+        let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
+        line(out, &rule);
+        for r in &self.rows {
+            line(out, r);
+        }
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+fn num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+fn opt(s: Option<&str>) -> String {
+    s.unwrap_or("-").to_owned()
+}
+
+/// Renders the report as text: a fleet line, a comparison table when there are several
+/// plans, then each plan (shards, balance, movement, zones, warnings).
+pub fn render_table(report: &Report, options: TableOptions) -> String {
+    let mut out = String::new();
+    let p0 = report.primary();
+    let f = &p0.fleet;
+    let _ = write!(
+        out,
+        "fleet: {} clusters ({} managed), {} apps, load {}",
+        f.clusters, f.managed_clusters, f.apps, f.load
+    );
+    if !f.zones.is_empty() {
+        let _ = write!(out, "; zones: {}", f.zones.join(", "));
+    }
+    out.push('\n');
+    if report.plans.len() > 1 {
+        out.push_str("\ncomparison\n");
+        comparison(report, &mut out);
+    }
+    for p in &report.plans {
+        out.push('\n');
+        plan(p, options, &mut out);
+    }
+    // Warnings common to all plans would repeat; print each distinct one once, at the end.
+    let mut seen = Vec::new();
+    for p in &report.plans {
+        for w in &p.warnings {
+            let line = if report.plans.len() > 1 && !is_common(w, report) {
+                format!(
+                    "[{}] {} ({} × {})",
+                    w.source, w.message, p.algorithm, p.replicas
+                )
+            } else {
+                format!("[{}] {}", w.source, w.message)
+            };
+            if !seen.contains(&line) {
+                seen.push(line);
+            }
+        }
+    }
+    if !seen.is_empty() {
+        let _ = writeln!(out, "\nwarnings ({})", seen.len());
+        for w in seen {
+            let _ = writeln!(out, "  - {w}");
+        }
+    }
+    out
+}
+
+fn is_common(w: &crate::report::Warning, report: &Report) -> bool {
+    report.plans.iter().all(|p| p.warnings.contains(w))
+}
+
+fn comparison(report: &Report, out: &mut String) {
+    let mut t = Table::new(&[
+        ("algorithm", Align::Left),
+        ("replicas", Align::Right),
+        ("max", Align::Right),
+        ("mean", Align::Right),
+        ("min", Align::Right),
+        ("max/mean", Align::Right),
+        ("over bound", Align::Right),
+        ("unassigned", Align::Right),
+        ("moved (load)", Align::Right),
+        ("cross-zone", Align::Right),
+        ("ms", Align::Right),
+    ]);
+    for p in &report.plans {
+        let b = &p.balance;
+        let over = p.shards.iter().filter(|s| s.over_bound).count();
+        t.row(vec![
+            p.algorithm.clone(),
+            p.replicas.to_string(),
+            b.max.to_string(),
+            num(b.mean),
+            b.min.to_string(),
+            format!("{:.2}", b.max_over_mean),
+            over.to_string(),
+            p.unassigned.clusters.to_string(),
+            p.movement
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |m| pct(m.load_fraction)),
+            if p.zones.cross_zone.zoned_load == 0 {
+                "-".to_owned()
+            } else {
+                pct(p.zones.cross_zone.fraction)
+            },
+            format!("{:.1}", p.timings.distribute_ms),
+        ]);
+    }
+    t.render(out);
+}
+
+fn plan(p: &PlanReport, options: TableOptions, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "{} × {} replicas (ε = {:.2})",
+        p.algorithm, p.replicas, p.tolerance
+    );
+    let mut t = Table::new(&[
+        ("shard", Align::Right),
+        ("zone", Align::Left),
+        ("cap", Align::Right),
+        ("clusters", Align::Right),
+        ("apps", Align::Right),
+        ("load", Align::Right),
+        ("share", Align::Right),
+        ("target", Align::Right),
+        ("load/target", Align::Right),
+        ("", Align::Left),
+    ]);
+    for s in &p.shards {
+        t.row(vec![
+            s.shard.to_string(),
+            opt(s.zone.as_deref()),
+            s.capacity.to_string(),
+            s.clusters.to_string(),
+            s.apps.to_string(),
+            s.load.to_string(),
+            pct(s.share),
+            num(s.target),
+            if s.target > 0.0 {
+                format!("{:.2}", s.load as f64 / s.target)
+            } else {
+                "-".to_owned()
+            },
+            if s.over_bound { "over bound" } else { "" }.to_owned(),
+        ]);
+    }
+    let u = &p.unassigned;
+    if u.clusters > 0 {
+        t.row(vec![
+            "-".into(),
+            "(unassigned)".into(),
+            String::new(),
+            u.clusters.to_string(),
+            u.apps.to_string(),
+            u.load.to_string(),
+            pct(u.share),
+            String::new(),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    t.render(out);
+    let b = &p.balance;
+    let _ = writeln!(
+        out,
+        "balance: max {}  mean {}  min {}  max/mean {:.2}  max/target {:.2}  {}",
+        b.max,
+        num(b.mean),
+        b.min,
+        b.max_over_mean,
+        b.max_over_target,
+        if b.within_bound {
+            format!("(every shard within (1+{:.2}) × target)", p.tolerance)
+        } else {
+            format!("(some shard above (1+{:.2}) × target)", p.tolerance)
+        }
+    );
+    if let Some(m) = &p.movement {
+        let from = match (&m.from.algorithm, m.from.replicas) {
+            (Some(a), Some(r)) => format!("{} {a} × {r}", m.from.kind),
+            (None, Some(r)) => format!("{} × {r}", m.from.kind),
+            _ => m.from.kind.clone(),
+        };
+        let _ = writeln!(
+            out,
+            "movement from {from}: {} of {} clusters moved ({}), load {} of {} ({}); {} added, {} removed",
+            m.clusters_moved,
+            m.clusters_total,
+            pct(m.cluster_fraction),
+            m.load_moved,
+            m.load_total,
+            pct(m.load_fraction),
+            m.clusters_added,
+            m.clusters_removed
+        );
+    }
+    zones(p, out);
+    if options.clusters {
+        clusters(p, out);
+    }
+}
+
+fn zones(p: &PlanReport, out: &mut String) {
+    let z = &p.zones;
+    match (z.mode.as_str(), &z.reason) {
+        ("unused", _) => return,
+        (mode, Some(reason)) => {
+            let _ = writeln!(out, "zones: {mode} ({reason})");
+        }
+        (mode, None) => {
+            let _ = writeln!(out, "zones: {mode}");
+        }
+    }
+    // Without a zone on any replica the per-zone shares say nothing about placement.
+    if z.zones.iter().all(|r| r.shards == 0) {
+        let _ = writeln!(
+            out,
+            "  (no replica has a zone: give --shard-zones or a shards: section to plan by zone)"
+        );
+        return;
+    }
+    let mut t = Table::new(&[
+        ("zone", Align::Left),
+        ("shards", Align::Right),
+        ("clusters", Align::Right),
+        ("capacity", Align::Right),
+        ("demand", Align::Right),
+        ("overload", Align::Right),
+        ("placed", Align::Right),
+        ("", Align::Left),
+    ]);
+    for r in &z.zones {
+        t.row(vec![
+            r.zone.clone(),
+            r.shards.to_string(),
+            r.clusters.to_string(),
+            pct(r.capacity_share),
+            pct(r.demand_share),
+            r.expected_overload
+                .map_or_else(|| "-".to_owned(), |o| format!("{:+.1}%", o * 100.0)),
+            pct(r.load_share),
+            match r.local {
+                Some(true) => "local",
+                Some(false) => "spilling",
+                None => "",
+            }
+            .to_owned(),
+        ]);
+    }
+    t.render(out);
+    let c = &z.cross_zone;
+    let _ = writeln!(
+        out,
+        "cross-zone: {} clusters, load {} of {} ({})",
+        c.clusters,
+        c.load,
+        c.zoned_load,
+        pct(c.fraction)
+    );
+}
+
+fn clusters(p: &PlanReport, out: &mut String) {
+    let mut t = Table::new(&[
+        ("cluster", Align::Left),
+        ("id", Align::Left),
+        ("zone", Align::Left),
+        ("apps", Align::Right),
+        ("load", Align::Right),
+        ("pin", Align::Right),
+        ("shard", Align::Right),
+    ]);
+    for c in &p.clusters {
+        t.row(vec![
+            if c.name.is_empty() {
+                c.server.clone()
+            } else {
+                c.name.clone()
+            },
+            c.id.clone(),
+            opt(c.zone.as_deref()),
+            c.apps.to_string(),
+            c.load.to_string(),
+            c.pin.map_or_else(|| "-".to_owned(), |s| s.to_string()),
+            if c.skip_reconcile {
+                "skip".to_owned()
+            } else {
+                c.shard.map_or_else(|| "-".to_owned(), |s| s.to_string())
+            },
+        ]);
+    }
+    t.render(out);
+}
