@@ -48,7 +48,7 @@ pub use report::{
     PlanReport, Report, ShardRow, Timings, Unassigned, Warning, ZoneRow, ZonesSummary, render_json,
 };
 pub use svg::render_svg;
-pub use table::{TableOptions, render_table};
+pub use table::{MAX_WARNINGS, TableOptions, render_table};
 
 /// Times a piece of work. The report builder reads no clock itself, so that it stays a
 /// pure function of its input; the CLI passes one that reads the wall clock.

@@ -243,7 +243,7 @@ pub struct CrossZoneSummary {
 }
 
 /// Something the operator should see.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Hash)]
 pub struct Warning {
     /// Where it comes from: `input` (a loader), `fleet` (duplicates, unresolved
     /// destinations), `placement`, `zones`, `argo` (Argo CD behaviour worth knowing), `cli`.

@@ -1,16 +1,23 @@
 //! The human form of a report: aligned plain-text tables, readable in a terminal and
 //! pasteable into a ticket (no colour, no box-drawing beyond ASCII).
 
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
-use crate::report::{PlanReport, Report};
+use crate::report::{PlanReport, Report, Warning};
 
 /// What to include in the table output.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TableOptions {
     /// Also list every cluster and its shard (long for big fleets).
     pub clusters: bool,
+    /// List every warning, not just the first [`MAX_WARNINGS`].
+    pub all_warnings: bool,
 }
+
+/// Warnings listed by default: enough to see what kind of trouble there is without
+/// burying the tables under thousands of unresolved destinations.
+pub const MAX_WARNINGS: usize = 25;
 
 /// A column's alignment.
 #[derive(Clone, Copy, PartialEq)]
@@ -111,34 +118,53 @@ pub fn render_table(report: &Report, options: TableOptions) -> String {
         out.push('\n');
         plan(p, options, &mut out);
     }
-    // Warnings common to all plans would repeat; print each distinct one once, at the end.
+    // Warnings common to all plans would repeat; print each distinct one once, at the end,
+    // marking those that only some plans have. Hash sets keep this linear: a big fleet
+    // can have thousands of warnings in each of hundreds of plans.
+    let mut counts: HashMap<&Warning, usize> = HashMap::new();
+    for p in &report.plans {
+        let distinct: HashSet<&Warning> = p.warnings.iter().collect();
+        for w in distinct {
+            *counts.entry(w).or_default() += 1;
+        }
+    }
+    let mut printed = HashSet::new();
     let mut seen = Vec::new();
     for p in &report.plans {
         for w in &p.warnings {
-            let line = if report.plans.len() > 1 && !is_common(w, report) {
+            let common = counts.get(w) == Some(&report.plans.len());
+            let line = if common {
+                format!("[{}] {}", w.source, w.message)
+            } else {
                 format!(
                     "[{}] {} ({} × {})",
                     w.source, w.message, p.algorithm, p.replicas
                 )
-            } else {
-                format!("[{}] {}", w.source, w.message)
             };
-            if !seen.contains(&line) {
+            if printed.insert(line.clone()) {
                 seen.push(line);
             }
         }
     }
     if !seen.is_empty() {
         let _ = writeln!(out, "\nwarnings ({})", seen.len());
-        for w in seen {
+        let shown = if options.all_warnings {
+            seen.len()
+        } else {
+            MAX_WARNINGS
+        };
+        for w in seen.iter().take(shown) {
             let _ = writeln!(out, "  - {w}");
+        }
+        if seen.len() > shown {
+            let _ = writeln!(
+                out,
+                "  … and {} more (--all-warnings lists them; --output json has them all)",
+                seen.len() - shown
+            );
         }
     }
     out
-}
-
-fn is_common(w: &crate::report::Warning, report: &Report) -> bool {
-    report.plans.iter().all(|p| p.warnings.contains(w))
 }
 
 fn comparison(report: &Report, out: &mut String) {

@@ -340,7 +340,13 @@ fn table_shows_shards_balance_zones_and_warnings() {
     let mut o = options("balanced,consistent-hashing", "3");
     o.shard_template =
         override_template(&[], Some(&parse_zones("eu-1a,eu-1b,eu-1c").unwrap()), None);
-    let text = render_table(&report(fleet(), &o), TableOptions { clusters: true });
+    let text = render_table(
+        &report(fleet(), &o),
+        TableOptions {
+            clusters: true,
+            all_warnings: false,
+        },
+    );
     for needle in [
         "fleet: 12 clusters (11 managed)",
         "comparison",
@@ -380,4 +386,26 @@ fn empty_fleet_plans_cleanly() {
     }
     roxmltree::Document::parse(&render_svg(&r)).unwrap();
     assert!(json(&r)["plans"].is_array());
+}
+
+#[test]
+fn table_caps_the_warning_list() {
+    let mut f = fleet();
+    for k in 0..40 {
+        f.apps.push(App::to_server(
+            "argocd",
+            &format!("lost-{k}"),
+            "https://nowhere",
+        ));
+    }
+    let r = report(f, &options("legacy", "3"));
+    let short = render_table(&r, TableOptions::default());
+    assert!(short.contains("lost-0:"), "{short}");
+    assert!(!short.contains("lost-39:"), "{short}");
+    assert!(short.contains("more (--all-warnings"), "{short}");
+    let all = TableOptions {
+        all_warnings: true,
+        ..TableOptions::default()
+    };
+    assert!(render_table(&r, all).contains("lost-39:"));
 }

@@ -123,6 +123,9 @@ pub struct PlanArgs {
     /// Table output: also list every cluster and its shard.
     #[arg(long, env = "FLEETSHARD_SHOW_CLUSTERS")]
     pub show_clusters: bool,
+    /// Table output: list every warning (default: the first 25).
+    #[arg(long, env = "FLEETSHARD_ALL_WARNINGS")]
+    pub all_warnings: bool,
 }
 
 /// Runs `fleetshard plan`. `matches` are this subcommand's, to see where values came from.
@@ -268,6 +271,7 @@ fn emit(report: &Report, args: &PlanArgs) -> anyhow::Result<()> {
             report,
             TableOptions {
                 clusters: args.show_clusters,
+                all_warnings: args.all_warnings,
             },
         ),
     };
