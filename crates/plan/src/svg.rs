@@ -81,6 +81,18 @@ fn fmt_num(x: f64) -> String {
     }
 }
 
+/// A line label's value: two decimals for small loads, where rounding to one would hide
+/// why a bar at 8 is over a bound of 7.975; trailing zeros trimmed.
+fn label_num(x: f64) -> String {
+    let text = if x.abs() >= 100.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    };
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    text.to_owned()
+}
+
 /// Renders every plan of the report as one SVG document.
 pub fn render_svg(report: &Report) -> String {
     let plans = &report.plans;
@@ -461,7 +473,7 @@ fn panel(
             r#"<path d="{d}" fill="none" stroke="{colour}" stroke-width="1.5" stroke-dasharray="{dash}"/>"#
         );
         let label = if uniform {
-            format!("{name} {}", fmt_num((value * 10.0).round() / 10.0))
+            format!("{name} {}", label_num(value))
         } else {
             name.to_owned()
         };
