@@ -472,3 +472,58 @@ fn scale_up_with_a_hot_cluster_still_fills_the_new_shard() {
             .any(|w| matches!(w, PlacementWarning::ShardOverBound { .. }))
     );
 }
+
+#[test]
+fn pinned_load_counts_in_the_zone_it_runs_in() {
+    // 20 z1 clusters pinned onto shard 0 (z0): z0's shards must be given that load as
+    // target, or z0 ends far above its bound.
+    let (mut clusters, mut loads) = zone_fleet(&[100, 100]);
+    for k in 0..20 {
+        let mut c = zoned(1000 + k, "z1");
+        c.shard = Some(0);
+        clusters.push(c);
+        loads.push(10);
+    }
+    let specs = zone_shards(&["z0", "z0", "z1", "z1"]);
+    let p = place(&clusters, &loads, &specs, None, &PlacementConfig::default());
+    assert_eq!(local(&p), vec![true, true]);
+    let l = shard_loads(&p, &loads, 4);
+    for (s, &x) in l.iter().enumerate() {
+        assert!(
+            x as f64 <= p.targets[s] * 1.1,
+            "shard {s}: {x} over {:?}",
+            p.targets
+        );
+    }
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    assert_eq!(l[0] + l[1], 1200);
+}
+
+#[test]
+fn a_hot_cluster_of_a_spilling_zone_stays_home() {
+    // z1 carries 1300 of 2100 (overload 24 %: spilling) including one cluster of 600 that
+    // fits under no bound. It is isolated at home; smaller clusters spill instead.
+    let (mut clusters, mut loads) = zone_fleet(&[80, 70]);
+    clusters.push(zoned(999, "z1"));
+    loads.push(600);
+    let specs = zone_shards(&["z0", "z0", "z1", "z1"]);
+    let p = place(&clusters, &loads, &specs, None, &PlacementConfig::default());
+    assert_eq!(local(&p), vec![true, false]);
+    let hot = p.shards[150].unwrap() as usize;
+    assert_eq!(specs[hot].zone.as_deref(), Some("z1"));
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| matches!(w, PlacementWarning::HotCluster { .. }))
+    );
+    // The z1 shard without the hot cluster keeps its own, and the excess crossed over.
+    assert!(p.cross_zone.clusters > 0);
+    let l = shard_loads(&p, &loads, 4);
+    assert!(
+        l.iter()
+            .enumerate()
+            .all(|(s, &x)| s == hot || x as f64 <= p.targets[s] * 1.1),
+        "{l:?} {:?}",
+        p.targets
+    );
+}

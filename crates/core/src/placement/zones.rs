@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::ZonePolicy;
-use crate::model::{Cluster, ShardSpec};
+use crate::model::ShardSpec;
 
 /// How zones shaped a placement.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,21 +91,33 @@ pub(super) struct ZoneLayout {
     pub reports: Vec<ZoneReport>,
 }
 
-/// Decides whether zones apply and, if so, the targets. `managed[i]` marks clusters that
-/// take part; `loads` are effective loads.
+/// What zone planning needs to know about the clusters (parallel slices).
+pub(super) struct ZoneInput<'a> {
+    /// Cluster ids (for fallback reasons).
+    pub ids: &'a [String],
+    /// Each cluster's zone label.
+    pub zones: &'a [Option<String>],
+    /// Clusters that take part.
+    pub managed: &'a [bool],
+    /// Valid pins.
+    pub pins: &'a [Option<u32>],
+    /// Effective loads.
+    pub loads: &'a [u64],
+}
+
+/// Decides whether zones apply and, if so, the targets. A pinned cluster's load counts in
+/// the zone of the shard it is pinned to, where it will run, and a pinned cluster needs no
+/// zone of its own.
 pub(super) fn plan(
-    clusters: &[Cluster],
-    managed: &[bool],
-    loads: &[u64],
+    input: &ZoneInput<'_>,
     shards: &[ShardSpec],
     policy: &ZonePolicy,
     previous_local: Option<&BTreeSet<String>>,
 ) -> Result<ZoneLayout, ZonePlan> {
+    let clusters = input.ids.len();
+    let takes_part = |i: usize| input.managed[i];
     let any_shard_zone = shards.iter().any(|s| s.zone.is_some());
-    let any_cluster_zone = clusters
-        .iter()
-        .zip(managed)
-        .any(|(c, &m)| m && c.zone().is_some());
+    let any_cluster_zone = (0..clusters).any(|i| takes_part(i) && input.zones[i].is_some());
     if !any_shard_zone && !any_cluster_zone {
         return Err(ZonePlan::Unused);
     }
@@ -116,13 +128,11 @@ pub(super) fn plan(
     if let Some(s) = shards.iter().position(|s| s.zone.is_none()) {
         return fallback(ZoneFallback::ShardWithoutZone { shard: s as u32 });
     }
-    if let Some(c) = clusters
-        .iter()
-        .zip(managed)
-        .find(|(c, m)| **m && c.zone().is_none())
+    if let Some(i) = (0..clusters)
+        .find(|&i| takes_part(i) && input.pins[i].is_none() && input.zones[i].is_none())
     {
         return fallback(ZoneFallback::ClusterWithoutZone {
-            cluster: c.0.id.clone(),
+            cluster: input.ids[i].clone(),
         });
     }
 
@@ -152,21 +162,34 @@ pub(super) fn plan(
         .collect();
 
     let mut demand = vec![0.0; zones];
-    let mut cluster_zone = vec![usize::MAX; clusters.len()];
+    let mut cluster_zone = vec![usize::MAX; clusters];
     let mut clustered = vec![false; zones];
-    for (i, c) in clusters.iter().enumerate() {
-        if !managed[i] {
+    for (i, zone_of) in cluster_zone.iter_mut().enumerate() {
+        if !takes_part(i) {
             continue;
         }
-        let zone = c.zone().unwrap_or_default();
-        let Some(&z) = index.get(zone) else {
-            return fallback(ZoneFallback::ZoneWithoutShards {
-                zone: zone.to_owned(),
-            });
+        let home = match (&input.zones[i], input.pins[i]) {
+            (Some(zone), _) => match index.get(zone.as_str()) {
+                Some(&z) => Some(z),
+                // A pinned cluster may come from a zone without shards; it runs on its pin.
+                None if input.pins[i].is_some() => None,
+                None => return fallback(ZoneFallback::ZoneWithoutShards { zone: zone.clone() }),
+            },
+            (None, _) => None,
         };
-        cluster_zone[i] = z;
-        demand[z] += loads[i] as f64;
-        clustered[z] = true;
+        let runs_in = match (input.pins[i], home) {
+            (Some(p), _) => shard_zone[p as usize],
+            (None, Some(z)) => z,
+            // Ruled out above; answered rather than assumed.
+            (None, None) => {
+                return fallback(ZoneFallback::ClusterWithoutZone {
+                    cluster: input.ids[i].clone(),
+                });
+            }
+        };
+        *zone_of = home.unwrap_or(runs_in);
+        demand[runs_in] += input.loads[i] as f64;
+        clustered[runs_in] = true;
     }
     for z in 0..zones {
         if clustered[z] && shard_count[z] < policy.min_shards_per_zone {

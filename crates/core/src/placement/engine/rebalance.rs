@@ -1,7 +1,8 @@
 //! Steps 4 and 5 of the balanced placement: shed load from shards above their bound, fill
 //! shards below their floor, each with the fewest moves.
 
-use super::{BalancedPlacer, State};
+use super::BalancedPlacer;
+use super::state::State;
 use crate::placement::rendezvous::score;
 
 impl BalancedPlacer {
@@ -30,13 +31,13 @@ impl BalancedPlacer {
         });
         for s in overloaded {
             let st = &self.state;
-            let mut members: Vec<usize> = (0..st.clusters.len())
+            let mut members: Vec<usize> = (0..st.ids.len())
                 .filter(|&i| st.shard_of[i] == Some(s as u32) && self.movable(i))
                 .collect();
             members.sort_by(|&a, &b| {
                 st.w[a]
                     .cmp(&st.w[b])
-                    .then_with(|| st.clusters[a].id.cmp(&st.clusters[b].id))
+                    .then_with(|| st.ids[a].cmp(&st.ids[b]))
             });
             while over(&self.state, s) > 0.0 {
                 let excess = over(&self.state, s);
@@ -84,7 +85,7 @@ impl BalancedPlacer {
             let salt = self.salts[s];
             // (weight, preference for s, index): ties in weight go to the cluster that
             // prefers s most.
-            let mut candidates: Vec<(u64, std::cmp::Reverse<u64>, usize)> = (0..st.clusters.len())
+            let mut candidates: Vec<(u64, std::cmp::Reverse<u64>, usize)> = (0..st.ids.len())
                 .filter(|&i| self.movable(i))
                 .filter_map(|i| {
                     let d = st.shard_of[i]?;

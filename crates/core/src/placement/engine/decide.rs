@@ -1,0 +1,157 @@
+//! Steps 2 and 3: who stays where they are, and where the others go.
+
+use super::BalancedPlacer;
+use crate::assignment::Assignment;
+use crate::placement::rendezvous::score;
+
+/// No shard found yet in a `choose` slot.
+const NONE: u32 = u32::MAX;
+
+impl BalancedPlacer {
+    /// Step 2: valid pins, then previous shards that still exist and are still allowed.
+    /// Returns the clusters left to place.
+    pub(super) fn stay(&mut self, previous: Option<&Assignment>) -> Vec<usize> {
+        let replicas = self.shards.len() as u32;
+        let mut unplaced = Vec::new();
+        for i in 0..self.state.ids.len() {
+            if !self.state.managed[i] {
+                continue;
+            }
+            let kept = match self.state.pin[i] {
+                Some(p) => Some(p),
+                None => previous
+                    .and_then(|p| p.get(&self.state.ids[i]))
+                    .filter(|&s| s < replicas && self.tier(i, s).is_some()),
+            };
+            match kept {
+                Some(s) => self.assign(i, Some(s)),
+                None => unplaced.push(i),
+            }
+        }
+        unplaced
+    }
+
+    /// Step 3: places clusters without a shard, heaviest first. Ties go by rendezvous key,
+    /// then id, so input order does not matter.
+    pub(super) fn place_unplaced(&mut self, mut unplaced: Vec<usize>) {
+        let st = &self.state;
+        unplaced.sort_unstable_by(|&a, &b| {
+            st.w[b]
+                .cmp(&st.w[a])
+                .then(st.keys[a].cmp(&st.keys[b]))
+                .then_with(|| st.ids[a].cmp(&st.ids[b]))
+        });
+        for i in unplaced {
+            let s = self.choose(i, None, false);
+            self.assign(i, s);
+        }
+    }
+
+    /// Whether cluster `i` may go to shard `s`: `Some(0)` at home, `Some(1)` elsewhere
+    /// (only clusters of a spilling zone), `None` not at all.
+    pub(super) fn tier(&self, i: usize, s: u32) -> Option<u8> {
+        let Some(layout) = &self.state.layout else {
+            return Some(0);
+        };
+        let cz = layout.cluster_zone[i];
+        if cz == layout.shard_zone[s as usize] {
+            Some(0)
+        } else if layout.local[cz] {
+            None
+        } else {
+            Some(1)
+        }
+    }
+
+    /// The shard cluster `i` should go to: the one it prefers most among those it may use,
+    /// in this order: home zone within target, home zone within bound, other zones within
+    /// target, other zones within bound. A spilling zone thus fills its own shards to their
+    /// bound before anything crosses a zone. `strict` refuses every shard that would exceed
+    /// its bound; otherwise the least-full shard of the home zone is the last resort (a
+    /// cluster too big for any bound is isolated at home, not pushed onto another zone).
+    pub(super) fn choose(&self, i: usize, exclude: Option<u32>, strict: bool) -> Option<u32> {
+        let st = &self.state;
+        let w = st.w[i] as f64;
+        let key = st.keys[i];
+        let exclude = exclude.map_or(usize::MAX, |e| e as usize);
+        let zones = st
+            .layout
+            .as_ref()
+            .map(|l| (l, l.cluster_zone[i], l.local[l.cluster_zone[i]]));
+        let mut best = [(0u64, NONE); 4];
+        let shards = st.load.iter().zip(&st.target).zip(&st.hi).zip(&self.salts);
+        for (s, (((&load, &target), &hi), &salt)) in shards.enumerate() {
+            let after = load as f64 + w;
+            if after > hi || s == exclude {
+                continue;
+            }
+            let away = match zones {
+                None => false,
+                Some((l, cz, local)) => {
+                    let away = l.shard_zone[s] != cz;
+                    if away && local {
+                        continue;
+                    }
+                    away
+                }
+            };
+            let sc = score(key, salt);
+            let slot = &mut best[2 * usize::from(away) + usize::from(after > target)];
+            if slot.1 == NONE || sc > slot.0 {
+                *slot = (sc, s as u32);
+            }
+        }
+        if let Some(&(_, s)) = best.iter().find(|b| b.1 != NONE) {
+            return Some(s);
+        }
+        if strict {
+            None
+        } else {
+            self.least_full(i, exclude)
+        }
+    }
+
+    /// The allowed shard that `i` would fill least (relative to its bound), home zone
+    /// first; ties by preference.
+    fn least_full(&self, i: usize, exclude: usize) -> Option<u32> {
+        let st = &self.state;
+        let w = st.w[i] as f64;
+        let mut best: Option<(u8, f64, u64, u32)> = None;
+        for s in 0..self.shards.len() {
+            let Some(tier) = self.tier(i, s as u32) else {
+                continue;
+            };
+            if s == exclude {
+                continue;
+            }
+            // A bound can be 0 (every cluster hot, or no load at all): compare loads then.
+            let fill = (st.load[s] as f64 + w) / st.hi[s].max(1.0);
+            let sc = score(st.keys[i], self.salts[s]);
+            let better = best.is_none_or(|(t, f, b, _)| {
+                (tier, fill) < (t, f) || (tier == t && fill == f && sc > b)
+            });
+            if better {
+                best = Some((tier, fill, sc, s as u32));
+            }
+        }
+        best.map(|(_, _, _, s)| s)
+    }
+
+    pub(super) fn assign(&mut self, i: usize, to: Option<u32>) {
+        let st = &mut self.state;
+        let from = st.shard_of[i];
+        if from == to {
+            return;
+        }
+        if let Some(f) = from {
+            st.load[f as usize] -= st.w[i];
+        }
+        if let Some(t) = to {
+            st.load[t as usize] += st.w[i];
+        }
+        st.shard_of[i] = to;
+        if let Some(log) = &mut st.log {
+            log.push((i, from, to));
+        }
+    }
+}
