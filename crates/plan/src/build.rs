@@ -467,9 +467,12 @@ fn zones_summary(
     let zones = acc
         .into_iter()
         .map(|(zone, a)| {
-            let capacity_share = ratio(a.capacity, total_cap);
-            let demand_share = ratio(a.demand as f64, total_load);
             let report = aware.and_then(|z| z.iter().find(|r| r.zone == zone));
+            // In a zone-aware plan the engine's shares are authoritative (its demand counts
+            // a pinned cluster where it runs), so the row agrees with its overload.
+            let capacity_share = report.map_or(ratio(a.capacity, total_cap), |r| r.capacity_share);
+            let demand_share =
+                report.map_or(ratio(a.demand as f64, total_load), |r| r.demand_share);
             ZoneRow {
                 zone: zone.to_owned(),
                 shards: a.shards,

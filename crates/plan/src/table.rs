@@ -223,7 +223,7 @@ fn plan(p: &PlanReport, options: TableOptions, out: &mut String) {
         ("share", Align::Right),
         ("target", Align::Right),
         ("load/target", Align::Right),
-        ("", Align::Left),
+        ("note", Align::Left),
     ]);
     for s in &p.shards {
         t.row(vec![
@@ -326,7 +326,7 @@ fn zones(p: &PlanReport, out: &mut String) {
         ("demand", Align::Right),
         ("overload", Align::Right),
         ("placed", Align::Right),
-        ("", Align::Left),
+        ("mode", Align::Left),
     ]);
     for r in &z.zones {
         t.row(vec![
