@@ -3,7 +3,9 @@
 //! Results and machine: `docs/performance.md`.
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
-use fleetshard_core::argo::{ArgoAlgorithm, ArgoControllerAssignment, ConsistentHashRing};
+use fleetshard_core::argo::{
+    ArgoAlgorithm, ArgoControllerAssignment, ArgoPrepared, ConsistentHashRing,
+};
 use fleetshard_core::placement::{BalancedPlacer, PlacementConfig};
 use fleetshard_core::{Cluster, Fleet, ShardSpec};
 use fleetshard_fleetgen::FleetSpec;
@@ -42,7 +44,10 @@ fn argo(c: &mut Criterion) {
         }
         group.finish();
     }
-    let mut group = c.benchmark_group("argo/consistent-hashing-warm-ring");
+    // The parts of consistent hashing that depend only on the apps or only on the replica
+    // count, and the computation with both prepared (a controller keeps app counts current
+    // from events and builds a ring once per replica count).
+    let mut group = c.benchmark_group("argo/prepare");
     group
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
@@ -51,11 +56,34 @@ fn argo(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("ring", r), |b| {
             b.iter(|| ConsistentHashRing::new(black_box(r)))
         });
-        let ring = ConsistentHashRing::new(r);
-        for size in SIZES {
-            let (f, _) = fleet(size);
+    }
+    for size in SIZES {
+        let (f, _) = fleet(size);
+        group.bench_function(
+            BenchmarkId::new("app-counts", format!("{}k", size / 1000)),
+            |b| b.iter(|| ArgoPrepared::new(&f.apps)),
+        );
+    }
+    group.finish();
+    let mut group = c.benchmark_group("argo/consistent-hashing-prepared");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    for size in SIZES {
+        let (f, _) = fleet(size);
+        let mut prepared = ArgoPrepared::new(&f.apps);
+        for r in SHARDS {
+            prepared.ring(r);
             group.bench_function(BenchmarkId::from_parameter(label(size, r)), |b| {
-                b.iter(|| ArgoControllerAssignment::compute_with_ring(&ring, &f.clusters, &f.apps))
+                b.iter(|| {
+                    ArgoControllerAssignment::compute_prepared(
+                        ArgoAlgorithm::ConsistentHashing,
+                        r,
+                        &f.clusters,
+                        &mut prepared,
+                    )
+                })
             });
         }
     }

@@ -5,7 +5,7 @@ use blake2b_simd::many::{HashManyJob, hash_many};
 
 use rustc_hash::FxHashMap;
 
-use crate::model::{App, Cluster};
+use crate::model::Cluster;
 
 /// Virtual nodes per shard upstream.
 const REPLICATION_FACTOR: u32 = 1000;
@@ -23,15 +23,18 @@ fn first_word(digest: &[u8]) -> u64 {
 
 /// [`argo_hash`] over many keys at once (SIMD lanes where the CPU has them).
 fn argo_hash_many<K: AsRef<[u8]>>(keys: &[K]) -> Vec<u64> {
+    // In chunks, so the jobs (a few hundred bytes of state each) stay in cache.
+    const CHUNK: usize = 128;
     let params = blake2b_simd::Params::new();
-    let mut jobs: Vec<HashManyJob<'_>> = keys
-        .iter()
-        .map(|k| HashManyJob::new(&params, k.as_ref()))
-        .collect();
-    hash_many(jobs.iter_mut());
-    jobs.iter()
-        .map(|j| first_word(j.to_hash().as_bytes()))
-        .collect()
+    let mut out = Vec::with_capacity(keys.len());
+    let mut jobs: Vec<HashManyJob<'_>> = Vec::with_capacity(CHUNK);
+    for chunk in keys.chunks(CHUNK) {
+        jobs.clear();
+        jobs.extend(chunk.iter().map(|k| HashManyJob::new(&params, k.as_ref())));
+        hash_many(jobs.iter_mut());
+        out.extend(jobs.iter().map(|j| first_word(j.to_hash().as_bytes())));
+    }
+    out
 }
 
 /// The hash ring of upstream's `consistent.New()` after `Add("0") … Add("R-1")`: 1000
@@ -169,10 +172,9 @@ pub(super) fn load_bound(total: u64, replicas: u32) -> u64 {
 pub(super) fn place<'a>(
     ring: &ConsistentHashRing,
     clusters: &[&'a Cluster],
-    apps: &[App],
+    app_counts: &FxHashMap<String, u64>,
 ) -> FxHashMap<&'a str, u32> {
     let sorted = super::sorted_by_id(clusters);
-    let app_counts = super::argo_app_counts(apps);
     let ids: Vec<&[u8]> = sorted.iter().map(|c| c.id.as_bytes()).collect();
     let hashes = argo_hash_many(&ids);
 

@@ -3,7 +3,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::{ArgoAlgorithm, ArgoDistribution, ArgoShard, ConsistentHashRing, Probe};
+use super::{ArgoAlgorithm, ArgoDistribution, ArgoPrepared, ArgoShard, Probe};
 use crate::model::{App, Cluster};
 
 /// The shard Argo CD's controller assigns to each cluster, computed in one pass.
@@ -27,30 +27,16 @@ impl ArgoControllerAssignment {
         clusters: &[Cluster],
         apps: &[App],
     ) -> Self {
-        Self::compute_inner(algorithm, replicas, clusters, apps, None)
+        Self::compute_prepared(algorithm, replicas, clusters, &mut ArgoPrepared::new(apps))
     }
 
-    /// As [`ArgoControllerAssignment::compute`] for consistent hashing with a prebuilt ring.
-    pub fn compute_with_ring(
-        ring: &ConsistentHashRing,
-        clusters: &[Cluster],
-        apps: &[App],
-    ) -> Self {
-        Self::compute_inner(
-            ArgoAlgorithm::ConsistentHashing,
-            ring.replicas(),
-            clusters,
-            apps,
-            Some(ring),
-        )
-    }
-
-    fn compute_inner(
+    /// As [`ArgoControllerAssignment::compute`], with the apps' counts and the rings
+    /// prepared once for many computations.
+    pub fn compute_prepared(
         algorithm: ArgoAlgorithm,
         replicas: u32,
         clusters: &[Cluster],
-        apps: &[App],
-        ring: Option<&ConsistentHashRing>,
+        prepared: &mut ArgoPrepared,
     ) -> Self {
         // `Clusters[c.Server] = c`: the later of two clusters with one server wins. The
         // members keep input order, which only matters for equal ids under consistent
@@ -67,10 +53,7 @@ impl ArgoControllerAssignment {
         // One replica or none: `NoShardingDistributionFunction`, always 0.
         let function = (replicas > 1).then(|| {
             let list = members.iter().map(|&i| &clusters[i]);
-            match ring {
-                Some(ring) => ArgoDistribution::with_ring(ring, list, apps),
-                None => ArgoDistribution::new(algorithm, replicas, list, apps),
-            }
+            ArgoDistribution::prepared(algorithm, replicas, list, prepared)
         });
 
         let mut member_shard = vec![0; clusters.len()];

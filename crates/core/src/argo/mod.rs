@@ -22,6 +22,7 @@ use rustc_hash::FxHashMap;
 use crate::model::{App, Cluster};
 
 pub use consistent::{ConsistentHashRing, argo_hash};
+
 pub use controller::ArgoControllerAssignment;
 pub use legacy::fnv1a32;
 
@@ -123,39 +124,18 @@ impl<'a> ArgoDistribution<'a> {
         clusters: impl IntoIterator<Item = &'a Cluster>,
         apps: &[App],
     ) -> Self {
-        Self::build(
-            algorithm,
-            replicas,
-            clusters.into_iter().collect(),
-            apps,
-            None,
-        )
+        Self::prepared(algorithm, replicas, clusters, &mut ArgoPrepared::new(apps))
     }
 
-    /// As [`ArgoDistribution::new`], reusing a ring built for `replicas` (the ring depends
-    /// only on the replica count; building it is most of the cost of consistent hashing).
-    pub fn with_ring(
-        ring: &ConsistentHashRing,
-        clusters: impl IntoIterator<Item = &'a Cluster>,
-        apps: &[App],
-    ) -> Self {
-        let clusters = clusters.into_iter().collect();
-        Self::build(
-            ArgoAlgorithm::ConsistentHashing,
-            ring.replicas(),
-            clusters,
-            apps,
-            Some(ring),
-        )
-    }
-
-    fn build(
+    /// As [`ArgoDistribution::new`], with the apps' counts and the rings prepared once for
+    /// many computations.
+    pub fn prepared(
         algorithm: ArgoAlgorithm,
         replicas: u32,
-        clusters: Vec<&'a Cluster>,
-        apps: &[App],
-        ring: Option<&ConsistentHashRing>,
+        clusters: impl IntoIterator<Item = &'a Cluster>,
+        prepared: &mut ArgoPrepared,
     ) -> Self {
+        let clusters: Vec<&'a Cluster> = clusters.into_iter().collect();
         let table = if replicas == 0 {
             Table::None
         } else {
@@ -163,15 +143,8 @@ impl<'a> ArgoDistribution<'a> {
                 ArgoAlgorithm::Legacy => Table::None,
                 ArgoAlgorithm::RoundRobin => Table::Rank(round_robin::ranks(&clusters)),
                 ArgoAlgorithm::ConsistentHashing => {
-                    let owned;
-                    let ring = match ring {
-                        Some(r) => r,
-                        None => {
-                            owned = ConsistentHashRing::new(replicas);
-                            &owned
-                        }
-                    };
-                    Table::Shard(consistent::place(ring, &clusters, apps))
+                    let (ring, app_counts) = prepared.ring_and_counts(replicas);
+                    Table::Shard(consistent::place(ring, &clusters, app_counts))
                 }
             }
         };
@@ -259,6 +232,53 @@ pub fn argo_app_counts(apps: &[App]) -> FxHashMap<&str, u64> {
         *counts.entry(server).or_insert(0) += 1;
     }
     counts
+}
+
+/// What Argo CD's algorithms need besides the cluster list, prepared once and reused across
+/// algorithms and replica counts: the application count per server (Argo CD's counting,
+/// [`argo_app_counts`]) and the consistent-hashing ring of each replica count, built on
+/// first use.
+///
+/// Counting apps walks every Application and the ring hashes 1000 keys per shard; both
+/// dominate one consistent-hashing computation. A caller that plans many replica counts,
+/// or a controller that keeps app counts current from events, should not redo them
+/// (upstream redoes both for every cluster, W1/W2).
+#[derive(Debug, Clone, Default)]
+pub struct ArgoPrepared {
+    app_counts: FxHashMap<String, u64>,
+    rings: FxHashMap<u32, ConsistentHashRing>,
+}
+
+impl ArgoPrepared {
+    /// Counts `apps`; rings come later, as needed.
+    pub fn new(apps: &[App]) -> Self {
+        let app_counts = argo_app_counts(apps)
+            .into_iter()
+            .map(|(s, n)| (s.to_owned(), n))
+            .collect();
+        ArgoPrepared {
+            app_counts,
+            rings: FxHashMap::default(),
+        }
+    }
+
+    /// Applications counted for `server` (raw `destination.server`).
+    pub fn app_count(&self, server: &str) -> u64 {
+        self.app_counts.get(server).copied().unwrap_or(0)
+    }
+
+    /// The ring for `replicas`, built on first use.
+    pub fn ring(&mut self, replicas: u32) -> &ConsistentHashRing {
+        self.ring_and_counts(replicas).0
+    }
+
+    fn ring_and_counts(&mut self, replicas: u32) -> (&ConsistentHashRing, &FxHashMap<String, u64>) {
+        let ring = self
+            .rings
+            .entry(replicas)
+            .or_insert_with(|| ConsistentHashRing::new(replicas));
+        (ring, &self.app_counts)
+    }
 }
 
 #[cfg(test)]

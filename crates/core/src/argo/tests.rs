@@ -491,11 +491,17 @@ fn explicit_shards_interact_with_ch_and_rr_e10() {
 }
 
 #[test]
-fn prebuilt_ring_gives_the_same_answer() {
+fn prepared_inputs_give_the_same_answer() {
     let (clusters, apps) = fleet_f(133, |i| (i * 7) % 11);
-    let ring = ConsistentHashRing::new(5);
-    let a = ArgoControllerAssignment::compute_with_ring(&ring, &clusters, &apps);
-    let b =
-        ArgoControllerAssignment::compute(ArgoAlgorithm::ConsistentHashing, 5, &clusters, &apps);
-    assert_eq!(a, b);
+    let mut prepared = ArgoPrepared::new(&apps);
+    for alg in ArgoAlgorithm::ALL {
+        for replicas in [0, 1, 2, 5, 12] {
+            let a =
+                ArgoControllerAssignment::compute_prepared(alg, replicas, &clusters, &mut prepared);
+            let b = ArgoControllerAssignment::compute(alg, replicas, &clusters, &apps);
+            assert_eq!(a, b, "{alg:?} r={replicas}");
+        }
+    }
+    assert_eq!(prepared.app_count(&clusters[3].server), 10);
+    assert_eq!(prepared.ring(5).points_per_shard(), vec![1000; 5]);
 }
