@@ -1,5 +1,6 @@
 //! Balance and movement of every algorithm on the benchmark fleets, as a Markdown table for
-//! `docs/performance.md`. Run: `cargo run --release -p fleetshard-core --example churn`.
+//! `docs/performance.md`. Run: `cargo run --release -p fleetshard-core --example churn [ZIPF]`
+//! (the Zipf exponent of the apps-per-cluster spread; 1.0 by default).
 //!
 //! Movement is the fraction of *load* (apps) whose cluster changes shard, among clusters
 //! present before and after. Argo CD's algorithms are stateless (no previous assignment);
@@ -8,7 +9,7 @@
 use fleetshard_core::argo::{ArgoAlgorithm, ArgoControllerAssignment};
 use fleetshard_core::placement::{PlacementConfig, place};
 use fleetshard_core::{App, Assignment, Balance, Cluster, Fleet, ShardSpec};
-use fleetshard_fleetgen::FleetSpec;
+use fleetshard_fleetgen::{FleetSpec, Skew};
 
 #[derive(Clone, Copy)]
 enum Alg {
@@ -103,6 +104,9 @@ fn with_cluster(fleet: &Fleet, id: &str) -> Fleet {
 }
 
 fn main() {
+    let exponent: f64 = std::env::args()
+        .nth(1)
+        .map_or(1.0, |a| a.parse().expect("ZIPF must be a number"));
     let algs = [
         Alg::Argo(ArgoAlgorithm::Legacy),
         Alg::Argo(ArgoAlgorithm::RoundRobin),
@@ -114,7 +118,10 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for size in [1_000usize, 10_000, 50_000] {
-        let fleet = FleetSpec::new(size).with_seed(7).generate();
+        let fleet = FleetSpec::new(size)
+            .with_seed(7)
+            .with_skew(Skew::Zipf { exponent })
+            .generate();
         let loads = fleet.loads();
         let lowest = fleet
             .clusters
