@@ -105,9 +105,10 @@ pub enum PlacementWarning {
         /// Shard count.
         replicas: u32,
     },
-    /// A cluster heavier than any shard's bound; it cannot be balanced, only isolated.
+    /// A cluster heavier than its shard's bound: it cannot be balanced, only isolated on
+    /// a shard of its own.
     #[error(
-        "cluster {cluster}: load {load} exceeds every shard's bound ({bound:.1}); consider splitting it"
+        "cluster {cluster}: load {load} exceeds its shard's bound ({bound:.1}); isolated on its shard"
     )]
     HotCluster {
         /// Cluster id.

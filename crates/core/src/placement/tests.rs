@@ -551,3 +551,30 @@ fn a_hot_cluster_of_a_spilling_zone_stays_home() {
         p.targets
     );
 }
+
+#[test]
+fn a_swap_fixes_what_no_single_move_can() {
+    // Two shards with bound 101.2 (target 92): no single cluster of shard A fits on B, but
+    // swapping 49 for 31 brings both within bound.
+    let loads = vec![49, 60, 6, 31, 9, 29];
+    let mut clusters: Vec<Cluster> = (0..6).map(cluster).collect();
+    clusters[2].shard = Some(0);
+    clusters[5].shard = Some(1);
+    let mut previous = PreviousPlacement::default();
+    for (i, s) in [(0, 0), (1, 0), (3, 1), (4, 1)] {
+        previous.assignment.insert(clusters[i].id.clone(), s);
+    }
+    let p = run(&clusters, &loads, 2, Some(&previous));
+    let l = shard_loads(&p, &loads, 2);
+    assert!(l.iter().all(|&x| x as f64 <= 92.0 * 1.1), "{l:?}");
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    let moved = (0..6)
+        .filter(|&i| {
+            previous
+                .assignment
+                .get(&clusters[i].id)
+                .is_some_and(|s| p.shards[i] != Some(s))
+        })
+        .count();
+    assert_eq!(moved, 2, "one swap");
+}

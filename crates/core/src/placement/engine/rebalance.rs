@@ -17,6 +17,8 @@ impl BalancedPlacer {
 
     /// Brings every shard above its bound back under it, moving the fewest, smallest
     /// clusters: the smallest one that fixes the excess alone, else the largest below it.
+    /// When no single move helps (lumpy clusters, or a zone that must stay local), one
+    /// swap with a lighter cluster of another shard, if that brings both within bound.
     fn shed(&mut self) {
         let n = self.shards.len();
         let over = |st: &State, s: usize| st.load[s] as f64 - st.hi[s];
@@ -30,29 +32,104 @@ impl BalancedPlacer {
                 .then(a.cmp(&b))
         });
         for s in overloaded {
-            let st = &self.state;
-            let mut members: Vec<usize> = (0..st.ids.len())
-                .filter(|&i| st.shard_of[i] == Some(s as u32) && self.movable(i))
-                .collect();
-            members.sort_by(|&a, &b| {
-                st.w[a]
-                    .cmp(&st.w[b])
-                    .then_with(|| st.ids[a].cmp(&st.ids[b]))
-            });
             while over(&self.state, s) > 0.0 {
+                let members = self.members_by_weight(s);
+                // A cluster heavier than the bound can only be isolated: when nothing else
+                // is movable, there is nothing to do (and nothing to search for).
+                let hi = self.state.hi[s];
+                if members.iter().all(|&i| self.state.w[i] as f64 > hi) {
+                    break;
+                }
                 let excess = over(&self.state, s);
                 let st = &self.state;
                 let split = members.partition_point(|&i| (st.w[i] as f64) < excess);
                 let order = (split..members.len()).chain((0..split).rev());
-                let found = order.into_iter().find_map(|k| {
+                let single = order.into_iter().find_map(|k| {
                     self.choose(members[k], Some(s as u32), true)
-                        .map(|d| (k, d))
+                        .map(|d| (members[k], d))
                 });
-                let Some((k, d)) = found else { break };
-                let i = members.remove(k);
-                self.assign(i, Some(d));
+                if let Some((i, d)) = single {
+                    self.assign(i, Some(d));
+                } else if let Some((a, b, d)) = self.find_swap(s, &members) {
+                    self.assign(a, Some(d));
+                    self.assign(b, Some(s as u32));
+                } else {
+                    break;
+                }
             }
         }
+    }
+
+    /// The movable clusters on shard `s`, lightest first (ties by id).
+    fn members_by_weight(&self, s: usize) -> Vec<usize> {
+        let st = &self.state;
+        let mut members: Vec<usize> = (0..st.ids.len())
+            .filter(|&i| st.shard_of[i] == Some(s as u32) && self.movable(i))
+            .collect();
+        self.sort_by_weight(&mut members);
+        members
+    }
+
+    fn sort_by_weight(&self, members: &mut [usize]) {
+        let st = &self.state;
+        members.sort_by(|&a, &b| {
+            st.w[a]
+                .cmp(&st.w[b])
+                .then_with(|| st.ids[a].cmp(&st.ids[b]))
+        });
+    }
+
+    /// A swap that brings overloaded shard `s` within its bound: `a` (of `members`, the
+    /// movable clusters on `s`) goes to shard `d`, and the lighter `b` comes back from `d`,
+    /// with `d` staying within its bound. Of all such swaps, the one moving the least load
+    /// (first by shard, then weight, on ties). Only tried when no single move works.
+    fn find_swap(&self, s: usize, members: &[usize]) -> Option<(usize, usize, u32)> {
+        let st = &self.state;
+        let excess = st.load[s] as f64 - st.hi[s];
+        // Hot clusters (above s's bound) cannot be helped by a swap.
+        let ours: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&a| st.w[a] as f64 <= st.hi[s])
+            .collect();
+        if ours.is_empty() {
+            return None;
+        }
+        // Every other shard's movable clusters, bucketed once.
+        let mut theirs: Vec<Vec<usize>> = vec![Vec::new(); self.shards.len()];
+        for i in 0..st.ids.len() {
+            if let Some(d) = st.shard_of[i]
+                && d as usize != s
+                && self.movable(i)
+            {
+                theirs[d as usize].push(i);
+            }
+        }
+        let mut best: Option<(u64, usize, usize, u32)> = None;
+        for (d, theirs) in theirs.iter_mut().enumerate() {
+            let room = st.hi[d] - st.load[d] as f64;
+            if d == s || room <= 0.0 || theirs.is_empty() {
+                continue;
+            }
+            self.sort_by_weight(theirs);
+            for &a in ours.iter().filter(|&&a| self.tier(a, d as u32).is_some()) {
+                let wa = st.w[a] as f64;
+                // s ends within bound: w_b ≤ w_a − excess; d too: w_b ≥ w_a − room.
+                let (lightest, heaviest) = (wa - room, wa - excess);
+                let from = theirs.partition_point(|&b| (st.w[b] as f64) < lightest);
+                let fits = theirs[from..]
+                    .iter()
+                    .take_while(|&&b| st.w[b] as f64 <= heaviest)
+                    .find(|&&b| self.tier(b, s as u32).is_some());
+                if let Some(&b) = fits {
+                    let moved = st.w[a] + st.w[b];
+                    if best.is_none_or(|(m, ..)| moved < m) {
+                        best = Some((moved, a, b, d as u32));
+                    }
+                }
+            }
+        }
+        best.map(|(_, a, b, d)| (a, b, d))
     }
 
     /// Brings every shard below its floor up to it with the fewest moves: the smallest
