@@ -1,0 +1,107 @@
+//! The coordination store: a small versioned key-value space with compare-and-swap and
+//! change notification. Every protocol is written against this trait; each backend (memory,
+//! SQLite, etcd, Kubernetes) only moves bytes.
+//!
+//! Keys are `/`-separated strings; values are opaque bytes. Every successful write gives
+//! the key a new `version` (strictly increasing per key, never reused, also across a delete
+//! and re-create), which is what compare-and-swap compares. Backends also keep a store-wide
+//! `revision` that increases on every write, so a watcher can ask "anything new under this
+//! prefix since revision R?".
+
+pub mod conformance;
+pub mod memory;
+
+use futures::future::BoxFuture;
+
+/// A stored value and the version it was written at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The key.
+    pub key: String,
+    /// The value bytes.
+    pub value: Vec<u8>,
+    /// The key's version: changes on every write.
+    pub version: u64,
+}
+
+/// What must hold for a write to apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precondition {
+    /// The key must not exist (create).
+    Absent,
+    /// The key must exist at exactly this version (compare-and-swap).
+    Version(u64),
+    /// No condition (used by tests and tools, never by the protocols).
+    Any,
+}
+
+/// A snapshot of everything under a prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    /// Entries in key order.
+    pub entries: Vec<Entry>,
+    /// The store-wide revision the snapshot reflects.
+    pub revision: u64,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The precondition did not hold: someone else wrote first.
+    #[error("conflict on {key}: it changed since it was read")]
+    Conflict {
+        /// The key.
+        key: String,
+    },
+    /// The store could not be reached or did not answer in time; the operation may or may
+    /// not have applied.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The store answered something this client cannot use.
+    #[error("store error: {0}")]
+    Backend(String),
+    /// A store URL that names no backend or is malformed.
+    #[error("invalid store URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// A coordination store.
+pub trait Store: Send + Sync + 'static {
+    /// Reads one key.
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Entry>, StoreError>>;
+
+    /// Reads every key under `prefix`, consistently (one revision).
+    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Listing, StoreError>>;
+
+    /// Writes `value` to `key` if `pre` holds; returns the new version.
+    fn put<'a>(
+        &'a self,
+        key: &'a str,
+        value: Vec<u8>,
+        pre: Precondition,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// Deletes `key` if `pre` holds (deleting an absent key with `Any` succeeds).
+    fn delete<'a>(
+        &'a self,
+        key: &'a str,
+        pre: Precondition,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Resolves with the current revision once something under `prefix` changed after
+    /// revision `since` — or earlier (spurious wake-ups are allowed; callers re-list).
+    /// Backends without push notification may poll.
+    fn wait_for_change<'a>(
+        &'a self,
+        prefix: &'a str,
+        since: u64,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// A short description for logs and status (`sqlite:///var/lib/fleetshard.db`).
+    fn describe(&self) -> String;
+}

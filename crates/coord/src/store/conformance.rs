@@ -1,0 +1,178 @@
+//! The behaviour every [`Store`] backend must show. Each backend's tests call
+//! [`run_all`] on a fresh, empty store (it writes under the prefix `conformance/`).
+//!
+//! These are plain functions that panic on a violation, so a backend's test is one line.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Precondition, Store, StoreError};
+
+/// Every check below, in order.
+pub async fn run_all<S: Store + ?Sized>(store: &S) {
+    create_and_compare_and_swap(store).await;
+    delete_with_preconditions(store).await;
+    list_is_prefixed_sorted_and_consistent(store).await;
+    wait_for_change_sees_writes_and_deletes(store).await;
+}
+
+/// Create-if-absent, compare-and-swap on the exact version, versions strictly increase.
+pub async fn create_and_compare_and_swap<S: Store + ?Sized>(store: &S) {
+    let k = "conformance/cas";
+    assert_eq!(store.get(k).await.unwrap(), None);
+    let v1 = store
+        .put(k, b"one".to_vec(), Precondition::Absent)
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.put(k, b"x".to_vec(), Precondition::Absent).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let got = store.get(k).await.unwrap().unwrap();
+    assert_eq!((got.value.as_slice(), got.version), (&b"one"[..], v1));
+    let v2 = store
+        .put(k, b"two".to_vec(), Precondition::Version(v1))
+        .await
+        .unwrap();
+    assert!(v2 > v1, "versions increase");
+    assert!(matches!(
+        store
+            .put(k, b"stale".to_vec(), Precondition::Version(v1))
+            .await,
+        Err(StoreError::Conflict { .. })
+    ));
+    assert_eq!(store.get(k).await.unwrap().unwrap().value, b"two");
+    let v3 = store
+        .put(k, b"three".to_vec(), Precondition::Any)
+        .await
+        .unwrap();
+    assert!(v3 > v2);
+}
+
+/// Deletes obey preconditions, and a re-created key never reuses an old version.
+pub async fn delete_with_preconditions<S: Store + ?Sized>(store: &S) {
+    let k = "conformance/delete";
+    let v1 = store
+        .put(k, b"a".to_vec(), Precondition::Absent)
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.delete(k, Precondition::Version(v1 + 1000)).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    store.delete(k, Precondition::Version(v1)).await.unwrap();
+    assert_eq!(store.get(k).await.unwrap(), None);
+    store.delete(k, Precondition::Any).await.unwrap();
+    assert!(matches!(
+        store.delete(k, Precondition::Version(v1)).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let v2 = store
+        .put(k, b"b".to_vec(), Precondition::Absent)
+        .await
+        .unwrap();
+    assert!(v2 > v1, "a re-created key gets a new version");
+    assert!(matches!(
+        store.put(k, b"c".to_vec(), Precondition::Version(v1)).await,
+        Err(StoreError::Conflict { .. })
+    ));
+}
+
+/// Listings hold exactly the prefix, in key order, at one revision.
+pub async fn list_is_prefixed_sorted_and_consistent<S: Store + ?Sized>(store: &S) {
+    for k in [
+        "conformance/list/b",
+        "conformance/list/a",
+        "conformance/list/c/d",
+        "conformance/listx",
+    ] {
+        store
+            .put(k, k.as_bytes().to_vec(), Precondition::Any)
+            .await
+            .unwrap();
+    }
+    let listing = store.list("conformance/list/").await.unwrap();
+    let keys: Vec<&str> = listing.entries.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "conformance/list/a",
+            "conformance/list/b",
+            "conformance/list/c/d"
+        ]
+    );
+    assert!(
+        listing
+            .entries
+            .iter()
+            .all(|e| e.version <= listing.revision)
+    );
+    assert!(listing.entries.iter().all(|e| e.value == e.key.as_bytes()));
+}
+
+/// `wait_for_change` returns after a write or delete under the prefix.
+pub async fn wait_for_change_sees_writes_and_deletes<S: Store + ?Sized>(store: &S) {
+    let limit = Duration::from_secs(10);
+    let k = "conformance/watch/key";
+    let since = store.list("conformance/watch/").await.unwrap().revision;
+    let v = store
+        .put(k, b"x".to_vec(), Precondition::Absent)
+        .await
+        .unwrap();
+    let rev = tokio::time::timeout(limit, store.wait_for_change("conformance/watch/", since))
+        .await
+        .expect("woken by a put")
+        .unwrap();
+    assert!(rev >= v);
+    store.delete(k, Precondition::Version(v)).await.unwrap();
+    let rev2 = tokio::time::timeout(limit, store.wait_for_change("conformance/watch/", rev))
+        .await
+        .expect("woken by a delete")
+        .unwrap();
+    assert!(rev2 > rev);
+}
+
+/// Many writers incrementing one counter with compare-and-swap retries lose no update.
+/// `spawn` clones of the store must share its data (a process-local handle or a second
+/// connection to the same database).
+pub async fn no_lost_update<S: Store>(stores: Vec<Arc<S>>, increments_each: u32) {
+    let k = "conformance/counter";
+    stores[0]
+        .put(k, b"0".to_vec(), Precondition::Absent)
+        .await
+        .unwrap();
+    let tasks: Vec<_> = stores
+        .iter()
+        .cloned()
+        .map(|s| {
+            tokio::spawn(async move {
+                for _ in 0..increments_each {
+                    loop {
+                        let e = s.get(k).await.unwrap().unwrap();
+                        let n: u64 = std::str::from_utf8(&e.value).unwrap().parse().unwrap();
+                        match s
+                            .put(
+                                k,
+                                (n + 1).to_string().into_bytes(),
+                                Precondition::Version(e.version),
+                            )
+                            .await
+                        {
+                            Ok(_) => break,
+                            Err(StoreError::Conflict { .. }) => continue,
+                            Err(other) => panic!("{other}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let e = stores[0].get(k).await.unwrap().unwrap();
+    assert_eq!(
+        std::str::from_utf8(&e.value).unwrap(),
+        (stores.len() as u32 * increments_each).to_string()
+    );
+}
