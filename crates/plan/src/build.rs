@@ -133,6 +133,7 @@ pub fn build_report(
             let next_previous = match &computed {
                 Computed::Balanced(p) => p.as_previous(&facts.fleet.clusters),
                 Computed::Argo(_) => PreviousPlacement {
+                    homes: Default::default(),
                     assignment,
                     local_zones: BTreeSet::new(),
                 },

@@ -93,6 +93,8 @@ impl PreviousPlan {
         PreviousPlacement {
             assignment: self.assignment.clone(),
             local_zones: self.local_zones.clone(),
+            // Plans have no vacant shards, so nothing is displaced.
+            homes: Default::default(),
         }
     }
 }

@@ -22,6 +22,9 @@ pub struct BalancedPlacer {
     config: PlacementConfig,
     shards: Vec<ShardSpec>,
     salts: Vec<u64>,
+    /// Shards that exist but have no live holder: they get no clusters, and keep their
+    /// number (and so every cluster's preferences) for when they come back.
+    vacant: Vec<bool>,
     state: State,
 }
 
@@ -43,12 +46,32 @@ impl BalancedPlacer {
             s.capacity = s.capacity.max(1);
         }
         let salts = (0..shards.len() as u32).map(shard_salt).collect();
+        let vacant = vec![false; shards.len()];
         BalancedPlacer {
             config,
             shards,
             salts,
+            vacant,
             state: State::default(),
         }
+    }
+
+    /// Marks shards as vacant (no live holder): placement gives them nothing and moves
+    /// what they held to the others, as if they did not exist, but shard numbers and
+    /// preferences stay, so the clusters that return when a shard is held again are
+    /// mostly those it had. Numbers out of range are ignored.
+    pub fn with_vacant(mut self, vacant: impl IntoIterator<Item = u32>) -> Self {
+        for s in vacant {
+            if let Some(v) = self.vacant.get_mut(s as usize) {
+                *v = true;
+            }
+        }
+        self
+    }
+
+    /// Whether shard `s` can take clusters.
+    fn usable(&self, s: usize) -> bool {
+        !self.vacant[s]
     }
 
     /// Places the fleet from scratch, staying close to `previous`.
@@ -60,7 +83,7 @@ impl BalancedPlacer {
     ) -> Placement {
         self.state = State::new(clusters, loads, self.shards.len() as u32);
         self.compute_weights_and_targets(previous.map(|p| &p.local_zones));
-        if self.shards.is_empty() {
+        if !(0..self.shards.len()).any(|s| self.usable(s)) {
             let n = self.state.managed.iter().filter(|&&m| m).count();
             if n > 0 {
                 self.state
@@ -69,7 +92,7 @@ impl BalancedPlacer {
             }
             return self.placement();
         }
-        let unplaced = self.stay(previous.map(|p| &p.assignment));
+        let unplaced = self.stay(previous);
         self.place_unplaced(unplaced);
         self.rebalance();
         self.finish_warnings();
@@ -90,8 +113,10 @@ impl BalancedPlacer {
         let needs_full = !matches!(self.state.zone_plan, Some(ZonePlan::Unused))
             || cluster.zone().is_some()
             || (self.state.unit_loads && load > 0)
-            || self.shards.is_empty()
-            || cluster.shard.is_some_and(|p| !(0..replicas).contains(&p));
+            || !(0..self.shards.len()).any(|s| self.usable(s))
+            || cluster
+                .shard
+                .is_some_and(|p| !(0..replicas).contains(&p) || !self.usable(p as usize));
         if needs_full {
             let (mut clusters, mut loads) = self.live();
             clusters.push(cluster.clone());
@@ -134,6 +159,14 @@ impl BalancedPlacer {
         self.take_log()
     }
 
+    /// Displaced clusters of the current placement and their home shards, by cluster id.
+    fn homes(&self) -> Assignment {
+        let st = &self.state;
+        (0..st.ids.len())
+            .filter_map(|i| st.home[i].map(|h| (st.ids[i].clone(), h)))
+            .collect()
+    }
+
     /// The current placement, by cluster id.
     pub fn assignment(&self) -> Assignment {
         let st = &self.state;
@@ -169,6 +202,7 @@ impl BalancedPlacer {
         let previous = PreviousPlacement {
             assignment: before.clone(),
             local_zones: self.state.local_zones(),
+            homes: self.homes(),
         };
         self.place(clusters, loads, Some(&previous));
         let after = self.assignment();
@@ -265,6 +299,7 @@ impl BalancedPlacer {
             shards: st.shard_of.clone(),
             targets: st.target.clone(),
             zones: st.zone_plan.clone().unwrap_or(ZonePlan::Unused),
+            homes: st.home.clone(),
             cross_zone: cross,
             warnings: st.warnings.clone(),
         }

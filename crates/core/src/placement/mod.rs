@@ -88,6 +88,9 @@ pub struct PreviousPlacement {
     pub assignment: Assignment,
     /// Zones that kept their clusters local (for hysteresis).
     pub local_zones: BTreeSet<String>,
+    /// Clusters displaced from a vacant shard, and that shard: they go back to it as soon
+    /// as it is held again.
+    pub homes: Assignment,
 }
 
 /// Something the operator should know about a placement.
@@ -135,6 +138,15 @@ pub enum PlacementWarning {
         /// The id.
         cluster: String,
     },
+    /// A cluster is pinned to a shard that has no live holder; it was placed elsewhere
+    /// until the shard is held again.
+    #[error("cluster {cluster}: pinned shard {shard} is vacant; placed elsewhere meanwhile")]
+    PinnedShardVacant {
+        /// Cluster id.
+        cluster: String,
+        /// The pin.
+        shard: u32,
+    },
     /// There are clusters but no shards.
     #[error("no shards: {clusters} clusters have no owner")]
     NoShards {
@@ -152,6 +164,9 @@ pub struct Placement {
     pub targets: Vec<f64>,
     /// How zones shaped the placement.
     pub zones: ZonePlan,
+    /// Per input cluster, the vacant shard it was displaced from (it returns there when the
+    /// shard is held again), if any.
+    pub homes: Vec<Option<u32>>,
     /// Load (and clusters) placed on a shard of another zone than the cluster's.
     pub cross_zone: CrossZone,
     /// What the operator should know.
@@ -200,9 +215,15 @@ impl Placement {
                 .collect(),
             _ => BTreeSet::new(),
         };
+        let homes = clusters
+            .iter()
+            .zip(&self.homes)
+            .filter_map(|(c, h)| h.map(|h| (c.id.clone(), h)))
+            .collect();
         PreviousPlacement {
             assignment: self.assignment(clusters),
             local_zones,
+            homes,
         }
     }
 }

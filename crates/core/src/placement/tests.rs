@@ -578,3 +578,96 @@ fn a_swap_fixes_what_no_single_move_can() {
         .count();
     assert_eq!(moved, 2, "one swap");
 }
+
+#[test]
+fn a_vacant_shard_gets_nothing_and_only_its_clusters_move() {
+    let clusters: Vec<Cluster> = (0..600).map(cluster).collect();
+    let loads: Vec<u64> = (0..600).map(|i| 1 + (i % 7) as u64).collect();
+    let cfg = PlacementConfig::default();
+    let mut placer = BalancedPlacer::new(cfg.clone(), shards(6));
+    let full = placer.place(&clusters, &loads, None);
+    let mut clusters_pinned = clusters.clone();
+    clusters_pinned[0].shard = Some(2);
+    let vacant = BalancedPlacer::new(cfg.clone(), shards(6))
+        .with_vacant([2])
+        .place(&clusters_pinned, &loads, Some(&full.as_previous(&clusters)));
+    assert!(
+        vacant.shards.iter().all(|s| *s != Some(2)),
+        "nothing on the vacant shard"
+    );
+    assert!(
+        vacant.shards.iter().all(Option::is_some),
+        "every cluster has an owner"
+    );
+    assert_eq!(vacant.targets[2], 0.0);
+    let l = shard_loads(&vacant, &loads, 6);
+    let mean = loads.iter().sum::<u64>() as f64 / 5.0;
+    assert!(
+        l.iter()
+            .enumerate()
+            .all(|(s, &x)| s == 2 || (x as f64) <= 1.1 * mean),
+        "{l:?}"
+    );
+    // Only the vacant shard's clusters moved (and cluster 0, whose pin changed).
+    for i in 1..600 {
+        if full.shards[i] != Some(2) {
+            assert_eq!(full.shards[i], vacant.shards[i], "cluster {i} moved");
+        }
+    }
+    assert!(
+        vacant
+            .warnings
+            .iter()
+            .any(|w| matches!(w, PlacementWarning::PinnedShardVacant { shard: 2, .. }))
+    );
+
+    // When the shard is held again it fills to its floor, preferring what it had.
+    let back = BalancedPlacer::new(cfg, shards(6)).place(
+        &clusters,
+        &loads,
+        Some(&vacant.as_previous(&clusters)),
+    );
+    let l = shard_loads(&back, &loads, 6);
+    assert!(
+        l[2] as f64 >= 0.9 * loads.iter().sum::<u64>() as f64 / 6.0,
+        "{l:?}"
+    );
+    let returned = (0..600)
+        .filter(|&i| back.shards[i] == Some(2) && full.shards[i] == Some(2))
+        .count();
+    let on_two = (0..600).filter(|&i| back.shards[i] == Some(2)).count();
+    assert!(
+        returned * 2 > on_two,
+        "most of what comes back is what it had: {returned} of {on_two}"
+    );
+}
+
+#[test]
+fn every_shard_vacant_is_reported() {
+    let p = BalancedPlacer::new(PlacementConfig::default(), shards(2))
+        .with_vacant([0, 1])
+        .place(&[cluster(0)], &[1], None);
+    assert_eq!(p.shards, vec![None]);
+    assert_eq!(p.warnings, vec![PlacementWarning::NoShards { clusters: 1 }]);
+}
+
+#[test]
+fn zones_plan_over_the_shards_that_are_held() {
+    let (clusters, loads) = zone_fleet(&[60, 60]);
+    let specs = zone_shards(&["z0", "z0", "z1", "z1"]);
+    let p = BalancedPlacer::new(PlacementConfig::default(), specs.clone())
+        .with_vacant([1])
+        .place(&clusters, &loads, None);
+    // With one of its two shards vacant, z0 has half the demand on a third of the
+    // capacity (overload 50 %): it spills; z1 stays local.
+    assert_eq!(local(&p), vec![false, true]);
+    assert!(p.shards.iter().all(|s| *s != Some(1)));
+    for (c, s) in clusters.iter().zip(&p.shards) {
+        if c.zone() == Some("z1") {
+            assert_eq!(specs[s.unwrap() as usize].zone.as_deref(), Some("z1"));
+        }
+    }
+    assert!(p.cross_zone.clusters > 0);
+    let l = shard_loads(&p, &loads, 4);
+    assert!(l.iter().all(|&x| x as f64 <= 1.1 * 1200.0 / 3.0), "{l:?}");
+}

@@ -1,16 +1,19 @@
 //! Steps 2 and 3: who stays where they are, and where the others go.
 
 use super::BalancedPlacer;
-use crate::assignment::Assignment;
+use crate::placement::PlacementWarning;
+use crate::placement::PreviousPlacement;
 use crate::placement::rendezvous::score;
 
 /// No shard found yet in a `choose` slot.
 const NONE: u32 = u32::MAX;
 
 impl BalancedPlacer {
-    /// Step 2: valid pins, then previous shards that still exist and are still allowed.
-    /// Returns the clusters left to place.
-    pub(super) fn stay(&mut self, previous: Option<&Assignment>) -> Vec<usize> {
+    /// Step 2: valid pins; then a displaced cluster whose home shard is held again goes
+    /// home; then previous shards that still exist, are held, and are still allowed.
+    /// A cluster whose previous shard is vacant remembers it as home. Returns the clusters
+    /// left to place.
+    pub(super) fn stay(&mut self, previous: Option<&PreviousPlacement>) -> Vec<usize> {
         let replicas = self.shards.len() as u32;
         let mut unplaced = Vec::new();
         for i in 0..self.state.ids.len() {
@@ -18,10 +21,43 @@ impl BalancedPlacer {
                 continue;
             }
             let kept = match self.state.pin[i] {
-                Some(p) => Some(p),
-                None => previous
-                    .and_then(|p| p.get(&self.state.ids[i]))
-                    .filter(|&s| s < replicas && self.tier(i, s).is_some()),
+                Some(p) if self.usable(p as usize) => Some(p),
+                // A pin to a vacant shard cannot be obeyed now; coverage comes first.
+                Some(p) => {
+                    let cluster = self.state.ids[i].clone();
+                    self.state
+                        .warnings
+                        .push(PlacementWarning::PinnedShardVacant { cluster, shard: p });
+                    None
+                }
+                None => {
+                    let id = &self.state.ids[i];
+                    let was = previous
+                        .and_then(|p| p.assignment.get(id))
+                        .filter(|&s| s < replicas);
+                    let home = previous
+                        .and_then(|p| p.homes.get(id))
+                        .filter(|&s| s < replicas)
+                        .or(was);
+                    let allowed = |s: u32| self.usable(s as usize) && self.tier(i, s).is_some();
+                    let (home_ok, was_ok) =
+                        (home.filter(|&h| allowed(h)), was.filter(|&s| allowed(s)));
+                    // While away, remember a home that is only vacant (not gone).
+                    let away_from = home.filter(|&h| !self.usable(h as usize));
+                    match (home_ok, was_ok) {
+                        // Home is held again (or never left): stay or return there.
+                        (Some(h), _) => Some(h),
+                        // Home still vacant: stay where it was put meanwhile.
+                        (None, Some(s)) => {
+                            self.state.home[i] = away_from;
+                            Some(s)
+                        }
+                        (None, None) => {
+                            self.state.home[i] = away_from;
+                            None
+                        }
+                    }
+                }
             };
             match kept {
                 Some(s) => self.assign(i, Some(s)),
@@ -82,7 +118,7 @@ impl BalancedPlacer {
         let shards = st.load.iter().zip(&st.target).zip(&st.hi).zip(&self.salts);
         for (s, (((&load, &target), &hi), &salt)) in shards.enumerate() {
             let after = load as f64 + w;
-            if after > hi || s == exclude {
+            if after > hi || s == exclude || !self.usable(s) {
                 continue;
             }
             let away = match zones {
@@ -121,7 +157,7 @@ impl BalancedPlacer {
             let Some(tier) = self.tier(i, s as u32) else {
                 continue;
             };
-            if s == exclude {
+            if s == exclude || !self.usable(s) {
                 continue;
             }
             // A bound can be 0 (every cluster hot, or no load at all): compare loads then.

@@ -189,9 +189,16 @@ impl BalancedPlacer {
                             && st.load[s] as f64 + w as f64 <= st.hi[s]
                     };
                     let split = candidates.partition_point(|c| (c.0 as f64) < deficit);
+                    // The smallest that covers the deficit, else the heaviest below it; within
+                    // one weight, the cluster that prefers this shard most (list order).
                     let pick = (split..candidates.len())
-                        .chain((0..split).rev())
-                        .find(|&k| allowed(&candidates[k]));
+                        .find(|&k| allowed(&candidates[k]))
+                        .or_else(|| {
+                            let k = (0..split).rev().find(|&k| allowed(&candidates[k]))?;
+                            let w = candidates[k].0;
+                            let group = candidates[..=k].partition_point(|c| c.0 < w);
+                            (group..=k).find(|&j| allowed(&candidates[j]))
+                        });
                     let Some(k) = pick else { break };
                     let (_, _, i) = candidates.remove(k);
                     self.assign(i, Some(su));

@@ -6,9 +6,10 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::BalancedPlacer;
 use crate::model::Cluster;
+use crate::model::ShardSpec;
 use crate::placement::PlacementWarning;
 use crate::placement::rendezvous::cluster_key;
-use crate::placement::zones::{self, ZoneLayout, ZonePlan};
+use crate::placement::zones::{self, ZoneFallback, ZoneLayout, ZonePlan};
 
 /// (cluster index, from, to)
 pub(super) type LoggedMove = (usize, Option<u32>, Option<u32>);
@@ -33,6 +34,8 @@ pub(super) struct State {
     /// A valid pin.
     pub pin: Vec<Option<u32>>,
     pub shard_of: Vec<Option<u32>>,
+    /// The vacant shard a cluster was displaced from, while it is away.
+    pub home: Vec<Option<u32>>,
     pub load: Vec<u64>,
     pub target: Vec<f64>,
     pub hi: Vec<f64>,
@@ -60,6 +63,7 @@ impl State {
             managed: Vec::with_capacity(n),
             pin: Vec::with_capacity(n),
             shard_of: vec![None; n],
+            home: vec![None; n],
             load: vec![0; replicas as usize],
             index: FxHashMap::with_capacity_and_hasher(n, Default::default()),
             ..State::default()
@@ -118,6 +122,7 @@ impl State {
         self.managed.push(managed);
         self.pin.push(c.shard.map(|p| p as u32));
         self.shard_of.push(None);
+        self.home.push(None);
         i
     }
 
@@ -158,6 +163,8 @@ impl BalancedPlacer {
         &mut self,
         previous_local: Option<&BTreeSet<String>>,
     ) {
+        // Zones are planned over the usable shards only; `usable[k]` is the k-th of them.
+        let usable: Vec<usize> = (0..self.shards.len()).filter(|&s| self.usable(s)).collect();
         let st = &mut self.state;
         let total: u64 = (0..st.raw.len())
             .filter(|&i| st.managed[i])
@@ -169,14 +176,44 @@ impl BalancedPlacer {
         } else {
             st.raw.clone()
         };
+        let mut index_of = vec![None; self.shards.len()];
+        for (k, &s) in usable.iter().enumerate() {
+            index_of[s] = Some(k);
+        }
+        let specs: Vec<ShardSpec> = usable.iter().map(|&s| self.shards[s].clone()).collect();
+        let pins: Vec<Option<u32>> = st
+            .pin
+            .iter()
+            .map(|p| p.and_then(|p| index_of[p as usize]).map(|k| k as u32))
+            .collect();
         let input = zones::ZoneInput {
             ids: &st.ids,
             zones: &st.zones,
             managed: &st.managed,
-            pins: &st.pin,
+            pins: &pins,
             loads: &st.w,
         };
-        match zones::plan(&input, &self.shards, &self.config.zones, previous_local) {
+        let planned =
+            zones::plan(&input, &specs, &self.config.zones, previous_local).map(|mut layout| {
+                layout.shard_zone = index_of
+                    .iter()
+                    .map(|k| k.map_or(usize::MAX, |k| layout.shard_zone[k]))
+                    .collect();
+                layout.targets = index_of
+                    .iter()
+                    .map(|k| k.map_or(0.0, |k| layout.targets[k]))
+                    .collect();
+                layout
+            });
+        let planned = planned.map_err(|plan| match plan {
+            ZonePlan::Fallback(ZoneFallback::ShardWithoutZone { shard }) => {
+                ZonePlan::Fallback(ZoneFallback::ShardWithoutZone {
+                    shard: usable[shard as usize] as u32,
+                })
+            }
+            other => other,
+        });
+        match planned {
             Ok(layout) => {
                 st.zone_plan = Some(ZonePlan::Aware(layout.reports.clone()));
                 st.target = layout.targets.clone();
@@ -197,13 +234,20 @@ impl BalancedPlacer {
     /// one hot cluster would leave every other shard "below target" and nothing would ever
     /// count as a donor.
     pub(super) fn agnostic_targets(&mut self) {
+        let usable: Vec<bool> = (0..self.shards.len()).map(|s| self.usable(s)).collect();
         let st = &mut self.state;
-        let n = self.shards.len();
+        let n = usable.iter().filter(|&&u| u).count();
         let total: u64 = (0..st.w.len())
             .filter(|&i| st.managed[i])
             .map(|i| st.w[i])
             .sum();
-        let capacity: f64 = self.shards.iter().map(|s| f64::from(s.capacity)).sum();
+        let capacity: f64 = self
+            .shards
+            .iter()
+            .zip(&usable)
+            .filter(|(_, u)| **u)
+            .map(|(s, _)| f64::from(s.capacity))
+            .sum();
         let slot = if n > 0 { capacity / n as f64 } else { 1.0 };
         let mut hot = 0usize;
         let mut level = total as f64 / capacity;
@@ -220,7 +264,14 @@ impl BalancedPlacer {
         st.target = self
             .shards
             .iter()
-            .map(|s| level * f64::from(s.capacity))
+            .zip(&usable)
+            .map(|(s, &u)| {
+                if u {
+                    level * f64::from(s.capacity)
+                } else {
+                    0.0
+                }
+            })
             .collect();
         self.bounds_from_targets();
     }
