@@ -14,6 +14,10 @@ pub mod memory;
 use futures::future::BoxFuture;
 
 /// A stored value and the version it was written at.
+///
+/// Versions are store revisions: a write's version is the store-wide revision it created,
+/// so a [`Listing`] at revision R reflects every write whose version is ≤ R. Protocols use
+/// this to recognise a listing older than their own last write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     /// The key.

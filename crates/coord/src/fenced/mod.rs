@@ -1,0 +1,18 @@
+//! Fenced lease mode: each shard is a lease renewed by its holder and judged by observers
+//! on their own clocks; one elected distributor commits numbered assignment generations;
+//! a cluster moves only after its previous owner has acknowledged the generation or its
+//! lease has expired. The protocol is written down in `ARCHITECTURE.md` ("Fenced lease
+//! mode"); this module is that protocol as a pure state machine ([`Replica`]), driven by a
+//! runner (or by the deterministic simulation in its tests).
+
+mod records;
+mod replica;
+
+#[cfg(test)]
+mod simulation;
+
+pub use records::{
+    AssignmentDoc, CorruptRecord, DistributorRecord, ShardRecord, assignment_key, distributor_key,
+    shard_key,
+};
+pub use replica::{Action, FleetInput, Replica, ReplicaConfig, Ticket};
