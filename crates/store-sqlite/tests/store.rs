@@ -169,6 +169,7 @@ async fn prefixes_are_exact_with_awkward_keys() {
         "aXb",
         "a\u{10FFFF}",
         "a\u{10FFFF}x",
+        "\u{10FFFF}z",
         "b",
         "é",
         "a\0z",
@@ -191,6 +192,16 @@ async fn prefixes_are_exact_with_awkward_keys() {
         want.sort_unstable();
         assert_eq!(got, want, "prefix {prefix:?}");
         assert!(listing.entries.iter().all(|e| e.value == e.key.as_bytes()));
+        if !want.is_empty() {
+            // The watch query uses the same bounds (unbounded above for "" and U+10FFFF).
+            let woken =
+                tokio::time::timeout(Duration::from_secs(10), store.wait_for_change(prefix, 0));
+            assert_eq!(
+                woken.await.unwrap().unwrap(),
+                listing.revision,
+                "{prefix:?}"
+            );
+        }
     }
 }
 
