@@ -59,15 +59,20 @@ pub const DEFAULT_URL: &str = "sqlite://fleetshard.db";
 const MAX_BACKOFF: Duration = Duration::from_millis(500);
 
 /// Tuning for a [`SqliteStore`]. The defaults suit a handful of replicas on one machine.
+///
+/// A write transaction lasts well under a millisecond, so a lock held for long means a
+/// stuck or paused process; the defaults give up after about 1.1 s in all (4 × 250 ms of
+/// waiting plus the backoffs), so that a lease holder learns of the failure while it can
+/// still retry before its renew deadline.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqliteOptions {
     /// How often [`Store::wait_for_change`] looks for changes (default 100 ms). Other
     /// processes' writes are seen within this interval.
     pub poll_interval: Duration,
     /// How long SQLite itself waits for another connection's lock before reporting the
-    /// database busy (default 1 s).
+    /// database busy (default 250 ms).
     pub busy_timeout: Duration,
-    /// How many times an operation is tried in all when the database stays busy (default 3).
+    /// How many times an operation is tried in all when the database stays busy (default 4).
     /// SQLite skips its busy handler in some cases (a read transaction that meets a WAL
     /// being recovered or restarted), so waiting alone is not enough.
     pub attempts: u32,
@@ -85,8 +90,8 @@ impl Default for SqliteOptions {
     fn default() -> Self {
         SqliteOptions {
             poll_interval: Duration::from_millis(100),
-            busy_timeout: Duration::from_secs(1),
-            attempts: 3,
+            busy_timeout: Duration::from_millis(250),
+            attempts: 4,
             retry_backoff: Duration::from_millis(20),
             durability: Durability::Full,
             deletion_retention: 10_000,

@@ -119,6 +119,9 @@ async fn writes_on_one_connection_are_seen_by_another() {
         .unwrap();
     assert!(rev >= v);
     assert_eq!(a.get("p/x").await.unwrap().unwrap().version, v);
+    // Versions are revisions: a listing after the write reflects it (ARCHITECTURE: a
+    // listing at revision R holds every write whose version is ≤ R).
+    assert!(a.list("p/").await.unwrap().revision >= v);
     b.delete("p/x", Precondition::Version(v)).await.unwrap();
     let rev2 = tokio::time::timeout(Duration::from_secs(10), a.wait_for_change("p/", rev))
         .await
