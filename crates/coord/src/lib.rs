@@ -5,6 +5,7 @@
 //! store state and local monotonic time, returning actions); only the store backends and
 //! the runner that drives the machines do I/O. Nothing here knows the reconciler.
 
+pub mod argocd;
 pub mod fenced;
 pub mod lease;
 pub mod store;

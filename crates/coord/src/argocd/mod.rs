@@ -1,0 +1,56 @@
+//! Argo CD-compatible heartbeat mode: the pure parts.
+//!
+//! Argo CD's "dynamic cluster distribution" keeps a list of `{ShardNumber, ControllerName,
+//! HeartbeatTime}` in the ConfigMap [`CONFIG_MAP_NAME`], key [`DATA_KEY`]; each controller
+//! replica claims an entry and refreshes its heartbeat (`argo-compat.md` §5). fleetshard
+//! speaks the same format, byte for byte, so that Argo CD's docs and tooling apply, but
+//! decides ownership without the defects of §8 that lose or duplicate it.
+//!
+//! - [`mapping`]: the exact codec ([`encode`], [`decode`]), with [`time`] for Go's
+//!   RFC 3339;
+//! - [`get_or_update_shard`]: one claim round, after [`repair`]ing the list, with staleness
+//!   from [`ChangeObserver`] (this replica's monotonic clock, never the written time);
+//! - [`upstream`]: Argo CD's functions verbatim, defects included, as a test reference;
+//! - [`Settings`]: Argo CD's environment variables, parsed as Argo CD parses them.
+//!
+//! Nothing here does I/O, awaits, or reads a clock: the runner reads the ConfigMap through
+//! the store, passes wall and monotonic times in, and writes [`Outcome::write`] back with
+//! compare-and-swap. `docs/argocd-compatibility.md` lists every deviation from upstream.
+
+mod claim;
+mod json;
+pub mod mapping;
+mod observe;
+mod repair;
+mod settings;
+pub mod time;
+pub mod upstream;
+
+pub use claim::{
+    ClaimError, ClaimRequest, ClaimStatus, MAX_IDENTITY_LEN, MAX_REPLICAS, Outcome, Warning,
+    get_or_update_shard,
+};
+pub use mapping::{MappingError, ShardEntry, decode, encode};
+pub use observe::ChangeObserver;
+pub use repair::repair;
+pub use settings::{
+    ENV_DYNAMIC, ENV_HEARTBEAT_TIME, ENV_REPLICAS, ENV_SHARD, HEARTBEAT_SECONDS_DEFAULT,
+    STALE_AFTER_HEARTBEATS, SettingProblem, SettingWarning, Settings,
+};
+pub use time::{TimeError, WallTime};
+
+/// The ConfigMap Argo CD keeps the mapping in, in the controller's namespace.
+pub const CONFIG_MAP_NAME: &str = "argocd-app-controller-shard-cm";
+
+/// The ConfigMap data key that holds the mapping.
+pub const DATA_KEY: &str = "shardControllerMapping";
+
+/// `ARGOCD_APPLICATION_CONTROLLER_NAME`: the Deployment whose `spec.replicas` is the shard
+/// count in heartbeat mode.
+pub const ENV_CONTROLLER_NAME: &str = "ARGOCD_APPLICATION_CONTROLLER_NAME";
+
+/// The default of [`ENV_CONTROLLER_NAME`].
+pub const DEFAULT_CONTROLLER_NAME: &str = "argocd-application-controller";
+
+#[cfg(test)]
+mod vectors;
