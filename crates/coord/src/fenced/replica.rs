@@ -110,22 +110,6 @@ enum Pending {
     Commit,
 }
 
-impl Pending {
-    fn is_shard(&self) -> bool {
-        matches!(
-            self,
-            Pending::ClaimShard { .. } | Pending::RenewShard { .. }
-        )
-    }
-
-    fn is_distributor(&self) -> bool {
-        matches!(
-            self,
-            Pending::ClaimDistributor { .. } | Pending::RenewDistributor { .. }
-        )
-    }
-}
-
 /// What a store listing says, decoded.
 #[derive(Debug, Default)]
 struct Seen {
@@ -219,8 +203,7 @@ impl Replica {
         view: Option<&Listing>,
         fleet: FleetInput<'_>,
     ) -> Vec<Action> {
-        let mut out = Vec::new();
-        self.check_own_leases(now, &mut out);
+        let mut out = self.tick(now);
         // A listing older than our own last confirmed write would show records as they were
         // before it (a shard we just won as someone else's): it can teach us nothing.
         let Some(view) = view.filter(|v| v.revision >= self.newest_write) else {
@@ -236,6 +219,17 @@ impl Replica {
             self.distribute(&seen, &verdicts, now, fleet, &mut out);
         }
         self.start(&seen, &verdicts, now, &mut out);
+        out
+    }
+
+    /// What needs no store listing: enforce our own deadlines, and renew what we hold when
+    /// due. A runner calls this on its own timer (every few hundred milliseconds), so
+    /// renewing never waits for a slow read.
+    pub fn tick(&mut self, now: Mono) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.check_own_leases(now, &mut out);
+        self.renew_shard(now, &mut out);
+        self.renew_distributor(now, &mut out);
         out
     }
 
@@ -454,13 +448,35 @@ impl Replica {
         now: Mono,
         out: &mut Vec<Action>,
     ) {
-        if self.pending.values().any(Pending::is_shard) {
+        if self.shard.is_some() {
+            self.renew_shard(now, out);
+            return;
+        }
+        if self
+            .pending
+            .values()
+            .any(|p| matches!(p, Pending::ClaimShard { .. }))
+        {
             return;
         }
         let root = self.cfg.root.clone();
+        self.claim_shard(seen, verdicts, now, &root, out);
+    }
+
+    /// Renews the held shard when due: every `renew_every`, and at once when there is a
+    /// generation to acknowledge. A renew does not wait for a stalled one: both carry the
+    /// same compare-and-swap version, so at most one applies, and each confirmed send
+    /// extends the lease from its own send time.
+    fn renew_shard(&mut self, now: Mono, out: &mut Vec<Action>) {
+        let root = self.cfg.root.clone();
+        let applied = self.applied;
+        let ack_in_flight = self
+            .pending
+            .values()
+            .any(|p| matches!(p, Pending::RenewShard { record, .. } if record.acked >= applied));
         if let Some(h) = &self.shard {
-            let due =
-                now.since(h.last_sent) >= self.cfg.timing.renew_every || self.applied > h.acked;
+            let due = now.since(h.last_sent) >= self.cfg.timing.renew_every
+                || (applied > h.acked && !ack_in_flight);
             if !due {
                 return;
             }
@@ -485,8 +501,17 @@ impl Replica {
                 value: encode(&record),
                 pre,
             });
-            return;
         }
+    }
+
+    fn claim_shard(
+        &mut self,
+        seen: &Seen,
+        verdicts: &[Option<Verdict>],
+        now: Mono,
+        root: &str,
+        out: &mut Vec<Action>,
+    ) {
         // Free shards: never held, released, expired by our own observation, or still naming
         // this very incarnation (our deadline passed but nobody took it: the compare-and-swap
         // on that version proves it, so re-acquiring at once is safe). Our own identity's
@@ -526,34 +551,39 @@ impl Replica {
         });
         out.push(Action::Write {
             ticket,
-            key: shard_key(&root, n),
+            key: shard_key(root, n),
             value: encode(&record),
             pre,
         });
     }
 
     fn claim_or_renew_distributor(&mut self, seen: &Seen, now: Mono, out: &mut Vec<Action>) {
-        if self.pending.values().any(Pending::is_distributor) {
+        if self.distributor.is_some() {
+            self.renew_distributor(now, out);
+            return;
+        }
+        if self
+            .pending
+            .values()
+            .any(|p| matches!(p, Pending::ClaimDistributor { .. }))
+        {
             return;
         }
         let key = distributor_key(&self.cfg.root);
-        let (beat, pre, claim) = match (&self.distributor, &seen.distributor) {
-            (Some(d), _) => {
-                if now.since(d.last_sent) < self.cfg.timing.renew_every {
-                    return;
-                }
-                (d.beat + 1, Precondition::Version(d.version), false)
-            }
-            (None, None) => (1, Precondition::Absent, true),
-            (None, Some((v, r))) => {
-                let expired = !self
+        let (beat, pre) = match &seen.distributor {
+            None => (1, Precondition::Absent),
+            Some((v, r)) => {
+                // Ours already (a claim whose reply was lost): take it back at once, as for
+                // shards; otherwise only once expired by our own observation.
+                let mine = self.is_me(&r.holder, r.incarnation);
+                let live = self
                     .observer
                     .observe(&key, *v, now, &self.cfg.timing)
                     .is_live();
-                if !expired {
+                if live && !mine {
                     return;
                 }
-                (r.beat + 1, Precondition::Version(*v), true)
+                (r.beat + 1, Precondition::Version(*v))
             }
         };
         let record = DistributorRecord {
@@ -561,19 +591,40 @@ impl Replica {
             incarnation: self.cfg.incarnation,
             beat,
         };
-        let sent = HeldLease::sending(now);
-        let pending = if claim {
-            Pending::ClaimDistributor { sent, beat }
-        } else {
-            if let Some(d) = &mut self.distributor {
-                d.last_sent = now;
-            }
-            Pending::RenewDistributor { sent, beat }
-        };
-        let ticket = self.ticket(pending);
+        let ticket = self.ticket(Pending::ClaimDistributor {
+            sent: HeldLease::sending(now),
+            beat,
+        });
         out.push(Action::Write {
             ticket,
             key,
+            value: encode(&record),
+            pre,
+        });
+    }
+
+    /// Renews the distributor lease when due (not waiting for a stalled renew, as for shards).
+    fn renew_distributor(&mut self, now: Mono, out: &mut Vec<Action>) {
+        let Some(d) = &mut self.distributor else {
+            return;
+        };
+        if now.since(d.last_sent) < self.cfg.timing.renew_every {
+            return;
+        }
+        d.last_sent = now;
+        let (beat, pre) = (d.beat + 1, Precondition::Version(d.version));
+        let record = DistributorRecord {
+            holder: self.cfg.identity.clone(),
+            incarnation: self.cfg.incarnation,
+            beat,
+        };
+        let ticket = self.ticket(Pending::RenewDistributor {
+            sent: HeldLease::sending(now),
+            beat,
+        });
+        out.push(Action::Write {
+            ticket,
+            key: distributor_key(&self.cfg.root),
             value: encode(&record),
             pre,
         });
