@@ -48,6 +48,9 @@ pub struct DistributorRecord {
     pub incarnation: u64,
     /// Renew counter.
     pub beat: u64,
+    /// The holder gave the role up (graceful shutdown): anyone may take it at once.
+    #[serde(default)]
+    pub released: bool,
 }
 
 /// A committed assignment generation.

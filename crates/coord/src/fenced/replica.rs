@@ -108,6 +108,8 @@ enum Pending {
         beat: u64,
     },
     Commit,
+    ReleaseShard,
+    ReleaseDistributor,
 }
 
 /// What a store listing says, decoded.
@@ -137,6 +139,8 @@ pub struct Replica {
     last_doc: Option<(u64, AssignmentDoc)>,
     /// Version of our newest confirmed write: listings older than it are stale.
     newest_write: u64,
+    /// Shutting down: act on nothing, release what is held.
+    stopping: bool,
     warnings: Vec<String>,
 }
 
@@ -155,12 +159,16 @@ impl Replica {
             vacant_since: BTreeMap::new(),
             last_doc: None,
             newest_write: 0,
+            stopping: false,
             warnings: Vec::new(),
         }
     }
 
     /// The shard held, if the lease is valid at `now`.
     pub fn shard(&self, now: Mono) -> Option<u32> {
+        if self.stopping {
+            return None;
+        }
         self.shard
             .as_ref()
             .filter(|h| h.lease.is_valid(now))
@@ -169,9 +177,11 @@ impl Replica {
 
     /// Whether this replica holds the distributor lease at `now`.
     pub fn is_distributor(&self, now: Mono) -> bool {
-        self.distributor
-            .as_ref()
-            .is_some_and(|d| d.lease.is_valid(now))
+        !self.stopping
+            && self
+                .distributor
+                .as_ref()
+                .is_some_and(|d| d.lease.is_valid(now))
     }
 
     /// The clusters this replica may act on at `now`: those started, while its lease is
@@ -212,6 +222,10 @@ impl Replica {
         let seen = self.decode(view);
         let verdicts = self.observe(&seen, now);
         self.check_ownership(&seen, &mut out);
+        if self.stopping {
+            self.send_releases(&mut out);
+            return out;
+        }
         self.apply(&seen, &mut out);
         self.claim_or_renew_shard(&seen, &verdicts, now, &mut out);
         self.claim_or_renew_distributor(&seen, now, &mut out);
@@ -222,14 +236,82 @@ impl Replica {
         out
     }
 
+    /// Graceful shutdown (SIGTERM): stop every cluster at once, then mark the shard and the
+    /// distributor role released so others take over without waiting for the leases to
+    /// expire. A release is a compare-and-swap like any write, so it can meet our own
+    /// in-flight renew; the runner keeps calling [`Replica::step`] (which retries with the
+    /// version it sees) until [`Replica::is_released`], for a second or two at most, then
+    /// exits. From this call on the replica acts on nothing.
+    pub fn release(&mut self) -> Vec<Action> {
+        self.stopping = true;
+        let mut out: Vec<Action> = std::mem::take(&mut self.active)
+            .into_iter()
+            .map(Action::Stop)
+            .collect();
+        self.send_releases(&mut out);
+        out
+    }
+
+    /// Whether a stopping replica has given everything up (or lost it anyway).
+    pub fn is_released(&self) -> bool {
+        self.stopping && self.shard.is_none() && self.distributor.is_none()
+    }
+
+    fn send_releases(&mut self, out: &mut Vec<Action>) {
+        let root = self.cfg.root.clone();
+        let pending_shard = self
+            .pending
+            .values()
+            .any(|p| matches!(p, Pending::ReleaseShard));
+        if let (Some(h), false) = (&self.shard, pending_shard) {
+            let record = ShardRecord {
+                holder: self.cfg.identity.clone(),
+                incarnation: self.cfg.incarnation,
+                beat: h.beat + 1,
+                acked: self.applied,
+                released: true,
+            };
+            let (key, pre) = (shard_key(&root, h.shard), Precondition::Version(h.version));
+            let ticket = self.ticket(Pending::ReleaseShard);
+            out.push(Action::Write {
+                ticket,
+                key,
+                value: encode(&record),
+                pre,
+            });
+        }
+        let pending_dist = self
+            .pending
+            .values()
+            .any(|p| matches!(p, Pending::ReleaseDistributor));
+        if let (Some(d), false) = (&self.distributor, pending_dist) {
+            let record = DistributorRecord {
+                holder: self.cfg.identity.clone(),
+                incarnation: self.cfg.incarnation,
+                beat: d.beat + 1,
+                released: true,
+            };
+            let pre = Precondition::Version(d.version);
+            let ticket = self.ticket(Pending::ReleaseDistributor);
+            out.push(Action::Write {
+                ticket,
+                key: distributor_key(&root),
+                value: encode(&record),
+                pre,
+            });
+        }
+    }
+
     /// What needs no store listing: enforce our own deadlines, and renew what we hold when
     /// due. A runner calls this on its own timer (every few hundred milliseconds), so
     /// renewing never waits for a slow read.
     pub fn tick(&mut self, now: Mono) -> Vec<Action> {
         let mut out = Vec::new();
         self.check_own_leases(now, &mut out);
-        self.renew_shard(now, &mut out);
-        self.renew_distributor(now, &mut out);
+        if !self.stopping {
+            self.renew_shard(now, &mut out);
+            self.renew_distributor(now, &mut out);
+        }
         out
     }
 
@@ -284,6 +366,8 @@ impl Replica {
                     d.beat = d.beat.max(beat);
                 }
             }
+            Pending::ReleaseShard => self.shard = None,
+            Pending::ReleaseDistributor => self.distributor = None,
             Pending::Commit => {}
         }
     }
@@ -580,7 +664,7 @@ impl Replica {
                     .observer
                     .observe(&key, *v, now, &self.cfg.timing)
                     .is_live();
-                if live && !mine {
+                if live && !mine && !r.released {
                     return;
                 }
                 (r.beat + 1, Precondition::Version(*v))
@@ -590,6 +674,7 @@ impl Replica {
             holder: self.cfg.identity.clone(),
             incarnation: self.cfg.incarnation,
             beat,
+            released: false,
         };
         let ticket = self.ticket(Pending::ClaimDistributor {
             sent: HeldLease::sending(now),
@@ -617,6 +702,7 @@ impl Replica {
             holder: self.cfg.identity.clone(),
             incarnation: self.cfg.incarnation,
             beat,
+            released: false,
         };
         let ticket = self.ticket(Pending::RenewDistributor {
             sent: HeldLease::sending(now),

@@ -95,6 +95,8 @@ struct Node {
     alive: bool,
     paused_until: u64,
     partitioned_until: u64,
+    /// Stopping gracefully: exits once released, or at this time.
+    exit_by: Option<u64>,
     /// Local monotonic clock: `offset + rate × real` milliseconds.
     offset_ms: f64,
     rate: f64,
@@ -115,6 +117,7 @@ enum Ev {
     Arrive(usize, u64, Ticket, String, Vec<u8>, Precondition),
     Reply(usize, u64, Ticket, Result<u64, StoreError>),
     Crash(usize),
+    Shutdown(usize),
     Restart(usize),
     Pause(usize, u64),
     Partition(usize, u64),
@@ -162,6 +165,10 @@ pub(super) struct Outcome {
     pub uncovered: Vec<u64>,
     /// Failures injected.
     pub faults: usize,
+    /// When graceful shutdowns happened.
+    pub graceful: Vec<u64>,
+    /// Windows that began at a graceful shutdown (ms).
+    pub graceful_windows: Vec<u64>,
     /// Windows still open when the run ended (ms so far).
     pub open_at_end: Vec<u64>,
     /// Clusters started after warm-up (handovers: each is a cluster changing hands).
@@ -233,6 +240,7 @@ impl Sim {
             identity,
             incarnation,
             alive: true,
+            exit_by: None,
             paused_until: 0,
             partitioned_until: 0,
             offset_ms: self.rng.below(1_000_000) as f64,
@@ -266,9 +274,13 @@ impl Sim {
             if t + len + 8_000 >= self.cfg.run_ms {
                 break;
             }
-            match self.rng.below(3) {
+            match self.rng.below(4) {
                 0 => {
                     self.at(t, Ev::Crash(n));
+                    self.at(t + len, Ev::Restart(n));
+                }
+                3 => {
+                    self.at(t, Ev::Shutdown(n));
                     self.at(t + len, Ev::Restart(n));
                 }
                 1 => self.at(t, Ev::Pause(n, t + len)),
@@ -289,6 +301,15 @@ impl Sim {
                 continue;
             };
             self.handle(ev);
+            for node in &mut self.nodes {
+                if node
+                    .exit_by
+                    .is_some_and(|by| t >= by || node.replica.is_released())
+                {
+                    node.alive = false;
+                    node.exit_by = None;
+                }
+            }
             self.check();
         }
         let end = self.t;
@@ -386,6 +407,18 @@ impl Sim {
                 }
             }
             Ev::Crash(n) => self.nodes[n].alive = false,
+            Ev::Shutdown(n) => {
+                // SIGTERM: release, keep stepping until released (2 s at most), then exit.
+                if self.nodes[n].alive && self.t >= self.nodes[n].paused_until {
+                    let inc = self.nodes[n].incarnation;
+                    let actions = self.nodes[n].replica.release();
+                    self.send(n, inc, actions);
+                    self.out.graceful.push(self.t);
+                    self.nodes[n].exit_by = Some(self.t + 2_000);
+                } else {
+                    self.nodes[n].alive = false;
+                }
+            }
             Ev::Restart(n) => {
                 let identity = self.nodes[n].identity.clone();
                 let inc = self.nodes[n].incarnation + 1;
@@ -442,6 +475,9 @@ impl Sim {
                     self.uncovered_since.remove(&c.id);
                     if since >= self.cfg.warmup_ms {
                         self.out.uncovered.push(self.t - since);
+                        if self.out.graceful.contains(&since) {
+                            self.out.graceful_windows.push(self.t - since);
+                        }
                     }
                 }
                 (false, None) => {
@@ -491,7 +527,8 @@ fn check_configuration(name: &str, cfg: SimConfig, runs: u64) {
         + cfg.grace
         + cfg.timing.renew_every
         + Duration::from_millis(2 * cfg.poll_ms + 1_600);
-    let (mut windows, mut handovers, mut faults) = (Vec::new(), 0, 0);
+    let (mut windows, mut graceful, mut handovers, mut faults) =
+        (Vec::new(), Vec::<u64>::new(), 0, 0);
     for seed in seeds(runs) {
         let out = simulate(cfg.clone(), seed);
         assert!(
@@ -506,6 +543,7 @@ fn check_configuration(name: &str, cfg: SimConfig, runs: u64) {
             );
         }
         windows.extend(out.uncovered);
+        graceful.extend(out.graceful_windows);
         handovers += out.handovers;
         faults += out.faults;
     }
@@ -514,19 +552,25 @@ fn check_configuration(name: &str, cfg: SimConfig, runs: u64) {
         "{name}: the runs must exercise handovers"
     );
     windows.sort_unstable();
-    let p = |q: f64| {
-        windows
-            .get(((windows.len() as f64 * q) as usize).min(windows.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or(0)
-    };
-    eprintln!(
-        "{name}: {faults} faults, {handovers} handovers, {} uncovered windows: p50 {} ms, p99 {} ms, max {} ms",
-        windows.len(),
-        p(0.5),
-        p(0.99),
-        windows.last().copied().unwrap_or(0)
-    );
+    graceful.sort_unstable();
+    for (what, w) in [
+        ("after any failure", &windows),
+        ("after a graceful shutdown", &graceful),
+    ] {
+        eprintln!(
+            "{name}: {faults} faults, {handovers} handovers; {what}: {} windows without an owner, p50 {} ms, p99 {} ms, max {} ms",
+            w.len(),
+            percentile(w, 0.5),
+            percentile(w, 0.99),
+            w.last().copied().unwrap_or(0)
+        );
+    }
+}
+
+/// The `q`-quantile of sorted values (0 when empty).
+fn percentile(sorted: &[u64], q: f64) -> u64 {
+    let i = ((sorted.len() as f64 * q) as usize).min(sorted.len().saturating_sub(1));
+    sorted.get(i).copied().unwrap_or(0)
 }
 
 #[test]
