@@ -39,6 +39,18 @@ pub enum Precondition {
     Any,
 }
 
+impl Precondition {
+    /// Whether a key currently at `current` (`None`: absent) satisfies the condition. The
+    /// one definition every backend uses.
+    pub fn admits(self, current: Option<u64>) -> bool {
+        match self {
+            Precondition::Any => true,
+            Precondition::Absent => current.is_none(),
+            Precondition::Version(v) => current == Some(v),
+        }
+    }
+}
+
 /// A snapshot of everything under a prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listing {

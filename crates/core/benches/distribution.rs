@@ -21,17 +21,26 @@ fn fleet(clusters: usize) -> (Fleet, Vec<u64>) {
     (fleet, loads)
 }
 
+/// A benchmark group sized for this 2-core machine: 10 samples, 0.5 s warm-up, 2 s.
+fn quick_group<'a>(
+    c: &'a mut Criterion,
+    name: impl Into<String>,
+) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
+    let mut group = c.benchmark_group(name);
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    group
+}
+
 fn label(clusters: usize, shards: u32) -> String {
     format!("{}k/R={shards}", clusters / 1000)
 }
 
 fn argo(c: &mut Criterion) {
     for alg in ArgoAlgorithm::ALL {
-        let mut group = c.benchmark_group(format!("argo/{}", alg.name()));
-        group
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(500))
-            .measurement_time(Duration::from_secs(2));
+        let mut group = quick_group(c, format!("argo/{}", alg.name()));
         for size in SIZES {
             let (f, _) = fleet(size);
             for r in SHARDS {
@@ -47,11 +56,7 @@ fn argo(c: &mut Criterion) {
     // The parts of consistent hashing that depend only on the apps or only on the replica
     // count, and the computation with both prepared (a controller keeps app counts current
     // from events and builds a ring once per replica count).
-    let mut group = c.benchmark_group("argo/prepare");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    let mut group = quick_group(c, "argo/prepare");
     for r in SHARDS {
         group.bench_function(BenchmarkId::new("ring", r), |b| {
             b.iter(|| ConsistentHashRing::new(black_box(r)))
@@ -65,11 +70,7 @@ fn argo(c: &mut Criterion) {
         );
     }
     group.finish();
-    let mut group = c.benchmark_group("argo/consistent-hashing-prepared");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    let mut group = quick_group(c, "argo/consistent-hashing-prepared");
     for size in SIZES {
         let (f, _) = fleet(size);
         let mut prepared = ArgoPrepared::new(&f.apps);
@@ -91,11 +92,7 @@ fn argo(c: &mut Criterion) {
 }
 
 fn balanced(c: &mut Criterion) {
-    let mut group = c.benchmark_group("balanced/place");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    let mut group = quick_group(c, "balanced/place");
     for size in SIZES {
         let (f, loads) = fleet(size);
         for r in SHARDS {
@@ -114,11 +111,7 @@ fn balanced(c: &mut Criterion) {
     group.finish();
 
     // Re-placing with the previous assignment (what the distributor does on any change).
-    let mut group = c.benchmark_group("balanced/replace-with-previous");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    let mut group = quick_group(c, "balanced/replace-with-previous");
     for size in SIZES {
         let (f, loads) = fleet(size);
         let shards = vec![ShardSpec::default(); 100];

@@ -202,12 +202,7 @@ fn under_prefix(bounded: bool) -> &'static str {
 }
 
 fn check(key: &str, current: Option<u64>, pre: Precondition) -> Result<(), DbError> {
-    let ok = match pre {
-        Precondition::Any => true,
-        Precondition::Absent => current.is_none(),
-        Precondition::Version(v) => current == Some(v),
-    };
-    if ok {
+    if pre.admits(current) {
         Ok(())
     } else {
         Err(DbError::Conflict(key.to_owned()))

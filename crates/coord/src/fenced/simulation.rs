@@ -71,13 +71,7 @@ impl SimStore {
     }
 
     fn write(&mut self, key: &str, value: Vec<u8>, pre: Precondition) -> Result<u64, StoreError> {
-        let current = self.entries.get(key).map(|e| e.1);
-        let ok = match pre {
-            Precondition::Any => true,
-            Precondition::Absent => current.is_none(),
-            Precondition::Version(v) => current == Some(v),
-        };
-        if !ok {
+        if !pre.admits(self.entries.get(key).map(|e| e.1)) {
             return Err(StoreError::Conflict {
                 key: key.to_owned(),
             });

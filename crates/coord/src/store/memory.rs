@@ -54,13 +54,7 @@ impl MemoryStore {
     }
 
     fn check(data: &Data, key: &str, pre: Precondition) -> Result<(), StoreError> {
-        let current = data.entries.get(key).map(|e| e.1);
-        let ok = match pre {
-            Precondition::Any => true,
-            Precondition::Absent => current.is_none(),
-            Precondition::Version(v) => current == Some(v),
-        };
-        if ok {
+        if pre.admits(data.entries.get(key).map(|e| e.1)) {
             Ok(())
         } else {
             Err(StoreError::Conflict {
