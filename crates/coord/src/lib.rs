@@ -8,4 +8,5 @@
 pub mod argocd;
 pub mod fenced;
 pub mod lease;
+pub mod runner;
 pub mod store;

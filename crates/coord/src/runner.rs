@@ -1,0 +1,545 @@
+//! The runner: the only I/O around a fenced-mode [`Replica`]. One task owns the replica
+//! (no locks around it) and feeds it everything: listings of the root prefix (every
+//! `poll`, or sooner when the store reports a change), its own renew timer (`tick`), the
+//! outcomes of its writes (sent as separate tasks and reported back through a channel),
+//! and the shutdown signal. It executes the replica's actions in order, reports ownership
+//! changes on a channel and publishes a [`Status`] snapshot through a `watch`.
+//!
+//! Time is `tokio::time::Instant` since the runner started, as [`Mono`]: tests run it
+//! under paused time.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleetshard_core::Cluster;
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::fenced::{Action, FleetInput, Replica, ReplicaConfig, ShardRecord, Ticket, shard_key};
+use crate::lease::{Mono, TimingError};
+use crate::store::{Listing, Store, StoreError};
+
+/// How often the runner lists and ticks, and how long it may spend releasing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunnerTiming {
+    /// Listing interval when the store reports no change (200 ms).
+    pub poll: Duration,
+    /// Renew/deadline timer (250 ms): renews never wait for a listing.
+    pub tick: Duration,
+    /// Longest graceful release before giving up and returning (2 s).
+    pub release_timeout: Duration,
+}
+
+impl Default for RunnerTiming {
+    fn default() -> Self {
+        RunnerTiming {
+            poll: Duration::from_millis(200),
+            tick: Duration::from_millis(250),
+            release_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Why a runner cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunnerError {
+    /// The lease timing is unsafe.
+    #[error(transparent)]
+    Timing(#[from] TimingError),
+    /// Zero shards: nothing could ever be held.
+    #[error("the shard count must be at least 1")]
+    NoShards,
+}
+
+/// One ownership change, in the order the replica decided it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// Start reconciling this cluster.
+    Started(String),
+    /// Stop reconciling this cluster (already stopped by the time this is read).
+    Stopped(String),
+}
+
+/// An ownership change with the context a log line needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnershipChange {
+    /// The replica's identity (several runners may share one channel).
+    pub identity: String,
+    /// What changed.
+    pub change: Ownership,
+    /// The shard held when it changed (for a stop after a lapse: the shard last held).
+    pub shard: Option<u32>,
+    /// The assignment generation applied at that moment.
+    pub generation: u64,
+}
+
+/// A snapshot of the runner for health checks, metrics and status pages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// The shard held with a valid lease.
+    pub shard: Option<u32>,
+    /// Whether this replica is the distributor.
+    pub is_distributor: bool,
+    /// Clusters started and not stopped.
+    pub acting: Vec<String>,
+    /// Assignment generation applied.
+    pub generation: u64,
+    /// Every shard has a live, unreleased record held by someone else: a spare on purpose.
+    pub spare: bool,
+    /// The last store error (not conflicts: those are the protocol working).
+    pub last_store_error: Option<String>,
+    /// Store errors so far.
+    pub store_errors: u64,
+    /// Clusters started so far (each one a handover to this replica).
+    pub handovers: u64,
+    /// When the shard lease lapses unless renewed (tracked by the runner from the renews
+    /// the store confirmed: the replica does not expose it).
+    pub lease_valid_until: Option<Instant>,
+    /// Shutting down.
+    pub stopping: bool,
+    /// A listing has been stepped at least once.
+    pub listed: bool,
+}
+
+/// A write's outcome on its way back to the owning task.
+struct WriteDone {
+    ticket: Ticket,
+    result: Result<u64, StoreError>,
+    /// Set when the write renews (or claims) our shard `n`, with its send time.
+    renews: Option<(u32, Mono)>,
+}
+
+/// Drives one [`Replica`] against a store.
+pub struct Runner {
+    store: Arc<dyn Store>,
+    replica: Replica,
+    cfg: ReplicaConfig,
+    timing: RunnerTiming,
+    clusters: Vec<Cluster>,
+    loads: Vec<u64>,
+    events: mpsc::UnboundedSender<OwnershipChange>,
+    status: watch::Sender<Status>,
+    start: Instant,
+    acting: BTreeSet<String>,
+    last_shard: Option<u32>,
+    lease_until: Option<(u32, Mono)>,
+    stats: Status,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("store", &self.store.describe())
+            .field("identity", &self.cfg.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runner {
+    /// A runner for one replica over `store`, placing `clusters` (with their `loads`) when
+    /// elected distributor. Ownership changes go to `events` (a closed receiver is
+    /// ignored: the runner keeps working). Returns the runner and its status receiver.
+    pub fn new(
+        store: Arc<dyn Store>,
+        cfg: ReplicaConfig,
+        timing: RunnerTiming,
+        clusters: Vec<Cluster>,
+        loads: Vec<u64>,
+        events: mpsc::UnboundedSender<OwnershipChange>,
+    ) -> Result<(Runner, watch::Receiver<Status>), RunnerError> {
+        cfg.timing.validate()?;
+        if cfg.shards == 0 {
+            return Err(RunnerError::NoShards);
+        }
+        let (status, rx) = watch::channel(Status::default());
+        let runner = Runner {
+            store,
+            replica: Replica::new(cfg.clone()),
+            cfg,
+            timing,
+            clusters,
+            loads,
+            events,
+            status,
+            start: Instant::now(),
+            acting: BTreeSet::new(),
+            last_shard: None,
+            lease_until: None,
+            stats: Status::default(),
+        };
+        Ok((runner, rx))
+    }
+
+    fn now(&self) -> Mono {
+        Mono(self.start.elapsed())
+    }
+
+    /// Runs until `shutdown` turns true (or its sender is dropped), then releases the shard
+    /// and the distributor role, stepping until released or `release_timeout`, and
+    /// returns whether the release completed.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> bool {
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<WriteDone>();
+        let prefix = self.cfg.root.clone();
+        let mut tick = tokio::time::interval(self.timing.tick);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut next_poll = Instant::now();
+        let mut listing: Option<BoxFuture<'static, Result<Listing, StoreError>>> = None;
+        let mut change: Option<BoxFuture<'static, Result<u64, StoreError>>> = None;
+        let mut release_by: Option<Instant> = None;
+        if *shutdown.borrow() {
+            return true;
+        }
+        loop {
+            if let Some(by) = release_by
+                && (self.replica.is_released() || Instant::now() >= by)
+            {
+                break;
+            }
+            let deadline = self
+                .lease_until
+                .map(|(_, m)| self.start + m.0)
+                .filter(|_| self.replica.shard(self.now()).is_some());
+            tokio::select! {
+                biased;
+                r = shutdown.changed(), if release_by.is_none() => {
+                    if r.is_err() || *shutdown.borrow() {
+                        tracing::info!(identity = %self.cfg.identity, "releasing");
+                        release_by = Some(Instant::now() + self.timing.release_timeout);
+                        let actions = self.replica.release();
+                        self.execute(actions, &done_tx);
+                        next_poll = Instant::now();
+                    }
+                }
+                Some(done) = done_rx.recv() => self.on_write(done),
+                _ = tick.tick() => {
+                    let actions = self.replica.tick(self.now());
+                    self.execute(actions, &done_tx);
+                }
+                _ = sleep_until_opt(deadline) => {
+                    // Our own deadline: stop at once rather than up to a tick late.
+                    let actions = self.replica.tick(self.now());
+                    self.execute(actions, &done_tx);
+                }
+                r = poll_opt(&mut listing) => {
+                    listing = None;
+                    next_poll = Instant::now() + self.timing.poll;
+                    let view = match r {
+                        Ok(v) => Some(v),
+                        Err(e) => { self.store_error(&e); None }
+                    };
+                    if let Some(v) = &view {
+                        let (store, p, since) = (self.store.clone(), prefix.clone(), v.revision);
+                        change = Some(Box::pin(async move { store.wait_for_change(&p, since).await }));
+                    }
+                    self.step(view.as_ref(), &done_tx);
+                }
+                r = poll_opt(&mut change) => {
+                    change = None;
+                    match r {
+                        Ok(_) => next_poll = Instant::now(),
+                        Err(e) => self.store_error(&e),
+                    }
+                }
+                _ = tokio::time::sleep_until(next_poll), if listing.is_none() => {
+                    let (store, p) = (self.store.clone(), prefix.clone());
+                    listing = Some(Box::pin(async move { store.list(&p).await }));
+                    // Until this listing returns; then a fresh wait from its revision.
+                    next_poll = Instant::now() + self.timing.poll;
+                }
+            }
+            self.publish();
+        }
+        let released = self.replica.is_released();
+        // Whatever happened, nothing runs after we return.
+        let stops: Vec<Action> = self.acting.iter().cloned().map(Action::Stop).collect();
+        self.execute(stops, &done_tx);
+        self.stats.stopping = true;
+        self.publish();
+        tracing::info!(identity = %self.cfg.identity, released, "runner stopped");
+        released
+    }
+
+    fn step(&mut self, view: Option<&Listing>, done: &mpsc::UnboundedSender<WriteDone>) {
+        let now = self.now();
+        if let Some(v) = view {
+            self.stats.listed = true;
+            self.stats.spare = self.all_shards_held_by_others(v);
+        }
+        let fleet = FleetInput {
+            clusters: &self.clusters,
+            loads: &self.loads,
+        };
+        let actions = self.replica.step(now, view, fleet);
+        self.execute(actions, done);
+        for w in self.replica.take_warnings() {
+            tracing::warn!(identity = %self.cfg.identity, "{w}");
+        }
+    }
+
+    /// Whether every shard record exists, is not released and names someone else. Liveness
+    /// is the replica's business; this only tells a spare from a replica that failed to
+    /// claim a free shard.
+    fn all_shards_held_by_others(&self, v: &Listing) -> bool {
+        (0..self.cfg.shards).all(|n| {
+            let key = shard_key(&self.cfg.root, n);
+            v.entries
+                .iter()
+                .find(|e| e.key == key)
+                .and_then(|e| serde_json::from_slice::<ShardRecord>(&e.value).ok())
+                .is_some_and(|r| {
+                    !r.released
+                        && (r.holder != self.cfg.identity || r.incarnation != self.cfg.incarnation)
+                })
+        })
+    }
+
+    fn on_write(&mut self, done: WriteDone) {
+        match &done.result {
+            Ok(_) => {
+                if let Some((n, sent)) = done.renews {
+                    let until = sent.after(self.cfg.timing.renew_deadline);
+                    self.lease_until = match self.lease_until {
+                        Some((m, u)) if m == n && u > until => Some((m, u)),
+                        _ => Some((n, until)),
+                    };
+                }
+            }
+            Err(StoreError::Conflict { .. }) => {}
+            Err(e) => self.store_error(e),
+        }
+        self.replica.on_write(done.ticket, done.result);
+    }
+
+    fn store_error(&mut self, e: &StoreError) {
+        tracing::warn!(identity = %self.cfg.identity, "{e}");
+        self.stats.store_errors += 1;
+        self.stats.last_store_error = Some(e.to_string());
+    }
+
+    /// Stops and starts now, in order; writes as tasks reporting back on `done`.
+    fn execute(&mut self, actions: Vec<Action>, done: &mpsc::UnboundedSender<WriteDone>) {
+        let now = self.now();
+        if let Some(s) = self.replica.shard(now) {
+            self.last_shard = Some(s);
+        }
+        for a in actions {
+            match a {
+                Action::Stop(c) => {
+                    if self.acting.remove(&c) {
+                        tracing::info!(identity = %self.cfg.identity, cluster = %c, "stopped");
+                        self.report(Ownership::Stopped(c));
+                    }
+                }
+                Action::Start(c) => {
+                    if self.acting.insert(c.clone()) {
+                        tracing::info!(identity = %self.cfg.identity, cluster = %c, "started");
+                        self.stats.handovers += 1;
+                        self.report(Ownership::Started(c));
+                    }
+                }
+                Action::Write {
+                    ticket,
+                    key,
+                    value,
+                    pre,
+                } => {
+                    let renews = self.renew_of(&key, &value).map(|n| (n, now));
+                    let store = self.store.clone();
+                    let done = done.clone();
+                    tokio::spawn(async move {
+                        let result = store.put(&key, value, pre).await;
+                        // The runner may have returned; nobody needs the outcome then.
+                        let _ = done.send(WriteDone {
+                            ticket,
+                            result,
+                            renews,
+                        });
+                    });
+                }
+            }
+        }
+    }
+
+    /// The shard a write renews or claims for us (not a release).
+    fn renew_of(&self, key: &str, value: &[u8]) -> Option<u32> {
+        let n: u32 = key
+            .strip_prefix(&self.cfg.root)?
+            .strip_prefix("shards/")?
+            .parse()
+            .ok()?;
+        let r: ShardRecord = serde_json::from_slice(value).ok()?;
+        (r.holder == self.cfg.identity && r.incarnation == self.cfg.incarnation && !r.released)
+            .then_some(n)
+    }
+
+    fn report(&self, change: Ownership) {
+        let _ = self.events.send(OwnershipChange {
+            identity: self.cfg.identity.clone(),
+            change,
+            shard: self.last_shard,
+            generation: self.replica.applied_generation(),
+        });
+    }
+
+    fn publish(&mut self) {
+        let now = self.now();
+        let shard = self.replica.shard(now);
+        self.stats.shard = shard;
+        self.stats.is_distributor = self.replica.is_distributor(now);
+        self.stats.acting = self.replica.acting(now).map(str::to_owned).collect();
+        self.stats.generation = self.replica.applied_generation();
+        self.stats.lease_valid_until = match (shard, self.lease_until) {
+            (Some(s), Some((n, until))) if s == n => Some(self.start + until.0),
+            _ => None,
+        };
+        if shard.is_some() {
+            self.stats.spare = false;
+        }
+        let snapshot = self.stats.clone();
+        self.status.send_if_modified(|s| {
+            let changed = *s != snapshot;
+            *s = snapshot;
+            changed
+        });
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn poll_opt<T>(f: &mut Option<BoxFuture<'static, T>>) -> T {
+    match f {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use fleetshard_core::placement::PlacementConfig;
+
+    use super::*;
+    use crate::lease::LeaseTiming;
+    use crate::store::memory::MemoryStore;
+
+    struct Node {
+        shutdown: watch::Sender<bool>,
+        status: watch::Receiver<Status>,
+        task: tokio::task::JoinHandle<bool>,
+    }
+
+    fn spawn(
+        store: &Arc<dyn Store>,
+        name: &str,
+        clusters: &[Cluster],
+        events: &mpsc::UnboundedSender<OwnershipChange>,
+    ) -> Node {
+        let cfg = ReplicaConfig {
+            identity: name.to_owned(),
+            incarnation: 1,
+            root: "fs/".into(),
+            shards: 3,
+            timing: LeaseTiming::default(),
+            grace: Duration::from_millis(500),
+            placement: PlacementConfig::default(),
+        };
+        let loads = vec![1; clusters.len()];
+        let (runner, status) = Runner::new(
+            store.clone(),
+            cfg,
+            RunnerTiming::default(),
+            clusters.to_vec(),
+            loads,
+            events.clone(),
+        )
+        .unwrap();
+        let (shutdown, rx) = watch::channel(false);
+        let task = tokio::spawn(runner.run(rx));
+        Node {
+            shutdown,
+            status,
+            task,
+        }
+    }
+
+    /// Who acts on what, from the status snapshots; panics on a cluster acted on twice.
+    fn owners(nodes: &[&Node]) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for (i, n) in nodes.iter().enumerate() {
+            for c in &n.status.borrow().acting {
+                assert!(out.insert(c.clone(), i).is_none(), "{c} acted on twice");
+            }
+        }
+        out
+    }
+
+    /// Replays the event stream: a start is allowed only when nobody holds the cluster.
+    fn replay(
+        events: &mut mpsc::UnboundedReceiver<OwnershipChange>,
+        holder: &mut BTreeMap<String, String>,
+    ) {
+        while let Ok(e) = events.try_recv() {
+            match e.change {
+                Ownership::Started(c) => {
+                    if let Some(h) = holder.insert(c.clone(), e.identity.clone()) {
+                        panic!("{} started {c} while {h} had it", e.identity);
+                    }
+                }
+                Ownership::Stopped(c) => {
+                    assert_eq!(holder.remove(&c).as_deref(), Some(e.identity.as_str()));
+                }
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn three_runners_cover_every_cluster_once_and_hand_over_on_shutdown() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let clusters: Vec<Cluster> = (0..12)
+            .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+            .collect();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let nodes: Vec<Node> = ["a", "b", "c"]
+            .iter()
+            .map(|n| spawn(&store, n, &clusters, &tx))
+            .collect();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let all: Vec<&Node> = nodes.iter().collect();
+        assert_eq!(owners(&all).len(), 12);
+        for n in &nodes {
+            let s = n.status.borrow().clone();
+            assert!(s.shard.is_some() && s.lease_valid_until.is_some(), "{s:?}");
+            assert!(!s.spare);
+        }
+        let mut holder = BTreeMap::new();
+        replay(&mut rx, &mut holder);
+        assert_eq!(holder.len(), 12);
+
+        // Graceful shutdown of the first: its clusters move within about a second.
+        let mut nodes = nodes.into_iter();
+        let first = nodes.next().unwrap();
+        let rest: Vec<Node> = nodes.collect();
+        first.shutdown.send(true).unwrap();
+        assert!(first.task.await.unwrap(), "release completed");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let live: Vec<&Node> = rest.iter().collect();
+        let now = owners(&live);
+        assert_eq!(now.len(), 12, "{now:?}");
+        // Continue the replay from where it was: same rule across the handover.
+        replay(&mut rx, &mut holder);
+        assert_eq!(holder.len(), 12);
+        assert!(holder.values().all(|h| h != "a"));
+        for n in rest {
+            n.shutdown.send(true).unwrap();
+            assert!(n.task.await.unwrap());
+        }
+    }
+}
