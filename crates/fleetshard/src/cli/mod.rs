@@ -10,6 +10,7 @@ pub mod fleet;
 pub mod input;
 pub mod logging;
 pub mod plan;
+pub mod run;
 pub mod timing;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
@@ -62,6 +63,9 @@ pub enum Command {
     /// Work with fleet files.
     #[command(subcommand)]
     Fleet(fleet::FleetCommand),
+    /// One replica: claims a shard through the store, owns its clusters, serves
+    /// `/healthz`, `/readyz` and `/metrics`; SIGTERM hands the shard over.
+    Run(run::RunArgs),
 }
 
 /// Parses the process arguments. The raw matches are returned too: `plan` needs to know
@@ -82,6 +86,7 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
             plan::run(args, sub)
         }
         Command::Fleet(cmd) => fleet::run(cmd),
+        Command::Run(args) => run::run(args),
     }
 }
 
