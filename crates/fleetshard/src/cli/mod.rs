@@ -11,6 +11,7 @@ pub mod input;
 pub mod logging;
 pub mod plan;
 pub mod run;
+pub mod status;
 pub mod timing;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
@@ -66,6 +67,9 @@ pub enum Command {
     /// One replica: claims a shard through the store, owns its clusters, serves
     /// `/healthz`, `/readyz` and `/metrics`; SIGTERM hands the shard over.
     Run(run::RunArgs),
+    /// What the store says: shard holders, distributor, generation, each cluster's owner,
+    /// unowned clusters.
+    Status(status::StatusArgs),
 }
 
 /// Parses the process arguments. The raw matches are returned too: `plan` needs to know
@@ -87,6 +91,7 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         }
         Command::Fleet(cmd) => fleet::run(cmd),
         Command::Run(args) => run::run(args),
+        Command::Status(args) => status::run(args),
     }
 }
 

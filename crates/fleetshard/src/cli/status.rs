@@ -1,0 +1,329 @@
+//! `fleetshard status`: what the store says about a fleet in fenced lease mode — shard
+//! holders, the distributor, the committed generation, each cluster's owner and the
+//! clusters nobody owns. One read (or two, `--observe`), no clock comparisons: whether a
+//! lease is fresh can only be judged by watching it change, which `--observe SECS` does.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::ValueEnum;
+use fleetshard_coord::fenced::{
+    AssignmentDoc, DistributorRecord, ShardRecord, assignment_key, distributor_key,
+};
+use fleetshard_coord::store::Listing;
+use serde::Serialize;
+
+use super::print_stdout;
+use super::run::open_store;
+
+/// Output format on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Aligned text.
+    Table,
+    /// One JSON document.
+    Json,
+}
+
+/// `fleetshard status` options.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Coordination store.
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "sqlite://fleetshard.db",
+        env = "FLEETSHARD_STORE"
+    )]
+    pub store: String,
+    /// Key prefix of the fleet's records.
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "fleetshard/",
+        env = "FLEETSHARD_ROOT"
+    )]
+    pub root: String,
+    /// Shard count (default: the committed assignment's, else the records found).
+    #[arg(long, value_name = "N", env = "FLEETSHARD_SHARDS")]
+    pub shards: Option<u32>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Table, env = "FLEETSHARD_OUTPUT")]
+    pub output: Output,
+    /// Read twice, this many seconds apart, and tell which leases were renewed meanwhile
+    /// (0: one read, freshness unknown).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 0,
+        env = "FLEETSHARD_OBSERVE"
+    )]
+    pub observe: u64,
+}
+
+/// One shard in the report.
+#[derive(Debug, Serialize)]
+struct ShardRow {
+    shard: u32,
+    holder: Option<String>,
+    incarnation: Option<u64>,
+    acked: Option<u64>,
+    released: bool,
+    /// Renewed during `--observe` (absent without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    renewed: Option<bool>,
+}
+
+/// One cluster in the report.
+#[derive(Debug, Serialize)]
+struct ClusterRow {
+    id: String,
+    shard: u32,
+    owner: Option<String>,
+}
+
+/// The whole report (the `--output json` document).
+#[derive(Debug, Serialize)]
+struct Report {
+    store: String,
+    generation: Option<u64>,
+    distributor: Option<DistributorRow>,
+    shards: Vec<ShardRow>,
+    clusters: Vec<ClusterRow>,
+    unowned: Vec<String>,
+    /// Seconds between the two reads, with `--observe`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    observed_secs: Option<u64>,
+    warnings: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct DistributorRow {
+    holder: String,
+    incarnation: u64,
+    released: bool,
+}
+
+/// Prints the status.
+pub fn run(args: StatusArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let report = runtime.block_on(read(&args))?;
+    let text = match args.output {
+        Output::Json => format!("{}\n", serde_json::to_string_pretty(&report)?),
+        Output::Table => table(&report),
+    };
+    print_stdout(&text)
+}
+
+async fn read(args: &StatusArgs) -> anyhow::Result<Report> {
+    let store = open_store(&args.store)?;
+    let first = store
+        .list(&args.root)
+        .await
+        .with_context(|| format!("reading {}", store.describe()))?;
+    let second = if args.observe > 0 {
+        tokio::time::sleep(Duration::from_secs(args.observe)).await;
+        Some(store.list(&args.root).await?)
+    } else {
+        None
+    };
+    let (now, before) = match &second {
+        Some(s) => (s, Some(&first)),
+        None => (&first, None),
+    };
+    let mut report = build(&args.root, args.shards, now, before);
+    report.store = store.describe();
+    report.observed_secs = second.map(|_| args.observe);
+    Ok(report)
+}
+
+/// Builds the report from `now`, and from `before` (an earlier read) when observing.
+fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing>) -> Report {
+    let mut warnings = Vec::new();
+    let mut records: BTreeMap<u32, (u64, ShardRecord)> = BTreeMap::new();
+    let mut distributor = None;
+    let mut doc: Option<AssignmentDoc> = None;
+    let shard_prefix = format!("{root}shards/");
+    for e in &now.entries {
+        if e.key == distributor_key(root) {
+            match serde_json::from_slice::<DistributorRecord>(&e.value) {
+                Ok(r) => distributor = Some(r),
+                Err(err) => warnings.push(format!("{}: {err}", e.key)),
+            }
+        } else if e.key == assignment_key(root) {
+            match serde_json::from_slice::<AssignmentDoc>(&e.value) {
+                Ok(d) => doc = Some(d),
+                Err(err) => warnings.push(format!("{}: {err}", e.key)),
+            }
+        } else if let Some(n) = e.key.strip_prefix(&shard_prefix) {
+            match (
+                n.parse::<u32>(),
+                serde_json::from_slice::<ShardRecord>(&e.value),
+            ) {
+                (Ok(n), Ok(r)) => {
+                    records.insert(n, (e.version, r));
+                }
+                (_, Err(err)) => warnings.push(format!("{}: {err}", e.key)),
+                (Err(_), _) => warnings.push(format!("{}: not a shard number", e.key)),
+            }
+        }
+    }
+    let count = shards
+        .or(doc.as_ref().map(|d| d.shards))
+        .unwrap_or_else(|| records.keys().next_back().map_or(0, |n| n + 1));
+    let version_before = |n: u32| {
+        let key = format!("{shard_prefix}{n}");
+        before.map(|b| b.entries.iter().find(|e| e.key == key).map(|e| e.version))
+    };
+    let shard_rows: Vec<ShardRow> = (0..count)
+        .map(|n| {
+            let rec = records.get(&n);
+            ShardRow {
+                shard: n,
+                holder: rec.map(|(_, r)| r.holder.clone()),
+                incarnation: rec.map(|(_, r)| r.incarnation),
+                acked: rec.map(|(_, r)| r.acked),
+                released: rec.is_some_and(|(_, r)| r.released),
+                renewed: version_before(n).map(|v| rec.map(|(ver, _)| *ver) != v),
+            }
+        })
+        .collect();
+    let owner = |s: u32| {
+        records
+            .get(&s)
+            .filter(|(_, r)| !r.released)
+            .map(|(_, r)| r.holder.clone())
+    };
+    let clusters: Vec<ClusterRow> = doc
+        .iter()
+        .flat_map(|d| d.clusters.iter())
+        .map(|(id, &shard)| ClusterRow {
+            id: id.clone(),
+            shard,
+            owner: owner(shard),
+        })
+        .collect();
+    let unowned = clusters
+        .iter()
+        .filter(|c| c.owner.is_none())
+        .map(|c| c.id.clone())
+        .collect();
+    Report {
+        store: String::new(),
+        generation: doc.as_ref().map(|d| d.generation),
+        distributor: distributor.map(|d| DistributorRow {
+            holder: d.holder,
+            incarnation: d.incarnation,
+            released: d.released,
+        }),
+        shards: shard_rows,
+        clusters,
+        unowned,
+        observed_secs: None,
+        warnings,
+    }
+}
+
+fn table(r: &Report) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let gen_text = r.generation.map_or("none".into(), |g| g.to_string());
+    let _ = writeln!(out, "store: {}  generation: {gen_text}", r.store);
+    let dist = match &r.distributor {
+        Some(d) if d.released => format!("{} (released)", d.holder),
+        Some(d) => format!("{} (incarnation {:x})", d.holder, d.incarnation),
+        None => "none".into(),
+    };
+    let _ = writeln!(out, "distributor: {dist}");
+    if let Some(s) = r.observed_secs {
+        let _ = writeln!(out, "leases observed over {s} s");
+    }
+    let _ = writeln!(
+        out,
+        "\nSHARD  HOLDER                INCARNATION       ACKED  STATE"
+    );
+    for s in &r.shards {
+        let state = match (&s.holder, s.released, s.renewed) {
+            (None, ..) => "vacant",
+            (_, true, _) => "released",
+            (_, false, Some(true)) => "held (renewed)",
+            (_, false, Some(false)) => "held (NOT renewed)",
+            (_, false, None) => "held",
+        };
+        let _ = writeln!(
+            out,
+            "{:<6} {:<21} {:<17} {:<6} {state}",
+            s.shard,
+            s.holder.as_deref().unwrap_or("-"),
+            s.incarnation.map_or("-".into(), |i| format!("{i:x}")),
+            s.acked.map_or("-".into(), |a| a.to_string()),
+        );
+    }
+    let _ = writeln!(out, "\nCLUSTER                                SHARD  OWNER");
+    for c in &r.clusters {
+        let _ = writeln!(
+            out,
+            "{:<38} {:<6} {}",
+            c.id,
+            c.shard,
+            c.owner.as_deref().unwrap_or("UNOWNED")
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{} clusters, {} unowned",
+        r.clusters.len(),
+        r.unowned.len()
+    );
+    for w in &r.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use fleetshard_coord::store::Entry;
+
+    use super::*;
+
+    fn entry(key: &str, value: serde_json::Value, version: u64) -> Entry {
+        Entry {
+            key: key.into(),
+            value: value.to_string().into_bytes(),
+            version,
+        }
+    }
+
+    #[test]
+    fn owners_come_from_live_records_and_released_shards_are_unowned() {
+        let shard = |h: &str, released| serde_json::json!({"holder": h, "incarnation": 1, "beat": 1, "acked": 2, "released": released});
+        let listing = Listing {
+            revision: 9,
+            entries: vec![
+                entry(
+                    "fs/assignment",
+                    serde_json::json!({"generation": 2, "shards": 3,
+                        "clusters": {"a": 0, "b": 1, "c": 2}}),
+                    3,
+                ),
+                entry("fs/shards/0", shard("r0", false), 5),
+                entry("fs/shards/1", shard("r1", true), 6),
+                entry("fs/shards/x", serde_json::json!(1), 7),
+            ],
+        };
+        let r = build("fs/", None, &listing, None);
+        assert_eq!(r.generation, Some(2));
+        assert_eq!(r.shards.len(), 3);
+        assert_eq!(r.clusters[0].owner.as_deref(), Some("r0"));
+        assert_eq!(r.unowned, ["b", "c"]);
+        assert_eq!(r.warnings.len(), 1);
+        assert!(table(&r).contains("2 unowned"));
+        let again = build("fs/", None, &listing, Some(&listing));
+        assert_eq!(again.shards[0].renewed, Some(false));
+    }
+}
