@@ -188,6 +188,7 @@ impl Runner {
         let mut listing: Option<BoxFuture<'static, Result<Listing, StoreError>>> = None;
         let mut change: Option<BoxFuture<'static, Result<u64, StoreError>>> = None;
         let mut release_by: Option<Instant> = None;
+        let mut newest_write = 0u64;
         if *shutdown.borrow() {
             return true;
         }
@@ -212,7 +213,15 @@ impl Runner {
                         next_poll = Instant::now();
                     }
                 }
-                Some(done) = done_rx.recv() => self.on_write(done),
+                Some(done) = done_rx.recv() => {
+                    // A confirmed write is a protocol step (a claim, a commit, an ack):
+                    // list again at once so the next step does not wait for the poll.
+                    if let Ok(v) = done.result {
+                        newest_write = newest_write.max(v);
+                        next_poll = Instant::now();
+                    }
+                    self.on_write(done);
+                }
                 _ = tick.tick() => {
                     let actions = self.replica.tick(self.now());
                     self.execute(actions, &done_tx);
@@ -224,7 +233,10 @@ impl Runner {
                 }
                 r = poll_opt(&mut listing) => {
                     listing = None;
-                    next_poll = Instant::now() + self.timing.poll;
+                    // A listing older than our newest write is ignored by the replica:
+                    // fetch a fresh one now.
+                    let stale = r.as_ref().is_ok_and(|v| v.revision < newest_write);
+                    next_poll = Instant::now() + if stale { Duration::ZERO } else { self.timing.poll };
                     let view = match r {
                         Ok(v) => Some(v),
                         Err(e) => { self.store_error(&e); None }

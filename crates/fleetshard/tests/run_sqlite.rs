@@ -57,8 +57,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Status code of `GET path`, or None when nothing answers.
-fn http_status(port: u16, path: &str) -> Option<u16> {
+/// Status code and body of `GET path`, or None when nothing answers.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     write!(
@@ -68,7 +68,18 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
     .ok()?;
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
-    text.split_whitespace().nth(1)?.parse().ok()
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((code, body))
+}
+
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    http_get(port, path).map(|(code, _)| code)
+}
+
+/// Whether the replica on `port` says it is the distributor (`/metrics`).
+fn is_distributor(port: u16) -> bool {
+    http_get(port, "/metrics").is_some_and(|(_, body)| body.contains("fleetshard_is_distributor 1"))
 }
 
 #[derive(Debug, Clone)]
@@ -192,8 +203,11 @@ fn three_processes_hand_over_after_kill_and_sigterm_without_overlap() {
     }
 
     // 1. Every cluster acquired, every replica ready.
-    wait_until("every cluster acquired", || {
-        replay(&read_events(&logs), None).len() == CLUSTERS
+    // The first generations may be committed before every replica holds a shard: wait for
+    // the settled one, where every replica owns some of the clusters.
+    wait_until("every cluster acquired, by all three", || {
+        let h = replay(&read_events(&logs), None);
+        h.len() == CLUSTERS && names.iter().all(|n| h.values().any(|v| v == n))
     });
     wait_until("every replica ready", || {
         ports
@@ -230,6 +244,7 @@ fn three_processes_hand_over_after_kill_and_sigterm_without_overlap() {
         .filter(|(_, h)| h == "r1")
         .map(|(c, _)| c)
         .collect();
+    let r1_distributor = is_distributor(ports[1]);
     let termed_at = unix_ms();
     let r1_pid = replicas.0[1].as_ref().unwrap().id();
     let st = Command::new("kill")
@@ -283,7 +298,8 @@ fn three_processes_hand_over_after_kill_and_sigterm_without_overlap() {
     assert_eq!(shard_count, 3);
 
     eprintln!(
-        "failover: kill -9 {kill_failover} ms ({} clusters), SIGTERM {term_failover} ms ({} clusters)",
+        "failover: kill -9 {kill_failover} ms ({} clusters), SIGTERM {term_failover} ms ({} \
+         clusters; the replica leaving was the distributor: {r1_distributor})",
         held_by_r0.len(),
         held_by_r1.len()
     );
