@@ -284,6 +284,12 @@ impl Runner {
             loads: &self.loads,
         };
         let actions = self.replica.step(now, view, fleet);
+        tracing::debug!(
+            identity = %self.cfg.identity,
+            revision = view.map(|v| v.revision),
+            actions = actions.len(),
+            "step"
+        );
         self.execute(actions, done);
         for w in self.replica.take_warnings() {
             tracing::warn!(identity = %self.cfg.identity, "{w}");
@@ -360,8 +366,11 @@ impl Runner {
                     let renews = self.renew_of(&key, &value).map(|n| (n, now));
                     let store = self.store.clone();
                     let done = done.clone();
+                    let identity = self.cfg.identity.clone();
                     tokio::spawn(async move {
+                        let sent = Instant::now();
                         let result = store.put(&key, value, pre).await;
+                        tracing::debug!(%identity, %key, ?result, took = ?sent.elapsed(), "write");
                         // The runner may have returned; nobody needs the outcome then.
                         let _ = done.send(WriteDone {
                             ticket,
