@@ -208,6 +208,7 @@ impl Runner {
                     if r.is_err() || *shutdown.borrow() {
                         tracing::info!(identity = %self.cfg.identity, "releasing");
                         release_by = Some(Instant::now() + self.timing.release_timeout);
+                        self.stats.stopping = true;
                         let actions = self.replica.release();
                         self.execute(actions, &done_tx);
                         next_poll = Instant::now();

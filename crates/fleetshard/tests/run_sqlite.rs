@@ -309,3 +309,54 @@ fn three_processes_hand_over_after_kill_and_sigterm_without_overlap() {
         "{kill_failover}"
     );
 }
+
+#[test]
+fn unsupported_stores_and_empty_identities_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fleet, _) = write_fleet(dir.path());
+    let out = fleetshard()
+        .args([
+            "run",
+            "--store",
+            "etcd://localhost:2379",
+            "--identity",
+            "r0",
+        ])
+        .arg("--fleet")
+        .arg(&fleet)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not yet supported in this build"), "{err}");
+    let out = fleetshard()
+        .args(["run", "--store", "memory://", "--identity", " "])
+        .arg("--fleet")
+        .arg(&fleet)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no identity"));
+}
+
+#[test]
+fn status_of_an_empty_store_lists_vacant_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", dir.path().join("empty.db").display());
+    let out = fleetshard()
+        .args([
+            "status", "--store", &store, "--shards", "2", "--output", "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["generation"], Value::Null);
+    assert_eq!(v["shards"].as_array().unwrap().len(), 2);
+    assert_eq!(v["shards"][0]["holder"], Value::Null);
+    assert_eq!(v["clusters"], serde_json::json!([]));
+}
