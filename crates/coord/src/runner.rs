@@ -564,4 +564,34 @@ mod tests {
             assert!(n.task.await.unwrap());
         }
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_crashed_runner_is_replaced_after_its_lease_without_overlap() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let clusters: Vec<Cluster> = (0..12)
+            .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+            .collect();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let nodes: Vec<Node> = ["a", "b", "c"]
+            .iter()
+            .map(|n| spawn(&store, n, &clusters, &tx))
+            .collect();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let before = owners(&nodes.iter().collect::<Vec<_>>());
+        assert_eq!(before.len(), 12);
+        // A crash: the task is gone, its records stay until its lease expires.
+        nodes[0].task.abort();
+        let live: Vec<&Node> = nodes[1..].iter().collect();
+        let mut covered_after = None;
+        for step in 0..100 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            // owners() panics if two live runners act on one cluster.
+            if covered_after.is_none() && owners(&live).len() == 12 {
+                covered_after = Some(step * 100 + 100);
+            }
+        }
+        let ms = covered_after.expect("the crashed runner's clusters got new owners");
+        // Not before its lease could have expired (4 s minus one renew period).
+        assert!(ms >= 3_000, "{ms}");
+    }
 }
