@@ -1,0 +1,152 @@
+//! The runner over `MemoryStore` under paused time: coverage, graceful handover, crash.
+
+use std::collections::BTreeMap;
+
+use fleetshard_core::placement::PlacementConfig;
+
+use super::*;
+use crate::lease::LeaseTiming;
+use crate::store::memory::MemoryStore;
+
+struct Node {
+    shutdown: watch::Sender<bool>,
+    status: watch::Receiver<Status>,
+    task: tokio::task::JoinHandle<bool>,
+}
+
+fn spawn(
+    store: &Arc<dyn Store>,
+    name: &str,
+    clusters: &[Cluster],
+    events: &mpsc::UnboundedSender<OwnershipChange>,
+) -> Node {
+    let cfg = ReplicaConfig {
+        identity: name.to_owned(),
+        incarnation: 1,
+        root: "fs/".into(),
+        shards: 3,
+        timing: LeaseTiming::default(),
+        grace: Duration::from_millis(500),
+        placement: PlacementConfig::default(),
+    };
+    let loads = vec![1; clusters.len()];
+    let (runner, status) = Runner::new(
+        store.clone(),
+        cfg,
+        RunnerTiming::default(),
+        clusters.to_vec(),
+        loads,
+        events.clone(),
+    )
+    .unwrap();
+    let (shutdown, rx) = watch::channel(false);
+    let task = tokio::spawn(runner.run(rx));
+    Node {
+        shutdown,
+        status,
+        task,
+    }
+}
+
+/// Who acts on what, from the status snapshots; panics on a cluster acted on twice.
+fn owners(nodes: &[&Node]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        for c in &n.status.borrow().acting {
+            assert!(out.insert(c.clone(), i).is_none(), "{c} acted on twice");
+        }
+    }
+    out
+}
+
+/// Replays the event stream: a start is allowed only when nobody holds the cluster.
+fn replay(
+    events: &mut mpsc::UnboundedReceiver<OwnershipChange>,
+    holder: &mut BTreeMap<String, String>,
+) {
+    while let Ok(e) = events.try_recv() {
+        match e.change {
+            Ownership::Started(c) => {
+                if let Some(h) = holder.insert(c.clone(), e.identity.clone()) {
+                    panic!("{} started {c} while {h} had it", e.identity);
+                }
+            }
+            Ownership::Stopped(c) => {
+                assert_eq!(holder.remove(&c).as_deref(), Some(e.identity.as_str()));
+            }
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_runners_cover_every_cluster_once_and_hand_over_on_shutdown() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let clusters: Vec<Cluster> = (0..12)
+        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+        .collect();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let nodes: Vec<Node> = ["a", "b", "c"]
+        .iter()
+        .map(|n| spawn(&store, n, &clusters, &tx))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let all: Vec<&Node> = nodes.iter().collect();
+    assert_eq!(owners(&all).len(), 12);
+    for n in &nodes {
+        let s = n.status.borrow().clone();
+        assert!(s.shard.is_some() && s.lease_valid_until.is_some(), "{s:?}");
+        assert!(!s.spare);
+    }
+    let mut holder = BTreeMap::new();
+    replay(&mut rx, &mut holder);
+    assert_eq!(holder.len(), 12);
+
+    // Graceful shutdown of the first: its clusters move within about a second.
+    let mut nodes = nodes.into_iter();
+    let first = nodes.next().unwrap();
+    let rest: Vec<Node> = nodes.collect();
+    first.shutdown.send(true).unwrap();
+    assert!(first.task.await.unwrap(), "release completed");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let live: Vec<&Node> = rest.iter().collect();
+    let now = owners(&live);
+    assert_eq!(now.len(), 12, "{now:?}");
+    // Continue the replay from where it was: same rule across the handover.
+    replay(&mut rx, &mut holder);
+    assert_eq!(holder.len(), 12);
+    assert!(holder.values().all(|h| h != "a"));
+    for n in rest {
+        n.shutdown.send(true).unwrap();
+        assert!(n.task.await.unwrap());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_runner_is_replaced_after_its_lease_without_overlap() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let clusters: Vec<Cluster> = (0..12)
+        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+        .collect();
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let nodes: Vec<Node> = ["a", "b", "c"]
+        .iter()
+        .map(|n| spawn(&store, n, &clusters, &tx))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let before = owners(&nodes.iter().collect::<Vec<_>>());
+    assert_eq!(before.len(), 12);
+    // A crash: the task is gone, its records stay until its lease expires.
+    nodes[0].task.abort();
+    let live: Vec<&Node> = nodes[1..].iter().collect();
+    let mut covered_after = None;
+    for step in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // owners() panics if two live runners act on one cluster.
+        if covered_after.is_none() && owners(&live).len() == 12 {
+            covered_after = Some(step * 100 + 100);
+        }
+    }
+    let ms = covered_after.expect("the crashed runner's clusters got new owners");
+    // Not before its lease could have expired (4 s minus one renew period).
+    assert!(ms >= 3_000, "{ms}");
+}
