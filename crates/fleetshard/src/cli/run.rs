@@ -164,6 +164,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         Some(i) if !i.trim().is_empty() => i.trim().to_owned(),
         _ => bail!("no identity: give --identity (or FLEETSHARD_IDENTITY); the host name is empty"),
     };
+    if !loaded.shards.is_empty() {
+        // ReplicaConfig takes a shard count only: zones and capacities are not placed yet.
+        tracing::warn!(
+            listed = loaded.shards.len(),
+            shards = args.shards,
+            "the fleet file's shards: section (zones, capacities) is not used by run; --shards sets the count"
+        );
+    }
     if args.shards == 0 {
         bail!("--shards must be at least 1");
     }
