@@ -133,8 +133,6 @@ pub struct Replica {
     active: BTreeSet<String>,
     pending: BTreeMap<Ticket, Pending>,
     next_ticket: u64,
-    /// Distributor bookkeeping: since when (own clock) each shard has had no live holder.
-    vacant_since: BTreeMap<u32, Mono>,
     /// Last good assignment seen (kept when the stored one is unreadable).
     last_doc: Option<(u64, AssignmentDoc)>,
     /// Version of our newest confirmed write: listings older than it are stale.
@@ -156,7 +154,6 @@ impl Replica {
             active: BTreeSet::new(),
             pending: BTreeMap::new(),
             next_ticket: 0,
-            vacant_since: BTreeMap::new(),
             last_doc: None,
             newest_write: 0,
             stopping: false,
@@ -730,24 +727,24 @@ impl Replica {
             return;
         }
         let mine = self.shard(now);
-        let mut vacant = Vec::new();
-        for n in 0..self.cfg.shards {
-            let live = Some(n) == mine
-                || matches!((&seen.shards[n as usize], verdicts[n as usize]), (Some((_, r)), Some(v)) if !r.released && v.is_live());
-            if live {
-                self.vacant_since.remove(&n);
-                continue;
-            }
-            let since = *self.vacant_since.entry(n).or_insert(now);
-            // A shard never held, or given up, is vacant at once; a silent one after grace.
-            let gone = match &seen.shards[n as usize] {
-                None => true,
-                Some((_, r)) => r.released || now.since(since) >= self.cfg.grace,
-            };
-            if gone {
-                vacant.push(n);
-            }
-        }
+        // A shard never held, or given up, is vacant at once; a silent one once this
+        // replica has seen it unchanged for the lease duration plus the grace. That is a
+        // function of the observation alone, so a newly elected distributor judges exactly
+        // as the previous one would have (no grace restarted on election).
+        let silent_for = self.cfg.timing.duration + self.cfg.grace;
+        let vacant: Vec<u32> = (0..self.cfg.shards)
+            .filter(|&n| Some(n) != mine)
+            .filter(
+                |&n| match (&seen.shards[n as usize], verdicts[n as usize]) {
+                    (None, _) => true,
+                    (Some((_, r)), _) if r.released => true,
+                    (Some(_), Some(Verdict::Expired { unchanged_for })) => {
+                        unchanged_for >= silent_for
+                    }
+                    _ => false,
+                },
+            )
+            .collect();
         let (version, doc) = seen.assignment.clone().unwrap_or_default();
         let previous = PreviousPlacement {
             assignment: doc.clusters.iter().map(|(k, &v)| (k.clone(), v)).collect(),
