@@ -8,6 +8,47 @@ use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
 use fleetshard_manifest::{self as manifest, LoadError, LoadWarning, Loaded};
 use fleetshard_plan::Warning;
 
+/// The flags that name a fleet, shared by every subcommand that reads one (`plan`, `run`).
+/// The subcommand requires one of `--fleet` or `--clusters` with an `ArgGroup` named
+/// `input`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FleetArgs {
+    /// Native fleet file (YAML or JSON); its `shards:` section gives the replicas' zones
+    /// and capacities. `-` reads stdin.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "FLEETSHARD_FLEET",
+        conflicts_with = "clusters"
+    )]
+    pub fleet: Option<PathBuf>,
+    /// Argo CD cluster Secrets, as `kubectl get secret -n argocd -l
+    /// argocd.argoproj.io/secret-type=cluster -o yaml` prints them. `-` reads stdin.
+    #[arg(long, value_name = "FILE", env = "FLEETSHARD_CLUSTERS")]
+    pub clusters: Option<PathBuf>,
+    /// Argo CD Applications, as `kubectl get applications -A -o yaml` prints them (with
+    /// --fleet: added to the file's applications); their counts are the clusters' loads.
+    #[arg(long, value_name = "FILE", env = "FLEETSHARD_APPS")]
+    pub apps: Option<PathBuf>,
+}
+
+impl FleetArgs {
+    /// Where the fleet comes from.
+    pub fn source(&self) -> anyhow::Result<FleetSource> {
+        match (&self.fleet, &self.clusters) {
+            (Some(fleet), _) => Ok(FleetSource::Native {
+                fleet: fleet.clone(),
+                apps: self.apps.clone(),
+            }),
+            (None, Some(clusters)) => Ok(FleetSource::Argo {
+                clusters: clusters.clone(),
+                apps: self.apps.clone(),
+            }),
+            (None, None) => anyhow::bail!("give the fleet with --fleet FILE or --clusters FILE"),
+        }
+    }
+}
+
 /// Where the fleet comes from.
 #[derive(Debug, Clone)]
 pub enum FleetSource {

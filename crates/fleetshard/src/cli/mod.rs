@@ -12,6 +12,7 @@ pub mod logging;
 pub mod plan;
 pub mod run;
 pub mod status;
+pub mod store;
 pub mod timing;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};

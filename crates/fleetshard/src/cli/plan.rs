@@ -14,7 +14,7 @@ use fleetshard_plan::{
     render_table,
 };
 
-use super::input::{self, FleetSource};
+use super::input::{self, FleetArgs};
 use super::timing::{WallStopwatch, timed};
 
 /// Argo CD's variable for `--algorithm`: an unknown value falls back to legacy there.
@@ -42,23 +42,9 @@ pub enum Output {
         fleetshard plan --fleet fleet.yaml -r 7 --previous before.json"
 )]
 pub struct PlanArgs {
-    /// Native fleet file (YAML or JSON); its `shards:` section gives the replicas' zones
-    /// and capacities. `-` reads stdin.
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "FLEETSHARD_FLEET",
-        conflicts_with = "clusters"
-    )]
-    pub fleet: Option<PathBuf>,
-    /// Argo CD cluster Secrets, as `kubectl get secret -n argocd -l
-    /// argocd.argoproj.io/secret-type=cluster -o yaml` prints them. `-` reads stdin.
-    #[arg(long, value_name = "FILE", env = "FLEETSHARD_CLUSTERS")]
-    pub clusters: Option<PathBuf>,
-    /// Argo CD Applications, as `kubectl get applications -A -o yaml` prints them (with
-    /// --fleet: added to the file's applications).
-    #[arg(long, value_name = "FILE", env = "FLEETSHARD_APPS")]
-    pub apps: Option<PathBuf>,
+    /// The fleet.
+    #[command(flatten)]
+    pub input: FleetArgs,
     /// Algorithm(s), comma-separated, or `all`: balanced, consistent-hashing, round-robin,
     /// legacy. The first is the primary plan. From ARGOCD_CONTROLLER_SHARDING_ALGORITHM, an
     /// unknown name falls back to legacy with a warning, as in Argo CD.
@@ -174,17 +160,7 @@ pub fn run(args: PlanArgs, matches: &ArgMatches) -> anyhow::Result<()> {
         );
     }
 
-    let source = match (&args.fleet, &args.clusters) {
-        (Some(fleet), _) => FleetSource::Native {
-            fleet: fleet.clone(),
-            apps: args.apps.clone(),
-        },
-        (None, Some(clusters)) => FleetSource::Argo {
-            clusters: clusters.clone(),
-            apps: args.apps.clone(),
-        },
-        (None, None) => bail!("give the fleet with --fleet FILE or --clusters FILE"),
-    };
+    let source = args.input.source()?;
     let (loaded, load_ms) = timed(|| -> anyhow::Result<_> {
         let fleet = input::load(&source)?;
         let previous = match &args.previous {

@@ -18,16 +18,14 @@ use axum::routing::get;
 use fleetshard_coord::fenced::ReplicaConfig;
 use fleetshard_coord::lease::LeaseTiming;
 use fleetshard_coord::runner::{Ownership, OwnershipChange, Runner, RunnerTiming, Status};
-use fleetshard_coord::store::Store;
-use fleetshard_coord::store::memory::MemoryStore;
 use fleetshard_core::placement::PlacementConfig;
-use fleetshard_store_sqlite::SqliteStore;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 
-use super::input::{self, FleetSource};
+use super::input::{self, FleetArgs};
+use super::store::StoreArgs;
 
 /// `fleetshard run` options.
 #[derive(Debug, clap::Args)]
@@ -38,29 +36,12 @@ use super::input::{self, FleetSource};
         fleetshard status --store sqlite://fleetshard.db"
 )]
 pub struct RunArgs {
-    /// Coordination store: `sqlite://PATH`, `memory://` (this process only).
-    #[arg(
-        long,
-        value_name = "URL",
-        default_value = "sqlite://fleetshard.db",
-        env = "FLEETSHARD_STORE"
-    )]
-    pub store: String,
-    /// Native fleet file (YAML or JSON).
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "FLEETSHARD_FLEET",
-        conflicts_with = "clusters"
-    )]
-    pub fleet: Option<PathBuf>,
-    /// Argo CD cluster Secrets (`kubectl get secret -l
-    /// argocd.argoproj.io/secret-type=cluster -o yaml`).
-    #[arg(long, value_name = "FILE", env = "FLEETSHARD_CLUSTERS")]
-    pub clusters: Option<PathBuf>,
-    /// Argo CD Applications (their counts are the clusters' loads).
-    #[arg(long, value_name = "FILE", env = "FLEETSHARD_APPS")]
-    pub apps: Option<PathBuf>,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The fleet.
+    #[command(flatten)]
+    pub input: FleetArgs,
     /// Shard count: every replica of one fleet must use the same.
     #[arg(long, value_name = "N", default_value_t = 3, env = "FLEETSHARD_SHARDS")]
     pub shards: u32,
@@ -68,14 +49,6 @@ pub struct RunArgs {
     /// the host name.
     #[arg(long, value_name = "NAME", env = "FLEETSHARD_IDENTITY")]
     pub identity: Option<String>,
-    /// Key prefix of this fleet's records in the store.
-    #[arg(
-        long,
-        value_name = "PREFIX",
-        default_value = "fleetshard/",
-        env = "FLEETSHARD_ROOT"
-    )]
-    pub root: String,
     /// Address of the HTTP server (`/healthz`, `/readyz`, `/metrics`).
     #[arg(
         long,
@@ -96,23 +69,6 @@ pub struct RunArgs {
         env = "FLEETSHARD_GRACE_MS"
     )]
     pub grace_ms: u64,
-}
-
-/// Opens the store a URL names.
-pub fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
-    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
-    match scheme.as_deref() {
-        Some("memory") => Ok(Arc::new(MemoryStore::new())),
-        Some("sqlite") => Ok(Arc::new(
-            SqliteStore::from_url(url).with_context(|| format!("opening {url}"))?,
-        )),
-        Some(s @ ("etcd" | "kubernetes")) => {
-            bail!(
-                "store {url:?}: the {s} backend is not yet supported in this build; use sqlite://PATH"
-            )
-        }
-        _ => bail!("store {url:?}: expected sqlite://PATH or memory://"),
-    }
 }
 
 /// The host name: `/proc/sys/kernel/hostname`, else `$HOSTNAME`.
@@ -145,17 +101,7 @@ fn unix_ms() -> u128 {
 
 /// Runs one replica until SIGTERM or Ctrl-C.
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
-    let source = match (&args.fleet, &args.clusters) {
-        (Some(fleet), _) => FleetSource::Native {
-            fleet: fleet.clone(),
-            apps: args.apps.clone(),
-        },
-        (None, Some(clusters)) => FleetSource::Argo {
-            clusters: clusters.clone(),
-            apps: args.apps.clone(),
-        },
-        (None, None) => bail!("give the fleet with --fleet FILE or --clusters FILE"),
-    };
+    let source = args.input.source()?;
     let loaded = input::load(&source)?;
     for w in &loaded.warnings {
         tracing::warn!(source = %w.source, "{}", w.message);
@@ -175,9 +121,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.shards == 0 {
         bail!("--shards must be at least 1");
     }
-    if !args.root.ends_with('/') {
-        bail!("--root {:?} must end with '/'", args.root);
-    }
+    // Checked before anything starts; used by `serve`.
+    args.store.root()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -191,11 +136,11 @@ async fn serve(
     identity: String,
     fleet: fleetshard_core::Fleet,
 ) -> anyhow::Result<()> {
-    let store = open_store(&args.store)?;
+    let store = args.store.open()?;
     let cfg = ReplicaConfig {
         identity: identity.clone(),
         incarnation: incarnation()?,
-        root: args.root.clone(),
+        root: args.store.root()?.to_owned(),
         shards: args.shards,
         timing: LeaseTiming::default(),
         grace: Duration::from_millis(args.grace_ms),
@@ -436,14 +381,14 @@ mod tests {
 
     #[test]
     fn unsupported_stores_say_so() {
-        let e = open_store("etcd://localhost:2379")
+        let e = super::super::store::open_store("etcd://localhost:2379")
             .err()
             .unwrap()
             .to_string();
         assert!(e.contains("not yet supported in this build"), "{e}");
-        assert!(open_store("kubernetes://argocd").is_err());
-        assert!(open_store("ftp://x").is_err());
-        assert!(open_store("memory://").is_ok());
+        assert!(super::super::store::open_store("kubernetes://argocd").is_err());
+        assert!(super::super::store::open_store("ftp://x").is_err());
+        assert!(super::super::store::open_store("memory://").is_ok());
     }
 
     #[test]

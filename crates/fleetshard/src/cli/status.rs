@@ -15,7 +15,7 @@ use fleetshard_coord::store::Listing;
 use serde::Serialize;
 
 use super::print_stdout;
-use super::run::open_store;
+use super::store::StoreArgs;
 
 /// Output format on stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -29,22 +29,9 @@ pub enum Output {
 /// `fleetshard status` options.
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
-    /// Coordination store.
-    #[arg(
-        long,
-        value_name = "URL",
-        default_value = "sqlite://fleetshard.db",
-        env = "FLEETSHARD_STORE"
-    )]
-    pub store: String,
-    /// Key prefix of the fleet's records.
-    #[arg(
-        long,
-        value_name = "PREFIX",
-        default_value = "fleetshard/",
-        env = "FLEETSHARD_ROOT"
-    )]
-    pub root: String,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Shard count (default: the committed assignment's, else the records found).
     #[arg(long, value_name = "N", env = "FLEETSHARD_SHARDS")]
     pub shards: Option<u32>,
@@ -120,14 +107,15 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
 }
 
 async fn read(args: &StatusArgs) -> anyhow::Result<Report> {
-    let store = open_store(&args.store)?;
+    let store = args.store.open()?;
+    let root = args.store.root()?;
     let first = store
-        .list(&args.root)
+        .list(root)
         .await
         .with_context(|| format!("reading {}", store.describe()))?;
     let second = if args.observe > 0 {
         tokio::time::sleep(Duration::from_secs(args.observe)).await;
-        Some(store.list(&args.root).await?)
+        Some(store.list(root).await?)
     } else {
         None
     };
@@ -135,7 +123,7 @@ async fn read(args: &StatusArgs) -> anyhow::Result<Report> {
         Some(s) => (s, Some(&first)),
         None => (&first, None),
     };
-    let mut report = build(&args.root, args.shards, now, before);
+    let mut report = build(root, args.shards, now, before);
     report.store = store.describe();
     report.observed_secs = second.map(|_| args.observe);
     Ok(report)

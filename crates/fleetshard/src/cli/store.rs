@@ -1,0 +1,61 @@
+//! The coordination store named on the command line, shared by `run` and `status`.
+
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use fleetshard_coord::store::Store;
+use fleetshard_coord::store::memory::MemoryStore;
+use fleetshard_store_sqlite::SqliteStore;
+
+/// The flags that name a fleet's records in a store.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArgs {
+    /// Coordination store: `sqlite://PATH`, `memory://` (this process only).
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "sqlite://fleetshard.db",
+        env = "FLEETSHARD_STORE"
+    )]
+    pub store: String,
+    /// Key prefix of this fleet's records in the store (ends with `/`).
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "fleetshard/",
+        env = "FLEETSHARD_ROOT"
+    )]
+    pub root: String,
+}
+
+impl StoreArgs {
+    /// The key prefix, checked.
+    pub fn root(&self) -> anyhow::Result<&str> {
+        if !self.root.ends_with('/') {
+            bail!("--root {:?} must end with '/'", self.root);
+        }
+        Ok(&self.root)
+    }
+
+    /// Opens the store.
+    pub fn open(&self) -> anyhow::Result<Arc<dyn Store>> {
+        open_store(&self.store)
+    }
+}
+
+/// Opens the store a URL names.
+pub fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("memory") => Ok(Arc::new(MemoryStore::new())),
+        Some("sqlite") => Ok(Arc::new(
+            SqliteStore::from_url(url).with_context(|| format!("opening {url}"))?,
+        )),
+        Some(s @ ("etcd" | "kubernetes")) => {
+            bail!(
+                "store {url:?}: the {s} backend is not yet supported in this build; use sqlite://PATH"
+            )
+        }
+        _ => bail!("store {url:?}: expected sqlite://PATH or memory://"),
+    }
+}
