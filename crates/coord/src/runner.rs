@@ -17,7 +17,7 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::fenced::{Action, FleetInput, Replica, ReplicaConfig, ShardRecord, Ticket, shard_key};
+use crate::fenced::{Action, FleetInput, Replica, ReplicaConfig, Ticket};
 use crate::lease::{Mono, TimingError};
 use crate::store::{Listing, Store, StoreError};
 
@@ -94,8 +94,7 @@ pub struct Status {
     pub store_errors: u64,
     /// Clusters started so far (each one a handover to this replica).
     pub handovers: u64,
-    /// When the shard lease lapses unless renewed (tracked by the runner from the renews
-    /// the store confirmed: the replica does not expose it).
+    /// When the shard lease lapses unless renewed (`Replica::shard_valid_until`).
     pub lease_valid_until: Option<Instant>,
     /// Shutting down.
     pub stopping: bool,
@@ -107,8 +106,6 @@ pub struct Status {
 struct WriteDone {
     ticket: Ticket,
     result: Result<u64, StoreError>,
-    /// Set when the write renews (or claims) our shard `n`, with its send time.
-    renews: Option<(u32, Mono)>,
 }
 
 /// Drives one [`Replica`] against a store.
@@ -123,8 +120,8 @@ pub struct Runner {
     status: watch::Sender<Status>,
     start: Instant,
     acting: BTreeSet<String>,
+    /// The shard last held, for stop events after a lapse (when `shard()` is already None).
     last_shard: Option<u32>,
-    lease_until: Option<(u32, Mono)>,
     stats: Status,
 }
 
@@ -166,7 +163,6 @@ impl Runner {
             start: Instant::now(),
             acting: BTreeSet::new(),
             last_shard: None,
-            lease_until: None,
             stats: Status::default(),
         };
         Ok((runner, rx))
@@ -199,9 +195,9 @@ impl Runner {
                 break;
             }
             let deadline = self
-                .lease_until
-                .map(|(_, m)| self.start + m.0)
-                .filter(|_| self.replica.shard(self.now()).is_some());
+                .replica
+                .shard_valid_until(self.now())
+                .map(|m| self.start + m.0);
             tokio::select! {
                 biased;
                 r = shutdown.changed(), if release_by.is_none() => {
@@ -276,9 +272,8 @@ impl Runner {
 
     fn step(&mut self, view: Option<&Listing>, done: &mpsc::UnboundedSender<WriteDone>) {
         let now = self.now();
-        if let Some(v) = view {
+        if view.is_some() {
             self.stats.listed = true;
-            self.stats.spare = self.all_shards_held_by_others(v);
         }
         let fleet = FleetInput {
             clusters: &self.clusters,
@@ -297,35 +292,9 @@ impl Runner {
         }
     }
 
-    /// Whether every shard record exists, is not released and names someone else. Liveness
-    /// is the replica's business; this only tells a spare from a replica that failed to
-    /// claim a free shard.
-    fn all_shards_held_by_others(&self, v: &Listing) -> bool {
-        (0..self.cfg.shards).all(|n| {
-            let key = shard_key(&self.cfg.root, n);
-            v.entries
-                .iter()
-                .find(|e| e.key == key)
-                .and_then(|e| serde_json::from_slice::<ShardRecord>(&e.value).ok())
-                .is_some_and(|r| {
-                    !r.released
-                        && (r.holder != self.cfg.identity || r.incarnation != self.cfg.incarnation)
-                })
-        })
-    }
-
     fn on_write(&mut self, done: WriteDone) {
         match &done.result {
-            Ok(_) => {
-                if let Some((n, sent)) = done.renews {
-                    let until = sent.after(self.cfg.timing.renew_deadline);
-                    self.lease_until = match self.lease_until {
-                        Some((m, u)) if m == n && u > until => Some((m, u)),
-                        _ => Some((n, until)),
-                    };
-                }
-            }
-            Err(StoreError::Conflict { .. }) => {}
+            Ok(_) | Err(StoreError::Conflict { .. }) => {}
             Err(e) => self.store_error(e),
         }
         self.replica.on_write(done.ticket, done.result);
@@ -364,7 +333,6 @@ impl Runner {
                     value,
                     pre,
                 } => {
-                    let renews = self.renew_of(&key, &value).map(|n| (n, now));
                     let store = self.store.clone();
                     let done = done.clone();
                     let identity = self.cfg.identity.clone();
@@ -373,27 +341,11 @@ impl Runner {
                         let result = store.put(&key, value, pre).await;
                         tracing::debug!(%identity, %key, ?result, took = ?sent.elapsed(), "write");
                         // The runner may have returned; nobody needs the outcome then.
-                        let _ = done.send(WriteDone {
-                            ticket,
-                            result,
-                            renews,
-                        });
+                        let _ = done.send(WriteDone { ticket, result });
                     });
                 }
             }
         }
-    }
-
-    /// The shard a write renews or claims for us (not a release).
-    fn renew_of(&self, key: &str, value: &[u8]) -> Option<u32> {
-        let n: u32 = key
-            .strip_prefix(&self.cfg.root)?
-            .strip_prefix("shards/")?
-            .parse()
-            .ok()?;
-        let r: ShardRecord = serde_json::from_slice(value).ok()?;
-        (r.holder == self.cfg.identity && r.incarnation == self.cfg.incarnation && !r.released)
-            .then_some(n)
     }
 
     fn report(&self, change: Ownership) {
@@ -412,13 +364,11 @@ impl Runner {
         self.stats.is_distributor = self.replica.is_distributor(now);
         self.stats.acting = self.replica.acting(now).map(str::to_owned).collect();
         self.stats.generation = self.replica.applied_generation();
-        self.stats.lease_valid_until = match (shard, self.lease_until) {
-            (Some(s), Some((n, until))) if s == n => Some(self.start + until.0),
-            _ => None,
-        };
-        if shard.is_some() {
-            self.stats.spare = false;
-        }
+        self.stats.lease_valid_until = self
+            .replica
+            .shard_valid_until(now)
+            .map(|m| self.start + m.0);
+        self.stats.spare = self.replica.is_spare();
         let snapshot = self.stats.clone();
         self.status.send_if_modified(|s| {
             let changed = *s != snapshot;

@@ -139,6 +139,8 @@ pub struct Replica {
     newest_write: u64,
     /// Shutting down: act on nothing, release what is held.
     stopping: bool,
+    /// The last listing showed every shard held, live, by someone else.
+    spare: bool,
     warnings: Vec<String>,
 }
 
@@ -157,6 +159,7 @@ impl Replica {
             last_doc: None,
             newest_write: 0,
             stopping: false,
+            spare: false,
             warnings: Vec::new(),
         }
     }
@@ -170,6 +173,20 @@ impl Replica {
             .as_ref()
             .filter(|h| h.lease.is_valid(now))
             .map(|h| h.shard)
+    }
+
+    /// When the shard lease lapses unless a renew is confirmed first (`None`: no shard held
+    /// at `now`).
+    pub fn shard_valid_until(&self, now: Mono) -> Option<Mono> {
+        self.shard(now)?;
+        self.shard.as_ref()?.lease.valid_until()
+    }
+
+    /// Whether this replica holds no shard because the last listing showed every shard
+    /// held, live and unreleased, by someone else — a spare by design, as opposed to one
+    /// that has not claimed a free shard yet.
+    pub fn is_spare(&self) -> bool {
+        self.spare
     }
 
     /// Whether this replica holds the distributor lease at `now`.
@@ -219,6 +236,17 @@ impl Replica {
         let seen = self.decode(view);
         let verdicts = self.observe(&seen, now);
         self.check_ownership(&seen, &mut out);
+        self.spare = self.shard.is_none()
+            && seen
+                .shards
+                .iter()
+                .zip(&verdicts)
+                .all(|(s, v)| match (s, v) {
+                    (Some((_, r)), Some(v)) => {
+                        !r.released && v.is_live() && !self.is_me(&r.holder, r.incarnation)
+                    }
+                    _ => false,
+                });
         if self.stopping {
             self.send_releases(&mut out);
             return out;

@@ -286,6 +286,18 @@ impl Sim {
     }
 
     fn run(mut self) -> Outcome {
+        self.advance();
+        let end = self.t;
+        self.out.open_at_end = self
+            .uncovered_since
+            .values()
+            .map(|&since| end - since)
+            .collect();
+        self.out
+    }
+
+    /// Processes events up to the end of the run.
+    fn advance(&mut self) {
         while let Some(Reverse((t, _, id))) = self.queue.pop() {
             if t > self.cfg.run_ms {
                 break;
@@ -306,13 +318,6 @@ impl Sim {
             }
             self.check();
         }
-        let end = self.t;
-        self.out.open_at_end = self
-            .uncovered_since
-            .values()
-            .map(|&since| end - since)
-            .collect();
-        self.out
     }
 
     /// Events for a paused node wait until it resumes.
@@ -594,4 +599,42 @@ fn many_shards_and_clock_drift() {
         ..SimConfig::default()
     };
     check_configuration("6 replicas, 5 shards, 12 % drift", cfg, 15);
+}
+
+#[test]
+fn spares_and_lease_deadlines_are_exposed() {
+    let cfg = SimConfig {
+        faults: false,
+        run_ms: 15_000,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone(), 3);
+    sim.advance();
+    let mut spares = 0;
+    for node in &sim.nodes {
+        let now = node.local(sim.t);
+        match node.replica.shard(now) {
+            Some(_) => {
+                let until = node
+                    .replica
+                    .shard_valid_until(now)
+                    .expect("a holder has a deadline");
+                assert!(
+                    until > now && until.since(now) <= cfg.timing.renew_deadline,
+                    "{until:?} vs {now:?}"
+                );
+                assert!(!node.replica.is_spare());
+            }
+            None => {
+                assert_eq!(node.replica.shard_valid_until(now), None);
+                assert!(
+                    node.replica.is_spare(),
+                    "{} holds nothing while every shard is held",
+                    node.identity
+                );
+                spares += 1;
+            }
+        }
+    }
+    assert_eq!(spares, cfg.nodes - cfg.shards as usize);
 }
