@@ -1,0 +1,1 @@
+//! A real etcd server for tests (being written).

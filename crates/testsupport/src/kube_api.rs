@@ -1,0 +1,1 @@
+//! The fake Kubernetes API server (being written).

@@ -1,0 +1,11 @@
+//! Test fixtures shared by fleetshard's crates: real services started on loopback ports
+//! and faithful fakes of the ones that cannot run here.
+//!
+//! - [`etcd`]: a real `etcd` process (Debian's `etcd-server`) on free loopback ports, with
+//!   its data in a temporary directory, stopped when dropped;
+//! - [`kube_api`]: a fake Kubernetes API server over real HTTP on 127.0.0.1 — strict
+//!   `resourceVersion` compare-and-swap (409 Conflict), watch streams with bookmarks and
+//!   410 Gone — serving only the resources fleetshard uses.
+
+pub mod etcd;
+pub mod kube_api;
