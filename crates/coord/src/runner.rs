@@ -73,6 +73,11 @@ pub struct OwnershipChange {
     pub shard: Option<u32>,
     /// The assignment generation applied at that moment.
     pub generation: u64,
+    /// For a stop caused by the shard lease lapsing: when the lease lapsed, which is when
+    /// ownership ended (work is gated on the lease), although the runner may only notice
+    /// later — a process paused past its deadline reports the stop on resuming. `None`:
+    /// the change happened when it was reported.
+    pub lapsed_at: Option<Instant>,
 }
 
 /// A snapshot of the runner for health checks, metrics and status pages.
@@ -122,6 +127,8 @@ pub struct Runner {
     acting: BTreeSet<String>,
     /// The shard last held, for stop events after a lapse (when `shard()` is already None).
     last_shard: Option<u32>,
+    /// When the shard lease held last was valid until, for dating stops after a lapse.
+    lease_until: Option<Instant>,
     stats: Status,
 }
 
@@ -163,6 +170,7 @@ impl Runner {
             start: Instant::now(),
             acting: BTreeSet::new(),
             last_shard: None,
+            lease_until: None,
             stats: Status::default(),
         };
         Ok((runner, rx))
@@ -312,19 +320,28 @@ impl Runner {
         if let Some(s) = self.replica.shard(now) {
             self.last_shard = Some(s);
         }
+        // A lease that is gone and whose last known deadline has passed lapsed then; one
+        // given up on purpose (release, a lost claim) ended now.
+        let lapsed_at = match self.replica.shard_valid_until(now) {
+            Some(until) => {
+                self.lease_until = Some(self.start + until.0);
+                None
+            }
+            None => self.lease_until.filter(|t| *t <= self.start + now.0),
+        };
         for a in actions {
             match a {
                 Action::Stop(c) => {
                     if self.acting.remove(&c) {
-                        tracing::info!(identity = %self.cfg.identity, cluster = %c, "stopped");
-                        self.report(Ownership::Stopped(c));
+                        tracing::info!(identity = %self.cfg.identity, cluster = %c, lapsed = lapsed_at.is_some(), "stopped");
+                        self.report(Ownership::Stopped(c), lapsed_at);
                     }
                 }
                 Action::Start(c) => {
                     if self.acting.insert(c.clone()) {
                         tracing::info!(identity = %self.cfg.identity, cluster = %c, "started");
                         self.stats.handovers += 1;
-                        self.report(Ownership::Started(c));
+                        self.report(Ownership::Started(c), None);
                     }
                 }
                 Action::Write {
@@ -346,14 +363,18 @@ impl Runner {
                 }
             }
         }
+        if lapsed_at.is_some() {
+            self.lease_until = None;
+        }
     }
 
-    fn report(&self, change: Ownership) {
+    fn report(&self, change: Ownership, lapsed_at: Option<Instant>) {
         let _ = self.events.send(OwnershipChange {
             identity: self.cfg.identity.clone(),
             change,
             shard: self.last_shard,
             generation: self.replica.applied_generation(),
+            lapsed_at,
         });
     }
 

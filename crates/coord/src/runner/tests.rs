@@ -150,3 +150,101 @@ async fn a_crashed_runner_is_replaced_after_its_lease_without_overlap() {
     // Not before its lease could have expired (4 s minus one renew period).
     assert!(ms >= 3_000, "{ms}");
 }
+
+/// Polls `fut` only while `running` is true: a process under SIGSTOP.
+async fn pausable<F: std::future::Future>(fut: F, mut running: watch::Receiver<bool>) -> F::Output {
+    futures::pin_mut!(fut);
+    loop {
+        if *running.borrow_and_update() {
+            tokio::select! {
+                out = &mut fut => return out,
+                _ = running.changed() => {}
+            }
+        } else {
+            let _ = running.changed().await;
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_runner_paused_past_its_lease_dates_its_stops_at_the_lapse() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let clusters: Vec<Cluster> = (0..12)
+        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+        .collect();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let others: Vec<Node> = ["a", "b"]
+        .iter()
+        .map(|n| spawn(&store, n, &clusters, &tx))
+        .collect();
+    // The third replica runs under a pause switch.
+    let cfg = ReplicaConfig {
+        identity: "p".into(),
+        incarnation: 1,
+        root: "fs/".into(),
+        shards: 3,
+        timing: LeaseTiming::default(),
+        grace: Duration::from_millis(500),
+        placement: PlacementConfig::default(),
+    };
+    let (runner, _status) = Runner::new(
+        store.clone(),
+        cfg,
+        RunnerTiming::default(),
+        clusters.clone(),
+        vec![1; clusters.len()],
+        tx.clone(),
+    )
+    .unwrap();
+    let (run_tx, running) = watch::channel(true);
+    let (_shutdown, shutdown_rx) = watch::channel(false);
+    let paused = tokio::spawn(pausable(runner.run(shutdown_rx), running));
+    // Every event stamped when sent (paused time does not move while tasks can run).
+    let (stamped_tx, mut stamped) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(e) = rx.recv().await {
+            let _ = stamped_tx.send((Instant::now(), e));
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    run_tx.send(false).unwrap();
+    let paused_at = Instant::now();
+    // Twice the lease: the others take its clusters over meanwhile.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    run_tx.send(true).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let mut events = Vec::new();
+    while let Ok(e) = stamped.try_recv() {
+        events.push(e);
+    }
+    let mut p_stops = 0;
+    for (at, e) in &events {
+        if e.identity == "p" && matches!(e.change, Ownership::Stopped(_)) {
+            p_stops += 1;
+            let lapsed = e.lapsed_at.expect("a stop after a pause is a lapse");
+            assert!(lapsed > paused_at && lapsed < *at, "{lapsed:?} {at:?}");
+            // Nobody else started the cluster before the lapse.
+            let Ownership::Stopped(c) = &e.change else {
+                unreachable!()
+            };
+            for (at2, e2) in &events {
+                if e2.identity != "p" && e2.change == Ownership::Started(c.clone()) {
+                    assert!(
+                        *at2 >= lapsed,
+                        "{c} started by {} before p lapsed",
+                        e2.identity
+                    );
+                }
+            }
+        } else {
+            assert!(e.lapsed_at.is_none(), "{e:?}");
+        }
+    }
+    assert!(
+        p_stops > 0,
+        "the paused replica held clusters and stopped them"
+    );
+    drop(others);
+    paused.abort();
+}
