@@ -21,6 +21,30 @@ pub fn assignment_key(root: &str) -> String {
     format!("{root}assignment")
 }
 
+/// Key of a replica's presence record (written while it holds no shard: a spare).
+pub fn presence_key(root: &str, identity: &str) -> String {
+    format!("{root}replicas/{identity}")
+}
+
+/// Key of the desired shard count (`fleetshard scale N`).
+pub fn desired_shards_key(root: &str) -> String {
+    format!("{root}desired-shards")
+}
+
+/// Whether `key`, under `root`, is a lease record (a shard, the distributor, or a replica's
+/// presence): small, rewritten every renew. Backends may store these differently (the
+/// Kubernetes backend keeps them as `coordination.k8s.io` Leases).
+pub fn is_lease_key(root: &str, key: &str) -> bool {
+    let Some(rest) = key.strip_prefix(root) else {
+        return false;
+    };
+    rest == "distributor"
+        || rest
+            .strip_prefix("shards/")
+            .is_some_and(|n| n.parse::<u32>().is_ok())
+        || rest.strip_prefix("replicas/").is_some_and(|id| !id.is_empty())
+}
+
 /// A shard's lease record, rewritten by its holder every renew.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,6 +75,30 @@ pub struct DistributorRecord {
     /// The holder gave the role up (graceful shutdown): anyone may take it at once.
     #[serde(default)]
     pub released: bool,
+}
+
+/// A replica's presence while it holds no shard, renewed like a lease: it is how the
+/// distributor counts spares (for `auto` shard counts) and how `status` lists them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PresenceRecord {
+    /// Holder identity.
+    pub holder: String,
+    /// Holder incarnation.
+    pub incarnation: u64,
+    /// Renew counter.
+    pub beat: u64,
+    /// The replica holds a shard now, or stopped: it is not a spare.
+    #[serde(default)]
+    pub released: bool,
+}
+
+/// The shard count an operator asked for (`fleetshard scale N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DesiredShards {
+    /// Shards wanted.
+    pub shards: u32,
 }
 
 /// A committed assignment generation.
