@@ -1,0 +1,72 @@
+//! fleetshard's controller runtime: what runs inside one replica once coordination has
+//! told it which clusters it owns.
+//!
+//! - [`queue`]: work queues with client-go's semantics (dirty and processing sets, delayed
+//!   and rate-limited adds, drain on shutdown) and client-go's metrics;
+//! - [`processor`]: the refresh and operation worker pools around a [`Reconciler`], with
+//!   Argo CD's handoff (a refresh hands the app to the operation queue; a finished
+//!   operation forces a refresh);
+//! - [`shard_filter`]: the per-replica gate — which clusters this replica owns, which
+//!   cluster each app deploys to, and the wait that lets a handover be acknowledged only
+//!   after the work on a cluster has really stopped (G1).
+//!
+//! **Architecture invariant:** knows `core` (the model) and `coord` (ownership events), not
+//! which store backend is in use. No `std` clocks: all time is `tokio::time`, so tests run
+//! under paused time.
+
+use std::fmt;
+use std::sync::Arc;
+
+pub mod processor;
+pub mod queue;
+pub mod shard_filter;
+
+pub use processor::{Operated, PoolConfig, Processors, ReconcileError, Reconciler};
+pub use queue::{QueueMetrics, RateLimiterConfig, WorkQueue, WorkQueueMetrics};
+pub use shard_filter::{Admission, ShardFilter, UnresolvedApp};
+
+/// An application's queue key: `namespace/name`, cheap to clone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AppKey(Arc<str>);
+
+impl AppKey {
+    /// The key of `namespace/name`.
+    pub fn new(namespace: &str, name: &str) -> Self {
+        AppKey(format!("{namespace}/{name}").into())
+    }
+
+    /// The key of `app`.
+    pub fn of(app: &fleetshard_core::App) -> Self {
+        AppKey::new(&app.namespace, &app.name)
+    }
+
+    /// `namespace/name`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for AppKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A configuration the runtime cannot work with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A rate limiter field is out of range.
+    #[error("rate limiter: {field} {reason}")]
+    RateLimiter {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A worker pool would have no workers.
+    #[error("{field} must be at least 1")]
+    NoWorkers {
+        /// The pool's setting (`status_processors` or `operation_processors`).
+        field: &'static str,
+    },
+}

@@ -1,0 +1,282 @@
+//! The worker pools: N tasks draining the refresh queue and M draining the operation
+//! queue, as Argo CD's `--status-processors` (20) and `--operation-processors` (10).
+//!
+//! Every item a worker gets passes the [`ShardFilter`] first. Then, as Argo CD does:
+//! - a successful refresh hands the app to the operation queue (which decides whether
+//!   there is something to sync);
+//! - an operation that finished forces a refresh, so the status shows its result;
+//! - `Err(RetryLater)` re-adds the app to the same queue rate-limited; success and
+//!   `Err(Failed)` `forget` its backoff (a permanent failure waits for the next event);
+//! - a reconciler that panics is treated as `Failed` (the worker survives, and the item is
+//!   marked done so a drain can finish).
+//!
+//! [`Processors::shutdown`] stops both queues and waits for every item in flight.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::task::JoinHandle;
+
+use crate::queue::WorkQueue;
+use crate::shard_filter::{Admission, ShardFilter};
+use crate::{AppKey, ConfigError};
+
+#[cfg(test)]
+mod tests;
+
+/// What an operation did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operated {
+    /// Nothing to do (in sync, or no automated sync).
+    Idle,
+    /// An operation (sync) finished: the app is refreshed again.
+    Finished,
+}
+
+/// Why a refresh or operation did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReconcileError {
+    /// A transient problem (cluster or repository unreachable): retried with backoff.
+    #[error("retry later: {0}")]
+    RetryLater(String),
+    /// A permanent problem (invalid manifests): not retried until the app changes.
+    #[error("failed: {0}")]
+    Failed(String),
+}
+
+/// The GitOps work for one app, supplied by the reconciler layer.
+pub trait Reconciler: Send + Sync + 'static {
+    /// Compares the app's desired and live state and records its status.
+    fn refresh(&self, app: &AppKey) -> impl Future<Output = Result<(), ReconcileError>> + Send;
+    /// Runs (or continues) the app's operation, e.g. an automated sync.
+    fn operate(
+        &self,
+        app: &AppKey,
+    ) -> impl Future<Output = Result<Operated, ReconcileError>> + Send;
+}
+
+/// Pool sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Refresh workers (Argo CD's `--status-processors`, default 20).
+    pub status_processors: usize,
+    /// Operation workers (Argo CD's `--operation-processors`, default 10).
+    pub operation_processors: usize,
+    /// How often the queues' running-time gauges are refreshed (client-go: 500 ms).
+    pub metrics_every: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            status_processors: 20,
+            operation_processors: 10,
+            metrics_every: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Counts of what the workers did.
+#[derive(Debug, Default)]
+pub struct PoolStats {
+    /// Refreshes that succeeded.
+    pub refreshed: AtomicU64,
+    /// Operations that succeeded.
+    pub operated: AtomicU64,
+    /// `RetryLater` results (both pools).
+    pub retried: AtomicU64,
+    /// `Failed` results and panics (both pools).
+    pub failed: AtomicU64,
+    /// Items the shard filter did not admit (both pools).
+    pub skipped: AtomicU64,
+}
+
+impl PoolStats {
+    fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A counter's value.
+    pub fn get(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pool {
+    Refresh,
+    Operation,
+}
+
+/// The running worker pools of one replica.
+#[derive(Debug)]
+pub struct Processors {
+    filter: Arc<ShardFilter>,
+    stats: Arc<PoolStats>,
+    workers: Vec<JoinHandle<()>>,
+    ticker: JoinHandle<()>,
+}
+
+impl Processors {
+    /// Starts the pools on the filter's queues.
+    pub fn start<R: Reconciler>(
+        cfg: PoolConfig,
+        filter: Arc<ShardFilter>,
+        reconciler: Arc<R>,
+    ) -> Result<Self, ConfigError> {
+        if cfg.status_processors == 0 {
+            return Err(ConfigError::NoWorkers {
+                field: "status_processors",
+            });
+        }
+        if cfg.operation_processors == 0 {
+            return Err(ConfigError::NoWorkers {
+                field: "operation_processors",
+            });
+        }
+        let stats = Arc::new(PoolStats::default());
+        let mut workers = Vec::with_capacity(cfg.status_processors + cfg.operation_processors);
+        let pools = [
+            (Pool::Refresh, cfg.status_processors),
+            (Pool::Operation, cfg.operation_processors),
+        ];
+        for (pool, n) in pools {
+            for _ in 0..n {
+                workers.push(tokio::spawn(worker(
+                    pool,
+                    filter.clone(),
+                    reconciler.clone(),
+                    stats.clone(),
+                )));
+            }
+        }
+        let ticker = tokio::spawn(update_metrics(filter.clone(), cfg.metrics_every));
+        Ok(Processors {
+            filter,
+            stats,
+            workers,
+            ticker,
+        })
+    }
+
+    /// What the workers did so far.
+    pub fn stats(&self) -> &Arc<PoolStats> {
+        &self.stats
+    }
+
+    /// The shard filter the workers ask.
+    pub fn filter(&self) -> &Arc<ShardFilter> {
+        &self.filter
+    }
+
+    /// Stops both queues (queued items are dropped) and waits until every item in flight
+    /// is done and every worker has returned.
+    pub async fn shutdown(self) {
+        let refresh = self.filter.refresh_queue().clone();
+        let operation = self.filter.operation_queue().clone();
+        tokio::join!(
+            refresh.shut_down_with_drain(),
+            operation.shut_down_with_drain()
+        );
+        for w in self.workers {
+            // A worker does not panic (reconciler panics are caught); if one did, the
+            // drain above has still completed.
+            let _ = w.await;
+        }
+        self.ticker.abort();
+    }
+}
+
+async fn update_metrics(filter: Arc<ShardFilter>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let (r, o) = (filter.refresh_queue(), filter.operation_queue());
+        if r.is_shutting_down() && o.is_shutting_down() {
+            return;
+        }
+        r.update_metrics();
+        o.update_metrics();
+    }
+}
+
+/// What a worker does next with an app after its handler succeeded.
+enum Next {
+    Operate,
+    Refresh,
+    Nothing,
+}
+
+async fn worker<R: Reconciler>(
+    pool: Pool,
+    filter: Arc<ShardFilter>,
+    reconciler: Arc<R>,
+    stats: Arc<PoolStats>,
+) {
+    let (queue, other): (&WorkQueue<AppKey>, &WorkQueue<AppKey>) = match pool {
+        Pool::Refresh => (filter.refresh_queue(), filter.operation_queue()),
+        Pool::Operation => (filter.operation_queue(), filter.refresh_queue()),
+    };
+    while let Some(app) = queue.get().await {
+        let guard = match filter.admit(&app) {
+            Admission::Admitted(g) => g,
+            Admission::NotOwned | Admission::Unresolved | Admission::Unknown => {
+                PoolStats::bump(&stats.skipped);
+                queue.forget(&app);
+                queue.done(&app);
+                continue;
+            }
+        };
+        let result = match pool {
+            Pool::Refresh => AssertUnwindSafe(reconciler.refresh(&app))
+                .catch_unwind()
+                .await
+                .map(|r| r.map(|()| Next::Operate)),
+            Pool::Operation => AssertUnwindSafe(reconciler.operate(&app))
+                .catch_unwind()
+                .await
+                .map(|r| {
+                    r.map(|o| match o {
+                        Operated::Finished => Next::Refresh,
+                        Operated::Idle => Next::Nothing,
+                    })
+                }),
+        };
+        let result = result.unwrap_or_else(|_| {
+            tracing::error!(%app, ?pool, "reconciler panicked");
+            Err(ReconcileError::Failed("reconciler panicked".into()))
+        });
+        match result {
+            Ok(next) => {
+                PoolStats::bump(match pool {
+                    Pool::Refresh => &stats.refreshed,
+                    Pool::Operation => &stats.operated,
+                });
+                queue.forget(&app);
+                match next {
+                    Next::Operate | Next::Refresh => other.add(app.clone()),
+                    Next::Nothing => {}
+                }
+            }
+            Err(ReconcileError::RetryLater(why)) => {
+                tracing::debug!(%app, ?pool, %why, "retry later");
+                PoolStats::bump(&stats.retried);
+                queue.add_rate_limited(app.clone());
+            }
+            Err(ReconcileError::Failed(why)) => {
+                tracing::warn!(%app, ?pool, %why, "failed");
+                PoolStats::bump(&stats.failed);
+                queue.forget(&app);
+            }
+        }
+        queue.done(&app);
+        // The hold on the cluster ends only after the handoff and `done`, so a stopping
+        // cluster's final sweep sees everything this item queued.
+        drop(guard);
+    }
+}

@@ -1,0 +1,336 @@
+//! The per-replica gate between coordination and the worker pools.
+//!
+//! It knows which clusters this replica owns right now (fed with the coordination runner's
+//! [`OwnershipChange`]s) and which cluster each app deploys to (resolved with
+//! [`DestinationIndex`]: by normalised server, else by name). Workers ask it to
+//! [`ShardFilter::admit`] every item they get; an admitted item counts as in flight on its
+//! cluster until its guard drops. [`ShardFilter::stop_cluster`] returns only when no item
+//! of the cluster is in flight any more — the coordination layer acknowledges a handover
+//! after that, so two replicas never work on one cluster at once (G1).
+//!
+//! An app whose destination resolves to no cluster is processed by *no* replica and is
+//! listed ([`ShardFilter::unresolved`]); Argo CD instead lets every shard process an app
+//! whose cluster it cannot find (its nil-cluster rule), which reconciles it N times.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use fleetshard_coord::runner::{Ownership, OwnershipChange};
+use fleetshard_core::{App, Cluster, Destination, DestinationIndex};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::sync::Notify;
+
+use crate::AppKey;
+use crate::queue::WorkQueue;
+
+#[cfg(test)]
+mod tests;
+
+/// An app the filter could not place on a cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnresolvedApp {
+    /// The app.
+    pub app: AppKey,
+    /// Its destination as written.
+    pub destination: Destination,
+}
+
+/// What a worker may do with an item it got.
+#[derive(Debug)]
+pub enum Admission {
+    /// Process it; the item counts as in flight on its cluster until the guard drops.
+    Admitted(InFlight),
+    /// Its cluster is not owned by this replica now: drop it.
+    NotOwned,
+    /// Its destination resolves to no cluster: drop it (it is listed as unresolved).
+    Unresolved,
+    /// The app is not in the inventory (deleted): drop it.
+    Unknown,
+}
+
+/// An admitted item's hold on its cluster; dropping it ends the hold.
+#[derive(Debug)]
+pub struct InFlight {
+    filter: Arc<ShardFilter>,
+    cluster: Arc<str>,
+}
+
+impl InFlight {
+    /// The cluster (id) the item belongs to.
+    pub fn cluster(&self) -> &str {
+        &self.cluster
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut s = self.filter.lock();
+        let now_idle = match s.in_flight.get_mut(&*self.cluster) {
+            Some(n) => {
+                *n -= 1;
+                *n == 0
+            }
+            None => false,
+        };
+        if now_idle {
+            s.in_flight.remove(&*self.cluster);
+            drop(s);
+            self.filter.idle.notify_waiters();
+        }
+    }
+}
+
+/// Counters the status page and `/metrics` show.
+#[derive(Debug, Clone, Default)]
+pub struct FilterMetrics {
+    /// Items dropped at get time because their cluster is not owned.
+    pub not_owned: Counter,
+    /// Items dropped at get time because their destination is unresolved.
+    pub unresolved_dropped: Counter,
+    /// Apps whose destination resolves to no cluster, now.
+    pub unresolved_apps: Gauge,
+    /// Clusters owned now.
+    pub owned_clusters: Gauge,
+}
+
+impl FilterMetrics {
+    /// Registers the metrics under `shard_filter_`.
+    pub fn register(&self, registry: &mut Registry) {
+        let r = registry.sub_registry_with_prefix("shard_filter");
+        r.register(
+            "not_owned_dropped",
+            "Items dropped because their cluster is not owned by this replica",
+            self.not_owned.clone(),
+        );
+        r.register(
+            "unresolved_dropped",
+            "Items dropped because their destination resolves to no cluster",
+            self.unresolved_dropped.clone(),
+        );
+        r.register(
+            "unresolved_apps",
+            "Apps whose destination resolves to no cluster",
+            self.unresolved_apps.clone(),
+        );
+        r.register(
+            "owned_clusters",
+            "Clusters this replica owns",
+            self.owned_clusters.clone(),
+        );
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    owned: HashSet<Arc<str>>,
+    /// App → the id of the cluster it deploys to.
+    app_cluster: HashMap<AppKey, Arc<str>>,
+    cluster_apps: HashMap<Arc<str>, HashSet<AppKey>>,
+    unresolved: BTreeMap<AppKey, Destination>,
+    /// Admitted items per cluster; absent = 0.
+    in_flight: HashMap<Arc<str>, usize>,
+}
+
+/// The gate (see the module documentation). Shared as `Arc<ShardFilter>`.
+#[derive(Debug)]
+pub struct ShardFilter {
+    state: Mutex<State>,
+    idle: Notify,
+    refresh: WorkQueue<AppKey>,
+    operation: WorkQueue<AppKey>,
+    metrics: FilterMetrics,
+}
+
+impl ShardFilter {
+    /// A filter owning nothing, feeding `refresh` and cleaning both queues.
+    pub fn new(
+        refresh: WorkQueue<AppKey>,
+        operation: WorkQueue<AppKey>,
+        metrics: FilterMetrics,
+    ) -> Arc<Self> {
+        Arc::new(ShardFilter {
+            state: Mutex::new(State::default()),
+            idle: Notify::new(),
+            refresh,
+            operation,
+            metrics,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No user code runs under the lock; its state stays consistent across a panic.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The refresh queue.
+    pub fn refresh_queue(&self) -> &WorkQueue<AppKey> {
+        &self.refresh
+    }
+
+    /// The operation queue.
+    pub fn operation_queue(&self) -> &WorkQueue<AppKey> {
+        &self.operation
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &FilterMetrics {
+        &self.metrics
+    }
+
+    /// Replaces the app index with `apps` resolved against `clusters`. Apps that move to
+    /// an owned cluster (or are new on one) are queued for refresh; apps of clusters not
+    /// owned are not touched (items in flight keep their hold on their old cluster).
+    pub fn set_inventory(&self, clusters: &[Cluster], apps: &[App]) {
+        let index = DestinationIndex::new(clusters);
+        let mut s = self.lock();
+        let mut to_refresh = Vec::new();
+        let old = std::mem::take(&mut s.app_cluster);
+        s.cluster_apps.clear();
+        s.unresolved.clear();
+        let ids: HashMap<&str, Arc<str>> = clusters
+            .iter()
+            .map(|c| (c.id.as_str(), Arc::from(c.id.as_str())))
+            .collect();
+        for app in apps {
+            let key = AppKey::of(app);
+            let Some(i) = index.resolve(&app.destination) else {
+                s.unresolved.insert(key, app.destination.clone());
+                continue;
+            };
+            let id = ids[clusters[i].id.as_str()].clone();
+            if s.owned.contains(&id) && old.get(&key) != Some(&id) {
+                to_refresh.push(key.clone());
+            }
+            s.cluster_apps
+                .entry(id.clone())
+                .or_default()
+                .insert(key.clone());
+            s.app_cluster.insert(key, id);
+        }
+        self.metrics.unresolved_apps.set(gauge(s.unresolved.len()));
+        drop(s);
+        self.refresh.add_many(to_refresh);
+    }
+
+    /// Starts (or stops) acting on a cluster as the coordination runner says.
+    pub async fn on_ownership(&self, change: &OwnershipChange) {
+        match &change.change {
+            Ownership::Started(c) => self.start_cluster(c),
+            Ownership::Stopped(c) => self.stop_cluster(c).await,
+        }
+    }
+
+    /// This replica owns `cluster` from now on: its apps are queued for refresh.
+    pub fn start_cluster(&self, cluster: &str) {
+        let mut s = self.lock();
+        let id: Arc<str> = Arc::from(cluster);
+        if !s.owned.insert(id.clone()) {
+            return;
+        }
+        self.metrics.owned_clusters.set(gauge(s.owned.len()));
+        let apps: Vec<AppKey> = s
+            .cluster_apps
+            .get(&id)
+            .map(|a| a.iter().cloned().collect())
+            .unwrap_or_default();
+        drop(s);
+        self.refresh.add_many(apps);
+    }
+
+    /// This replica no longer owns `cluster`: no item of it is admitted from now on, its
+    /// queued items are dropped, and this returns once no item of it is in flight.
+    pub async fn stop_cluster(&self, cluster: &str) {
+        {
+            let mut s = self.lock();
+            if s.owned.remove(cluster) {
+                self.metrics.owned_clusters.set(gauge(s.owned.len()));
+            }
+        }
+        self.drop_queued(cluster);
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if !self.lock().in_flight.contains_key(cluster) {
+                break;
+            }
+            idle.await;
+        }
+        // Items in flight may have handed their app to the other queue before finishing.
+        self.drop_queued(cluster);
+    }
+
+    fn drop_queued(&self, cluster: &str) {
+        let apps: Vec<AppKey> = {
+            let s = self.lock();
+            s.cluster_apps
+                .get(cluster)
+                .map(|a| a.iter().cloned().collect())
+                .unwrap_or_default()
+        };
+        self.refresh.remove_many(&apps);
+        self.operation.remove_many(&apps);
+    }
+
+    /// Whether `app` may be processed now; see [`Admission`]. Counts the drops.
+    pub fn admit(self: &Arc<Self>, app: &AppKey) -> Admission {
+        let mut s = self.lock();
+        let Some(cluster) = s.app_cluster.get(app).cloned() else {
+            return if s.unresolved.contains_key(app) {
+                self.metrics.unresolved_dropped.inc();
+                Admission::Unresolved
+            } else {
+                Admission::Unknown
+            };
+        };
+        if !s.owned.contains(&cluster) {
+            self.metrics.not_owned.inc();
+            return Admission::NotOwned;
+        }
+        *s.in_flight.entry(cluster.clone()).or_default() += 1;
+        Admission::Admitted(InFlight {
+            filter: self.clone(),
+            cluster,
+        })
+    }
+
+    /// Whether this replica owns `cluster` now.
+    pub fn owns(&self, cluster: &str) -> bool {
+        self.lock().owned.contains(cluster)
+    }
+
+    /// Clusters owned now, sorted.
+    pub fn owned(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.lock().owned.iter().map(|c| c.to_string()).collect();
+        v.sort();
+        v
+    }
+
+    /// Items of `cluster` in flight now.
+    pub fn in_flight(&self, cluster: &str) -> usize {
+        self.lock().in_flight.get(cluster).copied().unwrap_or(0)
+    }
+
+    /// The id of the cluster `app` deploys to, if resolved.
+    pub fn cluster_of(&self, app: &AppKey) -> Option<String> {
+        self.lock().app_cluster.get(app).map(|c| c.to_string())
+    }
+
+    /// Apps whose destination resolves to no cluster, sorted by key (for the status page).
+    pub fn unresolved(&self) -> Vec<UnresolvedApp> {
+        self.lock()
+            .unresolved
+            .iter()
+            .map(|(app, destination)| UnresolvedApp {
+                app: app.clone(),
+                destination: destination.clone(),
+            })
+            .collect()
+    }
+}
+
+fn gauge(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

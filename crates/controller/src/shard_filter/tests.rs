@@ -1,0 +1,266 @@
+//! Start/stop semantics of the shard filter, alone and with the worker pools.
+
+use std::time::Duration;
+
+use fleetshard_core::{App, Cluster, Destination};
+use tokio::time::{Instant, sleep, timeout};
+
+use super::*;
+use crate::RateLimiterConfig;
+use crate::processor::{Operated, PoolConfig, Processors, ReconcileError, Reconciler};
+
+fn queue() -> WorkQueue<AppKey> {
+    WorkQueue::new(RateLimiterConfig::default(), None).unwrap()
+}
+
+fn key(name: &str) -> AppKey {
+    AppKey::new("ns", name)
+}
+
+fn named(id: &str, server: &str, name: &str) -> Cluster {
+    Cluster {
+        name: name.into(),
+        ..Cluster::new(id, server)
+    }
+}
+
+fn by_name(app: &str, cluster: &str) -> App {
+    App {
+        namespace: "ns".into(),
+        name: app.into(),
+        destination: Destination {
+            name: Some(cluster.into()),
+            ..Destination::default()
+        },
+        ..App::default()
+    }
+}
+
+/// c1 has a (by server), b (by name); c2 has z; `lost` and `nowhere` resolve to nothing.
+fn filter() -> Arc<ShardFilter> {
+    let f = ShardFilter::new(queue(), queue(), FilterMetrics::default());
+    let clusters = [
+        named("c1", "https://one", "one"),
+        named("c2", "https://two", "two"),
+    ];
+    let apps = [
+        App::to_server("ns", "a", "https://one/"),
+        by_name("b", "one"),
+        App::to_server("ns", "z", "https://two"),
+        App::to_server("ns", "lost", "https://gone"),
+        App {
+            namespace: "ns".into(),
+            name: "nowhere".into(),
+            ..App::default()
+        },
+    ];
+    f.set_inventory(&clusters, &apps);
+    f
+}
+
+async fn drain(q: &WorkQueue<AppKey>) -> Vec<AppKey> {
+    let mut got = Vec::new();
+    while let Ok(Some(k)) = timeout(Duration::from_millis(1), q.get()).await {
+        q.done(&k);
+        got.push(k);
+    }
+    got.sort();
+    got
+}
+
+#[tokio::test(start_paused = true)]
+async fn starting_a_cluster_queues_its_apps_for_refresh() {
+    let f = filter();
+    assert_eq!(
+        f.cluster_of(&key("b")).as_deref(),
+        Some("c1"),
+        "resolved by name"
+    );
+    assert!(f.refresh_queue().is_empty(), "nothing owned yet");
+    f.start_cluster("c1");
+    assert!(f.owns("c1"));
+    assert_eq!(drain(f.refresh_queue()).await, [key("a"), key("b")]);
+    f.start_cluster("c1"); // already owned: no new work
+    assert!(f.refresh_queue().is_empty());
+    assert_eq!(f.owned(), ["c1"]);
+    assert_eq!(f.metrics().owned_clusters.get(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_owned_resolved_apps_are_admitted() {
+    let f = filter();
+    f.start_cluster("c1");
+    let Admission::Admitted(g) = f.admit(&key("a")) else {
+        panic!("a is on an owned cluster");
+    };
+    assert_eq!(g.cluster(), "c1");
+    assert_eq!(f.in_flight("c1"), 1);
+    drop(g);
+    assert_eq!(f.in_flight("c1"), 0);
+    assert!(matches!(f.admit(&key("z")), Admission::NotOwned));
+    assert!(matches!(f.admit(&key("lost")), Admission::Unresolved));
+    assert!(matches!(f.admit(&key("unknown")), Admission::Unknown));
+    assert_eq!(f.metrics().not_owned.get(), 1);
+    assert_eq!(f.metrics().unresolved_dropped.get(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unresolved_destinations_are_listed_and_never_processed() {
+    let f = filter();
+    f.start_cluster("c1");
+    f.start_cluster("c2");
+    let listed: Vec<String> = f.unresolved().iter().map(|u| u.app.to_string()).collect();
+    assert_eq!(listed, ["ns/lost", "ns/nowhere"]);
+    assert_eq!(
+        f.unresolved()[0].destination.server.as_deref(),
+        Some("https://gone")
+    );
+    assert_eq!(f.metrics().unresolved_apps.get(), 2);
+    // Owning every cluster queues no unresolved app, and one added by hand is refused.
+    assert_eq!(
+        drain(f.refresh_queue()).await,
+        [key("a"), key("b"), key("z")]
+    );
+    assert!(matches!(f.admit(&key("nowhere")), Admission::Unresolved));
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_drops_queued_items_and_waits_for_items_in_flight() {
+    let f = filter();
+    f.start_cluster("c1");
+    f.start_cluster("c2");
+    // One of c1's apps is in flight; the other is queued for refresh, and for operation
+    // (one now, one later).
+    let (first, second) = match f.refresh_queue().get().await.unwrap() {
+        k if k == key("z") => panic!("z was queued last"),
+        k if k == key("a") => (k, key("b")),
+        k => (k, key("a")),
+    };
+    let Admission::Admitted(guard) = f.admit(&first) else {
+        panic!("owned");
+    };
+    f.operation_queue().add(second.clone());
+    f.operation_queue()
+        .add_after(first.clone(), Duration::from_secs(1));
+    let stop = tokio::spawn({
+        let f = f.clone();
+        async move {
+            f.stop_cluster("c1").await;
+            Instant::now()
+        }
+    });
+    sleep(Duration::from_secs(3)).await;
+    assert!(!stop.is_finished(), "an item of c1 is still in flight");
+    assert!(!f.owns("c1"));
+    assert!(
+        matches!(f.admit(&second), Admission::NotOwned),
+        "nothing new is admitted"
+    );
+    // The in-flight item hands off, then finishes.
+    f.operation_queue().add(first.clone());
+    f.refresh_queue().done(&first);
+    let t = Instant::now();
+    drop(guard);
+    assert_eq!(
+        stop.await.unwrap(),
+        t,
+        "returns as soon as the last item is done"
+    );
+    assert_eq!(
+        drain(f.refresh_queue()).await,
+        [key("z")],
+        "c2's app stays queued"
+    );
+    assert_eq!(
+        drain(f.operation_queue()).await,
+        [],
+        "c1's items, the handoff included, are gone"
+    );
+    assert_eq!(f.operation_queue().waiting(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_an_idle_or_unknown_cluster_returns_at_once() {
+    let f = filter();
+    f.start_cluster("c1");
+    let t = Instant::now();
+    f.stop_cluster("c1").await;
+    f.stop_cluster("never-owned").await;
+    assert_eq!(Instant::now(), t);
+    assert!(f.refresh_queue().is_empty());
+    assert_eq!(f.metrics().owned_clusters.get(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_app_moving_to_an_owned_cluster_is_queued() {
+    let f = filter();
+    f.start_cluster("c1");
+    drain(f.refresh_queue()).await;
+    let clusters = [
+        named("c1", "https://one", "one"),
+        named("c2", "https://two", "two"),
+    ];
+    let apps = [
+        App::to_server("ns", "a", "https://one"),
+        App::to_server("ns", "z", "https://one"), // moved from c2
+        App::to_server("ns", "lost", "https://two"), // now resolves
+    ];
+    f.set_inventory(&clusters, &apps);
+    assert_eq!(drain(f.refresh_queue()).await, [key("z")]);
+    assert!(f.unresolved().is_empty());
+    assert!(
+        matches!(f.admit(&key("b")), Admission::Unknown),
+        "b was deleted"
+    );
+}
+
+/// Refreshes take 10 s; operations would be logged.
+#[derive(Default)]
+struct Slow {
+    operated: std::sync::Mutex<Vec<AppKey>>,
+}
+
+impl Reconciler for Slow {
+    async fn refresh(&self, _app: &AppKey) -> Result<(), ReconcileError> {
+        sleep(Duration::from_secs(10)).await;
+        Ok(())
+    }
+
+    async fn operate(&self, app: &AppKey) -> Result<Operated, ReconcileError> {
+        self.operated.lock().unwrap().push(app.clone());
+        Ok(Operated::Idle)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handover_waits_for_the_workers_and_nothing_runs_after_it() {
+    let f = filter();
+    let rec = Arc::new(Slow::default());
+    let p = Processors::start(PoolConfig::default(), f.clone(), rec.clone()).unwrap();
+    let change = |c: Ownership| OwnershipChange {
+        identity: "r1".into(),
+        change: c,
+        shard: Some(0),
+        generation: 1,
+        lapsed_at: None,
+    };
+    f.on_ownership(&change(Ownership::Started("c1".into())))
+        .await;
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(f.in_flight("c1"), 2, "a and b are being refreshed");
+    let t = Instant::now();
+    f.on_ownership(&change(Ownership::Stopped("c1".into())))
+        .await;
+    assert_eq!(
+        Instant::now() - t,
+        Duration::from_secs(8),
+        "waited for both refreshes"
+    );
+    assert_eq!(f.in_flight("c1"), 0);
+    sleep(Duration::from_secs(30)).await;
+    assert!(
+        rec.operated.lock().unwrap().is_empty(),
+        "the refreshes' handoffs were dropped, not operated"
+    );
+    p.shutdown().await;
+}
