@@ -175,6 +175,11 @@ impl LeaseObserver {
     pub fn forget(&mut self, key: &str) {
         self.seen.remove(key);
     }
+
+    /// Keeps only the keys for which `keep` holds (the others' records were deleted).
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.seen.retain(|k, _| keep(k));
+    }
 }
 
 /// The holder's own view of a lease it holds.

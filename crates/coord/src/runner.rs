@@ -17,7 +17,7 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::fenced::{Action, FleetInput, Replica, ReplicaConfig, Ticket};
+use crate::fenced::{Action, FleetInput, Replica, ReplicaConfig, ShardCountError, Ticket};
 use crate::lease::{Mono, TimingError};
 use crate::store::{Listing, Store, StoreError};
 
@@ -48,9 +48,9 @@ pub enum RunnerError {
     /// The lease timing is unsafe.
     #[error(transparent)]
     Timing(#[from] TimingError),
-    /// Zero shards: nothing could ever be held.
-    #[error("the shard count must be at least 1")]
-    NoShards,
+    /// The shard count policy is unusable.
+    #[error(transparent)]
+    Shards(#[from] ShardCountError),
 }
 
 /// One ownership change, in the order the replica decided it.
@@ -129,6 +129,8 @@ pub struct Runner {
     last_shard: Option<u32>,
     /// When the shard lease held last was valid until, for dating stops after a lapse.
     lease_until: Option<Instant>,
+    /// The shard count from outside (a Deployment's replicas), for `ShardCount::External`.
+    external: Option<watch::Receiver<Option<u32>>>,
     stats: Status,
 }
 
@@ -154,9 +156,7 @@ impl Runner {
         events: mpsc::UnboundedSender<OwnershipChange>,
     ) -> Result<(Runner, watch::Receiver<Status>), RunnerError> {
         cfg.timing.validate()?;
-        if cfg.shards == 0 {
-            return Err(RunnerError::NoShards);
-        }
+        cfg.shards.validate()?;
         let (status, rx) = watch::channel(Status::default());
         let runner = Runner {
             store,
@@ -171,9 +171,17 @@ impl Runner {
             acting: BTreeSet::new(),
             last_shard: None,
             lease_until: None,
+            external: None,
             stats: Status::default(),
         };
         Ok((runner, rx))
+    }
+
+    /// Takes the shard count from `count` (for `ShardCount::External`): the distributor
+    /// reads its latest value at every step.
+    pub fn with_external_shards(mut self, count: watch::Receiver<Option<u32>>) -> Self {
+        self.external = Some(count);
+        self
     }
 
     fn now(&self) -> Mono {
@@ -286,6 +294,9 @@ impl Runner {
         let fleet = FleetInput {
             clusters: &self.clusters,
             loads: &self.loads,
+            // The fleet is fixed for the runner's life.
+            revision: 0,
+            external_shards: self.external.as_ref().and_then(|rx| *rx.borrow()),
         };
         let actions = self.replica.step(now, view, fleet);
         tracing::debug!(

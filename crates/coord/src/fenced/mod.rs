@@ -12,7 +12,10 @@ mod replica;
 mod simulation;
 
 pub use records::{
-    AssignmentDoc, CorruptRecord, DistributorRecord, ShardRecord, assignment_key, distributor_key,
-    shard_key,
+    AssignmentDoc, CorruptRecord, DesiredShards, DistributorRecord, PresenceRecord, ShardRecord,
+    assignment_key, decode, desired_shards_key, distributor_key, encode, is_lease_key,
+    presence_key, shard_key,
 };
-pub use replica::{Action, FleetInput, Replica, ReplicaConfig, Ticket};
+pub use replica::{
+    Action, FleetInput, MAX_SHARDS, Replica, ReplicaConfig, ShardCount, ShardCountError, Ticket,
+};

@@ -31,18 +31,20 @@ pub fn desired_shards_key(root: &str) -> String {
     format!("{root}desired-shards")
 }
 
-/// Whether `key`, under `root`, is a lease record (a shard, the distributor, or a replica's
-/// presence): small, rewritten every renew. Backends may store these differently (the
-/// Kubernetes backend keeps them as `coordination.k8s.io` Leases).
-pub fn is_lease_key(root: &str, key: &str) -> bool {
-    let Some(rest) = key.strip_prefix(root) else {
-        return false;
-    };
-    rest == "distributor"
-        || rest
-            .strip_prefix("shards/")
-            .is_some_and(|n| n.parse::<u32>().is_ok())
-        || rest.strip_prefix("replicas/").is_some_and(|id| !id.is_empty())
+/// Whether `key` is a lease record (renewed by its holder, about once a second) under any
+/// fleet root: its path after the root is `shards/N`, `distributor` or `replicas/ID`, i.e.
+/// its last segment is `distributor`, or its last two are `shards` and a shard number, or
+/// `replicas` and an identity. Backends with a native lease object (Kubernetes) store these
+/// keys there.
+pub fn is_lease_key(key: &str) -> bool {
+    let mut segments = key.rsplit('/');
+    let last = segments.next().unwrap_or_default();
+    match (last, segments.next()) {
+        ("distributor", _) => true,
+        (n, Some("shards")) => n.parse::<u32>().is_ok_and(|n| n.to_string() == last),
+        (id, Some("replicas")) => !id.is_empty(),
+        _ => false,
+    }
 }
 
 /// A shard's lease record, rewritten by its holder every renew.
@@ -143,6 +145,34 @@ pub fn decode<T: for<'de> Deserialize<'de>>(key: &str, bytes: &[u8]) -> Result<T
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lease_keys_are_recognised_under_any_root() {
+        for k in [
+            "fleetshard/shards/0",
+            "a/b/shards/12",
+            "shards/3",
+            "fleetshard/distributor",
+            "distributor",
+            "fleetshard/replicas/pod-a",
+        ] {
+            assert!(is_lease_key(k), "{k}");
+        }
+        for k in [
+            "fleetshard/assignment",
+            "fleetshard/config/shards",
+            "fleetshard/shards/01",
+            "fleetshard/shards/x",
+            "fleetshard/shards/",
+            "fleetshard/replicas/",
+            "fleetshard/distributors",
+            "",
+        ] {
+            assert!(!is_lease_key(k), "{k}");
+        }
+        assert!(is_lease_key(&shard_key("r/", 7)) && is_lease_key(&distributor_key("r/")));
+        assert!(!is_lease_key(&assignment_key("r/")));
+    }
 
     #[test]
     fn records_round_trip_and_garbage_is_refused() {

@@ -15,7 +15,10 @@ use std::time::Duration;
 use fleetshard_core::Cluster;
 use fleetshard_core::placement::PlacementConfig;
 
-use super::{Action, FleetInput, Replica, ReplicaConfig, Ticket};
+use super::{
+    Action, DesiredShards, FleetInput, Replica, ReplicaConfig, ShardCount, Ticket,
+    desired_shards_key, encode,
+};
 use crate::lease::{LeaseTiming, Mono};
 use crate::store::{Entry, Listing, Precondition, StoreError};
 
@@ -115,6 +118,8 @@ enum Ev {
     Restart(usize),
     Pause(usize, u64),
     Partition(usize, u64),
+    /// An operator runs `fleetshard scale N`.
+    Scale(u32),
 }
 
 /// Knobs of one simulated run.
@@ -131,6 +136,10 @@ pub(super) struct SimConfig {
     /// Clock-rate error bound, as a fraction.
     pub drift: f64,
     pub faults: bool,
+    /// The shard count policy (default: `Fixed(shards)`).
+    pub count: Option<ShardCount>,
+    /// `fleetshard scale N` at these times (ms).
+    pub scale: Vec<(u64, u32)>,
 }
 
 impl Default for SimConfig {
@@ -146,6 +155,8 @@ impl Default for SimConfig {
             grace: Duration::from_millis(500),
             drift: 0.01,
             faults: true,
+            count: None,
+            scale: Vec::new(),
         }
     }
 }
@@ -215,6 +226,9 @@ impl Sim {
         if cfg.faults {
             sim.schedule_faults();
         }
+        for &(t, n) in &cfg.scale {
+            sim.at(t, Ev::Scale(n));
+        }
         sim
     }
 
@@ -223,7 +237,10 @@ impl Sim {
             identity: identity.clone(),
             incarnation,
             root: "fs/".into(),
-            shards: self.cfg.shards,
+            shards: self
+                .cfg
+                .count
+                .unwrap_or(ShardCount::Fixed(self.cfg.shards)),
             timing: self.cfg.timing,
             grace: self.cfg.grace,
             placement: PlacementConfig::default(),
@@ -374,6 +391,8 @@ impl Sim {
                 let fleet = FleetInput {
                     clusters: &self.clusters,
                     loads: &self.loads,
+                    revision: 0,
+                    external_shards: None,
                 };
                 let actions = self.nodes[n].replica.step(now, view.as_ref(), fleet);
                 if self.t >= self.cfg.warmup_ms {
@@ -427,6 +446,11 @@ impl Sim {
             }
             Ev::Pause(n, until) => self.nodes[n].paused_until = until,
             Ev::Partition(n, until) => self.nodes[n].partitioned_until = until,
+            Ev::Scale(shards) => {
+                let value = encode(&DesiredShards { shards });
+                let key = desired_shards_key("fs/");
+                let _ = self.store.write(&key, value, Precondition::Any);
+            }
         }
     }
 
@@ -637,4 +661,83 @@ fn spares_and_lease_deadlines_are_exposed() {
         }
     }
     assert_eq!(spares, cfg.nodes - cfg.shards as usize);
+}
+
+/// The last committed generation and who holds which shard, at the end of a run.
+fn final_state(sim: &Sim) -> (crate::fenced::AssignmentDoc, Vec<Option<String>>) {
+    let doc: crate::fenced::AssignmentDoc = sim
+        .store
+        .entries
+        .get("fs/assignment")
+        .map(|(v, _)| serde_json::from_slice(v).expect("a valid document"))
+        .expect("a generation was committed");
+    let holders = (0..doc.shards)
+        .map(|n| {
+            sim.nodes
+                .iter()
+                .filter(|node| node.alive)
+                .find(|node| node.replica.shard(node.local(sim.t)) == Some(n))
+                .map(|node| node.identity.clone())
+        })
+        .collect();
+    (doc, holders)
+}
+
+#[test]
+fn scaling_by_desired_count_under_failures() {
+    // 6 replicas; the operator scales 3 → 6 → 2 → 4 while failures are injected.
+    let cfg = SimConfig {
+        nodes: 6,
+        shards: 3,
+        clusters: 36,
+        run_ms: 90_000,
+        count: Some(ShardCount::Desired { default: 3 }),
+        scale: vec![(15_000, 6), (35_000, 2), (60_000, 4)],
+        ..SimConfig::default()
+    };
+    check_configuration("desired count 3→6→2→4, 6 replicas", cfg.clone(), 25);
+    // Without failures the end state is exact: 4 shards, each held, every cluster owned.
+    let mut sim = Sim::new(
+        SimConfig {
+            faults: false,
+            ..cfg
+        },
+        7,
+    );
+    sim.advance();
+    let (doc, holders) = final_state(&sim);
+    assert_eq!(doc.shards, 4);
+    assert!(holders.iter().all(Option::is_some), "{holders:?}");
+    assert!(doc.clusters.values().all(|&s| s < 4));
+    assert!(sim.uncovered_since.is_empty(), "every cluster has an owner");
+    let spares = sim.nodes.iter().filter(|n| n.replica.is_spare()).count();
+    assert_eq!(spares, 2);
+}
+
+#[test]
+fn auto_count_follows_the_live_replicas() {
+    // 5 replicas and `auto`: the count grows to 5 from the presence of spares; failures
+    // come and go; a dead replica's shard stays (vacant, its clusters displaced) rather than
+    // shrinking the count under the others.
+    let cfg = SimConfig {
+        nodes: 5,
+        shards: 1,
+        clusters: 30,
+        count: Some(ShardCount::Auto { min: 1, max: 8 }),
+        ..SimConfig::default()
+    };
+    check_configuration("auto count, 5 replicas", cfg.clone(), 25);
+    let mut sim = Sim::new(
+        SimConfig {
+            faults: false,
+            run_ms: 20_000,
+            ..cfg
+        },
+        3,
+    );
+    sim.advance();
+    let (doc, holders) = final_state(&sim);
+    assert_eq!(doc.shards, 5, "one shard per live replica");
+    assert!(holders.iter().all(Option::is_some), "{holders:?}");
+    assert!(sim.uncovered_since.is_empty(), "every cluster has an owner");
 }

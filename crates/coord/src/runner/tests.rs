@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use fleetshard_core::placement::PlacementConfig;
 
 use super::*;
+use crate::fenced::ShardCount;
 use crate::lease::LeaseTiming;
 use crate::store::memory::MemoryStore;
 
@@ -24,7 +25,7 @@ fn spawn(
         identity: name.to_owned(),
         incarnation: 1,
         root: "fs/".into(),
-        shards: 3,
+        shards: ShardCount::Fixed(3),
         timing: LeaseTiming::default(),
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),
@@ -182,7 +183,7 @@ async fn a_runner_paused_past_its_lease_dates_its_stops_at_the_lapse() {
         identity: "p".into(),
         incarnation: 1,
         root: "fs/".into(),
-        shards: 3,
+        shards: ShardCount::Fixed(3),
         timing: LeaseTiming::default(),
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),

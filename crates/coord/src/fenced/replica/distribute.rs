@@ -1,0 +1,139 @@
+//! The elected distributor's round: decide the shard count, judge which shards are
+//! vacant, place the fleet with the balanced engine, and commit a new generation when
+//! anything changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use fleetshard_core::placement::{BalancedPlacer, PreviousPlacement};
+use fleetshard_core::{Assignment, ShardSpec};
+
+use super::seen::View;
+use super::{Action, FleetInput, MAX_SHARDS, Pending, Replica, ShardCount, Unchanged};
+use crate::fenced::records::{AssignmentDoc, assignment_key, encode};
+use crate::lease::{Mono, Verdict};
+use crate::store::Precondition;
+
+impl Replica {
+    /// Places the fleet and commits the next generation if the placement, the homes or the
+    /// shard count changed. The same inputs as last time (document version, vacant shards,
+    /// count, fleet revision) are known to need nothing and are not recomputed.
+    pub(super) fn distribute(
+        &mut self,
+        view: &View,
+        now: Mono,
+        fleet: FleetInput<'_>,
+        out: &mut Vec<Action>,
+    ) {
+        if self.has_pending(|p| matches!(p, Pending::Commit)) {
+            return;
+        }
+        let (version, doc) = view
+            .assignment
+            .clone()
+            .unwrap_or_else(|| (0, Arc::new(AssignmentDoc::default())));
+        let shards = self.target_count(view, fleet);
+        let mine = self.shard(now);
+        let vacant: Vec<u32> = (0..shards)
+            .filter(|&n| Some(n) != mine && self.is_vacant(view, n))
+            .collect();
+        let inputs = Unchanged {
+            doc_version: version,
+            vacant: vacant.clone(),
+            shards,
+            fleet: fleet.revision,
+        };
+        if self.unchanged.as_ref() == Some(&inputs) {
+            return;
+        }
+        let previous = PreviousPlacement {
+            assignment: doc.clusters.iter().map(|(k, &v)| (k.clone(), v)).collect(),
+            homes: doc.homes.iter().map(|(k, &v)| (k.clone(), v)).collect(),
+            local_zones: Default::default(),
+        };
+        let specs = vec![ShardSpec::default(); shards as usize];
+        let placement = BalancedPlacer::new(self.cfg.placement.clone(), specs)
+            .with_vacant(vacant)
+            .place(fleet.clusters, fleet.loads, Some(&previous));
+        let clusters = to_map(&placement.assignment(fleet.clusters));
+        let homes = to_map(&placement.as_previous(fleet.clusters).homes);
+        if view.assignment.is_some()
+            && clusters == doc.clusters
+            && homes == doc.homes
+            && doc.shards == shards
+        {
+            self.unchanged = Some(inputs);
+            return;
+        }
+        let next = AssignmentDoc {
+            generation: doc.generation + 1,
+            shards,
+            clusters,
+            homes,
+        };
+        let pre = if view.assignment.is_some() {
+            Precondition::Version(version)
+        } else {
+            Precondition::Absent
+        };
+        let ticket = self.ticket(Pending::Commit);
+        out.push(Action::Write {
+            ticket,
+            key: assignment_key(&self.cfg.root),
+            value: encode(&next),
+            pre,
+        });
+    }
+
+    /// A shard never held, or given up, is vacant at once; a silent one once this replica
+    /// has seen it unchanged for the lease duration plus the grace. That is a function of
+    /// the observation alone, so a newly elected distributor judges exactly as the
+    /// previous one would have (no grace restarted on election).
+    fn is_vacant(&self, view: &View, n: u32) -> bool {
+        let silent_for = self.cfg.timing.duration + self.cfg.grace;
+        match view.shards.get(&n) {
+            None => true,
+            Some(s) if s.record.released => true,
+            Some(s) => matches!(
+                s.verdict,
+                Verdict::Expired { unchanged_for } if unchanged_for >= silent_for
+            ),
+        }
+    }
+
+    /// The shard count this generation should have, by the configured policy.
+    fn target_count(&self, view: &View, fleet: FleetInput<'_>) -> u32 {
+        let committed = view.assignment.as_ref().map(|(_, d)| d.shards);
+        let n = match self.cfg.shards {
+            ShardCount::Fixed(n) => n,
+            ShardCount::Desired { default } => view.desired.unwrap_or(default),
+            ShardCount::External { default } => {
+                fleet.external_shards.or(committed).unwrap_or(default)
+            }
+            ShardCount::Auto { min, max } => {
+                // Replicas: holders of shards that are not vacant (a silent one may come
+                // back within the grace), and live spares.
+                let occupied: Vec<(u32, &str)> = view
+                    .shards
+                    .iter()
+                    .filter(|&(&n, _)| !self.is_vacant(view, n))
+                    .map(|(&n, s)| (n, s.record.holder.as_str()))
+                    .collect();
+                let mut replicas: BTreeSet<&str> = occupied.iter().map(|&(_, h)| h).collect();
+                replicas.extend(
+                    view.presence
+                        .values()
+                        .filter(|s| !s.record.released && s.verdict.is_live())
+                        .map(|s| s.record.holder.as_str()),
+                );
+                let highest = occupied.iter().map(|&(n, _)| n + 1).max().unwrap_or(0);
+                (replicas.len() as u32).max(highest).clamp(min, max)
+            }
+        };
+        n.clamp(1, MAX_SHARDS)
+    }
+}
+
+fn to_map(a: &Assignment) -> BTreeMap<String, u32> {
+    a.iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}

@@ -1,0 +1,61 @@
+//! Moving clusters between replicas safely: apply a committed generation (stop what it
+//! took from us, adopt its shard count, give up a shard beyond it), and start what it gave
+//! us only once every other live holder has acknowledged it — the handover barrier.
+
+use super::seen::View;
+use super::{Action, FleetInput, MAX_SHARDS, Replica};
+use crate::lease::Mono;
+
+impl Replica {
+    /// Applies a newer generation: stop what it took from us. Only then may we acknowledge
+    /// it (the renew that follows carries `applied`). A shard at or beyond the generation's
+    /// count has nothing assigned; its holder releases it and claims again below the count
+    /// (or becomes a spare).
+    pub(super) fn apply(&mut self, view: &View, fleet: FleetInput<'_>, out: &mut Vec<Action>) {
+        let Some((_, doc)) = &view.assignment else {
+            self.count = self.cfg.shards.initial(view.desired, fleet.external_shards);
+            return;
+        };
+        if doc.generation > self.applied {
+            let mine = self.shard.as_ref().map(|h| h.shard);
+            let lost: Vec<String> = self
+                .active
+                .iter()
+                .filter(|c| mine.is_none() || doc.clusters.get(*c).copied() != mine)
+                .cloned()
+                .collect();
+            for c in lost {
+                self.active.remove(&c);
+                out.push(Action::Stop(c));
+            }
+            self.applied = doc.generation;
+            self.count = doc.shards.clamp(1, MAX_SHARDS);
+        }
+        if self.shard.as_ref().is_some_and(|h| h.shard >= self.count) {
+            self.release_shard(out);
+        }
+    }
+
+    /// Starts the clusters the applied generation gives us, once every other live holder
+    /// has acknowledged it (their old clusters are stopped). Holders of shards beyond the
+    /// count take part until they have let go.
+    pub(super) fn start(&mut self, view: &View, now: Mono, out: &mut Vec<Action>) {
+        let (Some(me), Some((_, doc))) = (self.shard(now), &view.assignment) else {
+            return;
+        };
+        if doc.generation != self.applied || me >= self.count {
+            return;
+        }
+        let barrier = view.shards.iter().filter(|&(&n, _)| n != me).all(|(_, s)| {
+            s.record.released || !s.verdict.is_live() || s.record.acked >= doc.generation
+        });
+        if !barrier {
+            return;
+        }
+        for (c, _) in doc.clusters.iter().filter(|&(_, &s)| s == me) {
+            if self.active.insert(c.clone()) {
+                out.push(Action::Start(c.clone()));
+            }
+        }
+    }
+}

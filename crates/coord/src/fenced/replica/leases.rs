@@ -1,0 +1,340 @@
+//! The records this replica writes for itself: its shard lease, the distributor lease, and
+//! its presence while it holds no shard. Each is claimed with compare-and-swap, renewed on
+//! the replica's own timer, and released on purpose when it is given up.
+
+use super::seen::View;
+use super::{Action, Pending, Replica};
+use crate::fenced::records::{
+    DistributorRecord, PresenceRecord, ShardRecord, distributor_key, encode, presence_key,
+    shard_key,
+};
+use crate::lease::{HeldLease, Mono};
+use crate::store::Precondition;
+
+impl Replica {
+    /// Our records must still name us. A write whose reply was lost may have applied: the
+    /// record is still ours, at a newer version, which we adopt (without extending the
+    /// lease: we do not know when it applied).
+    pub(super) fn check_ownership(&mut self, view: &View, out: &mut Vec<Action>) {
+        if let Some(h) = &self.shard {
+            match view.shards.get(&h.shard) {
+                Some(s)
+                    if self.is_me(&s.record.holder, s.record.incarnation) && !s.record.released =>
+                {
+                    let v = s.version;
+                    if let Some(h) = &mut self.shard {
+                        h.version = h.version.max(v);
+                    }
+                }
+                _ => self.lose_shard(out),
+            }
+        }
+        if self.distributor.is_some() {
+            match &view.distributor {
+                Some(s) if self.is_me(&s.record.holder, s.record.incarnation) => {
+                    let v = s.version;
+                    if let Some(d) = &mut self.distributor {
+                        d.version = d.version.max(v);
+                    }
+                }
+                _ => self.distributor = None,
+            }
+        }
+    }
+
+    pub(super) fn claim_or_renew_shard(&mut self, view: &View, now: Mono, out: &mut Vec<Action>) {
+        if self.shard.is_some() {
+            self.renew_shard(now, out);
+            return;
+        }
+        if self.has_pending(|p| matches!(p, Pending::ClaimShard { .. } | Pending::ReleaseShard)) {
+            return;
+        }
+        self.claim_shard(view, now, out);
+    }
+
+    /// Renews the held shard when due: every `renew_every`, and at once when there is a
+    /// generation to acknowledge. A renew does not wait for a stalled one: both carry the
+    /// same compare-and-swap version, so at most one applies, and each confirmed send
+    /// extends the lease from its own send time.
+    pub(super) fn renew_shard(&mut self, now: Mono, out: &mut Vec<Action>) {
+        let applied = self.applied;
+        let ack_in_flight = self
+            .has_pending(|p| matches!(p, Pending::RenewShard { acked, .. } if *acked >= applied));
+        let releasing = self.has_pending(|p| matches!(p, Pending::ReleaseShard));
+        let Some(h) = &mut self.shard else {
+            return;
+        };
+        let due = now.since(h.last_sent) >= self.cfg.timing.renew_every
+            || (applied > h.acked && !ack_in_flight);
+        if !due || releasing {
+            return;
+        }
+        h.last_sent = now;
+        let record = ShardRecord {
+            holder: self.cfg.identity.clone(),
+            incarnation: self.cfg.incarnation,
+            beat: h.beat + 1,
+            acked: applied,
+            released: false,
+        };
+        let (key, pre) = (
+            shard_key(&self.cfg.root, h.shard),
+            Precondition::Version(h.version),
+        );
+        let ticket = self.ticket(Pending::RenewShard {
+            sent: HeldLease::sending(now),
+            beat: record.beat,
+            acked: record.acked,
+        });
+        out.push(Action::Write {
+            ticket,
+            key,
+            value: encode(&record),
+            pre,
+        });
+    }
+
+    /// Claims a free shard below the count: never held, released, expired by our own
+    /// observation, or still naming this very incarnation (our deadline passed but nobody
+    /// took it: the compare-and-swap on that version proves it, so re-acquiring at once is
+    /// safe). Our own identity's shard first (a restart keeps its clusters), then the
+    /// lowest number.
+    fn claim_shard(&mut self, view: &View, now: Mono, out: &mut Vec<Action>) {
+        let free = (0..self.count).filter_map(|n| match view.shards.get(&n) {
+            None => Some((n, Precondition::Absent, 0, false)),
+            Some(s)
+                if s.record.released
+                    || !s.verdict.is_live()
+                    || self.is_me(&s.record.holder, s.record.incarnation) =>
+            {
+                Some((
+                    n,
+                    Precondition::Version(s.version),
+                    s.record.beat,
+                    s.record.holder == self.cfg.identity,
+                ))
+            }
+            _ => None,
+        });
+        let Some((n, pre, beat, _)) =
+            free.max_by_key(|&(n, _, _, mine)| (mine, std::cmp::Reverse(n)))
+        else {
+            return;
+        };
+        let record = ShardRecord {
+            holder: self.cfg.identity.clone(),
+            incarnation: self.cfg.incarnation,
+            beat: beat + 1,
+            acked: self.applied,
+            released: false,
+        };
+        let ticket = self.ticket(Pending::ClaimShard {
+            shard: n,
+            sent: HeldLease::sending(now),
+            beat: record.beat,
+            acked: record.acked,
+        });
+        out.push(Action::Write {
+            ticket,
+            key: shard_key(&self.cfg.root, n),
+            value: encode(&record),
+            pre,
+        });
+    }
+
+    /// Gives the held shard up on purpose: marked released (with the generation applied, so
+    /// it also acknowledges), free for others at once. Everything it had is stopped first.
+    pub(super) fn release_shard(&mut self, out: &mut Vec<Action>) {
+        if self.has_pending(|p| matches!(p, Pending::ReleaseShard)) {
+            return;
+        }
+        let Some(h) = &self.shard else {
+            return;
+        };
+        out.extend(
+            std::mem::take(&mut self.active)
+                .into_iter()
+                .map(Action::Stop),
+        );
+        let record = ShardRecord {
+            holder: self.cfg.identity.clone(),
+            incarnation: self.cfg.incarnation,
+            beat: h.beat + 1,
+            acked: self.applied,
+            released: true,
+        };
+        let (key, pre) = (
+            shard_key(&self.cfg.root, h.shard),
+            Precondition::Version(h.version),
+        );
+        let ticket = self.ticket(Pending::ReleaseShard);
+        out.push(Action::Write {
+            ticket,
+            key,
+            value: encode(&record),
+            pre,
+        });
+    }
+
+    /// On shutdown: the shard, the distributor role and the presence record, released.
+    pub(super) fn send_releases(&mut self, out: &mut Vec<Action>) {
+        self.release_shard(out);
+        let pending_dist = self.has_pending(|p| matches!(p, Pending::ReleaseDistributor));
+        if let (Some(d), false) = (&self.distributor, pending_dist) {
+            let record = DistributorRecord {
+                holder: self.cfg.identity.clone(),
+                incarnation: self.cfg.incarnation,
+                beat: d.beat + 1,
+                released: true,
+            };
+            let pre = Precondition::Version(d.version);
+            let ticket = self.ticket(Pending::ReleaseDistributor);
+            out.push(Action::Write {
+                ticket,
+                key: distributor_key(&self.cfg.root),
+                value: encode(&record),
+                pre,
+            });
+        }
+        if self.presence.is_some() && !self.has_pending(|p| matches!(p, Pending::Presence { .. })) {
+            self.write_presence(None, true, Mono::default(), out);
+        }
+    }
+
+    /// While it holds no shard, a replica keeps a presence record (renewed like a lease) so
+    /// the distributor can count it as a spare; once it holds one, it marks the record
+    /// released. A record left by an earlier incarnation is taken over.
+    pub(super) fn keep_presence(&mut self, view: &View, now: Mono, out: &mut Vec<Action>) {
+        if self.has_pending(|p| matches!(p, Pending::Presence { .. })) {
+            return;
+        }
+        let stored = view.presence.get(&self.cfg.identity);
+        let holding =
+            self.shard.is_some() || self.has_pending(|p| matches!(p, Pending::ClaimShard { .. }));
+        if holding {
+            // Ours, unreleased: say we are no longer a spare.
+            if let Some(s) =
+                stored.filter(|s| !s.record.released && s.record.holder == self.cfg.identity)
+            {
+                let base = Some((s.version, s.record.beat));
+                self.write_presence(base, true, now, out);
+            }
+            return;
+        }
+        let due = self
+            .presence
+            .as_ref()
+            .is_none_or(|p| now.since(p.last_sent) >= self.cfg.timing.renew_every);
+        if due {
+            let base = match &self.presence {
+                Some(p) => Some((p.version, p.beat)),
+                None => stored.map(|s| (s.version, s.record.beat)),
+            };
+            self.write_presence(base, false, now, out);
+        }
+    }
+
+    /// Writes the presence record over `base` (version, beat), or creates it.
+    fn write_presence(
+        &mut self,
+        base: Option<(u64, u64)>,
+        released: bool,
+        now: Mono,
+        out: &mut Vec<Action>,
+    ) {
+        let base = base.or_else(|| self.presence.as_ref().map(|p| (p.version, p.beat)));
+        let (pre, beat) = match base {
+            Some((v, b)) => (Precondition::Version(v), b + 1),
+            None => (Precondition::Absent, 1),
+        };
+        let record = PresenceRecord {
+            holder: self.cfg.identity.clone(),
+            incarnation: self.cfg.incarnation,
+            beat,
+            released,
+        };
+        let ticket = self.ticket(Pending::Presence {
+            beat,
+            sent: now,
+            released,
+        });
+        out.push(Action::Write {
+            ticket,
+            key: presence_key(&self.cfg.root, &self.cfg.identity),
+            value: encode(&record),
+            pre,
+        });
+    }
+
+    pub(super) fn claim_or_renew_distributor(
+        &mut self,
+        view: &View,
+        now: Mono,
+        out: &mut Vec<Action>,
+    ) {
+        if self.distributor.is_some() {
+            self.renew_distributor(now, out);
+            return;
+        }
+        if self.has_pending(|p| matches!(p, Pending::ClaimDistributor { .. })) {
+            return;
+        }
+        let (beat, pre) = match &view.distributor {
+            None => (1, Precondition::Absent),
+            Some(s) => {
+                // Ours already (a claim whose reply was lost): take it back at once, as for
+                // shards; otherwise only once expired by our own observation.
+                let mine = self.is_me(&s.record.holder, s.record.incarnation);
+                if s.verdict.is_live() && !mine && !s.record.released {
+                    return;
+                }
+                (s.record.beat + 1, Precondition::Version(s.version))
+            }
+        };
+        let record = DistributorRecord {
+            holder: self.cfg.identity.clone(),
+            incarnation: self.cfg.incarnation,
+            beat,
+            released: false,
+        };
+        let ticket = self.ticket(Pending::ClaimDistributor {
+            sent: HeldLease::sending(now),
+            beat,
+        });
+        out.push(Action::Write {
+            ticket,
+            key: distributor_key(&self.cfg.root),
+            value: encode(&record),
+            pre,
+        });
+    }
+
+    /// Renews the distributor lease when due (not waiting for a stalled renew, as for shards).
+    pub(super) fn renew_distributor(&mut self, now: Mono, out: &mut Vec<Action>) {
+        let Some(d) = &mut self.distributor else {
+            return;
+        };
+        if now.since(d.last_sent) < self.cfg.timing.renew_every {
+            return;
+        }
+        d.last_sent = now;
+        let (beat, pre) = (d.beat + 1, Precondition::Version(d.version));
+        let record = DistributorRecord {
+            holder: self.cfg.identity.clone(),
+            incarnation: self.cfg.incarnation,
+            beat,
+            released: false,
+        };
+        let ticket = self.ticket(Pending::RenewDistributor {
+            sent: HeldLease::sending(now),
+            beat,
+        });
+        out.push(Action::Write {
+            ticket,
+            key: distributor_key(&self.cfg.root),
+            value: encode(&record),
+            pre,
+        });
+    }
+}

@@ -1,0 +1,165 @@
+//! Reading a listing: decode the records, judge every lease on this replica's clock.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{MAX_SHARDS, Replica};
+use crate::fenced::records::{
+    AssignmentDoc, CorruptRecord, DesiredShards, DistributorRecord, PresenceRecord, ShardRecord,
+    assignment_key, decode, desired_shards_key, distributor_key,
+};
+use crate::lease::{Mono, Verdict};
+use crate::store::Listing;
+
+/// A lease record as seen: its version, content, and this replica's verdict on it.
+#[derive(Debug, Clone)]
+pub(super) struct Seen<R> {
+    pub version: u64,
+    pub record: R,
+    pub verdict: Verdict,
+}
+
+/// What a store listing says, decoded and judged.
+#[derive(Debug, Default)]
+pub(super) struct View {
+    /// Every shard record, by number (also those beyond the current count: their holders
+    /// take part in the handover barrier until they have let go).
+    pub shards: BTreeMap<u32, Seen<ShardRecord>>,
+    pub distributor: Option<Seen<DistributorRecord>>,
+    /// Presence records by identity.
+    pub presence: BTreeMap<String, Seen<PresenceRecord>>,
+    pub assignment: Option<(u64, Arc<AssignmentDoc>)>,
+    /// The stored desired shard count.
+    pub desired: Option<u32>,
+    pub corrupt: Vec<CorruptRecord>,
+}
+
+impl Replica {
+    /// Decodes a listing of `root` and judges each lease record. The assignment document is
+    /// decoded only when its version changed (it may be megabytes; listings come every few
+    /// hundred milliseconds).
+    pub(super) fn decode(&mut self, listing: &Listing, now: Mono) -> View {
+        let root = self.cfg.root.clone();
+        let timing = self.cfg.timing;
+        let mut view = View::default();
+        let dist_key = distributor_key(&root);
+        let assign_key = assignment_key(&root);
+        let desired_key = desired_shards_key(&root);
+        let shard_prefix = format!("{root}shards/");
+        let presence_prefix = format!("{root}replicas/");
+        let mut assignment_corrupt = false;
+        for e in &listing.entries {
+            let judge = |observer: &mut crate::lease::LeaseObserver| {
+                observer.observe(&e.key, e.version, now, &timing)
+            };
+            if e.key == dist_key {
+                match decode::<DistributorRecord>(&e.key, &e.value) {
+                    Ok(record) => {
+                        let verdict = judge(&mut self.observer);
+                        view.distributor = Some(Seen {
+                            version: e.version,
+                            record,
+                            verdict,
+                        });
+                    }
+                    Err(c) => view.corrupt.push(c),
+                }
+            } else if e.key == assign_key {
+                match &self.last_doc {
+                    Some((v, doc)) if *v == e.version => {
+                        view.assignment = Some((e.version, doc.clone()));
+                    }
+                    _ => match decode::<AssignmentDoc>(&e.key, &e.value) {
+                        Ok(doc) => view.assignment = Some((e.version, Arc::new(doc))),
+                        Err(c) => {
+                            assignment_corrupt = true;
+                            view.corrupt.push(c);
+                        }
+                    },
+                }
+            } else if e.key == desired_key {
+                match decode::<DesiredShards>(&e.key, &e.value) {
+                    Ok(d) if (1..=MAX_SHARDS).contains(&d.shards) => view.desired = Some(d.shards),
+                    Ok(d) => view.corrupt.push(CorruptRecord {
+                        key: e.key.clone(),
+                        reason: format!("shards: {} is outside 1..={MAX_SHARDS}", d.shards),
+                    }),
+                    Err(c) => view.corrupt.push(c),
+                }
+            } else if let Some(n) = e
+                .key
+                .strip_prefix(&shard_prefix)
+                .and_then(|n| n.parse::<u32>().ok())
+                .filter(|&n| n < MAX_SHARDS)
+            {
+                match decode::<ShardRecord>(&e.key, &e.value) {
+                    Ok(record) => {
+                        let verdict = judge(&mut self.observer);
+                        let seen = Seen {
+                            version: e.version,
+                            record,
+                            verdict,
+                        };
+                        view.shards.insert(n, seen);
+                    }
+                    Err(c) => view.corrupt.push(c),
+                }
+            } else if let Some(id) = e.key.strip_prefix(&presence_prefix) {
+                match decode::<PresenceRecord>(&e.key, &e.value) {
+                    Ok(record) => {
+                        let verdict = judge(&mut self.observer);
+                        let seen = Seen {
+                            version: e.version,
+                            record,
+                            verdict,
+                        };
+                        view.presence.insert(id.to_owned(), seen);
+                    }
+                    Err(c) => view.corrupt.push(c),
+                }
+            }
+        }
+        // An unreadable assignment is not obeyed: the last good one stays (G7).
+        match &view.assignment {
+            Some(doc) => self.last_doc = Some(doc.clone()),
+            None if assignment_corrupt => view.assignment = self.last_doc.clone(),
+            None => {}
+        }
+        self.forget_deleted(&view, &root);
+        self.warnings
+            .extend(view.corrupt.iter().map(ToString::to_string));
+        view
+    }
+
+    /// A record that is gone starts a fresh wait if it comes back.
+    fn forget_deleted(&mut self, view: &View, root: &str) {
+        let listed = |key: &str| {
+            if let Some(n) = key
+                .strip_prefix(root)
+                .and_then(|r| r.strip_prefix("shards/"))
+                .and_then(|n| n.parse::<u32>().ok())
+            {
+                view.shards.contains_key(&n)
+            } else if let Some(id) = key
+                .strip_prefix(root)
+                .and_then(|r| r.strip_prefix("replicas/"))
+            {
+                view.presence.contains_key(id)
+            } else {
+                key != distributor_key(root) || view.distributor.is_some()
+            }
+        };
+        self.observer.retain(listed);
+    }
+
+    /// Every shard below the count is held, live and unreleased, by someone else.
+    pub(super) fn all_held_by_others(&self, view: &View) -> bool {
+        (0..self.count).all(|n| {
+            view.shards.get(&n).is_some_and(|s| {
+                !s.record.released
+                    && s.verdict.is_live()
+                    && !self.is_me(&s.record.holder, s.record.incarnation)
+            })
+        })
+    }
+}
