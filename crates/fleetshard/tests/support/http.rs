@@ -1,0 +1,38 @@
+//! Minimal HTTP/1.1 GETs against a replica's `/readyz`, `/healthz` and `/metrics` (no
+//! client dependency: one request per connection, `Connection: close`).
+
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+/// A loopback port nobody listened on a moment ago (the OS picks it).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("binding 127.0.0.1:0")
+        .port()
+}
+
+/// Status code and body of `GET path`, or None when nothing answers (in 2 s).
+pub fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((code, body))
+}
+
+/// The value of the metric line `name value` in an OpenMetrics text body.
+pub fn metric(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .find_map(|v| v.trim().parse().ok())
+}

@@ -1,0 +1,465 @@
+//! The processes of one scenario: a fleet file, a store, and `fleetshard run` replicas,
+//! each with its identity, a free listen port, its own audit log and stderr log. Replicas
+//! are numbered in start order; a restarted identity is a new replica (a new incarnation
+//! with its own logs), so the audit replay tells the dead process from its successor.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::audit::{History, Source, read_log};
+use super::store::{ROOT, StoreUnderTest, read_root};
+use super::{http, unix_ms, wait_for};
+
+/// Deadline of every wait for the fleet to settle (generous: a loaded 2-core CI machine).
+pub const SETTLE: Duration = Duration::from_secs(40);
+
+/// The `fleetshard` binary under test.
+pub fn fleetshard() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fleetshard"))
+}
+
+/// A scenario's fixed parameters.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// `--shards`.
+    pub shards: u32,
+    /// Clusters in the generated fleet.
+    pub clusters: usize,
+    /// `--grace-ms`.
+    pub grace_ms: u64,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            shards: 5,
+            clusters: 20,
+            grace_ms: 500,
+        }
+    }
+}
+
+/// What happened to a replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// SIGKILL.
+    Kill,
+    /// SIGSTOP.
+    Pause,
+    /// SIGTERM.
+    Term,
+}
+
+/// A signal the harness sent, dated just before sending.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// Which signal.
+    pub kind: FailureKind,
+    /// The replica (index).
+    pub replica: usize,
+    /// Wall-clock ms just before the signal was sent.
+    pub at: u64,
+}
+
+/// One `fleetshard run` process (one incarnation of an identity).
+#[derive(Debug)]
+pub struct Replica {
+    /// `--identity`.
+    pub identity: String,
+    /// How many earlier processes had this identity.
+    pub incarnation: usize,
+    /// `--listen` port.
+    pub port: u16,
+    /// `--audit-log`.
+    pub audit: PathBuf,
+    /// Its stderr.
+    pub log: PathBuf,
+    /// Its process id.
+    pub pid: u32,
+    child: Option<Child>,
+    /// SIGKILLed, and known dead at this wall-clock ms.
+    pub killed_at: Option<u64>,
+    /// Exited (and reaped) after SIGTERM.
+    pub exit: Option<ExitStatus>,
+    /// SIGSTOPped and not continued.
+    pub paused: bool,
+}
+
+impl Replica {
+    /// Running and not paused.
+    pub fn live(&self) -> bool {
+        self.child.is_some() && !self.paused
+    }
+}
+
+/// A scenario's store, fleet and replicas. Dropping it kills every process left.
+pub struct Harness {
+    dir: Option<tempfile::TempDir>,
+    /// The store every replica uses.
+    pub store: StoreUnderTest,
+    /// The parameters.
+    pub setup: Setup,
+    /// The fleet file.
+    pub fleet: PathBuf,
+    /// The fleet's cluster ids, sorted.
+    pub clusters: Vec<String>,
+    /// Every process started, in order.
+    pub replicas: Vec<Replica>,
+}
+
+impl Harness {
+    /// A fleet of `setup.clusters` generated clusters (`fleetshard fleet generate`, seeded)
+    /// over `store`, with files in `dir`; no replica yet.
+    pub fn new(dir: tempfile::TempDir, store: StoreUnderTest, setup: Setup) -> Harness {
+        let fleet = dir.path().join("fleet.json");
+        let out = fleetshard()
+            .args(["fleet", "generate", "--seed", "7", "--clusters"])
+            .arg(setup.clusters.to_string())
+            .arg("-o")
+            .arg(&fleet)
+            .output()
+            .expect("running fleetshard fleet generate");
+        assert!(
+            out.status.success(),
+            "fleet generate: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&std::fs::read(&fleet).unwrap()).unwrap();
+        let mut clusters: Vec<String> = doc["clusters"]
+            .as_array()
+            .expect("clusters in the generated fleet")
+            .iter()
+            .map(|c| c["id"].as_str().expect("a cluster id").to_owned())
+            .collect();
+        clusters.sort();
+        assert_eq!(clusters.len(), setup.clusters);
+        Harness {
+            dir: Some(dir),
+            store,
+            setup,
+            fleet,
+            clusters,
+            replicas: Vec::new(),
+        }
+    }
+
+    fn dir(&self) -> &std::path::Path {
+        self.dir.as_ref().expect("the scenario directory").path()
+    }
+
+    /// Starts a replica with `identity` and returns its index.
+    pub fn start(&mut self, identity: &str) -> usize {
+        let incarnation = self
+            .replicas
+            .iter()
+            .filter(|r| r.identity == identity)
+            .count();
+        let stem = format!("{identity}.{incarnation}");
+        let audit = self.dir().join(format!("{stem}.audit.jsonl"));
+        let log = self.dir().join(format!("{stem}.log"));
+        let port = http::free_port();
+        let child = fleetshard()
+            .args(["--log-level", "info", "run", "--identity", identity])
+            .args(["--store", &self.store.url()])
+            .args(["--shards", &self.setup.shards.to_string()])
+            .args(["--grace-ms", &self.setup.grace_ms.to_string()])
+            .arg("--fleet")
+            .arg(&self.fleet)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--audit-log")
+            .arg(&audit)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("creating the replica's log"))
+            .spawn()
+            .expect("starting fleetshard run");
+        self.replicas.push(Replica {
+            identity: identity.to_owned(),
+            incarnation,
+            port,
+            audit,
+            log,
+            pid: child.id(),
+            child: Some(child),
+            killed_at: None,
+            exit: None,
+            paused: false,
+        });
+        self.replicas.len() - 1
+    }
+
+    /// Indices of the replicas running and not paused.
+    pub fn live(&self) -> Vec<usize> {
+        (0..self.replicas.len())
+            .filter(|&i| self.replicas[i].live())
+            .collect()
+    }
+
+    fn signal(&self, i: usize, sig: &str) {
+        let st = Command::new("kill")
+            .args([sig, &self.replicas[i].pid.to_string()])
+            .status()
+            .expect("running kill");
+        assert!(st.success(), "kill {sig} {}: {st}", self.replicas[i].pid);
+    }
+
+    /// `kill -9`; returns when the process is reaped (its ownership ends then at the latest).
+    pub fn kill9(&mut self, i: usize) -> Failure {
+        let at = unix_ms();
+        self.signal(i, "-KILL");
+        let r = &mut self.replicas[i];
+        r.child
+            .take()
+            .expect("a running replica")
+            .wait()
+            .expect("reaping");
+        r.killed_at = Some(unix_ms());
+        r.paused = false;
+        Failure {
+            kind: FailureKind::Kill,
+            replica: i,
+            at,
+        }
+    }
+
+    /// SIGSTOP.
+    pub fn pause(&mut self, i: usize) -> Failure {
+        let at = unix_ms();
+        self.signal(i, "-STOP");
+        self.replicas[i].paused = true;
+        Failure {
+            kind: FailureKind::Pause,
+            replica: i,
+            at,
+        }
+    }
+
+    /// SIGCONT; returns when it was sent.
+    pub fn resume(&mut self, i: usize) -> u64 {
+        let at = unix_ms();
+        self.signal(i, "-CONT");
+        self.replicas[i].paused = false;
+        at
+    }
+
+    /// SIGTERM (graceful release); see [`Harness::wait_exit`].
+    pub fn term(&mut self, i: usize) -> Failure {
+        let at = unix_ms();
+        self.signal(i, "-TERM");
+        Failure {
+            kind: FailureKind::Term,
+            replica: i,
+            at,
+        }
+    }
+
+    /// Waits for a replica to exit and reaps it.
+    pub fn wait_exit(&mut self, i: usize) -> ExitStatus {
+        let r = &mut self.replicas[i];
+        let child = r.child.as_mut().expect("a running replica");
+        let st = wait_for(&format!("{} to exit", r.identity), SETTLE, || {
+            child
+                .try_wait()
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| "running".to_owned())
+        });
+        r.child = None;
+        r.exit = Some(st);
+        st
+    }
+
+    /// Every audit log replayed (panics on a log that contradicts itself).
+    pub fn history(&self) -> History {
+        let sources = self
+            .replicas
+            .iter()
+            .map(|r| Source {
+                name: format!("{}#{}", r.identity, r.incarnation),
+                identity: r.identity.clone(),
+                events: read_log(&r.audit).unwrap_or_else(|e| panic!("{e}")),
+                killed_at: r.killed_at,
+                exited: r.exit.is_some(),
+            })
+            .collect();
+        History::build(sources).unwrap_or_else(|e| panic!("audit logs: {e}"))
+    }
+
+    /// `fleetshard status --output json`.
+    pub fn status(&self) -> Result<Value, String> {
+        let out = fleetshard()
+            .args(["status", "--output", "json", "--store", &self.store.url()])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!("status: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("status JSON: {e}"))
+    }
+
+    /// A replica's `/metrics` value, if it answers.
+    pub fn metric(&self, i: usize, name: &str) -> Option<f64> {
+        let (_, body) = http::get(self.replicas[i].port, "/metrics")?;
+        http::metric(&body, name)
+    }
+
+    /// Whether the replica says it is the distributor.
+    pub fn is_distributor(&self, i: usize) -> bool {
+        self.metric(i, "fleetshard_is_distributor") == Some(1.0)
+    }
+
+    /// The shard the replica says it holds.
+    pub fn shard_of(&self, i: usize) -> Option<u32> {
+        self.metric(i, "fleetshard_shard")
+            .filter(|s| *s >= 0.0)
+            .map(|s| s as u32)
+    }
+
+    /// The process has exited though nobody asked it to (it is a zombie until reaped).
+    fn zombie(&self, i: usize) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.replicas[i].pid));
+        // The state follows the parenthesised command name.
+        stat.ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
+            .unwrap_or(true)
+    }
+
+    /// `/readyz` answers 200.
+    pub fn ready(&self, i: usize) -> bool {
+        http::get(self.replicas[i].port, "/readyz").is_some_and(|(c, _)| c == 200)
+    }
+
+    /// Why the fleet is not settled, or Ok: every live replica ready; every cluster owned by
+    /// exactly one live replica (audit logs) and by the owner `status` names; every replica
+    /// holding a shard owns a cluster; as many shards held as live replicas allow; and when
+    /// every shard is held, no cluster displaced from its home.
+    pub fn settled(&self) -> Result<(), String> {
+        let live = self.live();
+        for &i in &live {
+            if self.zombie(i) {
+                panic!(
+                    "{} exited on its own; see its log {}",
+                    self.replicas[i].identity,
+                    self.replicas[i].log.display()
+                );
+            }
+            if !self.ready(i) {
+                return Err(format!("{} not ready", self.replicas[i].identity));
+            }
+        }
+        let live_ids: BTreeSet<&str> = live
+            .iter()
+            .map(|&i| self.replicas[i].identity.as_str())
+            .collect();
+        let owners = self.history().current_owners();
+        for c in &self.clusters {
+            match owners.get(c).map(Vec::as_slice) {
+                Some([one]) if live_ids.contains(one.as_str()) => {}
+                other => return Err(format!("cluster {c} owned by {other:?}")),
+            }
+        }
+        let holders: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&i| self.shard_of(i).is_some())
+            .collect();
+        let want = live.len().min(self.setup.shards as usize);
+        if holders.len() != want {
+            return Err(format!("{} of {want} shards held", holders.len()));
+        }
+        for &i in &holders {
+            let id = &self.replicas[i].identity;
+            if !owners.values().any(|o| o[0] == *id) {
+                return Err(format!("{id} holds a shard and no cluster"));
+            }
+        }
+        let status = self.status()?;
+        if status["unowned"] != serde_json::json!([]) {
+            return Err(format!("status: unowned {}", status["unowned"]));
+        }
+        for row in status["clusters"].as_array().ok_or("status: no clusters")? {
+            let id = row["id"].as_str().unwrap_or_default();
+            let said = row["owner"].as_str();
+            if owners.get(id).map(|o| o[0].as_str()) != said {
+                return Err(format!(
+                    "status says {id} is {said:?}'s, audit {:?}",
+                    owners.get(id)
+                ));
+            }
+        }
+        if holders.len() == self.setup.shards as usize {
+            let store = self.store.open();
+            let (_, doc) = read_root(store.as_ref()).map_err(|e| e.to_string())?;
+            let doc = doc.ok_or("no assignment")?;
+            if !doc.homes.is_empty() {
+                return Err(format!("{} clusters still away from home", doc.homes.len()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until [`Harness::settled`].
+    pub fn wait_settled(&self, what: &str) -> u64 {
+        wait_for(&format!("the fleet to settle ({what})"), SETTLE, || {
+            self.settled()
+        });
+        unix_ms()
+    }
+
+    /// Waits until every cluster the failed replica held is acquired by another process;
+    /// returns the time from the signal to the last acquire, in ms.
+    pub fn wait_takeover(&self, f: &Failure) -> u64 {
+        let who = &self.replicas[f.replica].identity;
+        wait_for(
+            &format!("{who}'s clusters to be taken over"),
+            SETTLE,
+            || {
+                let t = self.history().takeover(f.replica, f.at);
+                t.complete()
+                    .ok_or_else(|| format!("pending {:?} of {}", t.pending(), t.clusters.len()))
+            },
+        )
+    }
+
+    /// The store-wide revision (writes so far) in this scenario's store.
+    pub fn revision(&self) -> u64 {
+        let store = self.store.open();
+        read_root(store.as_ref()).expect("reading the store").0
+    }
+
+    /// The key prefix the replicas use.
+    pub fn root(&self) -> &'static str {
+        ROOT
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        for r in &mut self.replicas {
+            if let Some(mut c) = r.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        if std::thread::panicking() {
+            // Keep the files for a post-mortem and show the end of every replica's log.
+            let dir = self.dir.take().map(tempfile::TempDir::keep);
+            eprintln!("scenario files kept in {dir:?}");
+            for r in &self.replicas {
+                let text = std::fs::read_to_string(&r.log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                eprintln!(
+                    "--- {}#{} (pid {}) log tail:",
+                    r.identity, r.incarnation, r.pid
+                );
+                for l in tail.into_iter().rev() {
+                    eprintln!("{l}");
+                }
+            }
+        }
+    }
+}
