@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::audit::{History, Source, read_log};
-use super::store::{ROOT, StoreUnderTest, read_root};
+use super::store::{StoreUnderTest, read_root};
 use super::{http, unix_ms, wait_for};
 
 /// Deadline of every wait for the fleet to settle (generous: a loaded 2-core CI machine).
@@ -164,7 +164,7 @@ impl Harness {
         let port = http::free_port();
         let child = fleetshard()
             .args(["--log-level", "info", "run", "--identity", identity])
-            .args(["--store", &self.store.url()])
+            .args(["--store", &self.store.url(), "--root", &self.store.root()])
             .args(["--shards", &self.setup.shards.to_string()])
             .args(["--grace-ms", &self.setup.grace_ms.to_string()])
             .arg("--fleet")
@@ -293,6 +293,7 @@ impl Harness {
     pub fn status(&self) -> Result<Value, String> {
         let out = fleetshard()
             .args(["status", "--output", "json", "--store", &self.store.url()])
+            .args(["--root", &self.store.root()])
             .output()
             .map_err(|e| e.to_string())?;
         if !out.status.success() {
@@ -393,7 +394,8 @@ impl Harness {
         }
         if holders.len() == self.setup.shards as usize {
             let store = self.store.open();
-            let (_, doc) = read_root(store.as_ref()).map_err(|e| e.to_string())?;
+            let (_, doc) =
+                read_root(store.as_ref(), &self.store.root()).map_err(|e| e.to_string())?;
             let doc = doc.ok_or("no assignment")?;
             if !doc.homes.is_empty() {
                 return Err(format!("{} clusters still away from home", doc.homes.len()));
@@ -428,12 +430,9 @@ impl Harness {
     /// The store-wide revision (writes so far) in this scenario's store.
     pub fn revision(&self) -> u64 {
         let store = self.store.open();
-        read_root(store.as_ref()).expect("reading the store").0
-    }
-
-    /// The key prefix the replicas use.
-    pub fn root(&self) -> &'static str {
-        ROOT
+        read_root(store.as_ref(), &self.store.root())
+            .expect("reading the store")
+            .0
     }
 }
 

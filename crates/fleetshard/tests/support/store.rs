@@ -9,7 +9,7 @@ use fleetshard_coord::fenced::AssignmentDoc;
 use fleetshard_coord::store::{Precondition, Store, StoreError};
 use fleetshard_store_sqlite::SqliteStore;
 
-/// The key prefix `fleetshard run` uses by default.
+/// The key prefix `fleetshard run` uses by default; a shared store adds its own prefix.
 pub const ROOT: &str = "fleetshard/";
 
 /// A store for one scenario.
@@ -43,6 +43,13 @@ impl StoreUnderTest {
         }
     }
 
+    /// The `--root` key prefix of the fleet's records.
+    pub fn root(&self) -> String {
+        match self {
+            StoreUnderTest::Sqlite { .. } => ROOT.to_owned(),
+        }
+    }
+
     /// Opens the store in this process (for revisions, the assignment, probes).
     pub fn open(&self) -> Arc<dyn Store> {
         match self {
@@ -68,11 +75,14 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
         .block_on(f)
 }
 
-/// The store-wide revision (every write bumps it) and the committed assignment.
-pub fn read_root(store: &dyn Store) -> Result<(u64, Option<AssignmentDoc>), StoreError> {
+/// The store-wide revision (every write bumps it) and the committed assignment under `root`.
+pub fn read_root(
+    store: &dyn Store,
+    root: &str,
+) -> Result<(u64, Option<AssignmentDoc>), StoreError> {
     block_on(async {
-        let listing = store.list(ROOT).await?;
-        let key = fleetshard_coord::fenced::assignment_key(ROOT);
+        let listing = store.list(root).await?;
+        let key = fleetshard_coord::fenced::assignment_key(root);
         let doc = listing
             .entries
             .iter()
