@@ -223,6 +223,9 @@ async fn worker<R: Reconciler>(
         Pool::Operation => (filter.operation_queue(), filter.refresh_queue()),
     };
     while let Some(app) = queue.get().await {
+        // `get` does not wait while items are queued, and a reconciler may not await
+        // either: give the runtime a chance to run other tasks once the budget is spent.
+        tokio::task::coop::consume_budget().await;
         let guard = match filter.admit(&app) {
             Admission::Admitted(g) => g,
             Admission::NotOwned | Admission::Unresolved | Admission::Unknown => {

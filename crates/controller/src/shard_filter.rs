@@ -241,6 +241,9 @@ impl ShardFilter {
 
     /// This replica no longer owns `cluster`: no item of it is admitted from now on, its
     /// queued items are dropped, and this returns once no item of it is in flight.
+    /// Ownership events are meant to be applied in order, each awaited: a start of the
+    /// same cluster while its stop is pending keeps its new items, but the stop then also
+    /// waits for them.
     pub async fn stop_cluster(&self, cluster: &str) {
         {
             let mut s = self.lock();
@@ -262,16 +265,19 @@ impl ShardFilter {
         self.drop_queued(cluster);
     }
 
+    /// Drops the queued items of `cluster` unless it is owned (again) by now. Holds the
+    /// filter's lock across the queue calls so a concurrent start cannot slip in between
+    /// the check and the removal (lock order: filter, then queue; nothing takes them the
+    /// other way round).
     fn drop_queued(&self, cluster: &str) {
-        let apps: Vec<AppKey> = {
-            let s = self.lock();
-            s.cluster_apps
-                .get(cluster)
-                .map(|a| a.iter().cloned().collect())
-                .unwrap_or_default()
-        };
-        self.refresh.remove_many(&apps);
-        self.operation.remove_many(&apps);
+        let s = self.lock();
+        if s.owned.contains(cluster) {
+            return;
+        }
+        if let Some(apps) = s.cluster_apps.get(cluster) {
+            self.refresh.remove_many(apps);
+            self.operation.remove_many(apps);
+        }
     }
 
     /// Whether `app` may be processed now; see [`Admission`]. Counts the drops.

@@ -41,9 +41,10 @@ pub struct RateLimiterConfig {
 
 impl Default for RateLimiterConfig {
     fn default() -> Self {
+        let argo = RateLimiterConfig::argo_cd();
         RateLimiterConfig {
             cooldown: None,
-            ..RateLimiterConfig::argo_cd()
+            ..argo
         }
     }
 }
