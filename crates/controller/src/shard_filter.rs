@@ -214,7 +214,9 @@ impl ShardFilter {
         self.refresh.add_many(to_refresh);
     }
 
-    /// Starts (or stops) acting on a cluster as the coordination runner says.
+    /// Starts (or stops) acting on a cluster as the coordination runner says. The caller
+    /// passes only its own replica's events (`identity` is not checked here) and awaits
+    /// each before applying the next.
     pub async fn on_ownership(&self, change: &OwnershipChange) {
         match &change.change {
             Ownership::Started(c) => self.start_cluster(c),
