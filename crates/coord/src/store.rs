@@ -8,6 +8,7 @@
 //! `revision` that increases on every write, so a watcher can ask "anything new under this
 //! prefix since revision R?".
 
+pub mod chunked;
 pub mod conformance;
 pub mod memory;
 

@@ -525,3 +525,38 @@ fn table_output_is_the_default() {
     assert!(text.starts_with("fleet: 12 clusters"), "{text}");
     assert!(text.contains("balanced × 6 replicas"), "{text}");
 }
+
+#[test]
+fn scale_stores_the_desired_count_and_status_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("fs.db").display());
+    let out = run(fleetshard().args(["scale", "5", "--store", &url]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = ok_json(fleetshard().args(["status", "--store", &url, "--output", "json"]));
+    assert_eq!(status["desired_shards"], 5);
+    assert!(status["revision"].as_u64().unwrap() >= 1);
+    assert_eq!(status["shard_count"], Value::Null, "nothing committed yet");
+    // Out of range and garbage are refused, naming the value; the stored count stays.
+    assert!(fails(fleetshard().args(["scale", "0", "--store", &url])).contains("0 shards"));
+    assert!(fails(fleetshard().args(["scale", "many", "--store", &url])).contains("\"many\""));
+    let status = ok_json(fleetshard().args(["status", "--store", &url, "--output", "json"]));
+    assert_eq!(status["desired_shards"], 5);
+}
+
+#[test]
+fn run_refuses_a_bad_shards_value() {
+    let err = fails(fleetshard().args([
+        "run",
+        "--store",
+        "memory://",
+        "--fleet",
+        &example("examples/fleet.yaml"),
+        "--shards",
+        "auto:5-2",
+    ]));
+    assert!(err.contains("min 5 is above max 2"), "{err}");
+}

@@ -237,10 +237,7 @@ impl Sim {
             identity: identity.clone(),
             incarnation,
             root: "fs/".into(),
-            shards: self
-                .cfg
-                .count
-                .unwrap_or(ShardCount::Fixed(self.cfg.shards)),
+            shards: self.cfg.count.unwrap_or(ShardCount::Fixed(self.cfg.shards)),
             timing: self.cfg.timing,
             grace: self.cfg.grace,
             placement: PlacementConfig::default(),
@@ -695,7 +692,7 @@ fn scaling_by_desired_count_under_failures() {
         scale: vec![(15_000, 6), (35_000, 2), (60_000, 4)],
         ..SimConfig::default()
     };
-    check_configuration("desired count 3→6→2→4, 6 replicas", cfg.clone(), 25);
+    check_configuration("desired count 3→6→2→4, 6 replicas", cfg.clone(), 12);
     // Without failures the end state is exact: 4 shards, each held, every cluster owned.
     let mut sim = Sim::new(
         SimConfig {
@@ -726,7 +723,7 @@ fn auto_count_follows_the_live_replicas() {
         count: Some(ShardCount::Auto { min: 1, max: 8 }),
         ..SimConfig::default()
     };
-    check_configuration("auto count, 5 replicas", cfg.clone(), 25);
+    check_configuration("auto count, 5 replicas", cfg.clone(), 12);
     let mut sim = Sim::new(
         SimConfig {
             faults: false,

@@ -11,6 +11,8 @@ pub mod input;
 pub mod logging;
 pub mod plan;
 pub mod run;
+pub mod scale;
+pub mod shards;
 pub mod status;
 pub mod store;
 pub mod timing;
@@ -71,6 +73,9 @@ pub enum Command {
     /// What the store says: shard holders, distributor, generation, each cluster's owner,
     /// unowned clusters.
     Status(status::StatusArgs),
+    /// Sets the desired shard count in the store; replicas run with `--shards stored`
+    /// follow it without a restart.
+    Scale(scale::ScaleArgs),
 }
 
 /// Parses the process arguments. The raw matches are returned too: `plan` needs to know
@@ -93,6 +98,7 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Fleet(cmd) => fleet::run(cmd),
         Command::Run(args) => run::run(args),
         Command::Status(args) => status::run(args),
+        Command::Scale(args) => scale::run(args),
     }
 }
 

@@ -25,6 +25,7 @@ use self::audit::AuditEvent;
 use self::http::View;
 
 use super::input::{self, FleetArgs};
+use super::shards::ShardsArg;
 use super::store::StoreArgs;
 
 /// `fleetshard run` options.
@@ -42,9 +43,16 @@ pub struct RunArgs {
     /// The fleet.
     #[command(flatten)]
     pub input: FleetArgs,
-    /// Shard count: every replica of one fleet must use the same.
-    #[arg(long, value_name = "N", default_value_t = 3, env = "FLEETSHARD_SHARDS")]
-    pub shards: u32,
+    /// Where the shard count comes from: `N` (exactly N), `stored[:N]` (what `fleetshard
+    /// scale` wrote; N until then), or `auto[:MIN-MAX]` (one shard per live replica). The
+    /// elected distributor's setting decides; give every replica the same.
+    #[arg(
+        long,
+        value_name = "N|stored[:N]|auto[:MIN-MAX]",
+        default_value = "stored:3",
+        env = "FLEETSHARD_SHARDS"
+    )]
+    pub shards: ShardsArg,
     /// This replica's stable identity (a restarted replica gets its shard back). Default:
     /// the host name.
     #[arg(long, value_name = "NAME", env = "FLEETSHARD_IDENTITY")]
@@ -104,12 +112,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         // ReplicaConfig takes a shard count only: zones and capacities are not placed yet.
         tracing::warn!(
             listed = loaded.shards.len(),
-            shards = args.shards,
+            shards = %args.shards,
             "the fleet file's shards: section (zones, capacities) is not used by run; --shards sets the count"
         );
-    }
-    if args.shards == 0 {
-        bail!("--shards must be at least 1");
     }
     // Checked before anything starts; used by `serve`.
     args.store.root()?;
@@ -131,7 +136,7 @@ async fn serve(
         identity: identity.clone(),
         incarnation: incarnation()?,
         root: args.store.root()?.to_owned(),
-        shards: args.shards,
+        shards: args.shards.0,
         timing: LeaseTiming::default(),
         grace: Duration::from_millis(args.grace_ms),
         placement: PlacementConfig::default(),
@@ -155,7 +160,7 @@ async fn serve(
         incarnation = cfg.incarnation,
         store = %store.describe(),
         listen = %args.listen,
-        shards = args.shards,
+        shards = %args.shards,
         "replica starting"
     );
     let http = tokio::spawn({
@@ -174,6 +179,7 @@ async fn serve(
             },
             shard: e.shard,
             generation: e.generation,
+            lapsed_ago: e.lapsed_at.map(|t| t.elapsed()),
         },
     ));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);

@@ -9,7 +9,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::ValueEnum;
 use fleetshard_coord::fenced::{
-    AssignmentDoc, DistributorRecord, ShardRecord, assignment_key, distributor_key,
+    AssignmentDoc, DesiredShards, DistributorRecord, PresenceRecord, ShardRecord, assignment_key,
+    desired_shards_key, distributor_key,
 };
 use fleetshard_coord::store::Listing;
 use serde::Serialize;
@@ -70,15 +71,33 @@ struct ClusterRow {
     owner: Option<String>,
 }
 
+/// A replica without a shard, from its presence record.
+#[derive(Debug, Serialize)]
+struct SpareRow {
+    identity: String,
+    incarnation: u64,
+    /// Renewed during `--observe` (absent without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    renewed: Option<bool>,
+}
+
 /// The whole report (the `--output json` document).
 #[derive(Debug, Serialize)]
 struct Report {
     store: String,
+    /// The store revision the read reflects (it grows by one per write).
+    revision: u64,
     generation: Option<u64>,
+    /// The committed generation's shard count.
+    shard_count: Option<u32>,
+    /// The count stored by `fleetshard scale`, if any.
+    desired_shards: Option<u32>,
     distributor: Option<DistributorRow>,
     shards: Vec<ShardRow>,
     clusters: Vec<ClusterRow>,
     unowned: Vec<String>,
+    /// Replicas holding no shard (their presence records, not released).
+    spares: Vec<SpareRow>,
     /// Seconds between the two reads, with `--observe`.
     #[serde(skip_serializing_if = "Option::is_none")]
     observed_secs: Option<u64>,
@@ -135,7 +154,12 @@ fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing
     let mut records: BTreeMap<u32, (u64, ShardRecord)> = BTreeMap::new();
     let mut distributor = None;
     let mut doc: Option<AssignmentDoc> = None;
+    let mut desired = None;
+    let mut spares = Vec::new();
     let shard_prefix = format!("{root}shards/");
+    let presence_prefix = format!("{root}replicas/");
+    let before_version =
+        |key: &str| before.map(|b| b.entries.iter().find(|e| e.key == key).map(|e| e.version));
     for e in &now.entries {
         if e.key == distributor_key(root) {
             match serde_json::from_slice::<DistributorRecord>(&e.value) {
@@ -145,6 +169,21 @@ fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing
         } else if e.key == assignment_key(root) {
             match serde_json::from_slice::<AssignmentDoc>(&e.value) {
                 Ok(d) => doc = Some(d),
+                Err(err) => warnings.push(format!("{}: {err}", e.key)),
+            }
+        } else if e.key == desired_shards_key(root) {
+            match serde_json::from_slice::<DesiredShards>(&e.value) {
+                Ok(d) => desired = Some(d.shards),
+                Err(err) => warnings.push(format!("{}: {err}", e.key)),
+            }
+        } else if e.key.starts_with(&presence_prefix) {
+            match serde_json::from_slice::<PresenceRecord>(&e.value) {
+                Ok(r) if !r.released => spares.push(SpareRow {
+                    identity: r.holder,
+                    incarnation: r.incarnation,
+                    renewed: before_version(&e.key).map(|v| v != Some(e.version)),
+                }),
+                Ok(_) => {}
                 Err(err) => warnings.push(format!("{}: {err}", e.key)),
             }
         } else if let Some(n) = e.key.strip_prefix(&shard_prefix) {
@@ -163,11 +202,13 @@ fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing
     let count = shards
         .or(doc.as_ref().map(|d| d.shards))
         .unwrap_or_else(|| records.keys().next_back().map_or(0, |n| n + 1));
-    let version_before = |n: u32| {
-        let key = format!("{shard_prefix}{n}");
-        before.map(|b| b.entries.iter().find(|e| e.key == key).map(|e| e.version))
-    };
-    let shard_rows: Vec<ShardRow> = (0..count)
+    let version_before = |n: u32| before_version(&format!("{shard_prefix}{n}"));
+    // Every shard below the count, and records beyond it (holders letting go after a
+    // scale-down).
+    let numbers: std::collections::BTreeSet<u32> =
+        (0..count).chain(records.keys().copied()).collect();
+    let shard_rows: Vec<ShardRow> = numbers
+        .into_iter()
         .map(|n| {
             let rec = records.get(&n);
             ShardRow {
@@ -202,7 +243,10 @@ fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing
         .collect();
     Report {
         store: String::new(),
+        revision: now.revision,
         generation: doc.as_ref().map(|d| d.generation),
+        shard_count: doc.as_ref().map(|d| d.shards),
+        desired_shards: desired,
         distributor: distributor.map(|d| DistributorRow {
             holder: d.holder,
             incarnation: d.incarnation,
@@ -211,6 +255,7 @@ fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing
         shards: shard_rows,
         clusters,
         unowned,
+        spares,
         observed_secs: None,
         warnings,
     }
@@ -220,7 +265,14 @@ fn table(r: &Report) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let gen_text = r.generation.map_or("none".into(), |g| g.to_string());
-    let _ = writeln!(out, "store: {}  generation: {gen_text}", r.store);
+    let _ = writeln!(
+        out,
+        "store: {} (revision {})  generation: {gen_text}",
+        r.store, r.revision
+    );
+    let count = r.shard_count.map_or("none".into(), |n| n.to_string());
+    let desired = r.desired_shards.map_or("not set".into(), |n| n.to_string());
+    let _ = writeln!(out, "shards: {count} (desired: {desired})");
     let dist = match &r.distributor {
         Some(d) if d.released => format!("{} (released)", d.holder),
         Some(d) => format!("{} (incarnation {:x})", d.holder, d.incarnation),
@@ -235,8 +287,11 @@ fn table(r: &Report) -> String {
         "\nSHARD  HOLDER                INCARNATION       ACKED  STATE"
     );
     for s in &r.shards {
+        let beyond = r.shard_count.is_some_and(|c| s.shard >= c);
         let state = match (&s.holder, s.released, s.renewed) {
             (None, ..) => "vacant",
+            (_, true, _) if beyond => "released (beyond the count)",
+            (_, false, _) if beyond => "held (beyond the count: letting go)",
             (_, true, _) => "released",
             (_, false, Some(true)) => "held (renewed)",
             (_, false, Some(false)) => "held (NOT renewed)",
@@ -250,6 +305,17 @@ fn table(r: &Report) -> String {
             s.incarnation.map_or("-".into(), |i| format!("{i:x}")),
             s.acked.map_or("-".into(), |a| a.to_string()),
         );
+    }
+    if !r.spares.is_empty() {
+        let _ = writeln!(out, "\nSPARE                  INCARNATION       STATE");
+        for s in &r.spares {
+            let state = match s.renewed {
+                Some(true) => "present (renewed)",
+                Some(false) => "present (NOT renewed)",
+                None => "present",
+            };
+            let _ = writeln!(out, "{:<22} {:<17x} {state}", s.identity, s.incarnation);
+        }
     }
     let _ = writeln!(out, "\nCLUSTER                                SHARD  OWNER");
     for c in &r.clusters {
@@ -302,11 +368,34 @@ mod tests {
                 entry("fs/shards/0", shard("r0", false), 5),
                 entry("fs/shards/1", shard("r1", true), 6),
                 entry("fs/shards/x", serde_json::json!(1), 7),
+                entry("fs/shards/4", shard("r4", false), 8),
+                entry("fs/desired-shards", serde_json::json!({"shards": 2}), 9),
+                entry(
+                    "fs/replicas/r9",
+                    serde_json::json!({"holder": "r9", "incarnation": 3, "beat": 4}),
+                    9,
+                ),
+                entry(
+                    "fs/replicas/r0",
+                    serde_json::json!({"holder": "r0", "incarnation": 1, "beat": 4, "released": true}),
+                    9,
+                ),
             ],
         };
         let r = build("fs/", None, &listing, None);
         assert_eq!(r.generation, Some(2));
-        assert_eq!(r.shards.len(), 3);
+        // 0..3 from the count, and 4 found beyond it.
+        assert_eq!(
+            r.shards.iter().map(|s| s.shard).collect::<Vec<_>>(),
+            [0, 1, 2, 4]
+        );
+        assert_eq!(
+            (r.shard_count, r.desired_shards, r.revision),
+            (Some(3), Some(2), 9)
+        );
+        assert_eq!(r.spares.len(), 1);
+        assert_eq!(r.spares[0].identity, "r9");
+        assert!(table(&r).contains("beyond the count"));
         assert_eq!(r.clusters[0].owner.as_deref(), Some("r0"));
         assert_eq!(r.unowned, ["b", "c"]);
         assert_eq!(r.warnings.len(), 1);

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use fleetshard_coord::store::Store;
+use fleetshard_coord::store::chunked::{self, ChunkedStore};
 use fleetshard_coord::store::memory::MemoryStore;
 use fleetshard_store_sqlite::SqliteStore;
 
@@ -37,9 +38,11 @@ impl StoreArgs {
         Ok(&self.root)
     }
 
-    /// Opens the store.
+    /// Opens the store. Values too large for the backend (a big fleet's assignment) are
+    /// split into parts transparently ([`ChunkedStore`]).
     pub fn open(&self) -> anyhow::Result<Arc<dyn Store>> {
-        open_store(&self.store)
+        let inner = open_store(&self.store)?;
+        Ok(Arc::new(ChunkedStore::new(inner, chunked::DEFAULT_LIMIT)))
     }
 }
 

@@ -20,6 +20,10 @@ pub struct AuditEvent {
     pub shard: Option<u32>,
     /// The protocol's generation (fenced: the assignment's; Argo CD mode: see its docs).
     pub generation: u64,
+    /// For a stop caused by the lease lapsing: how long ago it lapsed, which is when
+    /// ownership ended (a replica paused past its deadline reports on resuming). The line's
+    /// `ts_ms` is then the lapse time, and it carries `"reason": "lapsed"`.
+    pub lapsed_ago: Option<std::time::Duration>,
 }
 
 /// Opens (appends to) the audit log at `path`, if any.
@@ -59,14 +63,18 @@ pub async fn audit_loop<T>(
         let event = if e.acquire { "acquire" } else { "release" };
         tracing::info!(cluster = %e.cluster, shard = ?e.shard, generation = e.generation, "{event}");
         if let Some(f) = &mut file {
-            let line = serde_json::json!({
-                "ts_ms": unix_ms() as u64,
+            let ago = e.lapsed_ago.map_or(0, |d| d.as_millis());
+            let mut line = serde_json::json!({
+                "ts_ms": unix_ms().saturating_sub(ago) as u64,
                 "identity": identity,
                 "event": event,
                 "cluster": e.cluster,
                 "shard": e.shard,
                 "generation": e.generation,
             });
+            if e.lapsed_ago.is_some() {
+                line["reason"] = "lapsed".into();
+            }
             // One write per line, unbuffered: a SIGKILL loses no line already reported.
             f.write_all(format!("{line}\n").as_bytes())
                 .context("writing the audit log")?;

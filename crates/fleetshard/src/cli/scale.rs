@@ -1,0 +1,44 @@
+//! `fleetshard scale N`: stores the desired shard count. Replicas started with
+//! `--shards stored[:N]` follow it: the distributor commits a generation with the new
+//! count, replicas holding shards beyond it hand their clusters over and become spares,
+//! spares claim new shards.
+
+use anyhow::Context as _;
+use fleetshard_coord::fenced::{DesiredShards, desired_shards_key, encode};
+use fleetshard_coord::store::Precondition;
+
+use super::shards::check_count;
+use super::store::StoreArgs;
+
+/// `fleetshard scale` options.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Example:\n  fleetshard scale 6 --store sqlite://fleetshard.db")]
+pub struct ScaleArgs {
+    /// The shard count wanted.
+    #[arg(value_name = "N", value_parser = check_count)]
+    pub shards: u32,
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// Writes the desired count (last writer wins: it is an operator's instruction).
+pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
+    let root = args.store.root()?.to_owned();
+    let store = args.store.open()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let key = desired_shards_key(&root);
+    let value = encode(&DesiredShards {
+        shards: args.shards,
+    });
+    let version = runtime
+        .block_on(store.put(&key, value, Precondition::Any))
+        .with_context(|| format!("writing {key} to {}", store.describe()))?;
+    super::print_stdout(&format!(
+        "desired shards: {} (stored at {key}, version {version}); replicas started with --shards stored follow it\n",
+        args.shards
+    ))
+}
