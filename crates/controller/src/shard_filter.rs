@@ -20,7 +20,7 @@ use fleetshard_core::{App, Cluster, Destination, DestinationIndex};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 
 use crate::AppKey;
 use crate::queue::WorkQueue;
@@ -221,6 +221,13 @@ impl ShardFilter {
         match &change.change {
             Ownership::Started(c) => self.start_cluster(c),
             Ownership::Stopped(c) => self.stop_cluster(c).await,
+        }
+    }
+
+    /// Applies ownership events in order, each stop awaited, until the sender is dropped.
+    pub async fn follow(&self, mut events: mpsc::UnboundedReceiver<OwnershipChange>) {
+        while let Some(change) = events.recv().await {
+            self.on_ownership(&change).await;
         }
     }
 

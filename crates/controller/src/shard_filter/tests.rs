@@ -244,17 +244,22 @@ async fn a_handover_waits_for_the_workers_and_nothing_runs_after_it() {
         generation: 1,
         lapsed_at: None,
     };
-    f.on_ownership(&change(Ownership::Started("c1".into())))
-        .await;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let follower = tokio::spawn({
+        let f = f.clone();
+        async move { f.follow(rx).await }
+    });
+    tx.send(change(Ownership::Started("c1".into()))).unwrap();
     sleep(Duration::from_secs(2)).await;
     assert_eq!(f.in_flight("c1"), 2, "a and b are being refreshed");
     let t = Instant::now();
-    f.on_ownership(&change(Ownership::Stopped("c1".into())))
-        .await;
+    tx.send(change(Ownership::Stopped("c1".into()))).unwrap();
+    drop(tx);
+    follower.await.unwrap();
     assert_eq!(
         Instant::now() - t,
         Duration::from_secs(8),
-        "waited for both refreshes"
+        "the stop waited for both refreshes"
     );
     assert_eq!(f.in_flight("c1"), 0);
     sleep(Duration::from_secs(30)).await;
