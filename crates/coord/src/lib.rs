@@ -6,6 +6,7 @@
 //! the runner that drives the machines do I/O. Nothing here knows the reconciler.
 
 pub mod argocd;
+pub mod argocd_runner;
 pub mod fenced;
 pub mod lease;
 pub mod runner;

@@ -45,6 +45,11 @@ pub const CONFIG_MAP_NAME: &str = "argocd-app-controller-shard-cm";
 /// The ConfigMap data key that holds the mapping.
 pub const DATA_KEY: &str = "shardControllerMapping";
 
+/// The store key of the mapping: data key [`DATA_KEY`] of ConfigMap [`CONFIG_MAP_NAME`]
+/// (the Kubernetes backend maps `configmap/NAME/DATAKEY` to exactly that; other backends
+/// keep it as an ordinary key).
+pub const MAPPING_KEY: &str = "configmap/argocd-app-controller-shard-cm/shardControllerMapping";
+
 /// `ARGOCD_APPLICATION_CONTROLLER_NAME`: the Deployment whose `spec.replicas` is the shard
 /// count in heartbeat mode.
 pub const ENV_CONTROLLER_NAME: &str = "ARGOCD_APPLICATION_CONTROLLER_NAME";
