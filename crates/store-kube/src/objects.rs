@@ -103,6 +103,32 @@ pub fn record_lease(
     })
 }
 
+/// A JSON merge patch that makes a Lease equal to `lease` (built by [`record_lease`] with a
+/// resourceVersion, which the API server then checks). Leases are written this way, not
+/// with PUT, because a real API server lets a PUT *create* a missing Lease (its strategy
+/// allows create-on-update), which would let a compare-and-swap on a deleted record
+/// succeed; a patch of a missing object is always 404.
+pub fn lease_merge_patch(lease: &Lease) -> serde_json::Value {
+    let annotations = lease.metadata.annotations.clone().unwrap_or_default();
+    let mut patch_annotations = serde_json::Map::new();
+    for name in [RECORD_ANNOTATION, RECORD_BASE64_ANNOTATION] {
+        // The encoding not used this time is removed (null), in case the last one used it.
+        patch_annotations.insert(name.to_owned(), serde_json::Value::Null);
+    }
+    for (k, v) in annotations {
+        patch_annotations.insert(k, v.into());
+    }
+    let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
+    serde_json::json!({
+        "metadata": {
+            "resourceVersion": lease.metadata.resource_version,
+            "labels": lease.metadata.labels,
+            "annotations": patch_annotations,
+        },
+        "spec": { "holderIdentity": holder },
+    })
+}
+
 /// The `holder` string of a JSON record, if it is one.
 fn holder_of(value: &[u8]) -> Option<String> {
     let json: serde_json::Value = serde_json::from_slice(value).ok()?;

@@ -5,8 +5,9 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use fleetshard_coord::store::{Entry, Precondition, StoreError};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -14,17 +15,36 @@ use serde::de::DeserializeOwned;
 use crate::errors::{call, parse_version};
 use crate::names::Target;
 use crate::objects::{
-    check_key, configmap_entry, data_value, describe, is_record, lease_entry, record_configmap,
-    record_lease, set_data_value,
+    check_key, configmap_entry, data_value, describe, is_record, lease_entry, lease_merge_patch,
+    record_configmap, record_lease, set_data_value,
 };
 use crate::{Ctx, KubeStore};
 
 /// The longest pause between two write attempts.
 const MAX_BACKOFF: Duration = Duration::from_millis(200);
 
-/// What a record kind needs to be handled generically.
-trait Kind: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug {}
-impl<K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug> Kind for K {}
+/// What a record kind needs to be handled generically, and how a compare-and-swap
+/// replaces one.
+trait Kind: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug {
+    /// `None`: PUT the whole object; `Some`: send this merge patch instead.
+    fn merge_patch(&self) -> Option<serde_json::Value>;
+}
+
+impl Kind for ConfigMap {
+    fn merge_patch(&self) -> Option<serde_json::Value> {
+        None
+    }
+}
+
+impl Kind for Lease {
+    fn merge_patch(&self) -> Option<serde_json::Value> {
+        Some(lease_merge_patch(self))
+    }
+}
+
+fn patch_of<K: Kind>(obj: &K) -> Option<serde_json::Value> {
+    obj.merge_patch()
+}
 
 fn conflict(key: &str) -> StoreError {
     StoreError::Conflict {
@@ -159,7 +179,16 @@ impl KubeStore {
         };
         let replace = |obj: K| {
             let what = || format!("replace {kind} {name}");
-            async move { call(what, self.timeout(), api.replace(name, pp, &obj)).await }
+            async move {
+                match patch_of(&obj) {
+                    Some(patch) => {
+                        let patch = Patch::Merge(patch);
+                        let params = PatchParams::default();
+                        call(what, self.timeout(), api.patch(name, &params, &patch)).await
+                    }
+                    None => call(what, self.timeout(), api.replace(name, pp, &obj)).await,
+                }
+            }
         };
         let written = |obj: K| parse_version(obj.meta().resource_version.as_deref(), name);
         match pre {
