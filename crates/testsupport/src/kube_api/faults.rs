@@ -1,0 +1,243 @@
+//! Request classification, per-verb/per-resource request counters, and fault injection:
+//! fail the next N matching requests with a status, add latency, or partition (hold
+//! matching requests — and stall open watch streams that match — until healed).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::status::ApiError;
+
+/// What a request does, as the API server's authorizer names it (plus `Discovery`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Verb {
+    /// GET of one object (or subresource).
+    Get,
+    /// GET of a collection.
+    List,
+    /// GET of a collection with `watch=true`.
+    Watch,
+    /// POST.
+    Create,
+    /// PUT.
+    Update,
+    /// PATCH (all patch types, apply included).
+    Patch,
+    /// DELETE of one object.
+    Delete,
+    /// DELETE of a collection.
+    DeleteCollection,
+    /// `/api`, `/apis`, `/version` and the resource lists.
+    Discovery,
+}
+
+impl Verb {
+    /// Whether the verb writes.
+    pub fn is_write(self) -> bool {
+        matches!(
+            self,
+            Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection
+        )
+    }
+}
+
+/// A classified request, given to fault predicates.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestInfo {
+    /// The verb (None only for paths that name no resource and are not discovery).
+    pub verb: Option<Verb>,
+    /// API group ("" for core).
+    pub group: String,
+    /// Plural resource ("" for discovery).
+    pub resource: String,
+    /// Subresource (`status`, `scale`).
+    pub subresource: Option<String>,
+    /// Namespace from the path.
+    pub namespace: Option<String>,
+    /// Object name from the path.
+    pub name: Option<String>,
+    /// The request path.
+    pub path: String,
+}
+
+impl RequestInfo {
+    /// Whether this request is `verb` on `resource` (plural).
+    pub fn is(&self, verb: Verb, resource: &str) -> bool {
+        self.verb == Some(verb) && self.resource == resource
+    }
+}
+
+/// What an injected fault does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaultAction {
+    /// Answer with this HTTP code and a matching `Status` (and `Retry-After` seconds).
+    Fail {
+        /// HTTP status code.
+        code: u16,
+        /// `Retry-After` header value, in seconds.
+        retry_after: Option<u64>,
+    },
+    /// Delay the request by this much, then serve it.
+    Delay(Duration),
+    /// Hold the request until [`Faults::heal`].
+    Hang,
+}
+
+type Predicate = Arc<dyn Fn(&RequestInfo) -> bool + Send + Sync>;
+
+struct Rule {
+    id: u64,
+    matches: Predicate,
+    remaining: Option<u64>,
+    action: FaultAction,
+}
+
+impl fmt::Debug for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rule")
+            .field("id", &self.id)
+            .field("remaining", &self.remaining)
+            .field("action", &self.action)
+            .finish()
+    }
+}
+
+/// Identifies an injected fault, to remove it alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultId(u64);
+
+/// The fault rules and request counters of one server.
+#[derive(Debug)]
+pub struct Faults {
+    rules: Mutex<(u64, Vec<Rule>)>,
+    healed: watch::Sender<u64>,
+    counts: Mutex<BTreeMap<(Verb, String), u64>>,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Self {
+            rules: Mutex::new((0, Vec::new())),
+            healed: watch::Sender::new(0),
+            counts: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl Faults {
+    /// Adds a rule; `remaining` None = until removed.
+    pub fn add(
+        &self,
+        remaining: Option<u64>,
+        action: FaultAction,
+        matches: impl Fn(&RequestInfo) -> bool + Send + Sync + 'static,
+    ) -> FaultId {
+        let mut g = self.rules.lock().expect("fault rules lock");
+        g.0 += 1;
+        let id = g.0;
+        g.1.push(Rule {
+            id,
+            matches: Arc::new(matches),
+            remaining,
+            action,
+        });
+        FaultId(id)
+    }
+
+    /// Removes one rule (releasing requests it holds).
+    pub fn remove(&self, id: FaultId) {
+        self.rules
+            .lock()
+            .expect("fault rules lock")
+            .1
+            .retain(|r| r.id != id.0);
+        self.healed.send_modify(|n| *n += 1);
+    }
+
+    /// Removes every partition (held requests proceed).
+    pub fn heal(&self) {
+        self.rules
+            .lock()
+            .expect("fault rules lock")
+            .1
+            .retain(|r| r.action != FaultAction::Hang);
+        self.healed.send_modify(|n| *n += 1);
+    }
+
+    /// Removes every rule.
+    pub fn clear(&self) {
+        self.rules.lock().expect("fault rules lock").1.clear();
+        self.healed.send_modify(|n| *n += 1);
+    }
+
+    /// Counts the request.
+    pub fn count(&self, info: &RequestInfo) {
+        if let Some(verb) = info.verb {
+            let mut c = self.counts.lock().expect("counters lock");
+            *c.entry((verb, info.resource.clone())).or_insert(0) += 1;
+        }
+    }
+
+    /// A snapshot of the counters by (verb, plural resource).
+    pub fn counts(&self) -> BTreeMap<(Verb, String), u64> {
+        self.counts.lock().expect("counters lock").clone()
+    }
+
+    /// Zeroes the counters.
+    pub fn reset_counts(&self) {
+        self.counts.lock().expect("counters lock").clear();
+    }
+
+    fn is_held(&self, info: &RequestInfo) -> bool {
+        let g = self.rules.lock().expect("fault rules lock");
+        g.1.iter()
+            .any(|r| r.action == FaultAction::Hang && (r.matches)(info))
+    }
+
+    /// Waits while a partition holds requests like `info`.
+    pub async fn wait_if_partitioned(&self, info: &RequestInfo) {
+        let mut healed = self.healed.subscribe();
+        while self.is_held(info) {
+            if healed.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Applies the rules to an arriving request: waits out partitions and latency, then
+    /// fails it if a counted failure rule matches (consuming one of its N).
+    pub async fn apply(&self, info: &RequestInfo) -> Result<(), ApiError> {
+        self.wait_if_partitioned(info).await;
+        let (delay, failure) = {
+            let mut g = self.rules.lock().expect("fault rules lock");
+            let mut delay = Duration::ZERO;
+            let mut failure = None;
+            for r in g.1.iter_mut().filter(|r| (r.matches)(info)) {
+                match r.action {
+                    FaultAction::Delay(d) => delay += d,
+                    FaultAction::Fail { code, retry_after } if failure.is_none() => {
+                        if r.remaining == Some(0) {
+                            continue;
+                        }
+                        if let Some(n) = &mut r.remaining {
+                            *n -= 1;
+                        }
+                        let mut e = ApiError::for_code(code, format!("injected fault: {code}"));
+                        e.details.retry_after = retry_after;
+                        failure = Some(e);
+                    }
+                    _ => {}
+                }
+            }
+            g.1.retain(|r| r.remaining != Some(0));
+            (delay, failure)
+        };
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        failure.map_or(Ok(()), Err)
+    }
+}

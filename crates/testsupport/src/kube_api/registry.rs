@@ -1,0 +1,225 @@
+//! The resource registry: which kinds the fake serves, under which paths, with which
+//! subresources. Adding a kind is one [`ResourceKind`] line in [`DEFAULT_RESOURCES`] (or in
+//! the list given to [`crate::kube_api::FakeApiServer::start_with`]).
+
+/// One served resource (a kind under a group/version), described as discovery describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceKind {
+    /// API group; "" for the core group.
+    pub group: &'static str,
+    /// API version within the group (e.g. "v1").
+    pub version: &'static str,
+    /// Kind (e.g. "ConfigMap").
+    pub kind: &'static str,
+    /// Plural resource name used in paths (e.g. "configmaps").
+    pub plural: &'static str,
+    /// Singular resource name (e.g. "configmap").
+    pub singular: &'static str,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Whether the kind has a `status` subresource (the main resource then ignores status
+    /// changes, and the subresource changes only status).
+    pub status: bool,
+    /// Whether the kind has a `scale` subresource mapped onto `spec.replicas`.
+    pub scale: bool,
+    /// Whether DELETE answers with the deleted object (custom resources, pods) rather
+    /// than a success `Status` (most built-in kinds).
+    pub delete_returns_object: bool,
+}
+
+impl ResourceKind {
+    /// A namespaced kind without subresources; chain the builders below for the rest.
+    pub const fn namespaced(
+        group: &'static str,
+        version: &'static str,
+        kind: &'static str,
+        plural: &'static str,
+        singular: &'static str,
+    ) -> Self {
+        Self {
+            group,
+            version,
+            kind,
+            plural,
+            singular,
+            namespaced: true,
+            status: false,
+            scale: false,
+            delete_returns_object: false,
+        }
+    }
+
+    /// A cluster-scoped kind without subresources.
+    pub const fn cluster(
+        group: &'static str,
+        version: &'static str,
+        kind: &'static str,
+        plural: &'static str,
+        singular: &'static str,
+    ) -> Self {
+        let mut k = Self::namespaced(group, version, kind, plural, singular);
+        k.namespaced = false;
+        k
+    }
+
+    /// With a `status` subresource.
+    pub const fn with_status(mut self) -> Self {
+        self.status = true;
+        self
+    }
+
+    /// With a `scale` subresource (onto `spec.replicas`).
+    pub const fn with_scale(mut self) -> Self {
+        self.scale = true;
+        self
+    }
+
+    /// DELETE returns the deleted object instead of a `Status`.
+    pub const fn returning_deleted(mut self) -> Self {
+        self.delete_returns_object = true;
+        self
+    }
+
+    /// `apiVersion` as written in objects: "v1" or "group/version".
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The path prefix of this group/version: `/api/v1` or `/apis/{group}/{version}`.
+    pub fn group_version_path(&self) -> String {
+        if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The verbs discovery advertises for the main resource.
+    pub fn verbs(&self) -> &'static [&'static str] {
+        &[
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
+    }
+}
+
+/// Every kind fleetshard reads or writes, and the common workload kinds a GitOps
+/// reconciler applies.
+pub const DEFAULT_RESOURCES: &[ResourceKind] = &[
+    ResourceKind::namespaced("", "v1", "ConfigMap", "configmaps", "configmap"),
+    ResourceKind::namespaced("", "v1", "Secret", "secrets", "secret"),
+    ResourceKind::cluster("", "v1", "Namespace", "namespaces", "namespace").with_status(),
+    ResourceKind::namespaced("", "v1", "Pod", "pods", "pod")
+        .with_status()
+        .returning_deleted(),
+    ResourceKind::namespaced("", "v1", "Service", "services", "service").with_status(),
+    ResourceKind::namespaced(
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+    )
+    .with_status(),
+    ResourceKind::namespaced("apps", "v1", "Deployment", "deployments", "deployment")
+        .with_status()
+        .with_scale(),
+    ResourceKind::namespaced("apps", "v1", "StatefulSet", "statefulsets", "statefulset")
+        .with_status()
+        .with_scale(),
+    ResourceKind::namespaced("apps", "v1", "DaemonSet", "daemonsets", "daemonset").with_status(),
+    ResourceKind::namespaced("apps", "v1", "ReplicaSet", "replicasets", "replicaset")
+        .with_status()
+        .with_scale(),
+    ResourceKind::namespaced("coordination.k8s.io", "v1", "Lease", "leases", "lease"),
+    ResourceKind::namespaced("batch", "v1", "Job", "jobs", "job").with_status(),
+    ResourceKind::namespaced("batch", "v1", "CronJob", "cronjobs", "cronjob").with_status(),
+    ResourceKind::namespaced("networking.k8s.io", "v1", "Ingress", "ingresses", "ingress")
+        .with_status(),
+    ResourceKind::namespaced(
+        "argoproj.io",
+        "v1alpha1",
+        "Application",
+        "applications",
+        "application",
+    )
+    .with_status()
+    .returning_deleted(),
+];
+
+/// The served kinds, with lookups by path and by apiVersion/kind.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    kinds: Vec<ResourceKind>,
+}
+
+impl Registry {
+    /// A registry serving exactly `kinds`.
+    pub fn new(kinds: &[ResourceKind]) -> Self {
+        Self {
+            kinds: kinds.to_vec(),
+        }
+    }
+
+    /// All served kinds, in registration order.
+    pub fn kinds(&self) -> &[ResourceKind] {
+        &self.kinds
+    }
+
+    /// The kind served at `group`/`version`/`plural`.
+    pub fn by_plural(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceKind> {
+        self.kinds
+            .iter()
+            .find(|k| k.group == group && k.version == version && k.plural == plural)
+    }
+
+    /// The kind with this `apiVersion` ("v1", "apps/v1") and `kind`.
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<&ResourceKind> {
+        let (group, version) = split_api_version(api_version);
+        self.kinds
+            .iter()
+            .find(|k| k.group == group && k.version == version && k.kind == kind)
+    }
+
+    /// The groups (other than core) in registration order, each with its versions.
+    pub fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+        for k in self.kinds.iter().filter(|k| !k.group.is_empty()) {
+            match out.iter_mut().find(|(g, _)| *g == k.group) {
+                Some((_, versions)) if !versions.contains(&k.version) => versions.push(k.version),
+                Some(_) => {}
+                None => out.push((k.group, vec![k.version])),
+            }
+        }
+        out
+    }
+
+    /// The kinds of one group/version.
+    pub fn in_group_version<'a>(
+        &'a self,
+        group: &'a str,
+        version: &'a str,
+    ) -> impl Iterator<Item = &'a ResourceKind> + 'a {
+        self.kinds
+            .iter()
+            .filter(move |k| k.group == group && k.version == version)
+    }
+}
+
+/// Splits "group/version" (or "v1" for core) into (group, version).
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    }
+}

@@ -1,0 +1,532 @@
+//! The HTTP layer: path parsing into discovery or resource requests, verbs, query
+//! parameters, faults and counters, and JSON responses (errors as `Status`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use serde_json::{Value, json};
+
+use super::apply::{self, ApplyOptions, PatchType};
+use super::discovery;
+use super::faults::{RequestInfo, Verb};
+use super::ops::{self, Sub};
+use super::registry::ResourceKind;
+use super::selectors::{FieldSelector, LabelSelector};
+use super::state::Shared;
+use super::status::ApiError;
+use super::store::EventType;
+use super::watch::{self, WatchRequest};
+
+/// The router: every path goes through [`handle`].
+pub fn router(shared: Arc<Shared>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(shared)
+}
+
+fn json_response(code: u16, body: &Value, content_type: &str) -> Response {
+    let mut r = Response::new(Body::from(serde_json::to_vec(body).unwrap_or_default()));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+fn ok(body: &Value) -> Response {
+    json_response(200, body, "application/json")
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut r = json_response(self.code, &self.to_status(), "application/json");
+        if let Some(s) = self.details.retry_after
+            && let Ok(v) = HeaderValue::from_str(&s.to_string())
+        {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        r
+    }
+}
+
+/// A parsed path.
+enum Target {
+    Version,
+    CoreVersions,
+    Groups,
+    Group(String),
+    ResourceList(String, String),
+    Resource {
+        kind: ResourceKind,
+        namespace: Option<String>,
+        name: Option<String>,
+        sub: Option<String>,
+    },
+}
+
+fn not_found_path() -> ApiError {
+    ApiError::new(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
+}
+
+fn parse_target(shared: &Shared, path: &str) -> Result<Target, ApiError> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["version"] => return Ok(Target::Version),
+        ["api"] => return Ok(Target::CoreVersions),
+        ["apis"] => return Ok(Target::Groups),
+        ["apis", g] => return Ok(Target::Group(g.to_string())),
+        ["api", v] => return Ok(Target::ResourceList(String::new(), v.to_string())),
+        ["apis", g, v] => return Ok(Target::ResourceList(g.to_string(), v.to_string())),
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(not_found_path()),
+    };
+    let reg = &shared.registry;
+    let namespaced_plural = |p: &str| {
+        reg.by_plural(group, version, p)
+            .is_some_and(|k| k.namespaced)
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, plural, ..] if namespaced_plural(plural) => {
+            (Some(ns.to_string()), &rest[2..])
+        }
+        _ => (None, rest),
+    };
+    let (plural, name, sub) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some(n.to_string()), None),
+        [p, n, s] => (*p, Some(n.to_string()), Some(s.to_string())),
+        _ => return Err(not_found_path()),
+    };
+    let kind = *reg
+        .by_plural(group, version, plural)
+        .ok_or_else(not_found_path)?;
+    // A namespaced object is addressed only inside its namespace.
+    if kind.namespaced && namespace.is_none() && name.is_some() {
+        return Err(not_found_path());
+    }
+    match sub.as_deref() {
+        None => {}
+        Some("status") if kind.status => {}
+        Some("scale") if kind.scale => {}
+        Some(_) => return Err(not_found_path()),
+    }
+    Ok(Target::Resource {
+        kind,
+        namespace,
+        name,
+        sub,
+    })
+}
+
+fn flag(q: &HashMap<String, String>, key: &str) -> bool {
+    q.get(key).is_some_and(|v| v == "true" || v == "1")
+}
+
+fn verb_of(method: &Method, t: &Target, q: &HashMap<String, String>) -> Option<Verb> {
+    let Target::Resource { name, .. } = t else {
+        return (method == Method::GET).then_some(Verb::Discovery);
+    };
+    Some(match (method.as_str(), name.is_some()) {
+        ("GET", true) => Verb::Get,
+        ("GET", false) if flag(q, "watch") => Verb::Watch,
+        ("GET", false) => Verb::List,
+        ("POST", false) => Verb::Create,
+        ("PUT", true) => Verb::Update,
+        ("PATCH", true) => Verb::Patch,
+        ("DELETE", true) => Verb::Delete,
+        ("DELETE", false) => Verb::DeleteCollection,
+        _ => return None,
+    })
+}
+
+fn info_of(path: &str, t: &Target, verb: Option<Verb>) -> RequestInfo {
+    let mut info = RequestInfo {
+        verb,
+        path: path.to_string(),
+        ..RequestInfo::default()
+    };
+    if let Target::Resource {
+        kind,
+        namespace,
+        name,
+        sub,
+    } = t
+    {
+        info.group = kind.group.to_string();
+        info.resource = kind.plural.to_string();
+        info.namespace = namespace.clone();
+        info.name = name.clone();
+        info.subresource = sub.clone();
+    }
+    info
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let q: HashMap<String, String> = uri
+        .query()
+        .and_then(|s| {
+            axum::extract::Query::<HashMap<String, String>>::try_from_uri(
+                &format!("/?{s}").parse().ok()?,
+            )
+            .ok()
+        })
+        .map(|axum::extract::Query(q)| q)
+        .unwrap_or_default();
+    let path = uri.path().to_string();
+    let target = match parse_target(&shared, &path) {
+        Ok(t) => t,
+        Err(e) => return e.into_response(),
+    };
+    let verb = verb_of(&method, &target, &q);
+    let info = info_of(&path, &target, verb);
+    shared.faults.count(&info);
+    if let Err(e) = shared.faults.apply(&info).await {
+        return e.into_response();
+    }
+    let Some(verb) = verb else {
+        return ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({method} {path})"
+        ))
+        .into_response();
+    };
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    match target {
+        Target::Version => ok(&discovery::version()),
+        Target::CoreVersions if discovery::wants_aggregated(accept) => json_response(
+            200,
+            &discovery::aggregated(&shared.registry, true),
+            discovery::AGGREGATED_CONTENT_TYPE,
+        ),
+        Target::CoreVersions => ok(&discovery::api_versions(&shared.address)),
+        Target::Groups if discovery::wants_aggregated(accept) => json_response(
+            200,
+            &discovery::aggregated(&shared.registry, false),
+            discovery::AGGREGATED_CONTENT_TYPE,
+        ),
+        Target::Groups => ok(&discovery::api_group_list(&shared.registry)),
+        Target::Group(g) => discovery::api_group(&shared.registry, &g)
+            .map_or_else(|| not_found_path().into_response(), |d| ok(&d)),
+        Target::ResourceList(g, v) => discovery::api_resource_list(&shared.registry, &g, &v)
+            .map_or_else(|| not_found_path().into_response(), |d| ok(&d)),
+        Target::Resource {
+            kind,
+            namespace,
+            name,
+            sub,
+        } => {
+            let req = ResourceRequest {
+                shared: &shared,
+                kind,
+                namespace,
+                name: name.unwrap_or_default(),
+                sub,
+                q: &q,
+                headers: &headers,
+                body: &body,
+                info,
+            };
+            match req.serve(verb) {
+                Ok(r) => r,
+                Err(e) => e.into_response(),
+            }
+        }
+    }
+}
+
+struct ResourceRequest<'a> {
+    shared: &'a Arc<Shared>,
+    kind: ResourceKind,
+    namespace: Option<String>,
+    name: String,
+    sub: Option<String>,
+    q: &'a HashMap<String, String>,
+    headers: &'a HeaderMap,
+    body: &'a Bytes,
+    info: RequestInfo,
+}
+
+impl ResourceRequest<'_> {
+    fn ns(&self) -> &str {
+        self.namespace.as_deref().unwrap_or_default()
+    }
+
+    fn sub(&self) -> Sub {
+        if self.sub.as_deref() == Some("status") {
+            Sub::Status
+        } else {
+            Sub::Main
+        }
+    }
+
+    fn body_json(&self) -> Result<Value, ApiError> {
+        serde_json::from_slice(self.body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the body of the request for {} {:?} could not be decoded as JSON: {e}",
+                self.kind.kind, self.name
+            ))
+        })
+    }
+
+    fn labels(&self) -> Result<LabelSelector, ApiError> {
+        LabelSelector::parse(self.q.get("labelSelector").map_or("", String::as_str))
+    }
+
+    fn fields(&self) -> Result<FieldSelector, ApiError> {
+        FieldSelector::parse(
+            self.q.get("fieldSelector").map_or("", String::as_str),
+            self.kind.kind,
+        )
+    }
+
+    fn serve(self, verb: Verb) -> Result<Response, ApiError> {
+        let kind = self.kind;
+        let shared = self.shared;
+        let ns = self.ns().to_string();
+        // Writes to a namespaced collection need the namespace in the path.
+        if kind.namespaced && self.namespace.is_none() && verb.is_write() {
+            return Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({} across all namespaces)",
+                kind.plural
+            )));
+        }
+        match verb {
+            Verb::Get => {
+                let store = shared.read();
+                let obj = store
+                    .get(&ops::key(&kind, &ns, &self.name))
+                    .ok_or_else(|| ApiError::not_found(kind.group, kind.plural, &self.name))?;
+                Ok(if self.sub.as_deref() == Some("scale") {
+                    ok(&apply::scale_of(obj))
+                } else {
+                    ok(obj)
+                })
+            }
+            Verb::List => self.list().map(|v| ok(&v)),
+            Verb::Watch => self.watch(),
+            Verb::Create => {
+                let body = self.body_json()?;
+                let (obj, _) = shared.write(|s| ops::create(s, &kind, &ns, body))?;
+                Ok(json_response(201, &obj, "application/json"))
+            }
+            Verb::Update if self.sub.as_deref() == Some("scale") => {
+                let body = self.body_json()?;
+                let scale = shared.write(|s| {
+                    apply::write_scale(s, &kind, &ns, &self.name, |sc| {
+                        *sc = body;
+                        Ok(())
+                    })
+                })?;
+                Ok(ok(&scale))
+            }
+            Verb::Update => {
+                let body = self.body_json()?;
+                let sub = self.sub();
+                let (obj, _) =
+                    shared.write(|s| ops::update(s, &kind, &ns, &self.name, body, sub))?;
+                Ok(ok(&obj))
+            }
+            Verb::Patch => self.patch(),
+            Verb::Delete => {
+                let options = if self.body.is_empty() {
+                    json!({})
+                } else {
+                    self.body_json()?
+                };
+                let (body, _) =
+                    shared.write(|s| ops::delete(s, &kind, &ns, &self.name, &options))?;
+                Ok(ok(&body))
+            }
+            Verb::DeleteCollection => {
+                let (labels, fields) = (self.labels()?, self.fields()?);
+                let deleted = shared.write(|s| {
+                    let names: Vec<String> = s
+                        .objects_of((kind.group, kind.plural), Some(&ns))
+                        .filter(|(_, o)| labels.matches(o) && fields.matches(o))
+                        .map(|(k, _)| k.name.clone())
+                        .collect();
+                    let mut items = Vec::new();
+                    for n in names {
+                        if let Ok((obj, _)) = ops::delete(s, &kind, &ns, &n, &json!({})) {
+                            items.push(obj);
+                        }
+                    }
+                    items
+                });
+                Ok(ok(&json!({
+                    "kind": format!("{}List", kind.kind),
+                    "apiVersion": kind.api_version(),
+                    "metadata": {"resourceVersion": shared.read().revision().to_string()},
+                    "items": deleted,
+                })))
+            }
+            Verb::Discovery => Err(not_found_path()),
+        }
+    }
+
+    fn patch(self) -> Result<Response, ApiError> {
+        let ct = self
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let pt =
+            PatchType::from_content_type(ct).ok_or_else(|| ApiError::unsupported_media_type(ct))?;
+        let body = apply::parse_body(pt, self.body)?;
+        let (kind, ns, name) = (self.kind, self.ns().to_string(), self.name.clone());
+        if self.sub.as_deref() == Some("scale") {
+            let scale = self.shared.write(|s| {
+                apply::write_scale(s, &kind, &ns, &name, |sc| match pt {
+                    PatchType::Json => super::patch::json_patch(sc, &body),
+                    _ => {
+                        super::patch::merge_patch(sc, &body);
+                        Ok(())
+                    }
+                })
+            })?;
+            return Ok(ok(&scale));
+        }
+        let opts = ApplyOptions {
+            field_manager: self.q.get("fieldManager").cloned(),
+            force: flag(self.q, "force"),
+        };
+        let sub = self.sub();
+        let (obj, event) = self
+            .shared
+            .write(|s| apply::patch(s, &kind, &ns, &name, pt, body, sub, &opts))?;
+        // An apply that created the object answers 201, as a create does.
+        let created = event.is_some_and(|e| e.ty == EventType::Added);
+        let code = if created { 201 } else { 200 };
+        Ok(json_response(code, &obj, "application/json"))
+    }
+
+    fn list(&self) -> Result<Value, ApiError> {
+        let kind = self.kind;
+        let (labels, fields) = (self.labels()?, self.fields()?);
+        let store = self.shared.read();
+        let rv_param = self.q.get("resourceVersion").map_or("", String::as_str);
+        let exact = self.q.get("resourceVersionMatch").map(String::as_str) == Some("Exact");
+        let (at, after) = match self.q.get("continue").filter(|c| !c.is_empty()) {
+            Some(token) => {
+                let (rv, after) = decode_continue(token)?;
+                store.check_retained(rv).map_err(|_| {
+                    ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+                })?;
+                (rv, Some(after))
+            }
+            None => {
+                let current = store.revision();
+                let at = match ops::parse_rv(rv_param)? {
+                    Some(0) | None => current,
+                    Some(rv) if rv > current => {
+                        return Err(ApiError::for_code(
+                            504,
+                            format!("Too large resource version: {rv}, current: {current}"),
+                        ));
+                    }
+                    Some(rv) if exact => rv,
+                    Some(_) => current,
+                };
+                (at, None)
+            }
+        };
+        let snapshot =
+            store.snapshot_at((kind.group, kind.plural), self.namespace.as_deref(), at)?;
+        drop(store);
+        let limit = self
+            .q
+            .get("limit")
+            .and_then(|l| l.parse::<usize>().ok())
+            .filter(|l| *l > 0);
+        let mut matching = snapshot
+            .iter()
+            .filter(|(k, _)| {
+                after.as_ref().is_none_or(|a| {
+                    (k.namespace.as_str(), k.name.as_str()) > (a.0.as_str(), a.1.as_str())
+                })
+            })
+            .filter(|(_, o)| labels.matches(o) && fields.matches(o));
+        let mut items = Vec::new();
+        let mut last = None;
+        for (k, o) in matching.by_ref() {
+            items.push((**o).clone());
+            last = Some((k.namespace.clone(), k.name.clone()));
+            if limit.is_some_and(|l| items.len() >= l) {
+                break;
+            }
+        }
+        let remaining = matching.count();
+        let mut meta = json!({"resourceVersion": at.to_string()});
+        if remaining > 0
+            && let Some((ns, name)) = last
+        {
+            meta["continue"] = json!(encode_continue(at, &ns, &name));
+            meta["remainingItemCount"] = json!(remaining);
+        }
+        Ok(json!({
+            "kind": format!("{}List", kind.kind),
+            "apiVersion": kind.api_version(),
+            "metadata": meta,
+            "items": items,
+        }))
+    }
+
+    fn watch(&self) -> Result<Response, ApiError> {
+        let req = WatchRequest {
+            kind: self.kind,
+            namespace: self.namespace.clone(),
+            resource_version: self.q.get("resourceVersion").cloned().unwrap_or_default(),
+            bookmarks: flag(self.q, "allowWatchBookmarks"),
+            send_initial_events: flag(self.q, "sendInitialEvents"),
+            timeout: self
+                .q
+                .get("timeoutSeconds")
+                .and_then(|t| t.parse::<u64>().ok())
+                .map(Duration::from_secs),
+            labels: self.labels()?,
+            fields: self.fields()?,
+            info: self.info.clone(),
+        };
+        let stream = watch::start(self.shared.clone(), req)?;
+        let mut r = Response::new(Body::from_stream(stream));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        Ok(r)
+    }
+}
+
+fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&json!({"rv": rv, "ns": ns, "name": name})).unwrap_or_default())
+}
+
+fn decode_continue(token: &str) -> Result<(u64, (String, String)), ApiError> {
+    let bad = || ApiError::bad_request(format!("invalid continue token {token:?}"));
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    let rv = v["rv"].as_u64().ok_or_else(bad)?;
+    let ns = v["ns"].as_str().ok_or_else(bad)?.to_string();
+    let name = v["name"].as_str().ok_or_else(bad)?.to_string();
+    Ok((rv, (ns, name)))
+}

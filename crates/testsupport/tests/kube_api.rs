@@ -1,0 +1,11 @@
+//! Tests of the fake Kubernetes API server: over raw HTTP (exact codes, headers and
+//! watch lines) and through kube-rs (the client fleetshard uses).
+
+mod kube_api {
+    mod apply;
+    mod crud;
+    mod faults;
+    mod kube_client;
+    mod list_watch;
+    mod raw;
+}
