@@ -11,6 +11,7 @@ pub mod input;
 pub mod logging;
 pub mod plan;
 pub mod run;
+pub mod run_argocd;
 pub mod scale;
 pub mod shards;
 pub mod status;

@@ -77,6 +77,9 @@ pub struct RunArgs {
         env = "FLEETSHARD_GRACE_MS"
     )]
     pub grace_ms: u64,
+    /// The protocol, and the argocd protocol's options (`run_argocd.rs`).
+    #[command(flatten)]
+    pub protocol: super::run_argocd::ProtocolArgs,
 }
 
 /// The host name: `/proc/sys/kernel/hostname`, else `$HOSTNAME`.
@@ -99,6 +102,11 @@ pub(crate) fn incarnation() -> anyhow::Result<u64> {
 
 /// Runs one replica until SIGTERM or Ctrl-C.
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    let settings = super::run_argocd::env_settings();
+    if super::run_argocd::protocol(&args.protocol, &settings) == super::run_argocd::Protocol::Argocd
+    {
+        return super::run_argocd::run(args, settings);
+    }
     let source = args.input.source()?;
     let loaded = input::load(&source)?;
     for w in &loaded.warnings {
