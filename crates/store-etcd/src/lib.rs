@@ -62,22 +62,20 @@
 //! from what it returns), so several fleets or test runs can share one etcd. Normally the
 //! fleet's `--root` is enough and the prefix is empty.
 
+mod client;
 mod error;
 mod url;
 mod watch;
 
-use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, KvClient, Txn, TxnOp,
-};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};
 use fleetshard_coord::store::{Entry, Listing, Precondition, Store, StoreError};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use error::{Kind, store_error};
+use error::Kind;
 
 /// Tuning for an [`EtcdStore`]. The defaults suit a fleet's replicas next to an etcd on
 /// the same network.
@@ -139,10 +137,6 @@ const MAX_PAGE: u32 = 100_000;
 /// A listing is retried from scratch this many times if its pinned revision is compacted
 /// between pages.
 const LIST_ATTEMPTS: u32 = 3;
-
-/// Largest response the client decodes (tonic's default is 4 MiB; a page of large values
-/// can be bigger, and etcd itself allows 1.5 MiB per value).
-const MAX_DECODE: usize = 256 << 20;
 
 impl EtcdStore {
     /// A store on `endpoints` (`HOST:PORT` each) with the default options. Makes no
@@ -222,98 +216,6 @@ impl EtcdStore {
             })
             .await?;
         self.header_revision(resp.header().map(|h| h.revision()), what)
-    }
-
-    fn client_slot(&self) -> MutexGuard<'_, Option<Client>> {
-        // The slot holds a cheap handle; a panic cannot leave it half-written.
-        self.inner.client.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The shared client, connecting if there is none.
-    async fn client(&self) -> Result<Client, StoreError> {
-        if let Some(c) = self.client_slot().clone() {
-            return Ok(c);
-        }
-        let t = self.inner.options.timeout;
-        let options = ConnectOptions::new()
-            .with_connect_timeout(t)
-            .with_timeout(t);
-        let connecting = Client::connect(&self.inner.endpoints, Some(options));
-        let client = match tokio::time::timeout(t, connecting).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(store_error(&e, &self.inner.url, "connect")),
-            Err(_) => {
-                return Err(StoreError::Unavailable(format!(
-                    "{}: connect: no answer within {t:?}",
-                    self.inner.url
-                )));
-            }
-        };
-        // Two calls racing here both connect; the later one's client is kept, and the
-        // earlier one's is dropped when its call ends. Harmless, and rare.
-        *self.client_slot() = Some(client.clone());
-        Ok(client)
-    }
-
-    /// Forgets the client after a failure that may have broken its connection, so the next
-    /// call connects afresh.
-    fn reset(&self) {
-        tracing::debug!(store = %self.inner.url, "etcd: dropping the client; the next call reconnects");
-        self.client_slot().take();
-    }
-
-    /// Runs one KV request with the timeout, mapping errors (and resetting the client when
-    /// the failure may be the connection's).
-    async fn call<T, F, Fut>(&self, what: &str, op: F) -> Result<T, StoreError>
-    where
-        F: FnOnce(KvClient) -> Fut,
-        Fut: Future<Output = Result<T, etcd_client::Error>>,
-    {
-        self.call_kind(what, op).await.map_err(|(_, e)| e)
-    }
-
-    /// [`EtcdStore::call`], also telling what kind of failure it was.
-    async fn call_kind<T, F, Fut>(&self, what: &str, op: F) -> Result<T, (Kind, StoreError)>
-    where
-        F: FnOnce(KvClient) -> Fut,
-        Fut: Future<Output = Result<T, etcd_client::Error>>,
-    {
-        let kv = self
-            .client()
-            .await
-            .map_err(|e| (Kind::Unavailable, e))?
-            .kv_client()
-            .max_decoding_message_size(MAX_DECODE);
-        self.bounded(what, op(kv)).await
-    }
-
-    /// Awaits `fut` with the timeout, mapping errors.
-    async fn bounded<T>(
-        &self,
-        what: &str,
-        fut: impl Future<Output = Result<T, etcd_client::Error>>,
-    ) -> Result<T, (Kind, StoreError)> {
-        let t = self.inner.options.timeout;
-        match tokio::time::timeout(t, fut).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => {
-                let kind = error::kind(&e);
-                if kind == Kind::Unavailable {
-                    self.reset();
-                }
-                Err((kind, store_error(&e, &self.inner.url, what)))
-            }
-            Err(_) => {
-                self.reset();
-                Err((
-                    Kind::Unavailable,
-                    StoreError::Unavailable(format!(
-                        "{}: {what}: no answer within {t:?}",
-                        self.inner.url
-                    )),
-                ))
-            }
-        }
     }
 
     fn full_key(&self, key: &str) -> String {

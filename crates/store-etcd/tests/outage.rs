@@ -1,0 +1,168 @@
+//! The etcd store while etcd is frozen (SIGSTOP: connections stay open, nothing answers)
+//! or dead (SIGKILL: connections refused): every call fails with `Unavailable` within its
+//! timeout, none hangs, and the same store works again once etcd is back.
+//!
+//! These need an etcd the fixture started (an external `FLEETSHARD_TEST_ETCD` cannot be
+//! paused); against an external one they only say so and return.
+
+use std::time::Duration;
+
+use fleetshard_coord::store::{Precondition, Store, StoreError};
+use fleetshard_store_etcd::{EtcdOptions, EtcdStore};
+use fleetshard_testsupport::etcd::EtcdServer;
+use tokio::time::Instant;
+
+/// The store's per-call timeout in these tests.
+const TIMEOUT: Duration = Duration::from_millis(500);
+/// A call may take its timeout plus scheduling slack on a loaded 2-core machine; anything
+/// longer is a hang.
+const BOUND: Duration = Duration::from_secs(4);
+/// How long etcd may take to serve again after it returns.
+const RECOVERY: Duration = Duration::from_secs(20);
+
+fn local_etcd() -> Option<EtcdServer> {
+    let etcd = EtcdServer::start().unwrap();
+    if etcd.is_local() {
+        Some(etcd)
+    } else {
+        eprintln!("skipped: an external etcd cannot be paused or killed");
+        None
+    }
+}
+
+fn store(etcd: &EtcdServer) -> EtcdStore {
+    let options = EtcdOptions {
+        timeout: TIMEOUT,
+        watch_check: TIMEOUT,
+        ..EtcdOptions::default()
+    };
+    EtcdStore::from_url_with(&etcd.url(), options).unwrap()
+}
+
+/// Runs `call` and checks it failed with `Unavailable` within [`BOUND`].
+async fn unavailable_in_time<T: std::fmt::Debug>(
+    what: &str,
+    call: impl std::future::Future<Output = Result<T, StoreError>>,
+) {
+    let start = Instant::now();
+    let result = tokio::time::timeout(BOUND * 3, call)
+        .await
+        .unwrap_or_else(|_| panic!("{what} hung"));
+    let took = start.elapsed();
+    assert!(
+        matches!(result, Err(StoreError::Unavailable(_))),
+        "{what}: {result:?}"
+    );
+    assert!(took <= BOUND, "{what} took {took:?}");
+}
+
+/// Polls `get` until it succeeds; panics after [`RECOVERY`].
+async fn wait_until_served(s: &EtcdStore) -> Duration {
+    let start = Instant::now();
+    loop {
+        match s.get("o/k").await {
+            Ok(_) => return start.elapsed(),
+            Err(StoreError::Unavailable(m)) => {
+                assert!(start.elapsed() < RECOVERY, "still unavailable: {m}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_etcd_fails_every_call_in_time_and_is_used_again_after() {
+    let Some(etcd) = local_etcd() else { return };
+    let s = store(&etcd);
+    let v = s
+        .put("o/k", b"1".to_vec(), Precondition::Absent)
+        .await
+        .unwrap();
+    let since = s.list("o/").await.unwrap().revision;
+    // A watch already waiting when etcd freezes must not wait forever either.
+    let waiting = tokio::spawn({
+        let s = s.clone();
+        async move {
+            let start = Instant::now();
+            (s.wait_for_change("o/", since).await, start.elapsed())
+        }
+    });
+    etcd.pause().unwrap();
+    unavailable_in_time("get", s.get("o/k")).await;
+    unavailable_in_time("list", s.list("o/")).await;
+    unavailable_in_time("put", s.put("o/k", b"2".to_vec(), Precondition::Version(v))).await;
+    unavailable_in_time("delete", s.delete("o/x", Precondition::Any)).await;
+    unavailable_in_time("a new wait", s.wait_for_change("o/", since)).await;
+    let (result, took) = tokio::time::timeout(BOUND * 3, waiting)
+        .await
+        .expect("a waiting watch hung")
+        .unwrap();
+    assert!(
+        matches!(result, Err(StoreError::Unavailable(_))),
+        "{result:?}"
+    );
+    // Idle check interval, then one bounded read.
+    assert!(
+        took <= TIMEOUT * 2 + BOUND,
+        "the waiting watch took {took:?}"
+    );
+
+    etcd.resume().unwrap();
+    let recovered = wait_until_served(&s).await;
+    eprintln!("served again {recovered:?} after SIGCONT");
+    // The put that timed out never reached the frozen server: the old version still holds.
+    assert_eq!(s.get("o/k").await.unwrap().unwrap().version, v);
+    let v2 = s
+        .put("o/k", b"2".to_vec(), Precondition::Version(v))
+        .await
+        .unwrap();
+    let rev = tokio::time::timeout(BOUND, s.wait_for_change("o/", since))
+        .await
+        .expect("watches work again")
+        .unwrap();
+    assert!(rev >= v2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_etcd_fails_every_call_in_time_and_a_restarted_one_is_reconnected() {
+    let Some(mut etcd) = local_etcd() else { return };
+    let s = store(&etcd);
+    let v = s
+        .put("o/k", b"1".to_vec(), Precondition::Absent)
+        .await
+        .unwrap();
+    etcd.kill().unwrap();
+    unavailable_in_time("get", s.get("o/k")).await;
+    unavailable_in_time("list", s.list("o/")).await;
+    unavailable_in_time("put", s.put("o/k", b"2".to_vec(), Precondition::Version(v))).await;
+    unavailable_in_time("wait", s.wait_for_change("o/", v)).await;
+
+    // Same ports, same data: the store reconnects by itself and nothing was lost.
+    etcd.restart().unwrap();
+    let recovered = wait_until_served(&s).await;
+    eprintln!("served again {recovered:?} after the restart was healthy");
+    let e = s.get("o/k").await.unwrap().unwrap();
+    assert_eq!((e.value.as_slice(), e.version), (&b"1"[..], v));
+    assert!(matches!(
+        s.put("o/k", b"x".to_vec(), Precondition::Absent).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let v2 = s
+        .put("o/k", b"2".to_vec(), Precondition::Version(v))
+        .await
+        .unwrap();
+    assert!(v2 > v);
+}
+
+#[tokio::test]
+async fn connect_to_a_frozen_etcd_is_unavailable_in_time() {
+    let Some(etcd) = local_etcd() else { return };
+    etcd.pause().unwrap();
+    unavailable_in_time("connect", async {
+        EtcdStore::connect([etcd.endpoint()]).await.map(|_| ())
+    })
+    .await;
+    etcd.resume().unwrap();
+    EtcdStore::connect([etcd.endpoint()]).await.unwrap();
+}
