@@ -143,6 +143,58 @@ pub fn normalize_secret(obj: &mut Value, name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The largest ConfigMap or Secret payload the real server accepts (`MaxSecretSize`).
+pub const MAX_DATA_BYTES: usize = 1024 * 1024;
+
+/// The largest stored object etcd accepts by default (`--max-request-bytes` 1.5 MiB),
+/// measured here on the JSON encoding.
+pub const MAX_OBJECT_BYTES: usize = 1024 * 1024 * 3 / 2;
+
+/// Checks the real server's size limits: a ConfigMap's `data` plus decoded `binaryData`,
+/// or a Secret's decoded `data`, at most 1 MiB (422 Invalid); any object at most what
+/// etcd stores (500 "etcdserver: request is too large").
+pub fn check_size(kind: &str, obj: &Value, name: &str) -> Result<(), ApiError> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let strings = |field: &str, decode: bool| -> usize {
+        obj.get(field)
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.values()
+                    .filter_map(Value::as_str)
+                    .map(|s| {
+                        if decode {
+                            b64.decode(s).map_or(s.len(), |b| b.len())
+                        } else {
+                            s.len()
+                        }
+                    })
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    let (total, field) = match kind {
+        "ConfigMap" => (strings("data", false) + strings("binaryData", true), "[]"),
+        "Secret" => (strings("data", true), "data"),
+        _ => (0, ""),
+    };
+    if total > MAX_DATA_BYTES {
+        return Err(ApiError::invalid(
+            "",
+            kind,
+            name,
+            field,
+            &format!("Too long: may not be more than {MAX_DATA_BYTES} bytes"),
+        ));
+    }
+    let encoded = serde_json::to_vec(obj).map_or(0, |v| v.len());
+    if encoded > MAX_OBJECT_BYTES {
+        return Err(ApiError::internal(format!(
+            "etcdserver: request is too large ({kind} {name:?}: {encoded} bytes)"
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -167,6 +219,18 @@ mod tests {
         );
         assert_ne!(new_uid(), new_uid());
         assert_eq!(name_suffix().len(), 5);
+    }
+
+    #[test]
+    fn size_limits() {
+        let big = "x".repeat(MAX_DATA_BYTES);
+        let ok = json!({"data": {"a": big}});
+        assert!(check_size("ConfigMap", &ok, "c").is_ok());
+        let over = json!({"data": {"a": big, "b": "y"}});
+        let e = check_size("ConfigMap", &over, "c").unwrap_err();
+        assert_eq!((e.code, e.details.field.as_deref()), (422, Some("[]")));
+        let huge = json!({"spec": {"a": "x".repeat(MAX_OBJECT_BYTES)}});
+        assert_eq!(check_size("Lease", &huge, "l").unwrap_err().code, 500);
     }
 
     #[test]

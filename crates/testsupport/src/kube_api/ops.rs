@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::meta::{name_suffix, new_uid, normalize_secret, now_rfc3339, validate_name};
+use super::meta::{check_size, name_suffix, new_uid, normalize_secret, now_rfc3339, validate_name};
 use super::registry::ResourceKind;
 use super::status::{ApiError, success_status};
 use super::store::{Event, ObjKey, Store};
@@ -185,6 +185,7 @@ pub fn create(
     for f in ["deletionTimestamp", "deletionGracePeriodSeconds"] {
         meta.remove(f);
     }
+    check_size(kind.kind, &body, &name)?;
     let event = store.commit(k, Some(body));
     Ok(((*event.object).clone(), Some(event)))
 }
@@ -224,10 +225,17 @@ pub fn update(
         )));
     }
     place(kind, &mut body, ns, name)?;
-    let existing = store
-        .get(&key(kind, ns, name))
-        .cloned()
-        .ok_or_else(|| ApiError::not_found(kind.group, kind.plural, name))?;
+    let Some(existing) = store.get(&key(kind, ns, name)).cloned() else {
+        if kind.create_on_update && sub == Sub::Main {
+            // The real server drops the body's resourceVersion when it creates on update.
+            if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("resourceVersion");
+                m.insert("name".into(), json!(name));
+            }
+            return create(store, kind, ns, body);
+        }
+        return Err(ApiError::not_found(kind.group, kind.plural, name));
+    };
     update_object(store, kind, ns, name, &existing, body, sub)
 }
 
@@ -332,6 +340,7 @@ pub fn update_object(
     if new == **existing {
         return Ok(((**existing).clone(), None));
     }
+    check_size(kind.kind, &new, name)?;
     let event = store.commit(k, Some(new));
     Ok(((*event.object).clone(), Some(event)))
 }

@@ -25,6 +25,9 @@ pub struct ResourceKind {
     /// Whether DELETE answers with the deleted object (custom resources, pods) rather
     /// than a success `Status` (most built-in kinds).
     pub delete_returns_object: bool,
+    /// Whether a PUT to a missing object creates it (the real strategy's
+    /// `AllowCreateOnUpdate`: true for Leases, false for most kinds).
+    pub create_on_update: bool,
 }
 
 impl ResourceKind {
@@ -46,6 +49,7 @@ impl ResourceKind {
             status: false,
             scale: false,
             delete_returns_object: false,
+            create_on_update: false,
         }
     }
 
@@ -77,6 +81,12 @@ impl ResourceKind {
     /// DELETE returns the deleted object instead of a `Status`.
     pub const fn returning_deleted(mut self) -> Self {
         self.delete_returns_object = true;
+        self
+    }
+
+    /// A PUT to a missing object creates it (as for real Leases).
+    pub const fn created_by_update(mut self) -> Self {
+        self.create_on_update = true;
         self
     }
 
@@ -141,7 +151,10 @@ pub const DEFAULT_RESOURCES: &[ResourceKind] = &[
     ResourceKind::namespaced("apps", "v1", "ReplicaSet", "replicasets", "replicaset")
         .with_status()
         .with_scale(),
-    ResourceKind::namespaced("coordination.k8s.io", "v1", "Lease", "leases", "lease"),
+    // A real API server creates a missing Lease on PUT, whatever resourceVersion the body
+    // carries: compare-and-swap on a Lease that may have been deleted needs a patch.
+    ResourceKind::namespaced("coordination.k8s.io", "v1", "Lease", "leases", "lease")
+        .created_by_update(),
     ResourceKind::namespaced("batch", "v1", "Job", "jobs", "job").with_status(),
     ResourceKind::namespaced("batch", "v1", "CronJob", "cronjobs", "cronjob").with_status(),
     ResourceKind::namespaced("networking.k8s.io", "v1", "Ingress", "ingresses", "ingress")

@@ -25,8 +25,15 @@ use super::watch::{self, WatchRequest};
 
 /// The router: every path goes through [`handle`].
 pub fn router(shared: Arc<Shared>) -> axum::Router {
-    axum::Router::new().fallback(handle).with_state(shared)
+    axum::Router::new()
+        .fallback(handle)
+        .with_state(shared)
+        // The limit is the real server's, checked in `handle` to answer with a Status.
+        .layer(axum::extract::DefaultBodyLimit::disable())
 }
+
+/// The real API server's request body limit.
+const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 fn json_response(code: u16, body: &Value, content_type: &str) -> Response {
     let mut r = Response::new(Body::from(serde_json::to_vec(body).unwrap_or_default()));
@@ -198,6 +205,14 @@ async fn handle(
     if let Err(e) = shared.faults.apply(&info).await {
         return e.into_response();
     }
+    if body.len() > MAX_BODY_BYTES {
+        return ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {MAX_BODY_BYTES}"),
+        )
+        .into_response();
+    }
     let Some(verb) = verb else {
         return ApiError::method_not_allowed(format!(
             "the server does not allow this method on the requested resource ({method} {path})"
@@ -285,6 +300,26 @@ impl ResourceRequest<'_> {
         })
     }
 
+    /// Runs a write, or with `dryRun=All` runs it on a throw-away copy and reports the
+    /// object as a real dry run does: with the stored resourceVersion (none for a create).
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut super::store::Store) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError>
+    where
+        T: DryRunResult,
+    {
+        if self.q.get("dryRun").is_some_and(|v| v == "All") {
+            let key = ops::key(&self.kind, self.ns(), &self.name);
+            let stored = self.shared.read().get(&key).map(|o| ops::stored_rv(o));
+            let mut out = self.shared.dry_run(f)?;
+            out.reset_rv(stored);
+            Ok(out)
+        } else {
+            self.shared.write(f)
+        }
+    }
+
     fn labels(&self) -> Result<LabelSelector, ApiError> {
         LabelSelector::parse(self.q.get("labelSelector").map_or("", String::as_str))
     }
@@ -323,7 +358,7 @@ impl ResourceRequest<'_> {
             Verb::Watch => self.watch(),
             Verb::Create => {
                 let body = self.body_json()?;
-                let (obj, _) = shared.write(|s| ops::create(s, &kind, &ns, body))?;
+                let (obj, _) = self.write(|s| ops::create(s, &kind, &ns, body))?;
                 Ok(json_response(201, &obj, "application/json"))
             }
             Verb::Update if self.sub.as_deref() == Some("scale") => {
@@ -339,9 +374,15 @@ impl ResourceRequest<'_> {
             Verb::Update => {
                 let body = self.body_json()?;
                 let sub = self.sub();
-                let (obj, _) =
-                    shared.write(|s| ops::update(s, &kind, &ns, &self.name, body, sub))?;
-                Ok(ok(&obj))
+                let (obj, event) =
+                    self.write(|s| ops::update(s, &kind, &ns, &self.name, body, sub))?;
+                // A PUT that created (Leases) answers 201, as a create does.
+                let created = event.is_some_and(|e| e.ty == EventType::Added);
+                Ok(json_response(
+                    if created { 201 } else { 200 },
+                    &obj,
+                    "application/json",
+                ))
             }
             Verb::Patch => self.patch(),
             Verb::Delete => {
@@ -350,8 +391,7 @@ impl ResourceRequest<'_> {
                 } else {
                     self.body_json()?
                 };
-                let (body, _) =
-                    shared.write(|s| ops::delete(s, &kind, &ns, &self.name, &options))?;
+                let (body, _) = self.write(|s| ops::delete(s, &kind, &ns, &self.name, &options))?;
                 Ok(ok(&body))
             }
             Verb::DeleteCollection => {
@@ -408,9 +448,8 @@ impl ResourceRequest<'_> {
             force: flag(self.q, "force"),
         };
         let sub = self.sub();
-        let (obj, event) = self
-            .shared
-            .write(|s| apply::patch(s, &kind, &ns, &name, pt, body, sub, &opts))?;
+        let (obj, event) =
+            self.write(|s| apply::patch(s, &kind, &ns, &name, pt, body, sub, &opts))?;
         // An apply that created the object answers 201, as a create does.
         let created = event.is_some_and(|e| e.ty == EventType::Added);
         let code = if created { 201 } else { 200 };
@@ -529,4 +568,30 @@ fn decode_continue(token: &str) -> Result<(u64, (String, String)), ApiError> {
     let ns = v["ns"].as_str().ok_or_else(bad)?.to_string();
     let name = v["name"].as_str().ok_or_else(bad)?.to_string();
     Ok((rv, (ns, name)))
+}
+
+/// What a dry run reports: the object with the stored resourceVersion (or none).
+trait DryRunResult {
+    fn reset_rv(&mut self, stored: Option<u64>);
+}
+
+fn reset_rv_of(obj: &mut Value, stored: Option<u64>) {
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        match stored {
+            Some(rv) => m.insert("resourceVersion".into(), json!(rv.to_string())),
+            None => m.remove("resourceVersion"),
+        };
+    }
+}
+
+impl DryRunResult for ops::Written {
+    fn reset_rv(&mut self, stored: Option<u64>) {
+        reset_rv_of(&mut self.0, stored);
+    }
+}
+
+impl DryRunResult for (Value, Vec<super::store::Event>) {
+    fn reset_rv(&mut self, stored: Option<u64>) {
+        reset_rv_of(&mut self.0, stored);
+    }
 }

@@ -61,6 +61,12 @@ impl Shared {
         self.store.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Runs a write against a copy of the store that is then thrown away (`dryRun=All`).
+    pub fn dry_run<R>(&self, f: impl FnOnce(&mut Store) -> R) -> R {
+        let mut copy = self.read().clone();
+        f(&mut copy)
+    }
+
     /// Runs a write against the store, then wakes watch streams.
     pub fn write<R>(&self, f: impl FnOnce(&mut Store) -> R) -> R {
         let (r, rev) = {

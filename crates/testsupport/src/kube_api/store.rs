@@ -52,7 +52,7 @@ pub struct Event {
 }
 
 /// Objects, the revision counter and the retained history.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Store {
     revision: u64,
     objects: BTreeMap<ObjKey, Arc<Value>>,

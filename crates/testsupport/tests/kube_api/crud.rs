@@ -397,3 +397,79 @@ async fn patches_merge_strategic_and_json() {
     let r = raw::request(a, "PATCH", &path, Some("text/plain"), b"{}").await;
     assert_status(&r, 415, "UnsupportedMediaType");
 }
+
+#[tokio::test]
+async fn put_creates_a_missing_lease_as_a_real_server_does() {
+    let f = FakeApiServer::start().await.unwrap();
+    let a = f.addr();
+    let path = "/apis/coordination.k8s.io/v1/namespaces/default/leases/l";
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "l", "resourceVersion": "12345"}, "spec": {"holderIdentity": "x"}});
+    let r = send_json(a, "PUT", path, &lease).await;
+    assert_eq!(r.status, 201, "{}", r.json());
+    assert_eq!(rv(&r.json()), f.revision());
+    // ConfigMaps do not: 404.
+    assert_eq!(
+        send_json(a, "PUT", &format!("{CMS}/l"), &cm("l", json!({})))
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn dry_run_changes_nothing() {
+    let f = FakeApiServer::start().await.unwrap();
+    let a = f.addr();
+    let before = f.revision();
+    let r = send_json(
+        a,
+        "POST",
+        &format!("{CMS}?dryRun=All"),
+        &cm("dry", json!({"k": "v"})),
+    )
+    .await;
+    assert_eq!(r.status, 201);
+    assert_eq!(r.json()["data"]["k"], "v");
+    assert!(r.json()["metadata"].get("resourceVersion").is_none());
+    assert!(f.get("v1", "ConfigMap", "default", "dry").is_none());
+    assert_eq!(f.revision(), before);
+    let c = send_json(a, "POST", CMS, &cm("dry", json!({"k": "v"})))
+        .await
+        .json();
+    let r = raw::request(
+        a,
+        "PATCH",
+        &format!("{CMS}/dry?dryRun=All&fieldManager=m"),
+        Some("application/apply-patch+yaml"),
+        b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dry\ndata:\n  k: w\n",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["data"]["k"], "w");
+    assert_eq!(
+        r.json()["metadata"]["resourceVersion"],
+        c["metadata"]["resourceVersion"]
+    );
+    assert_eq!(f.get("v1", "ConfigMap", "default", "dry").unwrap(), c);
+    let r = send_json(a, "DELETE", &format!("{CMS}/dry?dryRun=All"), &json!({})).await;
+    assert_eq!(r.status, 200);
+    assert!(f.get("v1", "ConfigMap", "default", "dry").is_some());
+}
+
+#[tokio::test]
+async fn size_limits_of_a_real_server() {
+    let f = FakeApiServer::start().await.unwrap();
+    let a = f.addr();
+    let over = cm("big", json!({"a": "x".repeat(1024 * 1024), "b": "y"}));
+    let s = assert_status(&send_json(a, "POST", CMS, &over).await, 422, "Invalid");
+    assert!(s["message"].as_str().unwrap().contains("1048576"), "{s}");
+    let at = cm("big", json!({"a": "x".repeat(1024 * 1024)}));
+    assert_eq!(send_json(a, "POST", CMS, &at).await.status, 201);
+    let huge = cm("huge", json!({"a": "x".repeat(3 * 1024 * 1024)}));
+    assert_status(
+        &send_json(a, "POST", CMS, &huge).await,
+        413,
+        "RequestEntityTooLarge",
+    );
+}
