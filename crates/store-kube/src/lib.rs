@@ -248,6 +248,10 @@ impl KubeStore {
                 })?,
         };
         config.connect_timeout = Some(timeout);
+        // kube retries 429/503/504 by default, for up to minutes: that would turn a quick
+        // `Unavailable` into a timeout, and could resend a compare-and-swap whose first try
+        // applied (then reported as a conflict). The caller (the runner) owns retries.
+        config.default_retry = false;
         let namespace = self
             .inner
             .namespace

@@ -1,0 +1,179 @@
+//! The store when the API server misbehaves: errors map to `Unavailable` or `Backend`,
+//! a partitioned server costs at most the call timeout, and everything works again after.
+
+mod support;
+
+use std::time::Duration;
+
+use fleetshard_coord::store::{Precondition, Store, StoreError};
+use fleetshard_testsupport::kube_api::{FaultAction, Verb};
+
+#[tokio::test]
+async fn server_errors_are_unavailable_and_refusals_are_backend_errors() {
+    let server = support::fake().await;
+    let store = support::store(&server, "default");
+    let k = "fleetshard/assignment";
+    let v = store
+        .put(k, b"1".to_vec(), Precondition::Absent)
+        .await
+        .unwrap();
+    for code in [500, 503, 429] {
+        server.fail_next(1, code, |r| r.is(Verb::Get, "configmaps"));
+        let e = store.get(k).await.unwrap_err();
+        assert!(
+            matches!(&e, StoreError::Unavailable(m) if m.contains(k) && m.contains(&code.to_string())),
+            "{code}: {e}"
+        );
+    }
+    server.fail_next(1, 503, |r| r.is(Verb::Update, "configmaps"));
+    assert!(matches!(
+        store.put(k, b"2".to_vec(), Precondition::Version(v)).await,
+        Err(StoreError::Unavailable(_))
+    ));
+    server.fail_next(1, 500, |r| r.is(Verb::Create, "leases"));
+    assert!(matches!(
+        store
+            .put("fleetshard/shards/0", b"{}".to_vec(), Precondition::Any)
+            .await,
+        Err(StoreError::Unavailable(_))
+    ));
+    server.inject(
+        Some(1),
+        FaultAction::Fail {
+            code: 503,
+            retry_after: Some(1),
+        },
+        |r| r.is(Verb::List, "leases"),
+    );
+    assert!(matches!(
+        store.list("fleetshard/").await,
+        Err(StoreError::Unavailable(_))
+    ));
+    server.fail_next(1, 403, |r| r.is(Verb::Delete, "configmaps"));
+    let e = store.delete(k, Precondition::Version(v)).await.unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Backend(m) if m.contains("403")),
+        "{e}"
+    );
+    server.fail_next(1, 500, |r| r.is(Verb::Watch, "configmaps"));
+    assert!(matches!(
+        store.wait_for_change("fleetshard/", v).await,
+        Err(StoreError::Unavailable(_))
+    ));
+    // The faults were one-shot: the store works and nothing was half-done.
+    let e = store.get(k).await.unwrap().unwrap();
+    assert_eq!((e.value.as_slice(), e.version), (&b"1"[..], v));
+    store.delete(k, Precondition::Version(v)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_partitioned_server_is_unavailable_within_the_call_timeout() {
+    let server = support::fake().await;
+    let store = support::store(&server, "default");
+    let timeout = store.options().call_timeout;
+    let v = store
+        .put("fleetshard/shards/1", b"{}".to_vec(), Precondition::Absent)
+        .await
+        .unwrap();
+    server.partition(|_| true);
+    let started = tokio::time::Instant::now();
+    let ops: Vec<(&str, Result<(), StoreError>)> = vec![
+        ("get", store.get("fleetshard/shards/1").await.map(|_| ())),
+        ("list", store.list("fleetshard/").await.map(|_| ())),
+        (
+            "put",
+            store
+                .put(
+                    "fleetshard/shards/1",
+                    b"{}".to_vec(),
+                    Precondition::Version(v),
+                )
+                .await
+                .map(|_| ()),
+        ),
+        (
+            "delete",
+            store
+                .delete("fleetshard/shards/1", Precondition::Version(v))
+                .await,
+        ),
+        (
+            "wait_for_change",
+            store.wait_for_change("fleetshard/", v).await.map(|_| ()),
+        ),
+    ];
+    let elapsed = started.elapsed();
+    for (op, result) in &ops {
+        assert!(
+            matches!(result, Err(StoreError::Unavailable(m)) if m.contains("no answer")),
+            "{op}: {result:?}"
+        );
+    }
+    // Five operations, each given up after one call timeout (generous margin for a
+    // loaded machine, but far from "hangs").
+    assert!(
+        elapsed < timeout * 5 + Duration::from_secs(5),
+        "took {elapsed:?} for 5 operations with a {timeout:?} bound"
+    );
+    println!("5 operations against a partitioned server: {elapsed:?}");
+    server.heal();
+    assert_eq!(
+        store
+            .get("fleetshard/shards/1")
+            .await
+            .unwrap()
+            .unwrap()
+            .version,
+        v,
+        "the held write never applied"
+    );
+}
+
+#[tokio::test]
+async fn a_dead_server_is_unavailable_quickly() {
+    let server = support::fake().await;
+    let store = support::store(&server, "default");
+    store
+        .put("fleetshard/x", b"1".to_vec(), Precondition::Absent)
+        .await
+        .unwrap();
+    drop(server);
+    let started = tokio::time::Instant::now();
+    let e = store.get("fleetshard/x").await.unwrap_err();
+    assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
+    assert!(started.elapsed() < store.options().call_timeout + Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn a_watch_stalled_by_a_partition_gives_up() {
+    let server = support::fake().await;
+    let mut options = support::options();
+    options.call_timeout = Duration::from_secs(1);
+    options.watch_timeout = Duration::from_secs(1);
+    let store = support::store_with(&server, "default", options);
+    let since = store.list("fleetshard/").await.unwrap().revision;
+    let waiter = tokio::spawn({
+        let store = store.clone();
+        async move { store.wait_for_change("fleetshard/", since).await }
+    });
+    // Once both watches are open, stall them.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while server.request_count(Verb::Watch, "configmaps") == 0
+        || server.request_count(Verb::Watch, "leases") == 0
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "watches never opened"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.partition(|_| true);
+    let result = tokio::time::timeout(Duration::from_secs(15), waiter)
+        .await
+        .expect("wait_for_change returned")
+        .unwrap();
+    assert!(
+        matches!(&result, Err(StoreError::Unavailable(_))),
+        "{result:?}"
+    );
+}
