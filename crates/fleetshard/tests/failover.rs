@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use support::audit::History;
 use support::replicas::{Harness, Setup};
-use support::store::{StoreUnderTest, write_probe};
+use support::store::StoreUnderTest;
 use support::{unix_ms, wait_for};
 
 /// Lease duration, renew period and renew deadline of `fleetshard run` (ms).
@@ -162,9 +162,7 @@ fn pause_past_lease(make: MakeStore) {
         // file's write lock, and then nobody can renew until it resumes — the documented
         // limit where G1 holds and G2 does not. This scenario is about a pause outside a
         // transaction; a pause that caught one is undone and tried again.
-        if !h.store.pause_can_hold_write_lock()
-            || write_probe(h.store.open(), Duration::from_secs(3))
-        {
+        if !h.store.pause_can_hold_write_lock() || h.store.write_probe(Duration::from_secs(3)) {
             break f;
         }
         retries += 1;

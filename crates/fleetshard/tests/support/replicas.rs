@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::audit::{History, Source, read_log};
-use super::store::{StoreUnderTest, read_root};
+use super::store::StoreUnderTest;
 use super::{http, unix_ms, wait_for};
 
 /// Deadline of every wait for the fleet to settle (generous: a loaded 2-core CI machine).
@@ -25,8 +25,11 @@ pub fn fleetshard() -> Command {
 /// A scenario's fixed parameters.
 #[derive(Debug, Clone)]
 pub struct Setup {
-    /// `--shards`.
+    /// The shard count the fleet should settle on (`--shards N` unless `shards_arg` says
+    /// otherwise; a scenario that changes the count updates it).
     pub shards: u32,
+    /// `--shards` when it is not the fixed count (`stored:N`, `auto`).
+    pub shards_arg: Option<String>,
     /// Clusters in the generated fleet.
     pub clusters: usize,
     /// `--grace-ms`.
@@ -37,6 +40,7 @@ impl Default for Setup {
     fn default() -> Self {
         Setup {
             shards: 5,
+            shards_arg: None,
             clusters: 20,
             grace_ms: 500,
         }
@@ -162,10 +166,12 @@ impl Harness {
         let audit = self.dir().join(format!("{stem}.audit.jsonl"));
         let log = self.dir().join(format!("{stem}.log"));
         let port = http::free_port();
+        let shards =
+            (self.setup.shards_arg.clone()).unwrap_or_else(|| self.setup.shards.to_string());
         let child = fleetshard()
             .args(["--log-level", "info", "run", "--identity", identity])
             .args(["--store", &self.store.url(), "--root", &self.store.root()])
-            .args(["--shards", &self.setup.shards.to_string()])
+            .args(["--shards", &shards])
             .args(["--grace-ms", &self.setup.grace_ms.to_string()])
             .arg("--fleet")
             .arg(&self.fleet)
@@ -273,6 +279,22 @@ impl Harness {
         st
     }
 
+    /// `fleetshard scale N`: the desired shard count, followed by replicas started with
+    /// `--shards stored`; the fleet is then expected to settle on `n` shards.
+    pub fn scale(&mut self, n: u32) {
+        let out = fleetshard()
+            .args(["scale", &n.to_string(), "--store", &self.store.url()])
+            .args(["--root", &self.store.root()])
+            .output()
+            .expect("running fleetshard scale");
+        assert!(
+            out.status.success(),
+            "scale {n}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.setup.shards = n;
+    }
+
     /// Every audit log replayed (panics on a log that contradicts itself).
     pub fn history(&self) -> History {
         let sources = self
@@ -336,8 +358,9 @@ impl Harness {
 
     /// Why the fleet is not settled, or Ok: every live replica ready; every cluster owned by
     /// exactly one live replica (audit logs) and by the owner `status` names; every replica
-    /// holding a shard owns a cluster; as many shards held as live replicas allow; and when
-    /// every shard is held, no cluster displaced from its home.
+    /// holding a shard owns a cluster; as many shards held as live replicas allow; the
+    /// committed assignment is for the expected shard count; and when every shard is held,
+    /// no cluster displaced from its home.
     pub fn settled(&self) -> Result<(), String> {
         let live = self.live();
         for &i in &live {
@@ -392,14 +415,16 @@ impl Harness {
                 ));
             }
         }
-        if holders.len() == self.setup.shards as usize {
-            let store = self.store.open();
-            let (_, doc) =
-                read_root(store.as_ref(), &self.store.root()).map_err(|e| e.to_string())?;
-            let doc = doc.ok_or("no assignment")?;
-            if !doc.homes.is_empty() {
-                return Err(format!("{} clusters still away from home", doc.homes.len()));
-            }
+        let (_, doc) = self.store.read_root()?;
+        let doc = doc.ok_or("no assignment committed")?;
+        if doc.shards != self.setup.shards {
+            return Err(format!(
+                "assignment for {} shards, want {}",
+                doc.shards, self.setup.shards
+            ));
+        }
+        if holders.len() == self.setup.shards as usize && !doc.homes.is_empty() {
+            return Err(format!("{} clusters still away from home", doc.homes.len()));
         }
         Ok(())
     }
@@ -429,10 +454,7 @@ impl Harness {
 
     /// The store-wide revision (writes so far) in this scenario's store.
     pub fn revision(&self) -> u64 {
-        let store = self.store.open();
-        read_root(store.as_ref(), &self.store.root())
-            .expect("reading the store")
-            .0
+        self.store.read_root().expect("reading the store").0
     }
 }
 

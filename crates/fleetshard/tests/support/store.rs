@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fleetshard_coord::fenced::AssignmentDoc;
 use fleetshard_coord::store::{Precondition, Store, StoreError};
-use fleetshard_store_sqlite::SqliteStore;
+use fleetshard_store_sqlite::{SqliteOptions, SqliteStore};
 
 /// The key prefix `fleetshard run` uses by default; a shared store adds its own prefix.
 pub const ROOT: &str = "fleetshard/";
@@ -50,13 +50,44 @@ impl StoreUnderTest {
         }
     }
 
-    /// Opens the store in this process (for revisions, the assignment, probes).
-    pub fn open(&self) -> Arc<dyn Store> {
+    /// Opens the store in this process (for revisions, the assignment, probes), inside the
+    /// runtime that will use it (a client may be tied to its runtime).
+    async fn open(&self) -> Result<Arc<dyn Store>, StoreError> {
         match self {
-            StoreUnderTest::Sqlite { path } => {
-                Arc::new(SqliteStore::open(path).expect("opening the SQLite store"))
-            }
+            StoreUnderTest::Sqlite { path } => Ok(Arc::new(
+                SqliteStore::open_async(path, SqliteOptions::default()).await?,
+            )),
         }
+    }
+
+    /// The store-wide revision (every write bumps it) and the committed assignment.
+    pub fn read_root(&self) -> Result<(u64, Option<AssignmentDoc>), String> {
+        let root = self.root();
+        block_on(async {
+            let store = self.open().await.map_err(|e| e.to_string())?;
+            let listing = store.list(&root).await.map_err(|e| e.to_string())?;
+            let key = fleetshard_coord::fenced::assignment_key(&root);
+            let doc = listing
+                .entries
+                .iter()
+                .find(|e| e.key == key)
+                .map(|e| serde_json::from_slice(&e.value).map_err(|e| format!("{key}: {e}")))
+                .transpose()?;
+            Ok((listing.revision, doc))
+        })
+    }
+
+    /// Whether a write next to the fleet's records gets through within `patience`: false
+    /// means somebody holds the store's write lock (a process paused inside a transaction).
+    pub fn write_probe(&self, patience: Duration) -> bool {
+        let key = format!("{}harness-probe", self.root().trim_end_matches('/'));
+        block_on(async {
+            let Ok(store) = self.open().await else {
+                return false;
+            };
+            let put = store.put(&key, b"probe".to_vec(), Precondition::Any);
+            matches!(tokio::time::timeout(patience, put).await, Ok(Ok(_)))
+        })
     }
 
     /// Whether a process paused inside a write transaction can block every other writer
@@ -73,34 +104,4 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
         .build()
         .expect("a current-thread runtime")
         .block_on(f)
-}
-
-/// The store-wide revision (every write bumps it) and the committed assignment under `root`.
-pub fn read_root(
-    store: &dyn Store,
-    root: &str,
-) -> Result<(u64, Option<AssignmentDoc>), StoreError> {
-    block_on(async {
-        let listing = store.list(root).await?;
-        let key = fleetshard_coord::fenced::assignment_key(root);
-        let doc = listing
-            .entries
-            .iter()
-            .find(|e| e.key == key)
-            .and_then(|e| serde_json::from_slice(&e.value).ok());
-        Ok((listing.revision, doc))
-    })
-}
-
-/// Whether a write outside the fleet's prefix gets through within `patience`: false means
-/// somebody holds the store's write lock (a process paused inside a transaction).
-pub fn write_probe(store: Arc<dyn Store>, patience: Duration) -> bool {
-    block_on(async move {
-        let put = store.put(
-            "fleetshard-harness/probe",
-            b"probe".to_vec(),
-            Precondition::Any,
-        );
-        matches!(tokio::time::timeout(patience, put).await, Ok(Ok(_)))
-    })
 }
