@@ -33,6 +33,7 @@
 mod apply;
 mod discovery;
 mod faults;
+mod list;
 mod meta;
 mod ops;
 mod patch;

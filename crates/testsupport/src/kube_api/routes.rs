@@ -9,12 +9,12 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
 use serde_json::{Value, json};
 
 use super::apply::{self, ApplyOptions, PatchType};
 use super::discovery;
 use super::faults::{RequestInfo, Verb};
+use super::list;
 use super::ops::{self, Sub};
 use super::registry::ResourceKind;
 use super::selectors::{FieldSelector, LabelSelector};
@@ -457,74 +457,20 @@ impl ResourceRequest<'_> {
     }
 
     fn list(&self) -> Result<Value, ApiError> {
-        let kind = self.kind;
-        let (labels, fields) = (self.labels()?, self.fields()?);
-        let store = self.shared.read();
-        let rv_param = self.q.get("resourceVersion").map_or("", String::as_str);
-        let exact = self.q.get("resourceVersionMatch").map(String::as_str) == Some("Exact");
-        let (at, after) = match self.q.get("continue").filter(|c| !c.is_empty()) {
-            Some(token) => {
-                let (rv, after) = decode_continue(token)?;
-                store.check_retained(rv).map_err(|_| {
-                    ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
-                })?;
-                (rv, Some(after))
-            }
-            None => {
-                let current = store.revision();
-                let at = match ops::parse_rv(rv_param)? {
-                    Some(0) | None => current,
-                    Some(rv) if rv > current => {
-                        return Err(ApiError::for_code(
-                            504,
-                            format!("Too large resource version: {rv}, current: {current}"),
-                        ));
-                    }
-                    Some(rv) if exact => rv,
-                    Some(_) => current,
-                };
-                (at, None)
-            }
-        };
-        let snapshot =
-            store.snapshot_at((kind.group, kind.plural), self.namespace.as_deref(), at)?;
-        drop(store);
-        let limit = self
-            .q
-            .get("limit")
-            .and_then(|l| l.parse::<usize>().ok())
-            .filter(|l| *l > 0);
-        let mut matching = snapshot
-            .iter()
-            .filter(|(k, _)| {
-                after.as_ref().is_none_or(|a| {
-                    (k.namespace.as_str(), k.name.as_str()) > (a.0.as_str(), a.1.as_str())
-                })
-            })
-            .filter(|(_, o)| labels.matches(o) && fields.matches(o));
-        let mut items = Vec::new();
-        let mut last = None;
-        for (k, o) in matching.by_ref() {
-            items.push((**o).clone());
-            last = Some((k.namespace.clone(), k.name.clone()));
-            if limit.is_some_and(|l| items.len() >= l) {
-                break;
-            }
-        }
-        let remaining = matching.count();
-        let mut meta = json!({"resourceVersion": at.to_string()});
-        if remaining > 0
-            && let Some((ns, name)) = last
-        {
-            meta["continue"] = json!(encode_continue(at, &ns, &name));
-            meta["remainingItemCount"] = json!(remaining);
-        }
-        Ok(json!({
-            "kind": format!("{}List", kind.kind),
-            "apiVersion": kind.api_version(),
-            "metadata": meta,
-            "items": items,
-        }))
+        let query = |k: &str| self.q.get(k).map(String::as_str).unwrap_or_default();
+        list::list(
+            self.shared,
+            &self.kind,
+            self.namespace.as_deref(),
+            &list::ListQuery {
+                labels: self.labels()?,
+                fields: self.fields()?,
+                resource_version: query("resourceVersion"),
+                exact: query("resourceVersionMatch") == "Exact",
+                limit: query("limit").parse::<usize>().ok().filter(|l| *l > 0),
+                continue_token: query("continue"),
+            },
+        )
     }
 
     fn watch(&self) -> Result<Response, ApiError> {
@@ -551,23 +497,6 @@ impl ResourceRequest<'_> {
         );
         Ok(r)
     }
-}
-
-fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(serde_json::to_vec(&json!({"rv": rv, "ns": ns, "name": name})).unwrap_or_default())
-}
-
-fn decode_continue(token: &str) -> Result<(u64, (String, String)), ApiError> {
-    let bad = || ApiError::bad_request(format!("invalid continue token {token:?}"));
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|_| bad())?;
-    let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
-    let rv = v["rv"].as_u64().ok_or_else(bad)?;
-    let ns = v["ns"].as_str().ok_or_else(bad)?.to_string();
-    let name = v["name"].as_str().ok_or_else(bad)?.to_string();
-    Ok((rv, (ns, name)))
 }
 
 /// What a dry run reports: the object with the stored resourceVersion (or none).
