@@ -11,7 +11,9 @@ use fleetshard_store_sqlite::SqliteStore;
 /// The flags that name a fleet's records in a store.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StoreArgs {
-    /// Coordination store: `sqlite://PATH`, `memory://` (this process only).
+    /// Coordination store: `sqlite://PATH`, `kubernetes://NAMESPACE` (ConfigMaps and
+    /// Leases; in-cluster or KUBECONFIG credentials; empty NAMESPACE: the configuration's),
+    /// `memory://` (this process only).
     #[arg(
         long,
         value_name = "URL",
@@ -54,11 +56,16 @@ pub fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
         Some("sqlite") => Ok(Arc::new(
             SqliteStore::from_url(url).with_context(|| format!("opening {url}"))?,
         )),
-        Some(s @ ("etcd" | "kubernetes")) => {
+        Some(s @ "etcd") => {
             bail!(
                 "store {url:?}: the {s} backend is not yet supported in this build; use sqlite://PATH"
             )
         }
+        // Connects on first use: configuration errors surface from the first operation.
+        Some("kubernetes") => Ok(Arc::new(
+            fleetshard_store_kube::KubeStore::from_url(url)
+                .with_context(|| format!("opening {url}"))?,
+        )),
         _ => bail!("store {url:?}: expected sqlite://PATH or memory://"),
     }
 }

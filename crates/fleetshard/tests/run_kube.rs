@@ -1,0 +1,244 @@
+//! `fleetshard` over `kubernetes://` against the fake API server (real HTTP, a kubeconfig
+//! in `KUBECONFIG`): `status` reads an empty namespace, and two `fleetshard run` processes
+//! share the fleet between them — every cluster owned by exactly one, never two at once
+//! (audit-log replay) — and leave cleanly on SIGTERM.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
+use serde_json::Value;
+use support::audit::{History, Source, read_log};
+use support::replicas::fleetshard;
+use support::{http, wait_for};
+
+const STORE: &str = "kubernetes://default";
+const SETTLE: Duration = Duration::from_secs(60);
+
+/// The fake API server on a runtime of its own, so the test can block on processes.
+fn start_fake(dir: &Path) -> (tokio::runtime::Runtime, FakeApiServer, std::path::PathBuf) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(FakeApiServer::start()).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    (rt, server, kubeconfig)
+}
+
+fn status(kubeconfig: &Path) -> Result<Value, String> {
+    let out = fleetshard()
+        .env("KUBECONFIG", kubeconfig)
+        .args([
+            "status", "--output", "json", "--store", STORE, "--shards", "2",
+        ])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("status: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("status JSON: {e}"))
+}
+
+#[test]
+fn status_reads_an_empty_namespace_through_kubeconfig() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_rt, server, kubeconfig) = start_fake(dir.path());
+    let v = status(&kubeconfig).unwrap();
+    assert_eq!(v["store"], "kubernetes://default");
+    assert_eq!(v["generation"], Value::Null);
+    assert_eq!(v["shards"].as_array().unwrap().len(), 2);
+    assert_eq!(v["shards"][0]["holder"], Value::Null);
+    assert!(
+        server.request_count(Verb::List, "leases") >= 1,
+        "it asked the fake"
+    );
+    // No reachable API server: a clear error naming the store, not a hang.
+    drop(server);
+    let out = fleetshard()
+        .env("KUBECONFIG", &kubeconfig)
+        .args(["status", "--store", STORE])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unavailable"), "{err}");
+    // No configuration at all.
+    let out = fleetshard()
+        .env("KUBECONFIG", dir.path().join("missing"))
+        .env("HOME", dir.path())
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .args(["status", "--store", STORE])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Kubernetes configuration"), "{err}");
+}
+
+struct Replica {
+    identity: &'static str,
+    child: Child,
+    audit: std::path::PathBuf,
+    port: u16,
+}
+
+fn start(dir: &Path, kubeconfig: &Path, fleet: &Path, identity: &'static str) -> Replica {
+    let audit = dir.join(format!("{identity}.audit.jsonl"));
+    let port = http::free_port();
+    let child = fleetshard()
+        .env("KUBECONFIG", kubeconfig)
+        .args(["--log-level", "info", "run", "--identity", identity])
+        .args(["--store", STORE, "--shards", "2", "--grace-ms", "500"])
+        .arg("--fleet")
+        .arg(fleet)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--audit-log")
+        .arg(&audit)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("{identity}.log"))).unwrap())
+        .spawn()
+        .expect("starting fleetshard run");
+    Replica {
+        identity,
+        child,
+        audit,
+        port,
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn two_processes_share_the_fleet_disjointly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_rt, server, kubeconfig) = start_fake(dir.path());
+    let fleet = dir.path().join("fleet.json");
+    let out = fleetshard()
+        .args(["fleet", "generate", "--seed", "7", "--clusters", "12", "-o"])
+        .arg(&fleet)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut replicas = vec![
+        start(dir.path(), &kubeconfig, &fleet, "r0"),
+        start(dir.path(), &kubeconfig, &fleet, "r1"),
+    ];
+
+    // Settled: a committed generation for 2 shards, both held, every cluster owned, both
+    // replicas owning some.
+    let settled = wait_for("two replicas sharing the fleet", SETTLE, || {
+        let v = status(&kubeconfig)?;
+        let clusters = v["clusters"].as_array().ok_or("no clusters")?;
+        let owners: std::collections::BTreeSet<_> = clusters
+            .iter()
+            .filter_map(|c| c["owner"].as_str())
+            .collect();
+        let ok = v["shard_count"] == 2
+            && clusters.len() == 12
+            && v["unowned"] == serde_json::json!([])
+            && clusters.iter().all(|c| c["owner"].is_string())
+            && owners.len() == 2;
+        if ok { Ok(v) } else { Err(v.to_string()) }
+    });
+    // The replicas act on what status says: their audit logs show each cluster started
+    // by exactly its owner, never by two at once.
+    let history = wait_for("the audit logs to show every cluster owned", SETTLE, || {
+        let sources = replicas
+            .iter()
+            .map(|r| {
+                Ok(Source {
+                    name: r.identity.to_owned(),
+                    identity: r.identity.to_owned(),
+                    events: read_log(&r.audit)?,
+                    killed_at: None,
+                    exited: false,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let h = History::build(sources)?;
+        let owners = h.current_owners();
+        if owners.len() == 12 && owners.values().all(|o| o.len() == 1) {
+            Ok(h)
+        } else {
+            Err(format!("{owners:?}"))
+        }
+    });
+    history.check_no_overlap().unwrap();
+    let owners = history.current_owners();
+    for c in settled["clusters"].as_array().unwrap() {
+        assert_eq!(
+            owners[c["id"].as_str().unwrap()],
+            [c["owner"].as_str().unwrap()],
+            "status and the replica agree on {c}"
+        );
+    }
+    assert_eq!(
+        http::get(replicas[0].port, "/readyz").map(|(code, _)| code),
+        Some(200)
+    );
+    // The records are where the store's docs say: Leases for the shards and the
+    // distributor (holders shown), a ConfigMap for the assignment.
+    let leases = server.list("coordination.k8s.io/v1", "Lease", Some("default"));
+    let holders: Vec<_> = leases
+        .iter()
+        .filter(|l| {
+            l["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("fleetshard.shards.")
+        })
+        .map(|l| {
+            l["spec"]["holderIdentity"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    let mut sorted = holders.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["r0", "r1"], "{leases:?}");
+    assert!(
+        server
+            .get("v1", "ConfigMap", "default", "fleetshard.assignment")
+            .is_some()
+    );
+    eprintln!(
+        "kubernetes://: {} requests to the fake while settling",
+        server.request_counts().values().sum::<u64>()
+    );
+
+    // SIGTERM both: they release and exit 0.
+    for r in &replicas {
+        let st = Command::new("kill")
+            .args(["-TERM", &r.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    for r in &mut replicas {
+        let exit = wait_for("a replica to exit after SIGTERM", SETTLE, || {
+            r.child
+                .try_wait()
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| "running".to_owned())
+        });
+        assert!(exit.success(), "{}: {exit}", r.identity);
+    }
+}
