@@ -1,7 +1,8 @@
 //! `fleetshard` over `kubernetes://` against the fake API server (real HTTP, a kubeconfig
 //! in `KUBECONFIG`): `status` reads an empty namespace, and two `fleetshard run` processes
 //! share the fleet between them — every cluster owned by exactly one, never two at once
-//! (audit-log replay) — and leave cleanly on SIGTERM.
+//! (audit-log replay) — then one is killed (-9) and the other takes over without overlap,
+//! and leaves cleanly on SIGTERM.
 
 mod support;
 
@@ -224,7 +225,63 @@ fn two_processes_share_the_fleet_disjointly() {
         server.request_counts().values().sum::<u64>()
     );
 
-    // SIGTERM both: they release and exit 0.
+    // Steady state: what two replicas cost the API server (printed, not asserted).
+    server.reset_request_counts();
+    std::thread::sleep(Duration::from_secs(3));
+    let counts = server.request_counts();
+    eprintln!(
+        "kubernetes://: steady state, 2 replicas, 3 s: {} writes, {} requests in all: {counts:?}",
+        server.write_count(),
+        counts.values().sum::<u64>()
+    );
+
+    // kill -9 r0: r1 takes every cluster once r0's lease has run out, without overlap.
+    let victim: Vec<String> = owners
+        .iter()
+        .filter(|(_, o)| o[0] == "r0")
+        .map(|(c, _)| c.clone())
+        .collect();
+    let killed_at = support::unix_ms();
+    replicas[0].child.kill().unwrap();
+    replicas[0].child.wait().unwrap();
+    let history = wait_for("r1 to own every cluster", SETTLE, || {
+        let sources = replicas
+            .iter()
+            .zip([Some(killed_at), None])
+            .map(|(r, killed_at)| {
+                Ok(Source {
+                    name: r.identity.to_owned(),
+                    identity: r.identity.to_owned(),
+                    events: read_log(&r.audit)?,
+                    killed_at,
+                    exited: killed_at.is_some(),
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let h = History::build(sources)?;
+        let owners = h.current_owners();
+        if owners.len() == 12 && owners.values().all(|o| o == &["r1"]) {
+            Ok(h)
+        } else {
+            Err(format!("{owners:?}"))
+        }
+    });
+    history.check_no_overlap().unwrap();
+    let taken = history
+        .intervals
+        .iter()
+        .filter(|iv| iv.source == 1 && iv.end.is_none() && victim.contains(&iv.cluster))
+        .map(|iv| iv.start)
+        .max()
+        .unwrap();
+    eprintln!(
+        "kubernetes://: kill -9 failover {} ms ({} clusters)",
+        taken.saturating_sub(killed_at),
+        victim.len()
+    );
+    replicas.remove(0);
+
+    // SIGTERM the survivor: it releases and exits 0.
     for r in &replicas {
         let st = Command::new("kill")
             .args(["-TERM", &r.child.id().to_string()])
