@@ -15,6 +15,7 @@ pub mod run_argocd;
 pub mod scale;
 pub mod shards;
 pub mod status;
+pub mod status_argocd;
 pub mod store;
 pub mod timing;
 

@@ -48,6 +48,9 @@ pub struct StatusArgs {
         env = "FLEETSHARD_OBSERVE"
     )]
     pub observe: u64,
+    /// The protocol, and the argocd protocol's options (`status_argocd.rs`).
+    #[command(flatten)]
+    pub argocd: super::status_argocd::ArgoStatusArgs,
 }
 
 /// One shard in the report.
@@ -113,6 +116,9 @@ struct DistributorRow {
 
 /// Prints the status.
 pub fn run(args: StatusArgs) -> anyhow::Result<()> {
+    if super::status_argocd::selected(&args)? {
+        return super::status_argocd::run(&args);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

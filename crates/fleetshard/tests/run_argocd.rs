@@ -1,0 +1,384 @@
+//! Three `fleetshard run --protocol argocd` processes on one SQLite file, two shards (so
+//! one is a spare): a `kill -9`ed holder's clusters are taken over only after its entry went
+//! stale, a SIGTERMed holder's at once, and the audit logs never show two owners of a
+//! cluster at one instant. The map in the store reads back as Argo CD reads it.
+//!
+//! Argo CD's minimum heartbeat is 10 s (stale after 30 s), too slow for a test, so the
+//! processes run with the hidden, test-only `--heartbeat-ms 300` (stale after 900 ms, a
+//! holder acts until 600 ms after its last confirmed heartbeat was sent).
+//!
+//! The audit logs carry wall-clock milliseconds (one machine, one clock). The replay takes
+//! every acquire/release in timestamp order (at an equal millisecond, releases first) and,
+//! per cluster, allows an acquire only while nobody holds the cluster, or while the holder
+//! is the SIGKILLed process and the acquire comes after the kill (a dead process acts on
+//! nothing; it can log no release).
+
+use std::collections::BTreeMap;
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fleetshard_coord::argocd::{MAPPING_KEY, WallTime, decode, upstream};
+use fleetshard_coord::store::Store as _;
+use serde_json::Value;
+
+const CLUSTERS: usize = 12;
+const HEARTBEAT_MS: u64 = 300;
+const STALE_MS: u64 = 3 * HEARTBEAT_MS;
+/// Every wait is bounded by this, so a broken build fails instead of hanging.
+const WAIT: Duration = Duration::from_secs(40);
+
+/// Wall-clock milliseconds: only to compare with the audit logs' `ts_ms` (same machine).
+#[allow(clippy::disallowed_types)]
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// Kills the children if the test fails half-way.
+struct Procs(BTreeMap<String, Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in self.0.values_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Status code and body of `GET path`, or None when nothing answers.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((code, body))
+}
+
+#[derive(Debug, Clone)]
+struct Event {
+    ts: u64,
+    identity: String,
+    acquire: bool,
+    cluster: String,
+}
+
+fn read_events(logs: &[PathBuf]) -> Vec<Event> {
+    let mut out = Vec::new();
+    for path in logs {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        // A line being written right now may be incomplete: only whole lines count.
+        for line in text.lines().filter(|l| l.ends_with('}')) {
+            let v: Value = serde_json::from_str(line).expect("audit line is JSON");
+            // generation: the replica count in the argocd protocol.
+            assert_eq!(v["generation"].as_u64(), Some(2), "{line}");
+            assert!(v["shard"].is_u64(), "{line}");
+            out.push(Event {
+                ts: v["ts_ms"].as_u64().unwrap(),
+                identity: v["identity"].as_str().unwrap().to_owned(),
+                acquire: v["event"] == "acquire",
+                cluster: v["cluster"].as_str().unwrap().to_owned(),
+            });
+        }
+    }
+    out.sort_by_key(|e| (e.ts, e.acquire));
+    out
+}
+
+/// Replays the events with the rule in the module docs; returns each cluster's holder.
+fn replay(events: &[Event], killed: Option<(&str, u64)>) -> BTreeMap<String, String> {
+    let mut holder: BTreeMap<String, String> = BTreeMap::new();
+    for e in events {
+        if e.acquire {
+            if let Some(h) = holder.get(&e.cluster).filter(|h| **h != e.identity) {
+                let ok = killed.is_some_and(|(k, at)| h == k && e.ts >= at);
+                assert!(
+                    ok,
+                    "{} acquired {} at {} while {h} held it",
+                    e.identity, e.cluster, e.ts
+                );
+            }
+            holder.insert(e.cluster.clone(), e.identity.clone());
+        } else {
+            assert_eq!(
+                holder.remove(&e.cluster).as_deref(),
+                Some(e.identity.as_str()),
+                "{} released {} it did not hold",
+                e.identity,
+                e.cluster
+            );
+        }
+    }
+    holder
+}
+
+/// Polls until `f` holds; panics after [`WAIT`].
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = unix_ms();
+    while !f() {
+        assert!(
+            unix_ms() - start < WAIT.as_millis() as u64,
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn fleetshard() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fleetshard"))
+}
+
+fn write_fleet(dir: &Path) -> PathBuf {
+    let mut yaml = String::from("clusters:\n");
+    for i in 0..CLUSTERS {
+        let id = format!("c{i:02}");
+        yaml.push_str(&format!(
+            "- name: {id}\n  id: {id}\n  server: https://{id}.example\n  apps: 1\n"
+        ));
+    }
+    let path = dir.join("fleet.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    fleet: PathBuf,
+    store: String,
+    ports: BTreeMap<String, u16>,
+}
+
+impl Setup {
+    fn log(&self, name: &str) -> PathBuf {
+        self.dir.path().join(format!("{name}.audit.jsonl"))
+    }
+
+    fn spawn(&self, name: &str) -> Child {
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{name}.log")))
+            .unwrap();
+        fleetshard()
+            .args(["run", "--protocol", "argocd", "--shards", "2"])
+            .args(["--heartbeat-ms", &HEARTBEAT_MS.to_string()])
+            .args(["--store", &self.store, "--identity", name])
+            .arg("--fleet")
+            .arg(&self.fleet)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", self.ports[name]))
+            .arg("--audit-log")
+            .arg(self.log(name))
+            .env("FLEETSHARD_LOG", "info")
+            .env_remove("ARGOCD_CONTROLLER_SHARD")
+            .env_remove("ARGOCD_CONTROLLER_REPLICAS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap()
+    }
+
+    fn ready(&self, name: &str) -> Option<String> {
+        http_get(self.ports[name], "/readyz")
+            .filter(|(code, _)| *code == 200)
+            .map(|(_, body)| body)
+    }
+}
+
+#[test]
+fn argocd_processes_take_over_after_staleness_or_at_once_after_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = Setup {
+        fleet: write_fleet(dir.path()),
+        store: format!("sqlite://{}", dir.path().join("fleetshard.db").display()),
+        ports: ["r0", "r1", "r2"]
+            .iter()
+            .map(|n| ((*n).to_owned(), free_port()))
+            .collect(),
+        dir,
+    };
+    let names = ["r0", "r1", "r2"];
+    let logs: Vec<PathBuf> = names.iter().map(|n| setup.log(n)).collect();
+    let mut procs = Procs(BTreeMap::new());
+    for n in names {
+        procs.0.insert(n.to_owned(), setup.spawn(n));
+    }
+
+    // 1. Two holders cover the fleet (after the start delay of a fresh map); the third
+    //    replica is a spare, and ready.
+    wait_until("every cluster acquired by two replicas", || {
+        let h = replay(&read_events(&logs), None);
+        let mut holders: Vec<&String> = h.values().collect();
+        holders.sort();
+        holders.dedup();
+        h.len() == CLUSTERS && holders.len() == 2
+    });
+    wait_until("every replica ready", || {
+        names.iter().all(|n| setup.ready(n).is_some())
+    });
+    let holders = replay(&read_events(&logs), None);
+    let spare = *names
+        .iter()
+        .find(|n| !holders.values().any(|h| h == *n))
+        .unwrap();
+    assert!(setup.ready(spare).unwrap().contains("spare"));
+    let (victim, survivor) = {
+        let mut hs: Vec<&str> = names.iter().copied().filter(|n| *n != spare).collect();
+        hs.sort();
+        (hs[0], hs[1])
+    };
+
+    // 2. kill -9 a holder: the spare takes its entry once it has been unchanged for 3H.
+    let held_by_victim: Vec<String> = holders
+        .iter()
+        .filter(|(_, h)| *h == victim)
+        .map(|(c, _)| c.clone())
+        .collect();
+    assert!(!held_by_victim.is_empty());
+    let killed_at = unix_ms();
+    let mut child = procs.0.remove(victim).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until("the killed holder's clusters acquired by the spare", || {
+        let h = replay(&read_events(&logs), Some((victim, killed_at)));
+        held_by_victim.iter().all(|c| h.get(c).is_some_and(|h| h == spare))
+    });
+    let events = read_events(&logs);
+    let kill_failover = events
+        .iter()
+        .filter(|e| e.acquire && e.ts >= killed_at && held_by_victim.contains(&e.cluster))
+        .map(|e| e.ts - killed_at)
+        .max()
+        .unwrap();
+    // Its last heartbeat was sent at most H before the kill; stale 3H after that.
+    assert!(kill_failover >= STALE_MS - HEARTBEAT_MS, "{kill_failover}");
+
+    // 3. The killed replica comes back under its name: its entry is taken, so it is the
+    //    spare now; SIGTERM the other holder: it frees its entry and the restarted replica,
+    //    having seen the release, takes it and starts its clusters at once.
+    procs.0.insert(victim.to_owned(), setup.spawn(victim));
+    wait_until("the restarted replica is a ready spare", || {
+        setup.ready(victim).is_some_and(|b| b.contains("spare"))
+    });
+    // The fast path needs the count and map stable for 3H on the restarted replica's clock.
+    std::thread::sleep(Duration::from_millis(2 * STALE_MS));
+    let events = read_events(&logs);
+    let held_by_survivor: Vec<String> = replay(&events, Some((victim, killed_at)))
+        .into_iter()
+        .filter(|(_, h)| h == survivor)
+        .map(|(c, _)| c)
+        .collect();
+    assert!(!held_by_survivor.is_empty());
+    let termed_at = unix_ms();
+    let pid = procs.0[survivor].id();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    wait_until(
+        "the SIGTERMed holder's clusters acquired by the new spare",
+        || {
+            let h = replay(&read_events(&logs), Some((victim, killed_at)));
+            held_by_survivor.iter().all(|c| h.get(c).is_some_and(|h| h == victim))
+        },
+    );
+    let mut child = procs.0.remove(survivor).unwrap();
+    let mut exit = None;
+    wait_until("the SIGTERMed replica exits", || {
+        exit = child.try_wait().unwrap();
+        exit.is_some()
+    });
+    assert!(exit.unwrap().success(), "{exit:?}");
+    let events = read_events(&logs);
+    let term_failover = events
+        .iter()
+        .filter(|e| e.acquire && e.ts >= termed_at && held_by_survivor.contains(&e.cluster))
+        .map(|e| e.ts - termed_at)
+        .max()
+        .unwrap();
+    // Not the staleness path, which cannot be faster than 3H − H.
+    assert!(term_failover < STALE_MS - HEARTBEAT_MS, "{term_failover}");
+
+    // 4. The whole history once more, and the final coverage.
+    let holders = replay(&events, Some((victim, killed_at)));
+    assert_eq!(holders.len(), CLUSTERS);
+
+    // 5. The map reads back as Argo CD reads it, and Argo CD's own claim finds both live
+    //    replicas on their entries.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = fleetshard_store_sqlite::SqliteStore::from_url(&setup.store).unwrap();
+    let raw = runtime
+        .block_on(store.get(MAPPING_KEY))
+        .unwrap()
+        .expect("the map exists")
+        .value;
+    let text = String::from_utf8(raw).unwrap();
+    let list = decode(&text).unwrap();
+    assert_eq!(list.len(), 2, "{text}");
+    let later = WallTime::from_unix_seconds(i64::try_from(unix_ms() / 1000).unwrap());
+    for name in [spare, victim] {
+        let (shard, _) = upstream::get_or_update_shard_number_for_controller(
+            &list,
+            name,
+            2,
+            -1,
+            later,
+            Duration::from_millis(STALE_MS),
+        );
+        assert!((0..2).contains(&shard), "{name} not found in {text}");
+    }
+
+    // 6. `fleetshard status` agrees with the audit logs.
+    let out = fleetshard()
+        .args(["status", "--protocol", "argocd", "--store", &setup.store])
+        .args(["--shards", "2", "--output", "json", "--fleet"])
+        .arg(&setup.fleet)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let clusters = status["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), CLUSTERS);
+    for c in clusters {
+        let id = c["id"].as_str().unwrap();
+        assert_eq!(c["owner"].as_str(), Some(holders[id].as_str()), "{c}");
+    }
+
+    eprintln!(
+        "argocd failover (H = {HEARTBEAT_MS} ms, stale after {STALE_MS} ms): kill -9 \
+         {kill_failover} ms ({} clusters), SIGTERM {term_failover} ms ({} clusters)",
+        held_by_victim.len(),
+        held_by_survivor.len()
+    );
+}
