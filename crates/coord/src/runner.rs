@@ -107,6 +107,20 @@ pub struct Status {
     pub listed: bool,
 }
 
+/// What stops the work on a cluster: the controller's shard filter, which waits for the
+/// cluster's items in flight. Until the returned future resolves the replica acknowledges
+/// nothing that would let another replica start the cluster (the handover barrier, G1).
+pub trait StopHook: Send + Sync + 'static {
+    /// Stops `cluster`; resolves once nothing runs on it any more.
+    fn stop(&self, cluster: String) -> BoxFuture<'static, ()>;
+}
+
+/// A stop that finished, on its way back to the owning task. It is reported when it
+/// finished, even after a lapse: work in flight may have run until then.
+struct StopDone {
+    cluster: String,
+}
+
 /// A write's outcome on its way back to the owning task.
 struct WriteDone {
     ticket: Ticket,
@@ -131,6 +145,10 @@ pub struct Runner {
     lease_until: Option<Instant>,
     /// The shard count from outside (a Deployment's replicas), for `ShardCount::External`.
     external: Option<watch::Receiver<Option<u32>>>,
+    /// Stops work on a cluster (none: there is no work, a stop is immediate).
+    stop_hook: Option<Arc<dyn StopHook>>,
+    stops_tx: mpsc::UnboundedSender<StopDone>,
+    stops_rx: Option<mpsc::UnboundedReceiver<StopDone>>,
     stats: Status,
 }
 
@@ -158,6 +176,7 @@ impl Runner {
         cfg.timing.validate()?;
         cfg.shards.validate()?;
         let (status, rx) = watch::channel(Status::default());
+        let (stops_tx, stops_rx) = mpsc::unbounded_channel();
         let runner = Runner {
             store,
             replica: Replica::new(cfg.clone()),
@@ -172,6 +191,9 @@ impl Runner {
             last_shard: None,
             lease_until: None,
             external: None,
+            stop_hook: None,
+            stops_tx,
+            stops_rx: Some(stops_rx),
             stats: Status::default(),
         };
         Ok((runner, rx))
@@ -181,6 +203,12 @@ impl Runner {
     /// reads its latest value at every step.
     pub fn with_external_shards(mut self, count: watch::Receiver<Option<u32>>) -> Self {
         self.external = Some(count);
+        self
+    }
+
+    /// Stops clusters through `hook` and waits for it before acknowledging a handover.
+    pub fn with_stop_hook(mut self, hook: Arc<dyn StopHook>) -> Self {
+        self.stop_hook = Some(hook);
         self
     }
 
@@ -201,6 +229,10 @@ impl Runner {
         let mut change: Option<BoxFuture<'static, Result<u64, StoreError>>> = None;
         let mut release_by: Option<Instant> = None;
         let mut newest_write = 0u64;
+        let mut stops_rx = self
+            .stops_rx
+            .take()
+            .unwrap_or_else(|| mpsc::unbounded_channel().1);
         if *shutdown.borrow() {
             return true;
         }
@@ -234,6 +266,14 @@ impl Runner {
                         next_poll = Instant::now();
                     }
                     self.on_write(done);
+                }
+                Some(stop) = stops_rx.recv() => {
+                    self.replica.on_stopped(&stop.cluster);
+                    tracing::info!(identity = %self.cfg.identity, cluster = %stop.cluster, "stopped");
+                    self.report(Ownership::Stopped(stop.cluster), None);
+                    // The acknowledgement or release it held back goes out now.
+                    let actions = self.replica.tick(self.now());
+                    self.execute(actions, &done_tx);
                 }
                 _ = tick.tick() => {
                     let actions = self.replica.tick(self.now());
@@ -278,8 +318,12 @@ impl Runner {
         }
         let released = self.replica.is_released();
         // Whatever happened, nothing runs after we return.
-        let stops: Vec<Action> = self.acting.iter().cloned().map(Action::Stop).collect();
-        self.execute(stops, &done_tx);
+        for c in std::mem::take(&mut self.acting) {
+            if let Some(hook) = &self.stop_hook {
+                hook.stop(c.clone()).await;
+            }
+            self.report(Ownership::Stopped(c), None);
+        }
         self.stats.stopping = true;
         self.publish();
         tracing::info!(identity = %self.cfg.identity, released, "runner stopped");
@@ -343,9 +387,23 @@ impl Runner {
         for a in actions {
             match a {
                 Action::Stop(c) => {
-                    if self.acting.remove(&c) {
-                        tracing::info!(identity = %self.cfg.identity, cluster = %c, lapsed = lapsed_at.is_some(), "stopped");
-                        self.report(Ownership::Stopped(c), lapsed_at);
+                    if !self.acting.remove(&c) {
+                        self.replica.on_stopped(&c);
+                        continue;
+                    }
+                    match &self.stop_hook {
+                        None => {
+                            self.replica.on_stopped(&c);
+                            tracing::info!(identity = %self.cfg.identity, cluster = %c, lapsed = lapsed_at.is_some(), "stopped");
+                            self.report(Ownership::Stopped(c), lapsed_at);
+                        }
+                        Some(hook) => {
+                            let (stopping, tx) = (hook.stop(c.clone()), self.stops_tx.clone());
+                            tokio::spawn(async move {
+                                stopping.await;
+                                let _ = tx.send(StopDone { cluster: c });
+                            });
+                        }
                     }
                 }
                 Action::Start(c) => {

@@ -153,7 +153,9 @@ pub struct Ticket(pub u64);
 /// What the runner must do, in the order given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Stop reconciling this cluster now (before any later action).
+    /// Stop reconciling this cluster now (before any later action), and report with
+    /// [`Replica::on_stopped`] once nothing runs on it any more: until then no write of
+    /// this replica tells others it has let the cluster go (acknowledgement, release).
     Stop(String),
     /// Write a record; report the outcome with the ticket.
     Write {
@@ -251,6 +253,8 @@ pub struct Replica {
     /// The shard count of the applied generation (or the initial count before one).
     count: u32,
     active: BTreeSet<String>,
+    /// Stopped but not yet reported stopped ([`Replica::on_stopped`]): work may still run.
+    stopping_clusters: BTreeSet<String>,
     pending: BTreeMap<Ticket, Pending>,
     next_ticket: u64,
     /// Last good assignment seen, with its version: kept when the stored one is
@@ -280,6 +284,7 @@ impl Replica {
             applied: 0,
             count,
             active: BTreeSet::new(),
+            stopping_clusters: BTreeSet::new(),
             pending: BTreeMap::new(),
             next_ticket: 0,
             last_doc: None,
@@ -391,12 +396,22 @@ impl Replica {
     /// second or two at most, then exits. From this call on the replica acts on nothing.
     pub fn release(&mut self) -> Vec<Action> {
         self.stopping = true;
-        let mut out: Vec<Action> = std::mem::take(&mut self.active)
-            .into_iter()
-            .map(Action::Stop)
-            .collect();
+        let mut out = Vec::new();
+        self.stop_all(&mut out);
         self.send_releases(&mut out);
         out
+    }
+
+    /// The runner reports that nothing runs on `cluster` any more (see [`Action::Stop`]).
+    /// The acknowledgement or release this was holding back goes out at the next
+    /// [`Replica::tick`] or [`Replica::step`].
+    pub fn on_stopped(&mut self, cluster: &str) {
+        self.stopping_clusters.remove(cluster);
+    }
+
+    /// Whether every stop has been reported done.
+    pub fn all_stopped(&self) -> bool {
+        self.stopping_clusters.is_empty()
     }
 
     /// Whether a stopping replica has given everything up (or lost it anyway). A presence
@@ -411,7 +426,10 @@ impl Replica {
     pub fn tick(&mut self, now: Mono) -> Vec<Action> {
         let mut out = Vec::new();
         self.check_own_leases(now, &mut out);
-        if !self.stopping {
+        if self.stopping {
+            // A release held back by stops still running goes out as soon as they end.
+            self.send_releases(&mut out);
+        } else {
             self.renew_shard(now, &mut out);
             self.renew_distributor(now, &mut out);
         }
@@ -524,10 +542,21 @@ impl Replica {
 
     fn lose_shard(&mut self, out: &mut Vec<Action>) {
         self.shard = None;
-        out.extend(
-            std::mem::take(&mut self.active)
-                .into_iter()
-                .map(Action::Stop),
-        );
+        self.stop_all(out);
+    }
+
+    /// Stops one cluster; it counts as running until [`Replica::on_stopped`].
+    fn stop(&mut self, cluster: String, out: &mut Vec<Action>) {
+        if self.active.remove(&cluster) {
+            self.stopping_clusters.insert(cluster.clone());
+            out.push(Action::Stop(cluster));
+        }
+    }
+
+    fn stop_all(&mut self, out: &mut Vec<Action>) {
+        for c in std::mem::take(&mut self.active) {
+            self.stopping_clusters.insert(c.clone());
+            out.push(Action::Stop(c));
+        }
     }
 }

@@ -9,7 +9,7 @@
 //! Measured: **G2**, how long each cluster goes without an acting owner after a failure.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::time::Duration;
 
 use fleetshard_core::Cluster;
@@ -94,6 +94,8 @@ struct Node {
     partitioned_until: u64,
     /// Stopping gracefully: exits once released, or at this time.
     exit_by: Option<u64>,
+    /// Clusters whose work is still stopping (items in flight): they count as acting.
+    draining: BTreeSet<String>,
     /// Local monotonic clock: `offset + rate × real` milliseconds.
     offset_ms: f64,
     rate: f64,
@@ -120,6 +122,8 @@ enum Ev {
     Partition(usize, u64),
     /// An operator runs `fleetshard scale N`.
     Scale(u32),
+    /// The work on a cluster finished stopping.
+    Stopped(usize, u64, String),
 }
 
 /// Knobs of one simulated run.
@@ -136,6 +140,8 @@ pub(super) struct SimConfig {
     /// Clock-rate error bound, as a fraction.
     pub drift: f64,
     pub faults: bool,
+    /// Stops after a handover take up to 1.5 s (work in flight draining).
+    pub slow_stops: bool,
     /// The shard count policy (default: `Fixed(shards)`).
     pub count: Option<ShardCount>,
     /// `fleetshard scale N` at these times (ms).
@@ -155,6 +161,7 @@ impl Default for SimConfig {
             grace: Duration::from_millis(500),
             drift: 0.01,
             faults: true,
+            slow_stops: true,
             count: None,
             scale: Vec::new(),
         }
@@ -249,6 +256,7 @@ impl Sim {
             incarnation,
             alive: true,
             exit_by: None,
+            draining: BTreeSet::new(),
             paused_until: 0,
             partitioned_until: 0,
             offset_ms: self.rng.below(1_000_000) as f64,
@@ -421,6 +429,20 @@ impl Sim {
                     self.nodes[n].replica.on_write(ticket, result);
                 }
             }
+            Ev::Stopped(n, inc, cluster) => {
+                let Some(Ev::Stopped(n, inc, cluster)) =
+                    self.deferred(n, Ev::Stopped(n, inc, cluster))
+                else {
+                    return;
+                };
+                if self.nodes[n].alive && self.nodes[n].incarnation == inc {
+                    self.nodes[n].draining.remove(&cluster);
+                    self.nodes[n].replica.on_stopped(&cluster);
+                    let now = self.nodes[n].local(self.t);
+                    let actions = self.nodes[n].replica.tick(now);
+                    self.send(n, inc, actions);
+                }
+            }
             Ev::Crash(n) => self.nodes[n].alive = false,
             Ev::Shutdown(n) => {
                 // SIGTERM: release, keep stepping until released (2 s at most), then exit.
@@ -453,7 +475,27 @@ impl Sim {
 
     /// Sends a step's writes (starts and stops took effect inside the replica).
     fn send(&mut self, n: usize, inc: u64, actions: Vec<Action>) {
+        let now = self.nodes[n].local(self.t);
+        if self.nodes[n].replica.shard(now).is_none() {
+            // No lease: whatever was still draining is cancelled now.
+            for c in std::mem::take(&mut self.nodes[n].draining) {
+                self.nodes[n].replica.on_stopped(&c);
+            }
+        }
         for a in actions {
+            if let Action::Stop(c) = &a {
+                // Work in flight drains for a while after a handover (0–1.5 s), but is
+                // cancelled at once when the lease lapses or is lost (the controller's
+                // contract: nothing runs past the deadline).
+                let now = self.nodes[n].local(self.t);
+                if self.nodes[n].replica.shard(now).is_some() && self.cfg.slow_stops {
+                    let took = self.rng.between(0, 1_500);
+                    self.nodes[n].draining.insert(c.clone());
+                    self.at(self.t + took, Ev::Stopped(n, inc, c.clone()));
+                } else {
+                    self.nodes[n].replica.on_stopped(c);
+                }
+            }
             if let Action::Write {
                 ticket,
                 key,
@@ -477,7 +519,13 @@ impl Sim {
         let mut acting: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for node in self.nodes.iter().filter(|n| n.alive) {
             let now = node.local(self.t);
-            for c in node.replica.acting(now) {
+            // A cluster given back while it still drains counts once for its node.
+            let mine: BTreeSet<&str> = node
+                .replica
+                .acting(now)
+                .chain(node.draining.iter().map(String::as_str))
+                .collect();
+            for c in mine {
                 acting.entry(c).or_default().push(node.identity.clone());
             }
         }

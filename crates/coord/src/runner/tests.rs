@@ -249,3 +249,67 @@ async fn a_runner_paused_past_its_lease_dates_its_stops_at_the_lapse() {
     drop(others);
     paused.abort();
 }
+
+/// A controller whose stops take a while (items in flight finishing).
+struct SlowStops(Duration);
+
+impl StopHook for SlowStops {
+    fn stop(&self, _cluster: String) -> BoxFuture<'static, ()> {
+        Box::pin(tokio::time::sleep(self.0))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handover_waits_for_the_previous_owner_to_finish_stopping() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let clusters: Vec<Cluster> = (0..12)
+        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+        .collect();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let slow = |name: &str| {
+        let cfg = ReplicaConfig {
+            identity: name.into(),
+            incarnation: 1,
+            root: "fs/".into(),
+            shards: ShardCount::Fixed(3),
+            timing: LeaseTiming::default(),
+            grace: Duration::from_millis(500),
+            placement: PlacementConfig::default(),
+        };
+        let (runner, status) = Runner::new(
+            store.clone(),
+            cfg,
+            RunnerTiming::default(),
+            clusters.clone(),
+            vec![1; clusters.len()],
+            tx.clone(),
+        )
+        .unwrap();
+        let runner = runner.with_stop_hook(Arc::new(SlowStops(Duration::from_millis(1_500))));
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        (tokio::spawn(runner.run(shutdown_rx)), status, shutdown)
+    };
+    // Two replicas for three shards: the vacant shard's clusters are displaced to them.
+    let a = slow("a");
+    let b = slow("b");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let mut holder = BTreeMap::new();
+    replay(&mut rx, &mut holder);
+    assert_eq!(holder.len(), 12);
+    // A third claims the vacant shard: its clusters come back from a and b, whose stops
+    // take 1.5 s. replay() panics if c starts one before its previous owner stopped it.
+    let c = slow("c");
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        replay(&mut rx, &mut holder);
+    }
+    let on_c = holder.values().filter(|h| h.as_str() == "c").count();
+    assert!(on_c > 0, "c got its clusters back: {holder:?}");
+    assert_eq!(holder.len(), 12);
+    // A graceful stop waits for the slow stops too, and still releases.
+    c.2.send(true).unwrap();
+    assert!(c.0.await.unwrap(), "released after its stops finished");
+    replay(&mut rx, &mut holder);
+    assert!(holder.values().all(|h| h.as_str() != "c"));
+    drop((a, b));
+}

@@ -25,8 +25,7 @@ impl Replica {
                 .cloned()
                 .collect();
             for c in lost {
-                self.active.remove(&c);
-                out.push(Action::Stop(c));
+                self.stop(c, out);
             }
             self.applied = doc.generation;
             self.count = doc.shards.clamp(1, MAX_SHARDS);

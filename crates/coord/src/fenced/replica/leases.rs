@@ -65,8 +65,11 @@ impl Replica {
         let Some(h) = &mut self.shard else {
             return;
         };
+        // A generation is acknowledged only once what it took from us has stopped.
+        let stopped = self.stopping_clusters.is_empty();
+        let acked = if stopped { applied } else { h.acked };
         let due = now.since(h.last_sent) >= self.cfg.timing.renew_every
-            || (applied > h.acked && !ack_in_flight);
+            || (applied > h.acked && stopped && !ack_in_flight);
         if !due || releasing {
             return;
         }
@@ -75,7 +78,7 @@ impl Replica {
             holder: self.cfg.identity.clone(),
             incarnation: self.cfg.incarnation,
             beat: h.beat + 1,
-            acked: applied,
+            acked,
             released: false,
         };
         let (key, pre) = (
@@ -126,7 +129,12 @@ impl Replica {
             holder: self.cfg.identity.clone(),
             incarnation: self.cfg.incarnation,
             beat: beat + 1,
-            acked: self.applied,
+            // Clusters of a lapsed lease may still be stopping: acknowledge nothing yet.
+            acked: if self.stopping_clusters.is_empty() {
+                self.applied
+            } else {
+                0
+            },
             released: false,
         };
         let ticket = self.ticket(Pending::ClaimShard {
@@ -144,19 +152,20 @@ impl Replica {
     }
 
     /// Gives the held shard up on purpose: marked released (with the generation applied, so
-    /// it also acknowledges), free for others at once. Everything it had is stopped first.
+    /// it also acknowledges), free for others at once. Everything it had is stopped first,
+    /// and the release is written only once the stops are reported done (the caller keeps
+    /// asking, every step).
     pub(super) fn release_shard(&mut self, out: &mut Vec<Action>) {
-        if self.has_pending(|p| matches!(p, Pending::ReleaseShard)) {
+        if self.has_pending(|p| matches!(p, Pending::ReleaseShard)) || self.shard.is_none() {
+            return;
+        }
+        self.stop_all(out);
+        if !self.stopping_clusters.is_empty() {
             return;
         }
         let Some(h) = &self.shard else {
             return;
         };
-        out.extend(
-            std::mem::take(&mut self.active)
-                .into_iter()
-                .map(Action::Stop),
-        );
         let record = ShardRecord {
             holder: self.cfg.identity.clone(),
             incarnation: self.cfg.incarnation,
