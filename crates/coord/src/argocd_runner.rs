@@ -56,7 +56,6 @@
 
 mod state;
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -292,6 +291,8 @@ impl ArgoRunner {
         let mut next_read = Some(Instant::now());
         let mut reading: Option<BoxFuture<'static, Result<Listing, StoreError>>> = None;
         let mut change: Option<BoxFuture<'static, Result<u64, StoreError>>> = None;
+        // A closed count channel keeps the last count (and must not be polled again).
+        let mut count_open = true;
         if *shutdown.borrow() {
             return true;
         }
@@ -310,14 +311,13 @@ impl ArgoRunner {
                 Some(done) = done_rx.recv() => {
                     self.state.on_write(done.result);
                 }
-                r = self.replicas.changed() => {
+                r = self.replicas.changed(), if count_open => {
                     match r {
                         Ok(()) => {
                             let n = *self.replicas.borrow_and_update();
                             self.state.on_replicas(n);
                         }
-                        // The sender is gone: the count stays as it is.
-                        Err(_) => self.replicas = watch::channel(self.state.count()).1,
+                        Err(_) => count_open = false,
                     }
                 }
                 _ = heartbeat.tick() => {
@@ -419,11 +419,6 @@ impl ArgoRunner {
             changed
         });
     }
-}
-
-/// Clusters as a set of ids, for callers comparing snapshots.
-pub fn acting_set(status: &ArgoStatus) -> BTreeSet<String> {
-    status.acting.iter().cloned().collect()
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {

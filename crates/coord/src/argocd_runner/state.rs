@@ -69,6 +69,8 @@ pub(super) struct State {
     stale_check: Option<Instant>,
     read_request: Option<Instant>,
     conflicts: u32,
+    /// Store errors in a row (reads or writes), for the backoff.
+    failures: u32,
     rng: u64,
     last_warnings: Vec<String>,
     pub(super) heartbeat_due: bool,
@@ -111,6 +113,7 @@ impl State {
             stale_check: None,
             read_request: None,
             conflicts: 0,
+            failures: 0,
             last_warnings: Vec::new(),
             heartbeat_due: false,
             stats: ArgoStatus::default(),
@@ -119,10 +122,6 @@ impl State {
 
     fn mono(&self) -> Mono {
         Mono(self.start.elapsed())
-    }
-
-    pub(super) fn count(&self) -> u32 {
-        self.count
     }
 
     pub(super) fn write_in_flight(&self) -> bool {
@@ -137,14 +136,15 @@ impl State {
         self.read_request.take()
     }
 
-    /// Capped exponential backoff with jitter: 25 ms doubling per conflict in a row, at most
-    /// H/4, times a factor in [0.5, 1).
+    /// Capped exponential backoff with jitter: 25 ms doubling per conflict or store error in
+    /// a row, at most H/4, times a factor in [0.5, 1).
     pub(super) fn backoff(&mut self) -> Duration {
         // xorshift64: jitter only, no quality needed.
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
-        let base = Duration::from_millis(25) * (1u32 << self.conflicts.min(8));
+        let streak = (self.conflicts + self.failures).min(8);
+        let base = Duration::from_millis(25) * (1u32 << streak);
         let capped = base.min(self.cfg.heartbeat / 4);
         capped.mul_f64(0.5 + (self.rng % 1000) as f64 / 2000.0)
     }
@@ -152,6 +152,7 @@ impl State {
     pub(super) fn store_error(&mut self, e: &StoreError) {
         tracing::warn!(identity = %self.cfg.identity, "{e}");
         self.stats.store_errors += 1;
+        self.failures += 1;
         self.stats.last_store_error = Some(e.to_string());
         let at = Instant::now() + self.backoff();
         self.read_request = Some(at);
@@ -205,9 +206,11 @@ impl State {
             Err(e) => return self.store_error(&e),
         };
         self.stats.listed = true;
+        self.failures = 0;
         if listing.revision < self.newest {
-            // Older than our own confirmed write: worthless; read again.
-            self.read_request = Some(Instant::now());
+            // Older than our own confirmed write: worthless; read again shortly.
+            let at = Instant::now() + self.backoff();
+            self.read_request = Some(at);
             return;
         }
         let found = listing.entries.into_iter().find(|e| e.key == self.cfg.key);
@@ -372,6 +375,7 @@ impl State {
         match result {
             Ok(version) => {
                 self.conflicts = 0;
+                self.failures = 0;
                 self.newest = self.newest.max(version);
                 self.stats.writes += 1;
                 let before = self.held;

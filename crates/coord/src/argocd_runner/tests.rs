@@ -40,6 +40,10 @@ struct Wrapped {
     last_write_sent: Mutex<Option<Instant>>,
     lose_every_other_reply: AtomicBool,
     flip: AtomicBool,
+    /// Cut off: every call fails with `Unavailable` and nothing applies (a partition).
+    cut: AtomicBool,
+    /// Added to every read and write.
+    delay: Mutex<Duration>,
 }
 
 impl Wrapped {
@@ -50,7 +54,21 @@ impl Wrapped {
             last_write_sent: Mutex::new(None),
             lose_every_other_reply: AtomicBool::new(false),
             flip: AtomicBool::new(false),
+            cut: AtomicBool::new(false),
+            delay: Mutex::new(Duration::ZERO),
         })
+    }
+
+    /// Fails if cut off, after the configured delay.
+    async fn gate(&self) -> Result<(), StoreError> {
+        let delay = *self.delay.lock().unwrap();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        if self.cut.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("cut off".into()));
+        }
+        Ok(())
     }
 }
 
@@ -62,7 +80,10 @@ impl Store for Wrapped {
         self.inner.get(key)
     }
     fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Listing, StoreError>> {
-        self.inner.list(prefix)
+        Box::pin(async move {
+            self.gate().await?;
+            self.inner.list(prefix).await
+        })
     }
     fn put<'a>(
         &'a self,
@@ -72,6 +93,7 @@ impl Store for Wrapped {
     ) -> BoxFuture<'a, Result<u64, StoreError>> {
         Box::pin(async move {
             let sent = Instant::now();
+            self.gate().await?;
             let r = self.inner.put(key, value, pre).await;
             if r.is_ok() {
                 self.writes.fetch_add(1, Ordering::SeqCst);
@@ -97,7 +119,10 @@ impl Store for Wrapped {
         prefix: &'a str,
         since: u64,
     ) -> BoxFuture<'a, Result<u64, StoreError>> {
-        self.inner.wait_for_change(prefix, since)
+        Box::pin(async move {
+            self.gate().await?;
+            self.inner.wait_for_change(prefix, since).await
+        })
     }
     fn describe(&self) -> String {
         "wrapped".into()

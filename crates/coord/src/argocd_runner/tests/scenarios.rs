@@ -334,3 +334,98 @@ async fn a_map_written_by_argo_cd_is_read_and_claimed() {
     assert_eq!(world.map().await[0].controller_name, "r2");
     shutdown_all(vec![r1, r2]).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_partitioned_holder_stops_before_the_spare_takes_over_and_returns_as_a_spare() {
+    let world = World::new(10, 2);
+    let a = world.spawn("a");
+    let b = world.spawn("b");
+    sleep(Duration::from_secs(1)).await;
+    let c = world.spawn("c");
+    sleep(S + Duration::from_secs(10)).await;
+    let a_shard = a.status.borrow().shard.unwrap();
+    let a_clusters = a.status.borrow().acting.clone();
+    assert!(!a_clusters.is_empty());
+    a.store.cut.store(true, Ordering::SeqCst);
+    let last_sent = a.store.last_write_sent.lock().unwrap().unwrap();
+    let mut a_stopped = None;
+    let mut c_started = None;
+    for _ in 0..600 {
+        sleep(Duration::from_millis(100)).await;
+        let now = Instant::now();
+        if a_stopped.is_none() && a.status.borrow().acting.is_empty() {
+            a_stopped = Some(now);
+            assert!(a.status.borrow().readiness(now).is_err());
+        }
+        if c_started.is_none() && !c.status.borrow().acting.is_empty() {
+            c_started = Some(now);
+        }
+    }
+    let (a_stopped, c_started) = (a_stopped.unwrap(), c_started.unwrap());
+    // a stops at its validity (2H after sending its last confirmed heartbeat), c takes over
+    // once the entry was unchanged for 3H: H apart.
+    let validity = ArgoConfig::new("a").validity();
+    assert!(
+        a_stopped >= last_sent + validity,
+        "{:?}",
+        a_stopped - last_sent
+    );
+    assert!(a_stopped <= last_sent + validity + Duration::from_millis(200));
+    assert!(c_started > last_sent + S && c_started >= a_stopped + H - Duration::from_millis(200));
+    assert_eq!(c.status.borrow().shard, Some(a_shard));
+    assert_eq!(c.status.borrow().acting, a_clusters);
+    // Healed: a finds its entry taken, holds nothing, and is a ready spare.
+    a.store.cut.store(false, Ordering::SeqCst);
+    sleep(H).await;
+    let s = a.status.borrow().clone();
+    assert_eq!(s.shard, None);
+    assert_eq!(s.claim, Some(ClaimStatus::Spare));
+    assert!(s.readiness(Instant::now()).is_ok(), "{s:?}");
+    world.check_timeline();
+    shutdown_all(vec![a, b, c]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_store_still_gets_one_write_per_holder_per_heartbeat() {
+    let world = World::new(8, 2);
+    let nodes: Vec<Node> = ["a", "b", "c"].iter().map(|n| world.spawn(n)).collect();
+    for n in &nodes {
+        *n.store.delay.lock().unwrap() = Duration::from_secs(2);
+    }
+    sleep(S + Duration::from_secs(15)).await;
+    let all: Vec<&Node> = nodes.iter().collect();
+    assert_covered(&world, &all, 2);
+    let before: Vec<u64> = nodes
+        .iter()
+        .map(|n| n.store.writes.load(Ordering::SeqCst))
+        .collect();
+    let acting: Vec<Vec<String>> = nodes
+        .iter()
+        .map(|n| n.status.borrow().acting.clone())
+        .collect();
+    for _ in 0..100 {
+        sleep(Duration::from_secs(1)).await;
+        for (n, a) in nodes.iter().zip(&acting) {
+            assert_eq!(&n.status.borrow().acting, a, "{}", n.name);
+        }
+    }
+    for (n, b) in nodes.iter().zip(before) {
+        let writes = n.store.writes.load(Ordering::SeqCst) - b;
+        let expected = if n.status.borrow().shard.is_some() {
+            10
+        } else {
+            0
+        };
+        assert!(
+            writes.abs_diff(expected) <= 1,
+            "{}: {writes} writes",
+            n.name
+        );
+    }
+    world.check_timeline();
+    // A release has 2 s, less than a write takes here.
+    for n in &nodes {
+        *n.store.delay.lock().unwrap() = Duration::ZERO;
+    }
+    shutdown_all(nodes).await;
+}
