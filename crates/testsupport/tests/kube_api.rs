@@ -7,5 +7,6 @@ mod kube_api {
     mod faults;
     mod kube_client;
     mod list_watch;
+    mod measure;
     mod raw;
 }

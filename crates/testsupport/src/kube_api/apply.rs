@@ -17,8 +17,8 @@ use serde_json::{Map, Value, json};
 use super::meta::now_rfc3339;
 use super::ops::{self, Sub, Written, key, stored_rv};
 use super::patch::{
-    FieldPath, applied_fields, from_fields_v1, json_patch, merge_patch, overlaps, remove_at,
-    to_fields_v1, value_at,
+    APPLIED_METADATA, FieldPath, applied_fields, from_fields_v1, json_patch, merge_patch, overlaps,
+    remove_at, to_fields_v1, value_at,
 };
 use super::registry::ResourceKind;
 use super::status::ApiError;
@@ -164,8 +164,12 @@ fn apply(
         )));
     }
     let mut mine = applied_fields(&applied);
+    let is_status = |p: &FieldPath| p.first().map(String::as_str) == Some("status");
     if sub == Sub::Status {
-        mine.retain(|p| p.first().map(String::as_str) == Some("status"));
+        mine.retain(is_status);
+    } else if kind.status {
+        // The main resource ignores status, so an apply to it owns no status field.
+        mine.retain(|p| !is_status(p));
     }
     let entry = |fields: &BTreeSet<FieldPath>| {
         json!({
@@ -256,7 +260,7 @@ fn apply(
     if let Some(Value::Object(meta)) = merged_in.get_mut("metadata") {
         // Identity and server-owned metadata are not merged; resourceVersion and uid stay
         // as preconditions below.
-        meta.retain(|k, _| matches!(k.as_str(), "labels" | "annotations"));
+        meta.retain(|k, _| APPLIED_METADATA.contains(&k.as_str()));
     }
     merge_patch(&mut obj, &merged_in);
     for f in ["resourceVersion", "uid"] {

@@ -172,9 +172,12 @@ fn remove(target: &mut Value, path: &[String]) -> Result<Value, String> {
 /// A field path inside an object (map keys only; lists are atomic).
 pub type FieldPath = Vec<String>;
 
+/// The metadata fields server-side apply manages (the rest is identity or server-owned).
+pub const APPLIED_METADATA: &[&str] = &["labels", "annotations", "finalizers", "ownerReferences"];
+
 /// The fields an applied configuration sets: every leaf (scalar, list, or empty map) except
 /// the identity fields (`apiVersion`, `kind`, `metadata.name`, `metadata.namespace`,
-/// `metadata.resourceVersion`, …); of `metadata`, only labels and annotations are owned.
+/// `metadata.resourceVersion`, …); of `metadata`, only [`APPLIED_METADATA`] is owned.
 pub fn applied_fields(applied: &Value) -> BTreeSet<FieldPath> {
     let mut out = BTreeSet::new();
     if let Value::Object(m) = applied {
@@ -182,9 +185,9 @@ pub fn applied_fields(applied: &Value) -> BTreeSet<FieldPath> {
             match k.as_str() {
                 "apiVersion" | "kind" => {}
                 "metadata" => {
-                    for sub in ["labels", "annotations"] {
+                    for sub in APPLIED_METADATA {
                         if let Some(x) = v.get(sub) {
-                            leaves(x, vec!["metadata".into(), sub.into()], &mut out);
+                            leaves(x, vec!["metadata".into(), (*sub).into()], &mut out);
                         }
                     }
                 }

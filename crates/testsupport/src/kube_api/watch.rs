@@ -131,19 +131,20 @@ pub fn start(
             return; // expired: the ERROR was the whole answer
         }
         let deadline = req.timeout.map(|t| tokio::time::Instant::now() + t);
-        let mut next_bookmark = tokio::time::Instant::now() + *interval_rx.borrow_and_update();
+        let mut next_bookmark =
+            tokio::time::Instant::now() + every(*interval_rx.borrow_and_update());
         loop {
             let mut send_bookmark = false;
             tokio::select! {
                 r = revision.changed() => if r.is_err() { return },
                 _ = bookmark_now.changed() => send_bookmark = true,
                 _ = interval_rx.changed() => {
-                    next_bookmark = tokio::time::Instant::now() + *interval_rx.borrow_and_update();
+                    next_bookmark = tokio::time::Instant::now() + every(*interval_rx.borrow_and_update());
                     continue;
                 }
                 _ = tokio::time::sleep_until(next_bookmark) => {
                     send_bookmark = true;
-                    next_bookmark = tokio::time::Instant::now() + *interval_rx.borrow();
+                    next_bookmark = tokio::time::Instant::now() + every(*interval_rx.borrow());
                 }
                 _ = close.changed() => return,
                 _ = shutdown.changed() => return,
@@ -171,6 +172,11 @@ pub fn start(
     Ok(futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok(b), rx))
     }))
+}
+
+/// The bookmark period, at least 1 ms so a zero interval cannot spin.
+fn every(interval: Duration) -> Duration {
+    interval.max(Duration::from_millis(1))
 }
 
 async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
@@ -211,6 +217,7 @@ fn drain(shared: &Shared, req: &WatchRequest, position: &mut u64) -> (Vec<Bytes>
             out.push(line(ty, &e.object));
         }
     }
-    *position = store.revision();
+    // Never move back: a watch from a revision ahead of the store waits for it.
+    *position = (*position).max(store.revision());
     (out, false)
 }

@@ -395,3 +395,42 @@ async fn discovery_and_dynamic_objects_with_server_side_apply() {
         .unwrap();
     assert_eq!(listed.items.len(), 1);
 }
+
+#[tokio::test]
+async fn runtime_watcher_with_streaming_lists() {
+    let f = FakeApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(client(&f).await);
+    api.create(&PostParams::default(), &cm("s1", "1"))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &cm("s2", "1"))
+        .await
+        .unwrap();
+    let mut w = watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
+    let mut errors = Vec::new();
+    let mut events = Vec::new();
+    while !matches!(events.last(), Some(watcher::Event::InitDone)) {
+        events.push(next_event(&mut w, &mut errors).await);
+    }
+    assert!(matches!(events[0], watcher::Event::Init));
+    let names: Vec<String> = events
+        .iter()
+        .filter(|e| matches!(e, watcher::Event::InitApply(_)))
+        .map(name)
+        .collect();
+    assert_eq!(names, ["s1", "s2"]);
+    assert_eq!(
+        f.request_count(Verb::List, "configmaps"),
+        0,
+        "no LIST with streaming lists"
+    );
+    api.create(&PostParams::default(), &cm("s3", "1"))
+        .await
+        .unwrap();
+    let e = next_event(&mut w, &mut errors).await;
+    assert!(
+        matches!(e, watcher::Event::Apply(_)) && name(&e) == "s3",
+        "{e:?}"
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+}
