@@ -11,9 +11,10 @@ use fleetshard_store_sqlite::SqliteStore;
 /// The flags that name a fleet's records in a store.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StoreArgs {
-    /// Coordination store: `sqlite://PATH`, `kubernetes://NAMESPACE` (ConfigMaps and
-    /// Leases; in-cluster or KUBECONFIG credentials; empty NAMESPACE: the configuration's),
-    /// `memory://` (this process only).
+    /// Coordination store: `sqlite://PATH`, `etcd://HOST:PORT[,HOST:PORT…]` (builds with
+    /// `--features etcd`), `kubernetes://NAMESPACE` (ConfigMaps and Leases; in-cluster or
+    /// KUBECONFIG credentials; empty NAMESPACE: the configuration's), `memory://` (this
+    /// process only).
     #[arg(
         long,
         value_name = "URL",
@@ -56,16 +57,27 @@ pub fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
         Some("sqlite") => Ok(Arc::new(
             SqliteStore::from_url(url).with_context(|| format!("opening {url}"))?,
         )),
-        Some(s @ "etcd") => {
-            bail!(
-                "store {url:?}: the {s} backend is not yet supported in this build; use sqlite://PATH"
-            )
-        }
+        #[cfg(feature = "etcd")]
+        Some("etcd") => Ok(Arc::new(
+            fleetshard_store_etcd::EtcdStore::from_url(url)
+                .with_context(|| format!("opening {url}"))?,
+        )),
+        // Optional because etcd's client is generated from .proto files at build time, and
+        // a plain `cargo build` must work with nothing but cargo.
+        #[cfg(not(feature = "etcd"))]
+        Some("etcd") => bail!(
+            "store {url:?}: etcd is not yet supported in this build (built without the `etcd` \
+             feature); rebuild with `cargo build --features etcd` (it needs protoc: Debian's \
+             protobuf-compiler package)"
+        ),
         // Connects on first use: configuration errors surface from the first operation.
         Some("kubernetes") => Ok(Arc::new(
             fleetshard_store_kube::KubeStore::from_url(url)
                 .with_context(|| format!("opening {url}"))?,
         )),
-        _ => bail!("store {url:?}: expected sqlite://PATH or memory://"),
+        _ => bail!(
+            "store {url:?}: expected sqlite://PATH, etcd://HOST:PORT, kubernetes://NAMESPACE or \
+             memory://"
+        ),
     }
 }
