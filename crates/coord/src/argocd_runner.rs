@@ -350,6 +350,9 @@ impl ArgoRunner {
             if let Some(at) = self.state.take_read_request() {
                 next_read = Some(next_read.map_or(at, |n| n.min(at)));
             }
+            // Stops first: a write that gives an entry up must not be seen before our
+            // clusters are stopped.
+            self.state.recompute();
             if let Some(write) = self.state.take_write() {
                 let store = self.store.clone();
                 let done = done_tx.clone();
@@ -363,7 +366,6 @@ impl ArgoRunner {
                     let _ = done.send(WriteDone { result });
                 });
             }
-            self.state.recompute();
             self.publish();
         }
         self.state.stats.stopping = true;

@@ -255,8 +255,15 @@ impl State {
                 let Ok(n) = u32::try_from(e.shard_number) else {
                     continue;
                 };
+                // A release is graceful only if its holder left the map: a holder moved
+                // by a repair (a duplicate identity) may still be acting.
                 let was_held_by_other = prev.entries.iter().any(|p| {
-                    p.shard_number == e.shard_number && !p.is_free() && p.controller_name != me
+                    p.shard_number == e.shard_number
+                        && !p.is_free()
+                        && p.controller_name != me
+                        && !entries
+                            .iter()
+                            .any(|n| n.controller_name == p.controller_name)
                 });
                 if !e.is_free() {
                     self.freed.remove(&n);
