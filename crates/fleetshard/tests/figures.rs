@@ -53,7 +53,7 @@ fn harness(setup: Setup) -> Harness {
 fn figure(name: &str, h: &Harness, samples: &[u64], unit: &str, note: &str) {
     let (p50, p99, max) = percentiles(samples).expect("at least one sample");
     println!(
-        "FIGURE\t{name}\t{}\t{}\t{p50}\t{p99}\t{max}\t{unit}\t{note}",
+        "\nFIGURE\t{name}\t{}\t{}\t{p50}\t{p99}\t{max}\t{unit}\t{note}",
         h.store.name(),
         samples.len()
     );
@@ -231,7 +231,7 @@ fn writes_per_second(replicas: usize) {
     assert_no_overlap(&h);
     let per_replica_milli = (r1 - r0) * 1_000_000 / ((t1 - t0) * replicas as u64);
     println!(
-        "FIGURE\twrites/s per replica, {replicas} replicas / 5 shards\t{}\t1\t{}.{:03}\t-\t-\twrites/s\t{} writes in {} ms",
+        "\nFIGURE\twrites/s per replica, {replicas} replicas / 5 shards\t{}\t1\t{}.{:03}\t-\t-\twrites/s\t{} writes in {} ms",
         h.store.name(),
         per_replica_milli / 1000,
         per_replica_milli % 1000,
