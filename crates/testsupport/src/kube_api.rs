@@ -21,14 +21,18 @@
 //!   (an ERROR event in the stream, or HTTP 410 for an exact LIST or a continue token)
 //!   once the history after the revision is dropped (history window or [`FakeApiServer::compact`]);
 //! - status and scale subresources, generation, finalizers, `generateName`, Secrets'
-//!   `stringData`, namespaces that must exist, discovery (plain and aggregated);
+//!   `stringData`, namespaces that must exist, PUT creating a missing Lease (and only a
+//!   Lease), `dryRun=All`, the size limits (1 MiB ConfigMap/Secret data, 3 MiB bodies),
+//!   discovery (plain and aggregated);
 //! - every error is a `Status` object with the real reason and code.
 //!
 //! What is simplified: strategic merge patch is a JSON merge patch (lists replaced);
-//! server-side apply deep-merges maps and replaces lists, tracks only Apply managers'
-//! fields (see [`apply`]); no admission, defaulting, validation beyond names, owner
-//! references or garbage collection; deleting a namespace deletes its contents at once;
-//! PUT to a missing object is 404 for every kind (real Leases allow create-on-update).
+//! server-side apply deep-merges maps and replaces lists (no associative list keys) and
+//! tracks only Apply managers' fields (no `Update` entries, so no conflicts with fields
+//! set by PUT or patches); no admission, defaulting, validation beyond names and sizes,
+//! owner references or garbage collection; deleting a namespace deletes its contents at
+//! once; LIST/WATCH do not serve protobuf or Table; watches without `timeoutSeconds` stay
+//! open until closed; a partition holds new requests and stalls open watches that match.
 
 mod apply;
 mod discovery;
