@@ -59,6 +59,29 @@ fn status_reads_an_empty_namespace_through_kubeconfig() {
         server.request_count(Verb::List, "leases") >= 1,
         "it asked the fake"
     );
+    // `kubernetes://` alone: the kubeconfig context's namespace. Requests anywhere else
+    // would fail.
+    server.create_namespace("fleet").unwrap();
+    let in_fleet = dir.path().join("kubeconfig-fleet");
+    std::fs::write(
+        &in_fleet,
+        server
+            .kubeconfig_yaml()
+            .replace("namespace: default", "namespace: fleet"),
+    )
+    .unwrap();
+    let guard = server.fail_next(u64::MAX, 500, |r| r.namespace.as_deref() != Some("fleet"));
+    let out = fleetshard()
+        .env("KUBECONFIG", &in_fleet)
+        .args(["status", "--output", "json", "--store", "kubernetes://"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.remove_fault(guard);
     // No reachable API server: a clear error naming the store, not a hang.
     drop(server);
     let out = fleetshard()

@@ -63,6 +63,12 @@
 //! `kubernetes://` (no namespace) means the configuration's default namespace. The client
 //! speaks plain `http://` (tests) and TLS (rustls) to real clusters.
 //!
+//! # Permissions
+//! In the namespace: `leases` (coordination.k8s.io) get, list, watch, create, patch, delete;
+//! `configmaps` get, list, watch, create, update, delete; for [`DeploymentReplicas`],
+//! `deployments` (apps) get, list, watch. A refusal (403) is a [`StoreError::Backend`]
+//! naming the call.
+//!
 //! [`is_lease_key`]: fleetshard_coord::fenced::is_lease_key
 
 mod errors;
