@@ -99,6 +99,10 @@ pub struct Status {
     pub store_errors: u64,
     /// Clusters started so far (each one a handover to this replica).
     pub handovers: u64,
+    /// Shards taken over from a holder whose lease expired (failovers performed).
+    pub failovers: u64,
+    /// The shard count of the applied generation.
+    pub shard_count: u32,
     /// When the shard lease lapses unless renewed (`Replica::shard_valid_until`).
     pub lease_valid_until: Option<Instant>,
     /// Shutting down.
@@ -114,6 +118,21 @@ pub trait StopHook: Send + Sync + 'static {
     /// Stops `cluster`; resolves once nothing runs on it any more.
     fn stop(&self, cluster: String) -> BoxFuture<'static, ()>;
 }
+
+/// Where the runner reports what it measures (the CLI feeds Prometheus histograms). Every
+/// method has a no-op default.
+pub trait RunnerMetrics: Send + Sync + 'static {
+    /// A store call finished: `op` is `list` or a write's purpose (`renew_shard`, ...).
+    fn store_call(&self, op: &'static str, took: Duration, ok: bool) {
+        let _ = (op, took, ok);
+    }
+}
+
+/// Measures nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoMetrics;
+
+impl RunnerMetrics for NoMetrics {}
 
 /// A stop that finished, on its way back to the owning task. It is reported when it
 /// finished, even after a lapse: work in flight may have run until then.
@@ -149,6 +168,7 @@ pub struct Runner {
     stop_hook: Option<Arc<dyn StopHook>>,
     stops_tx: mpsc::UnboundedSender<StopDone>,
     stops_rx: Option<mpsc::UnboundedReceiver<StopDone>>,
+    metrics: Arc<dyn RunnerMetrics>,
     stats: Status,
 }
 
@@ -194,6 +214,7 @@ impl Runner {
             stop_hook: None,
             stops_tx,
             stops_rx: Some(stops_rx),
+            metrics: Arc::new(NoMetrics),
             stats: Status::default(),
         };
         Ok((runner, rx))
@@ -203,6 +224,12 @@ impl Runner {
     /// reads its latest value at every step.
     pub fn with_external_shards(mut self, count: watch::Receiver<Option<u32>>) -> Self {
         self.external = Some(count);
+        self
+    }
+
+    /// Reports store latencies to `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<dyn RunnerMetrics>) -> Self {
+        self.metrics = metrics;
         self
     }
 
@@ -309,7 +336,13 @@ impl Runner {
                 }
                 _ = tokio::time::sleep_until(next_poll), if listing.is_none() => {
                     let (store, p) = (self.store.clone(), prefix.clone());
-                    listing = Some(Box::pin(async move { store.list(&p).await }));
+                    let metrics = self.metrics.clone();
+                    listing = Some(Box::pin(async move {
+                        let sent = Instant::now();
+                        let r = store.list(&p).await;
+                        metrics.store_call("list", sent.elapsed(), r.is_ok());
+                        r
+                    }));
                     // Until this listing returns; then a fresh wait from its revision.
                     next_poll = Instant::now() + self.timing.poll;
                 }
@@ -415,6 +448,7 @@ impl Runner {
                 }
                 Action::Write {
                     ticket,
+                    purpose,
                     key,
                     value,
                     pre,
@@ -422,10 +456,18 @@ impl Runner {
                     let store = self.store.clone();
                     let done = done.clone();
                     let identity = self.cfg.identity.clone();
+                    let metrics = self.metrics.clone();
                     tokio::spawn(async move {
                         let sent = Instant::now();
                         let result = store.put(&key, value, pre).await;
-                        tracing::debug!(%identity, %key, ?result, took = ?sent.elapsed(), "write");
+                        let took = sent.elapsed();
+                        // A conflict is an answer: the store worked.
+                        let ok = !matches!(
+                            result,
+                            Err(StoreError::Unavailable(_) | StoreError::Backend(_))
+                        );
+                        metrics.store_call(purpose.as_str(), took, ok);
+                        tracing::debug!(%identity, %key, ?result, ?took, "write");
                         // The runner may have returned; nobody needs the outcome then.
                         let _ = done.send(WriteDone { ticket, result });
                     });
@@ -459,6 +501,8 @@ impl Runner {
             .shard_valid_until(now)
             .map(|m| self.start + m.0);
         self.stats.spare = self.replica.is_spare();
+        self.stats.failovers = self.replica.takeovers();
+        self.stats.shard_count = self.replica.shard_count();
         let snapshot = self.stats.clone();
         self.status.send_if_modified(|s| {
             let changed = *s != snapshot;

@@ -18,4 +18,5 @@ pub use records::{
 };
 pub use replica::{
     Action, FleetInput, MAX_SHARDS, Replica, ReplicaConfig, ShardCount, ShardCountError, Ticket,
+    WritePurpose,
 };

@@ -146,6 +146,37 @@ pub struct FleetInput<'a> {
     pub external_shards: Option<u32>,
 }
 
+/// What a write is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WritePurpose {
+    /// Taking a free shard (a takeover when its last holder's lease expired).
+    ClaimShard,
+    /// Renewing the held shard (and acknowledging generations).
+    RenewShard,
+    /// Giving the shard up.
+    ReleaseShard,
+    /// Taking, renewing or giving up the distributor lease.
+    Distributor,
+    /// The presence record of a replica without a shard.
+    Presence,
+    /// Committing an assignment generation.
+    Commit,
+}
+
+impl WritePurpose {
+    /// A short label (`claim_shard`, `renew_shard`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WritePurpose::ClaimShard => "claim_shard",
+            WritePurpose::RenewShard => "renew_shard",
+            WritePurpose::ReleaseShard => "release_shard",
+            WritePurpose::Distributor => "distributor",
+            WritePurpose::Presence => "presence",
+            WritePurpose::Commit => "commit",
+        }
+    }
+}
+
 /// Identifies a write whose outcome [`Replica::on_write`] must be told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ticket(pub u64);
@@ -161,6 +192,8 @@ pub enum Action {
     Write {
         /// For [`Replica::on_write`].
         ticket: Ticket,
+        /// What the write is for (metrics, logs).
+        purpose: WritePurpose,
         /// Key.
         key: String,
         /// Value.
@@ -205,6 +238,8 @@ enum Pending {
         sent: RenewSent,
         beat: u64,
         acked: u64,
+        /// The shard's last holder let its lease expire (it did not release it).
+        takeover: bool,
     },
     RenewShard {
         sent: RenewSent,
@@ -266,6 +301,8 @@ pub struct Replica {
     newest_write: u64,
     /// Shutting down: act on nothing, release what is held.
     stopping: bool,
+    /// Shards taken over from a holder whose lease expired.
+    takeovers: u64,
     /// The last listing showed every shard held, live, by someone else.
     spare: bool,
     warnings: Vec<String>,
@@ -291,6 +328,7 @@ impl Replica {
             unchanged: None,
             newest_write: 0,
             stopping: false,
+            takeovers: 0,
             spare: false,
             warnings: Vec::new(),
         }
@@ -343,6 +381,12 @@ impl Replica {
     /// The highest assignment generation applied.
     pub fn applied_generation(&self) -> u64 {
         self.applied
+    }
+
+    /// How many times this replica took a shard over from a holder whose lease expired
+    /// (failovers it performed).
+    pub fn takeovers(&self) -> u64 {
+        self.takeovers
     }
 
     /// The shard count this replica claims among: the applied generation's.
@@ -457,7 +501,9 @@ impl Replica {
                 sent,
                 beat,
                 acked,
+                takeover,
             } => {
+                self.takeovers += u64::from(takeover);
                 let mut lease = HeldLease::new();
                 lease.confirmed(sent, &timing);
                 self.shard = Some(Held {

@@ -501,6 +501,7 @@ impl Sim {
                 key,
                 value,
                 pre,
+                ..
             } = a
             {
                 if self.t < self.nodes[n].partitioned_until {

@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, watch};
 
 use self::audit::AuditEvent;
 use self::http::View;
+use self::metrics::Metrics;
 
 use super::input::{self, FleetArgs};
 use super::shards::ShardsArg;
@@ -159,6 +160,8 @@ async fn serve(
         loads,
         events_tx,
     )?;
+    let metrics = Metrics::new();
+    let runner = runner.with_metrics(Arc::new(metrics.store_latency()));
     let audit = audit::open(args.audit_log.as_deref())?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -173,7 +176,7 @@ async fn serve(
     );
     let http = tokio::spawn({
         let status = status.clone();
-        let app = http::router(Arc::new(move |now| view(&status.borrow(), now)));
+        let app = http::router_with(Arc::new(move |now| view(&status.borrow(), now)), metrics);
         async move { axum::serve(listener, app).await }
     });
     let audit_task = tokio::spawn(audit::audit_loop(
@@ -226,6 +229,8 @@ fn view(s: &Status, now: tokio::time::Instant) -> View {
             .map_or(0.0, |u| u.saturating_duration_since(now).as_secs_f64()),
         store_errors: s.store_errors,
         handovers: s.handovers,
+        failovers: s.failovers,
+        shard_count: s.shard_count,
     }
 }
 
@@ -251,15 +256,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unsupported_stores_say_so() {
-        let e = super::super::store::open_store("etcd://localhost:2379")
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("not yet supported in this build"), "{e}");
-        assert!(super::super::store::open_store("kubernetes://argocd").is_err());
-        assert!(super::super::store::open_store("ftp://x").is_err());
-        assert!(super::super::store::open_store("memory://").is_ok());
+    fn store_urls_are_checked() {
+        use super::super::store::open_store;
+        assert!(open_store("ftp://x").is_err());
+        assert!(open_store("memory://").is_ok());
+        #[cfg(not(feature = "etcd"))]
+        {
+            let e = open_store("etcd://localhost:2379")
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains("--features etcd"), "{e}");
+        }
     }
 
     #[test]

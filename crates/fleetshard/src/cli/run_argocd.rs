@@ -250,6 +250,8 @@ fn view(s: &ArgoStatus, now: tokio::time::Instant) -> View {
             .map_or(0.0, |u| u.saturating_duration_since(now).as_secs_f64()),
         store_errors: s.store_errors,
         handovers: s.handovers,
+        failovers: 0,
+        shard_count: s.replicas,
     }
 }
 

@@ -9,7 +9,9 @@ use fleetshard_core::placement::{BalancedPlacer, PreviousPlacement};
 use fleetshard_core::{Assignment, ShardSpec};
 
 use super::seen::View;
-use super::{Action, FleetInput, MAX_SHARDS, Pending, Replica, ShardCount, Unchanged};
+use super::{
+    Action, FleetInput, MAX_SHARDS, Pending, Replica, ShardCount, Unchanged, WritePurpose,
+};
 use crate::fenced::records::{AssignmentDoc, assignment_key, encode};
 use crate::lease::{Mono, Verdict};
 use crate::store::Precondition;
@@ -79,6 +81,7 @@ impl Replica {
         let ticket = self.ticket(Pending::Commit);
         out.push(Action::Write {
             ticket,
+            purpose: WritePurpose::Commit,
             key: assignment_key(&self.cfg.root),
             value: encode(&next),
             pre,

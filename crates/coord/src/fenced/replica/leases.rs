@@ -3,7 +3,7 @@
 //! the replica's own timer, and released on purpose when it is given up.
 
 use super::seen::View;
-use super::{Action, Pending, Replica};
+use super::{Action, Pending, Replica, WritePurpose};
 use crate::fenced::records::{
     DistributorRecord, PresenceRecord, ShardRecord, distributor_key, encode, presence_key,
     shard_key,
@@ -92,6 +92,7 @@ impl Replica {
         });
         out.push(Action::Write {
             ticket,
+            purpose: WritePurpose::RenewShard,
             key,
             value: encode(&record),
             pre,
@@ -105,7 +106,7 @@ impl Replica {
     /// lowest number.
     fn claim_shard(&mut self, view: &View, now: Mono, out: &mut Vec<Action>) {
         let free = (0..self.count).filter_map(|n| match view.shards.get(&n) {
-            None => Some((n, Precondition::Absent, 0, false)),
+            None => Some((n, Precondition::Absent, 0, false, false)),
             Some(s)
                 if s.record.released
                     || !s.verdict.is_live()
@@ -116,12 +117,13 @@ impl Replica {
                     Precondition::Version(s.version),
                     s.record.beat,
                     s.record.holder == self.cfg.identity,
+                    !s.record.released && !s.verdict.is_live(),
                 ))
             }
             _ => None,
         });
-        let Some((n, pre, beat, _)) =
-            free.max_by_key(|&(n, _, _, mine)| (mine, std::cmp::Reverse(n)))
+        let Some((n, pre, beat, _, takeover)) =
+            free.max_by_key(|&(n, _, _, mine, _)| (mine, std::cmp::Reverse(n)))
         else {
             return;
         };
@@ -142,9 +144,11 @@ impl Replica {
             sent: HeldLease::sending(now),
             beat: record.beat,
             acked: record.acked,
+            takeover,
         });
         out.push(Action::Write {
             ticket,
+            purpose: WritePurpose::ClaimShard,
             key: shard_key(&self.cfg.root, n),
             value: encode(&record),
             pre,
@@ -180,6 +184,7 @@ impl Replica {
         let ticket = self.ticket(Pending::ReleaseShard);
         out.push(Action::Write {
             ticket,
+            purpose: WritePurpose::ReleaseShard,
             key,
             value: encode(&record),
             pre,
@@ -201,6 +206,7 @@ impl Replica {
             let ticket = self.ticket(Pending::ReleaseDistributor);
             out.push(Action::Write {
                 ticket,
+                purpose: WritePurpose::Distributor,
                 key: distributor_key(&self.cfg.root),
                 value: encode(&record),
                 pre,
@@ -270,6 +276,7 @@ impl Replica {
         });
         out.push(Action::Write {
             ticket,
+            purpose: WritePurpose::Presence,
             key: presence_key(&self.cfg.root, &self.cfg.identity),
             value: encode(&record),
             pre,
@@ -313,6 +320,7 @@ impl Replica {
         });
         out.push(Action::Write {
             ticket,
+            purpose: WritePurpose::Distributor,
             key: distributor_key(&self.cfg.root),
             value: encode(&record),
             pre,
@@ -341,6 +349,7 @@ impl Replica {
         });
         out.push(Action::Write {
             ticket,
+            purpose: WritePurpose::Distributor,
             key: distributor_key(&self.cfg.root),
             value: encode(&record),
             pre,

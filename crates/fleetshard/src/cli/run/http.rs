@@ -31,6 +31,10 @@ pub struct View {
     pub store_errors: u64,
     /// Clusters started by this replica.
     pub handovers: u64,
+    /// Shards this replica took over from a holder that had stopped renewing.
+    pub failovers: u64,
+    /// The shard count in force (fenced: the applied generation's; Argo CD: replicas).
+    pub shard_count: u32,
 }
 
 impl Default for View {
@@ -45,6 +49,8 @@ impl Default for View {
             lease_valid_secs: 0.0,
             store_errors: 0,
             handovers: 0,
+            failovers: 0,
+            shard_count: 0,
         }
     }
 }
@@ -60,9 +66,14 @@ struct AppState {
 
 /// The router: `/healthz`, `/readyz`, `/metrics` over `view`.
 pub fn router(view: ViewFn) -> Router {
+    router_with(view, Metrics::new())
+}
+
+/// The router with a registry the caller also feeds (store latencies).
+pub fn router_with(view: ViewFn, registry: Metrics) -> Router {
     let state = AppState {
         view,
-        metrics: Arc::new(Mutex::new(Metrics::new())),
+        metrics: Arc::new(Mutex::new(registry)),
     };
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))

@@ -1,11 +1,57 @@
 //! The `/metrics` registry, shared by both protocols: each renders from a protocol-neutral
 //! [`View`] of its status taken at scrape time.
 
+use std::time::Duration;
+
+use fleetshard_coord::runner::RunnerMetrics;
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::http::View;
+
+/// Latency buckets (seconds): 1 ms to 10 s; a renew slower than 3 s lapses the lease.
+const LATENCY_BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+/// Labels of a store call.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreCall {
+    /// `list` or a write's purpose (`renew_shard`, `commit`, ...).
+    op: String,
+    /// `ok` or `error` (a compare-and-swap conflict is `ok`: the store answered).
+    outcome: String,
+}
+
+/// The store-latency metrics, fed by the runner as calls finish.
+#[derive(Clone)]
+pub struct StoreLatency {
+    calls: Family<StoreCall, Histogram>,
+    renew: Histogram,
+}
+
+impl RunnerMetrics for StoreLatency {
+    fn store_call(&self, op: &'static str, took: Duration, ok: bool) {
+        let labels = StoreCall {
+            op: op.to_owned(),
+            outcome: if ok { "ok" } else { "error" }.to_owned(),
+        };
+        self.calls
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        if op == "renew_shard" && ok {
+            self.renew.observe(took.as_secs_f64());
+        }
+    }
+}
 
 /// The metrics, refreshed from a status view at every scrape.
 pub struct Metrics {
@@ -17,6 +63,9 @@ pub struct Metrics {
     lease_remaining: Gauge<f64, std::sync::atomic::AtomicU64>,
     store_errors: Counter,
     handovers: Counter,
+    failovers: Counter,
+    shard_count: Gauge,
+    latency: StoreLatency,
 }
 
 impl Metrics {
@@ -31,6 +80,12 @@ impl Metrics {
             lease_remaining: Gauge::default(),
             store_errors: Counter::default(),
             handovers: Counter::default(),
+            failovers: Counter::default(),
+            shard_count: Gauge::default(),
+            latency: StoreLatency {
+                calls: Family::new_with_constructor(latency_histogram),
+                renew: latency_histogram(),
+            },
         };
         let r = &mut m.registry;
         r.register("shard", "Shard held (-1: none)", m.shard.clone());
@@ -64,7 +119,32 @@ impl Metrics {
             "Clusters started by this replica",
             m.handovers.clone(),
         );
+        r.register(
+            "failovers",
+            "Shards taken over from a holder that stopped renewing",
+            m.failovers.clone(),
+        );
+        r.register(
+            "shard_count",
+            "Shards in force (the applied generation's count)",
+            m.shard_count.clone(),
+        );
+        r.register(
+            "store_call_seconds",
+            "Store call latency by operation and outcome",
+            m.latency.calls.clone(),
+        );
+        r.register(
+            "lease_renew_seconds",
+            "Time from sending a shard lease renew to its confirmation",
+            m.latency.renew.clone(),
+        );
         m
+    }
+
+    /// The sink the runner reports store latencies to (shares this registry's metrics).
+    pub fn store_latency(&self) -> StoreLatency {
+        self.latency.clone()
     }
 
     /// Sets the metrics from `v` and encodes them (OpenMetrics text).
@@ -79,6 +159,9 @@ impl Metrics {
             .inc_by(v.store_errors.saturating_sub(self.store_errors.get()));
         self.handovers
             .inc_by(v.handovers.saturating_sub(self.handovers.get()));
+        self.failovers
+            .inc_by(v.failovers.saturating_sub(self.failovers.get()));
+        self.shard_count.set(i64::from(v.shard_count));
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -103,5 +186,17 @@ mod tests {
         assert!(text.contains("fleetshard_shard 2"), "{text}");
         assert!(text.contains("fleetshard_store_errors_total 3"), "{text}");
         assert!(m.render(&v).contains("fleetshard_handovers_total 4"));
+        let sink = m.store_latency();
+        sink.store_call("renew_shard", Duration::from_millis(7), true);
+        sink.store_call("list", Duration::from_millis(2), false);
+        let text = m.render(&v);
+        assert!(
+            text.contains("fleetshard_lease_renew_seconds_count 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"fleetshard_store_call_seconds_count{op="list",outcome="error"} 1"#),
+            "{text}"
+        );
     }
 }
