@@ -82,7 +82,7 @@ pub enum FaultAction {
     },
     /// Delay the request by this much, then serve it.
     Delay(Duration),
-    /// Hold the request until [`Faults::heal`].
+    /// Hold the request until healed (`FakeApiServer::heal`) or the fault is removed.
     Hang,
 }
 
