@@ -1,0 +1,14 @@
+//! The GitOps reconciler: what an application should look like (from Git), what it looks
+//! like (from its destination cluster), how they differ, and how healthy it is.
+//!
+//! - [`source`]: desired state from a Git repository (gix): resolve `targetRevision`,
+//!   read the manifests under `path`, with a cache so many apps on one repository fetch it
+//!   once per revision;
+//! - [`compare`]: desired against live, with normalisation of server-populated fields and
+//!   defaults: Synced/OutOfSync per resource and per app;
+//! - [`health`]: health of live objects by kind (Healthy, Progressing, Degraded, Missing,
+//!   Unknown).
+
+pub mod compare;
+pub mod health;
+pub mod source;
