@@ -166,19 +166,12 @@ pub fn configmap_entry(cm: &ConfigMap) -> Result<Entry, StoreError> {
     let text = cm.data.as_ref().and_then(|d| d.get(VALUE_KEY));
     let bytes = cm.binary_data.as_ref().and_then(|d| d.get(VALUE_KEY));
     let value = match (text, bytes) {
-        (Some(t), None) => t.clone().into_bytes(),
-        (None, Some(b)) => b.0.clone(),
-        (None, None) => {
-            return Err(StoreError::Backend(format!(
-                "{what} (key {key:?}): no data.{VALUE_KEY} or binaryData.{VALUE_KEY}"
-            )));
-        }
-        (Some(_), Some(_)) => {
-            return Err(StoreError::Backend(format!(
-                "{what} (key {key:?}): both data.{VALUE_KEY} and binaryData.{VALUE_KEY}"
-            )));
-        }
+        (Some(t), None) => Ok(t.clone().into_bytes()),
+        (None, Some(b)) => Ok(b.0.clone()),
+        (None, None) => Err(format!("no data.{VALUE_KEY} or binaryData.{VALUE_KEY}")),
+        (Some(_), Some(_)) => Err(format!("both data.{VALUE_KEY} and binaryData.{VALUE_KEY}")),
     };
+    let value = or_unreadable(value, &what, key);
     Ok(Entry {
         key: key.to_owned(),
         value,
@@ -194,22 +187,36 @@ pub fn lease_entry(lease: &Lease) -> Result<Entry, StoreError> {
     let version = parse_version(lease.metadata.resource_version.as_deref(), &what)?;
     let annotations = lease.metadata.annotations.as_ref();
     let value = if let Some(text) = annotations.and_then(|a| a.get(RECORD_ANNOTATION)) {
-        text.clone().into_bytes()
+        Ok(text.clone().into_bytes())
     } else if let Some(b64) = annotations.and_then(|a| a.get(RECORD_BASE64_ANNOTATION)) {
-        BASE64.decode(b64).map_err(|e| {
-            StoreError::Backend(format!(
-                "{what} (key {key:?}): annotation {RECORD_BASE64_ANNOTATION}: {e}"
-            ))
-        })?
+        BASE64
+            .decode(b64)
+            .map_err(|e| format!("annotation {RECORD_BASE64_ANNOTATION}: {e}"))
     } else {
-        return Err(StoreError::Backend(format!(
-            "{what} (key {key:?}): no {RECORD_ANNOTATION} annotation"
-        )));
+        Err(format!("no {RECORD_ANNOTATION} annotation"))
     };
+    let value = or_unreadable(value, &what, key);
     Ok(Entry {
         key: key.to_owned(),
         value,
         version,
+    })
+}
+
+/// The value of a record object, or — when someone damaged the object (a hand edit) — an
+/// empty value, logged. An empty value is a record that does not decode, which the
+/// protocols report and ignore, and can replace with a compare-and-swap on its version; an
+/// error instead would make the whole listing unreadable, or a missing entry would make the
+/// key impossible to claim (its create would conflict forever).
+fn or_unreadable(value: Result<Vec<u8>, String>, what: &str, key: &str) -> Vec<u8> {
+    value.unwrap_or_else(|reason| {
+        tracing::warn!(
+            object = what,
+            key,
+            reason,
+            "unreadable record: read as empty"
+        );
+        Vec::new()
     })
 }
 

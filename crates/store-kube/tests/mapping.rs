@@ -266,6 +266,73 @@ async fn objects_not_made_by_fleetshard_are_not_records() {
     assert!(matches!(e, StoreError::Backend(_)), "{e}");
 }
 
+#[tokio::test]
+async fn a_damaged_record_reads_as_empty_and_can_be_replaced() {
+    let server = support::fake().await;
+    let store = support::store(&server, "default");
+    let key = "fleetshard/shards/0";
+    store
+        .put(key, b"{}".to_vec(), Precondition::Absent)
+        .await
+        .unwrap();
+    store
+        .put(
+            "fleetshard/assignment",
+            b"{}".to_vec(),
+            Precondition::Absent,
+        )
+        .await
+        .unwrap();
+    // Someone edits the objects by hand and removes the values.
+    let lease = server
+        .modify(
+            "coordination.k8s.io/v1",
+            "Lease",
+            "default",
+            "fleetshard.shards.0",
+            |l| {
+                l["metadata"]["annotations"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("fleetshard.io/record");
+            },
+        )
+        .unwrap();
+    server
+        .modify(
+            "v1",
+            "ConfigMap",
+            "default",
+            "fleetshard.assignment",
+            |cm| {
+                cm["data"] = json!({"other": "x"});
+            },
+        )
+        .unwrap();
+    // The listing still works; the damaged records read as empty at their versions…
+    let listing = store.list("fleetshard/").await.unwrap();
+    assert_eq!(listing.entries.len(), 2);
+    assert!(listing.entries.iter().all(|e| e.value.is_empty()));
+    let damaged = store.get(key).await.unwrap().unwrap();
+    assert_eq!(
+        damaged.version.to_string(),
+        lease["metadata"]["resourceVersion"].as_str().unwrap()
+    );
+    // …and a compare-and-swap on that version repairs them.
+    store
+        .put(
+            key,
+            b"{\"holder\":\"r0\"}".to_vec(),
+            Precondition::Version(damaged.version),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get(key).await.unwrap().unwrap().value,
+        b"{\"holder\":\"r0\"}"
+    );
+}
+
 /// Argo CD's ConfigMap exactly as Argo CD writes it, plus what an operator may have added.
 fn argocd_configmap(mapping: &str) -> Value {
     json!({
