@@ -434,3 +434,69 @@ async fn runtime_watcher_with_streaming_lists() {
     );
     assert!(errors.is_empty(), "{errors:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_compare_and_swap_loses_no_update_and_watch_sees_every_write() {
+    let f = FakeApiServer::start().await.unwrap();
+    let client = client(&f).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    api.create(&PostParams::default(), &cm("counter", "0"))
+        .await
+        .unwrap();
+    let from = f.revision().to_string();
+    let mut events = api
+        .watch(&WatchParams::default().disable_bookmarks(), &from)
+        .await
+        .unwrap()
+        .boxed();
+    let (writers, per_writer) = (4, 25);
+    let mut tasks = Vec::new();
+    for _ in 0..writers {
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conflicts = 0u32;
+            for _ in 0..per_writer {
+                loop {
+                    let mut c = api.get("counter").await.unwrap();
+                    let n: u64 = c.data.as_ref().unwrap()["k"].parse().unwrap();
+                    c.data
+                        .as_mut()
+                        .unwrap()
+                        .insert("k".into(), (n + 1).to_string());
+                    match api.replace("counter", &PostParams::default(), &c).await {
+                        Ok(_) => break,
+                        Err(kube::Error::Api(s)) if s.code == 409 => conflicts += 1,
+                        Err(e) => panic!("unexpected error {e}"),
+                    }
+                }
+            }
+            conflicts
+        }));
+    }
+    let mut conflicts = 0;
+    for t in tasks {
+        conflicts += t.await.unwrap();
+    }
+    let total = writers * per_writer;
+    let last = api.get("counter").await.unwrap();
+    assert_eq!(
+        last.data.unwrap()["k"],
+        total.to_string(),
+        "no lost update ({conflicts} conflicts retried)"
+    );
+    let mut seen = Vec::new();
+    while seen.len() < total {
+        match next(&mut events).await {
+            WatchEvent::Modified(o) => seen.push((
+                o.metadata.resource_version.unwrap().parse::<u64>().unwrap(),
+                o.data.unwrap()["k"].parse::<u64>().unwrap(),
+            )),
+            other => panic!("expected MODIFIED, got {other:?}"),
+        }
+    }
+    assert!(
+        seen.windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 + 1 == w[1].1),
+        "in order, one by one"
+    );
+}
