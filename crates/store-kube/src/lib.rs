@@ -35,9 +35,13 @@
 //!
 //! # Operations
 //! - `put`: `Absent` creates (409 AlreadyExists → [`StoreError::Conflict`]); `Version(v)`
-//!   replaces with `metadata.resourceVersion = v` (409 or 404 → `Conflict`); `Any` reads and
-//!   then writes the same way, retrying on 409 a bounded number of times. The new version
-//!   is the written object's resourceVersion.
+//!   replaces with `metadata.resourceVersion = v` (409 or 404 → `Conflict`): a PUT for a
+//!   ConfigMap, a merge patch carrying the resourceVersion for a Lease (a real API server
+//!   lets a PUT *create* a missing Lease, which would let a compare-and-swap on a deleted
+//!   record succeed; a patch of a missing object is 404); `Any` reads and then writes the
+//!   same way, retrying on 409 a bounded number of times. The new version is the written
+//!   object's resourceVersion. kube's built-in retry of 429/503/504 is turned off: it
+//!   could take minutes and resend a compare-and-swap whose first try applied.
 //! - `delete`: with `preconditions.resourceVersion` (409 or 404 → `Conflict`).
 //! - `list(prefix)`: label-selected lists of Leases and ConfigMaps, filtered by the key
 //!   annotation, in key order. The revision is the smaller of the two lists'
