@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use fleetshard_coord::argocd::{MAPPING_KEY, WallTime, decode, upstream};
+use fleetshard_coord::argocd::{MAPPING_KEY, ShardEntry, WallTime, decode, upstream};
 use fleetshard_coord::store::Store as _;
 use serde_json::Value;
 
@@ -256,13 +256,48 @@ fn argocd_processes_take_over_after_staleness_or_at_once_after_sigterm() {
         .map(|(c, _)| c.clone())
         .collect();
     assert!(!held_by_victim.is_empty());
+    // Watch the victim's entry (every 10 ms) to know when its last content appeared: the
+    // spare may take over only once it has seen that content unchanged for 3H.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = fleetshard_store_sqlite::SqliteStore::from_url(&setup.store).unwrap();
+    let victim_entry = || {
+        let raw = runtime
+            .block_on(store.get(MAPPING_KEY))
+            .unwrap()
+            .unwrap()
+            .value;
+        let list = decode(std::str::from_utf8(&raw).unwrap()).unwrap();
+        list.into_iter().find(|e| e.controller_name == victim)
+    };
+    let mut last_content = (victim_entry(), unix_ms());
+    let watch = |last: &mut (Option<ShardEntry>, u64)| {
+        let now = victim_entry();
+        if now != last.0 {
+            *last = (now, unix_ms());
+        }
+    };
+    let until = unix_ms() + 2 * HEARTBEAT_MS;
+    while unix_ms() < until {
+        watch(&mut last_content);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    watch(&mut last_content);
     let killed_at = unix_ms();
     let mut child = procs.0.remove(victim).unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
+    // A write that was in flight has landed (or never will) now that the process is gone.
+    watch(&mut last_content);
+    let last_seen_change = last_content.1;
+    assert!(last_content.0.is_some(), "the victim held an entry");
     wait_until("the killed holder's clusters acquired by the spare", || {
         let h = replay(&read_events(&logs), Some((victim, killed_at)));
-        held_by_victim.iter().all(|c| h.get(c).is_some_and(|h| h == spare))
+        held_by_victim
+            .iter()
+            .all(|c| h.get(c).is_some_and(|h| h == spare))
     });
     let events = read_events(&logs);
     let kill_failover = events
@@ -271,8 +306,14 @@ fn argocd_processes_take_over_after_staleness_or_at_once_after_sigterm() {
         .map(|e| e.ts - killed_at)
         .max()
         .unwrap();
-    // Its last heartbeat was sent at most H before the kill; stale 3H after that.
-    assert!(kill_failover >= STALE_MS - HEARTBEAT_MS, "{kill_failover}");
+    // Not before the victim's last content had been unchanged for 3H (less our 10 ms
+    // polling and the logs' millisecond rounding).
+    let takeover = killed_at + kill_failover;
+    assert!(
+        takeover + 15 >= last_seen_change + STALE_MS,
+        "taken over {} ms after the victim's entry last changed",
+        takeover - last_seen_change
+    );
 
     // 3. The killed replica comes back under its name: its entry is taken, so it is the
     //    spare now; SIGTERM the other holder: it frees its entry and the restarted replica,
@@ -303,7 +344,9 @@ fn argocd_processes_take_over_after_staleness_or_at_once_after_sigterm() {
         "the SIGTERMed holder's clusters acquired by the new spare",
         || {
             let h = replay(&read_events(&logs), Some((victim, killed_at)));
-            held_by_survivor.iter().all(|c| h.get(c).is_some_and(|h| h == victim))
+            held_by_survivor
+                .iter()
+                .all(|c| h.get(c).is_some_and(|h| h == victim))
         },
     );
     let mut child = procs.0.remove(survivor).unwrap();
@@ -329,11 +372,6 @@ fn argocd_processes_take_over_after_staleness_or_at_once_after_sigterm() {
 
     // 5. The map reads back as Argo CD reads it, and Argo CD's own claim finds both live
     //    replicas on their entries.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let store = fleetshard_store_sqlite::SqliteStore::from_url(&setup.store).unwrap();
     let raw = runtime
         .block_on(store.get(MAPPING_KEY))
         .unwrap()
@@ -377,7 +415,9 @@ fn argocd_processes_take_over_after_staleness_or_at_once_after_sigterm() {
 
     eprintln!(
         "argocd failover (H = {HEARTBEAT_MS} ms, stale after {STALE_MS} ms): kill -9 \
-         {kill_failover} ms ({} clusters), SIGTERM {term_failover} ms ({} clusters)",
+         {kill_failover} ms after the kill, {} ms after the entry last changed ({} clusters), \
+         SIGTERM {term_failover} ms ({} clusters)",
+        takeover - last_seen_change,
         held_by_victim.len(),
         held_by_survivor.len()
     );
