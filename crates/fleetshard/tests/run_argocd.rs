@@ -413,6 +413,20 @@ fn argocd_processes_take_over_after_staleness_or_at_once_after_sigterm() {
         assert_eq!(c["owner"].as_str(), Some(holders[id].as_str()), "{c}");
     }
 
+    // Without --protocol, status recognises the store: the map, and no fenced records.
+    let out = fleetshard()
+        .args(["status", "--store", &setup.store, "--output", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["key"], MAPPING_KEY);
+    assert_eq!(status["entries"].as_array().unwrap().len(), 2);
+
     eprintln!(
         "argocd failover (H = {HEARTBEAT_MS} ms, stale after {STALE_MS} ms): kill -9 \
          {kill_failover} ms after the kill, {} ms after the entry last changed ({} clusters), \
