@@ -166,6 +166,8 @@ struct Setup {
     fleet: PathBuf,
     store: String,
     ports: BTreeMap<String, u16>,
+    /// `KUBECONFIG` for `kubernetes://` stores.
+    kubeconfig: Option<PathBuf>,
 }
 
 impl Setup {
@@ -190,6 +192,7 @@ impl Setup {
             .arg("--audit-log")
             .arg(self.log(name))
             .env("FLEETSHARD_LOG", "info")
+            .envs(self.kubeconfig.iter().map(|k| ("KUBECONFIG", k)))
             .env_remove("ARGOCD_CONTROLLER_SHARD")
             .env_remove("ARGOCD_CONTROLLER_REPLICAS")
             .stdin(Stdio::null())
@@ -217,6 +220,7 @@ fn argocd_processes_take_over_after_staleness_or_at_once_after_sigterm() {
             .map(|n| ((*n).to_owned(), free_port()))
             .collect(),
         dir,
+        kubeconfig: None,
     };
     let names = ["r0", "r1", "r2"];
     let logs: Vec<PathBuf> = names.iter().map(|n| setup.log(n)).collect();
@@ -435,4 +439,92 @@ fn argocd_processes_take_over_after_staleness_or_at_once_after_sigterm() {
         held_by_victim.len(),
         held_by_survivor.len()
     );
+}
+
+/// Over the fake Kubernetes API server: the map is Argo CD's own ConfigMap. An Argo CD
+/// controller's entry (seeded as Argo CD writes it) goes stale and is taken over; the
+/// ConfigMap's other data is left alone; SIGTERM frees both entries.
+#[test]
+fn argocd_processes_share_argo_cds_configmap_over_kubernetes() {
+    use fleetshard_testsupport::kube_api::FakeApiServer;
+
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(FakeApiServer::start()).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    // argo-compat.md §5.3, byte for byte, plus a key fleetshard must not touch.
+    let argo = r#"[{"ShardNumber":0,"ControllerName":"argocd-application-controller-7b9c8d6f5-x2kqp","HeartbeatTime":"2026-08-22T18:31:32Z"},{"ShardNumber":1,"ControllerName":"","HeartbeatTime":null}]"#;
+    server
+        .insert(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "argocd-app-controller-shard-cm", "namespace": "default"},
+            "data": {"shardControllerMapping": argo, "note": "kept"},
+        }))
+        .unwrap();
+    let setup = Setup {
+        fleet: write_fleet(dir.path()),
+        store: "kubernetes://default".into(),
+        ports: ["k0", "k1"]
+            .iter()
+            .map(|n| ((*n).to_owned(), free_port()))
+            .collect(),
+        dir,
+        kubeconfig: Some(kubeconfig),
+    };
+    let names = ["k0", "k1"];
+    let logs: Vec<PathBuf> = names.iter().map(|n| setup.log(n)).collect();
+    let mut procs = Procs(BTreeMap::new());
+    for n in names {
+        procs.0.insert(n.to_owned(), setup.spawn(n));
+    }
+    wait_until("every cluster acquired, by both", || {
+        let h = replay(&read_events(&logs), None);
+        h.len() == CLUSTERS && names.iter().all(|n| h.values().any(|v| v == n))
+    });
+    let cm = || {
+        server
+            .get(
+                "v1",
+                "ConfigMap",
+                "default",
+                "argocd-app-controller-shard-cm",
+            )
+            .expect("the ConfigMap exists")
+    };
+    let data = cm()["data"].clone();
+    assert_eq!(data["note"], "kept");
+    let list = decode(data["shardControllerMapping"].as_str().unwrap()).unwrap();
+    let mut controllers: Vec<&str> = list.iter().map(|e| e.controller_name.as_str()).collect();
+    controllers.sort();
+    assert_eq!(controllers, names, "{list:?}");
+
+    for n in names {
+        let pid = procs.0[n].id();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    for n in names {
+        let mut child = procs.0.remove(n).unwrap();
+        let mut exit = None;
+        wait_until("exit after SIGTERM", || {
+            exit = child.try_wait().unwrap();
+            exit.is_some()
+        });
+        assert!(exit.unwrap().success(), "{n}: {exit:?}");
+    }
+    let holders = replay(&read_events(&logs), None);
+    assert!(holders.is_empty(), "{holders:?}");
+    let list = decode(cm()["data"]["shardControllerMapping"].as_str().unwrap()).unwrap();
+    assert!(list.iter().all(ShardEntry::is_free), "{list:?}");
 }
