@@ -1,7 +1,9 @@
 //! Three `fleetshard run --protocol argocd` processes on one SQLite file, two shards (so
 //! one is a spare): a `kill -9`ed holder's clusters are taken over only after its entry went
 //! stale, a SIGTERMed holder's at once, and the audit logs never show two owners of a
-//! cluster at one instant. The map in the store reads back as Argo CD reads it.
+//! cluster at one instant. The map in the store reads back as Argo CD reads it. A second
+//! test runs two replicas over the fake Kubernetes API server, where the map is Argo CD's
+//! own ConfigMap.
 //!
 //! Argo CD's minimum heartbeat is 10 s (stale after 30 s), too slow for a test, so the
 //! processes run with the hidden, test-only `--heartbeat-ms 300` (stale after 900 ms, a
