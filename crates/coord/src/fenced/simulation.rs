@@ -161,7 +161,8 @@ impl Default for SimConfig {
             grace: Duration::from_millis(500),
             drift: 0.01,
             faults: true,
-            slow_stops: true,
+            // FLEETSHARD_SIM_SLOW_STOPS=0 measures the protocol alone (stops are instant).
+            slow_stops: std::env::var("FLEETSHARD_SIM_SLOW_STOPS").as_deref() != Ok("0"),
             count: None,
             scale: Vec::new(),
         }
@@ -410,6 +411,12 @@ impl Sim {
             }
             Ev::Arrive(n, inc, ticket, key, value, pre) => {
                 let result = self.store.write(&key, value, pre);
+                if std::env::var_os("FLEETSHARD_SIM_TRACE").is_some() {
+                    eprintln!(
+                        "{:>6} {} arrived {key}: {result:?}",
+                        self.t, self.nodes[n].identity
+                    );
+                }
                 // Sometimes the write applies but the reply is lost.
                 let reply = if self.rng.chance(0.01) {
                     Err(StoreError::Unavailable("reply lost".into()))
@@ -475,6 +482,21 @@ impl Sim {
 
     /// Sends a step's writes (starts and stops took effect inside the replica).
     fn send(&mut self, n: usize, inc: u64, actions: Vec<Action>) {
+        if std::env::var_os("FLEETSHARD_SIM_TRACE").is_some() {
+            for a in &actions {
+                match a {
+                    Action::Write {
+                        key, value, pre, ..
+                    } => eprintln!(
+                        "{:>6} {} write {key} {pre:?} {}",
+                        self.t,
+                        self.nodes[n].identity,
+                        String::from_utf8_lossy(&value[..value.len().min(160)])
+                    ),
+                    other => eprintln!("{:>6} {} {other:?}", self.t, self.nodes[n].identity),
+                }
+            }
+        }
         let now = self.nodes[n].local(self.t);
         if self.nodes[n].replica.shard(now).is_none() {
             // No lease: whatever was still draining is cancelled now.
@@ -520,11 +542,15 @@ impl Sim {
         let mut acting: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for node in self.nodes.iter().filter(|n| n.alive) {
             let now = node.local(self.t);
-            // A cluster given back while it still drains counts once for its node.
+            // Work still draining counts while the lease is valid: the controller's
+            // contract is that work in flight checks the lease and ends at its deadline
+            // (a paused process resumes past it and stops). A cluster given back while it
+            // still drains counts once for its node.
+            let leased = node.replica.shard(now).is_some();
             let mine: BTreeSet<&str> = node
                 .replica
                 .acting(now)
-                .chain(node.draining.iter().map(String::as_str))
+                .chain(node.draining.iter().map(String::as_str).filter(|_| leased))
                 .collect();
             for c in mine {
                 acting.entry(c).or_default().push(node.identity.clone());
