@@ -29,9 +29,6 @@ const CRASH_BOUND_MS: u64 = 7_500;
 /// A graceful stop must not wait for any lease: it must hand over well before a lease
 /// could expire (the product target is ≤ 1 s; the figures measure it).
 const GRACEFUL_BOUND_MS: u64 = 1_000;
-/// Whether `fleetshard run` writes a lapse's stops with `"reason":"lapsed"` and `ts_ms` at
-/// the lapse (the runner reports `lapsed_at`; the audit log is being taught to write it).
-const LAPSE_DATED_STOPS: bool = false;
 
 /// Builds a store for a scenario in its directory.
 type MakeStore = fn(&std::path::Path) -> StoreUnderTest;
@@ -217,47 +214,25 @@ fn pause_past_lease(make: MakeStore) {
         .iter()
         .filter(|iv| iv.source == victim && iv.start <= f.at && held.contains(&iv.cluster))
         .collect();
-    if LAPSE_DATED_STOPS {
-        for iv in &stops {
-            let end = iv.end.expect("stopped");
-            assert!(
-                iv.lapsed,
-                "{}: the stop of {} is not dated at the lapse: {iv:?}",
-                h.store.name(),
-                iv.cluster
-            );
-            assert!(
-                end <= f.at + DEADLINE_MS,
-                "{}: {} owned until {end}, more than the renew deadline after the pause at {}",
-                h.store.name(),
-                iv.cluster,
-                f.at
-            );
-        }
+    assert_eq!(stops.len(), held.len(), "{}: {stops:?}", h.store.name());
+    for iv in &stops {
+        let end = iv.end.expect("stopped");
+        assert!(
+            iv.lapsed,
+            "{}: the stop of {} is not dated at the lapse: {iv:?}",
+            h.store.name(),
+            iv.cluster
+        );
+        assert!(
+            end <= f.at + DEADLINE_MS,
+            "{}: {} owned until {end}, more than the renew deadline after the pause at {}",
+            h.store.name(),
+            iv.cluster,
+            f.at
+        );
     }
     h.wait_settled("after the resume");
-    if LAPSE_DATED_STOPS {
-        check(&h, settled, CRASH_BOUND_MS);
-    } else {
-        // PENDING: until the audit log dates a lapse's stops at the lapse, the paused
-        // replica's stops carry the resume time, which overlaps the takeover by
-        // construction; every other pair must still never overlap, and coverage holds.
-        let hist = h.history();
-        let others: Vec<_> = hist
-            .overlaps()
-            .into_iter()
-            .filter(|o| ![&o.a.0, &o.b.0].contains(&&hist.sources[victim].name))
-            .collect();
-        assert!(others.is_empty(), "{}: overlaps {others:?}", h.store.name());
-        let (gap, cluster, at) = hist.longest_gap(&h.clusters, settled, unix_ms());
-        assert!(
-            gap <= CRASH_BOUND_MS,
-            "{cluster} unowned for {gap} ms from {at}"
-        );
-        eprintln!(
-            "PENDING: the paused replica's overlap check (audit lines without reason: lapsed)"
-        );
-    }
+    check(&h, settled, CRASH_BOUND_MS);
     eprintln!(
         "{}: SIGSTOP past the lease: taken over in {took} ms (retries {retries})",
         h.store.name()
@@ -345,6 +320,75 @@ fn scale_3_6_2(make: MakeStore) {
     );
 }
 
+/// `--shards stored:3` and `fleetshard scale` (the desired count in the store): 3 replicas
+/// hold 3 shards; 3 more start as spares; `scale 6`: the spares claim the new shards and
+/// take clusters; `scale 2`: the holders of shards 2–5 hand their clusters over and become
+/// spares; then those 4 are SIGTERMed at once. Every handover ≤ the graceful bound; no
+/// cluster unowned longer than that once the fleet settled.
+fn scale_desired_3_6_2(make: MakeStore) {
+    let mut h = harness(
+        make,
+        Setup {
+            shards: 3,
+            shards_arg: Some("stored:3".into()),
+            ..Setup::default()
+        },
+    );
+    start_all(&mut h, 3);
+    let settled = h.wait_settled("3 replicas, 3 shards");
+    for i in 3..6 {
+        h.start(&format!("r{i}"));
+    }
+    h.wait_settled("3 spares");
+    let up = unix_ms();
+    h.scale(6);
+    let converged = h.wait_settled("scaled to 6") - up;
+    let beyond: Vec<usize> = h
+        .live()
+        .into_iter()
+        .filter(|&i| h.shard_of(i).is_some_and(|s| s >= 2))
+        .collect();
+    assert_eq!(beyond.len(), 4, "{}", h.store.name());
+    let down = unix_ms();
+    h.scale(2);
+    h.wait_settled("scaled to 2, 6 replicas");
+    let hist = h.history();
+    let mut took = Vec::new();
+    for &i in &beyond {
+        let t = hist.takeover(i, down).complete();
+        assert!(
+            t.is_some_and(|t| t <= GRACEFUL_BOUND_MS),
+            "{}: scale-down handover of {}: {t:?} ms",
+            h.store.name(),
+            h.replicas[i].identity
+        );
+        took.extend(t);
+        assert_eq!(
+            h.shard_of(i),
+            None,
+            "{} is a spare now",
+            h.replicas[i].identity
+        );
+    }
+    for &i in &beyond {
+        h.term(i);
+    }
+    for &i in &beyond {
+        let exit = h.wait_exit(i);
+        assert!(
+            exit.success(),
+            "{}: exit after SIGTERM: {exit}",
+            h.store.name()
+        );
+    }
+    h.wait_settled("2 replicas");
+    check(&h, settled, GRACEFUL_BOUND_MS);
+    eprintln!(
+        "{}: scale 3→6 (desired count) settled in {converged} ms (polling); 6→2 handovers {took:?} ms",
+        h.store.name()
+    );
+}
+
 #[test]
 fn sqlite_kill9_then_restart() {
     kill9_then_restart(StoreUnderTest::sqlite);
@@ -363,4 +407,41 @@ fn sqlite_sigterm() {
 #[test]
 fn sqlite_scale_3_6_2() {
     scale_3_6_2(StoreUnderTest::sqlite);
+}
+
+#[test]
+fn sqlite_scale_desired_3_6_2() {
+    scale_desired_3_6_2(StoreUnderTest::sqlite);
+}
+
+/// The same scenarios over a real etcd server (`--features etcd`; needs Debian's
+/// etcd-server).
+#[cfg(feature = "etcd")]
+mod etcd {
+    use super::*;
+
+    #[test]
+    fn etcd_kill9_then_restart() {
+        kill9_then_restart(StoreUnderTest::etcd);
+    }
+
+    #[test]
+    fn etcd_pause_past_lease() {
+        pause_past_lease(StoreUnderTest::etcd);
+    }
+
+    #[test]
+    fn etcd_sigterm() {
+        sigterm(StoreUnderTest::etcd);
+    }
+
+    #[test]
+    fn etcd_scale_3_6_2() {
+        scale_3_6_2(StoreUnderTest::etcd);
+    }
+
+    #[test]
+    fn etcd_scale_desired_3_6_2() {
+        scale_desired_3_6_2(StoreUnderTest::etcd);
+    }
 }

@@ -42,6 +42,8 @@ fn harness(setup: Setup) -> Harness {
     let backend = std::env::var("FLEETSHARD_FIGURES_STORE").unwrap_or_else(|_| "sqlite".into());
     let store = match backend.as_str() {
         "sqlite" => StoreUnderTest::sqlite(dir.path()),
+        #[cfg(feature = "etcd")]
+        "etcd" => StoreUnderTest::etcd(dir.path()),
         other => panic!(
             "FLEETSHARD_FIGURES_STORE={other:?}: expected sqlite or etcd (etcd needs --features etcd)"
         ),

@@ -19,6 +19,9 @@ pub enum StoreUnderTest {
         /// The database file.
         path: PathBuf,
     },
+    /// A real etcd server (or `FLEETSHARD_TEST_ETCD`'s, under a key prefix of its own).
+    #[cfg(feature = "etcd")]
+    Etcd(fleetshard_testsupport::etcd::EtcdServer),
 }
 
 impl StoreUnderTest {
@@ -29,10 +32,20 @@ impl StoreUnderTest {
         }
     }
 
+    /// A fresh etcd server (its data in its own temporary directory, not `_dir`).
+    #[cfg(feature = "etcd")]
+    pub fn etcd(_dir: &Path) -> Self {
+        let server = fleetshard_testsupport::etcd::EtcdServer::start()
+            .unwrap_or_else(|e| panic!("starting etcd: {e}"));
+        StoreUnderTest::Etcd(server)
+    }
+
     /// The backend's name, for messages and figures.
     pub fn name(&self) -> &'static str {
         match self {
             StoreUnderTest::Sqlite { .. } => "sqlite",
+            #[cfg(feature = "etcd")]
+            StoreUnderTest::Etcd(_) => "etcd",
         }
     }
 
@@ -40,6 +53,8 @@ impl StoreUnderTest {
     pub fn url(&self) -> String {
         match self {
             StoreUnderTest::Sqlite { path } => format!("sqlite://{}", path.display()),
+            #[cfg(feature = "etcd")]
+            StoreUnderTest::Etcd(server) => server.url(),
         }
     }
 
@@ -47,6 +62,9 @@ impl StoreUnderTest {
     pub fn root(&self) -> String {
         match self {
             StoreUnderTest::Sqlite { .. } => ROOT.to_owned(),
+            // A shared server (FLEETSHARD_TEST_ETCD) gives each fixture its own prefix.
+            #[cfg(feature = "etcd")]
+            StoreUnderTest::Etcd(server) => format!("{}{ROOT}", server.key_prefix()),
         }
     }
 
@@ -56,6 +74,10 @@ impl StoreUnderTest {
         match self {
             StoreUnderTest::Sqlite { path } => Ok(Arc::new(
                 SqliteStore::open_async(path, SqliteOptions::default()).await?,
+            )),
+            #[cfg(feature = "etcd")]
+            StoreUnderTest::Etcd(server) => Ok(Arc::new(
+                fleetshard_store_etcd::EtcdStore::from_url(&server.url())?,
             )),
         }
     }
