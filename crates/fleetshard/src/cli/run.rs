@@ -161,7 +161,16 @@ async fn serve(
         events_tx,
     )?;
     let metrics = Metrics::new();
-    let runner = runner.with_metrics(Arc::new(metrics.store_latency()));
+    let mut runner = runner.with_metrics(Arc::new(metrics.store_latency()));
+    // Kept alive for the run: dropping it stops the Deployment watch.
+    let _replicas = match &args.shards.1 {
+        Some(deployment) => {
+            let watch = super::shards::watch_deployment(&args.store.store, deployment).await?;
+            runner = runner.with_external_shards(watch.receiver());
+            Some(watch)
+        }
+        None => None,
+    };
     let audit = audit::open(args.audit_log.as_deref())?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -99,6 +99,8 @@ fn replicas(shards: ShardCount, settings: &Settings) -> anyhow::Result<u32> {
     let from_argo = u32::try_from(settings.replicas).ok().filter(|n| *n > 0);
     match (shards, from_argo) {
         (ShardCount::Fixed(n), _) => Ok(n),
+        // `deployment`: the Deployment's replicas, read when serving starts.
+        (ShardCount::External { default }, _) => Ok(default),
         (_, Some(n)) => Ok(n),
         (ShardCount::Desired { default }, None) => Ok(default),
         (other, None) => bail!(
@@ -178,8 +180,27 @@ async fn serve(
     let store = args.store.open()?;
     let identity = cfg.identity.clone();
     let (events_tx, events_rx) = mpsc::unbounded_channel();
-    // A fixed count for now; a Deployment watcher will send changes through this.
-    let (_count_tx, count_rx) = watch::channel(count);
+    // A fixed count, or the Deployment's replicas (Argo CD's source) forwarded as they
+    // change; a deleted Deployment keeps the last count.
+    let (count_tx, count_rx) = watch::channel(count);
+    let _replicas = match &args.shards.1 {
+        Some(deployment) => {
+            let replicas = super::shards::watch_deployment(&args.store.store, deployment).await?;
+            let mut rx = replicas.receiver();
+            if let Some(n) = *rx.borrow_and_update() {
+                count_tx.send_replace(n.max(1));
+            }
+            tokio::spawn(async move {
+                while rx.changed().await.is_ok() {
+                    if let Some(n) = *rx.borrow_and_update() {
+                        count_tx.send_replace(n.max(1));
+                    }
+                }
+            });
+            Some(replicas)
+        }
+        None => None,
+    };
     let wall: WallClock = Arc::new(wall_now);
     let (runner, status) = ArgoRunner::new(
         store.clone(),

@@ -4,7 +4,11 @@
 //! - `stored` or `stored:N` — the count `fleetshard scale` wrote to the store, N (default 3)
 //!   until one is written;
 //! - `auto` or `auto:MIN-MAX` — one shard per live replica (holders and spares), within
-//!   the bounds (default 1-1024).
+//!   the bounds (default 1-1024);
+//! - `deployment` or `deployment:NAME` — `spec.replicas` of a Deployment in the
+//!   `kubernetes://` store's namespace, kept current by a watch (NAME defaults to
+//!   `ARGOCD_APPLICATION_CONTROLLER_NAME`, else `argocd-application-controller`, as in
+//!   Argo CD).
 //!
 //! Only the elected distributor applies the policy and commits the count with each
 //! generation; every replica claims among the committed count.
@@ -13,10 +17,61 @@ use std::fmt;
 use std::str::FromStr;
 
 use fleetshard_coord::fenced::{MAX_SHARDS, ShardCount};
+use fleetshard_store_kube::KubeStore;
+use fleetshard_store_kube::{
+    ARGOCD_CONTROLLER_NAME_ENV, DEFAULT_CONTROLLER_NAME, DeploymentReplicas, ReplicasWatch,
+};
 
-/// The parsed `--shards` value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ShardsArg(pub ShardCount);
+/// The parsed `--shards` value: the policy, and for `deployment` the Deployment's name
+/// (`None`: the default name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardsArg(pub ShardCount, pub Option<Deployment>);
+
+/// A Deployment whose `spec.replicas` is the shard count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deployment {
+    /// Its name; `None`: `ARGOCD_APPLICATION_CONTROLLER_NAME` or Argo CD's default.
+    pub name: Option<String>,
+}
+
+impl Deployment {
+    /// The name to watch.
+    pub fn resolve(&self) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            std::env::var(ARGOCD_CONTROLLER_NAME_ENV)
+                .ok()
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or_else(|| DEFAULT_CONTROLLER_NAME.to_owned())
+        })
+    }
+}
+
+/// Keeps the Deployment's replica count current; the store must be `kubernetes://`.
+pub async fn watch_deployment(
+    store_url: &str,
+    deployment: &Deployment,
+) -> anyhow::Result<ReplicasWatch> {
+    use anyhow::Context as _;
+    if !store_url.to_ascii_lowercase().starts_with("kubernetes://") {
+        anyhow::bail!(
+            "--shards deployment reads a Kubernetes Deployment: it needs --store kubernetes://NAMESPACE (got {store_url})"
+        );
+    }
+    let store = KubeStore::from_url(store_url).with_context(|| format!("opening {store_url}"))?;
+    let client = store.client().await?;
+    let namespace = store.namespace().await?;
+    let name = deployment.resolve();
+    let replicas =
+        DeploymentReplicas::new(client, &namespace, &name, std::time::Duration::from_secs(3));
+    let watch = replicas
+        .watch()
+        .await
+        .with_context(|| format!("watching Deployment {namespace}/{name}"))?;
+    if watch.current().is_none() {
+        tracing::warn!(%namespace, %name, "no such Deployment: the shard count stays as committed until it exists");
+    }
+    Ok(watch)
+}
 
 /// The count `stored` uses until `fleetshard scale` writes one.
 pub const STORED_DEFAULT: u32 = 3;
@@ -38,6 +93,16 @@ impl FromStr for ShardsArg {
             Some((k, r)) => (k, Some(r)),
             None => (s, None),
         };
+        if kind == "deployment" {
+            let name = rest
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned);
+            return Ok(ShardsArg(
+                ShardCount::External { default: 1 },
+                Some(Deployment { name }),
+            ));
+        }
         let count = match (kind, rest) {
             ("auto", None) => ShardCount::Auto {
                 min: 1,
@@ -69,12 +134,18 @@ impl FromStr for ShardsArg {
             }
         };
         count.validate().map_err(|e| e.to_string())?;
-        Ok(ShardsArg(count))
+        Ok(ShardsArg(count, None))
     }
 }
 
 impl fmt::Display for ShardsArg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(d) = &self.1 {
+            return match &d.name {
+                Some(n) => write!(f, "deployment:{n}"),
+                None => write!(f, "deployment"),
+            };
+        }
         match self.0 {
             ShardCount::Fixed(n) => write!(f, "{n}"),
             ShardCount::Desired { default } => write!(f, "stored:{default}"),
@@ -112,9 +183,20 @@ mod tests {
         ] {
             let parsed: ShardsArg = text.parse().unwrap();
             assert_eq!(parsed.0, count, "{text}");
+            assert_eq!(parsed.1, None);
             let again: ShardsArg = parsed.to_string().parse().unwrap();
             assert_eq!(again, parsed);
         }
+    }
+
+    #[test]
+    fn deployment_forms() {
+        let d: ShardsArg = "deployment".parse().unwrap();
+        assert_eq!(d.0, ShardCount::External { default: 1 });
+        assert_eq!(d.1, Some(Deployment { name: None }));
+        let d: ShardsArg = "deployment:ctrl".parse().unwrap();
+        assert_eq!(d.1.as_ref().unwrap().resolve(), "ctrl");
+        assert_eq!(d.to_string(), "deployment:ctrl");
     }
 
     #[test]
@@ -125,7 +207,7 @@ mod tests {
             ("auto:9-2", "min 9 is above max 2"),
             ("auto:3", "expected MIN-MAX"),
             ("stored:x", "stored default"),
-            ("deployment:x", "expected N, stored"),
+            ("replicaset:x", "expected N, stored"),
             ("99999", "outside"),
         ] {
             let e = text.parse::<ShardsArg>().unwrap_err();
