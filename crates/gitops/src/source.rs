@@ -1,1 +1,32 @@
-//! (being written)
+//! Desired state from Git: an application's `spec.source` (`repoURL`, `targetRevision`,
+//! `path`) → the Kubernetes objects it declares.
+//!
+//! - [`RepoCache`] resolves `targetRevision` (branch, tag, `refs/...`, full or short commit
+//!   id, `HEAD`) to a commit and reads the manifests under `path` at that commit, with gix
+//!   on tokio's blocking pool. Local repositories (a path or a `file://` URL) are read in
+//!   place; remote ones (`ssh://`, `git://`, scp-like) are mirrored into the cache
+//!   directory, one bare repository per normalised URL. HTTP(S) is not built in (see
+//!   [`SourceError::UnsupportedUrl`]). N applications asking for one repository at once
+//!   cause one fetch; resolutions are trusted for `refresh_interval` (3 minutes, as Argo
+//!   CD's reconciliation period) unless a [`Refresh::Hard`] asks; manifests are kept per
+//!   commit and path, which never change.
+//! - Manifests are plain YAML (`.yaml`, `.yml`, multi-document) and JSON (`.json`) files,
+//!   read recursively; `List` kinds are flattened; hidden entries, other files, symbolic
+//!   links and submodules are skipped; a Kustomize or Helm directory is refused
+//!   ([`SourceError::UnsupportedSource`]) rather than misread.
+//! - Every failure is a [`SourceError`] naming the repository, the revision and, for a
+//!   manifest, the file and document; it concerns one application, which the controller
+//!   retries with backoff.
+
+mod cache;
+mod error;
+mod parse;
+mod repo;
+mod url;
+
+pub use cache::{
+    CacheStats, DEFAULT_REFRESH_INTERVAL, Manifests, Refresh, RepoCache, RepoCacheConfig,
+};
+pub use error::{Location, ManifestError, SourceError};
+pub use parse::{FileFormat, Manifest, ObjectIdentity, parse_file};
+pub use url::{RepoLocation, cache_key, normalize};

@@ -1,0 +1,395 @@
+//! [`RepoCache`]: the async face of the Git source, shared by every application of a
+//! replica. One slot per repository (single-flight through a tokio mutex: N applications
+//! asking at once cause one fetch), revision resolutions kept for `refresh_interval`, and
+//! manifests kept per (repository, commit, path), which never change.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fleetshard_core::AppSource;
+use gix::ObjectId;
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use super::error::SourceError;
+use super::parse::Manifest;
+use super::repo::{self, Opened};
+use super::url::{RepoLocation, cache_key, normalize};
+
+/// Argo CD's default reconciliation period (`timeout.reconciliation`).
+pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(180);
+
+/// How [`RepoCache`] behaves.
+#[derive(Debug, Clone)]
+pub struct RepoCacheConfig {
+    /// Where remote repositories are mirrored (one bare repository per URL).
+    pub cache_dir: PathBuf,
+    /// How long a resolved branch or tag is trusted before the repository is fetched (or,
+    /// for a local repository, its references read) again.
+    pub refresh_interval: Duration,
+    /// Mirror local repositories into `cache_dir` too, as remote ones (through
+    /// `git-upload-pack`, like Argo CD's clones), instead of reading them in place.
+    pub mirror_local: bool,
+    /// How many (repository, commit, path) reads are kept; the oldest go first.
+    pub max_cached_reads: usize,
+}
+
+impl RepoCacheConfig {
+    /// Defaults: refresh every [`DEFAULT_REFRESH_INTERVAL`], local repositories read in
+    /// place, 1,024 reads kept.
+    pub fn new(cache_dir: impl Into<PathBuf>) -> Self {
+        RepoCacheConfig {
+            cache_dir: cache_dir.into(),
+            refresh_interval: DEFAULT_REFRESH_INTERVAL,
+            mirror_local: false,
+            max_cached_reads: 1024,
+        }
+    }
+}
+
+/// Whether a request may use what the cache already knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refresh {
+    /// Use a resolution younger than `refresh_interval`.
+    Normal,
+    /// Fetch now (Argo CD's hard refresh), unless a fetch started after this request did.
+    Hard,
+}
+
+/// The desired objects of one source at one commit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifests {
+    /// The commit `targetRevision` resolved to (full hex id).
+    pub commit: String,
+    /// The objects, in reading order.
+    pub objects: Vec<Manifest>,
+}
+
+/// Counters of the work done, for metrics and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheStats {
+    /// Fetches of a mirror, or openings of a local repository (which re-reads its refs).
+    pub fetches: u64,
+    /// Revisions resolved against a repository (not answered from the cache).
+    pub resolutions: u64,
+    /// Trees read and parsed (not answered from the cache).
+    pub reads: u64,
+}
+
+/// Clones, fetches and reads Git repositories for many applications at once.
+///
+/// Cheap to clone (shared state). gix is blocking, so every Git operation runs on tokio's
+/// blocking pool.
+#[derive(Clone)]
+pub struct RepoCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: RepoCacheConfig,
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    reads: Mutex<Reads>,
+    fetches: AtomicU64,
+    resolutions: AtomicU64,
+    reads_done: AtomicU64,
+}
+
+/// One repository.
+struct Slot {
+    key: String,
+    location: RepoLocation,
+    state: tokio::sync::Mutex<SlotState>,
+}
+
+#[derive(Default)]
+struct SlotState {
+    opened: Option<Opened>,
+    /// When the data in `opened` was last fetched (or the refs re-read).
+    refreshed_at: Option<Instant>,
+    /// Revision → (commit, time of the data it was resolved against).
+    resolved: HashMap<String, (ObjectId, Instant)>,
+}
+
+type ReadResult = Result<Arc<Manifests>, SourceError>;
+type ReadKey = (String, ObjectId, String);
+
+#[derive(Default)]
+struct Reads {
+    cells: HashMap<ReadKey, Arc<OnceCell<ReadResult>>>,
+    order: VecDeque<ReadKey>,
+}
+
+impl RepoCache {
+    /// A cache with `config`; nothing is read until asked.
+    pub fn new(config: RepoCacheConfig) -> Self {
+        RepoCache {
+            inner: Arc::new(Inner {
+                config,
+                slots: Mutex::new(HashMap::new()),
+                reads: Mutex::new(Reads::default()),
+                fetches: AtomicU64::new(0),
+                resolutions: AtomicU64::new(0),
+                reads_done: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// What the cache has done so far.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            fetches: self.inner.fetches.load(Ordering::Relaxed),
+            resolutions: self.inner.resolutions.load(Ordering::Relaxed),
+            reads: self.inner.reads_done.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The desired objects of `source`: its `targetRevision` resolved (see
+    /// [`RepoCache::resolve`]), and the manifests under its `path` at that commit.
+    pub async fn manifests(&self, source: &AppSource, refresh: Refresh) -> ReadResult {
+        let repo_url = source.repo_url.as_str();
+        let path = repo::clean_path(repo_url, &source.path)?;
+        let (slot, commit, opened) = self
+            .resolve_inner(repo_url, &source.target_revision, refresh)
+            .await?;
+        let key = (slot.key.clone(), commit, path.join("/"));
+        let cell = self.read_cell(&key);
+        let result = cell
+            .get_or_init(|| {
+                let repo_url = repo_url.to_owned();
+                let revision = source.target_revision.clone();
+                let inner = Arc::clone(&self.inner);
+                async move {
+                    let task_repo = repo_url.clone();
+                    let read = tokio::task::spawn_blocking(move || {
+                        inner.reads_done.fetch_add(1, Ordering::Relaxed);
+                        repo::read_manifests(&opened, &task_repo, &revision, commit, &path)
+                    })
+                    .await;
+                    match read {
+                        Ok(Ok(objects)) => Ok(Arc::new(Manifests {
+                            commit: commit.to_string(),
+                            objects,
+                        })),
+                        Ok(Err(e)) => Err(e),
+                        Err(join) => Err(SourceError::Task {
+                            repo: repo_url,
+                            message: join.to_string(),
+                        }),
+                    }
+                }
+            })
+            .await
+            .clone();
+        if let Err(e) = &result
+            && !is_permanent(e)
+        {
+            // A transient failure must be retried by the next call, not remembered.
+            self.forget_read(&key, &cell);
+        }
+        // A cached error names the revision of the request that made it.
+        result.map_err(|e| with_revision(e, &source.target_revision))
+    }
+
+    /// Resolves `revision` of `repo_url` to a commit (full hex id).
+    ///
+    /// A resolution younger than `refresh_interval` is reused (a full commit id, forever);
+    /// otherwise the repository is fetched (a remote one, or a local one with
+    /// `mirror_local`) or its references re-read (a local one), at most once per interval
+    /// whatever the number of revisions and callers. A revision not found in data older
+    /// than this call is looked for again after one more fetch.
+    pub async fn resolve(
+        &self,
+        repo_url: &str,
+        revision: &str,
+        refresh: Refresh,
+    ) -> Result<String, SourceError> {
+        let (_, commit, _) = self.resolve_inner(repo_url, revision, refresh).await?;
+        Ok(commit.to_string())
+    }
+
+    async fn resolve_inner(
+        &self,
+        repo_url: &str,
+        revision: &str,
+        refresh: Refresh,
+    ) -> Result<(Arc<Slot>, ObjectId, Opened), SourceError> {
+        let requested_at = Instant::now();
+        let slot = self.slot(repo_url)?;
+        let interval = self.inner.config.refresh_interval;
+        // Held across the fetch: this is the single flight. Other repositories have their
+        // own slot and are not held up.
+        let mut state = slot.state.lock().await;
+        let now = Instant::now();
+        let fresh = |at: Instant| now.saturating_duration_since(at) < interval;
+        let is_commit_id = revision.len() == 40 && revision.bytes().all(|b| b.is_ascii_hexdigit());
+        if let (Some(opened), Some(&(commit, at))) = (&state.opened, state.resolved.get(revision))
+            && refresh == Refresh::Normal
+            && (is_commit_id || fresh(at))
+        {
+            return Ok((Arc::clone(&slot), commit, opened.clone()));
+        }
+        let fetched_since_request = state.refreshed_at.is_some_and(|t| t >= requested_at);
+        let need_fetch = state.opened.is_none()
+            || !state.refreshed_at.is_some_and(fresh)
+            || (refresh == Refresh::Hard && !fetched_since_request);
+        let mut fetched = false;
+        if need_fetch {
+            self.fetch(&slot, repo_url, &mut state).await?;
+            fetched = true;
+        }
+        let result = match self.resolve_blocking(&state, repo_url, revision).await {
+            Err(SourceError::RevisionNotFound { .. }) if !fetched => {
+                // The data may predate the revision (a new branch, a just-pushed commit).
+                self.fetch(&slot, repo_url, &mut state).await?;
+                self.resolve_blocking(&state, repo_url, revision).await
+            }
+            other => other,
+        };
+        let (commit, opened) = result?;
+        let data_time = state.refreshed_at.unwrap_or(now);
+        state
+            .resolved
+            .insert(revision.to_owned(), (commit, data_time));
+        Ok((Arc::clone(&slot), commit, opened))
+    }
+
+    /// Fetches the mirror or reopens the local repository.
+    async fn fetch(
+        &self,
+        slot: &Slot,
+        repo_url: &str,
+        state: &mut SlotState,
+    ) -> Result<(), SourceError> {
+        let started = Instant::now();
+        let location = slot.location.clone();
+        let mirror_dir = self
+            .inner
+            .config
+            .cache_dir
+            .join(format!("{}.git", slot.key));
+        let mirror_local = self.inner.config.mirror_local;
+        let task_repo = repo_url.to_owned();
+        self.inner.fetches.fetch_add(1, Ordering::Relaxed);
+        let opened = tokio::task::spawn_blocking(move || match location {
+            RepoLocation::Local(path) if !mirror_local => repo::open_local(&task_repo, &path),
+            RepoLocation::Local(path) => {
+                let url = path.to_string_lossy();
+                repo::fetch_mirror(&task_repo, &url, &mirror_dir)
+            }
+            RepoLocation::Remote(url) => repo::fetch_mirror(&task_repo, &url, &mirror_dir),
+        })
+        .await
+        .map_err(|join| SourceError::Task {
+            repo: repo_url.to_owned(),
+            message: join.to_string(),
+        })??;
+        state.opened = Some(opened);
+        state.refreshed_at = Some(started);
+        Ok(())
+    }
+
+    async fn resolve_blocking(
+        &self,
+        state: &SlotState,
+        repo_url: &str,
+        revision: &str,
+    ) -> Result<(ObjectId, Opened), SourceError> {
+        let Some(opened) = state.opened.clone() else {
+            return Err(SourceError::Task {
+                repo: repo_url.to_owned(),
+                message: "repository not opened".into(),
+            });
+        };
+        self.inner.resolutions.fetch_add(1, Ordering::Relaxed);
+        let (task_repo, task_revision) = (repo_url.to_owned(), revision.to_owned());
+        tokio::task::spawn_blocking(move || {
+            repo::resolve(&opened, &task_repo, &task_revision).map(|id| (id, opened))
+        })
+        .await
+        .map_err(|join| SourceError::Task {
+            repo: repo_url.to_owned(),
+            message: join.to_string(),
+        })?
+    }
+
+    /// The slot of `repo_url`, created on first use. Spellings that normalise alike share
+    /// one slot.
+    fn slot(&self, repo_url: &str) -> Result<Arc<Slot>, SourceError> {
+        let location = RepoLocation::parse(repo_url)?;
+        let key = match &location {
+            RepoLocation::Local(path) => cache_key(&format!("local:{}", path.display())),
+            RepoLocation::Remote(url) => cache_key(&normalize(url)),
+        };
+        let mut slots = lock(&self.inner.slots);
+        let slot = slots.entry(key.clone()).or_insert_with(|| {
+            Arc::new(Slot {
+                key,
+                location,
+                state: tokio::sync::Mutex::new(SlotState::default()),
+            })
+        });
+        Ok(Arc::clone(slot))
+    }
+
+    /// The read cell of `key`, created (and the oldest evicted) on first use.
+    fn read_cell(&self, key: &ReadKey) -> Arc<OnceCell<ReadResult>> {
+        let mut reads = lock(&self.inner.reads);
+        if let Some(cell) = reads.cells.get(key) {
+            return Arc::clone(cell);
+        }
+        let cell = Arc::new(OnceCell::new());
+        reads.cells.insert(key.clone(), Arc::clone(&cell));
+        reads.order.push_back(key.clone());
+        while reads.cells.len() > self.inner.config.max_cached_reads.max(1) {
+            // Waiters on an evicted cell keep it alive and still get its answer.
+            let Some(oldest) = reads.order.pop_front() else {
+                break;
+            };
+            reads.cells.remove(&oldest);
+        }
+        cell
+    }
+
+    /// Drops `key`'s cell if it is still `cell`.
+    fn forget_read(&self, key: &ReadKey, cell: &Arc<OnceCell<ReadResult>>) {
+        let mut reads = lock(&self.inner.reads);
+        if reads.cells.get(key).is_some_and(|c| Arc::ptr_eq(c, cell)) {
+            reads.cells.remove(key);
+            reads.order.retain(|k| k != key);
+        }
+    }
+}
+
+/// A poisoned lock only means another thread panicked while holding it; the maps stay
+/// consistent (every update is a single insert or remove), so keep going.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Errors that depend only on the commit's content, and so hold for as long as it does.
+fn is_permanent(e: &SourceError) -> bool {
+    matches!(
+        e,
+        SourceError::PathNotFound { .. }
+            | SourceError::Manifest { .. }
+            | SourceError::DuplicateObject { .. }
+            | SourceError::UnsupportedSource { .. }
+    )
+}
+
+/// `e` naming `revision` (a read cached for one spelling of a commit may serve another).
+fn with_revision(mut e: SourceError, revision: &str) -> SourceError {
+    match &mut e {
+        SourceError::PathNotFound { revision: r, .. }
+        | SourceError::Manifest { revision: r, .. }
+        | SourceError::DuplicateObject { revision: r, .. }
+        | SourceError::UnsupportedSource { revision: r, .. } => *r = revision.to_owned(),
+        _ => {}
+    }
+    e
+}

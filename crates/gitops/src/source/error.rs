@@ -1,0 +1,204 @@
+//! What can go wrong while turning an application's source into manifests.
+//!
+//! Every error names the repository and, once known, the revision; manifest errors also
+//! name the file, the document (1-based, counting the file's non-empty documents) and, in
+//! a `List`, the item. All variants are `Clone` so that one failed read can be handed to
+//! every application waiting on it (single-flight) and cached per commit when it cannot
+//! change (a bad file at a commit stays bad).
+
+/// Where in a repository's tree an object or a syntax error is.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Location {
+    /// The file's path from the repository root, `/`-separated.
+    pub file: String,
+    /// The document in the file, from 1, counting non-empty documents (0: the whole file).
+    pub document: usize,
+    /// The item of a `List`, from 0, when the object came from one.
+    pub item: Option<usize>,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file)?;
+        if self.document > 0 {
+            write!(f, ", document {}", self.document)?;
+        }
+        if let Some(item) = self.item {
+            write!(f, ", items[{item}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// A manifest file that cannot be read into objects.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    /// The file is not valid YAML or JSON (or not UTF-8).
+    #[error("{at}: invalid {format}{}: {message}", line.map(|l| format!(" at line {l}")).unwrap_or_default())]
+    Syntax {
+        /// The file (and the document, when the parser says which).
+        at: Location,
+        /// `YAML` or `JSON`.
+        format: &'static str,
+        /// The line in the file, from 1, when the parser reports it.
+        line: Option<u64>,
+        /// The parser's message.
+        message: String,
+    },
+    /// A document is not a Kubernetes object: not a mapping, or without `apiVersion`,
+    /// `kind` or `metadata.name`, or with one of them (or `metadata.namespace`) not a
+    /// non-empty string.
+    #[error("{at}: {message}")]
+    InvalidObject {
+        /// The object's place.
+        at: Location,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+}
+
+/// Why an application's desired state could not be read from Git.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    /// `repoURL` is empty, malformed, or uses a transport this build lacks (HTTP(S)).
+    #[error("repository {repo:?}: unsupported URL: {reason}")]
+    UnsupportedUrl {
+        /// `repoURL` as given.
+        repo: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// The repository does not exist or is not a Git repository.
+    #[error("repository {repo:?} not found: {message}")]
+    RepoNotFound {
+        /// `repoURL` as given.
+        repo: String,
+        /// What Git said.
+        message: String,
+    },
+    /// Cloning or fetching the repository failed (network, remote, authentication).
+    #[error("repository {repo:?}: fetch failed: {message}")]
+    Fetch {
+        /// `repoURL` as given.
+        repo: String,
+        /// What Git said.
+        message: String,
+    },
+    /// `targetRevision` names no branch, tag, reference or commit of the repository.
+    #[error("repository {repo:?}: revision {revision:?} not found{}", detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default())]
+    RevisionNotFound {
+        /// `repoURL` as given.
+        repo: String,
+        /// `targetRevision` as given.
+        revision: String,
+        /// More detail (an ambiguous short SHA, a reference to something not a commit).
+        detail: Option<String>,
+    },
+    /// `path` is absolute or leaves the repository (`..`).
+    #[error("repository {repo:?}: invalid path {path:?}: {reason}")]
+    InvalidPath {
+        /// `repoURL` as given.
+        repo: String,
+        /// `path` as given.
+        path: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// `path` is not a directory in the commit's tree.
+    #[error("repository {repo:?} at {revision:?} ({commit}): path {path:?} {reason}")]
+    PathNotFound {
+        /// `repoURL` as given.
+        repo: String,
+        /// `targetRevision` as given.
+        revision: String,
+        /// The resolved commit.
+        commit: String,
+        /// `path` as given.
+        path: String,
+        /// `not found` or `is not a directory`.
+        reason: &'static str,
+    },
+    /// A manifest file is invalid (syntax, or an object without its identity).
+    #[error("repository {repo:?} at {revision:?} ({commit}): {error}")]
+    Manifest {
+        /// `repoURL` as given.
+        repo: String,
+        /// `targetRevision` as given.
+        revision: String,
+        /// The resolved commit.
+        commit: String,
+        /// The file's error.
+        #[source]
+        error: ManifestError,
+    },
+    /// Two objects of the source have the same group, kind, namespace and name.
+    #[error(
+        "repository {repo:?} at {revision:?} ({commit}): {identity} is defined twice: {first} and {second}"
+    )]
+    DuplicateObject {
+        /// `repoURL` as given.
+        repo: String,
+        /// `targetRevision` as given.
+        revision: String,
+        /// The resolved commit.
+        commit: String,
+        /// The shared identity, as `group/Kind namespace/name`.
+        identity: String,
+        /// Where it is first defined.
+        first: Location,
+        /// Where it is defined again.
+        second: Location,
+    },
+    /// The directory holds a source type this reader does not render (Kustomize, Helm).
+    #[error(
+        "repository {repo:?} at {revision:?} ({commit}): {file} is a {tool} source, which is not supported (only plain YAML/JSON manifests)"
+    )]
+    UnsupportedSource {
+        /// `repoURL` as given.
+        repo: String,
+        /// `targetRevision` as given.
+        revision: String,
+        /// The resolved commit.
+        commit: String,
+        /// The file that marks it (`kustomization.yaml`, `Chart.yaml`).
+        file: String,
+        /// `Kustomize` or `Helm`.
+        tool: &'static str,
+    },
+    /// The repository's data could not be read (a missing or corrupt object, an I/O error).
+    #[error("repository {repo:?}: {message}")]
+    Git {
+        /// `repoURL` as given.
+        repo: String,
+        /// What Git said.
+        message: String,
+    },
+    /// The blocking Git task ended without an answer (it panicked or the runtime is
+    /// shutting down).
+    #[error("repository {repo:?}: the Git task failed: {message}")]
+    Task {
+        /// `repoURL` as given.
+        repo: String,
+        /// The join error.
+        message: String,
+    },
+}
+
+impl SourceError {
+    /// The `repoURL` the error is about.
+    pub fn repo(&self) -> &str {
+        match self {
+            SourceError::UnsupportedUrl { repo, .. }
+            | SourceError::RepoNotFound { repo, .. }
+            | SourceError::Fetch { repo, .. }
+            | SourceError::RevisionNotFound { repo, .. }
+            | SourceError::InvalidPath { repo, .. }
+            | SourceError::PathNotFound { repo, .. }
+            | SourceError::Manifest { repo, .. }
+            | SourceError::DuplicateObject { repo, .. }
+            | SourceError::UnsupportedSource { repo, .. }
+            | SourceError::Git { repo, .. }
+            | SourceError::Task { repo, .. } => repo,
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! The blocking Git work, with gix: open a local repository, clone or fetch a bare mirror,
+//! resolve a revision to a commit, and read the manifests under a path of a commit's tree.
+//! Called from [`super::RepoCache`] on tokio's blocking pool.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use gix::ObjectId;
+
+use super::error::{Location, SourceError};
+use super::parse::{FileFormat, Manifest, parse_file};
+
+/// The reference a mirror keeps the remote's `HEAD` commit in (a bare mirror's own `HEAD`
+/// is whatever `init` made it, not the remote's default branch).
+const REMOTE_HEAD: &str = "refs/fleetshard/remote-head";
+
+/// What a mirror fetches: every branch and tag under its own name, and the remote's HEAD.
+const MIRROR_REFSPECS: [&str; 3] = [
+    "+refs/heads/*:refs/heads/*",
+    "+refs/tags/*:refs/tags/*",
+    "+HEAD:refs/fleetshard/remote-head",
+];
+
+/// Files that mark a directory as another tool's source, which plain reading would misread.
+const OTHER_TOOLS: [(&str, &str); 4] = [
+    ("kustomization.yaml", "Kustomize"),
+    ("kustomization.yml", "Kustomize"),
+    ("Kustomization", "Kustomize"),
+    ("Chart.yaml", "Helm"),
+];
+
+/// A repository as opened for reading, and whether it is a mirror (whose `HEAD` is
+/// [`REMOTE_HEAD`]).
+#[derive(Clone)]
+pub(crate) struct Opened {
+    pub(crate) repo: gix::ThreadSafeRepository,
+    pub(crate) mirror: bool,
+}
+
+/// Opens the repository at `path` in place (a worktree or a bare repository). Only the
+/// repository's own configuration is read, not the user's or the system's, so the result
+/// does not depend on the machine.
+pub(crate) fn open_local(repo_url: &str, path: &Path) -> Result<Opened, SourceError> {
+    let repo = gix::open_opts(path, gix::open::Options::isolated()).map_err(|e| {
+        SourceError::RepoNotFound {
+            repo: repo_url.to_owned(),
+            message: format!("{}: {}", path.display(), message(&e)),
+        }
+    })?;
+    Ok(Opened {
+        repo: repo.into_sync(),
+        mirror: false,
+    })
+}
+
+/// Brings the bare mirror at `dir` up to date with `url`, creating it first if needed.
+///
+/// A new mirror is initialised and fetched in a temporary sibling directory and renamed
+/// into place only once complete, so an interrupted first clone leaves no half mirror.
+pub(crate) fn fetch_mirror(repo_url: &str, url: &str, dir: &Path) -> Result<Opened, SourceError> {
+    let fetch_error = |message: String| SourceError::Fetch {
+        repo: repo_url.to_owned(),
+        message,
+    };
+    if dir.exists() {
+        let repo = gix::open_opts(dir, gix::open::Options::isolated()).map_err(|e| {
+            fetch_error(format!(
+                "cannot open the mirror {}: {}",
+                dir.display(),
+                message(&e)
+            ))
+        })?;
+        fetch_into(&repo, url).map_err(fetch_error)?;
+        return Ok(Opened {
+            repo: repo.into_sync(),
+            mirror: true,
+        });
+    }
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)
+        .map_err(|e| fetch_error(format!("cannot create {}: {e}", parent.display())))?;
+    let file_name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = parent.join(format!(".{file_name}.tmp-{}", std::process::id()));
+    // A leftover of an interrupted clone by this same process id.
+    let _ = std::fs::remove_dir_all(&tmp);
+    let result = (|| {
+        let repo =
+            gix::init_bare(&tmp).map_err(|e| format!("cannot create a mirror: {}", message(&e)))?;
+        fetch_into(&repo, url)?;
+        drop(repo);
+        std::fs::rename(&tmp, dir).map_err(|e| format!("cannot move the mirror into place: {e}"))
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(fetch_error(e));
+    }
+    let repo = gix::open_opts(dir, gix::open::Options::isolated())
+        .map_err(|e| fetch_error(format!("cannot open the new mirror: {}", message(&e))))?;
+    Ok(Opened {
+        repo: repo.into_sync(),
+        mirror: true,
+    })
+}
+
+/// One fetch of [`MIRROR_REFSPECS`] from `url` into `repo`.
+fn fetch_into(repo: &gix::Repository, url: &str) -> Result<(), String> {
+    let remote = repo
+        .remote_at(url)
+        .and_then(|r| r.with_refspecs(MIRROR_REFSPECS, gix::remote::Direction::Fetch))
+        .map_err(|e| format!("invalid remote URL: {}", message(&e)))?
+        // Tags come through the refspec; no extra tag-following round.
+        .with_fetch_tags(gix::remote::fetch::Tags::None);
+    let connection = remote
+        .connect(gix::remote::Direction::Fetch)
+        .map_err(|e| format!("cannot connect: {}", message(&e)))?;
+    let prepared = connection
+        .prepare_fetch(gix::progress::Discard, Default::default())
+        .map_err(|e| format!("cannot list references: {}", message(&e)))?;
+    // Nothing interrupts a fetch from inside; the caller's backoff bounds retries.
+    let interrupt = AtomicBool::new(false);
+    prepared
+        .receive(gix::progress::Discard, &interrupt)
+        .map_err(|e| format!("cannot receive objects: {}", message(&e)))?;
+    Ok(())
+}
+
+/// Resolves `revision` to a commit, in git's order: `HEAD` (or empty); a reference
+/// (`refs/...`, then `refs/tags/<rev>`, `refs/heads/<rev>`, as `git rev-parse`); then a
+/// full or abbreviated (≥ 4 hex digits) commit id. An annotated tag resolves to its
+/// commit.
+pub(crate) fn resolve(
+    opened: &Opened,
+    repo_url: &str,
+    revision: &str,
+) -> Result<ObjectId, SourceError> {
+    let repo = opened.repo.to_thread_local();
+    let rev = revision.trim();
+    let not_found = |detail: Option<String>| SourceError::RevisionNotFound {
+        repo: repo_url.to_owned(),
+        revision: revision.to_owned(),
+        detail,
+    };
+    let id = if rev.is_empty() || rev == "HEAD" {
+        if opened.mirror {
+            peel_reference(&repo, REMOTE_HEAD)
+                .ok_or_else(|| not_found(Some("the remote has no HEAD".into())))?
+        } else {
+            repo.head_id()
+                .map_err(|e| not_found(Some(format!("HEAD: {}", message(&e)))))?
+                .detach()
+        }
+    } else if let Some(id) = peel_reference(&repo, rev) {
+        id
+    } else if (4..=40).contains(&rev.len()) && rev.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let prefix =
+            gix::hash::Prefix::from_hex(rev).map_err(|e| not_found(Some(e.to_string())))?;
+        match repo.objects.lookup_prefix(prefix, None) {
+            Ok(Some(Ok(id))) => id,
+            Ok(Some(Err(()))) => {
+                return Err(not_found(Some("the abbreviated id is ambiguous".into())));
+            }
+            Ok(None) => return Err(not_found(None)),
+            Err(e) => {
+                return Err(SourceError::Git {
+                    repo: repo_url.to_owned(),
+                    message: e.to_string(),
+                });
+            }
+        }
+    } else {
+        return Err(not_found(None));
+    };
+    let object = repo
+        .find_object(id)
+        .and_then(|o| o.peel_tags_to_end())
+        .map_err(|e| not_found(Some(format!("{id}: {}", message(&e)))))?;
+    if object.kind != gix::object::Kind::Commit {
+        return Err(not_found(Some(format!(
+            "{id} is a {}, not a commit",
+            object.kind
+        ))));
+    }
+    Ok(object.id)
+}
+
+/// The object a reference points at, peeled through symbolic references; `None` when no
+/// reference has that (partial) name or the name is not a valid reference name.
+fn peel_reference(repo: &gix::Repository, name: &str) -> Option<ObjectId> {
+    let mut reference = repo.try_find_reference(name).ok()??;
+    reference.peel_to_id().ok().map(|id| id.detach())
+}
+
+/// `path` as tree components: `""`, `"."` and `"./"` are the root; `..` and absolute
+/// paths are refused. The result joined with `/` keys the read cache.
+pub(crate) fn clean_path(repo_url: &str, path: &str) -> Result<Vec<String>, SourceError> {
+    let invalid = |reason: &str| SourceError::InvalidPath {
+        repo: repo_url.to_owned(),
+        path: path.to_owned(),
+        reason: reason.to_owned(),
+    };
+    if path.starts_with('/') {
+        return Err(invalid("must be relative to the repository root"));
+    }
+    let mut parts = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return Err(invalid("must not leave the repository (..)")),
+            _ => parts.push(part.to_owned()),
+        }
+    }
+    Ok(parts)
+}
+
+/// Reads every manifest under `path` of `commit` (depth first; in a directory, files in
+/// name order before subdirectories), skipping hidden entries (`.`-prefixed), files of
+/// other extensions, symbolic links and submodules.
+pub(crate) fn read_manifests(
+    opened: &Opened,
+    repo_url: &str,
+    revision: &str,
+    commit: ObjectId,
+    path: &[String],
+) -> Result<Vec<Manifest>, SourceError> {
+    let repo = opened.repo.to_thread_local();
+    let git = |e: gix::Error| SourceError::Git {
+        repo: repo_url.to_owned(),
+        message: format!("commit {commit}: {}", message(&e)),
+    };
+    let path_error = |reason| SourceError::PathNotFound {
+        repo: repo_url.to_owned(),
+        revision: revision.to_owned(),
+        commit: commit.to_string(),
+        path: path.join("/"),
+        reason,
+    };
+    let root = repo
+        .find_commit(commit)
+        .and_then(|c| c.tree_id())
+        .map_err(git)?
+        .detach();
+    let start = if path.is_empty() {
+        root
+    } else {
+        let tree = repo.find_tree(root).map_err(git)?;
+        let entry = tree
+            .lookup_entry(path.iter().map(|p| p.as_bytes()))
+            .map_err(git)?
+            .ok_or_else(|| path_error("not found"))?;
+        if !entry.mode().is_tree() {
+            return Err(path_error("is not a directory"));
+        }
+        entry.object_id()
+    };
+
+    let mut out = Vec::new();
+    // An explicit stack: a hostile repository may nest trees deeper than the thread's stack.
+    let mut stack = vec![(start, path.join("/"))];
+    while let Some((tree_id, dir)) = stack.pop() {
+        let tree = repo.find_tree(tree_id).map_err(git)?;
+        let decoded = tree.decode().map_err(git)?;
+        let file_path = |name: &str| {
+            if dir.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{dir}/{name}")
+            }
+        };
+        let mut files = Vec::new();
+        let mut subdirs = Vec::new();
+        for entry in &decoded.entries {
+            let name = String::from_utf8_lossy(entry.filename);
+            if name.starts_with('.') {
+                continue;
+            }
+            if let Some((_, tool)) = OTHER_TOOLS.iter().find(|(file, _)| *file == name) {
+                return Err(SourceError::UnsupportedSource {
+                    repo: repo_url.to_owned(),
+                    revision: revision.to_owned(),
+                    commit: commit.to_string(),
+                    file: file_path(&name),
+                    tool,
+                });
+            }
+            if entry.mode.is_tree() {
+                subdirs.push((entry.oid.to_owned(), file_path(&name)));
+            } else if entry.mode.is_blob()
+                && let Some(format) = FileFormat::of(&name)
+            {
+                files.push((entry.oid.to_owned(), file_path(&name), format));
+            }
+        }
+        for (oid, file, format) in files {
+            let blob = repo.find_blob(oid).map_err(git)?;
+            let objects =
+                parse_file(&file, format, &blob.data).map_err(|error| SourceError::Manifest {
+                    repo: repo_url.to_owned(),
+                    revision: revision.to_owned(),
+                    commit: commit.to_string(),
+                    error,
+                })?;
+            out.extend(objects);
+        }
+        // Reversed so that the first subdirectory is read first.
+        stack.extend(subdirs.into_iter().rev());
+    }
+    check_duplicates(&out).map_err(|(identity, first, second)| SourceError::DuplicateObject {
+        repo: repo_url.to_owned(),
+        revision: revision.to_owned(),
+        commit: commit.to_string(),
+        identity,
+        first,
+        second,
+    })?;
+    Ok(out)
+}
+
+/// The first identity defined twice, by group (not version: `apps/v1` and `apps/v1beta1`
+/// name one object), kind, namespace as written, and name.
+fn check_duplicates(objects: &[Manifest]) -> Result<(), (String, Location, Location)> {
+    let mut seen: HashMap<(&str, &str, Option<&str>, &str), &Location> = HashMap::new();
+    for m in objects {
+        let id = &m.identity;
+        let key = (
+            id.group(),
+            id.kind.as_str(),
+            id.namespace.as_deref(),
+            id.name.as_str(),
+        );
+        if let Some(first) = seen.insert(key, &m.location) {
+            return Err((id.to_string(), first.clone(), m.location.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// gix's error with its causes, on one line.
+fn message(e: &gix::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.iter_errors() {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
+}

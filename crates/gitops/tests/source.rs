@@ -1,0 +1,316 @@
+//! The Git source against real repositories: revisions, trees, manifests, errors.
+
+mod source_support;
+
+use fleetshard_core::AppSource;
+use fleetshard_gitops::source::{Manifests, Refresh, RepoCache, RepoCacheConfig, SourceError};
+use source_support::{Git, config_map};
+
+fn source(repo: &str, revision: &str, path: &str) -> AppSource {
+    AppSource {
+        repo_url: repo.to_owned(),
+        target_revision: revision.to_owned(),
+        path: path.to_owned(),
+    }
+}
+
+fn cache(dir: &tempfile::TempDir) -> RepoCache {
+    RepoCache::new(RepoCacheConfig::new(dir.path().join("cache")))
+}
+
+fn names(m: &Manifests) -> Vec<String> {
+    m.objects
+        .iter()
+        .map(|o| format!("{} {} @{}", o.identity.kind, o.identity.name, o.location))
+        .collect()
+}
+
+/// Two commits on `main`, an annotated tag `v1` and a lightweight tag `light` on the first.
+fn two_commits(tmp: &tempfile::TempDir) -> (Git, String, String) {
+    let git = Git::init(&tmp.path().join("repo"));
+    git.write("app/cm.yaml", &config_map("cm", "one"));
+    let c1 = git.commit("one");
+    git.run(&["tag", "-a", "v1", "-m", "release 1"]);
+    git.run(&["tag", "light"]);
+    git.write("app/cm.yaml", &config_map("cm", "two"));
+    let c2 = git.commit("two");
+    (git, c1, c2)
+}
+
+#[tokio::test]
+async fn revisions_resolve_like_git() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (git, c1, c2) = two_commits(&tmp);
+    git.run(&["branch", "old", &c1]);
+    let cache = cache(&tmp);
+    let repo = git.path();
+    let cases = [
+        ("main", &c2),
+        ("HEAD", &c2),
+        ("", &c2),
+        ("refs/heads/main", &c2),
+        ("old", &c1),
+        ("v1", &c1),
+        ("refs/tags/v1", &c1),
+        ("light", &c1),
+        (c1.as_str(), &c1),
+        (&c1[..7], &c1),
+        (&c2[..12], &c2),
+    ];
+    for (revision, want) in cases {
+        let got = cache.resolve(&repo, revision, Refresh::Normal).await;
+        assert_eq!(got.as_deref(), Ok(want.as_str()), "revision {revision:?}");
+    }
+    let m = cache
+        .manifests(&source(&repo, "v1", "app"), Refresh::Normal)
+        .await
+        .unwrap();
+    assert_eq!(m.commit, c1);
+    assert_eq!(m.objects[0].object["data"]["value"], "one");
+    let m = cache
+        .manifests(&source(&repo, "main", "app"), Refresh::Normal)
+        .await
+        .unwrap();
+    assert_eq!(m.objects[0].object["data"]["value"], "two");
+}
+
+#[tokio::test]
+async fn file_urls_and_plain_paths_read_the_same_repository_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (git, _, c2) = two_commits(&tmp);
+    let cache = cache(&tmp);
+    let by_path = cache
+        .manifests(&source(&git.path(), "main", "app"), Refresh::Normal)
+        .await
+        .unwrap();
+    let by_url = cache
+        .manifests(&source(&git.file_url(), "main", "app/"), Refresh::Normal)
+        .await
+        .unwrap();
+    assert_eq!(by_path.commit, c2);
+    assert_eq!(by_path, by_url);
+    let stats = cache.stats();
+    assert_eq!((stats.fetches, stats.reads), (1, 1), "{stats:?}");
+    // Nothing was copied: a local repository is read in place.
+    assert!(!tmp.path().join("cache").exists());
+}
+
+#[tokio::test]
+async fn trees_are_read_recursively_with_multi_document_yaml_json_and_lists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    git.write(
+        "apps/a.yaml",
+        &format!("{}---\n{}", config_map("a1", "x"), config_map("a2", "y")),
+    )
+    .write(
+        "apps/z/b.json",
+        r#"{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "b", "namespace": "prod"}}"#,
+    )
+    .write(
+        "apps/z/deeper/list.yml",
+        "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Service, metadata: {name: s1}}\n- {apiVersion: v1, kind: Service, metadata: {name: s2}}\n",
+    )
+    .write("apps/.hidden.yaml", "not: [valid")
+    .write(".github/workflow.yaml", "not: [valid")
+    .write("apps/.config/x.yaml", "not: [valid")
+    .write("apps/README.md", "# not a manifest\n")
+    .write("apps/values.txt", "x: [")
+    .write("other/c.yaml", &config_map("elsewhere", "z"));
+    git.commit("tree");
+    let cache = cache(&tmp);
+    let m = cache
+        .manifests(&source(&git.path(), "HEAD", "apps"), Refresh::Normal)
+        .await
+        .unwrap();
+    assert_eq!(
+        names(&m),
+        vec![
+            "ConfigMap a1 @apps/a.yaml, document 1",
+            "ConfigMap a2 @apps/a.yaml, document 2",
+            "Deployment b @apps/z/b.json, document 1",
+            "Service s1 @apps/z/deeper/list.yml, document 1, items[0]",
+            "Service s2 @apps/z/deeper/list.yml, document 1, items[1]",
+        ]
+    );
+    assert_eq!(m.objects[2].identity.namespace.as_deref(), Some("prod"));
+    assert_eq!(m.objects[2].identity.group(), "apps");
+    // The root reads everything but hidden entries.
+    let all = cache
+        .manifests(&source(&git.path(), "HEAD", "."), Refresh::Normal)
+        .await
+        .unwrap();
+    assert_eq!(all.objects.len(), 6);
+}
+
+#[tokio::test]
+async fn bad_manifests_name_file_and_document_and_are_typed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    git.write("ok/a.yaml", &config_map("a", "1"))
+        .write(
+            "nokind/x.yaml",
+            &format!(
+                "{}---\napiVersion: v1\nmetadata: {{name: b}}\n",
+                config_map("a", "1")
+            ),
+        )
+        .write(
+            "syntax/y.yaml",
+            "apiVersion: v1\nkind: A\nmetadata:\n  name: [unclosed\n",
+        )
+        .write("dup/one.yaml", &config_map("same", "1"))
+        .write("dup/two/two.yaml", &config_map("same", "2"))
+        .write("kust/kustomization.yaml", "resources: [a.yaml]\n")
+        .write("kust/a.yaml", &config_map("a", "1"))
+        .write("helm/sub/Chart.yaml", "apiVersion: v2\nname: c\n")
+        .write("afile.yaml", &config_map("f", "1"));
+    let commit = git.commit("bad things");
+    let cache = cache(&tmp);
+    let repo = git.path();
+    let read = |path: &'static str| {
+        let cache = cache.clone();
+        let repo = repo.clone();
+        async move {
+            cache
+                .manifests(&source(&repo, "main", path), Refresh::Normal)
+                .await
+        }
+    };
+
+    match read("nokind").await.unwrap_err() {
+        SourceError::Manifest {
+            error,
+            commit: c,
+            revision,
+            ..
+        } => {
+            assert_eq!(c, commit);
+            assert_eq!(revision, "main");
+            assert_eq!(
+                error.to_string(),
+                "nokind/x.yaml, document 2: object has no kind"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let err = read("syntax").await.unwrap_err();
+    assert!(
+        matches!(&err, SourceError::Manifest { error: fleetshard_gitops::source::ManifestError::Syntax { at, line: Some(_), .. }, .. } if at.file == "syntax/y.yaml"),
+        "{err:?}"
+    );
+    match read("dup").await.unwrap_err() {
+        SourceError::DuplicateObject {
+            identity,
+            first,
+            second,
+            ..
+        } => {
+            assert_eq!(identity, "ConfigMap same");
+            assert_eq!(first.file, "dup/one.yaml");
+            assert_eq!(second.file, "dup/two/two.yaml");
+        }
+        other => panic!("{other:?}"),
+    }
+    let err = read("kust").await.unwrap_err();
+    assert!(
+        matches!(&err, SourceError::UnsupportedSource { file, tool: "Kustomize", .. } if file == "kust/kustomization.yaml"),
+        "{err:?}"
+    );
+    let err = read("helm").await.unwrap_err();
+    assert!(
+        matches!(&err, SourceError::UnsupportedSource { tool: "Helm", .. }),
+        "{err:?}"
+    );
+    let err = read("missing/dir").await.unwrap_err();
+    assert!(
+        matches!(&err, SourceError::PathNotFound { reason: "not found", path, .. } if path == "missing/dir"),
+        "{err:?}"
+    );
+    let err = read("afile.yaml").await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            SourceError::PathNotFound {
+                reason: "is not a directory",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    for path in ["../x", "/etc", "a/../../b"] {
+        let err = read(path).await.unwrap_err();
+        assert!(
+            matches!(&err, SourceError::InvalidPath { .. }),
+            "{path}: {err:?}"
+        );
+    }
+    // The error names the repository, the revision and the commit.
+    let text = read("nokind").await.unwrap_err().to_string();
+    assert!(
+        text.contains(&repo) && text.contains("\"main\"") && text.contains(&commit),
+        "{text}"
+    );
+    // A bad file stays bad at its commit: the second ask is answered from the cache.
+    let before = cache.stats().reads;
+    read("nokind").await.unwrap_err();
+    assert_eq!(cache.stats().reads, before);
+    // The rest of the repository is still readable.
+    assert_eq!(read("ok").await.unwrap().objects.len(), 1);
+}
+
+#[tokio::test]
+async fn missing_repositories_and_revisions_are_typed_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (git, _, _) = two_commits(&tmp);
+    let cache = cache(&tmp);
+    let missing = tmp.path().join("nope").display().to_string();
+    let err = cache
+        .resolve(&missing, "main", Refresh::Normal)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SourceError::RepoNotFound { repo, .. } if *repo == missing),
+        "{err:?}"
+    );
+    let not_git = tmp.path().join("plain");
+    std::fs::create_dir_all(&not_git).unwrap();
+    let err = cache
+        .resolve(&not_git.display().to_string(), "main", Refresh::Normal)
+        .await
+        .unwrap_err();
+    assert!(matches!(&err, SourceError::RepoNotFound { .. }), "{err:?}");
+    for revision in [
+        "nosuchbranch",
+        "deadbeef",
+        "0123456789012345678901234567890123456789",
+        "a..b",
+    ] {
+        let err = cache
+            .resolve(&git.path(), revision, Refresh::Normal)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, SourceError::RevisionNotFound { revision: r, .. } if r == revision),
+            "{revision}: {err:?}"
+        );
+    }
+    // A tree id is an object, but not a commit.
+    let tree = git.run(&["rev-parse", "HEAD^{tree}"]);
+    let err = cache
+        .resolve(&git.path(), &tree, Refresh::Normal)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SourceError::RevisionNotFound { detail: Some(d), .. } if d.contains("not a commit")),
+        "{err:?}"
+    );
+    let err = cache
+        .resolve("https://example.invalid/r.git", "main", Refresh::Normal)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SourceError::UnsupportedUrl { .. }),
+        "{err:?}"
+    );
+}
