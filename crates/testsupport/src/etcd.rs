@@ -193,14 +193,49 @@ impl EtcdServer {
     }
 
     /// Freezes etcd (SIGSTOP): its sockets stay open but nothing answers, as with a hung
-    /// server or a partition that drops packets.
+    /// server or a partition that drops packets. Returns once every thread of etcd is
+    /// stopped, so nothing it does afterwards can race the caller's next step.
     pub fn pause(&self) -> Result<(), EtcdError> {
-        self.signal("pause", "-STOP")
+        self.signal("pause", "-STOP")?;
+        self.wait_for_threads("pause", true)
     }
 
-    /// Thaws etcd after [`EtcdServer::pause`] (SIGCONT).
+    /// Thaws etcd after [`EtcdServer::pause`] (SIGCONT); returns once no thread is stopped.
     pub fn resume(&self) -> Result<(), EtcdError> {
-        self.signal("resume", "-CONT")
+        self.signal("resume", "-CONT")?;
+        self.wait_for_threads("resume", false)
+    }
+
+    /// Polls `/proc/PID/task/*/stat` until every thread is (or no thread is) in the stopped
+    /// state `T`: a signal is only queued when `kill` returns, and a thread running on
+    /// another core goes on until it is next scheduled.
+    fn wait_for_threads(&self, what: &'static str, stopped: bool) -> Result<(), EtcdError> {
+        let pid = self.pid().ok_or(EtcdError::NotLocal(what))?;
+        let tasks = PathBuf::from(format!("/proc/{pid}/task"));
+        // Bounds a wait on another process; no decision reads this clock.
+        #[allow(clippy::disallowed_types)]
+        let start = std::time::Instant::now();
+        loop {
+            let states: Vec<bool> = std::fs::read_dir(&tasks)
+                .map_err(io(format!("reading {}", tasks.display())))?
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+                // The state follows the parenthesised command name, which may hold spaces.
+                .filter_map(|stat| {
+                    stat.rsplit_once(')')
+                        .map(|(_, rest)| rest.trim_start().starts_with('T'))
+                })
+                .collect();
+            if !states.is_empty() && states.iter().all(|&t| t == stopped) {
+                return Ok(());
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                return Err(EtcdError::Io {
+                    what: format!("{what} etcd (pid {pid})"),
+                    source: std::io::Error::other("its threads did not change state within 10 s"),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     /// Kills etcd (SIGKILL) and reaps it; its data stays for [`EtcdServer::restart`].
