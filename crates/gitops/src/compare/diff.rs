@@ -104,7 +104,15 @@ impl<'k> Walker<'k> {
             }
             self.path.push(Seg::Field(name.clone()));
             if !is_empty_like(l) && !self.is_default(live, l) {
-                self.record(DifferenceKind::ExtraInLive, None, Some(l));
+                // Descend: of a map or keyed list we applied, only what we applied counts
+                // (`metadata.annotations` may hold nothing of ours but the tracking id).
+                match l {
+                    Value::Object(l) => self.compare_maps(&Map::new(), l, owned.field(name)),
+                    Value::Array(l) if merge_key(name, &[], l).is_some() => {
+                        self.compare_lists(&[], l, owned.field(name))
+                    }
+                    _ => self.record(DifferenceKind::ExtraInLive, None, Some(l)),
+                }
             }
             self.path.pop();
         }
