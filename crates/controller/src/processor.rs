@@ -228,7 +228,10 @@ async fn worker<R: Reconciler>(
         tokio::task::coop::consume_budget().await;
         let guard = match filter.admit(&app) {
             Admission::Admitted(g) => g,
-            Admission::NotOwned | Admission::Unresolved | Admission::Unknown => {
+            Admission::NotOwned
+            | Admission::LeaseLapsed
+            | Admission::Unresolved
+            | Admission::Unknown => {
                 PoolStats::bump(&stats.skipped);
                 queue.forget(&app);
                 queue.done(&app);

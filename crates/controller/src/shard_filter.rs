@@ -44,6 +44,10 @@ pub enum Admission {
     Admitted(InFlight),
     /// Its cluster is not owned by this replica now: drop it.
     NotOwned,
+    /// The replica's shard lease is past its deadline (or unknown): drop it. Ownership
+    /// ends at the deadline, whatever the clusters' stops are doing (a paused process
+    /// resumes past it and must start nothing).
+    LeaseLapsed,
     /// Its destination resolves to no cluster: drop it (it is listed as unresolved).
     Unresolved,
     /// The app is not in the inventory (deleted): drop it.
@@ -125,6 +129,9 @@ impl FilterMetrics {
 #[derive(Debug, Default)]
 struct State {
     owned: HashSet<Arc<str>>,
+    /// The shard lease's deadline; `None` until the runner reports one (then nothing
+    /// is gated: a filter used without a runner, in tests and benches, admits freely).
+    lease_until: Option<Option<tokio::time::Instant>>,
     /// App → the id of the cluster it deploys to.
     app_cluster: HashMap<AppKey, Arc<str>>,
     cluster_apps: HashMap<Arc<str>, HashSet<AppKey>>,
@@ -304,11 +311,33 @@ impl ShardFilter {
             self.metrics.not_owned.inc();
             return Admission::NotOwned;
         }
+        if let Some(until) = s.lease_until
+            && until.is_none_or(|u| tokio::time::Instant::now() >= u)
+        {
+            self.metrics.not_owned.inc();
+            return Admission::LeaseLapsed;
+        }
         *s.in_flight.entry(cluster.clone()).or_default() += 1;
         Admission::Admitted(InFlight {
             filter: self.clone(),
             cluster,
         })
+    }
+
+    /// The shard lease's deadline as the runner reports it (`None`: no lease). From the
+    /// first call on, nothing is admitted at or past the deadline.
+    pub fn set_lease_deadline(&self, until: Option<tokio::time::Instant>) {
+        self.lock().lease_until = Some(until);
+    }
+
+    /// Whether work may run now: the lease is valid (or no deadline was ever reported).
+    /// A reconciler checks this before each side effect (an apply), so work in flight
+    /// ends at the deadline too.
+    pub fn lease_valid(&self) -> bool {
+        match self.lock().lease_until {
+            None => true,
+            Some(until) => until.is_some_and(|u| tokio::time::Instant::now() < u),
+        }
     }
 
     /// Whether this replica owns `cluster` now.

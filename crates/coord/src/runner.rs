@@ -134,10 +134,12 @@ pub struct NoMetrics;
 
 impl RunnerMetrics for NoMetrics {}
 
-/// A stop that finished, on its way back to the owning task. It is reported when it
-/// finished, even after a lapse: work in flight may have run until then.
+/// A stop that finished, on its way back to the owning task. A stop caused by a lapse
+/// keeps the lapse time: the controller admits no work past the lease deadline (its
+/// shard filter follows `Status::lease_valid_until`), so ownership ended then.
 struct StopDone {
     cluster: String,
+    lapsed_at: Option<Instant>,
 }
 
 /// A write's outcome on its way back to the owning task.
@@ -297,7 +299,7 @@ impl Runner {
                 Some(stop) = stops_rx.recv() => {
                     self.replica.on_stopped(&stop.cluster);
                     tracing::info!(identity = %self.cfg.identity, cluster = %stop.cluster, "stopped");
-                    self.report(Ownership::Stopped(stop.cluster), None);
+                    self.report(Ownership::Stopped(stop.cluster), stop.lapsed_at);
                     // The acknowledgement or release it held back goes out now.
                     let actions = self.replica.tick(self.now());
                     self.execute(actions, &done_tx);
@@ -434,7 +436,10 @@ impl Runner {
                             let (stopping, tx) = (hook.stop(c.clone()), self.stops_tx.clone());
                             tokio::spawn(async move {
                                 stopping.await;
-                                let _ = tx.send(StopDone { cluster: c });
+                                let _ = tx.send(StopDone {
+                                    cluster: c,
+                                    lapsed_at,
+                                });
                             });
                         }
                     }

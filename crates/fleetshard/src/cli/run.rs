@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, watch};
 use self::audit::AuditEvent;
 use self::http::View;
 use self::metrics::Metrics;
+use fleetshard_controller::{ControllerRuntime, NoopReconciler, PoolConfig, RuntimeConfig};
 
 use super::input::{self, FleetArgs};
 use super::shards::ShardsArg;
@@ -66,6 +67,22 @@ pub struct RunArgs {
         env = "FLEETSHARD_LISTEN"
     )]
     pub listen: SocketAddr,
+    /// Refresh workers (Argo CD's `--status-processors`).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20,
+        env = "ARGOCD_APPLICATION_CONTROLLER_STATUS_PROCESSORS"
+    )]
+    pub status_processors: usize,
+    /// Operation (sync) workers (Argo CD's `--operation-processors`).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 10,
+        env = "ARGOCD_APPLICATION_CONTROLLER_OPERATION_PROCESSORS"
+    )]
+    pub operation_processors: usize,
     /// Append one JSON line per ownership change to this file.
     #[arg(long, value_name = "FILE", env = "FLEETSHARD_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
@@ -151,7 +168,26 @@ async fn serve(
         placement: PlacementConfig::default(),
     };
     let loads = fleet.loads();
+    let mut metrics = Metrics::new();
+    // The controller runtime: queues, shard filter, workers. Clusters are stopped through
+    // it, so a handover is acknowledged only once their work has ended.
+    let pools = PoolConfig {
+        status_processors: args.status_processors,
+        operation_processors: args.operation_processors,
+        ..PoolConfig::default()
+    };
+    let mut controller = ControllerRuntime::start(
+        RuntimeConfig {
+            pools,
+            ..RuntimeConfig::default()
+        },
+        Arc::new(NoopReconciler),
+        metrics.registry_mut(),
+    )
+    .context("starting the controller runtime")?;
+    controller.set_inventory(&fleet.clusters, &fleet.apps);
     let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let events_rx = controller.follow(events_rx);
     let (runner, status) = Runner::new(
         store.clone(),
         cfg.clone(),
@@ -160,8 +196,9 @@ async fn serve(
         loads,
         events_tx,
     )?;
-    let metrics = Metrics::new();
-    let mut runner = runner.with_metrics(Arc::new(metrics.store_latency()));
+    let mut runner = runner
+        .with_metrics(Arc::new(metrics.store_latency()))
+        .with_stop_hook(controller.stop_hook());
     // Kept alive for the run: dropping it stops the Deployment watch.
     let _replicas = match &args.shards.1 {
         Some(deployment) => {
@@ -202,13 +239,16 @@ async fn serve(
             lapsed_ago: e.lapsed_at.map(|t| t.elapsed()),
         },
     ));
+    controller.follow_lease(status.clone());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let runner_task = tokio::spawn(runner.run(shutdown_rx));
     wait_for_signal().await?;
     tracing::info!("signal received: releasing the shard");
     let _ = shutdown_tx.send(true);
     let released = runner_task.await.context("the runner task failed")?;
-    // The runner is gone, so the event channel closes and the audit log is complete.
+    // The runner is gone, so the event channel closes: the controller's feed ends, its
+    // workers drain, and the audit log is complete.
+    controller.shutdown().await;
     audit_task.await.context("the audit task failed")??;
     http.abort();
     tracing::info!(released, "replica stopped");

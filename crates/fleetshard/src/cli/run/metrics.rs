@@ -142,6 +142,11 @@ impl Metrics {
         m
     }
 
+    /// The registry, for metrics of other parts (the controller's queues).
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
     /// The sink the runner reports store latencies to (shares this registry's metrics).
     pub fn store_latency(&self) -> StoreLatency {
         self.latency.clone()

@@ -1,0 +1,237 @@
+//! One replica's controller runtime, assembled: the refresh and operation queues, the
+//! shard filter, the worker pools, and the two links to the coordination runner — the
+//! [`StopHook`] (a cluster's stop is acknowledged only once its work has ended: G1 across
+//! the whole replica) and the ownership feed (a started cluster's apps are queued).
+
+use std::sync::Arc;
+
+use fleetshard_coord::runner::{Ownership, OwnershipChange, Status, StopHook};
+use fleetshard_core::{App, Cluster};
+use futures::future::BoxFuture;
+use prometheus_client::registry::Registry;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::ConfigError;
+use crate::processor::{PoolConfig, Processors, Reconciler};
+use crate::queue::{RateLimiterConfig, WorkQueue, WorkQueueMetrics};
+use crate::shard_filter::{FilterMetrics, ShardFilter};
+
+/// A reconciler that does nothing: the queues, the shard filter and the handover gate
+/// run, no app is changed. What `fleetshard run --reconciler none` uses.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopReconciler;
+
+impl Reconciler for NoopReconciler {
+    async fn refresh(&self, _: &crate::AppKey) -> Result<(), crate::ReconcileError> {
+        Ok(())
+    }
+    async fn operate(&self, _: &crate::AppKey) -> Result<crate::Operated, crate::ReconcileError> {
+        Ok(crate::Operated::Idle)
+    }
+}
+
+/// How the runtime is set up.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeConfig {
+    /// Worker pool sizes.
+    pub pools: PoolConfig,
+    /// Both queues' rate limits.
+    pub limits: RateLimiterConfig,
+}
+
+/// The running controller of one replica.
+#[derive(Debug)]
+pub struct ControllerRuntime {
+    processors: Processors,
+    feed: Option<JoinHandle<()>>,
+    lease: Option<JoinHandle<()>>,
+}
+
+/// Stops a cluster's work through the shard filter: drops its queued items and resolves
+/// once none of its items is in flight.
+#[derive(Debug, Clone)]
+pub struct FilterStopHook(pub Arc<ShardFilter>);
+
+impl StopHook for FilterStopHook {
+    fn stop(&self, cluster: String) -> BoxFuture<'static, ()> {
+        let filter = self.0.clone();
+        Box::pin(async move { filter.stop_cluster(&cluster).await })
+    }
+}
+
+impl ControllerRuntime {
+    /// Starts the pools with `reconciler`, the metrics registered in `registry` (queues
+    /// `app_refresh` and `app_operation`, as Argo CD names them, and the shard filter).
+    pub fn start<R: Reconciler>(
+        cfg: RuntimeConfig,
+        reconciler: Arc<R>,
+        registry: &mut Registry,
+    ) -> Result<Self, ConfigError> {
+        let queue_metrics = WorkQueueMetrics::register(registry);
+        let refresh = WorkQueue::new(cfg.limits, Some(queue_metrics.queue("app_refresh")))?;
+        let operation = WorkQueue::new(cfg.limits, Some(queue_metrics.queue("app_operation")))?;
+        let filter_metrics = FilterMetrics::default();
+        filter_metrics.register(registry);
+        let filter = ShardFilter::new(refresh, operation, filter_metrics);
+        let processors = Processors::start(cfg.pools, filter, reconciler)?;
+        Ok(ControllerRuntime {
+            processors,
+            feed: None,
+            lease: None,
+        })
+    }
+
+    /// The shard filter.
+    pub fn filter(&self) -> &Arc<ShardFilter> {
+        self.processors.filter()
+    }
+
+    /// The hook the coordination runner stops clusters through.
+    pub fn stop_hook(&self) -> Arc<dyn StopHook> {
+        Arc::new(FilterStopHook(self.filter().clone()))
+    }
+
+    /// Sets the inventory (clusters and apps) the filter resolves apps against.
+    pub fn set_inventory(&self, clusters: &[Cluster], apps: &[App]) {
+        self.filter().set_inventory(clusters, apps);
+    }
+
+    /// Follows the runner's ownership events: a start queues the cluster's apps (a stop
+    /// was already carried out by the [`StopHook`] before the runner reported it, so it is
+    /// not repeated — repeating it could stop the cluster after a quick restart). Every
+    /// event is passed on to the returned receiver (the audit log), after it took effect.
+    pub fn follow(
+        &mut self,
+        mut events: mpsc::UnboundedReceiver<OwnershipChange>,
+    ) -> mpsc::UnboundedReceiver<OwnershipChange> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let filter = self.filter().clone();
+        self.feed = Some(tokio::spawn(async move {
+            while let Some(change) = events.recv().await {
+                if let Ownership::Started(c) = &change.change {
+                    filter.start_cluster(c);
+                }
+                // A closed receiver (no audit log) is fine: the filter was fed.
+                let _ = tx.send(change);
+            }
+        }));
+        rx
+    }
+
+    /// Follows the runner's lease deadline: from now on nothing is admitted past it.
+    pub fn follow_lease(&mut self, mut status: tokio::sync::watch::Receiver<Status>) {
+        let filter = self.filter().clone();
+        let until = status.borrow_and_update().lease_valid_until;
+        filter.set_lease_deadline(until);
+        self.lease = Some(tokio::spawn(async move {
+            while status.changed().await.is_ok() {
+                let until = status.borrow_and_update().lease_valid_until;
+                filter.set_lease_deadline(until);
+            }
+        }));
+    }
+
+    /// Stops both pools (queued items are dropped) and waits for work in flight.
+    pub async fn shutdown(mut self) {
+        if let Some(feed) = self.feed.take() {
+            // The runner has returned, so its sender is gone and the feed ends by itself.
+            let _ = feed.await;
+        }
+        if let Some(lease) = self.lease.take() {
+            lease.abort();
+        }
+        self.processors.shutdown().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::AppKey;
+    use crate::processor::{Operated, ReconcileError};
+
+    /// Counts refreshes; each takes 1 s.
+    #[derive(Default)]
+    struct Slow(AtomicUsize);
+
+    impl Reconciler for Slow {
+        async fn refresh(&self, _: &AppKey) -> Result<(), ReconcileError> {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        async fn operate(&self, _: &AppKey) -> Result<Operated, ReconcileError> {
+            Ok(Operated::Idle)
+        }
+    }
+
+    fn change(c: Ownership) -> OwnershipChange {
+        OwnershipChange {
+            identity: "r".into(),
+            change: c,
+            shard: Some(0),
+            generation: 1,
+            lapsed_at: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_start_queues_apps_and_a_stop_waits_for_work_in_flight() {
+        let mut registry = Registry::default();
+        let rec = Arc::new(Slow::default());
+        let mut rt =
+            ControllerRuntime::start(RuntimeConfig::default(), rec.clone(), &mut registry).unwrap();
+        let clusters = [Cluster::new("c1", "https://c1")];
+        let apps: Vec<App> = (0..3)
+            .map(|i| App::to_server("argocd", &format!("a{i}"), "https://c1"))
+            .collect();
+        rt.set_inventory(&clusters, &apps);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut out = rt.follow(rx);
+        tx.send(change(Ownership::Started("c1".into()))).unwrap();
+        assert!(out.recv().await.is_some(), "the start is passed on");
+        // Let the workers pick the three refreshes up (each takes 1 s).
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(rt.filter().in_flight("c1"), 3);
+        let hook = rt.stop_hook();
+        let started = tokio::time::Instant::now();
+        hook.stop("c1".into()).await;
+        assert!(
+            started.elapsed() >= Duration::from_millis(800),
+            "waited for the work"
+        );
+        assert_eq!(rt.filter().in_flight("c1"), 0);
+        assert_eq!(rec.0.load(Ordering::SeqCst), 3);
+        // The runner reports the stop after the hook: the feed does not stop it again, so a
+        // quick restart that came first stays started.
+        tx.send(change(Ownership::Started("c1".into()))).unwrap();
+        tx.send(change(Ownership::Stopped("c1".into()))).unwrap();
+        out.recv().await.unwrap();
+        out.recv().await.unwrap();
+        assert!(rt.filter().owns("c1"));
+        // Past the lease deadline nothing is admitted, although the cluster is owned.
+        let (status_tx, status_rx) = tokio::sync::watch::channel(Status {
+            lease_valid_until: Some(tokio::time::Instant::now() + Duration::from_secs(2)),
+            ..Status::default()
+        });
+        rt.follow_lease(status_rx);
+        assert!(rt.filter().lease_valid());
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(!rt.filter().lease_valid());
+        let before = rec.0.load(Ordering::SeqCst);
+        rt.filter().refresh_queue().add(AppKey::new("argocd", "a0"));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            rec.0.load(Ordering::SeqCst),
+            before,
+            "nothing ran past the deadline"
+        );
+        drop(status_tx);
+        drop(tx);
+        rt.shutdown().await;
+    }
+}
