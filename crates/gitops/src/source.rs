@@ -14,6 +14,9 @@
 //!   read recursively; `List` kinds are flattened; hidden entries, other files, symbolic
 //!   links and submodules are skipped; a Kustomize or Helm directory is refused
 //!   ([`SourceError::UnsupportedSource`]) rather than misread.
+//! - Limits: a mirror keeps branches and tags deleted on the remote (fetches do not prune),
+//!   so such a revision still resolves to its last commit; one process owns a cache
+//!   directory (no locking between processes); submodules and Git LFS are not followed.
 //! - Every failure is a [`SourceError`] naming the repository, the revision and, for a
 //!   manifest, the file and document; it concerns one application, which the controller
 //!   retries with backoff.

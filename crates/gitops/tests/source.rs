@@ -3,7 +3,9 @@
 mod source_support;
 
 use fleetshard_core::AppSource;
-use fleetshard_gitops::source::{Manifests, Refresh, RepoCache, RepoCacheConfig, SourceError};
+use fleetshard_gitops::source::{
+    ManifestError, Manifests, Refresh, RepoCache, RepoCacheConfig, SourceError,
+};
 use source_support::{Git, config_map};
 
 fn source(repo: &str, revision: &str, path: &str) -> AppSource {
@@ -196,7 +198,7 @@ async fn bad_manifests_name_file_and_document_and_are_typed() {
     }
     let err = read("syntax").await.unwrap_err();
     assert!(
-        matches!(&err, SourceError::Manifest { error: fleetshard_gitops::source::ManifestError::Syntax { at, line: Some(_), .. }, .. } if at.file == "syntax/y.yaml"),
+        matches!(&err, SourceError::Manifest { error, .. } if matches!(&**error, ManifestError::Syntax { at, line: Some(_), .. } if at.file == "syntax/y.yaml")),
         "{err:?}"
     );
     match read("dup").await.unwrap_err() {

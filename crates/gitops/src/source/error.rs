@@ -127,9 +127,9 @@ pub enum SourceError {
         revision: String,
         /// The resolved commit.
         commit: String,
-        /// The file's error.
+        /// The file's error (boxed: it is large and errors travel by value).
         #[source]
-        error: ManifestError,
+        error: Box<ManifestError>,
     },
     /// Two objects of the source have the same group, kind, namespace and name.
     #[error(
@@ -145,9 +145,9 @@ pub enum SourceError {
         /// The shared identity, as `group/Kind namespace/name`.
         identity: String,
         /// Where it is first defined.
-        first: Location,
+        first: Box<Location>,
         /// Where it is defined again.
-        second: Location,
+        second: Box<Location>,
     },
     /// The directory holds a source type this reader does not render (Kustomize, Helm).
     #[error(

@@ -212,14 +212,14 @@ fn collect(at: Location, doc: Value, out: &mut Vec<Manifest>) -> Result<(), Mani
                 ),
             ));
         };
-        if let Some(kind) = &implied_kind {
-            if fields.get("kind").is_none_or(Value::is_null) {
-                fields.insert("kind".into(), Value::String(kind.clone()));
-                if let Some(v) = &implied_api_version
-                    && fields.get("apiVersion").is_none_or(Value::is_null)
-                {
-                    fields.insert("apiVersion".into(), Value::String(v.clone()));
-                }
+        if let Some(kind) = &implied_kind
+            && fields.get("kind").is_none_or(Value::is_null)
+        {
+            fields.insert("kind".into(), Value::String(kind.clone()));
+            if let Some(v) = &implied_api_version
+                && fields.get("apiVersion").is_none_or(Value::is_null)
+            {
+                fields.insert("apiVersion".into(), Value::String(v.clone()));
             }
         }
         // A list inside a list is not flattened again: Kubernetes has no such thing.

@@ -301,7 +301,7 @@ pub(crate) fn read_manifests(
                     repo: repo_url.to_owned(),
                     revision: revision.to_owned(),
                     commit: commit.to_string(),
-                    error,
+                    error: Box::new(error),
                 })?;
             out.extend(objects);
         }
@@ -313,8 +313,8 @@ pub(crate) fn read_manifests(
         revision: revision.to_owned(),
         commit: commit.to_string(),
         identity,
-        first,
-        second,
+        first: Box::new(first),
+        second: Box::new(second),
     })?;
     Ok(out)
 }
