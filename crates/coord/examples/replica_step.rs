@@ -41,6 +41,7 @@ fn main() {
         timing: LeaseTiming::default(),
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),
+        zone: None,
     };
     let mut replica = Replica::new(cfg);
     let mut t = Mono::default();
@@ -64,6 +65,7 @@ fn main() {
                 beat: 1,
                 acked: 0,
                 released: false,
+                zone: None,
             }),
             version: 2,
         })

@@ -36,6 +36,7 @@ async fn lease_records_are_leases_showing_their_holder() {
         beat: 1,
         acked: 0,
         released: false,
+        zone: None,
     };
     let v = store
         .put(&key, encode(&record), Precondition::Absent)

@@ -62,6 +62,9 @@ pub struct ShardRecord {
     /// The holder gave the shard up (graceful shutdown): it is free at once.
     #[serde(default)]
     pub released: bool,
+    /// The holder's zone (`--zone`), for zone-aware placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 /// The distributor's lease record.
@@ -182,6 +185,7 @@ mod tests {
             beat: 3,
             acked: 2,
             released: false,
+            zone: None,
         };
         assert_eq!(decode::<ShardRecord>("k", &encode(&r)).unwrap(), r);
         let e = decode::<ShardRecord>("fleetshard/shards/1", b"{\"holder\":1}").unwrap_err();

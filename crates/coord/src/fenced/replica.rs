@@ -130,6 +130,9 @@ pub struct ReplicaConfig {
     pub grace: Duration,
     /// Placement settings used when this replica is the distributor.
     pub placement: PlacementConfig,
+    /// This replica's zone, written in its shard record: the distributor places zone-aware
+    /// when every shard and cluster has one (clusters: `topology.kubernetes.io/zone`).
+    pub zone: Option<String>,
 }
 
 /// The inventory the distributor places, and what the runner knows of the world.
@@ -273,6 +276,7 @@ struct Unchanged {
     vacant: Vec<u32>,
     shards: u32,
     fleet: u64,
+    zones: Vec<Option<String>>,
 }
 
 /// One replica's protocol state.

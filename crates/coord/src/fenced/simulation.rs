@@ -249,6 +249,7 @@ impl Sim {
             timing: self.cfg.timing,
             grace: self.cfg.grace,
             placement: PlacementConfig::default(),
+            zone: None,
         };
         let rate = 1.0 + (2.0 * self.rng.unit() - 1.0) * self.cfg.drift;
         Node {

@@ -29,6 +29,7 @@ fn spawn(
         timing: LeaseTiming::default(),
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),
+        zone: None,
     };
     let loads = vec![1; clusters.len()];
     let (runner, status) = Runner::new(
@@ -187,6 +188,7 @@ async fn a_runner_paused_past_its_lease_dates_its_stops_at_the_lapse() {
         timing: LeaseTiming::default(),
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),
+        zone: None,
     };
     let (runner, _status) = Runner::new(
         store.clone(),
@@ -275,6 +277,7 @@ async fn a_handover_waits_for_the_previous_owner_to_finish_stopping() {
             timing: LeaseTiming::default(),
             grace: Duration::from_millis(500),
             placement: PlacementConfig::default(),
+            zone: None,
         };
         let (runner, status) = Runner::new(
             store.clone(),
@@ -312,4 +315,56 @@ async fn a_handover_waits_for_the_previous_owner_to_finish_stopping() {
     replay(&mut rx, &mut holder);
     assert!(holder.values().all(|h| h.as_str() != "c"));
     drop((a, b));
+}
+
+#[tokio::test(start_paused = true)]
+async fn replicas_with_zones_get_their_zones_clusters() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let clusters: Vec<Cluster> = (0..12)
+        .map(|i| {
+            let mut c = Cluster::new(format!("c{i:02}"), format!("https://c{i}"));
+            let zone = if i % 2 == 0 { "zone-a" } else { "zone-b" };
+            c.labels
+                .insert(fleetshard_core::model::ZONE_LABEL.into(), zone.into());
+            c
+        })
+        .collect();
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let zoned = |name: &str, zone: &str| {
+        let cfg = ReplicaConfig {
+            identity: name.into(),
+            incarnation: 1,
+            root: "fs/".into(),
+            shards: ShardCount::Fixed(2),
+            timing: LeaseTiming::default(),
+            grace: Duration::from_millis(500),
+            placement: PlacementConfig::default(),
+            zone: Some(zone.into()),
+        };
+        let (runner, status) = Runner::new(
+            store.clone(),
+            cfg,
+            RunnerTiming::default(),
+            clusters.clone(),
+            vec![1; clusters.len()],
+            tx.clone(),
+        )
+        .unwrap();
+        let (shutdown, rx) = watch::channel(false);
+        Node {
+            shutdown,
+            status,
+            task: tokio::spawn(runner.run(rx)),
+        }
+    };
+    let a = zoned("a", "zone-a");
+    let b = zoned("b", "zone-b");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let owners = owners(&[&a, &b]);
+    assert_eq!(owners.len(), 12);
+    for (c, who) in owners {
+        let i: usize = c[1..].parse().unwrap();
+        assert_eq!(who, i % 2, "{c} is in zone {} and owned by {who}", i % 2);
+    }
+    drop((a.shutdown, b.shutdown));
 }

@@ -67,6 +67,11 @@ pub struct RunArgs {
         env = "FLEETSHARD_LISTEN"
     )]
     pub listen: SocketAddr,
+    /// This replica's zone (its node's `topology.kubernetes.io/zone`): with every
+    /// replica's and every cluster's zone known, clusters are placed in their own zone
+    /// while that zone is not overloaded.
+    #[arg(long, value_name = "ZONE", env = "FLEETSHARD_ZONE")]
+    pub zone: Option<String>,
     /// Refresh workers (Argo CD's `--status-processors`).
     #[arg(
         long,
@@ -166,6 +171,7 @@ async fn serve(
         timing: LeaseTiming::default(),
         grace: Duration::from_millis(args.grace_ms),
         placement: PlacementConfig::default(),
+        zone: args.zone.clone(),
     };
     let loads = fleet.loads();
     let mut metrics = Metrics::new();

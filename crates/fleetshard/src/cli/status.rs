@@ -61,6 +61,8 @@ struct ShardRow {
     incarnation: Option<u64>,
     acked: Option<u64>,
     released: bool,
+    /// The holder's zone, when it gave one.
+    zone: Option<String>,
     /// Renewed during `--observe` (absent without it).
     #[serde(skip_serializing_if = "Option::is_none")]
     renewed: Option<bool>,
@@ -223,6 +225,7 @@ fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing
                 incarnation: rec.map(|(_, r)| r.incarnation),
                 acked: rec.map(|(_, r)| r.acked),
                 released: rec.is_some_and(|(_, r)| r.released),
+                zone: rec.and_then(|(_, r)| r.zone.clone()),
                 renewed: version_before(n).map(|v| rec.map(|(ver, _)| *ver) != v),
             }
         })

@@ -39,11 +39,16 @@ impl Replica {
         let vacant: Vec<u32> = (0..shards)
             .filter(|&n| Some(n) != mine && self.is_vacant(view, n))
             .collect();
+        // Each shard's zone is its holder's (the last one's, for a vacant shard).
+        let zones: Vec<Option<String>> = (0..shards)
+            .map(|n| view.shards.get(&n).and_then(|s| s.record.zone.clone()))
+            .collect();
         let inputs = Unchanged {
             doc_version: version,
             vacant: vacant.clone(),
             shards,
             fleet: fleet.revision,
+            zones: zones.clone(),
         };
         if self.unchanged.as_ref() == Some(&inputs) {
             return;
@@ -53,7 +58,13 @@ impl Replica {
             homes: doc.homes.iter().map(|(k, &v)| (k.clone(), v)).collect(),
             local_zones: Default::default(),
         };
-        let specs = vec![ShardSpec::default(); shards as usize];
+        let specs: Vec<ShardSpec> = zones
+            .into_iter()
+            .map(|zone| ShardSpec {
+                zone,
+                ..ShardSpec::default()
+            })
+            .collect();
         let placement = BalancedPlacer::new(self.cfg.placement.clone(), specs)
             .with_vacant(vacant)
             .place(fleet.clusters, fleet.loads, Some(&previous));

@@ -80,6 +80,7 @@ impl Replica {
             beat: h.beat + 1,
             acked,
             released: false,
+            zone: self.cfg.zone.clone(),
         };
         let (key, pre) = (
             shard_key(&self.cfg.root, h.shard),
@@ -138,6 +139,7 @@ impl Replica {
                 0
             },
             released: false,
+            zone: self.cfg.zone.clone(),
         };
         let ticket = self.ticket(Pending::ClaimShard {
             shard: n,
@@ -176,6 +178,7 @@ impl Replica {
             beat: h.beat + 1,
             acked: self.applied,
             released: true,
+            zone: self.cfg.zone.clone(),
         };
         let (key, pre) = (
             shard_key(&self.cfg.root, h.shard),
