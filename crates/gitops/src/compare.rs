@@ -68,7 +68,7 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value;
 
-pub use key::ResourceKey;
+pub use key::{KeyError, ResourceKey};
 pub use tracking::{TRACKING_ANNOTATION, TrackingId, is_tracked_by, tracking_annotation};
 
 /// The field manager fleetshard's server-side apply uses.
@@ -330,11 +330,11 @@ fn keys(
 ) -> Result<BTreeMap<ResourceKey, usize>, CompareError> {
     let mut out = BTreeMap::new();
     for (index, obj) in objects.iter().enumerate() {
-        let mut key = ResourceKey::of(obj).map_err(|field| CompareError::BadObject {
+        let mut key = ResourceKey::of(obj).map_err(|e| CompareError::BadObject {
             side,
             index,
             name: describe(obj),
-            field,
+            field: e.field,
         })?;
         if side == Side::Desired
             && key.namespace.is_empty()

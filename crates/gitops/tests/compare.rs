@@ -2,8 +2,8 @@
 //! server's additions, and the realistic diffs that must be OutOfSync.
 
 use fleetshard_gitops::compare::{
-    CompareError, CompareOptions, DifferenceKind, ResourceKey, ResourceStatus, Side, SyncStatus,
-    TRACKING_ANNOTATION, TrackingId, compare_app, compare_resource, is_tracked_by,
+    CompareError, CompareOptions, DifferenceKind, KeyError, ResourceKey, ResourceStatus, Side,
+    SyncStatus, TRACKING_ANNOTATION, TrackingId, compare_app, compare_resource, is_tracked_by,
     tracking_annotation,
 };
 use serde_json::{Value, json};
@@ -472,6 +472,15 @@ fn bad_input_is_an_error_naming_the_object_and_field() {
             }
         ),
         "{err}"
+    );
+
+    assert_eq!(
+        ResourceKey::of(&json!({"apiVersion": "v1", "kind": ""})),
+        Err(KeyError { field: "kind" })
+    );
+    assert_eq!(
+        ResourceKey::of(&json!("text")).unwrap_err().field,
+        "(the object itself: not a JSON object)"
     );
 
     let err = compare_app(&[desired_deployment(), desired_deployment()], &[], &opts()).unwrap_err();

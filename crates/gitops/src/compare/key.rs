@@ -31,15 +31,17 @@ impl ResourceKey {
     }
 
     /// The key of `obj`, read from `apiVersion`, `kind`, `metadata.namespace` and
-    /// `metadata.name`. Errors name the first field that is missing or not a string.
-    pub fn of(obj: &Value) -> Result<ResourceKey, &'static str> {
+    /// `metadata.name`. The error names the first field that is missing or not a string.
+    pub fn of(obj: &Value) -> Result<ResourceKey, KeyError> {
         if !obj.is_object() {
-            return Err("(the object itself: not a JSON object)");
+            return Err(KeyError {
+                field: "(the object itself: not a JSON object)",
+            });
         }
-        let text = |v: Option<&Value>, field: &'static str| -> Result<String, &'static str> {
+        let text = |v: Option<&Value>, field: &'static str| -> Result<String, KeyError> {
             match v {
                 Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-                _ => Err(field),
+                _ => Err(KeyError { field }),
             }
         };
         let api_version = text(obj.get("apiVersion"), "apiVersion")?;
@@ -49,7 +51,11 @@ impl ResourceKey {
         let namespace = match meta.and_then(|m| m.get("namespace")) {
             None | Some(Value::Null) => String::new(),
             Some(Value::String(s)) => s.clone(),
-            Some(_) => return Err("metadata.namespace"),
+            Some(_) => {
+                return Err(KeyError {
+                    field: "metadata.namespace",
+                });
+            }
         };
         Ok(ResourceKey {
             group: group_of(&api_version).to_owned(),
@@ -87,6 +93,14 @@ impl ResourceKey {
                 | ("apiregistration.k8s.io", "APIService")
         )
     }
+}
+
+/// An object cannot be identified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("field {field} is missing or not a non-empty string")]
+pub struct KeyError {
+    /// The offending field (`apiVersion`, `kind`, `metadata.name`, `metadata.namespace`).
+    pub field: &'static str,
 }
 
 impl fmt::Display for ResourceKey {
