@@ -223,6 +223,18 @@ fn removal_is_seen_through_kubectls_last_applied_configuration() {
 }
 
 #[test]
+fn namespace_left_to_the_destination_is_not_a_difference() {
+    let desired = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "1"}});
+    let applied = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "prod"}, "data": {"a": "1"}});
+    let live = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "cfg", "namespace": "prod",
+                                   "annotations": {"kubectl.kubernetes.io/last-applied-configuration": applied.to_string()}},
+                      "data": {"a": "1"}});
+    let result = compare_app(&[desired], &[live], &opts()).unwrap();
+    assert_eq!(result.status, SyncStatus::Synced, "{:?}", result.resources);
+}
+
+#[test]
 fn removing_a_field_we_own_at_its_default_value_changes_nothing() {
     let mut desired = desired_deployment();
     desired["spec"].as_object_mut().unwrap().remove("replicas");

@@ -186,7 +186,11 @@ impl<'k> Walker<'k> {
     fn ignored(&self, name: &str) -> bool {
         match self.path.as_slice() {
             [] => matches!(name, "status" | "apiVersion" | "kind"),
-            [Seg::Field(m)] if m == "metadata" => SERVER_METADATA.contains(&name),
+            // The name and namespace are the key, already matched (a manifest may leave the
+            // namespace to the destination).
+            [Seg::Field(m)] if m == "metadata" => {
+                SERVER_METADATA.contains(&name) || matches!(name, "name" | "namespace")
+            }
             [Seg::Field(m), Seg::Field(a)] if m == "metadata" && a == "annotations" => {
                 TOOL_ANNOTATIONS.contains(&name)
             }
