@@ -204,6 +204,16 @@ async fn mirrors_clone_once_then_fetch_branches_tags_and_head() {
         cache.resolve(&url, "HEAD", Refresh::Hard).await.unwrap(),
         c3
     );
+    // A damaged mirror (its HEAD file gone, so it no longer opens) is cloned again.
+    let mirror = tmp.path().join("cache").join(&mirrors[0]);
+    std::fs::remove_file(mirror.join("HEAD")).unwrap();
+    let fetches = cache.stats().fetches;
+    assert_eq!(
+        cache.resolve(&url, "main", Refresh::Hard).await.unwrap(),
+        c2
+    );
+    assert_eq!(cache.stats().fetches, fetches + 1);
+    assert!(mirror.join("HEAD").exists(), "the mirror was cloned again");
     // The source repository is gone: the mirror still answers what it has, and a fetch
     // fails with a typed error.
     std::fs::remove_dir_all(&git.dir).unwrap();

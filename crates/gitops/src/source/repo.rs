@@ -57,25 +57,34 @@ pub(crate) fn open_local(repo_url: &str, path: &Path) -> Result<Opened, SourceEr
 /// Brings the bare mirror at `dir` up to date with `url`, creating it first if needed.
 ///
 /// A new mirror is initialised and fetched in a temporary sibling directory and renamed
-/// into place only once complete, so an interrupted first clone leaves no half mirror.
+/// into place only once complete, so an interrupted first clone leaves no half mirror; a
+/// mirror that no longer opens is removed and cloned again.
 pub(crate) fn fetch_mirror(repo_url: &str, url: &str, dir: &Path) -> Result<Opened, SourceError> {
     let fetch_error = |message: String| SourceError::Fetch {
         repo: repo_url.to_owned(),
         message,
     };
     if dir.exists() {
-        let repo = gix::open_opts(dir, gix::open::Options::isolated()).map_err(|e| {
-            fetch_error(format!(
-                "cannot open the mirror {}: {}",
-                dir.display(),
-                message(&e)
-            ))
-        })?;
-        fetch_into(&repo, url).map_err(fetch_error)?;
-        return Ok(Opened {
-            repo: repo.into_sync(),
-            mirror: true,
-        });
+        match gix::open_opts(dir, gix::open::Options::isolated()) {
+            Ok(repo) => {
+                fetch_into(&repo, url).map_err(fetch_error)?;
+                return Ok(Opened {
+                    repo: repo.into_sync(),
+                    mirror: true,
+                });
+            }
+            Err(e) => {
+                // A mirror that no longer opens (damaged on disk) is only a cache: clone
+                // it again rather than fail this repository forever.
+                tracing::warn!(mirror = %dir.display(), error = %message(&e), "unreadable mirror; cloning again");
+                std::fs::remove_dir_all(dir).map_err(|e| {
+                    fetch_error(format!(
+                        "cannot remove the unreadable mirror {}: {e}",
+                        dir.display()
+                    ))
+                })?;
+            }
+        }
     }
     let parent = dir.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent)
