@@ -75,6 +75,8 @@
 //!
 //! [`is_lease_key`]: fleetshard_coord::fenced::is_lease_key
 
+mod cache;
+mod cached;
 mod errors;
 mod list;
 mod names;
@@ -83,6 +85,7 @@ mod ops;
 mod replicas;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use fleetshard_coord::store::{Entry, Listing, Precondition, Store, StoreError};
@@ -111,9 +114,19 @@ pub struct KubeOptions {
     /// Bound on each API call, and on connecting (default 3 s). A lease holder renews every
     /// second with two renews per deadline, so a call that takes longer has failed anyway.
     pub call_timeout: Duration,
-    /// How long one `wait_for_change` watch may last before the server ends it (its
-    /// `timeoutSeconds`, default 60 s); the caller then re-lists and waits again.
+    /// How long each watch may last before the server ends it (its `timeoutSeconds`,
+    /// default 8 s); the watch cache then re-opens it from where it was. Kept below
+    /// [`Self::cache_freshness`]: on a quiet server the re-opening is what shows the watch
+    /// is alive (a real API server sends a bookmark only about once a minute, or shortly
+    /// before the timeout).
     pub watch_timeout: Duration,
+    /// Whether `list` and `wait_for_change` are served from the watch cache (default
+    /// true). Off: every `list` is two LISTs and every `wait_for_change` two WATCHes.
+    pub cache: bool,
+    /// How long a cached kind stays usable without hearing from the API server (a LIST,
+    /// a watch opening, an event or a bookmark; default 10 s). Past it, `list` asks the
+    /// API server directly and `wait_for_change` is [`StoreError::Unavailable`].
+    pub cache_freshness: Duration,
     /// How many times a `put` or `delete` with [`Precondition::Any`] (or on a shared
     /// ConfigMap another writer keeps changing) is tried before giving up with a conflict
     /// (default 8).
@@ -126,7 +139,9 @@ impl Default for KubeOptions {
     fn default() -> Self {
         KubeOptions {
             call_timeout: Duration::from_secs(3),
-            watch_timeout: Duration::from_secs(60),
+            watch_timeout: Duration::from_secs(8),
+            cache: true,
+            cache_freshness: Duration::from_secs(10),
             write_attempts: 8,
             retry_backoff: Duration::from_millis(10),
         }
@@ -146,6 +161,10 @@ struct Inner {
     config: Option<kube::Config>,
     options: KubeOptions,
     ctx: OnceCell<Ctx>,
+    /// The watch cache (its tasks stop when the last clone of the store is dropped).
+    cache: cache::Cache,
+    /// The newest version this client wrote: cached listings wait until they reach it.
+    newest_write: AtomicU64,
 }
 
 /// What first use sets up.
@@ -213,6 +232,8 @@ impl KubeStore {
                 config,
                 options,
                 ctx: OnceCell::new(),
+                cache: cache::Cache::default(),
+                newest_write: AtomicU64::new(0),
             }),
         }
     }

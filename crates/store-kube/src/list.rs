@@ -1,4 +1,5 @@
-//! `list` and `wait_for_change`: label-selected lists and watches of both kinds.
+//! `list` and `wait_for_change` straight from the API server: label-selected lists and
+//! watches of both kinds (without the watch cache, or while it is not fresh).
 
 use fleetshard_coord::store::{Entry, Listing, StoreError};
 use futures::stream::{self, BoxStream, StreamExt};
@@ -13,16 +14,17 @@ use crate::names::{ConfigMapScope, configmap_may_match, record_selector};
 use crate::objects::{configmap_entry, data_entries, is_record, lease_entry, record_key};
 use crate::{Ctx, KubeStore};
 
-/// The lists and watches that cover a prefix.
-struct Plan {
+/// The lists and watches that cover a prefix (and the watch cache's scope key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plan {
     /// Label selector of the Leases to read; `None`: no Lease can match.
-    leases: Option<String>,
+    pub(crate) leases: Option<String>,
     /// Label and field selectors of the ConfigMaps to read.
-    configmaps: (Option<String>, Option<String>),
+    pub(crate) configmaps: (Option<String>, Option<String>),
 }
 
 impl Plan {
-    fn of(prefix: &str) -> Plan {
+    pub(crate) fn of(prefix: &str) -> Plan {
         let records = record_selector(prefix);
         match ConfigMapScope::of(prefix) {
             // Only fleetshard's own records can be under the prefix.
@@ -130,7 +132,8 @@ fn classify<K: Resource<DynamicType = ()>>(
 }
 
 impl KubeStore {
-    pub(crate) async fn list_prefix(&self, ctx: &Ctx, prefix: &str) -> Result<Listing, StoreError> {
+    /// Two LISTs, straight from the API server (no cache, or the cache is not fresh).
+    pub(crate) async fn list_direct(&self, ctx: &Ctx, prefix: &str) -> Result<Listing, StoreError> {
         let plan = Plan::of(prefix);
         let timeout = self.inner.options.call_timeout;
         let leases = async {
@@ -170,7 +173,8 @@ impl KubeStore {
         Ok(Listing { entries, revision })
     }
 
-    pub(crate) async fn wait(
+    /// Two fresh watches from `since` (only with the cache turned off).
+    pub(crate) async fn wait_direct(
         &self,
         ctx: &Ctx,
         prefix: &str,

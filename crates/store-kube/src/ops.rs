@@ -128,21 +128,24 @@ impl KubeStore {
         value: Vec<u8>,
         pre: Precondition,
     ) -> Result<u64, StoreError> {
-        match Target::of(key)? {
+        let target = Target::of(key)?;
+        let written = match &target {
             Target::Record { name } => {
-                let build = |rv| record_configmap(key, &name, value.clone(), rv);
-                self.put_record(&ctx.configmaps, &name, key, pre, build)
+                let build = |rv| record_configmap(key, name, value.clone(), rv);
+                self.put_record(&ctx.configmaps, name, key, pre, build)
                     .await
             }
             Target::Lease { name } => {
-                let build = |rv| record_lease(key, &name, value.clone(), rv);
-                self.put_record(&ctx.leases, &name, key, pre, build).await
+                let build = |rv| record_lease(key, name, value.clone(), rv);
+                self.put_record(&ctx.leases, name, key, pre, build).await
             }
             Target::ConfigMapKey { name, data_key } => self
-                .write_shared(ctx, &name, &data_key, key, Some(value), pre)
+                .write_shared(ctx, name, data_key, key, Some(value), pre)
                 .await
                 .map(|v| v.unwrap_or_default()),
-        }
+        }?;
+        self.wrote(&target, key, written);
+        Ok(written)
     }
 
     pub(crate) async fn delete_entry(
@@ -151,14 +154,27 @@ impl KubeStore {
         key: &str,
         pre: Precondition,
     ) -> Result<(), StoreError> {
-        match Target::of(key)? {
-            Target::Record { name } => self.delete_record(&ctx.configmaps, &name, key, pre).await,
-            Target::Lease { name } => self.delete_record(&ctx.leases, &name, key, pre).await,
-            Target::ConfigMapKey { name, data_key } => self
-                .write_shared(ctx, &name, &data_key, key, None, pre)
-                .await
-                .map(|_| ()),
+        let target = Target::of(key)?;
+        match &target {
+            Target::Record { name } => {
+                self.delete_record(&ctx.configmaps, name, key, pre).await?;
+                self.deleted(&target, key, pre);
+            }
+            Target::Lease { name } => {
+                self.delete_record(&ctx.leases, name, key, pre).await?;
+                self.deleted(&target, key, pre);
+            }
+            Target::ConfigMapKey { name, data_key } => {
+                // Removing a data key replaces the ConfigMap: a write with a version.
+                if let Some(v) = self
+                    .write_shared(ctx, name, data_key, key, None, pre)
+                    .await?
+                {
+                    self.wrote(&target, key, v);
+                }
+            }
         }
+        Ok(())
     }
 
     /// Writes a record object: create for `Absent`, replace at the version for

@@ -1,5 +1,6 @@
 //! The store when the API server misbehaves: errors map to `Unavailable` or `Backend`,
-//! a partitioned server costs at most the call timeout, and everything works again after.
+//! a partitioned server costs at most the call timeout (the cache's freshness bound for
+//! cached reads), and everything works again after.
 
 mod support;
 
@@ -11,7 +12,9 @@ use fleetshard_testsupport::kube_api::{FaultAction, Verb};
 #[tokio::test]
 async fn server_errors_are_unavailable_and_refusals_are_backend_errors() {
     let server = support::fake().await;
-    let store = support::store(&server, "default");
+    // Without the cache, every listing and wait is a request the faults can hit: the
+    // paths a cached store falls back to.
+    let store = support::store_with(&server, "default", support::uncached());
     let k = "fleetshard/assignment";
     let v = store
         .put(k, b"1".to_vec(), Precondition::Absent)
@@ -67,19 +70,22 @@ async fn server_errors_are_unavailable_and_refusals_are_backend_errors() {
 }
 
 #[tokio::test]
-async fn a_partitioned_server_is_unavailable_within_the_call_timeout() {
+async fn a_partitioned_server_is_unavailable_within_the_bound_and_the_cache_recovers() {
     let server = support::fake().await;
     let store = support::store(&server, "default");
-    let timeout = store.options().call_timeout;
+    let other = support::store_with(&server, "default", support::uncached());
+    let options = store.options().clone();
+    let timeout = options.call_timeout;
     let v = store
         .put("fleetshard/shards/1", b"{}".to_vec(), Precondition::Absent)
         .await
         .unwrap();
+    let listed = store.list("fleetshard/").await.unwrap();
+    assert!(listed.revision >= v);
     server.partition(|_| true);
     let started = tokio::time::Instant::now();
     let ops: Vec<(&str, Result<(), StoreError>)> = vec![
         ("get", store.get("fleetshard/shards/1").await.map(|_| ())),
-        ("list", store.list("fleetshard/").await.map(|_| ())),
         (
             "put",
             store
@@ -97,10 +103,6 @@ async fn a_partitioned_server_is_unavailable_within_the_call_timeout() {
                 .delete("fleetshard/shards/1", Precondition::Version(v))
                 .await,
         ),
-        (
-            "wait_for_change",
-            store.wait_for_change("fleetshard/", v).await.map(|_| ()),
-        ),
     ];
     let elapsed = started.elapsed();
     for (op, result) in &ops {
@@ -109,13 +111,39 @@ async fn a_partitioned_server_is_unavailable_within_the_call_timeout() {
             "{op}: {result:?}"
         );
     }
-    // Five operations, each given up after one call timeout (generous margin for a
+    // Three operations, each given up after one call timeout (generous margin for a
     // loaded machine, but far from "hangs").
     assert!(
-        elapsed < timeout * 5 + Duration::from_secs(5),
-        "took {elapsed:?} for 5 operations with a {timeout:?} bound"
+        elapsed < timeout * 3 + Duration::from_secs(5),
+        "took {elapsed:?} for 3 operations with a {timeout:?} bound"
     );
-    println!("5 operations against a partitioned server: {elapsed:?}");
+    // Listings come from the cache while it is fresh (the state it last knew), then —
+    // once it has heard nothing for the freshness bound — go to the API server, which
+    // does not answer: Unavailable.
+    let bound = options.cache_freshness + timeout + Duration::from_secs(3);
+    let unavailable_after = loop {
+        match store.list("fleetshard/").await {
+            Ok(l) => assert_eq!(l, listed, "the last known state"),
+            Err(StoreError::Unavailable(_)) => break started.elapsed(),
+            Err(other) => panic!("{other}"),
+        }
+        assert!(
+            started.elapsed() < bound,
+            "still listing from the cache after {bound:?} of partition"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let waited = tokio::time::timeout(bound, store.wait_for_change("fleetshard/", v))
+        .await
+        .expect("wait_for_change returned within the bound");
+    assert!(
+        matches!(&waited, Err(StoreError::Unavailable(_))),
+        "{waited:?}"
+    );
+    println!(
+        "partition: direct calls {elapsed:?} for 3, listings Unavailable after \
+         {unavailable_after:?}, bound {bound:?}"
+    );
     server.heal();
     assert_eq!(
         store
@@ -127,6 +155,41 @@ async fn a_partitioned_server_is_unavailable_within_the_call_timeout() {
         v,
         "the held write never applied"
     );
+    // The cache recovers: another client's write shows, and then listings are served
+    // from the cache again (no LIST).
+    let v2 = other
+        .put("fleetshard/shards/2", b"{}".to_vec(), Precondition::Absent)
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        if let Ok(l) = store.list("fleetshard/").await
+            && l.entries.iter().any(|e| e.version == v2)
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cache never recovered"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        server.reset_request_counts();
+        let l = store.list("fleetshard/").await.unwrap();
+        assert_eq!(l.entries.len(), 2);
+        if server.request_count(Verb::List, "leases") == 0
+            && server.request_count(Verb::List, "configmaps") == 0
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "listings never came from the cache again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
-//! `wait_for_change` over real watches: woken by writes and deletes under the prefix (not
-//! elsewhere), by a compacted history (410) and by the server ending the watch.
+//! `wait_for_change`: woken by writes and deletes under the prefix (not elsewhere), from
+//! the watch cache; without the cache (a fresh watch per call), also by a compacted
+//! history (410) and by the server ending the watch.
 
 mod support;
 
@@ -121,9 +122,9 @@ async fn argocd_configmap_changes_wake_a_waiter_on_its_key() {
 }
 
 #[tokio::test]
-async fn compacted_history_wakes_the_waiter_with_the_current_revision() {
+async fn uncached_compacted_history_wakes_the_waiter_with_the_current_revision() {
     let server = support::fake().await;
-    let store = support::store(&server, "default");
+    let store = support::store_with(&server, "default", support::uncached());
     let since = store.list("fleetshard/").await.unwrap().revision;
     store
         .put(
@@ -170,9 +171,9 @@ async fn compacted_history_wakes_the_waiter_with_the_current_revision() {
 }
 
 #[tokio::test]
-async fn a_watch_ended_by_the_server_is_a_spurious_wake_up() {
+async fn uncached_a_watch_ended_by_the_server_is_a_spurious_wake_up() {
     let server = support::fake().await;
-    let store = support::store(&server, "default");
+    let store = support::store_with(&server, "default", support::uncached());
     let since = store.list("fleetshard/").await.unwrap().revision;
     let waiter = tokio::spawn({
         let store = store.clone();

@@ -12,12 +12,22 @@ pub async fn fake() -> FakeApiServer {
     FakeApiServer::start().await.expect("fake API server")
 }
 
-/// Options for tests: a short call timeout so partitions are noticed quickly.
+/// Options for tests: a short call timeout so partitions are noticed quickly, and a
+/// short cache freshness bound (the fake sends a bookmark every second).
 pub fn options() -> KubeOptions {
     KubeOptions {
         call_timeout: Duration::from_secs(2),
-        watch_timeout: Duration::from_secs(30),
+        watch_timeout: Duration::from_secs(3),
+        cache_freshness: Duration::from_secs(4),
         ..KubeOptions::default()
+    }
+}
+
+/// [`options`] without the watch cache (every listing is two LISTs).
+pub fn uncached() -> KubeOptions {
+    KubeOptions {
+        cache: false,
+        ..options()
     }
 }
 

@@ -1,0 +1,202 @@
+//! `list` and `wait_for_change` through the watch cache, and what this client's own writes
+//! tell the cache (read-your-writes).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use fleetshard_coord::store::{Listing, Precondition, StoreError};
+use tokio::time::Instant;
+
+use crate::cache::{KindCache, KindName, Read, Scope, Waited, fetch};
+use crate::list::Plan;
+use crate::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROOT_LABEL, Target, root_label};
+use crate::{Ctx, KubeStore};
+
+/// The longest a listing waits for the watch to show this client's newest write before
+/// it LISTs that kind instead (bounded further by the call timeout).
+const CATCH_UP: Duration = Duration::from_secs(1);
+
+impl KubeStore {
+    /// The cache scope of `plan`, started on first use; `None` when the cache is off or
+    /// full.
+    fn scope(&self, ctx: &Ctx, plan: &Plan) -> Option<Arc<Scope>> {
+        let options = &self.inner.options;
+        if !options.cache {
+            return None;
+        }
+        self.inner
+            .cache
+            .scope(plan, &ctx.leases, &ctx.configmaps, options)
+    }
+
+    pub(crate) async fn list_prefix(&self, ctx: &Ctx, prefix: &str) -> Result<Listing, StoreError> {
+        if let Some(scope) = self.scope(ctx, &Plan::of(prefix))
+            && let Some(listing) = self.list_cached(ctx, &scope, prefix).await?
+        {
+            return Ok(listing);
+        }
+        self.list_direct(ctx, prefix).await
+    }
+
+    /// The listing from the cache once it reflects this client's newest write: waiting
+    /// (bounded) for a watch that will show it, LISTing a kind whose watch will not (a
+    /// write of the other kind advances no watch of this one). `None`: the cache is not
+    /// fresh; ask the API server.
+    async fn list_cached(
+        &self,
+        ctx: &Ctx,
+        scope: &Scope,
+        prefix: &str,
+    ) -> Result<Option<Listing>, StoreError> {
+        let options = &self.inner.options;
+        let want = self.inner.newest_write.load(Ordering::SeqCst);
+        let deadline = Instant::now() + CATCH_UP.min(options.call_timeout);
+        let mut refreshed = vec![false; scope.kinds.len()];
+        loop {
+            let mut notified = scope.subscribe();
+            let behind = match scope.read(prefix, want, options.cache_freshness) {
+                Read::Listing(listing) => return Ok(Some(listing)),
+                Read::Failed(e) => return Err(e),
+                Read::Stale => return Ok(None),
+                Read::Behind(kinds) => kinds,
+            };
+            let now = Instant::now();
+            let to_list: Vec<usize> = behind
+                .iter()
+                .copied()
+                .filter(|&i| !refreshed[i])
+                .filter(|&i| now >= deadline || scope.kinds[i].lock().awaited < want)
+                .collect();
+            if to_list.is_empty() {
+                if behind.iter().all(|&i| refreshed[i]) {
+                    // A LIST after our write did not reach it: the server is odd; go direct.
+                    return Ok(None);
+                }
+                tokio::select! {
+                    _ = notified.changed() => {}
+                    _ = tokio::time::sleep_until(deadline) => {}
+                }
+                continue;
+            }
+            for i in to_list {
+                self.refresh(ctx, &scope.kinds[i], prefix).await?;
+                refreshed[i] = true;
+            }
+        }
+    }
+
+    /// LISTs one kind of a scope and brings the cache up to that LIST.
+    async fn refresh(&self, ctx: &Ctx, kind: &KindCache, prefix: &str) -> Result<(), StoreError> {
+        let timeout = self.inner.options.call_timeout;
+        let seq = self.inner.cache.deletes.load(Ordering::SeqCst);
+        let snap = match kind.kind {
+            KindName::Lease => fetch(&ctx.leases, kind, timeout, prefix).await?,
+            KindName::ConfigMap => fetch(&ctx.configmaps, kind, timeout, prefix).await?,
+        };
+        kind.lock().replace(snap, seq);
+        kind.wake();
+        Ok(())
+    }
+
+    pub(crate) async fn wait(
+        &self,
+        ctx: &Ctx,
+        prefix: &str,
+        since: u64,
+    ) -> Result<u64, StoreError> {
+        let Some(scope) = self.scope(ctx, &Plan::of(prefix)) else {
+            return self.wait_direct(ctx, prefix, since).await;
+        };
+        let freshness = self.inner.options.cache_freshness;
+        loop {
+            let mut notified = scope.subscribe();
+            match scope.changed(prefix, since, freshness) {
+                Waited::Changed(rev) => return Ok(rev),
+                Waited::Stale(why) => {
+                    return Err(StoreError::Unavailable(format!(
+                        "watching {prefix:?}: {why}"
+                    )));
+                }
+                Waited::Pending(until) => {
+                    tokio::select! {
+                        _ = notified.changed() => {}
+                        _ = tokio::time::sleep_until(until) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// This client wrote `key` at version `v`: listings must now reach `v`, and the watches
+    /// that select the object will show it.
+    pub(crate) fn wrote(&self, target: &Target, key: &str, v: u64) {
+        self.inner.newest_write.fetch_max(v, Ordering::SeqCst);
+        for scope in self.inner.cache.scopes() {
+            for kind in &scope.kinds {
+                if selects(kind, target, key) {
+                    let mut st = kind.lock();
+                    st.awaited = st.awaited.max(v);
+                }
+            }
+        }
+    }
+
+    /// This client deleted the object of `key` (a record): gone from cached listings at
+    /// once (a delete's answer carries no revision to wait for).
+    pub(crate) fn deleted(&self, target: &Target, key: &str, pre: Precondition) {
+        let name = match target {
+            Target::Lease { name } | Target::Record { name } => name,
+            Target::ConfigMapKey { .. } => return,
+        };
+        let version = match pre {
+            Precondition::Version(v) => Some(v),
+            _ => None,
+        };
+        let seq = self.inner.cache.deletes.fetch_add(1, Ordering::SeqCst) + 1;
+        for scope in self.inner.cache.scopes() {
+            for kind in &scope.kinds {
+                if selects(kind, target, key) {
+                    kind.lock().deleted(name, version, seq);
+                    kind.wake();
+                }
+            }
+        }
+    }
+}
+
+/// Whether `kind`'s watch sees the object `key` is stored in (a shared ConfigMap's labels
+/// are unknown here: assumed not to match a label selector, so a listing LISTs rather than
+/// waits for it).
+fn selects(kind: &KindCache, target: &Target, key: &str) -> bool {
+    let (name, labels, is_lease) = match target {
+        Target::Lease { name } => (name, Some(record_labels(key)), true),
+        Target::Record { name } => (name, Some(record_labels(key)), false),
+        Target::ConfigMapKey { name, .. } => (name, None, false),
+    };
+    if is_lease != (kind.kind == KindName::Lease) {
+        return false;
+    }
+    let labels_match = match (&kind.selectors.0, &labels) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(selector), Some(labels)) => selector.split(',').all(|term| {
+            term.split_once('=')
+                .is_some_and(|(k, v)| labels.get(k).is_some_and(|l| l == v))
+        }),
+    };
+    let fields_match = match &kind.selectors.1 {
+        None => true,
+        Some(selector) => selector.strip_prefix("metadata.name=") == Some(name.as_str()),
+    };
+    labels_match && fields_match
+}
+
+/// The labels a record object of `key` carries.
+fn record_labels(key: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
+        (ROOT_LABEL.to_owned(), root_label(key)),
+    ])
+}
