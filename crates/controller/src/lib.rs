@@ -17,6 +17,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+pub mod inventory;
 pub mod processor;
 pub mod queue;
 pub mod runtime;

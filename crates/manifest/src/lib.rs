@@ -80,6 +80,27 @@ pub fn parse_fleet_file(text: &str, source: &str) -> Result<Loaded<FleetFile>, L
     parse(text, source, Accept::NATIVE)
 }
 
+/// Reads one Argo CD cluster Secret already decoded into JSON (as a Kubernetes client
+/// returns it). `source` names where it came from in messages (e.g. `kubernetes`).
+/// `Ok(None)` (with a warning) when the Secret lacks the label
+/// `argocd.argoproj.io/secret-type: cluster`.
+pub fn cluster_from_value(
+    value: &serde_json::Value,
+    source: &str,
+) -> Result<Loaded<Option<Cluster>>, LoadError> {
+    let mut ctx = error::Ctx::new(source);
+    let cluster = secret::to_cluster(&mut ctx, value, "Secret")?;
+    Ok(ctx.finish(cluster))
+}
+
+/// Reads one Argo CD Application already decoded into JSON (as a Kubernetes client returns
+/// it). `source` names where it came from in messages.
+pub fn app_from_value(value: &serde_json::Value, source: &str) -> Result<Loaded<App>, LoadError> {
+    let mut ctx = error::Ctx::new(source);
+    let app = application::to_app(&mut ctx, value, "Application")?;
+    Ok(ctx.finish(app))
+}
+
 /// [`parse_input`] on a file.
 pub fn load_input(path: &Path) -> Result<Loaded<FleetFile>, LoadError> {
     load(path, parse_input)

@@ -1,0 +1,226 @@
+//! The inventory: the clusters and applications this replica knows, kept current from a
+//! source, with a revision that moves only when the content does.
+//!
+//! - [`Inventory`] publishes an [`InventorySnapshot`] through a `tokio::sync::watch`, so
+//!   every consumer (the shard filter through [`follow_inventory`], the distributor through
+//!   `FleetInput::revision`) sees the latest state and can skip what it has already seen;
+//! - [`DirectorySource`] reads a directory of manifests and polls it for changes;
+//! - [`KubernetesSource`] watches Argo CD's cluster Secrets and Applications through kube-rs.
+//!
+//! Bad input never empties the inventory: a source keeps the last good version of an object
+//! (or of a file) that stops parsing, and lists a [`Problem`] naming the object and field.
+
+use std::fmt;
+use std::sync::Arc;
+
+use fleetshard_core::{App, Cluster};
+use tokio::sync::watch;
+
+use crate::ShardFilter;
+
+mod directory;
+mod kubernetes;
+
+pub use directory::{DirectoryConfig, DirectorySource, FileStamp, Files, MemoryFiles, RealFiles};
+pub use kubernetes::{KubernetesConfig, KubernetesSource, KubernetesSourceError};
+
+/// How serious a [`Problem`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Input the loader worked around (as Argo CD would); the object is in the inventory.
+    Warning,
+    /// Input that could not be used: the object's last good version (if any) is kept.
+    Error,
+}
+
+/// Something wrong with one object (or file, or connection) of a source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Warning or error.
+    pub severity: Severity,
+    /// Where the object comes from: a file path, or `kubernetes`.
+    pub source: String,
+    /// The object, e.g. `Application argocd/guestbook`, `document 2`, or the watch.
+    pub object: String,
+    /// The field inside the object, when the problem is about one.
+    pub field: Option<String>,
+    /// The whole message, naming source, object and field.
+    pub message: String,
+}
+
+impl Problem {
+    /// An error or warning from the manifest loader (its message already names the file,
+    /// the object and the field).
+    pub fn from_load_error(error: &fleetshard_manifest::LoadError) -> Self {
+        use fleetshard_manifest::LoadError as E;
+        let object = match error {
+            E::UnknownKind { object, .. } | E::Document { object, .. } => object.clone(),
+            E::Field { object, .. } => object.clone(),
+            E::Read { .. } | E::NotUtf8 { .. } | E::Syntax { .. } => "file".to_owned(),
+        };
+        Problem {
+            severity: Severity::Error,
+            source: error.file(),
+            object,
+            field: error.field().map(str::to_owned),
+            message: error.to_string(),
+        }
+    }
+
+    /// A loader warning.
+    pub fn from_warning(warning: &fleetshard_manifest::LoadWarning) -> Self {
+        Problem {
+            severity: Severity::Warning,
+            source: warning.file.clone(),
+            object: warning.object.clone(),
+            field: warning.field.clone(),
+            message: warning.to_string(),
+        }
+    }
+
+    /// An error about `object` (and `field`) of `source`, described by `what`.
+    pub fn error(source: &str, object: &str, field: Option<&str>, what: &str) -> Self {
+        let message = match field {
+            Some(f) => format!("{source}: {object}: {f}: {what}"),
+            None => format!("{source}: {object}: {what}"),
+        };
+        Problem {
+            severity: Severity::Error,
+            source: source.to_owned(),
+            object: object.to_owned(),
+            field: field.map(str::to_owned),
+            message,
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let level = match self.severity {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        };
+        write!(f, "{level}: {}", self.message)
+    }
+}
+
+/// Checks what the manifest loader accepts but an inventory cannot use: an application
+/// whose destination names neither a server nor a cluster (Argo CD's validation refuses
+/// it too). Returns the field and why.
+pub fn check_app(app: &App) -> Option<(&'static str, String)> {
+    let empty = |s: &Option<String>| s.as_deref().is_none_or(str::is_empty);
+    if empty(&app.destination.server) && empty(&app.destination.name) {
+        return Some((
+            "spec.destination",
+            "neither server nor name is set; the application deploys nowhere".to_owned(),
+        ));
+    }
+    None
+}
+
+/// What the inventory holds at one revision. Cheap to clone (shared vectors).
+#[derive(Debug, Clone, Default)]
+pub struct InventorySnapshot {
+    /// Counts content changes: it moves when, and only when, the clusters or the
+    /// applications change (problems and `ready` alone do not move it). 0 is the empty
+    /// inventory before any load.
+    pub revision: u64,
+    /// The source has loaded everything once (first scan, or first complete listing of
+    /// both kinds): before that, an empty inventory means "not known yet", not "no
+    /// clusters".
+    pub ready: bool,
+    /// Clusters, in the source's order (file path then position, or namespace and name).
+    pub clusters: Arc<Vec<Cluster>>,
+    /// Applications, keyed (and ordered) by namespace and name, without duplicates.
+    pub apps: Arc<Vec<App>>,
+    /// Current problems of the source; objects named here keep their last good version.
+    pub problems: Arc<Vec<Problem>>,
+}
+
+impl InventorySnapshot {
+    /// Problems of severity [`Severity::Error`].
+    pub fn errors(&self) -> impl Iterator<Item = &Problem> {
+        self.problems
+            .iter()
+            .filter(|p| p.severity == Severity::Error)
+    }
+}
+
+/// The published inventory. Clones share the same channel; one source writes it.
+#[derive(Debug, Clone)]
+pub struct Inventory {
+    tx: Arc<watch::Sender<InventorySnapshot>>,
+}
+
+impl Default for Inventory {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Inventory {
+    /// An empty inventory at revision 0, not ready.
+    pub fn new() -> Self {
+        let (tx, _) = watch::channel(InventorySnapshot::default());
+        Inventory { tx: Arc::new(tx) }
+    }
+
+    /// A receiver that sees every later publication (and the current one as seen).
+    pub fn subscribe(&self) -> watch::Receiver<InventorySnapshot> {
+        self.tx.subscribe()
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> InventorySnapshot {
+        self.tx.borrow().clone()
+    }
+
+    /// Replaces the content. The revision moves only if the clusters or the apps differ
+    /// from the current ones; subscribers are woken only if anything (content, problems,
+    /// readiness) changed. Returns whether the revision moved.
+    pub fn publish(
+        &self,
+        clusters: Vec<Cluster>,
+        apps: Vec<App>,
+        problems: Vec<Problem>,
+        ready: bool,
+    ) -> bool {
+        let mut moved = false;
+        self.tx.send_if_modified(|snap| {
+            let content = *snap.clusters != clusters || *snap.apps != apps;
+            if content {
+                snap.revision += 1;
+                snap.clusters = Arc::new(clusters);
+                snap.apps = Arc::new(apps);
+                moved = true;
+            }
+            let others = *snap.problems != problems || snap.ready != ready;
+            if others {
+                snap.problems = Arc::new(problems);
+                snap.ready = ready;
+            }
+            content || others
+        });
+        moved
+    }
+}
+
+/// Feeds `filter` from the inventory: [`ShardFilter::set_inventory`] with the current
+/// content now, then again whenever the revision moves. Returns when the inventory is
+/// dropped (every [`Inventory`] clone gone).
+pub async fn follow_inventory(
+    filter: Arc<ShardFilter>,
+    mut rx: watch::Receiver<InventorySnapshot>,
+) {
+    let mut seen = None;
+    loop {
+        let snap = rx.borrow_and_update().clone();
+        if seen != Some(snap.revision) {
+            filter.set_inventory(&snap.clusters, &snap.apps);
+            seen = Some(snap.revision);
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! Argo CD's own objects as an inventory source: cluster Secrets (label
+//! `argocd.argoproj.io/secret-type=cluster`, in one namespace, `argocd` by default) and
+//! `argoproj.io/v1alpha1` Applications (all namespaces or one), through kube-rs watchers, so
+//! fleetshard can run beside or instead of Argo CD's controller on the same objects.
+//!
+//! Objects are converted with the manifest crate's Argo CD semantics
+//! ([`cluster_from_value`](fleetshard_manifest::cluster_from_value),
+//! [`app_from_value`](fleetshard_manifest::app_from_value)). An object that fails to
+//! convert keeps its last good version and is reported. The watchers re-list after a 410
+//! or a dropped watch; a re-list replaces the objects only once it is complete (`InitDone`),
+//! so the inventory never shows a half-listed fleet. Watch errors (connectivity) are
+//! reported as problems, retried with kube's default backoff, and cleared by the next event.
+//!
+//! Events that arrive together are applied as one batch and published once, so a burst of
+//! changes (or a re-list of 100k Applications) costs one publication, not one per object.
+
+use std::collections::BTreeMap;
+
+use fleetshard_core::{App, Cluster};
+use futures::StreamExt as _;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, Event};
+
+use super::{Inventory, Problem, check_app};
+
+/// The `source` of every problem this source reports.
+const SOURCE: &str = "kubernetes";
+
+/// Where to watch.
+#[derive(Debug, Clone)]
+pub struct KubernetesConfig {
+    /// Namespace of the cluster Secrets (Argo CD's namespace; default `argocd`).
+    pub secrets_namespace: String,
+    /// Namespace of the Applications; `None` watches all namespaces (apps in any
+    /// namespace).
+    pub apps_namespace: Option<String>,
+}
+
+impl Default for KubernetesConfig {
+    fn default() -> Self {
+        KubernetesConfig {
+            secrets_namespace: "argocd".to_owned(),
+            apps_namespace: None,
+        }
+    }
+}
+
+/// Watches cluster Secrets and Applications into an [`Inventory`].
+#[derive(Clone)]
+pub struct KubernetesSource {
+    client: kube::Client,
+    config: KubernetesConfig,
+}
+
+impl std::fmt::Debug for KubernetesSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubernetesSource")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a Kubernetes source could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum KubernetesSourceError {
+    /// The client could not be built from the configuration.
+    #[error("cannot build a Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+impl KubernetesSource {
+    /// A source over an existing client. The caller should have turned kube's built-in
+    /// retries off (see [`KubernetesSource::from_config`]).
+    pub fn new(client: kube::Client, config: KubernetesConfig) -> Self {
+        KubernetesSource { client, config }
+    }
+
+    /// A source with its own client. kube's default retry of 429/503/504 is turned off:
+    /// it can hold a request for minutes, hiding the outage from the problem list, while
+    /// the watcher already retries with backoff.
+    pub fn from_config(
+        mut kube_config: kube::Config,
+        config: KubernetesConfig,
+    ) -> Result<Self, KubernetesSourceError> {
+        kube_config.default_retry = false;
+        let client = kube::Client::try_from(kube_config).map_err(KubernetesSourceError::Client)?;
+        Ok(Self::new(client, config))
+    }
+
+    /// Watches until aborted, publishing after every batch of events that changed
+    /// something.
+    pub async fn run(self, inventory: Inventory) {
+        let secrets_api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &self.config.secrets_namespace,
+            &secret_resource(),
+        );
+        let apps_api: Api<DynamicObject> = match &self.config.apps_namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &application_resource()),
+            None => Api::all_with(self.client.clone(), &application_resource()),
+        };
+        let selector = format!("{}=cluster", fleetshard_manifest::SECRET_TYPE_LABEL);
+        let secrets = watcher::watcher(secrets_api, watcher::Config::default().labels(&selector))
+            .default_backoff()
+            .map(|e| (Kind::Secret, e))
+            .boxed();
+        let apps = watcher::watcher(apps_api, watcher::Config::default())
+            .default_backoff()
+            .map(|e| (Kind::App, e))
+            .boxed();
+        let mut events = futures::stream::select(secrets, apps).ready_chunks(4096);
+
+        let mut state = State {
+            secrets: Objects::new(format!(
+                "watch of Secrets in namespace {} ({selector})",
+                self.config.secrets_namespace
+            )),
+            apps: Objects::new(match &self.config.apps_namespace {
+                Some(ns) => format!("watch of Applications in namespace {ns}"),
+                None => "watch of Applications in all namespaces".to_owned(),
+            }),
+        };
+        while let Some(batch) = events.next().await {
+            let mut changed = false;
+            for (kind, event) in batch {
+                changed |= match kind {
+                    Kind::Secret => state.secrets.handle(event, convert_secret),
+                    Kind::App => state.apps.handle(event, convert_app),
+                };
+            }
+            if changed {
+                let (clusters, apps, problems) = state.assemble();
+                let ready = state.secrets.synced && state.apps.synced;
+                inventory.publish(clusters, apps, problems, ready);
+            }
+        }
+    }
+}
+
+fn secret_resource() -> ApiResource {
+    ApiResource {
+        group: String::new(),
+        version: "v1".to_owned(),
+        api_version: "v1".to_owned(),
+        kind: "Secret".to_owned(),
+        plural: "secrets".to_owned(),
+    }
+}
+
+fn application_resource() -> ApiResource {
+    ApiResource {
+        group: "argoproj.io".to_owned(),
+        version: "v1alpha1".to_owned(),
+        api_version: "argoproj.io/v1alpha1".to_owned(),
+        kind: "Application".to_owned(),
+        plural: "applications".to_owned(),
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Secret,
+    App,
+}
+
+/// Namespace and name.
+type Key = (String, String);
+
+/// The result of converting one object: its value (`None`: not ours, e.g. a Secret that
+/// lost its label) and warnings; or the error that keeps the last good version.
+type Converted<T> = Result<(Option<T>, Vec<Problem>), Problem>;
+
+#[derive(Debug)]
+struct Entry<T> {
+    good: Option<T>,
+    problems: Vec<Problem>,
+}
+
+/// One watched kind: the objects as last converted, and the re-list in progress.
+#[derive(Debug)]
+struct Objects<T> {
+    what: String,
+    live: BTreeMap<Key, Entry<T>>,
+    relist: Option<BTreeMap<Key, Entry<T>>>,
+    synced: bool,
+    connection: Option<Problem>,
+}
+
+impl<T: Clone> Objects<T> {
+    fn new(what: String) -> Self {
+        Objects {
+            what,
+            live: BTreeMap::new(),
+            relist: None,
+            synced: false,
+            connection: None,
+        }
+    }
+
+    /// Applies one watcher event; returns whether the published view may have changed.
+    fn handle(
+        &mut self,
+        event: Result<Event<DynamicObject>, watcher::Error>,
+        convert: fn(&DynamicObject) -> Converted<T>,
+    ) -> bool {
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                tracing::warn!(watch = %self.what, error = %e, "inventory watch failed; retrying");
+                let problem = Problem::error(
+                    SOURCE,
+                    &self.what,
+                    None,
+                    &format!("{e}; retrying, the last listed objects are kept"),
+                );
+                self.connection = Some(problem);
+                return true;
+            }
+        };
+        let mut changed = self.connection.take().is_some();
+        match event {
+            Event::Init => self.relist = Some(BTreeMap::new()),
+            Event::InitApply(obj) => {
+                let key = key_of(&obj);
+                let previous = self.live.get(&key).and_then(|e| e.good.clone());
+                let entry = entry(convert(&obj), previous);
+                if let (Some(relist), Some(entry)) = (self.relist.as_mut(), entry) {
+                    relist.insert(key, entry);
+                }
+            }
+            Event::InitDone => {
+                if let Some(relist) = self.relist.take() {
+                    self.live = relist;
+                }
+                self.synced = true;
+                changed = true;
+            }
+            Event::Apply(obj) => {
+                let key = key_of(&obj);
+                let previous = self.live.remove(&key).and_then(|e| e.good);
+                if let Some(entry) = entry(convert(&obj), previous) {
+                    self.live.insert(key, entry);
+                }
+                changed = true;
+            }
+            Event::Delete(obj) => {
+                self.live.remove(&key_of(&obj));
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    fn values(&self) -> impl Iterator<Item = &T> {
+        self.live.values().filter_map(|e| e.good.as_ref())
+    }
+
+    fn problems(&self) -> impl Iterator<Item = &Problem> {
+        self.connection
+            .iter()
+            .chain(self.live.values().flat_map(|e| e.problems.iter()))
+    }
+}
+
+/// The entry for a converted object; `None` when it is not one of ours.
+fn entry<T>(converted: Converted<T>, previous: Option<T>) -> Option<Entry<T>> {
+    match converted {
+        Ok((Some(value), problems)) => Some(Entry {
+            good: Some(value),
+            problems,
+        }),
+        Ok((None, _)) => None,
+        Err(problem) => Some(Entry {
+            good: previous,
+            problems: vec![problem],
+        }),
+    }
+}
+
+fn key_of(obj: &DynamicObject) -> Key {
+    (
+        obj.metadata.namespace.clone().unwrap_or_default(),
+        obj.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+struct State {
+    secrets: Objects<Cluster>,
+    apps: Objects<App>,
+}
+
+impl State {
+    fn assemble(&self) -> (Vec<Cluster>, Vec<App>, Vec<Problem>) {
+        let clusters = self.secrets.values().cloned().collect();
+        let apps = self.apps.values().cloned().collect();
+        let problems = self
+            .secrets
+            .problems()
+            .chain(self.apps.problems())
+            .cloned()
+            .collect();
+        (clusters, apps, problems)
+    }
+}
+
+fn to_value(obj: &DynamicObject, kind: &str) -> Result<serde_json::Value, Problem> {
+    serde_json::to_value(obj).map_err(|e| {
+        let (ns, name) = key_of(obj);
+        Problem::error(
+            SOURCE,
+            &format!("{kind} {ns}/{name}"),
+            None,
+            &format!("cannot be read as JSON: {e}"),
+        )
+    })
+}
+
+fn convert_secret(obj: &DynamicObject) -> Converted<Cluster> {
+    let value = to_value(obj, "Secret")?;
+    let loaded = fleetshard_manifest::cluster_from_value(&value, SOURCE)
+        .map_err(|e| Problem::from_load_error(&e))?;
+    let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
+    Ok((loaded.value, warnings))
+}
+
+fn convert_app(obj: &DynamicObject) -> Converted<App> {
+    let value = to_value(obj, "Application")?;
+    let loaded = fleetshard_manifest::app_from_value(&value, SOURCE)
+        .map_err(|e| Problem::from_load_error(&e))?;
+    let app = loaded.value;
+    if let Some((field, why)) = check_app(&app) {
+        let object = format!("Application {}/{}", app.namespace, app.name);
+        return Err(Problem::error(SOURCE, &object, Some(field), &why));
+    }
+    let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
+    Ok((Some(app), warnings))
+}
