@@ -1,0 +1,263 @@
+//! The directory source: polling under paused time over an in-memory filesystem (reads are
+//! counted, so "unchanged files are not re-read" is checked), and one test on the real
+//! filesystem with deadlines.
+
+use std::time::Duration;
+
+use fleetshard_controller::inventory::{
+    DirectoryConfig, DirectorySource, Inventory, InventorySnapshot, MemoryFiles, Severity,
+};
+use tokio::sync::watch;
+
+fn secret(name: &str, uid: &str, server: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: argocd\n  uid: {uid}\n  labels:\n    argocd.argoproj.io/secret-type: cluster\nstringData:\n  name: {name}\n  server: {server}\n"
+    )
+}
+
+fn app(name: &str, dest: &str) -> String {
+    format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  namespace: argocd\nspec:\n  project: default\n  destination:\n    {dest}\n    namespace: default\n"
+    )
+}
+
+fn docs(parts: &[String]) -> String {
+    parts.join("---\n")
+}
+
+fn names(snap: &InventorySnapshot) -> (Vec<String>, Vec<String>) {
+    (
+        snap.clusters.iter().map(|c| c.server.clone()).collect(),
+        snap.apps.iter().map(|a| a.name.clone()).collect(),
+    )
+}
+
+/// Waits for a snapshot satisfying `pred` (the deadline is virtual under paused time).
+async fn wait_for(
+    rx: &mut watch::Receiver<InventorySnapshot>,
+    what: &str,
+    pred: impl Fn(&InventorySnapshot) -> bool,
+) -> InventorySnapshot {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        {
+            let snap = rx.borrow_and_update();
+            if pred(&snap) {
+                return snap.clone();
+            }
+        }
+        tokio::time::timeout_at(deadline, rx.changed())
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for {what}: {:?}", *rx.borrow()))
+            .expect("inventory alive");
+    }
+}
+
+fn start(files: &MemoryFiles) -> (Inventory, tokio::task::JoinHandle<()>) {
+    let inventory = Inventory::new();
+    let config = DirectoryConfig {
+        dir: "/fleet".into(),
+        poll_interval: Duration::from_secs(1),
+    };
+    let source = DirectorySource::with_files(config, files.clone());
+    let task = tokio::spawn(source.run(inventory.clone()));
+    (inventory, task)
+}
+
+#[tokio::test(start_paused = true)]
+async fn follows_added_modified_and_deleted_files() {
+    let files = MemoryFiles::default();
+    files.write(
+        "/fleet/clusters.yaml",
+        &docs(&[
+            secret("a", "u-a", "https://a"),
+            secret("b", "u-b", "https://b"),
+        ]),
+    );
+    files.write("/fleet/apps/one.yaml", &app("one", "server: https://a"));
+    files.write("/elsewhere/x.yaml", &app("ignored", "server: https://a"));
+    let (inventory, task) = start(&files);
+    let mut rx = inventory.subscribe();
+
+    let snap = wait_for(&mut rx, "first load", |s| s.ready).await;
+    assert_eq!(snap.revision, 1);
+    assert_eq!(
+        names(&snap),
+        (
+            vec!["https://a".into(), "https://b".into()],
+            vec!["one".into()]
+        )
+    );
+    assert!(snap.problems.is_empty(), "{:?}", snap.problems);
+    assert_eq!(files.reads(), 2);
+
+    // Nothing changes: scans only stat, nothing is re-read, nothing is published.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(files.reads(), 2);
+    assert!(!rx.has_changed().expect("alive"));
+
+    // A new file.
+    files.write("/fleet/apps/two.yaml", &app("two", "name: b"));
+    let snap = wait_for(&mut rx, "new file", |s| s.apps.len() == 2).await;
+    assert_eq!(snap.revision, 2);
+    assert_eq!(snap.apps[1].destination.name.as_deref(), Some("b"));
+
+    // A modified file.
+    files.write("/fleet/apps/one.yaml", &app("one", "server: https://b"));
+    let snap = wait_for(&mut rx, "modified file", |s| {
+        s.apps[0].destination.server.as_deref() == Some("https://b")
+    })
+    .await;
+    assert_eq!(snap.revision, 3);
+
+    // Rewritten with the same content: re-read (new stamp), but the revision stays.
+    let reads = files.reads();
+    files.write("/fleet/apps/one.yaml", &app("one", "server: https://b"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(files.reads(), reads + 1);
+    assert_eq!(inventory.snapshot().revision, 3);
+
+    // A deleted file.
+    files.remove("/fleet/clusters.yaml");
+    let snap = wait_for(&mut rx, "deleted file", |s| s.clusters.is_empty()).await;
+    assert_eq!(snap.revision, 4);
+    assert_eq!(snap.apps.len(), 2);
+    task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bad_file_keeps_its_last_good_objects_and_names_the_field() {
+    let files = MemoryFiles::default();
+    files.write("/fleet/clusters.yaml", &secret("a", "u-a", "https://a"));
+    files.write(
+        "/fleet/apps.yaml",
+        &docs(&[
+            app("one", "server: https://a"),
+            app("two", "server: https://a"),
+        ]),
+    );
+    let (inventory, task) = start(&files);
+    let mut rx = inventory.subscribe();
+    let good = wait_for(&mut rx, "first load", |s| s.ready).await;
+    assert_eq!(good.apps.len(), 2);
+
+    // A type error inside one Secret: the whole file keeps its previous objects.
+    files.write(
+        "/fleet/clusters.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: a\n  namespace: argocd\n  uid: u-a\n  labels: [oops]\nstringData:\n  server: https://changed\n",
+    );
+    let snap = wait_for(&mut rx, "problem", |s| !s.problems.is_empty()).await;
+    assert_eq!(snap.revision, good.revision, "content unchanged");
+    assert_eq!(snap.clusters, good.clusters);
+    let p = &snap.problems[0];
+    assert_eq!(p.severity, Severity::Error);
+    assert_eq!(p.source, "/fleet/clusters.yaml");
+    assert_eq!(p.object, "Secret argocd/a");
+    assert_eq!(p.field.as_deref(), Some("metadata.labels"));
+    assert!(p.message.contains("/fleet/clusters.yaml"), "{}", p.message);
+
+    // An application deploying nowhere: reported with its field; the file's apps stay.
+    files.write(
+        "/fleet/apps.yaml",
+        &docs(&[app("one", "server: https://a"), app("two", "server: \"\"")]),
+    );
+    let snap = wait_for(&mut rx, "app problem", |s| {
+        s.problems.iter().any(|p| p.source == "/fleet/apps.yaml")
+    })
+    .await;
+    assert_eq!(snap.apps, good.apps);
+    let p = snap
+        .problems
+        .iter()
+        .find(|p| p.source == "/fleet/apps.yaml")
+        .expect("reported");
+    assert_eq!(p.object, "Application argocd/two");
+    assert_eq!(p.field.as_deref(), Some("spec.destination"));
+
+    // Syntax error in a new file: reported, nothing from it.
+    files.write("/fleet/new.yaml", "kind: [unclosed\n");
+    let snap = wait_for(&mut rx, "syntax problem", |s| {
+        s.problems.iter().any(|p| p.source == "/fleet/new.yaml")
+    })
+    .await;
+    assert_eq!(snap.revision, good.revision);
+
+    // Fixing everything clears the problems and moves the revision once.
+    files.write("/fleet/clusters.yaml", &secret("a", "u-a", "https://a2"));
+    files.write("/fleet/apps.yaml", &app("one", "server: https://a2"));
+    files.remove("/fleet/new.yaml");
+    let snap = wait_for(&mut rx, "fixed", |s| s.problems.is_empty()).await;
+    assert_eq!(snap.revision, good.revision + 1);
+    assert_eq!(snap.clusters[0].server, "https://a2");
+    assert_eq!(snap.apps.len(), 1);
+    task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn duplicates_and_listing_failures_are_reported() {
+    let files = MemoryFiles::default();
+    files.write("/fleet/a.yaml", &app("same", "server: https://a"));
+    files.write("/fleet/b.yaml", &app("same", "server: https://b"));
+    let (inventory, task) = start(&files);
+    let mut rx = inventory.subscribe();
+    let snap = wait_for(&mut rx, "first load", |s| s.ready).await;
+    assert_eq!(snap.apps.len(), 1, "keyed by namespace and name");
+    assert_eq!(
+        snap.apps[0].destination.server.as_deref(),
+        Some("https://a")
+    );
+    assert_eq!(snap.problems.len(), 1);
+    assert_eq!(snap.problems[0].source, "/fleet/b.yaml");
+
+    files.fail_listing(true);
+    let snap = wait_for(&mut rx, "listing problem", |s| {
+        s.problems.iter().any(|p| p.object == "directory")
+    })
+    .await;
+    assert_eq!(snap.apps.len(), 1, "last good files kept");
+    files.fail_listing(false);
+    wait_for(&mut rx, "listing recovered", |s| {
+        s.problems.iter().all(|p| p.object != "directory")
+    })
+    .await;
+    task.abort();
+}
+
+/// Real files, real time: poll for each condition with a generous deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path();
+    std::fs::create_dir(path.join("sub")).expect("mkdir");
+    std::fs::write(path.join("clusters.yaml"), secret("a", "u-a", "https://a")).expect("write");
+    std::fs::write(path.join("sub/apps.json"), r#"{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"j","namespace":"argocd"},"spec":{"destination":{"server":"https://a"}}}"#).expect("write");
+    std::fs::write(path.join("notes.txt"), "not a manifest").expect("write");
+    std::fs::write(path.join(".hidden.yaml"), "kind: [broken").expect("write");
+
+    let inventory = Inventory::new();
+    let mut rx = inventory.subscribe();
+    let config = DirectoryConfig {
+        dir: path.to_owned(),
+        poll_interval: Duration::from_millis(50),
+    };
+    let task = tokio::spawn(DirectorySource::new(config).run(inventory.clone()));
+    let snap = wait_for(&mut rx, "first load", |s| s.ready).await;
+    assert_eq!(names(&snap), (vec!["https://a".into()], vec!["j".into()]));
+    assert!(snap.problems.is_empty(), "{:?}", snap.problems);
+
+    // A size change, so that a coarse mtime cannot hide it.
+    std::fs::write(
+        path.join("clusters.yaml"),
+        docs(&[
+            secret("a", "u-a", "https://a"),
+            secret("bb", "u-b", "https://bb"),
+        ]),
+    )
+    .expect("write");
+    wait_for(&mut rx, "added cluster", |s| s.clusters.len() == 2).await;
+
+    std::fs::remove_file(path.join("sub/apps.json")).expect("rm");
+    let snap = wait_for(&mut rx, "deleted file", |s| s.apps.is_empty()).await;
+    assert_eq!(snap.clusters.len(), 2);
+    task.abort();
+}
