@@ -74,6 +74,10 @@ struct ClusterRow {
     id: String,
     shard: u32,
     owner: Option<String>,
+    /// The shard it returns to when that shard is held again (it is displaced from a
+    /// vacant shard); absent when it is home.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    home: Option<u32>,
 }
 
 /// A replica without a shard, from its presence record.
@@ -243,6 +247,10 @@ fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing
             id: id.clone(),
             shard,
             owner: owner(shard),
+            home: doc
+                .as_ref()
+                .and_then(|d| d.homes.get(id).copied())
+                .filter(|&h| h != shard),
         })
         .collect();
     let unowned = clusters
@@ -328,9 +336,12 @@ fn table(r: &Report) -> String {
     }
     let _ = writeln!(out, "\nCLUSTER                                SHARD  OWNER");
     for c in &r.clusters {
+        let home = c
+            .home
+            .map_or(String::new(), |h| format!(" (away from shard {h})"));
         let _ = writeln!(
             out,
-            "{:<38} {:<6} {}",
+            "{:<38} {:<6} {}{home}",
             c.id,
             c.shard,
             c.owner.as_deref().unwrap_or("UNOWNED")
@@ -371,7 +382,7 @@ mod tests {
                 entry(
                     "fs/assignment",
                     serde_json::json!({"generation": 2, "shards": 3,
-                        "clusters": {"a": 0, "b": 1, "c": 2}}),
+                        "clusters": {"a": 0, "b": 1, "c": 2}, "homes": {"c": 1}}),
                     3,
                 ),
                 entry("fs/shards/0", shard("r0", false), 5),
@@ -407,6 +418,8 @@ mod tests {
         assert!(table(&r).contains("beyond the count"));
         assert_eq!(r.clusters[0].owner.as_deref(), Some("r0"));
         assert_eq!(r.unowned, ["b", "c"]);
+        assert_eq!(r.clusters[2].home, Some(1), "c is displaced from shard 1");
+        assert_eq!(r.clusters[0].home, None);
         assert_eq!(r.warnings.len(), 1);
         assert!(table(&r).contains("2 unowned"));
         let again = build("fs/", None, &listing, Some(&listing));
