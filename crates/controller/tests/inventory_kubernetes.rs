@@ -1,0 +1,272 @@
+//! The Kubernetes source against the fake API server (real HTTP, real time): each
+//! condition is polled for with a generous deadline.
+
+use std::time::Duration;
+
+use fleetshard_controller::inventory::{
+    Inventory, InventorySnapshot, KubernetesConfig, KubernetesSource, Severity,
+};
+use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+const APPS: &str = "argoproj.io/v1alpha1";
+
+fn secret(name: &str, server: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": "argocd",
+                     "labels": {"argocd.argoproj.io/secret-type": "cluster", "env": "prod"}},
+        "stringData": {"name": name, "server": server, "config": "{}"},
+    })
+}
+
+fn app(ns: &str, name: &str, destination: Value) -> Value {
+    json!({
+        "apiVersion": APPS, "kind": "Application",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"project": "default", "destination": destination,
+                 "source": {"repoURL": "https://git.example/repo", "path": name},
+                 "syncPolicy": {"automated": {"prune": true}}},
+    })
+}
+
+async fn wait_for(
+    rx: &mut watch::Receiver<InventorySnapshot>,
+    what: &str,
+    pred: impl Fn(&InventorySnapshot) -> bool,
+) -> InventorySnapshot {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        {
+            let snap = rx.borrow_and_update();
+            if pred(&snap) {
+                return snap.clone();
+            }
+        }
+        tokio::time::timeout_at(deadline, rx.changed())
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for {what}: {:#?}", *rx.borrow()))
+            .expect("inventory alive");
+    }
+}
+
+fn start(
+    server: &FakeApiServer,
+    config: KubernetesConfig,
+) -> (Inventory, tokio::task::JoinHandle<()>) {
+    let kube_config = kube::Config::new(server.url().parse().expect("the fake's URL"));
+    let source = KubernetesSource::from_config(kube_config, config).expect("client");
+    let inventory = Inventory::new();
+    let task = tokio::spawn(source.run(inventory.clone()));
+    (inventory, task)
+}
+
+fn servers(snap: &InventorySnapshot) -> Vec<&str> {
+    snap.clusters.iter().map(|c| c.server.as_str()).collect()
+}
+
+fn app_keys(snap: &InventorySnapshot) -> Vec<String> {
+    snap.apps
+        .iter()
+        .map(|a| format!("{}/{}", a.namespace, a.name))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_secrets_and_applications() {
+    let server = FakeApiServer::start().await.expect("fake");
+    server.insert(secret("a", "https://a/")).expect("insert");
+    server.insert(secret("b", "https://b")).expect("insert");
+    // Not a cluster Secret: no label (a repository credential, say).
+    server
+        .insert(json!({"apiVersion": "v1", "kind": "Secret",
+                       "metadata": {"name": "repo", "namespace": "argocd"},
+                       "stringData": {"server": "https://repo"}}))
+        .expect("insert");
+    // A cluster Secret in another namespace: not watched.
+    let mut other = secret("c", "https://c");
+    other["metadata"]["namespace"] = json!("elsewhere");
+    server.insert(other).expect("insert");
+    server
+        .insert(app("argocd", "one", json!({"server": "https://a"})))
+        .expect("insert");
+    server
+        .insert(app("team", "two", json!({"name": "b", "namespace": "x"})))
+        .expect("insert");
+
+    let (inventory, task) = start(&server, KubernetesConfig::default());
+    let mut rx = inventory.subscribe();
+    let snap = wait_for(&mut rx, "initial listing", |s| s.ready).await;
+    assert_eq!(servers(&snap), ["https://a", "https://b"]);
+    assert_eq!(app_keys(&snap), ["argocd/one", "team/two"]);
+    assert!(snap.problems.is_empty(), "{:?}", snap.problems);
+    let a = &snap.clusters[0];
+    assert!(!a.id.is_empty(), "the Secret's uid is the cluster id");
+    assert_eq!(a.labels.get("env").map(String::as_str), Some("prod"));
+    assert!(!a.labels.contains_key("argocd.argoproj.io/secret-type"));
+    let one = &snap.apps[0];
+    assert_eq!(one.source.path, "one");
+    assert_eq!(one.auto_sync.map(|s| s.prune), Some(true));
+    let rev = snap.revision;
+
+    // Create, modify, delete.
+    server.insert(secret("d", "https://d")).expect("insert");
+    let snap = wait_for(&mut rx, "new Secret", |s| s.clusters.len() == 3).await;
+    assert_eq!(snap.revision, rev + 1);
+    server
+        .modify(APPS, "Application", "team", "two", |o| {
+            o["spec"]["destination"] = json!({"server": "https://d"});
+        })
+        .expect("modify");
+    let snap = wait_for(&mut rx, "modified app", |s| {
+        s.apps[1].destination.server.as_deref() == Some("https://d")
+    })
+    .await;
+    assert_eq!(snap.revision, rev + 2);
+    server
+        .delete("v1", "Secret", "argocd", "a")
+        .expect("delete");
+    let snap = wait_for(&mut rx, "deleted Secret", |s| s.clusters.len() == 2).await;
+    assert_eq!(servers(&snap), ["https://b", "https://d"]);
+
+    // A change that touches nothing the inventory reads (status) moves no revision: the
+    // next real change moves it by exactly one.
+    let before = snap.revision;
+    server
+        .modify(APPS, "Application", "argocd", "one", |o| {
+            o["status"] = json!({"sync": {"status": "Synced"}});
+        })
+        .expect("modify");
+    server
+        .insert(app("argocd", "three", json!({"server": "https://b"})))
+        .expect("insert");
+    let snap = wait_for(&mut rx, "third app", |s| s.apps.len() == 3).await;
+    assert_eq!(snap.revision, before + 1);
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_objects_are_reported_and_the_last_good_version_kept() {
+    let server = FakeApiServer::start().await.expect("fake");
+    server.insert(secret("a", "https://a")).expect("insert");
+    server
+        .insert(app("argocd", "good", json!({"server": "https://a"})))
+        .expect("insert");
+    server
+        .insert(app("argocd", "nowhere", json!({"namespace": "x"})))
+        .expect("insert");
+    let (inventory, task) = start(&server, KubernetesConfig::default());
+    let mut rx = inventory.subscribe();
+    let snap = wait_for(&mut rx, "initial listing", |s| s.ready).await;
+    assert_eq!(app_keys(&snap), ["argocd/good"]);
+    let p: Vec<_> = snap.errors().collect();
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].object, "Application argocd/nowhere");
+    assert_eq!(p[0].field.as_deref(), Some("spec.destination"));
+    assert_eq!(p[0].source, "kubernetes");
+
+    // A good app turned bad keeps its last good version; so does a Secret.
+    server
+        .modify(APPS, "Application", "argocd", "good", |o| {
+            o["spec"]["destination"] = json!({"namespace": "y"});
+        })
+        .expect("modify");
+    server
+        .modify("v1", "Secret", "argocd", "a", |o| {
+            o["metadata"]["annotations"] = json!({"fleetshard.io/weight": "heavy"});
+        })
+        .expect("modify");
+    let snap = wait_for(&mut rx, "two more problems", |s| s.errors().count() == 3).await;
+    assert_eq!(app_keys(&snap), ["argocd/good"]);
+    assert_eq!(
+        snap.apps[0].destination.server.as_deref(),
+        Some("https://a")
+    );
+    assert_eq!(servers(&snap), ["https://a"]);
+    assert!(
+        snap.errors().any(|p| p.object == "Secret argocd/a"
+            && p.field.as_deref() == Some("metadata.annotations[fleetshard.io/weight]")),
+        "{:?}",
+        snap.problems
+    );
+
+    // Fixed: the problem goes and the new version is used.
+    server
+        .modify(APPS, "Application", "argocd", "nowhere", |o| {
+            o["spec"]["destination"] = json!({"name": "a"});
+        })
+        .expect("modify");
+    let snap = wait_for(&mut rx, "fixed app", |s| s.apps.len() == 2).await;
+    assert_eq!(snap.errors().count(), 2);
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovers_after_compaction_and_closed_watches() {
+    let server = FakeApiServer::start().await.expect("fake");
+    server.insert(secret("a", "https://a")).expect("insert");
+    server
+        .insert(app("argocd", "one", json!({"server": "https://a"})))
+        .expect("insert");
+    let config = KubernetesConfig {
+        apps_namespace: Some("argocd".to_owned()),
+        ..KubernetesConfig::default()
+    };
+    let (inventory, task) = start(&server, config);
+    let mut rx = inventory.subscribe();
+    let snap = wait_for(&mut rx, "initial listing", |s| s.ready).await;
+    assert_eq!(app_keys(&snap), ["argocd/one"]);
+
+    // Changes made while the watches are down, with the history gone: the watcher gets
+    // 410 on resuming and re-lists.
+    let lists = server.request_count(Verb::List, "applications");
+    server.compact();
+    server
+        .insert(app("argocd", "two", json!({"server": "https://a"})))
+        .expect("insert");
+    server
+        .insert(app("other", "ignored", json!({"server": "https://a"})))
+        .expect("insert");
+    server
+        .delete("v1", "Secret", "argocd", "a")
+        .expect("delete");
+    server.insert(secret("b", "https://b")).expect("insert");
+    server.compact();
+    server.close_watches();
+    let snap = wait_for(&mut rx, "re-listed", |s| {
+        s.apps.len() == 2 && s.clusters.len() == 1 && s.clusters[0].server == "https://b"
+    })
+    .await;
+    assert_eq!(app_keys(&snap), ["argocd/one", "argocd/two"]);
+    assert!(snap.ready);
+    assert!(
+        server.request_count(Verb::List, "applications") > lists,
+        "recovered by a re-list"
+    );
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connectivity_problems_are_reported_and_cleared() {
+    let server = FakeApiServer::start().await.expect("fake");
+    server.insert(secret("a", "https://a")).expect("insert");
+    // The first listings of Applications fail: the source reports it and keeps trying.
+    server.fail_next(2, 503, |r| r.is(Verb::List, "applications"));
+    let (inventory, task) = start(&server, KubernetesConfig::default());
+    let mut rx = inventory.subscribe();
+    let snap = wait_for(&mut rx, "connectivity problem", |s| {
+        s.problems.iter().any(|p| p.object.contains("Applications"))
+    })
+    .await;
+    assert!(!snap.ready, "not every kind is listed yet");
+    let p = snap
+        .problems
+        .iter()
+        .find(|p| p.object.contains("Applications"))
+        .expect("found");
+    assert_eq!(p.severity, Severity::Error);
+    let snap = wait_for(&mut rx, "recovered", |s| s.ready && s.problems.is_empty()).await;
+    assert_eq!(servers(&snap), ["https://a"]);
+    task.abort();
+}
