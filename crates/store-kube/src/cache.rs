@@ -74,8 +74,8 @@ pub(crate) struct KindCache {
     pub(crate) selectors: (Option<String>, Option<String>),
     /// Whether ConfigMaps that are not fleetshard records count, by their data keys.
     pub(crate) shared: bool,
-    state: Mutex<KindState>,
-    notify: watch::Sender<u64>,
+    pub(crate) state: Mutex<KindState>,
+    pub(crate) notify: watch::Sender<u64>,
 }
 
 impl KindCache {
@@ -95,10 +95,18 @@ pub(crate) struct Scope {
     plan: Plan,
     pub(crate) kinds: Vec<Arc<KindCache>>,
     notify: watch::Sender<u64>,
-    /// Listings served: their revision and each kind's `rev` then (the smallest, if two
-    /// listings had one revision), so that a wait from that revision is not woken by what
-    /// the listing already showed.
-    served: Mutex<Vec<(u64, Vec<u64>)>>,
+    /// Listings served: their revision and what each kind had shown then, so that a wait
+    /// from that revision is not woken by what the listing already showed (a kind's `rev`
+    /// may be well past the listing's revision while the other kind waits for a bookmark).
+    served: Mutex<Vec<Served>>,
+}
+
+/// Listings served at one revision: each kind's `rev` in the earliest (smallest) and in
+/// the latest of them.
+struct Served {
+    revision: u64,
+    earliest: Vec<u64>,
+    latest: Vec<u64>,
 }
 
 /// What a read of the cache found.
@@ -163,52 +171,67 @@ impl Scope {
     /// Records that a listing at `revision` showed each kind at `revs`.
     pub(crate) fn remember(&self, revision: u64, revs: Vec<u64>) {
         let mut served = self.served.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, known)) = served.iter_mut().find(|(r, _)| *r == revision) {
-            for (k, r) in known.iter_mut().zip(revs) {
-                *k = (*k).min(r);
+        if let Some(known) = served.iter_mut().find(|s| s.revision == revision) {
+            for (k, r) in known.earliest.iter_mut().zip(&revs) {
+                *k = (*k).min(*r);
             }
+            known.latest = revs;
             return;
         }
         if served.len() >= SERVED_MEMORY {
             served.remove(0);
         }
-        served.push((revision, revs));
+        served.push(Served {
+            revision,
+            earliest: revs.clone(),
+            latest: revs,
+        });
     }
 
-    /// Whether something under `prefix` changed after `since` (as a listing at `since`
-    /// showed it).
-    pub(crate) fn changed(&self, prefix: &str, since: u64, freshness: Duration) -> Waited {
-        let seen: Option<Vec<u64>> = self
+    /// Whether something under `prefix` changed after `since`, as a listing at `since`
+    /// showed it. Several listings may have had that revision: a change the latest of them
+    /// showed but an earlier one may not have wakes only from `late` on — a caller holding
+    /// the earlier listing still learns of it, and one holding the latest (the runner,
+    /// waiting from the listing it just got) does not spin on what it has seen.
+    pub(crate) fn changed(
+        &self,
+        prefix: &str,
+        since: u64,
+        freshness: Duration,
+        late: Instant,
+    ) -> Waited {
+        let (earliest, latest) = self
             .served
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .find(|(r, _)| *r == since)
-            .map(|(_, revs)| revs.clone());
+            .find(|s| s.revision == since)
+            .map(|s| (s.earliest.clone(), s.latest.clone()))
+            .unwrap_or_default();
+        let from = |revs: &[u64], i: usize| revs.get(i).map_or(since, |r| since.max(*r));
         let now = Instant::now();
         let states: Vec<_> = self.kinds.iter().map(|k| k.lock()).collect();
         let revision = states.iter().map(|s| s.rev).min().unwrap_or_default();
-        let mut change = None;
+        let mut certain = None;
+        let mut maybe = None;
         for (i, s) in states.iter().enumerate() {
-            let from = seen
-                .as_ref()
-                .and_then(|revs| revs.get(i))
-                .map_or(since, |r| since.max(*r));
-            if let Some(rv) = s.changed_after(prefix, from) {
-                change = change.max(Some(rv));
-            }
+            certain = certain.max(s.changed_after(prefix, from(&latest, i)));
+            maybe = maybe.max(s.changed_after(prefix, from(&earliest, i)));
         }
-        if let Some(rv) = change {
+        if let Some(rv) = certain.or(maybe.filter(|_| now >= late)) {
             return Waited::Changed(rv.max(revision));
         }
         if let Some(s) = states.iter().find(|s| s.gave_up(now, freshness)) {
             return Waited::Stale(s.staleness(freshness));
         }
-        let until = states
+        let mut until = states
             .iter()
             .map(|s| s.fresh_until(freshness))
             .min()
             .unwrap_or(now + freshness);
+        if maybe.is_some() {
+            until = until.min(late);
+        }
         Waited::Pending(until)
     }
 }
@@ -304,5 +327,92 @@ impl Cache {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::state::{Obj, Snapshot};
+    use super::*;
+
+    fn kind(name: KindName, objects: &[(&str, u64)], rev: u64) -> Arc<KindCache> {
+        let k = KindCache {
+            kind: name,
+            selectors: (None, None),
+            shared: false,
+            state: Mutex::new(KindState::new(Instant::now())),
+            notify: watch::channel(0).0,
+        };
+        let objects = objects
+            .iter()
+            .map(|(key, rv)| (key.to_string(), obj(key, *rv)))
+            .collect();
+        let mut st = k.lock();
+        st.replace(Snapshot { rev, objects }, 0);
+        st.heard(Instant::now());
+        drop(st);
+        Arc::new(k)
+    }
+
+    fn obj(key: &str, rv: u64) -> Obj {
+        Obj {
+            rv,
+            entries: Ok(vec![Entry {
+                key: key.into(),
+                value: Vec::new(),
+                version: rv,
+            }]),
+        }
+    }
+
+    fn listing(scope: &Scope) -> Listing {
+        match scope.read("f/", 0, Duration::from_secs(10)) {
+            Read::Listing(l) => l,
+            _ => panic!("not served from the cache"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_only_an_earlier_listing_at_the_revision_missed_wakes_late() {
+        let leases = kind(KindName::Lease, &[("f/a", 3)], 5);
+        let configmaps = kind(KindName::ConfigMap, &[], 5);
+        let scope = Scope {
+            plan: Plan::of("f/"),
+            kinds: vec![leases.clone(), configmaps],
+            notify: watch::channel(0).0,
+            served: Mutex::new(Vec::new()),
+        };
+        let fresh = Duration::from_secs(10);
+        assert_eq!(listing(&scope).revision, 5);
+        // Another client's lease write: the Lease watch shows it, the ConfigMap watch has
+        // no reason to move, so the next listing has the same revision but shows more.
+        leases.lock().apply("f/b", 6, Some(obj("f/b", 6)));
+        let l = listing(&scope);
+        assert_eq!(l.revision, 5);
+        assert_eq!(l.entries.len(), 2);
+        let late = Instant::now() + Duration::from_millis(200);
+        match scope.changed("f/", 5, fresh, late) {
+            Waited::Pending(until) => assert_eq!(until, late),
+            _ => panic!("the latest listing at 5 showed the change: no wake-up at once"),
+        }
+        tokio::time::advance(Duration::from_millis(200)).await;
+        assert!(
+            matches!(scope.changed("f/", 5, fresh, late), Waited::Changed(6)),
+            "a holder of the earlier listing still learns of it"
+        );
+        // A change past what the latest listing showed wakes at once.
+        leases.lock().apply("f/c", 7, Some(obj("f/c", 7)));
+        let late = Instant::now() + Duration::from_millis(200);
+        assert!(matches!(
+            scope.changed("f/", 5, fresh, late),
+            Waited::Changed(7)
+        ));
+        // Nothing heard for the freshness bound: stale.
+        tokio::time::advance(fresh + Duration::from_secs(1)).await;
+        assert!(matches!(
+            scope.changed("g/", 7, fresh, late),
+            Waited::Stale(_)
+        ));
+        assert!(matches!(scope.read("f/", 0, fresh), Read::Stale));
     }
 }

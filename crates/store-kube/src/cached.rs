@@ -17,6 +17,10 @@ use crate::{Ctx, KubeStore};
 /// The longest a listing waits for the watch to show this client's newest write before
 /// it LISTs that kind instead (bounded further by the call timeout).
 const CATCH_UP: Duration = Duration::from_secs(1);
+/// How late a wait reports a change that only an earlier of several listings at its
+/// revision may have missed (see [`Scope::changed`]): about the runner's poll, so a caller
+/// that has seen it re-lists at the pace it would anyway.
+const AMBIGUOUS_WAKE: Duration = Duration::from_millis(200);
 
 impl KubeStore {
     /// The cache scope of `plan`, started on first use; `None` when the cache is off or
@@ -110,9 +114,10 @@ impl KubeStore {
             return self.wait_direct(ctx, prefix, since).await;
         };
         let freshness = self.inner.options.cache_freshness;
+        let late = Instant::now() + AMBIGUOUS_WAKE;
         loop {
             let mut notified = scope.subscribe();
-            match scope.changed(prefix, since, freshness) {
+            match scope.changed(prefix, since, freshness, late) {
                 Waited::Changed(rev) => return Ok(rev),
                 Waited::Stale(why) => {
                     return Err(StoreError::Unavailable(format!(
@@ -199,4 +204,83 @@ fn record_labels(key: &str) -> BTreeMap<String, String> {
         (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
         (ROOT_LABEL.to_owned(), root_label(key)),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Weak;
+
+    use fleetshard_coord::store::Store;
+    use fleetshard_testsupport::kube_api::FakeApiServer;
+
+    use super::*;
+    use crate::KubeOptions;
+
+    #[tokio::test]
+    async fn dropping_the_last_clone_stops_the_watch_tasks() {
+        let server = FakeApiServer::start().await.unwrap();
+        let config = kube::Config::new(server.url().parse().unwrap());
+        let store = KubeStore::from_config(config, Some("default"), KubeOptions::default());
+        store.list("fleetshard/").await.unwrap();
+        store
+            .list("configmap/argocd-app-controller-shard-cm/")
+            .await
+            .unwrap();
+        // Each task holds its kind; once every task has ended, only weak references remain.
+        let kinds: Vec<Weak<KindCache>> = store
+            .inner
+            .cache
+            .scopes()
+            .iter()
+            .flat_map(|s| s.kinds.iter().map(Arc::downgrade).collect::<Vec<_>>())
+            .collect();
+        assert_eq!(
+            kinds.len(),
+            3,
+            "Leases and ConfigMaps, and the one ConfigMap"
+        );
+        let clone = store.clone();
+        drop(store);
+        assert!(
+            kinds.iter().all(|k| k.upgrade().is_some()),
+            "a clone keeps the cache"
+        );
+        drop(clone);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while kinds.iter().any(|k| k.strong_count() > 0) {
+            assert!(Instant::now() < deadline, "watch tasks still running");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[test]
+    fn own_writes_are_awaited_only_from_watches_that_select_them() {
+        let kind = |kind, selectors: (Option<&str>, Option<&str>)| KindCache {
+            kind,
+            selectors: (
+                selectors.0.map(str::to_owned),
+                selectors.1.map(str::to_owned),
+            ),
+            shared: selectors.0.is_none(),
+            state: std::sync::Mutex::new(crate::cache::KindState::new(Instant::now())),
+            notify: tokio::sync::watch::channel(0).0,
+        };
+        let records = "app.kubernetes.io/managed-by=fleetshard,fleetshard.io/root=fleetshard";
+        let leases = kind(KindName::Lease, (Some(records), None));
+        let cms = kind(KindName::ConfigMap, (Some(records), None));
+        let argo = kind(
+            KindName::ConfigMap,
+            (None, Some("metadata.name=argocd-app-controller-shard-cm")),
+        );
+        let shard = "fleetshard/shards/0";
+        let assignment = "fleetshard/assignment";
+        let argo_key = "configmap/argocd-app-controller-shard-cm/shardControllerMapping";
+        let t = |k| Target::of(k).unwrap();
+        assert!(selects(&leases, &t(shard), shard));
+        assert!(!selects(&cms, &t(shard), shard));
+        assert!(selects(&cms, &t(assignment), assignment));
+        assert!(!selects(&leases, &t("other/shards/0"), "other/shards/0"));
+        assert!(selects(&argo, &t(argo_key), argo_key));
+        assert!(!selects(&cms, &t(argo_key), argo_key));
+    }
 }

@@ -43,22 +43,45 @@
 //!   object's resourceVersion. kube's built-in retry of 429/503/504 is turned off: it
 //!   could take minutes and resend a compare-and-swap whose first try applied.
 //! - `delete`: with `preconditions.resourceVersion` (409 or 404 → `Conflict`).
-//! - `list(prefix)`: label-selected lists of Leases and ConfigMaps, filtered by the key
-//!   annotation, in key order. The revision is the smaller of the two lists'
-//!   resourceVersions: both are the store revision when each was served, so the smaller
-//!   never claims a write the listing may not reflect (an entry's version may exceed it when
-//!   a write landed between the two lists; a caller just lists again).
-//! - `wait_for_change(prefix, since)`: watches both kinds from `since` with bookmarks and
-//!   returns on the first event under the prefix. A 410 Gone (history compacted), a broken
-//!   stream or the server ending the watch returns the current revision (a spurious
-//!   wake-up, which the trait allows; the caller re-lists). Nothing is retried in a loop.
+//! - `list(prefix)`: from the watch cache (below) while it is fresh; otherwise
+//!   label-selected lists of Leases and ConfigMaps, filtered by the key annotation, in key
+//!   order. The revision is the smaller of the two kinds' resourceVersions (each list's, or
+//!   each watch's last seen): the smaller never claims a write the listing may not reflect
+//!   (an entry's version may exceed it when a write landed between the two; a caller just
+//!   lists again).
+//! - `wait_for_change(prefix, since)`: from the watch cache's notifications; returns on the
+//!   first change under the prefix after what a listing at `since` showed (a change older
+//!   than the cache's memory wakes it at once: a spurious wake-up, which the trait allows).
+//!
+//! # The watch cache
+//! Per scope (the record labels of a prefix's first segment, or the ConfigMaps a
+//! `configmap/` prefix names; at most 8 scopes, beyond which listings go to the API
+//! server), one LIST and then one WATCH per kind with bookmarks, started on first use and
+//! stopped when the last clone of the store is dropped. A watch the server ends is
+//! re-opened from the last seen resourceVersion; 410 Gone (history compacted) starts over
+//! with a LIST; an unreachable server is retried with a backoff up to 2 s.
+//! - Fresh: a kind that heard from the API server (a LIST, a watch opening, an event, a
+//!   bookmark) within [`KubeOptions::cache_freshness`] (10 s). Each watch asks the server
+//!   to end it after [`KubeOptions::watch_timeout`] (8 s), so even a quiet server shows it
+//!   is alive in time; a stalled connection does not count.
+//! - Read-your-writes: after this client's `put` returned version V, a listing waits until
+//!   every kind has reached V — up to 1 s for a watch that will show the write itself; a
+//!   kind that will not (a Lease write moves no ConfigMap watch) is LISTed at once, and the
+//!   LIST refreshes the cache (events at or below a kind's revision are then ignored). A
+//!   delete's answer carries no revision: the object leaves cached listings at once and
+//!   stays out until the watch shows the deletion (or a re-creation).
+//! - Cost: in steady state, re-watches (two kinds per scope per 8 s) and one LIST per own
+//!   write of the other kind; no request per listing or wait
+//!   (`docs/reliability.md` has the figures).
 //!
 //! # When the API server is in trouble
 //! Every call is bounded by [`KubeOptions::call_timeout`] (3 s): no answer, a refused
 //! connection, a 5xx or a 429 is [`StoreError::Unavailable`] (a write may or may not have
 //! applied, as with any store); refusals that retrying cannot fix (403, 422, a malformed
-//! answer) are [`StoreError::Backend`]. A watch with no event, bookmark or end for longer
-//! than [`KubeOptions::watch_timeout`] plus the call timeout is `Unavailable`.
+//! answer) are [`StoreError::Backend`]. Cached listings go on from the last known state
+//! while the cache is fresh; once it has heard nothing for
+//! [`KubeOptions::cache_freshness`], listings go to the API server (so `Unavailable` within
+//! the freshness bound plus the call timeout) and `wait_for_change` is `Unavailable`.
 //!
 //! # Connecting
 //! [`KubeStore::from_url`] is synchronous and does no I/O: the client is built on first use

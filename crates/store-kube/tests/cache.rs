@@ -137,9 +137,17 @@ async fn another_clients_change_wakes_the_waiter_then_shows_in_the_listing() {
         [("fleetshard/distributor", v)]
     );
     assert_eq!(lists(&server), 0, "served from the cache");
-    // A wait from that listing's revision is not woken again by what it showed.
+    // Once the ConfigMap watch's bookmark has carried the revision past the write, a wait
+    // from a listing's revision is not woken again by what that listing showed.
+    let l = list_until(
+        &store,
+        "fleetshard/",
+        "the revision to pass the write",
+        |l| l.revision >= v,
+    )
+    .await;
     let again = tokio::time::timeout(
-        Duration::from_millis(300),
+        Duration::from_millis(500),
         store.wait_for_change("fleetshard/", l.revision),
     )
     .await;
