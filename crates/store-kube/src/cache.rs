@@ -239,8 +239,8 @@ impl Scope {
 /// Every scope of one store, and the tasks that feed them (stopped when the store goes).
 #[derive(Default)]
 pub(crate) struct Cache {
-    scopes: Mutex<Vec<Arc<Scope>>>,
-    tasks: Mutex<Vec<AbortHandle>>,
+    /// Each scope with its tasks.
+    scopes: Mutex<Vec<(Arc<Scope>, Vec<AbortHandle>)>>,
     /// Counts this store's completed deletes: a LIST sent after a delete returned reflects
     /// it (see the tombstones in [`KindState`]).
     pub(crate) deletes: Arc<AtomicU64>,
@@ -248,13 +248,9 @@ pub(crate) struct Cache {
 
 impl Drop for Cache {
     fn drop(&mut self) {
-        for t in self
-            .tasks
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
-            t.abort();
+        let scopes = self.scopes.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (_, tasks) in scopes.drain(..) {
+            tasks.iter().for_each(AbortHandle::abort);
         }
     }
 }
@@ -270,7 +266,7 @@ impl Cache {
         options: &crate::KubeOptions,
     ) -> Option<Arc<Scope>> {
         let mut scopes = self.scopes.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = scopes.iter().find(|s| s.plan == *plan) {
+        if let Some((s, _)) = scopes.iter().find(|(s, _)| s.plan == *plan) {
             return Some(s.clone());
         }
         if scopes.len() >= MAX_SCOPES {
@@ -279,7 +275,7 @@ impl Cache {
         let (notify, _) = watch::channel(0u64);
         let started = Instant::now();
         let mut kinds = Vec::new();
-        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tasks = Vec::new();
         let new_kind = |kind, selectors, shared| {
             Arc::new(KindCache {
                 kind,
@@ -317,16 +313,14 @@ impl Cache {
             notify,
             served: Mutex::new(Vec::new()),
         });
-        scopes.push(scope.clone());
+        scopes.push((scope.clone(), tasks));
         Some(scope)
     }
 
     /// Every scope started so far.
     pub(crate) fn scopes(&self) -> Vec<Arc<Scope>> {
-        self.scopes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        let scopes = self.scopes.lock().unwrap_or_else(|e| e.into_inner());
+        scopes.iter().map(|(s, _)| s.clone()).collect()
     }
 }
 
