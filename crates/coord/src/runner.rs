@@ -142,6 +142,17 @@ struct StopDone {
     lapsed_at: Option<Instant>,
 }
 
+/// The fleet the distributor places, as the inventory last published it.
+#[derive(Debug, Clone, Default)]
+pub struct RunnerFleet {
+    /// Clusters.
+    pub clusters: Arc<Vec<Cluster>>,
+    /// Their loads, in the same order.
+    pub loads: Arc<Vec<u64>>,
+    /// Moves whenever the clusters or loads change (the inventory's revision).
+    pub revision: u64,
+}
+
 /// A write's outcome on its way back to the owning task.
 struct WriteDone {
     ticket: Ticket,
@@ -154,8 +165,8 @@ pub struct Runner {
     replica: Replica,
     cfg: ReplicaConfig,
     timing: RunnerTiming,
-    clusters: Vec<Cluster>,
-    loads: Vec<u64>,
+    /// The current fleet (fixed, or followed with [`Runner::with_fleet`]).
+    fleet: watch::Receiver<RunnerFleet>,
     events: mpsc::UnboundedSender<OwnershipChange>,
     status: watch::Sender<Status>,
     start: Instant,
@@ -204,8 +215,12 @@ impl Runner {
             replica: Replica::new(cfg.clone()),
             cfg,
             timing,
-            clusters,
-            loads,
+            fleet: watch::channel(RunnerFleet {
+                clusters: Arc::new(clusters),
+                loads: Arc::new(loads),
+                revision: 0,
+            })
+            .1,
             events,
             status,
             start: Instant::now(),
@@ -232,6 +247,13 @@ impl Runner {
     /// Reports store latencies to `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<dyn RunnerMetrics>) -> Self {
         self.metrics = metrics;
+        self
+    }
+
+    /// Follows `fleet` instead of the fixed fleet given to [`Runner::new`]: the
+    /// distributor places the latest one (a change is stepped at once).
+    pub fn with_fleet(mut self, fleet: watch::Receiver<RunnerFleet>) -> Self {
+        self.fleet = fleet;
         self
     }
 
@@ -262,6 +284,9 @@ impl Runner {
             .stops_rx
             .take()
             .unwrap_or_else(|| mpsc::unbounded_channel().1);
+        // Its own receiver: the select below borrows it while the branches use `self`.
+        let mut fleet_rx = self.fleet.clone();
+        let mut fleet_open = true;
         if *shutdown.borrow() {
             return true;
         }
@@ -295,6 +320,13 @@ impl Runner {
                         next_poll = Instant::now();
                     }
                     self.on_write(done);
+                }
+                r = fleet_rx.changed(), if fleet_open => {
+                    // A new inventory: list and step now (the distributor places it).
+                    match r {
+                        Ok(()) => next_poll = Instant::now(),
+                        Err(_) => fleet_open = false,
+                    }
                 }
                 Some(stop) = stops_rx.recv() => {
                     self.replica.on_stopped(&stop.cluster);
@@ -370,11 +402,11 @@ impl Runner {
         if view.is_some() {
             self.stats.listed = true;
         }
+        let current = self.fleet.borrow().clone();
         let fleet = FleetInput {
-            clusters: &self.clusters,
-            loads: &self.loads,
-            // The fleet is fixed for the runner's life.
-            revision: 0,
+            clusters: &current.clusters,
+            loads: &current.loads,
+            revision: current.revision,
             external_shards: self.external.as_ref().and_then(|rx| *rx.borrow()),
         };
         let actions = self.replica.step(now, view, fleet);

@@ -368,3 +368,65 @@ async fn replicas_with_zones_get_their_zones_clusters() {
     }
     drop((a.shutdown, b.shutdown));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_new_inventory_is_placed_without_a_restart() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let fleet_of = |n: usize, revision: u64| {
+        let clusters: Vec<Cluster> = (0..n)
+            .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+            .collect();
+        RunnerFleet {
+            loads: Arc::new(vec![1; clusters.len()]),
+            clusters: Arc::new(clusters),
+            revision,
+        }
+    };
+    let (fleet_tx, fleet_rx) = watch::channel(fleet_of(6, 1));
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let nodes: Vec<Node> = ["a", "b"]
+        .iter()
+        .map(|name| {
+            let cfg = ReplicaConfig {
+                identity: (*name).into(),
+                incarnation: 1,
+                root: "fs/".into(),
+                shards: ShardCount::Fixed(2),
+                timing: LeaseTiming::default(),
+                grace: Duration::from_millis(500),
+                placement: PlacementConfig::default(),
+                zone: None,
+            };
+            let (runner, status) = Runner::new(
+                store.clone(),
+                cfg,
+                RunnerTiming::default(),
+                Vec::new(),
+                Vec::new(),
+                tx.clone(),
+            )
+            .unwrap();
+            let runner = runner.with_fleet(fleet_rx.clone());
+            let (shutdown, rx) = watch::channel(false);
+            Node {
+                shutdown,
+                status,
+                task: tokio::spawn(runner.run(rx)),
+            }
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(owners(&nodes.iter().collect::<Vec<_>>()).len(), 6);
+    // Four more clusters, two fewer: the next generation follows.
+    let mut next = fleet_of(10, 2);
+    Arc::make_mut(&mut next.clusters).drain(0..2);
+    Arc::make_mut(&mut next.loads).drain(0..2);
+    fleet_tx.send(next).unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let owned = owners(&nodes.iter().collect::<Vec<_>>());
+    let ids: Vec<&str> = owned.keys().map(String::as_str).collect();
+    assert_eq!(
+        ids,
+        ["c02", "c03", "c04", "c05", "c06", "c07", "c08", "c09"]
+    );
+}

@@ -17,13 +17,18 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use fleetshard_coord::fenced::ReplicaConfig;
 use fleetshard_coord::lease::LeaseTiming;
-use fleetshard_coord::runner::{Ownership, OwnershipChange, Runner, RunnerTiming, Status};
+use fleetshard_coord::runner::{
+    Ownership, OwnershipChange, Runner, RunnerFleet, RunnerTiming, Status,
+};
 use fleetshard_core::placement::PlacementConfig;
 use tokio::sync::{mpsc, watch};
 
 use self::audit::AuditEvent;
 use self::http::View;
 use self::metrics::Metrics;
+use fleetshard_controller::inventory::{
+    DirectoryConfig, DirectorySource, Inventory, InventorySnapshot, follow_inventory,
+};
 use fleetshard_controller::{ControllerRuntime, NoopReconciler, PoolConfig, RuntimeConfig};
 
 use super::input::{self, FleetArgs};
@@ -33,7 +38,7 @@ use super::store::StoreArgs;
 /// `fleetshard run` options.
 #[derive(Debug, clap::Args)]
 #[command(
-    group(clap::ArgGroup::new("input").required(true).args(["fleet", "clusters"])),
+    group(clap::ArgGroup::new("input").required(true).args(["fleet", "clusters", "fleet_dir"])),
     after_help = "Examples:\n  \
         fleetshard run --store sqlite://fleetshard.db --fleet fleet.yaml --identity r1 --listen 127.0.0.1:8081\n  \
         fleetshard status --store sqlite://fleetshard.db"
@@ -45,6 +50,10 @@ pub struct RunArgs {
     /// The fleet.
     #[command(flatten)]
     pub input: FleetArgs,
+    /// A directory of Argo CD cluster Secrets and Applications (or native fleet files),
+    /// watched: changes are placed without a restart (instead of --fleet/--clusters).
+    #[arg(long, value_name = "DIR", env = "FLEETSHARD_FLEET_DIR")]
+    pub fleet_dir: Option<PathBuf>,
     /// Where the shard count comes from: `N` (exactly N), `stored[:N]` (what `fleetshard
     /// scale` wrote; N until then), or `auto[:MIN-MAX]` (one shard per live replica). The
     /// elected distributor's setting decides; give every replica the same.
@@ -130,15 +139,24 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     {
         return super::run_argocd::run(args, settings);
     }
+    let identity = match args.identity.clone().or_else(hostname) {
+        Some(i) if !i.trim().is_empty() => i.trim().to_owned(),
+        _ => bail!("no identity: give --identity (or FLEETSHARD_IDENTITY); the host name is empty"),
+    };
+    if let Some(dir) = args.fleet_dir.clone() {
+        args.store.root()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        return runtime.block_on(serve(args, identity, FleetInput::Watched(dir)));
+    }
     let source = args.input.source()?;
     let loaded = input::load(&source)?;
     for w in &loaded.warnings {
         tracing::warn!(source = %w.source, "{}", w.message);
     }
-    let identity = match args.identity.clone().or_else(hostname) {
-        Some(i) if !i.trim().is_empty() => i.trim().to_owned(),
-        _ => bail!("no identity: give --identity (or FLEETSHARD_IDENTITY); the host name is empty"),
-    };
     if !loaded.shards.is_empty() {
         // ReplicaConfig takes a shard count only: zones and capacities are not placed yet.
         tracing::warn!(
@@ -154,14 +172,81 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(serve(args, identity, loaded.fleet))
+    runtime.block_on(serve(args, identity, FleetInput::Fixed(loaded.fleet)))
 }
 
-async fn serve(
-    args: RunArgs,
-    identity: String,
-    fleet: fleetshard_core::Fleet,
-) -> anyhow::Result<()> {
+/// Where the fleet comes from.
+enum FleetInput {
+    /// Loaded once from files.
+    Fixed(fleetshard_core::Fleet),
+    /// A directory, watched.
+    Watched(PathBuf),
+}
+
+/// Starts the directory source and waits for its first complete load.
+async fn watch_directory(dir: PathBuf) -> anyhow::Result<Inventory> {
+    if !dir.is_dir() {
+        bail!("--fleet-dir {}: not a directory", dir.display());
+    }
+    let inventory = Inventory::new();
+    let mut rx = inventory.subscribe();
+    tokio::spawn(DirectorySource::new(DirectoryConfig::new(dir)).run(inventory.clone()));
+    rx.wait_for(|s| s.ready)
+        .await
+        .context("the fleet directory's reader stopped")?;
+    Ok(inventory)
+}
+
+/// The fleet the distributor places, kept current from the inventory; problems logged.
+fn follow_fleet(inventory: &Inventory) -> watch::Receiver<RunnerFleet> {
+    let mut rx = inventory.subscribe();
+    let to_fleet = |s: &InventorySnapshot| {
+        for p in s.problems.iter() {
+            tracing::warn!("fleet: {p}");
+        }
+        let fleet = fleetshard_core::Fleet {
+            clusters: s.clusters.to_vec(),
+            apps: s.apps.to_vec(),
+        };
+        RunnerFleet {
+            loads: Arc::new(fleet.loads()),
+            clusters: Arc::new(fleet.clusters),
+            revision: s.revision,
+        }
+    };
+    let (tx, fleet_rx) = watch::channel(to_fleet(&rx.borrow_and_update()));
+    tokio::spawn(async move {
+        let mut seen = rx.borrow().revision;
+        while rx.changed().await.is_ok() {
+            let snap = rx.borrow_and_update().clone();
+            if snap.revision != seen {
+                seen = snap.revision;
+                if tx.send(to_fleet(&snap)).is_err() {
+                    return;
+                }
+            } else {
+                for p in snap.problems.iter() {
+                    tracing::warn!("fleet: {p}");
+                }
+            }
+        }
+    });
+    fleet_rx
+}
+
+async fn serve(args: RunArgs, identity: String, input: FleetInput) -> anyhow::Result<()> {
+    let (inventory, fleet) = match input {
+        FleetInput::Fixed(fleet) => (None, fleet),
+        FleetInput::Watched(dir) => {
+            let inventory = watch_directory(dir).await?;
+            let snap = inventory.snapshot();
+            let fleet = fleetshard_core::Fleet {
+                clusters: snap.clusters.to_vec(),
+                apps: snap.apps.to_vec(),
+            };
+            (Some(inventory), fleet)
+        }
+    };
     let store = args.store.open()?;
     let cfg = ReplicaConfig {
         identity: identity.clone(),
@@ -205,6 +290,14 @@ async fn serve(
     let mut runner = runner
         .with_metrics(Arc::new(metrics.store_latency()))
         .with_stop_hook(controller.stop_hook());
+    if let Some(inventory) = &inventory {
+        // The distributor places each new inventory; the filter re-indexes its apps.
+        runner = runner.with_fleet(follow_fleet(inventory));
+        tokio::spawn(follow_inventory(
+            controller.filter().clone(),
+            inventory.subscribe(),
+        ));
+    }
     // Kept alive for the run: dropping it stops the Deployment watch.
     let _replicas = match &args.shards.1 {
         Some(deployment) => {

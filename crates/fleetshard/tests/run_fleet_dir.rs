@@ -1,0 +1,101 @@
+//! `fleetshard run --fleet-dir DIR`: the fleet comes from a watched directory, and a
+//! change to it is placed without a restart.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::replicas::fleetshard;
+use support::{http, wait_for};
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn write_fleet(path: &Path, ids: std::ops::Range<usize>) {
+    let clusters: Vec<Value> = ids
+        .map(|i| json!({"name": format!("c{i}"), "server": format!("https://c{i}.example")}))
+        .collect();
+    std::fs::write(path, json!({"clusters": clusters}).to_string()).unwrap();
+}
+
+fn owned(store: &str) -> Result<usize, String> {
+    let out = fleetshard()
+        .args(["status", "--output", "json", "--store", store])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    let clusters = v["clusters"].as_array().ok_or("no clusters yet")?;
+    if clusters.iter().any(|c| c["owner"].is_null()) {
+        return Err(format!("{} clusters, some unowned", clusters.len()));
+    }
+    Ok(clusters.len())
+}
+
+#[test]
+fn a_watched_directory_is_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet_dir = dir.path().join("fleet");
+    std::fs::create_dir(&fleet_dir).unwrap();
+    write_fleet(&fleet_dir.join("a.json"), 0..4);
+    let store = format!("sqlite://{}", dir.path().join("fs.db").display());
+    let _replica = Killed(
+        fleetshard()
+            .args([
+                "run",
+                "--identity",
+                "r0",
+                "--store",
+                &store,
+                "--shards",
+                "1",
+            ])
+            .arg("--fleet-dir")
+            .arg(&fleet_dir)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", http::free_port()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("r0.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(
+        "4 clusters owned",
+        Duration::from_secs(60),
+        || match owned(&store) {
+            Ok(4) => Ok(()),
+            Ok(n) => Err(format!("{n} clusters")),
+            Err(e) => Err(e),
+        },
+    );
+    // A second file with two more clusters; then the first loses two.
+    write_fleet(&fleet_dir.join("b.json"), 4..6);
+    wait_for(
+        "6 clusters owned",
+        Duration::from_secs(60),
+        || match owned(&store) {
+            Ok(6) => Ok(()),
+            Ok(n) => Err(format!("{n} clusters")),
+            Err(e) => Err(e),
+        },
+    );
+    write_fleet(&fleet_dir.join("a.json"), 0..2);
+    wait_for(
+        "4 clusters owned again",
+        Duration::from_secs(60),
+        || match owned(&store) {
+            Ok(4) => Ok(()),
+            Ok(n) => Err(format!("{n} clusters")),
+            Err(e) => Err(e),
+        },
+    );
+}
