@@ -67,6 +67,7 @@ use tokio::time::Instant;
 
 use crate::argocd::{ClaimStatus, MAPPING_KEY, MAX_IDENTITY_LEN, WallTime};
 use crate::runner::OwnershipChange;
+use crate::select::{poll_opt, sleep_until_opt};
 use crate::store::{Listing, Store, StoreError};
 
 use self::state::State;
@@ -420,20 +421,6 @@ impl ArgoRunner {
             *s = snapshot;
             changed
         });
-    }
-}
-
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn poll_opt<T>(f: &mut Option<BoxFuture<'static, T>>) -> T {
-    match f {
-        Some(f) => f.await,
-        None => std::future::pending().await,
     }
 }
 

@@ -10,4 +10,5 @@ pub mod argocd_runner;
 pub mod fenced;
 pub mod lease;
 pub mod runner;
+mod select;
 pub mod store;

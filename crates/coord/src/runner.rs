@@ -19,6 +19,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::fenced::{Action, FleetInput, Replica, ReplicaConfig, ShardCountError, Ticket};
 use crate::lease::{Mono, TimingError};
+use crate::select::{poll_opt, sleep_until_opt};
 use crate::store::{Listing, Store, StoreError};
 
 /// How often the runner lists and ticks, and how long it may spend releasing.
@@ -546,20 +547,6 @@ impl Runner {
             *s = snapshot;
             changed
         });
-    }
-}
-
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn poll_opt<T>(f: &mut Option<BoxFuture<'static, T>>) -> T {
-    match f {
-        Some(f) => f.await,
-        None => std::future::pending().await,
     }
 }
 

@@ -4,21 +4,12 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::replicas::fleetshard;
-use support::{http, wait_for};
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use support::{KillOnDrop, http, wait_for};
 
 fn write_fleet(path: &Path, ids: std::ops::Range<usize>) {
     let clusters: Vec<Value> = ids
@@ -47,7 +38,7 @@ fn a_watched_directory_is_followed() {
     std::fs::create_dir(&fleet_dir).unwrap();
     write_fleet(&fleet_dir.join("a.json"), 0..4);
     let store = format!("sqlite://{}", dir.path().join("fs.db").display());
-    let _replica = Killed(
+    let _replica = KillOnDrop(
         fleetshard()
             .args([
                 "run",

@@ -5,13 +5,13 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use serde_json::{Value, json};
 use support::replicas::fleetshard;
-use support::{http, wait_for};
+use support::{KillOnDrop, http, wait_for};
 
 const STORE: &str = "kubernetes://default";
 
@@ -38,15 +38,6 @@ fn deployment(replicas: u32) -> Value {
     })
 }
 
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn the_shard_count_follows_the_deployment() {
     let dir = tempfile::tempdir().unwrap();
@@ -65,7 +56,7 @@ fn the_shard_count_follows_the_deployment() {
         .collect();
     std::fs::write(&fleet, json!({"clusters": clusters}).to_string()).unwrap();
     let port = http::free_port();
-    let _replica = Killed(
+    let _replica = KillOnDrop(
         fleetshard()
             .env("KUBECONFIG", &kubeconfig)
             .args(["run", "--identity", "r0", "--store", STORE])

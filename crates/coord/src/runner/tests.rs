@@ -15,22 +15,27 @@ struct Node {
     task: tokio::task::JoinHandle<bool>,
 }
 
+/// One replica's configuration: default timing, 500 ms grace, root `fs/`.
+fn config(name: &str, shards: u32, zone: Option<&str>) -> ReplicaConfig {
+    ReplicaConfig {
+        identity: name.to_owned(),
+        incarnation: 1,
+        root: "fs/".into(),
+        shards: ShardCount::Fixed(shards),
+        timing: LeaseTiming::default(),
+        grace: Duration::from_millis(500),
+        placement: PlacementConfig::default(),
+        zone: zone.map(str::to_owned),
+    }
+}
+
 fn spawn(
     store: &Arc<dyn Store>,
     name: &str,
     clusters: &[Cluster],
     events: &mpsc::UnboundedSender<OwnershipChange>,
 ) -> Node {
-    let cfg = ReplicaConfig {
-        identity: name.to_owned(),
-        incarnation: 1,
-        root: "fs/".into(),
-        shards: ShardCount::Fixed(3),
-        timing: LeaseTiming::default(),
-        grace: Duration::from_millis(500),
-        placement: PlacementConfig::default(),
-        zone: None,
-    };
+    let cfg = config(name, 3, None);
     let loads = vec![1; clusters.len()];
     let (runner, status) = Runner::new(
         store.clone(),
@@ -180,16 +185,7 @@ async fn a_runner_paused_past_its_lease_dates_its_stops_at_the_lapse() {
         .map(|n| spawn(&store, n, &clusters, &tx))
         .collect();
     // The third replica runs under a pause switch.
-    let cfg = ReplicaConfig {
-        identity: "p".into(),
-        incarnation: 1,
-        root: "fs/".into(),
-        shards: ShardCount::Fixed(3),
-        timing: LeaseTiming::default(),
-        grace: Duration::from_millis(500),
-        placement: PlacementConfig::default(),
-        zone: None,
-    };
+    let cfg = config("p", 3, None);
     let (runner, _status) = Runner::new(
         store.clone(),
         cfg,
@@ -269,16 +265,7 @@ async fn a_handover_waits_for_the_previous_owner_to_finish_stopping() {
         .collect();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let slow = |name: &str| {
-        let cfg = ReplicaConfig {
-            identity: name.into(),
-            incarnation: 1,
-            root: "fs/".into(),
-            shards: ShardCount::Fixed(3),
-            timing: LeaseTiming::default(),
-            grace: Duration::from_millis(500),
-            placement: PlacementConfig::default(),
-            zone: None,
-        };
+        let cfg = config(name, 3, None);
         let (runner, status) = Runner::new(
             store.clone(),
             cfg,
@@ -331,16 +318,7 @@ async fn replicas_with_zones_get_their_zones_clusters() {
         .collect();
     let (tx, _rx) = mpsc::unbounded_channel();
     let zoned = |name: &str, zone: &str| {
-        let cfg = ReplicaConfig {
-            identity: name.into(),
-            incarnation: 1,
-            root: "fs/".into(),
-            shards: ShardCount::Fixed(2),
-            timing: LeaseTiming::default(),
-            grace: Duration::from_millis(500),
-            placement: PlacementConfig::default(),
-            zone: Some(zone.into()),
-        };
+        let cfg = config(name, 2, Some(zone));
         let (runner, status) = Runner::new(
             store.clone(),
             cfg,
@@ -387,16 +365,7 @@ async fn a_new_inventory_is_placed_without_a_restart() {
     let nodes: Vec<Node> = ["a", "b"]
         .iter()
         .map(|name| {
-            let cfg = ReplicaConfig {
-                identity: (*name).into(),
-                incarnation: 1,
-                root: "fs/".into(),
-                shards: ShardCount::Fixed(2),
-                timing: LeaseTiming::default(),
-                grace: Duration::from_millis(500),
-                placement: PlacementConfig::default(),
-                zone: None,
-            };
+            let cfg = config(name, 2, None);
             let (runner, status) = Runner::new(
                 store.clone(),
                 cfg,

@@ -56,3 +56,13 @@ pub fn percentiles(ms: &[u64]) -> Option<(u64, u64, u64)> {
     };
     Some((rank(0.50), rank(0.99), *v.last()?))
 }
+
+/// A child process killed (and reaped) when dropped, so a failing test leaves none behind.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -199,21 +199,8 @@ impl Replica {
         self.release_shard(out);
         let pending_dist = self.has_pending(|p| matches!(p, Pending::ReleaseDistributor));
         if let (Some(d), false) = (&self.distributor, pending_dist) {
-            let record = DistributorRecord {
-                holder: self.cfg.identity.clone(),
-                incarnation: self.cfg.incarnation,
-                beat: d.beat + 1,
-                released: true,
-            };
-            let pre = Precondition::Version(d.version);
-            let ticket = self.ticket(Pending::ReleaseDistributor);
-            out.push(Action::Write {
-                ticket,
-                purpose: WritePurpose::Distributor,
-                key: distributor_key(&self.cfg.root),
-                value: encode(&record),
-                pre,
-            });
+            let (beat, pre) = (d.beat + 1, Precondition::Version(d.version));
+            self.write_distributor(beat, true, pre, Pending::ReleaseDistributor, out);
         }
         if self.presence.is_some() && !self.has_pending(|p| matches!(p, Pending::Presence { .. })) {
             self.write_presence(None, true, Mono::default(), out);
@@ -311,16 +298,29 @@ impl Replica {
                 (s.record.beat + 1, Precondition::Version(s.version))
             }
         };
+        let pending = Pending::ClaimDistributor {
+            sent: HeldLease::sending(now),
+            beat,
+        };
+        self.write_distributor(beat, false, pre, pending, out);
+    }
+
+    /// Writes the distributor record (a claim, renew or release) with `pre`.
+    fn write_distributor(
+        &mut self,
+        beat: u64,
+        released: bool,
+        pre: Precondition,
+        pending: Pending,
+        out: &mut Vec<Action>,
+    ) {
         let record = DistributorRecord {
             holder: self.cfg.identity.clone(),
             incarnation: self.cfg.incarnation,
             beat,
-            released: false,
+            released,
         };
-        let ticket = self.ticket(Pending::ClaimDistributor {
-            sent: HeldLease::sending(now),
-            beat,
-        });
+        let ticket = self.ticket(pending);
         out.push(Action::Write {
             ticket,
             purpose: WritePurpose::Distributor,
@@ -340,22 +340,10 @@ impl Replica {
         }
         d.last_sent = now;
         let (beat, pre) = (d.beat + 1, Precondition::Version(d.version));
-        let record = DistributorRecord {
-            holder: self.cfg.identity.clone(),
-            incarnation: self.cfg.incarnation,
-            beat,
-            released: false,
-        };
-        let ticket = self.ticket(Pending::RenewDistributor {
+        let pending = Pending::RenewDistributor {
             sent: HeldLease::sending(now),
             beat,
-        });
-        out.push(Action::Write {
-            ticket,
-            purpose: WritePurpose::Distributor,
-            key: distributor_key(&self.cfg.root),
-            value: encode(&record),
-            pre,
-        });
+        };
+        self.write_distributor(beat, false, pre, pending, out);
     }
 }
