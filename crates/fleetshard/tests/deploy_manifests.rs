@@ -57,6 +57,10 @@ fn not_exercised(overlay: &str) -> &'static [(&'static str, &'static str, &'stat
             ("", "configmaps", "delete"),
             ("", "configmaps", "update"),
         ],
+        // store-kube list.rs current_revision: a one-item Lease list reads the store's
+        // revision when `wait_for_change` runs without the watch cache (cache off, or more
+        // scopes than it keeps); with the cache, as here, it is not reached.
+        "argocd" => &[("coordination.k8s.io", "leases", "list")],
         _ => &[],
     }
 }
@@ -557,10 +561,10 @@ fn run_overlay_against_rbac(overlay: &str) {
             http_status(port, "/healthz") == Some(200)
         });
         wait_until(60, "/readyz", || http_status(port, "/readyz") == Some(200));
-        // Watches end (their timeout, a restarted API server): the store reads the current
-        // revision with a one-item Lease list (store-kube list.rs current_revision), then
-        // watches again. Watches are closed on every poll, because one may not be open at
-        // the instant of a single close (the runner opens one after each change it sees).
+        // Watches end (their timeout, a restarted API server): the store's watch cache
+        // watches again from the last revision it saw (store-kube cache/watcher.rs).
+        // Watches are closed on every poll, because one may be re-opening at the instant
+        // of a single close.
         let count = |verb: Verb, resource: &str| {
             seen.lock()
                 .unwrap()
@@ -568,18 +572,11 @@ fn run_overlay_against_rbac(overlay: &str) {
                 .filter(|i| i.is(verb, resource))
                 .count()
         };
-        let (lists, watches) = (
-            count(Verb::List, "leases"),
-            count(Verb::Watch, "configmaps"),
-        );
-        wait_until(
-            30,
-            "a Lease list and a new watch after watches ended",
-            || {
-                server.close_watches();
-                count(Verb::List, "leases") > lists && count(Verb::Watch, "configmaps") > watches
-            },
-        );
+        let watches = count(Verb::Watch, "configmaps");
+        wait_until(30, "a new watch after watches ended", || {
+            server.close_watches();
+            count(Verb::Watch, "configmaps") > watches
+        });
     }));
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
