@@ -9,6 +9,8 @@
 //! - [`health`]: health of live objects by kind (Healthy, Progressing, Degraded, Missing,
 //!   Unknown).
 
+pub mod apply;
 pub mod compare;
 pub mod health;
+pub mod live;
 pub mod source;

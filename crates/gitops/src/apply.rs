@@ -1,0 +1,226 @@
+//! Sync: server-side apply of an application's desired objects (field manager
+//! [`FIELD_MANAGER`], forced, with the tracking annotation added), then, only when asked,
+//! deletion of the live objects it tracks that Git no longer has (prune).
+//!
+//! Before every write the caller's [`LeaseCheck`] is asked; once it says no, the
+//! operation stops at once and nothing more reaches the cluster (a replica whose shard
+//! lease lapsed may already have a successor writing to the same cluster).
+
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::compare::{FIELD_MANAGER, ResourceKey, TRACKING_ANNOTATION, tracking_annotation};
+use crate::live::{ClusterConn, KindInfo};
+
+/// Whether this replica may still write (its shard lease is valid).
+pub trait LeaseCheck: Send + Sync {
+    /// True while writes are allowed.
+    fn lease_valid(&self) -> bool;
+}
+
+impl<F: Fn() -> bool + Send + Sync> LeaseCheck for F {
+    fn lease_valid(&self) -> bool {
+        self()
+    }
+}
+
+/// One desired object, ready to apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredObject {
+    /// Its key (namespace defaulted for namespaced kinds, empty for cluster-scoped ones).
+    pub key: ResourceKey,
+    /// The kind as the cluster serves it.
+    pub kind: KindInfo,
+    /// The manifest, with `metadata.namespace` set as in `key`.
+    pub object: Value,
+}
+
+/// One live object to delete when pruning.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PruneTarget {
+    /// Its key.
+    pub key: ResourceKey,
+    /// Its `apiVersion` as cached.
+    pub api_version: String,
+}
+
+/// What happened to one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ResultCode {
+    /// Applied.
+    Synced,
+    /// The apply or delete was refused or failed.
+    SyncFailed,
+    /// Deleted (prune).
+    Pruned,
+    /// To prune, but the app's `prune` is off.
+    PruneSkipped,
+}
+
+/// One resource's outcome, as in Argo CD's `syncResult.resources[]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResourceResult {
+    /// Which object.
+    pub key: ResourceKey,
+    /// Its API version.
+    pub version: String,
+    /// What happened.
+    pub status: ResultCode,
+    /// The server's answer or why it was skipped.
+    pub message: String,
+}
+
+/// Why a sync stopped before its end.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    /// The lease check said no before a write: nothing more was written.
+    #[error("the shard lease lapsed after {} of the operation's writes", .done.len())]
+    LeaseLapsed {
+        /// The writes made before it.
+        done: Vec<ResourceResult>,
+    },
+}
+
+/// Applies `desired` in order (Namespaces first, then CustomResourceDefinitions, then the
+/// rest by key) and, when `prune`, deletes `to_prune`; without `prune` they are reported
+/// as skipped. A resource that fails is reported and the others still go on (one bad
+/// object does not block the app). The applied objects are recorded in the cluster's
+/// cache so that the refresh after the sync sees them.
+pub async fn sync(
+    conn: &ClusterConn,
+    app_name: &str,
+    desired: &[DesiredObject],
+    to_prune: &[PruneTarget],
+    prune: bool,
+    lease: &dyn LeaseCheck,
+) -> Result<Vec<ResourceResult>, ApplyError> {
+    let mut order: Vec<&DesiredObject> = desired.iter().collect();
+    order.sort_by_key(|d| (wave(&d.key), d.key.clone()));
+    let mut results = Vec::with_capacity(desired.len() + to_prune.len());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for d in order {
+        if !lease.lease_valid() {
+            return Err(ApplyError::LeaseLapsed { done: results });
+        }
+        let mut object = d.object.clone();
+        annotate(&mut object, &tracking_annotation(app_name, &d.key));
+        let api = api_for(conn, &d.kind, &d.key.namespace);
+        let patch = Patch::Apply(&object);
+        let call = api.patch(&d.key.name, &params, &patch);
+        let outcome = tokio::time::timeout(conn.options().call_timeout, call).await;
+        let (status, message) = match outcome {
+            Ok(Ok(applied)) => {
+                conn.heard_now();
+                let mut live = serde_json::to_value(applied).unwrap_or(Value::Null);
+                if let Some(map) = live.as_object_mut() {
+                    map.insert(
+                        "apiVersion".into(),
+                        d.kind.resource.api_version.clone().into(),
+                    );
+                    map.insert("kind".into(), d.kind.resource.kind.clone().into());
+                }
+                conn.observe(&d.key, live);
+                (ResultCode::Synced, "applied (server-side)".to_owned())
+            }
+            Ok(Err(e)) => (ResultCode::SyncFailed, e.to_string()),
+            Err(_) => (
+                ResultCode::SyncFailed,
+                format!("no answer within {:?}", conn.options().call_timeout),
+            ),
+        };
+        results.push(ResourceResult {
+            key: d.key.clone(),
+            version: d.kind.resource.version.clone(),
+            status,
+            message,
+        });
+    }
+    for p in to_prune {
+        let version = p
+            .api_version
+            .rsplit_once('/')
+            .map_or(p.api_version.as_str(), |(_, v)| v)
+            .to_owned();
+        if !prune {
+            results.push(ResourceResult {
+                key: p.key.clone(),
+                version,
+                status: ResultCode::PruneSkipped,
+                message: "not in Git; prune is off".to_owned(),
+            });
+            continue;
+        }
+        if !lease.lease_valid() {
+            return Err(ApplyError::LeaseLapsed { done: results });
+        }
+        let (status, message) = delete(conn, p).await;
+        results.push(ResourceResult {
+            key: p.key.clone(),
+            version,
+            status,
+            message,
+        });
+    }
+    Ok(results)
+}
+
+async fn delete(conn: &ClusterConn, p: &PruneTarget) -> (ResultCode, String) {
+    let kind = match conn.kind_info(&p.api_version, &p.key.kind).await {
+        Ok(kind) => kind,
+        Err(e) => return (ResultCode::SyncFailed, e.to_string()),
+    };
+    let api = api_for(conn, &kind, &p.key.namespace);
+    let params = DeleteParams::default();
+    let call = api.delete(&p.key.name, &params);
+    match tokio::time::timeout(conn.options().call_timeout, call).await {
+        Ok(Ok(_)) => {
+            conn.heard_now();
+            conn.forget(&p.key);
+            (ResultCode::Pruned, "pruned".to_owned())
+        }
+        Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
+            conn.forget(&p.key);
+            (ResultCode::Pruned, "already gone".to_owned())
+        }
+        Ok(Err(e)) => (ResultCode::SyncFailed, e.to_string()),
+        Err(_) => (
+            ResultCode::SyncFailed,
+            format!("no answer within {:?}", conn.options().call_timeout),
+        ),
+    }
+}
+
+fn api_for(conn: &ClusterConn, kind: &KindInfo, namespace: &str) -> Api<DynamicObject> {
+    if kind.namespaced {
+        Api::namespaced_with(conn.client().clone(), namespace, &kind.resource)
+    } else {
+        Api::all_with(conn.client().clone(), &kind.resource)
+    }
+}
+
+/// Namespaces and CRDs go first: other objects may need them.
+fn wave(key: &ResourceKey) -> u8 {
+    match (key.group.as_str(), key.kind.as_str()) {
+        ("", "Namespace") => 0,
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => 1,
+        _ => 2,
+    }
+}
+
+/// Sets the tracking annotation (creating `metadata.annotations` if needed).
+fn annotate(object: &mut Value, id: &str) {
+    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let annotations = meta
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if !annotations.is_object() {
+        *annotations = Value::Object(Default::default());
+    }
+    if let Some(map) = annotations.as_object_mut() {
+        map.insert(TRACKING_ANNOTATION.to_owned(), Value::String(id.to_owned()));
+    }
+}

@@ -1,0 +1,472 @@
+//! Live state from the destination clusters, with kube-rs.
+//!
+//! [`ClusterConnections`] holds one [`ClusterConn`] per destination cluster this replica
+//! owns: a kube `Client` (from the cluster's server URL, plus a bearer token and TLS
+//! settings when the cluster Secret has them), the kinds it serves (discovery, cached per
+//! cluster), and one watch-backed cache per kind that some application on the cluster
+//! deploys (`kube::runtime::watcher`, all namespaces). A cluster's caches exist exactly
+//! while it is started: [`ClusterConnections::stop`] drops them and their watches.
+//!
+//! An application's live objects ([`ClusterConn::live_objects`]) are the cached objects
+//! that are desired by it (by group, kind, namespace and name) or carry its tracking
+//! annotation. Only kinds some application on the cluster desires (now or earlier while
+//! the cluster was owned) are watched, so an object of a kind no desired manifest names
+//! any more is not seen again after a restart — it is then neither shown nor pruned.
+//!
+//! A watch that stalls (a partitioned cluster) serves a stale cache; so when the cluster
+//! has not been heard from for [`LiveOptions::probe_after`], [`ClusterConn::check_reachable`]
+//! asks the API server for its version before the cache is trusted.
+
+mod cache;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use kube::api::{ApiResource, GroupVersionKind};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::discovery::Scope;
+use kube::{Client, Config};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::compare::{ResourceKey, is_tracked_by};
+use cache::KindCache;
+
+/// Why a cluster's live state could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LiveError {
+    /// The cluster's URL or credentials cannot make a client.
+    #[error("cluster {cluster}: invalid connection settings: {message}")]
+    Config {
+        /// The cluster's server URL.
+        cluster: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The API server did not answer (refused, timed out, or an error status).
+    #[error("cluster {cluster} is unreachable: {message}")]
+    Unreachable {
+        /// The cluster's server URL.
+        cluster: String,
+        /// What happened.
+        message: String,
+    },
+    /// The cluster serves no such kind (a missing CRD, a wrong `apiVersion`).
+    #[error("cluster {cluster} serves no kind {kind} in {api_version}: {message}")]
+    UnknownKind {
+        /// The cluster's server URL.
+        cluster: String,
+        /// The manifest's `apiVersion`.
+        api_version: String,
+        /// The manifest's `kind`.
+        kind: String,
+        /// What discovery said.
+        message: String,
+    },
+    /// A kind's cache did not complete its first list in time.
+    #[error("cluster {cluster}: the cache of {kind} is not ready: {message}")]
+    NotReady {
+        /// The cluster's server URL.
+        cluster: String,
+        /// The kind.
+        kind: String,
+        /// The last watch error, or the timeout.
+        message: String,
+    },
+}
+
+/// How to authenticate to a cluster: the fields of an Argo CD cluster Secret's `config`
+/// JSON that are supported (`bearerToken`, `tlsClientConfig.insecure`,
+/// `tlsClientConfig.caData`). Client certificates, exec and AWS/GCP plugins are not.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Credentials {
+    /// `bearerToken`.
+    pub bearer_token: Option<String>,
+    /// `tlsClientConfig.insecure`: do not verify the server's certificate.
+    pub insecure: bool,
+    /// `tlsClientConfig.caData`: base64 of the PEM CA bundle.
+    pub ca_data: Option<String>,
+}
+
+impl Credentials {
+    /// Reads an Argo CD cluster Secret's `config` JSON; unsupported fields are ignored, a
+    /// field of the wrong type is an error naming it.
+    pub fn from_argo_config(config: &str) -> Result<Credentials, String> {
+        let v: Value =
+            serde_json::from_str(config).map_err(|e| format!("config: invalid JSON: {e}"))?;
+        let text = |ptr: &str| -> Result<Option<String>, String> {
+            match v.pointer(ptr) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(format!("config{}: not a string", ptr.replace('/', "."))),
+            }
+        };
+        let insecure = match v.pointer("/tlsClientConfig/insecure") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err("config.tlsClientConfig.insecure: not a boolean".into()),
+        };
+        Ok(Credentials {
+            bearer_token: text("/bearerToken")?,
+            insecure,
+            ca_data: text("/tlsClientConfig/caData")?,
+        })
+    }
+}
+
+/// A destination cluster as the reconciler reaches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterAccess {
+    /// The cluster's id (as the shard filter knows it).
+    pub id: String,
+    /// The API server URL.
+    pub server: String,
+    /// How to authenticate.
+    pub credentials: Credentials,
+}
+
+/// Timeouts of the live-state layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveOptions {
+    /// Bound of every request that is not a watch (discovery, probe, apply, delete).
+    pub call_timeout: Duration,
+    /// How long a watch lasts before the server ends it and it is re-opened.
+    pub watch_timeout: Duration,
+    /// How long a refresh waits for a new kind's first list.
+    pub sync_timeout: Duration,
+    /// After this long without hearing from a cluster, its reachability is probed before
+    /// its cache is trusted.
+    pub probe_after: Duration,
+}
+
+impl Default for LiveOptions {
+    fn default() -> Self {
+        LiveOptions {
+            call_timeout: Duration::from_secs(5),
+            watch_timeout: Duration::from_secs(60),
+            sync_timeout: Duration::from_secs(10),
+            probe_after: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A kind as a cluster serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindInfo {
+    /// Group, version, kind and plural.
+    pub resource: ApiResource,
+    /// Whether its objects live in namespaces.
+    pub namespaced: bool,
+}
+
+/// The connections to the clusters this replica owns.
+#[derive(Default)]
+pub struct ClusterConnections {
+    options: LiveOptions,
+    clusters: Mutex<HashMap<String, Arc<ClusterConn>>>,
+}
+
+impl ClusterConnections {
+    /// No cluster started yet.
+    pub fn new(options: LiveOptions) -> Self {
+        ClusterConnections {
+            options,
+            clusters: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The connection to `access.id`, made now if the cluster is not started or its
+    /// server or credentials changed (the old caches are dropped then).
+    pub async fn start(&self, access: &ClusterAccess) -> Result<Arc<ClusterConn>, LiveError> {
+        if let Some(conn) = lock(&self.clusters).get(&access.id)
+            && conn.access == *access
+        {
+            return Ok(conn.clone());
+        }
+        let conn = Arc::new(ClusterConn::connect(access.clone(), self.options).await?);
+        let mut clusters = lock(&self.clusters);
+        // Another task may have connected meanwhile: keep the first, so one cache exists.
+        match clusters.get(&access.id) {
+            Some(existing) if existing.access == *access => Ok(existing.clone()),
+            _ => {
+                clusters.insert(access.id.clone(), conn.clone());
+                Ok(conn)
+            }
+        }
+    }
+
+    /// Drops the cluster's connection and caches (their watches end); true if it was
+    /// started. Work still holding the connection keeps it until it finishes.
+    pub fn stop(&self, id: &str) -> bool {
+        lock(&self.clusters).remove(id).is_some()
+    }
+
+    /// The started clusters' ids, sorted.
+    pub fn started(&self) -> Vec<String> {
+        let mut ids: Vec<String> = lock(&self.clusters).keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+}
+
+/// One cluster: client, discovery cache, and object caches.
+pub struct ClusterConn {
+    access: ClusterAccess,
+    client: Client,
+    options: LiveOptions,
+    /// (apiVersion, kind) → what discovery said.
+    kinds: Mutex<HashMap<(String, String), KindInfo>>,
+    /// (group, kind) → its cache; one version per kind is watched.
+    caches: Mutex<HashMap<(String, String), Arc<KindCache>>>,
+    heard: Arc<Mutex<Option<Instant>>>,
+    probe: tokio::sync::Mutex<()>,
+}
+
+impl ClusterConn {
+    async fn connect(access: ClusterAccess, options: LiveOptions) -> Result<Self, LiveError> {
+        let config_err = |message: String| LiveError::Config {
+            cluster: access.server.clone(),
+            message,
+        };
+        let c = &access.credentials;
+        let mut cluster = json!({"server": access.server});
+        if c.insecure {
+            cluster["insecure-skip-tls-verify"] = json!(true);
+        }
+        if let Some(ca) = &c.ca_data {
+            cluster["certificate-authority-data"] = json!(ca);
+        }
+        let mut user = json!({});
+        if let Some(token) = &c.bearer_token {
+            user["token"] = json!(token);
+        }
+        // A kubeconfig is the documented way to give kube a CA bundle as PEM and a token.
+        let kubeconfig: Kubeconfig = serde_json::from_value(json!({
+            "clusters": [{"name": "c", "cluster": cluster}],
+            "users": [{"name": "u", "user": user}],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "x",
+        }))
+        .map_err(|e| config_err(e.to_string()))?;
+        let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| config_err(e.to_string()))?;
+        config.connect_timeout = Some(options.call_timeout);
+        // Watches stay open up to `watch_timeout`; other calls are bounded by
+        // `call_timeout` around them.
+        config.read_timeout = Some(options.watch_timeout + options.call_timeout);
+        config.write_timeout = Some(options.call_timeout);
+        // kube retries 429/503/504 by default for minutes: an unreachable cluster must
+        // show on the app quickly, and the controller's queue owns the backoff.
+        config.default_retry = false;
+        let client = Client::try_from(config).map_err(|e| config_err(e.to_string()))?;
+        Ok(ClusterConn {
+            access,
+            client,
+            options,
+            kinds: Mutex::new(HashMap::new()),
+            caches: Mutex::new(HashMap::new()),
+            heard: Arc::new(Mutex::new(None)),
+            probe: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// How this cluster is reached.
+    pub fn access(&self) -> &ClusterAccess {
+        &self.access
+    }
+
+    /// The cluster's client (retries off).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The timeouts in force.
+    pub fn options(&self) -> LiveOptions {
+        self.options
+    }
+
+    fn unreachable(&self, message: impl Into<String>) -> LiveError {
+        LiveError::Unreachable {
+            cluster: self.access.server.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// Notes that the cluster answered.
+    pub(crate) fn heard_now(&self) {
+        *lock(&self.heard) = Some(Instant::now());
+    }
+
+    /// Ok if the cluster was heard from within `probe_after`, else if it answers a
+    /// version request within `call_timeout` (one probe at a time).
+    pub async fn check_reachable(&self) -> Result<(), LiveError> {
+        let recent =
+            |c: &ClusterConn| lock(&c.heard).is_some_and(|t| t.elapsed() < c.options.probe_after);
+        if recent(self) {
+            return Ok(());
+        }
+        let _one = self.probe.lock().await;
+        if recent(self) {
+            return Ok(());
+        }
+        match tokio::time::timeout(self.options.call_timeout, self.client.apiserver_version()).await
+        {
+            Ok(Ok(_)) => {
+                self.heard_now();
+                Ok(())
+            }
+            Ok(Err(e)) => Err(self.unreachable(e.to_string())),
+            Err(_) => {
+                Err(self.unreachable(format!("no answer within {:?}", self.options.call_timeout)))
+            }
+        }
+    }
+
+    /// What the cluster serves as `kind` in `api_version` (discovery, cached; a kind not
+    /// found is asked again next time, as a CRD may be installed meanwhile).
+    pub async fn kind_info(&self, api_version: &str, kind: &str) -> Result<KindInfo, LiveError> {
+        let key = (api_version.to_owned(), kind.to_owned());
+        if let Some(info) = lock(&self.kinds).get(&key) {
+            return Ok(info.clone());
+        }
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let found = tokio::time::timeout(
+            self.options.call_timeout,
+            kube::discovery::pinned_kind(&self.client, &gvk),
+        )
+        .await
+        .map_err(|_| self.unreachable("discovery: no answer in time"))?;
+        let (resource, caps) = match found {
+            Ok(found) => found,
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                return Err(self.unknown_kind(api_version, kind, status.message));
+            }
+            Err(kube::Error::Discovery(e)) => {
+                return Err(self.unknown_kind(api_version, kind, e.to_string()));
+            }
+            Err(e) => return Err(self.unreachable(format!("discovery: {e}"))),
+        };
+        self.heard_now();
+        let info = KindInfo {
+            resource,
+            namespaced: caps.scope == Scope::Namespaced,
+        };
+        lock(&self.kinds).insert(key, info.clone());
+        Ok(info)
+    }
+
+    fn unknown_kind(&self, api_version: &str, kind: &str, message: String) -> LiveError {
+        LiveError::UnknownKind {
+            cluster: self.access.server.clone(),
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+            message,
+        }
+    }
+
+    /// Makes sure every kind in `kinds` is watched and its first list is complete.
+    pub async fn watch_kinds(&self, kinds: &[KindInfo]) -> Result<(), LiveError> {
+        for info in kinds {
+            let cache = self.cache(info);
+            cache
+                .wait_ready(self.options.sync_timeout)
+                .await
+                .map_err(|message| LiveError::NotReady {
+                    cluster: self.access.server.clone(),
+                    kind: info.resource.kind.clone(),
+                    message,
+                })?;
+        }
+        Ok(())
+    }
+
+    fn cache(&self, info: &KindInfo) -> Arc<KindCache> {
+        let key = (info.resource.group.clone(), info.resource.kind.clone());
+        let mut caches = lock(&self.caches);
+        caches
+            .entry(key)
+            .or_insert_with(|| {
+                let secs = u32::try_from(self.options.watch_timeout.as_secs())
+                    .unwrap_or(u32::MAX)
+                    .max(1);
+                Arc::new(KindCache::start(
+                    self.client.clone(),
+                    info.resource.clone(),
+                    secs,
+                    self.heard.clone(),
+                ))
+            })
+            .clone()
+    }
+
+    /// The watched kinds as (group, kind), sorted.
+    pub fn watched_kinds(&self) -> Vec<(String, String)> {
+        let mut kinds: Vec<_> = lock(&self.caches).keys().cloned().collect();
+        kinds.sort();
+        kinds
+    }
+
+    /// The last unrecovered watch error of any kind, if any.
+    pub fn watch_error(&self) -> Option<String> {
+        lock(&self.caches)
+            .iter()
+            .find_map(|((g, k), c)| c.error().map(|e| format!("watch of {g}/{k}: {e}")))
+    }
+
+    /// The cached objects of the watched kinds that `desired` names or that carry
+    /// `app_name`'s tracking annotation.
+    pub fn live_objects(&self, app_name: &str, desired: &HashSet<ResourceKey>) -> Vec<Value> {
+        let caches: Vec<_> = lock(&self.caches)
+            .iter()
+            .map(|(k, c)| (k.clone(), c.clone()))
+            .collect();
+        let mut out = Vec::new();
+        for ((group, kind), cache) in caches {
+            let mut probe = ResourceKey::new(&group, &kind, "", "");
+            cache.for_each(|(ns, name), obj| {
+                probe.namespace.clone_from(ns);
+                probe.name.clone_from(name);
+                if desired.contains(&probe) || is_tracked_by(obj, app_name) {
+                    out.push((**obj).clone());
+                }
+            });
+        }
+        out
+    }
+
+    /// The cached object `key`, if its kind is watched.
+    pub fn cached(&self, key: &ResourceKey) -> Option<Arc<Value>> {
+        let cache = lock(&self.caches)
+            .get(&(key.group.clone(), key.kind.clone()))
+            .cloned()?;
+        cache.get(&(key.namespace.clone(), key.name.clone()))
+    }
+
+    /// Records an object this replica just wrote (read-your-writes for the next refresh).
+    pub(crate) fn observe(&self, key: &ResourceKey, object: Value) {
+        let cache = lock(&self.caches)
+            .get(&(key.group.clone(), key.kind.clone()))
+            .cloned();
+        if let Some(cache) = cache {
+            cache.observe((key.namespace.clone(), key.name.clone()), object);
+        }
+    }
+
+    /// Forgets an object this replica just deleted.
+    pub(crate) fn forget(&self, key: &ResourceKey) {
+        let cache = lock(&self.caches)
+            .get(&(key.group.clone(), key.kind.clone()))
+            .cloned();
+        if let Some(cache) = cache {
+            cache.forget(&(key.namespace.clone(), key.name.clone()));
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves its map consistent: a poisoned lock is still usable.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
