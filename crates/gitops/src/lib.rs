@@ -7,10 +7,17 @@
 //! - [`compare`]: desired against live, with normalisation of server-populated fields and
 //!   defaults: Synced/OutOfSync per resource and per app;
 //! - [`health`]: health of live objects by kind (Healthy, Progressing, Degraded, Missing,
-//!   Unknown).
+//!   Unknown);
+//! - [`live`]: live state from the destination clusters (kube-rs clients, discovery,
+//!   watch-backed caches per owned cluster);
+//! - [`apply`]: sync by server-side apply (field manager `fleetshard`) and prune, with a
+//!   lease check before every write;
+//! - [`reconciler`]: the controller's `Reconciler` assembled from the above, recording
+//!   each app's status in memory or on its Application object.
 
 pub mod apply;
 pub mod compare;
 pub mod health;
 pub mod live;
+pub mod reconciler;
 pub mod source;

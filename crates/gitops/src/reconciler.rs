@@ -1,0 +1,536 @@
+//! [`GitOpsReconciler`]: the controller's [`Reconciler`] for GitOps apps.
+//!
+//! - `refresh(app)`: desired objects from Git ([`RepoCache`]), live objects from the
+//!   destination ([`ClusterConnections`]), [`compare_app`], per-resource [`assess`] and
+//!   [`app_health`] → a [`ComparisonStatus`] recorded through the [`StatusSink`]. A broken
+//!   app is not an error of the replica: the problem is written on the app's status
+//!   (`sync.status: Unknown`, a `ComparisonError` condition) and the refresh returns
+//!   `Ok` when only a change to the app or its repository can fix it (a bad manifest, a
+//!   missing path), `RetryLater` when waiting may (an unreachable cluster or repository, a
+//!   revision not there yet, a kind the cluster does not serve yet), so the queue backs
+//!   off.
+//! - `operate(app)`: with `syncPolicy.automated`, when the last refresh found something to
+//!   do — a resource OutOfSync, or to prune with `prune: true` — and either the commit was
+//!   not synced successfully before or `selfHeal` is on, server-side apply (+ prune)
+//!   ([`apply::sync`]) → `Finished` (the controller refreshes again). Without `selfHeal`,
+//!   drift after a successful sync of the same commit is left (OutOfSync), as Argo CD. A
+//!   sync with failed resources is recorded (`Failed`) and returns `RetryLater`, so it is
+//!   retried with backoff.
+//!
+//! One operation at a time per app: the controller's operation queue never hands an item
+//! to two workers at once (client-go's processing set), and this type keeps no operation
+//! state that another app's operation could touch. A refresh of the app may run beside its
+//! operation (another queue); it only reads the cluster.
+//!
+//! Before every write — to the destination cluster and to the status — the lease check is
+//! asked; once it says no, the work stops and returns `RetryLater`.
+//!
+//! Limits: which commit was last synced is kept in memory (a restarted replica syncs a
+//! drifted app once even without `selfHeal`); `ignoreDifferences`, sync waves and hooks,
+//! retry policies and selfHeal's back-off timer are not implemented.
+
+mod inventory;
+mod status;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use fleetshard_controller::{AppKey, Operated, ReconcileError, Reconciler};
+use fleetshard_coord::runner::StopHook;
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::apply::{self, ApplyError, DesiredObject, LeaseCheck, PruneTarget, ResultCode};
+use crate::compare::{AppComparison, CompareOptions, ResourceKey, SyncStatus, compare_app};
+use crate::health::{app_health, assess};
+use crate::live::{ClusterConnections, KindInfo, LiveError};
+use crate::source::{Refresh, RepoCache, SourceError};
+
+pub use inventory::{AppTarget, Clock, FixedClock, Inventory, StaticInventory};
+pub use status::{
+    AppStatus, ComparisonStatus, Condition, HealthInfo, KubeStatusSink, MemorySink, OperationState,
+    ResourceEntry, SinkError, StatusSink, StatusUpdate, SyncInfo, SyncResult, SyncResultEntry,
+};
+
+/// Settings of the reconciler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconcilerConfig {
+    /// Argo CD's control-plane namespace: apps there are tracked by their name alone,
+    /// apps elsewhere by `namespace_name` (Argo CD's instance name).
+    pub control_plane_namespace: String,
+}
+
+impl Default for ReconcilerConfig {
+    fn default() -> Self {
+        ReconcilerConfig {
+            control_plane_namespace: "argocd".to_owned(),
+        }
+    }
+}
+
+/// What the last successful refresh of an app found, for its operation.
+struct Refreshed {
+    commit: String,
+    cluster: String,
+    desired: Vec<DesiredObject>,
+    prune: Vec<PruneTarget>,
+    comparison: AppComparison,
+}
+
+#[derive(Default)]
+struct Memo {
+    last: Option<Arc<Refreshed>>,
+    /// The commit last synced successfully.
+    synced: Option<String>,
+}
+
+/// A refresh that could not compare the app.
+struct Problem {
+    message: String,
+    /// Waiting may fix it: retried with backoff.
+    transient: bool,
+    revision: Option<String>,
+}
+
+impl Problem {
+    fn transient(message: impl ToString) -> Problem {
+        Problem {
+            message: message.to_string(),
+            transient: true,
+            revision: None,
+        }
+    }
+}
+
+impl From<LiveError> for Problem {
+    fn from(e: LiveError) -> Self {
+        // Every live-state failure can pass: a cluster comes back, a CRD gets installed,
+        // credentials get fixed in the cluster Secret.
+        Problem::transient(e)
+    }
+}
+
+impl From<SourceError> for Problem {
+    fn from(e: SourceError) -> Self {
+        let transient = matches!(
+            e,
+            SourceError::RepoNotFound { .. }
+                | SourceError::Fetch { .. }
+                | SourceError::RevisionNotFound { .. }
+                | SourceError::Git { .. }
+                | SourceError::Task { .. }
+        );
+        Problem {
+            message: e.to_string(),
+            transient,
+            revision: None,
+        }
+    }
+}
+
+/// The GitOps reconciler of one replica.
+pub struct GitOpsReconciler {
+    inventory: Arc<dyn Inventory>,
+    repos: RepoCache,
+    clusters: ClusterConnections,
+    sink: Arc<dyn StatusSink>,
+    lease: Arc<dyn LeaseCheck>,
+    clock: Arc<dyn Clock>,
+    config: ReconcilerConfig,
+    apps: Mutex<HashMap<AppKey, Memo>>,
+}
+
+impl GitOpsReconciler {
+    /// A reconciler reading apps from `inventory`, manifests through `repos`, live state
+    /// through `clusters`, recording statuses in `sink`, writing only while `lease` says
+    /// so, with timestamps from `clock`.
+    pub fn new(
+        inventory: Arc<dyn Inventory>,
+        repos: RepoCache,
+        clusters: ClusterConnections,
+        sink: Arc<dyn StatusSink>,
+        lease: Arc<dyn LeaseCheck>,
+        clock: Arc<dyn Clock>,
+        config: ReconcilerConfig,
+    ) -> Self {
+        GitOpsReconciler {
+            inventory,
+            repos,
+            clusters,
+            sink,
+            lease,
+            clock,
+            config,
+            apps: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The cluster connections (started lazily by the first refresh of an app there).
+    pub fn clusters(&self) -> &ClusterConnections {
+        &self.clusters
+    }
+
+    /// Drops the cluster's connection and caches and what was remembered of its apps.
+    /// Call it once no work of the cluster is in flight ([`GitOpsStopHook`] does).
+    pub fn stop_cluster(&self, id: &str) {
+        self.clusters.stop(id);
+        self.memos()
+            .retain(|_, m| m.last.as_ref().is_none_or(|l| l.cluster != id));
+    }
+
+    /// The name the app's tracking annotations carry.
+    pub fn instance_name(&self, key: &AppKey) -> String {
+        let (ns, name) = key.as_str().split_once('/').unwrap_or(("", key.as_str()));
+        if ns.is_empty() || ns == self.config.control_plane_namespace {
+            name.to_owned()
+        } else {
+            format!("{ns}_{name}")
+        }
+    }
+
+    fn memos(&self) -> MutexGuard<'_, HashMap<AppKey, Memo>> {
+        // Each critical section is one map operation: a poisoned lock is still consistent.
+        self.apps.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    async fn record(&self, app: &AppKey, update: StatusUpdate) -> Result<(), ReconcileError> {
+        if !self.lease.lease_valid() {
+            return Err(ReconcileError::RetryLater("the shard lease lapsed".into()));
+        }
+        match self.sink.write(app, &update).await {
+            // The Application was deleted: nothing to record; the inventory drops it.
+            Ok(()) | Err(SinkError::NotFound(_)) => Ok(()),
+            Err(e) => Err(ReconcileError::RetryLater(e.to_string())),
+        }
+    }
+
+    /// Reads desired and live state and compares them.
+    async fn compare(
+        &self,
+        key: &AppKey,
+        target: &AppTarget,
+    ) -> Result<(Refreshed, ComparisonStatus), Problem> {
+        let app = &target.app;
+        let manifests = self.repos.manifests(&app.source, Refresh::Normal).await?;
+        let revision = Some(manifests.commit.clone());
+        let with_rev = |mut p: Problem| {
+            p.revision.clone_from(&revision);
+            p
+        };
+        let conn = self
+            .clusters
+            .start(&target.cluster)
+            .await
+            .map_err(|e| with_rev(e.into()))?;
+        conn.check_reachable()
+            .await
+            .map_err(|e| with_rev(e.into()))?;
+        let dest_ns = app
+            .destination
+            .namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "default".to_owned());
+        let mut desired = Vec::with_capacity(manifests.objects.len());
+        let mut kinds: Vec<KindInfo> = Vec::new();
+        for m in &manifests.objects {
+            let id = &m.identity;
+            let kind = conn
+                .kind_info(&id.api_version, &id.kind)
+                .await
+                .map_err(|e| with_rev(e.into()))?;
+            let mut object = m.object.clone();
+            let namespace = if kind.namespaced {
+                id.namespace.clone().unwrap_or_else(|| dest_ns.clone())
+            } else {
+                String::new()
+            };
+            if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                if kind.namespaced {
+                    meta.insert("namespace".into(), Value::String(namespace.clone()));
+                } else {
+                    meta.remove("namespace");
+                }
+            }
+            if !kinds.contains(&kind) {
+                kinds.push(kind.clone());
+            }
+            desired.push(DesiredObject {
+                key: ResourceKey::new(id.group(), &id.kind, &namespace, &id.name),
+                kind,
+                object,
+            });
+        }
+        conn.watch_kinds(&kinds)
+            .await
+            .map_err(|e| with_rev(e.into()))?;
+        let app_name = self.instance_name(key);
+        let keys: HashSet<ResourceKey> = desired.iter().map(|d| d.key.clone()).collect();
+        let live = conn.live_objects(&app_name, &keys);
+        let values: Vec<Value> = desired.iter().map(|d| d.object.clone()).collect();
+        let opts = CompareOptions::new(&app_name).with_destination_namespace(&dest_ns);
+        let comparison = compare_app(&values, &live, &opts).map_err(|e| Problem {
+            message: format!("comparing {key}: {e}"),
+            transient: false,
+            revision: revision.clone(),
+        })?;
+        let live_by_key: HashMap<ResourceKey, &Value> = live
+            .iter()
+            .filter_map(|v| ResourceKey::of(v).ok().map(|k| (k, v)))
+            .collect();
+        let desired_version: HashMap<&ResourceKey, &str> = desired
+            .iter()
+            .map(|d| (&d.key, d.kind.resource.version.as_str()))
+            .collect();
+        let mut healths = Vec::with_capacity(comparison.resources.len());
+        let mut resources = Vec::with_capacity(comparison.resources.len());
+        let mut prune = Vec::new();
+        for r in &comparison.resources {
+            let live = live_by_key.get(&r.key).copied();
+            let health = assess(live);
+            let live_api = live
+                .and_then(|v| v.get("apiVersion"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let version = desired_version
+                .get(&r.key)
+                .copied()
+                .unwrap_or_else(|| live_api.rsplit_once('/').map_or(live_api, |(_, v)| v));
+            if r.requires_pruning {
+                prune.push(PruneTarget {
+                    key: r.key.clone(),
+                    api_version: live_api.to_owned(),
+                });
+            }
+            resources.push(ResourceEntry {
+                group: r.key.group.clone(),
+                version: version.to_owned(),
+                kind: r.key.kind.clone(),
+                namespace: r.key.namespace.clone(),
+                name: r.key.name.clone(),
+                status: sync_word(r.status).to_owned(),
+                health: HealthInfo {
+                    status: health.status.to_string(),
+                    message: health.message.clone(),
+                },
+                requires_pruning: r.requires_pruning,
+            });
+            healths.push(health);
+        }
+        let status = ComparisonStatus {
+            sync: SyncInfo {
+                status: sync_word(comparison.status).to_owned(),
+                revision,
+            },
+            health: HealthInfo {
+                status: app_health(&healths).to_string(),
+                message: String::new(),
+            },
+            resources,
+            reconciled_at: self.clock.now_rfc3339(),
+            conditions: Vec::new(),
+        };
+        let refreshed = Refreshed {
+            commit: manifests.commit.clone(),
+            cluster: target.cluster.id.clone(),
+            desired,
+            prune,
+            comparison,
+        };
+        Ok((refreshed, status))
+    }
+
+    fn error_status(&self, problem: &Problem) -> ComparisonStatus {
+        let now = self.clock.now_rfc3339();
+        ComparisonStatus {
+            sync: SyncInfo {
+                status: "Unknown".to_owned(),
+                revision: problem.revision.clone(),
+            },
+            health: HealthInfo {
+                status: "Unknown".to_owned(),
+                message: String::new(),
+            },
+            resources: Vec::new(),
+            reconciled_at: now.clone(),
+            conditions: vec![Condition {
+                kind: "ComparisonError".to_owned(),
+                message: problem.message.clone(),
+                last_transition_time: now,
+            }],
+        }
+    }
+
+    async fn do_refresh(&self, key: &AppKey) -> Result<(), ReconcileError> {
+        let Some(target) = self.inventory.target(key) else {
+            self.memos().remove(key);
+            return Ok(());
+        };
+        match self.compare(key, &target).await {
+            Ok((refreshed, status)) => {
+                self.memos().entry(key.clone()).or_default().last = Some(Arc::new(refreshed));
+                self.record(key, StatusUpdate::Comparison(status)).await
+            }
+            Err(problem) => {
+                if let Some(m) = self.memos().get_mut(key) {
+                    m.last = None;
+                }
+                let status = self.error_status(&problem);
+                self.record(key, StatusUpdate::Comparison(status)).await?;
+                if problem.transient {
+                    Err(ReconcileError::RetryLater(problem.message))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    async fn do_operate(&self, key: &AppKey) -> Result<Operated, ReconcileError> {
+        let Some(target) = self.inventory.target(key) else {
+            return Ok(Operated::Idle);
+        };
+        let Some(auto) = target.app.auto_sync else {
+            return Ok(Operated::Idle);
+        };
+        let (last, synced) = {
+            let memos = self.memos();
+            let Some(m) = memos.get(key) else {
+                return Ok(Operated::Idle);
+            };
+            let Some(last) = m.last.clone() else {
+                return Ok(Operated::Idle);
+            };
+            (last, m.synced.clone())
+        };
+        let to_do = last
+            .comparison
+            .resources
+            .iter()
+            .any(|r| r.status == SyncStatus::OutOfSync && (!r.requires_pruning || auto.prune));
+        let already = synced.as_deref() == Some(last.commit.as_str());
+        if !to_do || (already && !auto.self_heal) || last.cluster != target.cluster.id {
+            return Ok(Operated::Idle);
+        }
+        let conn = self
+            .clusters
+            .start(&target.cluster)
+            .await
+            .map_err(|e| ReconcileError::RetryLater(e.to_string()))?;
+        let started_at = self.clock.now_rfc3339();
+        let running = OperationState {
+            phase: "Running".to_owned(),
+            message: format!("automated sync to {}", last.commit),
+            started_at: started_at.clone(),
+            finished_at: None,
+            sync_result: None,
+        };
+        self.record(key, StatusUpdate::Operation(running)).await?;
+        let app_name = self.instance_name(key);
+        let results = match apply::sync(
+            &conn,
+            &app_name,
+            &last.desired,
+            &last.prune,
+            auto.prune,
+            self.lease.as_ref(),
+        )
+        .await
+        {
+            Ok(results) => results,
+            // Nothing more may be written, the status included.
+            Err(e @ ApplyError::LeaseLapsed { .. }) => {
+                return Err(ReconcileError::RetryLater(e.to_string()));
+            }
+        };
+        let failed: Vec<String> = results
+            .iter()
+            .filter(|r| r.status == ResultCode::SyncFailed)
+            .map(|r| {
+                format!(
+                    "{}/{} {}: {}",
+                    r.key.kind, r.key.namespace, r.key.name, r.message
+                )
+            })
+            .collect();
+        let (phase, message) = if failed.is_empty() {
+            (
+                "Succeeded",
+                "successfully synced (all tasks run)".to_owned(),
+            )
+        } else {
+            (
+                "Failed",
+                format!("one or more objects failed to apply: {}", failed.join("; ")),
+            )
+        };
+        let done = OperationState {
+            phase: phase.to_owned(),
+            message: message.clone(),
+            started_at,
+            finished_at: Some(self.clock.now_rfc3339()),
+            sync_result: Some(SyncResult {
+                revision: last.commit.clone(),
+                resources: results.iter().map(result_entry).collect(),
+            }),
+        };
+        self.record(key, StatusUpdate::Operation(done)).await?;
+        if !failed.is_empty() {
+            return Err(ReconcileError::RetryLater(message));
+        }
+        if let Some(m) = self.memos().get_mut(key) {
+            m.synced = Some(last.commit.clone());
+        }
+        Ok(Operated::Finished)
+    }
+}
+
+fn sync_word(s: SyncStatus) -> &'static str {
+    match s {
+        SyncStatus::Synced => "Synced",
+        SyncStatus::OutOfSync => "OutOfSync",
+    }
+}
+
+fn result_entry(r: &apply::ResourceResult) -> SyncResultEntry {
+    SyncResultEntry {
+        group: r.key.group.clone(),
+        version: r.version.clone(),
+        kind: r.key.kind.clone(),
+        namespace: r.key.namespace.clone(),
+        name: r.key.name.clone(),
+        status: format!("{:?}", r.status),
+        message: r.message.clone(),
+    }
+}
+
+impl Reconciler for GitOpsReconciler {
+    async fn refresh(&self, app: &AppKey) -> Result<(), ReconcileError> {
+        self.do_refresh(app).await
+    }
+
+    async fn operate(&self, app: &AppKey) -> Result<Operated, ReconcileError> {
+        self.do_operate(app).await
+    }
+}
+
+/// Stops a cluster in the controller (the inner hook, e.g. the shard filter's, which
+/// returns once none of its work is in flight) and then drops the reconciler's
+/// connection and caches of it, so caches live exactly while the cluster is owned.
+pub struct GitOpsStopHook {
+    /// The controller's hook.
+    pub inner: Arc<dyn StopHook>,
+    /// The reconciler whose caches follow ownership.
+    pub reconciler: Arc<GitOpsReconciler>,
+}
+
+impl StopHook for GitOpsStopHook {
+    fn stop(&self, cluster: String) -> BoxFuture<'static, ()> {
+        let inner = self.inner.stop(cluster.clone());
+        let reconciler = self.reconciler.clone();
+        Box::pin(async move {
+            inner.await;
+            reconciler.stop_cluster(&cluster);
+        })
+    }
+}

@@ -1,0 +1,296 @@
+//! An application's status in Argo CD's shape, and where it is recorded: a [`StatusSink`]
+//! — in memory ([`MemorySink`], local mode) or the Application object's `status`
+//! subresource ([`KubeStatusSink`], Kubernetes mode).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use fleetshard_controller::AppKey;
+use futures::future::BoxFuture;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::{Api, Client};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// `status.sync`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SyncInfo {
+    /// `Synced`, `OutOfSync`, or `Unknown` (the comparison could not be made).
+    pub status: String,
+    /// The commit compared against, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+}
+
+/// `status.health` and a resource's `health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HealthInfo {
+    /// `Healthy`, `Progressing`, `Degraded`, `Suspended`, `Missing` or `Unknown`.
+    pub status: String,
+    /// Why, when a rule said.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// One entry of `status.resources`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceEntry {
+    /// API group ("" for core).
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace ("" for cluster-scoped kinds).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `Synced` or `OutOfSync`.
+    pub status: String,
+    /// The live object's health.
+    pub health: HealthInfo,
+    /// Live, tracked by the app, and no longer in Git.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub requires_pruning: bool,
+}
+
+/// An entry of `status.conditions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// `ComparisonError` (desired or live state could not be read or compared).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// What happened, naming the repository, object or cluster.
+    pub message: String,
+    /// When it was seen.
+    pub last_transition_time: String,
+}
+
+/// What a refresh records: everything but `operationState`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ComparisonStatus {
+    /// `status.sync`.
+    pub sync: SyncInfo,
+    /// `status.health`.
+    pub health: HealthInfo,
+    /// `status.resources`.
+    pub resources: Vec<ResourceEntry>,
+    /// `status.reconciledAt`.
+    pub reconciled_at: String,
+    /// `status.conditions` (empty: none).
+    pub conditions: Vec<Condition>,
+}
+
+/// One entry of `operationState.syncResult.resources`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SyncResultEntry {
+    /// API group.
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `Synced`, `SyncFailed`, `Pruned` or `PruneSkipped`.
+    pub status: String,
+    /// The server's answer.
+    pub message: String,
+}
+
+/// `operationState.syncResult`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SyncResult {
+    /// The commit synced.
+    pub revision: String,
+    /// Each resource's outcome.
+    pub resources: Vec<SyncResultEntry>,
+}
+
+/// `status.operationState`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationState {
+    /// `Running`, `Succeeded` or `Failed`.
+    pub phase: String,
+    /// A summary.
+    pub message: String,
+    /// When it started.
+    pub started_at: String,
+    /// When it ended (absent while running).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// Per-resource outcomes (absent while running).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync_result: Option<SyncResult>,
+}
+
+/// One write to an app's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatusUpdate {
+    /// A refresh's result (replaces sync, health, resources, reconciledAt, conditions).
+    Comparison(ComparisonStatus),
+    /// An operation's progress or end (replaces operationState).
+    Operation(OperationState),
+}
+
+impl StatusUpdate {
+    /// The JSON merge patch of the Application that records this update.
+    pub fn merge_patch(&self) -> Value {
+        match self {
+            StatusUpdate::Comparison(c) => {
+                let mut status = serde_json::to_value(c).unwrap_or_else(|_| json!({}));
+                if c.conditions.is_empty() {
+                    // A merge patch removes a field set to null: old errors go away.
+                    status["conditions"] = Value::Null;
+                }
+                json!({ "status": status })
+            }
+            StatusUpdate::Operation(o) => json!({ "status": { "operationState": o } }),
+        }
+    }
+}
+
+/// An app's status as a [`MemorySink`] keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AppStatus {
+    /// The last refresh's result.
+    pub comparison: Option<ComparisonStatus>,
+    /// The last operation's state.
+    pub operation: Option<OperationState>,
+}
+
+/// Why a status could not be recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SinkError {
+    /// The Application object no longer exists: there is nothing to record on.
+    #[error("application {0} not found")]
+    NotFound(String),
+    /// The control plane's API server did not take the write (retried later).
+    #[error("recording the status of {app}: {message}")]
+    Unavailable {
+        /// The app.
+        app: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+/// Where app statuses are recorded.
+pub trait StatusSink: Send + Sync {
+    /// Records `update` for `app`.
+    fn write<'a>(
+        &'a self,
+        app: &'a AppKey,
+        update: &'a StatusUpdate,
+    ) -> BoxFuture<'a, Result<(), SinkError>>;
+}
+
+/// Local mode: statuses in memory (the CLI may persist them).
+#[derive(Debug, Default)]
+pub struct MemorySink {
+    statuses: Mutex<HashMap<AppKey, AppStatus>>,
+}
+
+impl MemorySink {
+    /// Empty.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// The status of `app`, if any was recorded.
+    pub fn get(&self, app: &AppKey) -> Option<AppStatus> {
+        let s = self.statuses.lock().unwrap_or_else(PoisonError::into_inner);
+        s.get(app).cloned()
+    }
+
+    /// Every recorded status.
+    pub fn all(&self) -> HashMap<AppKey, AppStatus> {
+        let s = self.statuses.lock().unwrap_or_else(PoisonError::into_inner);
+        s.clone()
+    }
+}
+
+impl StatusSink for MemorySink {
+    fn write<'a>(
+        &'a self,
+        app: &'a AppKey,
+        update: &'a StatusUpdate,
+    ) -> BoxFuture<'a, Result<(), SinkError>> {
+        let mut s = self.statuses.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = s.entry(app.clone()).or_default();
+        match update {
+            StatusUpdate::Comparison(c) => entry.comparison = Some(c.clone()),
+            StatusUpdate::Operation(o) => entry.operation = Some(o.clone()),
+        }
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Kubernetes mode: a merge patch of the Application's `status` subresource
+/// (`argoproj.io/v1alpha1`, `applications`) on the control-plane cluster.
+#[derive(Clone)]
+pub struct KubeStatusSink {
+    client: Client,
+    resource: ApiResource,
+    call_timeout: Duration,
+}
+
+impl KubeStatusSink {
+    /// Writes through `client` (its retries should be off), each call bounded by
+    /// `call_timeout`.
+    pub fn new(client: Client, call_timeout: Duration) -> Self {
+        KubeStatusSink {
+            client,
+            resource: ApiResource {
+                group: "argoproj.io".into(),
+                version: "v1alpha1".into(),
+                api_version: "argoproj.io/v1alpha1".into(),
+                kind: "Application".into(),
+                plural: "applications".into(),
+            },
+            call_timeout,
+        }
+    }
+}
+
+impl StatusSink for KubeStatusSink {
+    fn write<'a>(
+        &'a self,
+        app: &'a AppKey,
+        update: &'a StatusUpdate,
+    ) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(async move {
+            let (namespace, name) = app.as_str().split_once('/').unwrap_or(("", app.as_str()));
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), namespace, &self.resource);
+            let patch = Patch::Merge(update.merge_patch());
+            let params = PatchParams::default();
+            let unavailable = |message: String| SinkError::Unavailable {
+                app: app.to_string(),
+                message,
+            };
+            match tokio::time::timeout(self.call_timeout, api.patch_status(name, &params, &patch))
+                .await
+            {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
+                    Err(SinkError::NotFound(app.to_string()))
+                }
+                Ok(Err(e)) => Err(unavailable(e.to_string())),
+                Err(_) => Err(unavailable(format!(
+                    "no answer within {:?}",
+                    self.call_timeout
+                ))),
+            }
+        })
+    }
+}
