@@ -1,0 +1,342 @@
+//! The reconciler against a fake API server and real local Git repositories: automated
+//! sync, self-heal, prune, and the lease check before writes.
+
+mod reconcile_support;
+mod source_support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use fleetshard_controller::{Operated, ReconcileError, Reconciler};
+use fleetshard_core::AutoSync;
+use fleetshard_gitops::reconciler::{MemorySink, StaticInventory};
+use fleetshard_testsupport::kube_api::FakeApiServer;
+use reconcile_support::*;
+use serde_json::json;
+use source_support::{Git, config_map};
+
+const AUTO: Option<AutoSync> = Some(AutoSync {
+    prune: false,
+    self_heal: false,
+});
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    git: Git,
+    fake: FakeApiServer,
+    inventory: Arc<StaticInventory>,
+    sink: Arc<MemorySink>,
+}
+
+async fn env(files: &[(&str, String)]) -> Env {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    for (path, text) in files {
+        git.write(path, text);
+    }
+    git.commit("initial");
+    Env {
+        git,
+        fake: FakeApiServer::start().await.unwrap(),
+        inventory: Arc::new(StaticInventory::default()),
+        sink: MemorySink::new(),
+        _tmp: tmp,
+    }
+}
+
+impl Env {
+    fn add_app(&self, name: &str, auto: Option<AutoSync>) {
+        let t = target(
+            name,
+            &self.git.path(),
+            "main",
+            "app",
+            access("c1", &self.fake),
+            auto,
+        );
+        self.inventory.insert(t);
+    }
+
+    fn reconciler(&self) -> Arc<fleetshard_gitops::reconciler::GitOpsReconciler> {
+        self.reconciler_with(always())
+    }
+
+    fn reconciler_with(
+        &self,
+        lease: Arc<dyn fleetshard_gitops::apply::LeaseCheck>,
+    ) -> Arc<fleetshard_gitops::reconciler::GitOpsReconciler> {
+        reconciler(
+            &self.inventory,
+            repos(&self._tmp.path().join("cache")),
+            live_options(),
+            self.sink.clone(),
+            lease,
+        )
+    }
+
+    fn sync_status(&self, app: &str) -> (String, String) {
+        let s = self.sink.get(&key(app)).unwrap().comparison.unwrap();
+        (s.sync.status, s.health.status)
+    }
+}
+
+#[tokio::test]
+async fn automated_sync_takes_an_app_from_out_of_sync_to_synced() {
+    let e = env(&[
+        ("app/cm.yaml", config_map("settings", "v1")),
+        ("app/web.yaml", deployment("web", "nginx:1.27")),
+    ])
+    .await;
+    e.add_app("a", AUTO);
+    let r = e.reconciler();
+    r.refresh(&key("a")).await.unwrap();
+    let status = e.sink.get(&key("a")).unwrap().comparison.unwrap();
+    assert_eq!(status.sync.status, "OutOfSync");
+    assert_eq!(status.health.status, "Missing");
+    assert_eq!(status.sync.revision.as_deref().map(str::len), Some(40));
+    assert_eq!(status.resources.len(), 2);
+    assert!(status.resources.iter().all(|r| r.status == "OutOfSync"));
+
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    let cm = e
+        .fake
+        .get("v1", "ConfigMap", "default", "settings")
+        .unwrap();
+    assert_eq!(cm["data"]["value"], "v1");
+    assert_eq!(managers(&cm), vec!["fleetshard".to_owned()]);
+    assert_eq!(
+        tracking(&cm).as_deref(),
+        Some("a:/ConfigMap:default/settings")
+    );
+    let web = e
+        .fake
+        .get("apps/v1", "Deployment", "default", "web")
+        .unwrap();
+    assert_eq!(
+        tracking(&web).as_deref(),
+        Some("a:apps/Deployment:default/web")
+    );
+    let op = e.sink.get(&key("a")).unwrap().operation.unwrap();
+    assert_eq!(op.phase, "Succeeded");
+    let result = op.sync_result.unwrap();
+    assert_eq!(result.resources.len(), 2);
+    assert!(result.resources.iter().all(|r| r.status == "Synced"));
+
+    // Synced at once (read-your-writes); the Deployment is not ready yet.
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(e.sync_status("a"), ("Synced".into(), "Progressing".into()));
+    e.fake.set_deployment_ready("default", "web", 2).unwrap();
+    eventually(std::time::Duration::from_secs(10), "Healthy", || async {
+        r.refresh(&key("a")).await.unwrap();
+        (e.sync_status("a") == ("Synced".into(), "Healthy".into())).then_some(())
+    })
+    .await;
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Idle);
+
+    // A new commit is synced too.
+    e.git.write("app/cm.yaml", &config_map("settings", "v2"));
+    let commit = e.git.commit("v2");
+    r.refresh(&key("a")).await.unwrap();
+    let status = e.sink.get(&key("a")).unwrap().comparison.unwrap();
+    assert_eq!(status.sync.status, "OutOfSync");
+    assert_eq!(status.sync.revision.as_deref(), Some(commit.as_str()));
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    let cm = e
+        .fake
+        .get("v1", "ConfigMap", "default", "settings")
+        .unwrap();
+    assert_eq!(cm["data"]["value"], "v2");
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(e.sync_status("a").0, "Synced");
+}
+
+#[tokio::test]
+async fn without_automated_sync_nothing_is_written() {
+    let e = env(&[("app/cm.yaml", config_map("settings", "v1"))]).await;
+    e.add_app("manual", None);
+    let r = e.reconciler();
+    r.refresh(&key("manual")).await.unwrap();
+    assert_eq!(r.operate(&key("manual")).await.unwrap(), Operated::Idle);
+    assert_eq!(e.sync_status("manual").0, "OutOfSync");
+    assert_eq!(e.fake.write_count(), 0);
+}
+
+async fn drift(self_heal: bool) -> (Env, Arc<fleetshard_gitops::reconciler::GitOpsReconciler>) {
+    let e = env(&[("app/cm.yaml", config_map("settings", "v1"))]).await;
+    e.add_app(
+        "a",
+        Some(AutoSync {
+            prune: false,
+            self_heal,
+        }),
+    );
+    let r = e.reconciler();
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(e.sync_status("a").0, "Synced");
+    // Someone edits the live object.
+    e.fake
+        .modify("v1", "ConfigMap", "default", "settings", |cm| {
+            cm["data"]["value"] = json!("edited by hand");
+        })
+        .unwrap();
+    eventually(std::time::Duration::from_secs(10), "drift seen", || async {
+        r.refresh(&key("a")).await.unwrap();
+        (e.sync_status("a").0 == "OutOfSync").then_some(())
+    })
+    .await;
+    (e, r)
+}
+
+#[tokio::test]
+async fn self_heal_restores_a_drifted_object() {
+    let (e, r) = drift(true).await;
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    let cm = e
+        .fake
+        .get("v1", "ConfigMap", "default", "settings")
+        .unwrap();
+    assert_eq!(cm["data"]["value"], "v1");
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(e.sync_status("a").0, "Synced");
+}
+
+#[tokio::test]
+async fn drift_is_left_without_self_heal() {
+    let (e, r) = drift(false).await;
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Idle);
+    let cm = e
+        .fake
+        .get("v1", "ConfigMap", "default", "settings")
+        .unwrap();
+    assert_eq!(cm["data"]["value"], "edited by hand");
+    r.refresh(&key("a")).await.unwrap();
+    let status = e.sink.get(&key("a")).unwrap().comparison.unwrap();
+    assert_eq!(status.sync.status, "OutOfSync");
+    let res = &status.resources[0];
+    assert_eq!(
+        (res.name.as_str(), res.status.as_str()),
+        ("settings", "OutOfSync")
+    );
+}
+
+async fn removed_from_git(prune: bool) -> Env {
+    let e = env(&[
+        ("app/keep.yaml", config_map("keep", "1")),
+        ("app/gone.yaml", config_map("gone", "1")),
+    ])
+    .await;
+    // An object of another app, and an untracked one, in the same namespace.
+    e.fake
+        .insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "other", "namespace": "default",
+                "annotations": {"argocd.argoproj.io/tracking-id": "b:/ConfigMap:default/other"}}}))
+        .unwrap();
+    e.fake
+        .insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "untracked", "namespace": "default"}}))
+        .unwrap();
+    e.add_app(
+        "a",
+        Some(AutoSync {
+            prune,
+            self_heal: false,
+        }),
+    );
+    let r = e.reconciler();
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    assert!(e.fake.get("v1", "ConfigMap", "default", "gone").is_some());
+    e.git.remove("app/gone.yaml");
+    e.git.commit("remove gone");
+    r.refresh(&key("a")).await.unwrap();
+    let status = e.sink.get(&key("a")).unwrap().comparison.unwrap();
+    assert_eq!(status.sync.status, "OutOfSync");
+    let gone = status.resources.iter().find(|r| r.name == "gone").unwrap();
+    assert!(gone.requires_pruning);
+    assert_eq!(
+        status.resources.len(),
+        2,
+        "other apps' objects are not listed"
+    );
+    let outcome = r.operate(&key("a")).await.unwrap();
+    assert_eq!(
+        outcome,
+        if prune {
+            Operated::Finished
+        } else {
+            Operated::Idle
+        }
+    );
+    r.refresh(&key("a")).await.unwrap();
+    assert!(e.fake.get("v1", "ConfigMap", "default", "other").is_some());
+    assert!(
+        e.fake
+            .get("v1", "ConfigMap", "default", "untracked")
+            .is_some()
+    );
+    assert!(e.fake.get("v1", "ConfigMap", "default", "keep").is_some());
+    e
+}
+
+#[tokio::test]
+async fn prune_deletes_an_object_removed_from_git() {
+    let e = removed_from_git(true).await;
+    assert!(e.fake.get("v1", "ConfigMap", "default", "gone").is_none());
+    assert_eq!(e.sync_status("a").0, "Synced");
+    let op = e.sink.get(&key("a")).unwrap().operation.unwrap();
+    let pruned = op.sync_result.unwrap().resources;
+    assert!(
+        pruned
+            .iter()
+            .any(|r| r.name == "gone" && r.status == "Pruned")
+    );
+}
+
+#[tokio::test]
+async fn without_prune_an_object_removed_from_git_stays() {
+    let e = removed_from_git(false).await;
+    assert!(e.fake.get("v1", "ConfigMap", "default", "gone").is_some());
+    assert_eq!(e.sync_status("a").0, "OutOfSync");
+}
+
+#[tokio::test]
+async fn no_write_reaches_the_cluster_once_the_lease_check_says_no() {
+    let files: Vec<(String, String)> = (0..4)
+        .map(|i| {
+            (
+                format!("app/cm{i}.yaml"),
+                config_map(&format!("cm{i}"), "v"),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, String)> = files.iter().map(|(p, t)| (p.as_str(), t.clone())).collect();
+    let e = env(&files).await;
+    e.add_app("a", AUTO);
+    // Valid for the refresh's status write, the operation's Running status and one apply.
+    let allowed = Arc::new(AtomicU64::new(3));
+    let valid = Arc::new(AtomicBool::new(true));
+    let (a, v) = (allowed.clone(), valid.clone());
+    let lease = Arc::new(move || {
+        v.load(Ordering::SeqCst)
+            && a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+    });
+    let r = e.reconciler_with(lease);
+    r.refresh(&key("a")).await.unwrap();
+    let err = r.operate(&key("a")).await.unwrap_err();
+    assert!(
+        matches!(err, ReconcileError::RetryLater(ref m) if m.contains("lease")),
+        "{err}"
+    );
+    let live = e.fake.list("v1", "ConfigMap", Some("default"));
+    assert_eq!(live.len(), 1, "one apply before the lapse, none after");
+    assert_eq!(e.fake.write_count(), 1);
+
+    // Lapsed from the start: nothing at all.
+    valid.store(false, Ordering::SeqCst);
+    assert!(r.operate(&key("a")).await.is_err());
+    assert!(r.refresh(&key("a")).await.is_err());
+    assert_eq!(e.fake.write_count(), 1);
+}
