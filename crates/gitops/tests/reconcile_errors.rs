@@ -1,0 +1,186 @@
+//! Broken apps and unreachable clusters show on the app's status (the Application object's
+//! status subresource on a control-plane fake), never stop the other apps, and return
+//! retry-later when waiting may fix them.
+
+mod reconcile_support;
+mod source_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleetshard_controller::{Operated, ReconcileError, Reconciler};
+use fleetshard_core::AutoSync;
+use fleetshard_gitops::reconciler::{KubeStatusSink, MemorySink, StaticInventory};
+use fleetshard_testsupport::kube_api::FakeApiServer;
+use reconcile_support::*;
+use serde_json::Value;
+use source_support::{Git, config_map};
+
+const AUTO: Option<AutoSync> = Some(AutoSync {
+    prune: true,
+    self_heal: true,
+});
+
+fn kube_client(fake: &FakeApiServer) -> kube::Client {
+    let mut config = kube::Config::new(fake.url().parse().unwrap());
+    config.default_retry = false;
+    kube::Client::try_from(config).unwrap()
+}
+
+fn app_status(control: &FakeApiServer, name: &str) -> Value {
+    control
+        .get("argoproj.io/v1alpha1", "Application", "argocd", name)
+        .unwrap()["status"]
+        .clone()
+}
+
+#[tokio::test]
+async fn a_bad_manifest_a_missing_repo_or_revision_shows_on_the_app_and_others_go_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    git.write("good/cm.yaml", &config_map("good", "1"));
+    git.write(
+        "bad/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: [not, a, map\n",
+    );
+    git.commit("initial");
+    let cluster = FakeApiServer::start().await.unwrap();
+    let control = FakeApiServer::start().await.unwrap();
+    let inventory = Arc::new(StaticInventory::default());
+    let c1 = access("c1", &cluster);
+    let missing_repo = tmp.path().join("no-such-repo").display().to_string();
+    for (name, repo, rev, path) in [
+        ("good", git.path(), "main", "good"),
+        ("bad", git.path(), "main", "bad"),
+        ("norepo", missing_repo, "main", "good"),
+        ("norev", git.path(), "no-such-branch", "good"),
+    ] {
+        inventory.insert(target(name, &repo, rev, path, c1.clone(), AUTO));
+        control.insert(application(name)).unwrap();
+    }
+    let sink = Arc::new(KubeStatusSink::new(
+        kube_client(&control),
+        Duration::from_secs(2),
+    ));
+    let r = reconciler(
+        &inventory,
+        repos(&tmp.path().join("cache")),
+        live_options(),
+        sink,
+        always(),
+    );
+
+    // The permanent problem is recorded and not retried; the others are retried later.
+    r.refresh(&key("bad")).await.unwrap();
+    for (app, expect) in [("norepo", "no-such-repo"), ("norev", "no-such-branch")] {
+        let err = r.refresh(&key(app)).await.unwrap_err();
+        assert!(
+            matches!(&err, ReconcileError::RetryLater(m) if m.contains(expect)),
+            "{app}: {err}"
+        );
+    }
+    r.refresh(&key("good")).await.unwrap();
+    assert_eq!(r.operate(&key("good")).await.unwrap(), Operated::Finished);
+    r.refresh(&key("good")).await.unwrap();
+    for app in ["bad", "norepo", "norev"] {
+        assert_eq!(r.operate(&key(app)).await.unwrap(), Operated::Idle, "{app}");
+    }
+
+    for (app, expect) in [
+        ("bad", "cm.yaml"),
+        ("norepo", "not found"),
+        ("norev", "revision \"no-such-branch\" not found"),
+    ] {
+        let s = app_status(&control, app);
+        assert_eq!(s["sync"]["status"], "Unknown", "{app}: {s}");
+        assert_eq!(s["conditions"][0]["type"], "ComparisonError", "{app}: {s}");
+        let message = s["conditions"][0]["message"].as_str().unwrap();
+        assert!(message.contains(expect), "{app}: {message}");
+        assert_eq!(s["reconciledAt"], NOW);
+    }
+    let good = app_status(&control, "good");
+    assert_eq!(good["sync"]["status"], "Synced", "{good}");
+    assert_eq!(good["sync"]["revision"].as_str().unwrap().len(), 40);
+    assert_eq!(good["health"]["status"], "Healthy");
+    assert!(good.get("conditions").is_none(), "{good}");
+    assert_eq!(good["resources"][0]["kind"], "ConfigMap");
+    assert_eq!(good["resources"][0]["status"], "Synced");
+    assert_eq!(good["operationState"]["phase"], "Succeeded");
+    assert_eq!(
+        good["operationState"]["syncResult"]["resources"][0]["status"],
+        "Synced"
+    );
+    assert!(cluster.get("v1", "ConfigMap", "default", "good").is_some());
+
+    // Fixing the manifest clears the error.
+    git.write("bad/cm.yaml", &config_map("fixed", "1"));
+    git.commit("fix");
+    r.refresh(&key("bad")).await.unwrap();
+    let s = app_status(&control, "bad");
+    assert_eq!(s["sync"]["status"], "OutOfSync", "{s}");
+    assert!(s.get("conditions").is_none(), "{s}");
+}
+
+#[tokio::test]
+async fn an_unreachable_cluster_is_retried_later_and_shows_on_the_app() {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    git.write("app/cm.yaml", &config_map("cm", "1"));
+    git.commit("initial");
+    let partitioned = FakeApiServer::start().await.unwrap();
+    let dropped = FakeApiServer::start().await.unwrap();
+    let healthy = FakeApiServer::start().await.unwrap();
+    let inventory = Arc::new(StaticInventory::default());
+    for (name, fake) in [("p", &partitioned), ("d", &dropped), ("h", &healthy)] {
+        inventory.insert(target(
+            name,
+            &git.path(),
+            "main",
+            "app",
+            access(name, fake),
+            AUTO,
+        ));
+    }
+    let sink = MemorySink::new();
+    let r = reconciler(
+        &inventory,
+        repos(&tmp.path().join("cache")),
+        live_options(),
+        sink.clone(),
+        always(),
+    );
+    for app in ["p", "d", "h"] {
+        r.refresh(&key(app)).await.unwrap();
+        assert_eq!(r.operate(&key(app)).await.unwrap(), Operated::Finished);
+    }
+    partitioned.partition(|_| true);
+    drop(dropped);
+    for app in ["p", "d"] {
+        let message = eventually(Duration::from_secs(20), "retry later", || async {
+            match r.refresh(&key(app)).await {
+                Err(ReconcileError::RetryLater(m)) => Some(m),
+                _ => None,
+            }
+        })
+        .await;
+        assert!(message.contains("unreachable"), "{app}: {message}");
+        let s = sink.get(&key(app)).unwrap().comparison.unwrap();
+        assert_eq!(s.sync.status, "Unknown");
+        assert!(s.conditions[0].message.contains("unreachable"), "{app}");
+    }
+    // The healthy cluster's app is unaffected.
+    r.refresh(&key("h")).await.unwrap();
+    assert_eq!(
+        sink.get(&key("h")).unwrap().comparison.unwrap().sync.status,
+        "Synced"
+    );
+
+    // Healed: the app comes back.
+    partitioned.heal();
+    eventually(Duration::from_secs(20), "recovery", || async {
+        r.refresh(&key("p")).await.ok()?;
+        let s = sink.get(&key("p")).unwrap().comparison.unwrap();
+        (s.sync.status == "Synced").then_some(())
+    })
+    .await;
+}
