@@ -1,0 +1,229 @@
+//! The reconciler run by the controller's real runtime (queues, shard filter, worker
+//! pools): several simulated clusters behind one replica, and a cluster moving from one
+//! replica to another.
+
+mod reconcile_support;
+mod source_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleetshard_controller::{ControllerRuntime, RuntimeConfig};
+use fleetshard_coord::runner::{Ownership, OwnershipChange, StopHook};
+use fleetshard_core::{AutoSync, Cluster};
+use fleetshard_gitops::reconciler::{
+    GitOpsReconciler, GitOpsStopHook, MemorySink, StaticInventory,
+};
+use fleetshard_testsupport::kube_api::FakeApiServer;
+use prometheus_client::registry::Registry;
+use reconcile_support::*;
+use source_support::{Git, config_map};
+use tokio::sync::mpsc;
+
+const AUTO: Option<AutoSync> = Some(AutoSync {
+    prune: true,
+    self_heal: false,
+});
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn started(cluster: &str) -> OwnershipChange {
+    OwnershipChange {
+        identity: "replica".into(),
+        change: Ownership::Started(cluster.into()),
+        shard: Some(0),
+        generation: 1,
+        lapsed_at: None,
+    }
+}
+
+struct Replica {
+    runtime: ControllerRuntime,
+    reconciler: Arc<GitOpsReconciler>,
+    sink: Arc<CountingSink>,
+    memory: Arc<MemorySink>,
+    feed: mpsc::UnboundedSender<OwnershipChange>,
+    _audit: mpsc::UnboundedReceiver<OwnershipChange>,
+}
+
+fn replica(
+    inventory: &Arc<StaticInventory>,
+    cache: &std::path::Path,
+    clusters: &[Cluster],
+    apps: &[fleetshard_core::App],
+) -> Replica {
+    let memory = MemorySink::new();
+    let sink = CountingSink::new(memory.clone());
+    let reconciler = reconciler(
+        inventory,
+        repos(cache),
+        live_options(),
+        sink.clone(),
+        always(),
+    );
+    let mut runtime = ControllerRuntime::start(
+        RuntimeConfig::default(),
+        reconciler.clone(),
+        &mut Registry::default(),
+    )
+    .unwrap();
+    runtime.set_inventory(clusters, apps);
+    let (feed, rx) = mpsc::unbounded_channel();
+    let audit = runtime.follow(rx);
+    Replica {
+        runtime,
+        reconciler,
+        sink,
+        memory,
+        feed,
+        _audit: audit,
+    }
+}
+
+fn synced_at(memory: &MemorySink, app: &str, commit: &str) -> bool {
+    memory
+        .get(&key(app))
+        .and_then(|s| s.comparison)
+        .is_some_and(|c| c.sync.status == "Synced" && c.sync.revision.as_deref() == Some(commit))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_syncs_apps_on_three_clusters_through_the_real_queues() {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    for i in 0..3 {
+        git.write(
+            &format!("app{i}/cm.yaml"),
+            &config_map(&format!("cm{i}"), "1"),
+        );
+    }
+    let commit = git.commit("initial");
+    let fakes = [
+        FakeApiServer::start().await.unwrap(),
+        FakeApiServer::start().await.unwrap(),
+        FakeApiServer::start().await.unwrap(),
+    ];
+    let inventory = Arc::new(StaticInventory::default());
+    let mut clusters = Vec::new();
+    let mut apps = Vec::new();
+    for (c, fake) in fakes.iter().enumerate() {
+        let id = format!("c{c}");
+        clusters.push(Cluster::new(&id, fake.url()));
+        for a in 0..2 {
+            let t = target(
+                &format!("{id}-a{a}"),
+                &git.path(),
+                "main",
+                &format!("app{a}"),
+                access(&id, fake),
+                AUTO,
+            );
+            apps.push(t.app.clone());
+            inventory.insert(t);
+        }
+    }
+    let r = replica(&inventory, &tmp.path().join("cache"), &clusters, &apps);
+    for c in &clusters {
+        r.feed.send(started(&c.id)).unwrap();
+    }
+    eventually(LIMIT, "all six apps synced", || async {
+        apps.iter()
+            .all(|a| synced_at(&r.memory, &a.name, &commit))
+            .then_some(())
+    })
+    .await;
+    for (c, fake) in fakes.iter().enumerate() {
+        let names: Vec<String> = fake
+            .list("v1", "ConfigMap", Some("default"))
+            .iter()
+            .map(|o| tracking(o).unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                format!("c{c}-a0:/ConfigMap:default/cm0"),
+                format!("c{c}-a1:/ConfigMap:default/cm1"),
+            ],
+            "cluster c{c} holds exactly its own apps' objects"
+        );
+    }
+    assert_eq!(r.reconciler.clusters().started(), vec!["c0", "c1", "c2"]);
+    drop(r.feed);
+    r.runtime.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_cluster_stops_on_the_old_owner_before_the_new_one_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    git.write("app/cm.yaml", &config_map("cm", "1"));
+    git.commit("initial");
+    let fake = FakeApiServer::start().await.unwrap();
+    let inventory = Arc::new(StaticInventory::default());
+    let clusters = vec![Cluster::new("c1", fake.url())];
+    let mut apps = Vec::new();
+    for name in ["x", "y"] {
+        let t = target(name, &git.path(), "main", "app", access("c1", &fake), AUTO);
+        apps.push(t.app.clone());
+        inventory.insert(t);
+    }
+    // Two apps deploying one object would fight; give each its own directory.
+    git.write("app-y/cm.yaml", &config_map("cm-y", "1"));
+    let first_y = git.commit("y");
+    inventory.update(&key("y"), |t| t.app.source.path = "app-y".into());
+    let apps: Vec<_> = apps
+        .into_iter()
+        .map(|mut a| {
+            if a.name == "y" {
+                a.source.path = "app-y".into();
+            }
+            a
+        })
+        .collect();
+
+    let a = replica(&inventory, &tmp.path().join("cache-a"), &clusters, &apps);
+    let b = replica(&inventory, &tmp.path().join("cache-b"), &clusters, &apps);
+    a.feed.send(started("c1")).unwrap();
+    eventually(LIMIT, "synced on the old owner", || async {
+        (synced_at(&a.memory, "x", &first_y) && synced_at(&a.memory, "y", &first_y)).then_some(())
+    })
+    .await;
+
+    // The handover: the old owner stops (its hook returns once nothing of c1 runs and its
+    // caches are gone), and only then does the new owner start.
+    let hook = GitOpsStopHook {
+        inner: a.runtime.stop_hook(),
+        reconciler: a.reconciler.clone(),
+    };
+    hook.stop("c1".into()).await;
+    assert_eq!(a.runtime.filter().in_flight("c1"), 0);
+    assert!(!a.runtime.filter().owns("c1"));
+    assert!(
+        a.reconciler.clusters().started().is_empty(),
+        "caches dropped"
+    );
+    let writes_before = a.sink.count();
+
+    git.write("app/cm.yaml", &config_map("cm", "2"));
+    let second = git.commit("v2");
+    // Work queued on the old owner after its stop is not done.
+    a.runtime.filter().refresh_queue().add(key("x"));
+    b.feed.send(started("c1")).unwrap();
+    eventually(LIMIT, "synced on the new owner", || async {
+        (synced_at(&b.memory, "x", &second) && synced_at(&b.memory, "y", &second)).then_some(())
+    })
+    .await;
+    assert_eq!(
+        fake.get("v1", "ConfigMap", "default", "cm").unwrap()["data"]["value"],
+        "2"
+    );
+    assert_eq!(
+        a.sink.count(),
+        writes_before,
+        "the old owner wrote nothing more"
+    );
+    assert!(a.reconciler.clusters().started().is_empty());
+    assert!(!synced_at(&a.memory, "x", &second));
+    drop((a.feed, b.feed));
+    a.runtime.shutdown().await;
+    b.runtime.shutdown().await;
+}
