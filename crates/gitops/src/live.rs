@@ -30,7 +30,7 @@ use kube::{Client, Config};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::compare::{ResourceKey, is_tracked_by};
+use crate::compare::{ResourceKey, TRACKING_ANNOTATION, is_tracked_by};
 use cache::KindCache;
 
 /// Why a cluster's live state could not be read.
@@ -424,12 +424,20 @@ impl ClusterConn {
             .map(|(k, c)| (k.clone(), c.clone()))
             .collect();
         let mut out = Vec::new();
+        let prefix = format!("{app_name}:");
+        // A cheap look at the annotation first: most objects belong to other apps.
+        let maybe_ours = |obj: &Value| {
+            obj.pointer("/metadata/annotations")
+                .and_then(|a| a.get(TRACKING_ANNOTATION))
+                .and_then(Value::as_str)
+                .is_some_and(|id| id.starts_with(&prefix))
+        };
         for ((group, kind), cache) in caches {
             let mut probe = ResourceKey::new(&group, &kind, "", "");
             cache.for_each(|(ns, name), obj| {
                 probe.namespace.clone_from(ns);
                 probe.name.clone_from(name);
-                if desired.contains(&probe) || is_tracked_by(obj, app_name) {
+                if desired.contains(&probe) || (maybe_ours(obj) && is_tracked_by(obj, app_name)) {
                     out.push((**obj).clone());
                 }
             });
