@@ -11,6 +11,7 @@
 pub mod chunked;
 pub mod conformance;
 pub mod memory;
+pub mod throughput;
 
 use futures::future::BoxFuture;
 

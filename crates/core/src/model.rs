@@ -283,28 +283,38 @@ impl Fleet {
     /// destinations by normalised server or name. Apps are keyed by namespace and name; a
     /// duplicate key counts once.
     pub fn app_counts(&self) -> Vec<u64> {
-        let index = DestinationIndex::new(&self.clusters);
-        let mut seen = FxHashSet::with_capacity_and_hasher(self.apps.len(), Default::default());
-        let mut counts = vec![0u64; self.clusters.len()];
-        for a in &self.apps {
-            if !seen.insert((a.namespace.as_str(), a.name.as_str())) {
-                continue;
-            }
-            if let Some(i) = index.resolve(&a.destination) {
-                counts[i] += 1;
-            }
-        }
-        counts
+        app_counts(&self.clusters, &self.apps)
     }
 
     /// The load of each cluster: its configured weight, or else its application count.
     pub fn loads(&self) -> Vec<u64> {
-        self.app_counts()
-            .into_iter()
-            .zip(&self.clusters)
-            .map(|(apps, c)| c.weight.unwrap_or(apps))
-            .collect()
+        loads(&self.clusters, &self.apps)
     }
+}
+
+/// [`Fleet::app_counts`] for clusters and apps held apart (e.g. shared by an inventory).
+pub fn app_counts(clusters: &[Cluster], apps: &[App]) -> Vec<u64> {
+    let index = DestinationIndex::new(clusters);
+    let mut seen = FxHashSet::with_capacity_and_hasher(apps.len(), Default::default());
+    let mut counts = vec![0u64; clusters.len()];
+    for a in apps {
+        if !seen.insert((a.namespace.as_str(), a.name.as_str())) {
+            continue;
+        }
+        if let Some(i) = index.resolve(&a.destination) {
+            counts[i] += 1;
+        }
+    }
+    counts
+}
+
+/// [`Fleet::loads`] for clusters and apps held apart.
+pub fn loads(clusters: &[Cluster], apps: &[App]) -> Vec<u64> {
+    app_counts(clusters, apps)
+        .into_iter()
+        .zip(clusters)
+        .map(|(apps, c)| c.weight.unwrap_or(apps))
+        .collect()
 }
 
 #[cfg(test)]

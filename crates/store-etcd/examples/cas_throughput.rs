@@ -12,35 +12,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetshard_coord::store::{Precondition, Store, StoreError};
+use fleetshard_coord::store::throughput::cas_throughput;
 use fleetshard_store_etcd::{EtcdOptions, EtcdStore};
 use fleetshard_testsupport::etcd::EtcdServer;
-use tokio::time::Instant;
-
-/// Successful writes and conflicts of one handle.
-#[derive(Default)]
-struct Count {
-    writes: u64,
-    conflicts: u64,
-}
-
-async fn hammer(store: Arc<EtcdStore>, key: String, until: Instant) -> Count {
-    let mut count = Count::default();
-    while Instant::now() < until {
-        let e = store.get(&key).await.unwrap().unwrap();
-        let n: u64 = std::str::from_utf8(&e.value).unwrap().parse().unwrap();
-        let next = (n + 1).to_string().into_bytes();
-        match store
-            .put(&key, next, Precondition::Version(e.version))
-            .await
-        {
-            Ok(_) => count.writes += 1,
-            Err(StoreError::Conflict { .. }) => count.conflicts += 1,
-            Err(other) => panic!("{other}"),
-        }
-    }
-    count
-}
 
 async fn measure(endpoint: &str, prefix: &str, handles: usize, shared_key: bool, secs: f64) {
     let options = EtcdOptions {
@@ -50,40 +24,13 @@ async fn measure(endpoint: &str, prefix: &str, handles: usize, shared_key: bool,
     let stores: Vec<Arc<EtcdStore>> = (0..handles)
         .map(|_| Arc::new(EtcdStore::new([endpoint], options.clone()).unwrap()))
         .collect();
-    let keys: Vec<String> = (0..handles)
-        .map(|i| {
-            if shared_key {
-                format!("bench/{handles}/counter")
-            } else {
-                format!("bench/{handles}/{i}")
-            }
-        })
-        .collect();
-    for k in &keys {
-        stores[0]
-            .put(k, b"0".to_vec(), Precondition::Any)
-            .await
-            .unwrap();
-    }
-    let start = Instant::now();
-    let until = start + Duration::from_secs_f64(secs);
-    let tasks: Vec<_> = stores
-        .iter()
-        .zip(keys)
-        .map(|(s, k)| tokio::spawn(hammer(Arc::clone(s), k, until)))
-        .collect();
-    let (mut writes, mut conflicts) = (0, 0);
-    for t in tasks {
-        let c = t.await.unwrap();
-        writes += c.writes;
-        conflicts += c.conflicts;
-    }
-    let elapsed = start.elapsed().as_secs_f64();
+    let keys = format!("bench/{handles}/{shared_key}/");
+    let r = cas_throughput(&stores, &keys, shared_key, Duration::from_secs_f64(secs)).await;
     let keys = if shared_key { "one key" } else { "key each" };
     println!(
         "{handles} handle(s), {keys:<8}: {:>6.0} CAS writes/s, {:>5.0} conflicts/s",
-        writes as f64 / elapsed,
-        conflicts as f64 / elapsed,
+        r.writes_per_sec(),
+        r.conflicts_per_sec(),
     );
 }
 

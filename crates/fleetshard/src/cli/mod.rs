@@ -104,6 +104,32 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
     }
 }
 
+/// Which async runtime a command needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// One thread: a command that reads or writes the store and exits.
+    OneShot,
+    /// Two workers: a replica (runner, HTTP server, controller workers).
+    Replica,
+}
+
+/// Builds the tokio runtime a command runs on; the one place that does.
+pub fn runtime(kind: Runtime) -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context as _;
+    let mut builder = match kind {
+        Runtime::OneShot => tokio::runtime::Builder::new_current_thread(),
+        Runtime::Replica => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(2);
+            b
+        }
+    };
+    builder
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
 /// Prints to stdout; a closed pipe (`| head`) ends quietly instead of panicking.
 pub fn print_stdout(text: &str) -> anyhow::Result<()> {
     use std::io::Write as _;

@@ -145,12 +145,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     if let Some(dir) = args.fleet_dir.clone() {
         args.store.root()?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .context("starting the async runtime")?;
-        return runtime.block_on(serve(args, identity, FleetInput::Watched(dir)));
+        return super::runtime(super::Runtime::Replica)?.block_on(serve(
+            args,
+            identity,
+            FleetInput::Watched(dir),
+        ));
     }
     let source = args.input.source()?;
     let loaded = input::load(&source)?;
@@ -167,12 +166,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     // Checked before anything starts; used by `serve`.
     args.store.root()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(serve(args, identity, FleetInput::Fixed(loaded.fleet)))
+    super::runtime(super::Runtime::Replica)?.block_on(serve(
+        args,
+        identity,
+        FleetInput::Fixed(loaded.fleet),
+    ))
 }
 
 /// Where the fleet comes from.
@@ -204,13 +202,10 @@ fn follow_fleet(inventory: &Inventory) -> watch::Receiver<RunnerFleet> {
         for p in s.problems.iter() {
             tracing::warn!("fleet: {p}");
         }
-        let fleet = fleetshard_core::Fleet {
-            clusters: s.clusters.to_vec(),
-            apps: s.apps.to_vec(),
-        };
+        // The inventory's vectors are shared, not copied: only the loads are computed.
         RunnerFleet {
-            loads: Arc::new(fleet.loads()),
-            clusters: Arc::new(fleet.clusters),
+            loads: Arc::new(fleetshard_core::model::loads(&s.clusters, &s.apps)),
+            clusters: s.clusters.clone(),
             revision: s.revision,
         }
     };

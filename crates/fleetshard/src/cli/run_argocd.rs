@@ -163,12 +163,7 @@ pub fn run(args: RunArgs, settings: Settings) -> anyhow::Result<()> {
         jitter_seed: incarnation()?,
         ..ArgoConfig::new(identity)
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(serve(args, cfg, count, loaded.fleet))
+    super::runtime(super::Runtime::Replica)?.block_on(serve(args, cfg, count, loaded.fleet))
 }
 
 async fn serve(

@@ -26,10 +26,7 @@ pub struct ScaleArgs {
 pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
     let root = args.store.root()?.to_owned();
     let store = args.store.open()?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = super::runtime(super::Runtime::OneShot)?;
     let key = desired_shards_key(&root);
     let value = encode(&DesiredShards {
         shards: args.shards,

@@ -125,11 +125,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
     if super::status_argocd::selected(&args)? {
         return super::status_argocd::run(&args);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let report = runtime.block_on(read(&args))?;
+    let report = super::runtime(super::Runtime::OneShot)?.block_on(read(&args))?;
     let text = match args.output {
         Output::Json => format!("{}\n", serde_json::to_string_pretty(&report)?),
         Output::Table => table(&report),

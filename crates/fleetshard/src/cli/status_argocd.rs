@@ -74,13 +74,6 @@ struct Report {
     warnings: Vec<String>,
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
-}
-
 /// Whether `status` should show the argocd protocol (see [`ArgoStatusArgs::protocol`]).
 pub fn selected(args: &StatusArgs) -> anyhow::Result<bool> {
     if let Some(p) = args.argocd.protocol {
@@ -88,7 +81,7 @@ pub fn selected(args: &StatusArgs) -> anyhow::Result<bool> {
     }
     let store = args.store.open()?;
     let root = args.store.root()?.to_owned();
-    runtime()?.block_on(async {
+    super::runtime(super::Runtime::OneShot)?.block_on(async {
         let map = store
             .get(MAPPING_KEY)
             .await
@@ -113,7 +106,8 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
         }
     };
     let store = args.store.open()?;
-    let (entries, ages) = runtime()?.block_on(read(store.as_ref(), args.observe))?;
+    let (entries, ages) =
+        super::runtime(super::Runtime::OneShot)?.block_on(read(store.as_ref(), args.observe))?;
     let replicas = args
         .shards
         .or(u32::try_from(settings.replicas).ok().filter(|n| *n > 0))
