@@ -29,15 +29,15 @@ fn config(name: &str, shards: u32, zone: Option<&str>) -> ReplicaConfig {
     }
 }
 
-fn spawn(
+/// A runner over `store` placing `clusters` (load 1 each), events to `events`.
+fn runner(
     store: &Arc<dyn Store>,
-    name: &str,
+    cfg: ReplicaConfig,
     clusters: &[Cluster],
     events: &mpsc::UnboundedSender<OwnershipChange>,
-) -> Node {
-    let cfg = config(name, 3, None);
+) -> (Runner, watch::Receiver<Status>) {
     let loads = vec![1; clusters.len()];
-    let (runner, status) = Runner::new(
+    Runner::new(
         store.clone(),
         cfg,
         RunnerTiming::default(),
@@ -45,7 +45,11 @@ fn spawn(
         loads,
         events.clone(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// Runs a runner as a task.
+fn start((runner, status): (Runner, watch::Receiver<Status>)) -> Node {
     let (shutdown, rx) = watch::channel(false);
     let task = tokio::spawn(runner.run(rx));
     Node {
@@ -53,6 +57,16 @@ fn spawn(
         status,
         task,
     }
+}
+
+/// A replica of three shards, running.
+fn spawn(
+    store: &Arc<dyn Store>,
+    name: &str,
+    clusters: &[Cluster],
+    events: &mpsc::UnboundedSender<OwnershipChange>,
+) -> Node {
+    start(runner(store, config(name, 3, None), clusters, events))
 }
 
 /// Who acts on what, from the status snapshots; panics on a cluster acted on twice.
@@ -185,16 +199,7 @@ async fn a_runner_paused_past_its_lease_dates_its_stops_at_the_lapse() {
         .map(|n| spawn(&store, n, &clusters, &tx))
         .collect();
     // The third replica runs under a pause switch.
-    let cfg = config("p", 3, None);
-    let (runner, _status) = Runner::new(
-        store.clone(),
-        cfg,
-        RunnerTiming::default(),
-        clusters.clone(),
-        vec![1; clusters.len()],
-        tx.clone(),
-    )
-    .unwrap();
+    let (runner, _status) = runner(&store, config("p", 3, None), &clusters, &tx);
     let (run_tx, running) = watch::channel(true);
     let (_shutdown, shutdown_rx) = watch::channel(false);
     let paused = tokio::spawn(pausable(runner.run(shutdown_rx), running));
@@ -265,19 +270,9 @@ async fn a_handover_waits_for_the_previous_owner_to_finish_stopping() {
         .collect();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let slow = |name: &str| {
-        let cfg = config(name, 3, None);
-        let (runner, status) = Runner::new(
-            store.clone(),
-            cfg,
-            RunnerTiming::default(),
-            clusters.clone(),
-            vec![1; clusters.len()],
-            tx.clone(),
-        )
-        .unwrap();
-        let runner = runner.with_stop_hook(Arc::new(SlowStops(Duration::from_millis(1_500))));
-        let (shutdown, shutdown_rx) = watch::channel(false);
-        (tokio::spawn(runner.run(shutdown_rx)), status, shutdown)
+        let (r, status) = runner(&store, config(name, 3, None), &clusters, &tx);
+        let r = r.with_stop_hook(Arc::new(SlowStops(Duration::from_millis(1_500))));
+        start((r, status))
     };
     // Two replicas for three shards: the vacant shard's clusters are displaced to them.
     let a = slow("a");
@@ -297,8 +292,8 @@ async fn a_handover_waits_for_the_previous_owner_to_finish_stopping() {
     assert!(on_c > 0, "c got its clusters back: {holder:?}");
     assert_eq!(holder.len(), 12);
     // A graceful stop waits for the slow stops too, and still releases.
-    c.2.send(true).unwrap();
-    assert!(c.0.await.unwrap(), "released after its stops finished");
+    c.shutdown.send(true).unwrap();
+    assert!(c.task.await.unwrap(), "released after its stops finished");
     replay(&mut rx, &mut holder);
     assert!(holder.values().all(|h| h.as_str() != "c"));
     drop((a, b));
@@ -317,24 +312,8 @@ async fn replicas_with_zones_get_their_zones_clusters() {
         })
         .collect();
     let (tx, _rx) = mpsc::unbounded_channel();
-    let zoned = |name: &str, zone: &str| {
-        let cfg = config(name, 2, Some(zone));
-        let (runner, status) = Runner::new(
-            store.clone(),
-            cfg,
-            RunnerTiming::default(),
-            clusters.clone(),
-            vec![1; clusters.len()],
-            tx.clone(),
-        )
-        .unwrap();
-        let (shutdown, rx) = watch::channel(false);
-        Node {
-            shutdown,
-            status,
-            task: tokio::spawn(runner.run(rx)),
-        }
-    };
+    let zoned =
+        |name: &str, zone: &str| start(runner(&store, config(name, 2, Some(zone)), &clusters, &tx));
     let a = zoned("a", "zone-a");
     let b = zoned("b", "zone-b");
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -365,23 +344,8 @@ async fn a_new_inventory_is_placed_without_a_restart() {
     let nodes: Vec<Node> = ["a", "b"]
         .iter()
         .map(|name| {
-            let cfg = config(name, 2, None);
-            let (runner, status) = Runner::new(
-                store.clone(),
-                cfg,
-                RunnerTiming::default(),
-                Vec::new(),
-                Vec::new(),
-                tx.clone(),
-            )
-            .unwrap();
-            let runner = runner.with_fleet(fleet_rx.clone());
-            let (shutdown, rx) = watch::channel(false);
-            Node {
-                shutdown,
-                status,
-                task: tokio::spawn(runner.run(rx)),
-            }
+            let (r, status) = runner(&store, config(name, 2, None), &[], &tx);
+            start((r.with_fleet(fleet_rx.clone()), status))
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(8)).await;

@@ -330,29 +330,33 @@ fn table(r: &Report) -> String {
             let _ = writeln!(out, "{:<22} {:<17x} {state}", s.identity, s.incarnation);
         }
     }
-    let _ = writeln!(out, "\nCLUSTER                                SHARD  OWNER");
-    for c in &r.clusters {
-        let home = c
-            .home
-            .map_or(String::new(), |h| format!(" (away from shard {h})"));
-        let _ = writeln!(
-            out,
-            "{:<38} {:<6} {}{home}",
-            c.id,
-            c.shard,
-            c.owner.as_deref().unwrap_or("UNOWNED")
-        );
-    }
-    let _ = writeln!(
-        out,
-        "\n{} clusters, {} unowned",
-        r.clusters.len(),
-        r.unowned.len()
-    );
+    let rows = r
+        .clusters
+        .iter()
+        .map(|c| (c.id.as_str(), c.shard, c.owner.as_deref(), c.home));
+    write_clusters(&mut out, rows, r.unowned.len());
     for w in &r.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
     out
+}
+
+/// The cluster table both protocols' `status` print: id, shard, owner (and the home shard
+/// of a displaced cluster), then the totals.
+pub(super) fn write_clusters<'a, S: std::fmt::Display>(
+    out: &mut String,
+    rows: impl ExactSizeIterator<Item = (&'a str, S, Option<&'a str>, Option<u32>)>,
+    unowned: usize,
+) {
+    use std::fmt::Write as _;
+    let total = rows.len();
+    let _ = writeln!(out, "\nCLUSTER                                SHARD  OWNER");
+    for (id, shard, owner, home) in rows {
+        let home = home.map_or(String::new(), |h| format!(" (away from shard {h})"));
+        let owner = owner.unwrap_or("UNOWNED");
+        let _ = writeln!(out, "{id:<38} {:<6} {owner}{home}", shard.to_string());
+    }
+    let _ = writeln!(out, "\n{total} clusters, {unowned} unowned");
 }
 
 #[cfg(test)]

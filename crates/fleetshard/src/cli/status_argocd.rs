@@ -264,22 +264,11 @@ fn table(r: &Report) -> String {
         );
     }
     if !r.clusters.is_empty() {
-        let _ = writeln!(out, "\nCLUSTER                                SHARD  OWNER");
-        for c in &r.clusters {
-            let _ = writeln!(
-                out,
-                "{:<38} {:<6} {}",
-                c.id,
-                c.shard,
-                c.owner.as_deref().unwrap_or("UNOWNED")
-            );
-        }
-        let _ = writeln!(
-            out,
-            "\n{} clusters, {} unowned",
-            r.clusters.len(),
-            r.unowned.len()
-        );
+        let rows = r
+            .clusters
+            .iter()
+            .map(|c| (c.id.as_str(), c.shard, c.owner.as_deref(), None));
+        super::status::write_clusters(&mut out, rows, r.unowned.len());
     }
     for w in &r.warnings {
         let _ = writeln!(out, "warning: {w}");
