@@ -126,12 +126,31 @@ impl FilterMetrics {
     }
 }
 
+/// The lease gate: open until the runner first reports on the lease (a filter used
+/// without a runner, in tests and benches, admits freely), then open only before the
+/// reported deadline.
+#[derive(Debug, Clone, Copy, Default)]
+enum LeaseGate {
+    #[default]
+    Ungated,
+    /// The deadline (`None`: no lease held).
+    Until(Option<tokio::time::Instant>),
+}
+
+impl LeaseGate {
+    fn open(self) -> bool {
+        match self {
+            LeaseGate::Ungated => true,
+            LeaseGate::Until(until) => until.is_some_and(|u| tokio::time::Instant::now() < u),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     owned: HashSet<Arc<str>>,
-    /// The shard lease's deadline; `None` until the runner reports one (then nothing
-    /// is gated: a filter used without a runner, in tests and benches, admits freely).
-    lease_until: Option<Option<tokio::time::Instant>>,
+    /// Whether work is gated on a shard lease.
+    lease: LeaseGate,
     /// App → the id of the cluster it deploys to.
     app_cluster: HashMap<AppKey, Arc<str>>,
     cluster_apps: HashMap<Arc<str>, HashSet<AppKey>>,
@@ -311,9 +330,7 @@ impl ShardFilter {
             self.metrics.not_owned.inc();
             return Admission::NotOwned;
         }
-        if let Some(until) = s.lease_until
-            && until.is_none_or(|u| tokio::time::Instant::now() >= u)
-        {
+        if !s.lease.open() {
             self.metrics.not_owned.inc();
             return Admission::LeaseLapsed;
         }
@@ -327,17 +344,14 @@ impl ShardFilter {
     /// The shard lease's deadline as the runner reports it (`None`: no lease). From the
     /// first call on, nothing is admitted at or past the deadline.
     pub fn set_lease_deadline(&self, until: Option<tokio::time::Instant>) {
-        self.lock().lease_until = Some(until);
+        self.lock().lease = LeaseGate::Until(until);
     }
 
     /// Whether work may run now: the lease is valid (or no deadline was ever reported).
     /// A reconciler checks this before each side effect (an apply), so work in flight
     /// ends at the deadline too.
     pub fn lease_valid(&self) -> bool {
-        match self.lock().lease_until {
-            None => true,
-            Some(until) => until.is_some_and(|u| tokio::time::Instant::now() < u),
-        }
+        self.lock().lease.open()
     }
 
     /// Whether this replica owns `cluster` now.

@@ -232,15 +232,12 @@ fn follow_fleet(inventory: &Inventory) -> watch::Receiver<RunnerFleet> {
 async fn serve(args: RunArgs, identity: String, input: FleetInput) -> anyhow::Result<()> {
     let (inventory, fleet) = match input {
         FleetInput::Fixed(fleet) => (None, fleet),
-        FleetInput::Watched(dir) => {
-            let inventory = watch_directory(dir).await?;
-            let snap = inventory.snapshot();
-            let fleet = fleetshard_core::Fleet {
-                clusters: snap.clusters.to_vec(),
-                apps: snap.apps.to_vec(),
-            };
-            (Some(inventory), fleet)
-        }
+        // The runner and the filter follow the inventory from its first snapshot on
+        // (`with_fleet`, `follow_inventory`): nothing is copied out of it here.
+        FleetInput::Watched(dir) => (
+            Some(watch_directory(dir).await?),
+            fleetshard_core::Fleet::default(),
+        ),
     };
     let store = args.store.open()?;
     let cfg = ReplicaConfig {
