@@ -174,8 +174,6 @@ pub struct Runner {
     acting: BTreeSet<String>,
     /// The shard last held, for stop events after a lapse (when `shard()` is already None).
     last_shard: Option<u32>,
-    /// When the shard lease held last was valid until, for dating stops after a lapse.
-    lease_until: Option<Instant>,
     /// The shard count from outside (a Deployment's replicas), for `ShardCount::External`.
     external: Option<watch::Receiver<Option<u32>>>,
     /// Stops work on a cluster (none: there is no work, a stop is immediate).
@@ -227,7 +225,6 @@ impl Runner {
             start: Instant::now(),
             acting: BTreeSet::new(),
             last_shard: None,
-            lease_until: None,
             external: None,
             stop_hook: None,
             stops_tx,
@@ -443,15 +440,9 @@ impl Runner {
         if let Some(s) = self.replica.shard(now) {
             self.last_shard = Some(s);
         }
-        // A lease that is gone and whose last known deadline has passed lapsed then; one
-        // given up on purpose (release, a lost claim) ended now.
-        let lapsed_at = match self.replica.shard_valid_until(now) {
-            Some(until) => {
-                self.lease_until = Some(self.start + until.0);
-                None
-            }
-            None => self.lease_until.filter(|t| *t <= self.start + now.0),
-        };
+        // Stops because the lease lapsed are dated at the lapse; any other (a new
+        // generation, a release, a lost claim) ended now.
+        let lapsed_at = self.replica.take_lapse().map(|m| self.start + m.0);
         for a in actions {
             match a {
                 Action::Stop(c) => {
@@ -511,9 +502,6 @@ impl Runner {
                     });
                 }
             }
-        }
-        if lapsed_at.is_some() {
-            self.lease_until = None;
         }
     }
 

@@ -5,13 +5,17 @@
 //!
 //! The steps live beside this file, one concept each: `seen` (decoding a listing and
 //! judging leases), `leases` (claiming, renewing and releasing the shard, the distributor
-//! role and the presence record), `distribute` (the elected distributor's round: the shard
-//! count and the placement), `handover` (applying a generation and the start barrier).
+//! role and the presence record), `count` (the shard count policies), `distribute` (the
+//! elected distributor's round: the shard count and the placement), `handover` (applying
+//! a generation and the start barrier).
 
+mod count;
 mod distribute;
 mod handover;
 mod leases;
 mod seen;
+
+pub use count::{MAX_SHARDS, ShardCount, ShardCountError};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -23,94 +27,6 @@ use fleetshard_core::placement::PlacementConfig;
 use super::records::AssignmentDoc;
 use crate::lease::{HeldLease, LeaseObserver, LeaseTiming, Mono, RenewSent};
 use crate::store::{Listing, Precondition, StoreError};
-
-/// The most shards a fleet may have; records of higher numbers are ignored.
-pub const MAX_SHARDS: u32 = 4096;
-
-/// Where the shard count comes from. Only the elected distributor applies the policy; it
-/// commits the count with each generation, and every replica claims among the committed
-/// count (before the first commit: [`ShardCount::initial`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShardCount {
-    /// Exactly this many (`--shards N`).
-    Fixed(u32),
-    /// The count stored by `fleetshard scale N`, else `default` (`--shards store`).
-    Desired {
-        /// Used until a count is stored.
-        default: u32,
-    },
-    /// As many shards as live replicas (holders and spares), within `min..=max`
-    /// (`--shards auto`). It never drops below the highest held shard, so a replica that
-    /// dies in the middle leaves a vacant shard (its clusters displaced) rather than making
-    /// every higher replica move.
-    Auto {
-        /// Fewest shards.
-        min: u32,
-        /// Most shards.
-        max: u32,
-    },
-    /// Given by the runner with each step ([`FleetInput::external_shards`]: a Kubernetes
-    /// Deployment's `spec.replicas`), else `default`.
-    External {
-        /// Used while the runner has no value.
-        default: u32,
-    },
-}
-
-/// Why a [`ShardCount`] cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ShardCountError {
-    /// A count (or bound) outside `1..=MAX_SHARDS`.
-    #[error("shard count {0} is outside 1..={MAX_SHARDS}")]
-    OutOfRange(u32),
-    /// `auto` with `min > max`.
-    #[error("auto shard count: min {min} is above max {max}")]
-    Inverted {
-        /// Lower bound.
-        min: u32,
-        /// Upper bound.
-        max: u32,
-    },
-}
-
-impl ShardCount {
-    /// Checks the counts are usable.
-    pub fn validate(self) -> Result<(), ShardCountError> {
-        let check = |n: u32| {
-            if (1..=MAX_SHARDS).contains(&n) {
-                Ok(())
-            } else {
-                Err(ShardCountError::OutOfRange(n))
-            }
-        };
-        match self {
-            ShardCount::Fixed(n)
-            | ShardCount::Desired { default: n }
-            | ShardCount::External { default: n } => check(n),
-            ShardCount::Auto { min, max } => {
-                check(min)?;
-                check(max)?;
-                if min > max {
-                    return Err(ShardCountError::Inverted { min, max });
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// The count to claim among before any generation is committed: the fixed count, the
-    /// stored desired count or the default, the external value or the default, or `auto`'s
-    /// minimum (the distributor grows it as it counts spares).
-    pub fn initial(self, desired: Option<u32>, external: Option<u32>) -> u32 {
-        let n = match self {
-            ShardCount::Fixed(n) => n,
-            ShardCount::Desired { default } => desired.unwrap_or(default),
-            ShardCount::External { default } => external.unwrap_or(default),
-            ShardCount::Auto { min, .. } => min,
-        };
-        n.clamp(1, MAX_SHARDS)
-    }
-}
 
 /// How one replica is set up.
 #[derive(Debug, Clone)]
@@ -307,6 +223,8 @@ pub struct Replica {
     stopping: bool,
     /// Shards taken over from a holder whose lease expired.
     takeovers: u64,
+    /// When the shard lease lapsed, if it just did: the runner dates the stops with it.
+    lapsed: Option<Mono>,
     /// The last listing showed every shard held, live, by someone else.
     spare: bool,
     warnings: Vec<String>,
@@ -333,6 +251,7 @@ impl Replica {
             newest_write: 0,
             stopping: false,
             takeovers: 0,
+            lapsed: None,
             spare: false,
             warnings: Vec::new(),
         }
@@ -385,6 +304,13 @@ impl Replica {
     /// The highest assignment generation applied.
     pub fn applied_generation(&self) -> u64 {
         self.applied
+    }
+
+    /// When the shard lease lapsed, if the actions just returned stop clusters because it
+    /// did (ownership ended then, although the caller may notice later: a process paused
+    /// past its deadline). Cleared by the call.
+    pub fn take_lapse(&mut self) -> Option<Mono> {
+        self.lapsed.take()
     }
 
     /// How many times this replica took a shard over from a holder whose lease expired
@@ -578,7 +504,8 @@ impl Replica {
 
     /// A lease past its own deadline is gone: stop everything at once.
     fn check_own_leases(&mut self, now: Mono, out: &mut Vec<Action>) {
-        if self.shard.as_ref().is_some_and(|h| !h.lease.is_valid(now)) {
+        if let Some(h) = self.shard.as_ref().filter(|h| !h.lease.is_valid(now)) {
+            self.lapsed = h.lease.valid_until();
             self.lose_shard(out);
         }
         if self
