@@ -1,6 +1,6 @@
 //! Reading a listing: decode the records, judge every lease on this replica's clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use super::{MAX_SHARDS, Replica};
@@ -48,8 +48,12 @@ impl Replica {
         let shard_prefix = format!("{root}shards/");
         let presence_prefix = format!("{root}replicas/");
         let mut assignment_corrupt = false;
+        // The lease records judged in this listing; the observer forgets every other key
+        // (a record deleted, or unreadable, starts a fresh wait if it comes back).
+        let mut judged: HashSet<&str> = HashSet::new();
         for e in &listing.entries {
-            let judge = |observer: &mut crate::lease::LeaseObserver| {
+            let mut judge = |observer: &mut crate::lease::LeaseObserver| {
+                judged.insert(e.key.as_str());
                 observer.observe(&e.key, e.version, now, &timing)
             };
             if e.key == dist_key {
@@ -125,31 +129,10 @@ impl Replica {
             None if assignment_corrupt => view.assignment = self.last_doc.clone(),
             None => {}
         }
-        self.forget_deleted(&view, &root);
+        self.observer.retain(|k| judged.contains(k));
         self.warnings
             .extend(view.corrupt.iter().map(ToString::to_string));
         view
-    }
-
-    /// A record that is gone starts a fresh wait if it comes back.
-    fn forget_deleted(&mut self, view: &View, root: &str) {
-        let listed = |key: &str| {
-            if let Some(n) = key
-                .strip_prefix(root)
-                .and_then(|r| r.strip_prefix("shards/"))
-                .and_then(|n| n.parse::<u32>().ok())
-            {
-                view.shards.contains_key(&n)
-            } else if let Some(id) = key
-                .strip_prefix(root)
-                .and_then(|r| r.strip_prefix("replicas/"))
-            {
-                view.presence.contains_key(id)
-            } else {
-                key != distributor_key(root) || view.distributor.is_some()
-            }
-        };
-        self.observer.retain(listed);
     }
 
     /// Every shard below the count is held, live and unreleased, by someone else.
