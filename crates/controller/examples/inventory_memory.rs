@@ -16,7 +16,9 @@
 
 use std::time::Duration;
 
-use fleetshard_controller::inventory::{DirectoryConfig, DirectorySource, Inventory};
+use fleetshard_controller::inventory::{
+    DirectoryConfig, DirectorySource, Inventory, InventoryContent,
+};
 use fleetshard_core::Fleet;
 use fleetshard_fleetgen::FleetSpec;
 
@@ -69,7 +71,15 @@ fn inventory_alone() {
     let fleet = generate();
     let (clusters, apps) = (fleet.clusters.len(), fleet.apps.len());
     let inventory = Inventory::new();
-    inventory.publish(fleet.clusters, fleet.apps, Vec::new(), true);
+    inventory.publish(
+        InventoryContent {
+            clusters: fleet.clusters,
+            apps: fleet.apps,
+            ..Default::default()
+        },
+        Vec::new(),
+        true,
+    );
     let after = rss_bytes();
     let snap = inventory.snapshot();
     assert_eq!((snap.clusters.len(), snap.apps.len()), (clusters, apps));

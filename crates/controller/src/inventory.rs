@@ -10,10 +10,12 @@
 //! Bad input never empties the inventory: a source keeps the last good version of an object
 //! (or of a file) that stops parsing, and lists a [`Problem`] naming the object and field.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use fleetshard_core::{App, Cluster};
+use fleetshard_manifest::ClusterCredentials;
 use tokio::sync::watch;
 
 use crate::ShardFilter;
@@ -133,6 +135,9 @@ pub struct InventorySnapshot {
     pub clusters: Arc<Vec<Cluster>>,
     /// Applications, keyed (and ordered) by namespace and name, without duplicates.
     pub apps: Arc<Vec<App>>,
+    /// How to reach each cluster, by cluster id (from the cluster Secret's `config`); a
+    /// cluster without an entry is reached anonymously with verified TLS.
+    pub credentials: Arc<BTreeMap<String, ClusterCredentials>>,
     /// Current problems of the source; objects named here keep their last good version.
     pub problems: Arc<Vec<Problem>>,
 }
@@ -144,6 +149,17 @@ impl InventorySnapshot {
             .iter()
             .filter(|p| p.severity == Severity::Error)
     }
+}
+
+/// What a source publishes: the inventory's content at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InventoryContent {
+    /// Clusters, in the source's order.
+    pub clusters: Vec<Cluster>,
+    /// Applications, keyed by namespace and name, without duplicates.
+    pub apps: Vec<App>,
+    /// How to reach each cluster, by cluster id.
+    pub credentials: BTreeMap<String, ClusterCredentials>,
 }
 
 /// The published inventory. Clones share the same channel; one source writes it.
@@ -175,23 +191,25 @@ impl Inventory {
         self.tx.borrow().clone()
     }
 
-    /// Replaces the content. The revision moves only if the clusters or the apps differ
-    /// from the current ones; subscribers are woken only if anything (content, problems,
-    /// readiness) changed. Returns whether the revision moved.
-    pub fn publish(
-        &self,
-        clusters: Vec<Cluster>,
-        apps: Vec<App>,
-        problems: Vec<Problem>,
-        ready: bool,
-    ) -> bool {
+    /// Replaces the content. The revision moves only if the clusters, the apps or the
+    /// credentials differ from the current ones; subscribers are woken only if anything
+    /// (content, problems, readiness) changed. Returns whether the revision moved.
+    pub fn publish(&self, content: InventoryContent, problems: Vec<Problem>, ready: bool) -> bool {
+        let InventoryContent {
+            clusters,
+            apps,
+            credentials,
+        } = content;
         let mut moved = false;
         self.tx.send_if_modified(|snap| {
-            let content = *snap.clusters != clusters || *snap.apps != apps;
+            let content = *snap.clusters != clusters
+                || *snap.apps != apps
+                || *snap.credentials != credentials;
             if content {
                 snap.revision += 1;
                 snap.clusters = Arc::new(clusters);
                 snap.apps = Arc::new(apps);
+                snap.credentials = Arc::new(credentials);
                 moved = true;
             }
             let others = *snap.problems != problems || snap.ready != ready;
@@ -206,21 +224,54 @@ impl Inventory {
 }
 
 /// Feeds `filter` from the inventory: [`ShardFilter::set_inventory`] with the current
-/// content now, then again whenever the revision moves. Returns when the inventory is
-/// dropped (every [`Inventory`] clone gone).
+/// content now, then again whenever the revision moves. An app whose definition changed,
+/// and every app of a cluster whose address or credentials changed, is queued for refresh
+/// if this replica owns it (Argo CD refreshes an app on every change of its object).
+/// Returns when the inventory is dropped (every [`Inventory`] clone gone).
 pub async fn follow_inventory(
     filter: Arc<ShardFilter>,
     mut rx: watch::Receiver<InventorySnapshot>,
 ) {
-    let mut seen = None;
+    let mut seen: Option<InventorySnapshot> = None;
     loop {
         let snap = rx.borrow_and_update().clone();
-        if seen != Some(snap.revision) {
+        if seen.as_ref().map(|s| s.revision) != Some(snap.revision) {
             filter.set_inventory(&snap.clusters, &snap.apps);
-            seen = Some(snap.revision);
+            if let Some(old) = &seen {
+                filter.refresh_apps(changed_apps(&old.apps, &snap.apps));
+                filter.refresh_clusters(changed_clusters(old, &snap));
+            }
+            seen = Some(snap);
         }
         if rx.changed().await.is_err() {
             return;
         }
     }
+}
+
+/// Keys of apps that are new or differ in `new` (both sorted by namespace and name, as a
+/// snapshot keeps them). Removed apps are not listed: the filter forgets them.
+fn changed_apps(old: &[App], new: &[App]) -> Vec<crate::AppKey> {
+    let before: std::collections::HashMap<(&str, &str), &App> = old
+        .iter()
+        .map(|a| ((a.namespace.as_str(), a.name.as_str()), a))
+        .collect();
+    new.iter()
+        .filter(|a| before.get(&(a.namespace.as_str(), a.name.as_str())) != Some(a))
+        .map(crate::AppKey::of)
+        .collect()
+}
+
+/// Ids of clusters whose definition or credentials differ between the snapshots.
+fn changed_clusters<'a>(old: &InventorySnapshot, new: &'a InventorySnapshot) -> Vec<&'a str> {
+    let before: std::collections::HashMap<&str, &Cluster> =
+        old.clusters.iter().map(|c| (c.id.as_str(), c)).collect();
+    new.clusters
+        .iter()
+        .filter(|c| {
+            before.get(c.id.as_str()).is_some_and(|b| *b != *c)
+                || old.credentials.get(&c.id) != new.credentials.get(&c.id)
+        })
+        .map(|c| c.id.as_str())
+        .collect()
 }

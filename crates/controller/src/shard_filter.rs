@@ -274,6 +274,50 @@ impl ShardFilter {
         self.refresh.add_many(apps);
     }
 
+    /// Queues for refresh those of `apps` whose cluster this replica owns (an app whose
+    /// definition changed, say); the others are not this replica's to refresh.
+    pub fn refresh_apps(&self, apps: impl IntoIterator<Item = AppKey>) {
+        let s = self.lock();
+        let owned: Vec<AppKey> = apps
+            .into_iter()
+            .filter(|a| s.app_cluster.get(a).is_some_and(|c| s.owned.contains(c)))
+            .collect();
+        drop(s);
+        self.refresh.add_many(owned);
+    }
+
+    /// Queues for refresh every app of the clusters in `clusters` that this replica owns
+    /// (a cluster whose address or credentials changed).
+    pub fn refresh_clusters<'a>(&self, clusters: impl IntoIterator<Item = &'a str>) {
+        let s = self.lock();
+        let mut apps = Vec::new();
+        for c in clusters {
+            if s.owned.contains(c)
+                && let Some(a) = s.cluster_apps.get(c)
+            {
+                apps.extend(a.iter().cloned());
+            }
+        }
+        drop(s);
+        self.refresh.add_many(apps);
+    }
+
+    /// Queues every app of every owned cluster for refresh: the periodic resync (Argo CD's
+    /// `timeout.reconciliation`), which finds drift no event reported. Returns how many.
+    pub fn resync(&self) -> usize {
+        let s = self.lock();
+        let apps: Vec<AppKey> = s
+            .owned
+            .iter()
+            .filter_map(|c| s.cluster_apps.get(c))
+            .flat_map(|a| a.iter().cloned())
+            .collect();
+        drop(s);
+        let n = apps.len();
+        self.refresh.add_many(apps);
+        n
+    }
+
     /// This replica no longer owns `cluster`: no item of it is admitted from now on, its
     /// queued items are dropped, and this returns once no item of it is in flight.
     /// Ownership events are meant to be applied in order, each awaited: a start of the

@@ -2,10 +2,18 @@
 
 use std::time::Duration;
 
-use fleetshard_controller::inventory::{Inventory, Problem, follow_inventory};
+use fleetshard_controller::inventory::{Inventory, InventoryContent, Problem, follow_inventory};
 use fleetshard_controller::shard_filter::FilterMetrics;
 use fleetshard_controller::{AppKey, RateLimiterConfig, ShardFilter, WorkQueue};
 use fleetshard_core::{App, Cluster};
+
+fn content(clusters: Vec<Cluster>, apps: Vec<App>) -> InventoryContent {
+    InventoryContent {
+        clusters,
+        apps,
+        ..InventoryContent::default()
+    }
+}
 
 fn fleet(servers: &[&str]) -> (Vec<Cluster>, Vec<App>) {
     let clusters = servers
@@ -27,7 +35,7 @@ async fn revision_moves_only_with_content() {
     assert!(!inventory.snapshot().ready);
 
     let (c, a) = fleet(&["a", "b"]);
-    assert!(inventory.publish(c.clone(), a.clone(), vec![], true));
+    assert!(inventory.publish(content(c.clone(), a.clone()), vec![], true));
     assert!(rx.has_changed().expect("alive"));
     let snap = rx.borrow_and_update().clone();
     assert_eq!(
@@ -36,12 +44,12 @@ async fn revision_moves_only_with_content() {
     );
 
     // The same content again: nothing moves, nobody is woken.
-    assert!(!inventory.publish(c.clone(), a.clone(), vec![], true));
+    assert!(!inventory.publish(content(c.clone(), a.clone()), vec![], true));
     assert!(!rx.has_changed().expect("alive"));
 
     // A problem alone wakes subscribers but keeps the revision.
     let problem = Problem::error("f.yaml", "Secret argocd/x", Some("data.server"), "missing");
-    assert!(!inventory.publish(c.clone(), a.clone(), vec![problem.clone()], true));
+    assert!(!inventory.publish(content(c.clone(), a.clone()), vec![problem.clone()], true));
     assert!(rx.has_changed().expect("alive"));
     let snap = rx.borrow_and_update().clone();
     assert_eq!(snap.revision, 1);
@@ -54,8 +62,20 @@ async fn revision_moves_only_with_content() {
     // One app changes: the revision moves by one.
     let mut a2 = a.clone();
     a2[0].destination.server = Some("https://b".into());
-    assert!(inventory.publish(c, a2, vec![], true));
+    assert!(inventory.publish(content(c.clone(), a2.clone()), vec![], true));
     assert_eq!(inventory.snapshot().revision, 2);
+
+    // New credentials for a cluster are content too: the reconciler must reconnect.
+    let mut with_token = content(c, a2);
+    with_token.credentials.insert(
+        "a".into(),
+        fleetshard_manifest::ClusterCredentials {
+            bearer_token: Some("t".into()),
+            ..Default::default()
+        },
+    );
+    assert!(inventory.publish(with_token, vec![], true));
+    assert_eq!(inventory.snapshot().revision, 3);
 }
 
 #[tokio::test(start_paused = true)]
@@ -67,7 +87,7 @@ async fn follow_inventory_feeds_the_shard_filter() {
     let inventory = Inventory::new();
     let task = tokio::spawn(follow_inventory(filter.clone(), inventory.subscribe()));
 
-    inventory.publish(c.clone(), a.clone(), vec![], true);
+    inventory.publish(content(c.clone(), a.clone()), vec![], true);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while filter.cluster_of(&AppKey::new("argocd", "app-a")).is_none() {
         assert!(tokio::time::Instant::now() < deadline, "filter never fed");
@@ -85,7 +105,7 @@ async fn follow_inventory_feeds_the_shard_filter() {
     // app-b moves onto the owned cluster: queued too.
     let mut a2 = a.clone();
     a2[1].destination.server = Some("https://a".into());
-    inventory.publish(c, a2, vec![], true);
+    inventory.publish(content(c, a2), vec![], true);
     while filter
         .cluster_of(&AppKey::new("argocd", "app-b"))
         .as_deref()
@@ -105,4 +125,79 @@ async fn follow_inventory_feeds_the_shard_filter() {
         .await
         .expect("follower ends")
         .expect("no panic");
+}
+
+/// Waits (paused time) until the refresh queue holds `n` items.
+async fn queued(filter: &ShardFilter, n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while filter.refresh_queue().len() != n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "refresh queue holds {}, expected {n}",
+            filter.refresh_queue().len()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Takes every queued refresh, marking each done.
+async fn drain(filter: &ShardFilter) -> Vec<AppKey> {
+    let mut taken = Vec::new();
+    while !filter.refresh_queue().is_empty() {
+        let key = filter.refresh_queue().get().await.expect("queue open");
+        filter.refresh_queue().done(&key);
+        taken.push(key);
+    }
+    taken.sort();
+    taken
+}
+
+#[tokio::test(start_paused = true)]
+async fn changed_definitions_and_credentials_are_refreshed_on_the_owner() {
+    let queue = || WorkQueue::<AppKey>::new(RateLimiterConfig::default(), None).expect("queue");
+    let filter = ShardFilter::new(queue(), queue(), FilterMetrics::default());
+    let (c, mut a) = fleet(&["a", "b"]);
+    a.push(App::to_server("argocd", "app-a2", "https://a"));
+    a.sort_by(|x, y| (&x.namespace, &x.name).cmp(&(&y.namespace, &y.name)));
+    filter.start_cluster("id-a");
+    let inventory = Inventory::new();
+    let _task = tokio::spawn(follow_inventory(filter.clone(), inventory.subscribe()));
+    inventory.publish(content(c.clone(), a.clone()), vec![], true);
+    queued(&filter, 2).await;
+    drain(&filter).await;
+
+    // A new target revision for app-a (owned) and app-b (not owned): only app-a is queued.
+    let mut a2 = a.clone();
+    for app in a2
+        .iter_mut()
+        .filter(|x| x.name == "app-a" || x.name == "app-b")
+    {
+        app.source.target_revision = "v2".into();
+    }
+    inventory.publish(content(c.clone(), a2.clone()), vec![], true);
+    queued(&filter, 1).await;
+    assert_eq!(drain(&filter).await, [AppKey::new("argocd", "app-a")]);
+
+    // New credentials for cluster a: both of its apps are queued, b's app is not.
+    let mut with_token = content(c, a2);
+    with_token.credentials.insert(
+        "id-a".into(),
+        fleetshard_manifest::ClusterCredentials {
+            bearer_token: Some("t".into()),
+            ..Default::default()
+        },
+    );
+    inventory.publish(with_token, vec![], true);
+    queued(&filter, 2).await;
+    assert_eq!(
+        drain(&filter).await,
+        [
+            AppKey::new("argocd", "app-a"),
+            AppKey::new("argocd", "app-a2")
+        ]
+    );
+
+    // The periodic resync queues every owned app.
+    assert_eq!(filter.resync(), 2);
+    assert_eq!(filter.refresh_queue().len(), 2);
 }

@@ -114,6 +114,24 @@ async fn follows_secrets_and_applications() {
     server.insert(secret("d", "https://d")).expect("insert");
     let snap = wait_for(&mut rx, "new Secret", |s| s.clusters.len() == 3).await;
     assert_eq!(snap.revision, rev + 1);
+    assert!(snap.credentials.is_empty(), "config {{}} is the default");
+    // A token in the Secret's config reaches the inventory, keyed by the cluster id.
+    server
+        .modify("v1", "Secret", "argocd", "d", |o| {
+            o["stringData"]["config"] = json!(r#"{"bearerToken":"tok-d"}"#);
+        })
+        .expect("modify");
+    let snap = wait_for(&mut rx, "credentials", |s| !s.credentials.is_empty()).await;
+    let d = snap
+        .clusters
+        .iter()
+        .find(|c| c.server == "https://d")
+        .expect("d");
+    assert_eq!(
+        snap.credentials[&d.id].bearer_token.as_deref(),
+        Some("tok-d")
+    );
+    let rev = snap.revision - 1;
     server
         .modify(APPS, "Application", "team", "two", |o| {
             o["spec"]["destination"] = json!({"server": "https://d"});

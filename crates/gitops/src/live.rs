@@ -30,6 +30,8 @@ use kube::{Client, Config};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+pub use fleetshard_manifest::ClusterCredentials;
+
 use crate::compare::{ResourceKey, TRACKING_ANNOTATION, is_tracked_by};
 use cache::KindCache;
 
@@ -76,45 +78,6 @@ pub enum LiveError {
     },
 }
 
-/// How to authenticate to a cluster: the fields of an Argo CD cluster Secret's `config`
-/// JSON that are supported (`bearerToken`, `tlsClientConfig.insecure`,
-/// `tlsClientConfig.caData`). Client certificates, exec and AWS/GCP plugins are not.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Credentials {
-    /// `bearerToken`.
-    pub bearer_token: Option<String>,
-    /// `tlsClientConfig.insecure`: do not verify the server's certificate.
-    pub insecure: bool,
-    /// `tlsClientConfig.caData`: base64 of the PEM CA bundle.
-    pub ca_data: Option<String>,
-}
-
-impl Credentials {
-    /// Reads an Argo CD cluster Secret's `config` JSON; unsupported fields are ignored, a
-    /// field of the wrong type is an error naming it.
-    pub fn from_argo_config(config: &str) -> Result<Credentials, String> {
-        let v: Value =
-            serde_json::from_str(config).map_err(|e| format!("config: invalid JSON: {e}"))?;
-        let text = |ptr: &str| -> Result<Option<String>, String> {
-            match v.pointer(ptr) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err(format!("config{}: not a string", ptr.replace('/', "."))),
-            }
-        };
-        let insecure = match v.pointer("/tlsClientConfig/insecure") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => return Err("config.tlsClientConfig.insecure: not a boolean".into()),
-        };
-        Ok(Credentials {
-            bearer_token: text("/bearerToken")?,
-            insecure,
-            ca_data: text("/tlsClientConfig/caData")?,
-        })
-    }
-}
-
 /// A destination cluster as the reconciler reaches it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterAccess {
@@ -123,7 +86,7 @@ pub struct ClusterAccess {
     /// The API server URL.
     pub server: String,
     /// How to authenticate.
-    pub credentials: Credentials,
+    pub credentials: ClusterCredentials,
 }
 
 /// Timeouts of the live-state layer.

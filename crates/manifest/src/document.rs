@@ -176,15 +176,24 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
 
     let mut clusters: Vec<Cluster> = Vec::new();
     let mut apps: Vec<App> = Vec::new();
+    let mut credentials = std::collections::BTreeMap::new();
     for (kind, value, locator) in objects {
         match kind {
-            ObjectKind::Secret => clusters.extend(secret::to_cluster(ctx, value, &locator)?),
+            ObjectKind::Secret => {
+                if let Some((cluster, creds)) = secret::to_cluster(ctx, value, &locator)? {
+                    if let Some(creds) = creds {
+                        credentials.insert(cluster.id.clone(), creds);
+                    }
+                    clusters.push(cluster);
+                }
+            }
             ObjectKind::Application => apps.push(application::to_app(ctx, value, &locator)?),
         }
     }
     Ok(FleetFile {
         fleet: fleetshard_core::Fleet { clusters, apps },
         shards: Vec::new(),
+        credentials,
     })
 }
 

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod application;
+mod credentials;
 mod document;
 mod error;
 mod native;
@@ -10,10 +11,12 @@ mod write;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
 
+pub use credentials::{ClusterCredentials, ConfigProblem};
 use document::Accept;
 pub use error::{LoadError, LoadWarning, Loaded};
 pub use native::{DEFAULT_APP_NAMESPACE, DEFAULT_PROJECT, MAX_PLACEHOLDER_APPS};
@@ -21,6 +24,10 @@ pub use secret::{
     IN_CLUSTER_SERVER, SECRET_TYPE_LABEL, SKIP_RECONCILE_ANNOTATION, WEIGHT_ANNOTATION,
 };
 pub use write::{to_application_list_yaml, to_fleet_json, to_fleet_yaml, to_secret_list_yaml};
+
+/// What a cluster Secret gives: the cluster, and how to reach it when the Secret has a
+/// `config` (`None`: anonymously, with verified TLS).
+pub type ClusterSecret = (Cluster, Option<ClusterCredentials>);
 
 /// Everything one input can describe: the fleet and, from a native fleet file, the shards
 /// (replicas) that will manage it.
@@ -30,6 +37,8 @@ pub struct FleetFile {
     pub fleet: Fleet,
     /// The shards' zones and capacities, in order; empty unless the file lists them.
     pub shards: Vec<ShardSpec>,
+    /// How to reach each cluster whose Secret has a `config`, by cluster id.
+    pub credentials: BTreeMap<String, ClusterCredentials>,
 }
 
 /// Reads any supported input: cluster Secrets, Applications (alone, in `List`s, mixed as
@@ -44,7 +53,7 @@ pub fn parse_input(text: &str, source: &str) -> Result<Loaded<FleetFile>, LoadEr
 /// fleet file are dropped with a warning.
 pub fn parse_clusters(text: &str, source: &str) -> Result<Loaded<Vec<Cluster>>, LoadError> {
     let mut loaded = parse(text, source, Accept::CLUSTERS)?;
-    let FleetFile { fleet, shards } = &loaded.value;
+    let FleetFile { fleet, shards, .. } = &loaded.value;
     if !fleet.apps.is_empty() || !shards.is_empty() {
         loaded.warnings.push(dropped(
             source,
@@ -62,7 +71,7 @@ pub fn parse_clusters(text: &str, source: &str) -> Result<Loaded<Vec<Cluster>>, 
 /// fleet file are dropped with a warning.
 pub fn parse_apps(text: &str, source: &str) -> Result<Loaded<Vec<App>>, LoadError> {
     let mut loaded = parse(text, source, Accept::APPS)?;
-    let FleetFile { fleet, shards } = &loaded.value;
+    let FleetFile { fleet, shards, .. } = &loaded.value;
     if !fleet.clusters.is_empty() || !shards.is_empty() {
         loaded.warnings.push(dropped(
             source,
@@ -82,12 +91,12 @@ pub fn parse_fleet_file(text: &str, source: &str) -> Result<Loaded<FleetFile>, L
 
 /// Reads one Argo CD cluster Secret already decoded into JSON (as a Kubernetes client
 /// returns it). `source` names where it came from in messages (e.g. `kubernetes`).
-/// `Ok(None)` (with a warning) when the Secret lacks the label
-/// `argocd.argoproj.io/secret-type: cluster`.
+/// Returns the cluster and its credentials (when the Secret has a `config`); `Ok(None)`
+/// (with a warning) when the Secret lacks the label `argocd.argoproj.io/secret-type: cluster`.
 pub fn cluster_from_value(
     value: &serde_json::Value,
     source: &str,
-) -> Result<Loaded<Option<Cluster>>, LoadError> {
+) -> Result<Loaded<Option<ClusterSecret>>, LoadError> {
     let mut ctx = error::Ctx::new(source);
     let cluster = secret::to_cluster(&mut ctx, value, "Secret")?;
     Ok(ctx.finish(cluster))

@@ -246,6 +246,8 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
     Ok(FleetFile {
         fleet: Fleet { clusters, apps },
         shards,
+        // A fleet file names clusters for placement; it carries no credentials.
+        credentials: Default::default(),
     })
 }
 

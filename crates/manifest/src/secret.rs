@@ -13,8 +13,9 @@
 //! | `weight` | annotation `fleetshard.io/weight`, a non-negative integer; bad values are errors |
 //!
 //! Each value is taken from `stringData` when the key is there, else from `data`
-//! (base64), as the API server merges them. Only the keys above are decoded; a corrupt
-//! value in a key fleetshard does not read (`config`, …) is not reported.
+//! (base64), as the API server merges them. Only the keys above and `config` (how to reach
+//! the cluster, [`ClusterCredentials`]) are decoded; a corrupt value in a key fleetshard
+//! does not read is not reported.
 //!
 //! **Missing `metadata.uid`.** Exports from a live cluster always carry one; hand-written
 //! Secrets often do not. For `https://kubernetes.default.svc` the id is `""`, as Argo CD's
@@ -35,6 +36,7 @@ use fleetshard_core::model::normalize_server;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::credentials::ClusterCredentials;
 use crate::document::{meta_names, typed};
 use crate::error::{Ctx, LoadError, object_name};
 
@@ -103,12 +105,13 @@ impl SecretObject {
     }
 }
 
-/// Reads one Secret; `Ok(None)` when it is not a cluster Secret (skipped with a warning).
+/// Reads one Secret: the cluster and, when the Secret has a `config`, how to reach it;
+/// `Ok(None)` when it is not a cluster Secret (skipped with a warning).
 pub(crate) fn to_cluster(
     ctx: &mut Ctx,
     value: &Value,
     locator: &str,
-) -> Result<Option<Cluster>, LoadError> {
+) -> Result<Option<crate::ClusterSecret>, LoadError> {
     let (ns, name) = meta_names(value);
     let object = object_name("Secret", ns, name, locator);
     let secret: SecretObject = typed(ctx, value, &object)?;
@@ -215,7 +218,31 @@ pub(crate) fn to_cluster(
         })?),
     };
 
-    Ok(Some(Cluster {
+    let credentials = match secret.get(ctx, &object, "config")? {
+        None => None,
+        Some((text, field)) => {
+            let (credentials, unsupported) =
+                ClusterCredentials::from_argo_config(&text).map_err(|p| {
+                    // `p.field` starts with `config`; the Secret's field says where it was.
+                    let inner = p.field.strip_prefix("config").unwrap_or(&p.field);
+                    ctx.field_error(&object, &format!("{field}{inner}"), p.message)
+                })?;
+            for f in unsupported {
+                let inner = f.strip_prefix("config").unwrap_or(&f);
+                ctx.warn(
+                    &object,
+                    Some(&format!("{field}{inner}")),
+                    "not supported by fleetshard's reconciler; the cluster is reached \
+                     without it"
+                        .to_owned(),
+                );
+            }
+            // The default (anonymous, verified TLS) is the same as no config.
+            Some(credentials).filter(|c| *c != ClusterCredentials::default())
+        }
+    };
+
+    let cluster = Cluster {
         id,
         name: cluster_name,
         server,
@@ -223,7 +250,8 @@ pub(crate) fn to_cluster(
         labels,
         skip_reconcile,
         weight,
-    }))
+    };
+    Ok(Some((cluster, credentials)))
 }
 
 /// Go's `strconv.ParseBool`: `None` for anything it rejects.

@@ -26,9 +26,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_core::{App, Cluster};
+use fleetshard_manifest::ClusterCredentials;
 use tokio::time::MissedTickBehavior;
 
-use super::{Inventory, Problem, Severity, check_app};
+use super::{Inventory, InventoryContent, Problem, Severity, check_app};
 
 /// Where to read from and how often to look for changes.
 #[derive(Debug, Clone)]
@@ -129,6 +130,7 @@ fn is_manifest(path: &Path) -> bool {
 struct Content {
     clusters: Vec<Cluster>,
     apps: Vec<App>,
+    credentials: BTreeMap<String, ClusterCredentials>,
 }
 
 #[derive(Debug)]
@@ -191,8 +193,8 @@ impl<F: Files> DirectorySource<F> {
                 changed = self.scan();
             }
             if changed {
-                let (clusters, apps, problems) = self.assemble();
-                inventory.publish(clusters, apps, problems, self.listed);
+                let (content, problems) = self.assemble();
+                inventory.publish(content, problems, self.listed);
             }
         }
     }
@@ -298,6 +300,7 @@ impl<F: Files> DirectorySource<F> {
             good: Some(Content {
                 clusters: file.fleet.clusters,
                 apps: file.fleet.apps,
+                credentials: file.credentials,
             }),
             problems,
         }
@@ -305,15 +308,19 @@ impl<F: Files> DirectorySource<F> {
 
     /// The inventory's content: files in path order, duplicate application keys dropped
     /// (first file wins) and reported.
-    fn assemble(&self) -> (Vec<Cluster>, Vec<App>, Vec<Problem>) {
-        let mut clusters = Vec::new();
-        let mut apps = Vec::new();
+    fn assemble(&self) -> (InventoryContent, Vec<Problem>) {
+        let mut content = InventoryContent::default();
         let mut problems: Vec<Problem> = self.listing_problem.iter().cloned().collect();
         let mut seen: HashMap<(&str, &str), &Path> = HashMap::new();
         for (path, entry) in &self.entries {
             problems.extend(entry.problems.iter().cloned());
             let Some(good) = &entry.good else { continue };
-            clusters.extend(good.clusters.iter().cloned());
+            content.clusters.extend(good.clusters.iter().cloned());
+            content.credentials.extend(
+                good.credentials
+                    .iter()
+                    .map(|(id, c)| (id.clone(), c.clone())),
+            );
             for app in &good.apps {
                 let key = (app.namespace.as_str(), app.name.as_str());
                 if let Some(first) = seen.get(&key) {
@@ -327,10 +334,10 @@ impl<F: Files> DirectorySource<F> {
                     continue;
                 }
                 seen.insert(key, path);
-                apps.push(app.clone());
+                content.apps.push(app.clone());
             }
         }
-        (clusters, apps, problems)
+        (content, problems)
     }
 }
 

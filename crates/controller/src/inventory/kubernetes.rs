@@ -16,13 +16,14 @@
 
 use std::collections::BTreeMap;
 
-use fleetshard_core::{App, Cluster};
+use fleetshard_core::App;
+use fleetshard_manifest::ClusterSecret;
 use futures::StreamExt as _;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 
-use super::{Inventory, Problem, check_app};
+use super::{Inventory, InventoryContent, Problem, check_app};
 
 /// The `source` of every problem this source reports.
 const SOURCE: &str = "kubernetes";
@@ -130,9 +131,9 @@ impl KubernetesSource {
                 };
             }
             if changed {
-                let (clusters, apps, problems) = state.assemble();
+                let (content, problems) = state.assemble();
                 let ready = state.secrets.synced && state.apps.synced;
-                inventory.publish(clusters, apps, problems, ready);
+                inventory.publish(content, problems, ready);
             }
         }
     }
@@ -286,21 +287,27 @@ fn key_of(obj: &DynamicObject) -> Key {
 }
 
 struct State {
-    secrets: Objects<Cluster>,
+    secrets: Objects<ClusterSecret>,
     apps: Objects<App>,
 }
 
 impl State {
-    fn assemble(&self) -> (Vec<Cluster>, Vec<App>, Vec<Problem>) {
-        let clusters = self.secrets.values().cloned().collect();
-        let apps = self.apps.values().cloned().collect();
+    fn assemble(&self) -> (InventoryContent, Vec<Problem>) {
+        let mut content = InventoryContent::default();
+        for (cluster, credentials) in self.secrets.values() {
+            if let Some(c) = credentials {
+                content.credentials.insert(cluster.id.clone(), c.clone());
+            }
+            content.clusters.push(cluster.clone());
+        }
+        content.apps = self.apps.values().cloned().collect();
         let problems = self
             .secrets
             .problems()
             .chain(self.apps.problems())
             .cloned()
             .collect();
-        (clusters, apps, problems)
+        (content, problems)
     }
 }
 
@@ -316,7 +323,7 @@ fn to_value(obj: &DynamicObject, kind: &str) -> Result<serde_json::Value, Proble
     })
 }
 
-fn convert_secret(obj: &DynamicObject) -> Converted<Cluster> {
+fn convert_secret(obj: &DynamicObject) -> Converted<ClusterSecret> {
     let value = to_value(obj, "Secret")?;
     let loaded = fleetshard_manifest::cluster_from_value(&value, SOURCE)
         .map_err(|e| Problem::from_load_error(&e))?;

@@ -172,6 +172,7 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
                     .replicas
                     .map_or_else(Vec::new, |r| shards(r, &spec.zones)),
                 fleet,
+                credentials: Default::default(),
             };
             let target = match (&args.out, &args.output) {
                 (Some(dir), _) => Some(dir.join("fleet.yaml")),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use fleetshard_controller::AppKey;
 use fleetshard_core::{App, AppSource, AutoSync, Destination};
 use fleetshard_gitops::apply::LeaseCheck;
-use fleetshard_gitops::live::{ClusterAccess, ClusterConnections, Credentials, LiveOptions};
+use fleetshard_gitops::live::{ClusterAccess, ClusterConnections, ClusterCredentials, LiveOptions};
 use fleetshard_gitops::reconciler::{
     AppTarget, FixedClock, GitOpsReconciler, ReconcilerConfig, StaticInventory, StatusSink,
     StatusUpdate,
@@ -28,7 +28,7 @@ pub fn access(id: &str, fake: &FakeApiServer) -> ClusterAccess {
     ClusterAccess {
         id: id.to_owned(),
         server: fake.url(),
-        credentials: Credentials::default(),
+        credentials: ClusterCredentials::default(),
     }
 }
 

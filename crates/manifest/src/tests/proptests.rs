@@ -125,6 +125,7 @@ fn fleet_file() -> impl Strategy<Value = FleetFile> {
                     .into_iter()
                     .map(|(zone, capacity)| ShardSpec { zone, capacity })
                     .collect(),
+                credentials: Default::default(),
             }
         })
 }
@@ -144,6 +145,7 @@ fn seeds() -> Vec<String> {
             apps: vec![App::to_server("argocd", "g", "https://a")],
         },
         shards: vec![ShardSpec::default()],
+        credentials: Default::default(),
     };
     vec![
         to_fleet_yaml(&f),
@@ -248,6 +250,7 @@ fn writers_produce_readable_examples() {
             apps: vec![placeholder(&c, 1), placeholder(&c, 2)],
         },
         shards: vec![],
+        credentials: Default::default(),
     };
     let yaml = to_fleet_yaml(&f);
     assert!(yaml.contains("apps: 2"), "{yaml}");

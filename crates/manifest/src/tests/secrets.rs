@@ -296,3 +296,41 @@ fn syntax_errors_and_empty_files() {
     assert!(loaded.value.is_empty());
     assert_warned(&loaded.warnings, &["no documents"]);
 }
+
+/// A cluster Secret whose `stringData.config` is `config`.
+fn secret_with_config(config: &str) -> String {
+    format!(
+        r#"{{"apiVersion": "v1", "kind": "Secret",
+            "metadata": {{"name": "c1", "namespace": "argocd", "uid": "u1",
+                         "labels": {{"argocd.argoproj.io/secret-type": "cluster"}}}},
+            "stringData": {{"server": "https://a.example", "config": {config:?}}}}}"#
+    )
+}
+
+#[test]
+fn config_gives_the_cluster_credentials() {
+    let text = secret_with_config(
+        r#"{"bearerToken":"tok","tlsClientConfig":{"insecure":true},"execProviderConfig":{"command":"x"}}"#,
+    );
+    let loaded = parse_input(&text, "secret.json").unwrap();
+    let creds = &loaded.value.credentials["u1"];
+    assert_eq!(creds.bearer_token.as_deref(), Some("tok"));
+    assert!(creds.insecure);
+    assert_warned(
+        &loaded.warnings,
+        &["stringData.config.execProviderConfig: not supported"],
+    );
+    // The exported Secret's default config (verified TLS, no token) adds no entry.
+    let loaded = parse_input(SECRET_LIST_YAML, "secrets.yaml").unwrap();
+    assert!(loaded.value.credentials.is_empty());
+}
+
+#[test]
+fn bad_config_names_the_field_inside_it() {
+    let text = secret_with_config(r#"{"bearerToken":["not","a","string"]}"#);
+    let e = parse_input(&text, "secret.json").unwrap_err();
+    assert_eq!(field_of(&e).1, "stringData.config.bearerToken");
+    let e = parse_input(&secret_with_config("not json"), "secret.json").unwrap_err();
+    assert_eq!(field_of(&e).1, "stringData.config");
+    assert!(e.to_string().contains("invalid JSON"), "{e}");
+}
