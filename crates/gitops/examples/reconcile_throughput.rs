@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fleetshard_controller::{AppKey, Operated, Reconciler};
 use fleetshard_core::{App, AppSource, AutoSync, Destination};
-use fleetshard_gitops::live::{ClusterAccess, ClusterConnections, Credentials, LiveOptions};
+use fleetshard_gitops::live::{ClusterAccess, ClusterConnections, ClusterCredentials, LiveOptions};
 use fleetshard_gitops::reconciler::{
     AppTarget, FixedClock, GitOpsReconciler, MemorySink, ReconcilerConfig, StaticInventory,
 };
@@ -104,7 +104,7 @@ async fn main() {
         let cluster = ClusterAccess {
             id: format!("c{c}"),
             server: fakes[c].url(),
-            credentials: Credentials::default(),
+            credentials: ClusterCredentials::default(),
         };
         let app = App {
             namespace: "argocd".into(),
