@@ -25,7 +25,9 @@ pub mod shard_filter;
 
 pub use processor::{Operated, PoolConfig, Processors, ReconcileError, Reconciler};
 pub use queue::{QueueMetrics, RateLimiterConfig, WorkQueue, WorkQueueMetrics};
-pub use runtime::{ControllerRuntime, FilterStopHook, NoopReconciler, RuntimeConfig};
+pub use runtime::{
+    ControllerRuntime, DEFAULT_RESYNC, FilterStopHook, NoopReconciler, RuntimeConfig,
+};
 pub use shard_filter::{Admission, ShardFilter, UnresolvedApp};
 
 /// An application's queue key: `namespace/name`, cheap to clone.

@@ -31,13 +31,29 @@ impl Reconciler for NoopReconciler {
     }
 }
 
+/// Argo CD's `timeout.reconciliation` default: every owned app is refreshed this often
+/// even when no event says it changed (drift on the cluster, a new commit on a branch).
+pub const DEFAULT_RESYNC: std::time::Duration = std::time::Duration::from_secs(180);
+
 /// How the runtime is set up.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     /// Worker pool sizes.
     pub pools: PoolConfig,
     /// Both queues' rate limits.
     pub limits: RateLimiterConfig,
+    /// How often every owned app is queued for refresh; `None`: only on events.
+    pub resync: Option<std::time::Duration>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            pools: PoolConfig::default(),
+            limits: RateLimiterConfig::default(),
+            resync: Some(DEFAULT_RESYNC),
+        }
+    }
 }
 
 /// The running controller of one replica.
@@ -46,6 +62,7 @@ pub struct ControllerRuntime {
     processors: Processors,
     feed: Option<JoinHandle<()>>,
     lease: Option<JoinHandle<()>>,
+    resync: Option<JoinHandle<()>>,
 }
 
 /// Stops a cluster's work through the shard filter: drops its queued items and resolves
@@ -75,10 +92,25 @@ impl ControllerRuntime {
         filter_metrics.register(registry);
         let filter = ShardFilter::new(refresh, operation, filter_metrics);
         let processors = Processors::start(cfg.pools, filter, reconciler)?;
+        let resync = cfg.resync.filter(|p| !p.is_zero()).map(|period| {
+            let filter = processors.filter().clone();
+            tokio::spawn(async move {
+                // The first tick would fire at once: a start already queues its apps.
+                let start = tokio::time::Instant::now() + period;
+                let mut ticks = tokio::time::interval_at(start, period);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    ticks.tick().await;
+                    let n = filter.resync();
+                    tracing::debug!(apps = n, "periodic resync");
+                }
+            })
+        });
         Ok(ControllerRuntime {
             processors,
             feed: None,
             lease: None,
+            resync,
         })
     }
 
@@ -138,8 +170,11 @@ impl ControllerRuntime {
             // The runner has returned, so its sender is gone and the feed ends by itself.
             let _ = feed.await;
         }
-        if let Some(lease) = self.lease.take() {
-            lease.abort();
+        for task in [self.lease.take(), self.resync.take()]
+            .into_iter()
+            .flatten()
+        {
+            task.abort();
         }
         self.processors.shutdown().await;
     }
@@ -232,6 +267,41 @@ mod tests {
         );
         drop(status_tx);
         drop(tx);
+        rt.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn owned_apps_are_refreshed_every_resync_period() {
+        let mut registry = Registry::default();
+        let rec = Arc::new(Slow::default());
+        let cfg = RuntimeConfig {
+            resync: Some(Duration::from_secs(60)),
+            ..RuntimeConfig::default()
+        };
+        let rt = ControllerRuntime::start(cfg, rec.clone(), &mut registry).unwrap();
+        let clusters = [
+            Cluster::new("c1", "https://c1"),
+            Cluster::new("c2", "https://c2"),
+        ];
+        let apps = [
+            App::to_server("argocd", "mine", "https://c1"),
+            App::to_server("argocd", "theirs", "https://c2"),
+        ];
+        rt.set_inventory(&clusters, &apps);
+        rt.filter().start_cluster("c1");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(rec.0.load(Ordering::SeqCst), 1, "the start refreshed once");
+        tokio::time::sleep(Duration::from_secs(57)).await;
+        assert_eq!(rec.0.load(Ordering::SeqCst), 1, "no resync before 60 s");
+        // The resync at 60 s queues the owned app (not the other); its refresh takes 1 s.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            rec.0.load(Ordering::SeqCst),
+            2,
+            "resynced at 60 s, owned app only"
+        );
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(rec.0.load(Ordering::SeqCst), 3);
         rt.shutdown().await;
     }
 }

@@ -46,7 +46,9 @@ use crate::health::{app_health, assess};
 use crate::live::{ClusterConnections, KindInfo, LiveError};
 use crate::source::{Refresh, RepoCache, SourceError};
 
-pub use inventory::{AppTarget, Clock, FixedClock, Inventory, StaticInventory};
+pub use inventory::{
+    AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory, SystemClock,
+};
 pub use status::{
     AppStatus, ComparisonStatus, Condition, HealthInfo, KubeStatusSink, MemorySink, OperationState,
     ResourceEntry, SinkError, StatusSink, StatusUpdate, SyncInfo, SyncResult, SyncResultEntry,

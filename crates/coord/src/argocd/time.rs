@@ -40,6 +40,21 @@ impl Default for WallTime {
 }
 
 impl WallTime {
+    /// The system's wall clock now. For timestamps others read (a heartbeat in Argo CD's
+    /// format, an app's `reconciledAt`); no fleetshard decision compares it (G6), which is
+    /// why `SystemTime` is allowed here and nowhere in the logic.
+    #[allow(clippy::disallowed_types)]
+    pub fn now() -> WallTime {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        WallTime::new(
+            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            d.subsec_nanos(),
+        )
+        .unwrap_or(WallTime::ZERO)
+    }
+
     /// Go's zero time, 0001-01-01T00:00:00Z: an unset heartbeat, encoded as `null`.
     pub const ZERO: WallTime = WallTime {
         unix_seconds: GO_ZERO_UNIX,

@@ -125,20 +125,6 @@ fn timing(args: &ProtocolArgs, settings: &Settings) -> anyhow::Result<(Duration,
     }
 }
 
-/// Wall-clock time for the `HeartbeatTime` written: Argo CD's readers need it; fleetshard
-/// never compares it (G6), which is why `SystemTime` is allowed here.
-#[allow(clippy::disallowed_types)]
-fn wall_now() -> WallTime {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    WallTime::new(
-        i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-        d.subsec_nanos(),
-    )
-    .unwrap_or(WallTime::ZERO)
-}
-
 /// Runs one heartbeat-mode replica until SIGTERM or Ctrl-C.
 pub fn run(args: RunArgs, settings: Settings) -> anyhow::Result<()> {
     for w in &settings.warnings {
@@ -196,7 +182,7 @@ async fn serve(
         }
         None => None,
     };
-    let wall: WallClock = Arc::new(wall_now);
+    let wall: WallClock = Arc::new(WallTime::now);
     let (runner, status) = ArgoRunner::new(
         store.clone(),
         cfg.clone(),

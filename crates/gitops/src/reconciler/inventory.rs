@@ -1,12 +1,16 @@
 //! What the reconciler needs to know about an app, supplied by its caller: the app
-//! (source, destination, sync policy) and how to reach its destination cluster; and the
-//! wall clock for status timestamps.
+//! (source, destination, sync policy) and how to reach its destination cluster
+//! ([`InventoryTargets`] answers from the controller's inventory, [`StaticInventory`] from
+//! a map kept by hand); and the wall clock for status timestamps.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use fleetshard_controller::AppKey;
+use fleetshard_controller::inventory::InventorySnapshot;
 use fleetshard_core::App;
+use fleetshard_core::model::DestinationIndex;
+use tokio::sync::watch;
 
 use crate::live::ClusterAccess;
 
@@ -80,6 +84,16 @@ pub trait Clock: Send + Sync {
     fn now_rfc3339(&self) -> String;
 }
 
+/// The system's wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_rfc3339(&self) -> String {
+        fleetshard_coord::argocd::WallTime::now().to_rfc3339()
+    }
+}
+
 /// A clock that always says the same time.
 #[derive(Debug, Clone)]
 pub struct FixedClock(pub String);
@@ -87,5 +101,122 @@ pub struct FixedClock(pub String);
 impl Clock for FixedClock {
     fn now_rfc3339(&self) -> String {
         self.0.clone()
+    }
+}
+
+/// The controller's inventory as the reconciler reads it: apps by key, each with its
+/// destination resolved (by server, else by name, as the shard filter resolves it) and the
+/// cluster's credentials. The index is rebuilt on the first lookup after the inventory's
+/// revision moves, so a lookup is a hash probe and a clone.
+#[derive(Debug)]
+pub struct InventoryTargets {
+    rx: watch::Receiver<InventorySnapshot>,
+    index: Mutex<TargetIndex>,
+}
+
+/// The inventory at one revision, indexed.
+#[derive(Debug, Default)]
+struct TargetIndex {
+    snapshot: InventorySnapshot,
+    /// App key → (index into the snapshot's apps, index into its clusters).
+    apps: HashMap<AppKey, (usize, usize)>,
+}
+
+impl TargetIndex {
+    fn new(snapshot: InventorySnapshot) -> Self {
+        let clusters = DestinationIndex::new(&snapshot.clusters);
+        let apps = snapshot
+            .apps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, app)| {
+                Some((AppKey::of(app), (i, clusters.resolve(&app.destination)?)))
+            })
+            .collect();
+        TargetIndex { snapshot, apps }
+    }
+}
+
+impl InventoryTargets {
+    /// Answers from the inventory `rx` follows.
+    pub fn new(rx: watch::Receiver<InventorySnapshot>) -> Self {
+        InventoryTargets {
+            rx,
+            index: Mutex::new(TargetIndex::default()),
+        }
+    }
+}
+
+impl Inventory for InventoryTargets {
+    fn target(&self, key: &AppKey) -> Option<AppTarget> {
+        let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+        let latest = self.rx.borrow().revision;
+        if index.snapshot.revision != latest || index.snapshot.revision == 0 {
+            *index = TargetIndex::new(self.rx.borrow().clone());
+        }
+        let &(a, c) = index.apps.get(key)?;
+        let snap = &index.snapshot;
+        let cluster = &snap.clusters[c];
+        Some(AppTarget {
+            app: snap.apps[a].clone(),
+            cluster: ClusterAccess {
+                id: cluster.id.clone(),
+                server: cluster.server.clone(),
+                credentials: snap
+                    .credentials
+                    .get(&cluster.id)
+                    .cloned()
+                    .unwrap_or_default(),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetshard_controller::inventory::{Inventory as Published, InventoryContent};
+    use fleetshard_core::{App, Cluster};
+    use fleetshard_manifest::ClusterCredentials;
+
+    #[test]
+    fn resolves_apps_with_credentials_and_follows_revisions() {
+        let published = Published::new();
+        let targets = InventoryTargets::new(published.subscribe());
+        let key = AppKey::new("argocd", "guestbook");
+        assert_eq!(targets.target(&key), None, "empty inventory");
+
+        let mut by_name = App::to_server("argocd", "guestbook", "https://ignored");
+        by_name.destination.server = None;
+        by_name.destination.name = Some("prod".into());
+        let cluster = Cluster {
+            name: "prod".into(),
+            ..Cluster::new("uid-1", "https://prod.example/")
+        };
+        let token = ClusterCredentials {
+            bearer_token: Some("t".into()),
+            ..ClusterCredentials::default()
+        };
+        let mut content = InventoryContent {
+            clusters: vec![cluster],
+            apps: vec![by_name, App::to_server("argocd", "lost", "https://nowhere")],
+            ..InventoryContent::default()
+        };
+        content.credentials.insert("uid-1".into(), token.clone());
+        published.publish(content.clone(), vec![], true);
+        let t = targets.target(&key).expect("resolved by name");
+        assert_eq!(t.cluster.id, "uid-1");
+        assert_eq!(t.cluster.server, "https://prod.example");
+        assert_eq!(t.cluster.credentials, token);
+        assert_eq!(
+            targets.target(&AppKey::new("argocd", "lost")),
+            None,
+            "unresolved"
+        );
+
+        // The next revision is seen: the app is gone.
+        content.apps.remove(0);
+        published.publish(content, vec![], true);
+        assert_eq!(targets.target(&key), None);
     }
 }
