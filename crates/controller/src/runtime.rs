@@ -85,12 +85,24 @@ impl ControllerRuntime {
         reconciler: Arc<R>,
         registry: &mut Registry,
     ) -> Result<Self, ConfigError> {
+        Self::start_with(cfg, registry, |_| reconciler)
+    }
+
+    /// [`ControllerRuntime::start`] with the reconciler made from the shard filter: a
+    /// reconciler that checks the lease before each write (through
+    /// [`ShardFilter::lease_valid`]) needs the filter the runtime creates.
+    pub fn start_with<R: Reconciler>(
+        cfg: RuntimeConfig,
+        registry: &mut Registry,
+        make: impl FnOnce(&Arc<ShardFilter>) -> Arc<R>,
+    ) -> Result<Self, ConfigError> {
         let queue_metrics = WorkQueueMetrics::register(registry);
         let refresh = WorkQueue::new(cfg.limits, Some(queue_metrics.queue("app_refresh")))?;
         let operation = WorkQueue::new(cfg.limits, Some(queue_metrics.queue("app_operation")))?;
         let filter_metrics = FilterMetrics::default();
         filter_metrics.register(registry);
         let filter = ShardFilter::new(refresh, operation, filter_metrics);
+        let reconciler = make(&filter);
         let processors = Processors::start(cfg.pools, filter, reconciler)?;
         let resync = cfg.resync.filter(|p| !p.is_zero()).map(|period| {
             let filter = processors.filter().clone();

@@ -52,18 +52,30 @@ pub fn parse_input(text: &str, source: &str) -> Result<Loaded<FleetFile>, LoadEr
 /// input are an error (a swapped argument, most likely); applications and shards of a
 /// fleet file are dropped with a warning.
 pub fn parse_clusters(text: &str, source: &str) -> Result<Loaded<Vec<Cluster>>, LoadError> {
+    Ok(parse_clusters_with_credentials(text, source)?.map(|f| f.fleet.clusters))
+}
+
+/// [`parse_clusters`], keeping the Secrets' credentials: a [`FleetFile`] with clusters
+/// and credentials only.
+pub fn parse_clusters_with_credentials(
+    text: &str,
+    source: &str,
+) -> Result<Loaded<FleetFile>, LoadError> {
     let mut loaded = parse(text, source, Accept::CLUSTERS)?;
-    let FleetFile { fleet, shards, .. } = &loaded.value;
+    let FleetFile { fleet, shards, .. } = &mut loaded.value;
     if !fleet.apps.is_empty() || !shards.is_empty() {
-        loaded.warnings.push(dropped(
+        let warning = dropped(
             source,
             fleet.apps.len(),
             "applications",
             shards.len(),
             "shards",
-        ));
+        );
+        fleet.apps.clear();
+        shards.clear();
+        loaded.warnings.push(warning);
     }
-    Ok(loaded.map(|f| f.fleet.clusters))
+    Ok(loaded)
 }
 
 /// Reads applications from Argo CD Applications or a native fleet file (its listed and
@@ -118,6 +130,11 @@ pub fn load_input(path: &Path) -> Result<Loaded<FleetFile>, LoadError> {
 /// [`parse_clusters`] on a file.
 pub fn load_clusters(path: &Path) -> Result<Loaded<Vec<Cluster>>, LoadError> {
     load(path, parse_clusters)
+}
+
+/// [`parse_clusters_with_credentials`] on a file.
+pub fn load_clusters_with_credentials(path: &Path) -> Result<Loaded<FleetFile>, LoadError> {
+    load(path, parse_clusters_with_credentials)
 }
 
 /// [`parse_apps`] on a file.

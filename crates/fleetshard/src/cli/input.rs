@@ -1,11 +1,12 @@
 //! Reading the fleet from the files named on the command line (`-` is stdin).
 
+use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
-use fleetshard_manifest::{self as manifest, LoadError, LoadWarning, Loaded};
+use fleetshard_core::{App, Fleet, ShardSpec};
+use fleetshard_manifest::{self as manifest, ClusterCredentials, LoadError, LoadWarning, Loaded};
 use fleetshard_plan::Warning;
 
 /// The flags that name a fleet, shared by every subcommand that reads one (`plan`, `run`).
@@ -75,6 +76,8 @@ pub struct LoadedFleet {
     pub fleet: Fleet,
     /// The fleet file's `shards:` (empty for Argo CD exports).
     pub shards: Vec<ShardSpec>,
+    /// How to reach each cluster, by id, from the cluster Secrets' `config`.
+    pub credentials: BTreeMap<String, ClusterCredentials>,
     /// What the loaders worked around.
     pub warnings: Vec<Warning>,
 }
@@ -101,8 +104,12 @@ fn warnings(w: Vec<LoadWarning>) -> impl Iterator<Item = Warning> {
     w.into_iter().map(|w| Warning::new("input", w.to_string()))
 }
 
-fn load_clusters(path: &Path) -> anyhow::Result<Loaded<Vec<Cluster>>> {
-    load_with(path, manifest::parse_clusters, manifest::load_clusters)
+fn load_clusters(path: &Path) -> anyhow::Result<Loaded<manifest::FleetFile>> {
+    load_with(
+        path,
+        manifest::parse_clusters_with_credentials,
+        manifest::load_clusters_with_credentials,
+    )
 }
 
 fn load_apps(path: &Path) -> anyhow::Result<Loaded<Vec<App>>> {
@@ -122,7 +129,8 @@ pub fn load(source: &FleetSource) -> anyhow::Result<LoadedFleet> {
         }
         FleetSource::Argo { clusters, apps } => {
             let c = load_clusters(clusters)?;
-            out.fleet.clusters = c.value;
+            out.fleet.clusters = c.value.fleet.clusters;
+            out.credentials = c.value.credentials;
             out.warnings.extend(warnings(c.warnings));
             apps
         }

@@ -71,7 +71,7 @@ pub enum Command {
     Fleet(fleet::FleetCommand),
     /// One replica: claims a shard through the store, owns its clusters, serves
     /// `/healthz`, `/readyz` and `/metrics`; SIGTERM hands the shard over.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// What the store says: shard holders, distributor, generation, each cluster's owner,
     /// unowned clusters.
     Status(status::StatusArgs),
@@ -98,7 +98,7 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
             plan::run(args, sub)
         }
         Command::Fleet(cmd) => fleet::run(cmd),
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Status(args) => status::run(args),
         Command::Scale(args) => scale::run(args),
     }

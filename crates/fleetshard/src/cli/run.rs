@@ -5,7 +5,9 @@
 
 pub mod audit;
 pub mod http;
+pub mod inventory;
 pub mod metrics;
+pub mod reconcile;
 
 use std::fs::File;
 use std::io::Read as _;
@@ -15,30 +17,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use fleetshard_controller::inventory::follow_inventory;
 use fleetshard_coord::fenced::ReplicaConfig;
 use fleetshard_coord::lease::LeaseTiming;
-use fleetshard_coord::runner::{
-    Ownership, OwnershipChange, Runner, RunnerFleet, RunnerTiming, Status,
-};
+use fleetshard_coord::runner::{Ownership, OwnershipChange, Runner, RunnerTiming, Status};
 use fleetshard_core::placement::PlacementConfig;
+use fleetshard_gitops::reconciler::{KubeStatusSink, MemorySink, StatusSink};
 use tokio::sync::{mpsc, watch};
 
 use self::audit::AuditEvent;
 use self::http::View;
+use self::inventory::{FleetInput, StartedInventory};
 use self::metrics::Metrics;
-use fleetshard_controller::inventory::{
-    DirectoryConfig, DirectorySource, Inventory, InventorySnapshot, follow_inventory,
-};
-use fleetshard_controller::{ControllerRuntime, NoopReconciler, PoolConfig, RuntimeConfig};
-
-use super::input::{self, FleetArgs};
+use super::input::FleetArgs;
 use super::shards::ShardsArg;
 use super::store::StoreArgs;
 
 /// `fleetshard run` options.
 #[derive(Debug, clap::Args)]
 #[command(
-    group(clap::ArgGroup::new("input").required(true).args(["fleet", "clusters", "fleet_dir"])),
+    group(clap::ArgGroup::new("input").required(true).args(["fleet", "clusters", "fleet_dir", "argocd_namespace"])),
     after_help = "Examples:\n  \
         fleetshard run --store sqlite://fleetshard.db --fleet fleet.yaml --identity r1 --listen 127.0.0.1:8081\n  \
         fleetshard status --store sqlite://fleetshard.db"
@@ -54,6 +52,20 @@ pub struct RunArgs {
     /// watched: changes are placed without a restart (instead of --fleet/--clusters).
     #[arg(long, value_name = "DIR", env = "FLEETSHARD_FLEET_DIR")]
     pub fleet_dir: Option<PathBuf>,
+    /// Watch Argo CD's own objects through the Kubernetes API (in-cluster, else
+    /// KUBECONFIG): the cluster Secrets in NAMESPACE and the Applications (see
+    /// --application-namespace); app statuses are written on the Applications.
+    #[arg(long, value_name = "NAMESPACE", env = "FLEETSHARD_ARGOCD_NAMESPACE")]
+    pub argocd_namespace: Option<String>,
+    /// With --argocd-namespace: the namespace whose Applications are watched, or `*` for
+    /// every namespace (Argo CD's apps in any namespace). Default: --argocd-namespace.
+    #[arg(
+        long,
+        value_name = "NAMESPACE|*",
+        requires = "argocd_namespace",
+        env = "FLEETSHARD_APPLICATION_NAMESPACE"
+    )]
+    pub application_namespace: Option<String>,
     /// Where the shard count comes from: `N` (exactly N), `stored[:N]` (what `fleetshard
     /// scale` wrote; N until then), or `auto[:MIN-MAX]` (one shard per live replica). The
     /// elected distributor's setting decides; give every replica the same.
@@ -81,22 +93,9 @@ pub struct RunArgs {
     /// while that zone is not overloaded.
     #[arg(long, value_name = "ZONE", env = "FLEETSHARD_ZONE")]
     pub zone: Option<String>,
-    /// Refresh workers (Argo CD's `--status-processors`).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 20,
-        env = "ARGOCD_APPLICATION_CONTROLLER_STATUS_PROCESSORS"
-    )]
-    pub status_processors: usize,
-    /// Operation (sync) workers (Argo CD's `--operation-processors`).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 10,
-        env = "ARGOCD_APPLICATION_CONTROLLER_OPERATION_PROCESSORS"
-    )]
-    pub operation_processors: usize,
+    /// The controller: reconciler, workers, resync.
+    #[command(flatten)]
+    pub reconcile: reconcile::ReconcileArgs,
     /// Append one JSON line per ownership change to this file.
     #[arg(long, value_name = "FILE", env = "FLEETSHARD_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
@@ -143,102 +142,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         Some(i) if !i.trim().is_empty() => i.trim().to_owned(),
         _ => bail!("no identity: give --identity (or FLEETSHARD_IDENTITY); the host name is empty"),
     };
-    if let Some(dir) = args.fleet_dir.clone() {
-        args.store.root()?;
-        return super::runtime(super::Runtime::Replica)?.block_on(serve(
-            args,
-            identity,
-            FleetInput::Watched(dir),
-        ));
-    }
-    let source = args.input.source()?;
-    let loaded = input::load(&source)?;
-    for w in &loaded.warnings {
-        tracing::warn!(source = %w.source, "{}", w.message);
-    }
-    if !loaded.shards.is_empty() {
-        // ReplicaConfig takes a shard count only: zones and capacities are not placed yet.
-        tracing::warn!(
-            listed = loaded.shards.len(),
-            shards = %args.shards,
-            "the fleet file's shards: section (zones, capacities) is not used by run; --shards sets the count"
-        );
-    }
     // Checked before anything starts; used by `serve`.
     args.store.root()?;
-    super::runtime(super::Runtime::Replica)?.block_on(serve(
-        args,
-        identity,
-        FleetInput::Fixed(loaded.fleet),
-    ))
+    let input = FleetInput::from_args(&args)?;
+    super::runtime(super::Runtime::Replica)?.block_on(serve(args, identity, input))
 }
 
-/// Where the fleet comes from.
-enum FleetInput {
-    /// Loaded once from files.
-    Fixed(fleetshard_core::Fleet),
-    /// A directory, watched.
-    Watched(PathBuf),
-}
-
-/// Starts the directory source and waits for its first complete load.
-async fn watch_directory(dir: PathBuf) -> anyhow::Result<Inventory> {
-    if !dir.is_dir() {
-        bail!("--fleet-dir {}: not a directory", dir.display());
+/// Where app statuses are recorded: on the Applications when they come from Kubernetes,
+/// else in this replica's memory.
+fn status_sink(kube: Option<kube::Client>) -> Arc<dyn StatusSink> {
+    match kube {
+        Some(client) => Arc::new(KubeStatusSink::new(client, Duration::from_secs(5))),
+        None => MemorySink::new(),
     }
-    let inventory = Inventory::new();
-    let mut rx = inventory.subscribe();
-    tokio::spawn(DirectorySource::new(DirectoryConfig::new(dir)).run(inventory.clone()));
-    rx.wait_for(|s| s.ready)
-        .await
-        .context("the fleet directory's reader stopped")?;
-    Ok(inventory)
-}
-
-/// The fleet the distributor places, kept current from the inventory; problems logged.
-fn follow_fleet(inventory: &Inventory) -> watch::Receiver<RunnerFleet> {
-    let mut rx = inventory.subscribe();
-    let to_fleet = |s: &InventorySnapshot| {
-        for p in s.problems.iter() {
-            tracing::warn!("fleet: {p}");
-        }
-        // The inventory's vectors are shared, not copied: only the loads are computed.
-        RunnerFleet {
-            loads: Arc::new(fleetshard_core::model::loads(&s.clusters, &s.apps)),
-            clusters: s.clusters.clone(),
-            revision: s.revision,
-        }
-    };
-    let (tx, fleet_rx) = watch::channel(to_fleet(&rx.borrow_and_update()));
-    tokio::spawn(async move {
-        let mut seen = rx.borrow().revision;
-        while rx.changed().await.is_ok() {
-            let snap = rx.borrow_and_update().clone();
-            if snap.revision != seen {
-                seen = snap.revision;
-                if tx.send(to_fleet(&snap)).is_err() {
-                    return;
-                }
-            } else {
-                for p in snap.problems.iter() {
-                    tracing::warn!("fleet: {p}");
-                }
-            }
-        }
-    });
-    fleet_rx
 }
 
 async fn serve(args: RunArgs, identity: String, input: FleetInput) -> anyhow::Result<()> {
-    let (inventory, fleet) = match input {
-        FleetInput::Fixed(fleet) => (None, fleet),
-        // The runner and the filter follow the inventory from its first snapshot on
-        // (`with_fleet`, `follow_inventory`): nothing is copied out of it here.
-        FleetInput::Watched(dir) => (
-            Some(watch_directory(dir).await?),
-            fleetshard_core::Fleet::default(),
-        ),
-    };
+    let StartedInventory { inventory, kube } = inventory::start(input).await?;
     let store = args.store.open()?;
     let cfg = ReplicaConfig {
         identity: identity.clone(),
@@ -250,46 +170,38 @@ async fn serve(args: RunArgs, identity: String, input: FleetInput) -> anyhow::Re
         placement: PlacementConfig::default(),
         zone: args.zone.clone(),
     };
-    let loads = fleet.loads();
     let mut metrics = Metrics::new();
-    // The controller runtime: queues, shard filter, workers. Clusters are stopped through
-    // it, so a handover is acknowledged only once their work has ended.
-    let pools = PoolConfig {
-        status_processors: args.status_processors,
-        operation_processors: args.operation_processors,
-        ..PoolConfig::default()
-    };
-    let mut controller = ControllerRuntime::start(
-        RuntimeConfig {
-            pools,
-            ..RuntimeConfig::default()
-        },
-        Arc::new(NoopReconciler),
+    // The controller: queues, shard filter, workers, reconciler. Clusters are stopped
+    // through it, so a handover is acknowledged only once their work has ended.
+    let reconcile::Controller {
+        runtime: mut controller,
+        stop_hook,
+    } = reconcile::start(
+        &args.reconcile,
+        &inventory,
+        status_sink(kube),
         metrics.registry_mut(),
-    )
-    .context("starting the controller runtime")?;
-    controller.set_inventory(&fleet.clusters, &fleet.apps);
+    )?;
+    // The filter re-indexes each new inventory revision, the distributor places it.
+    tokio::spawn(follow_inventory(
+        controller.filter().clone(),
+        inventory.subscribe(),
+    ));
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let events_rx = controller.follow(events_rx);
+    // The fleet comes from `with_fleet`, from the inventory's first snapshot on.
     let (runner, status) = Runner::new(
         store.clone(),
         cfg.clone(),
         RunnerTiming::default(),
-        fleet.clusters,
-        loads,
+        Vec::new(),
+        Vec::new(),
         events_tx,
     )?;
     let mut runner = runner
         .with_metrics(Arc::new(metrics.store_latency()))
-        .with_stop_hook(controller.stop_hook());
-    if let Some(inventory) = &inventory {
-        // The distributor places each new inventory; the filter re-indexes its apps.
-        runner = runner.with_fleet(follow_fleet(inventory));
-        tokio::spawn(follow_inventory(
-            controller.filter().clone(),
-            inventory.subscribe(),
-        ));
-    }
+        .with_stop_hook(stop_hook)
+        .with_fleet(inventory::follow_fleet(&inventory));
     // Kept alive for the run: dropping it stops the Deployment watch.
     let _replicas = match &args.shards.1 {
         Some(deployment) => {

@@ -235,8 +235,9 @@ impl StatusSink for MemorySink {
     }
 }
 
-/// Kubernetes mode: a merge patch of the Application's `status` subresource
-/// (`argoproj.io/v1alpha1`, `applications`) on the control-plane cluster.
+/// Kubernetes mode: a merge patch of the Application's `status` (`argoproj.io/v1alpha1`,
+/// `applications`) on the control-plane cluster. Argo CD's CRD has no status subresource,
+/// so the patch goes to the object itself, as Argo CD's controller writes it.
 #[derive(Clone)]
 pub struct KubeStatusSink {
     client: Client,
@@ -278,9 +279,7 @@ impl StatusSink for KubeStatusSink {
                 app: app.to_string(),
                 message,
             };
-            match tokio::time::timeout(self.call_timeout, api.patch_status(name, &params, &patch))
-                .await
-            {
+            match tokio::time::timeout(self.call_timeout, api.patch(name, &params, &patch)).await {
                 Ok(Ok(_)) => Ok(()),
                 Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
                     Err(SinkError::NotFound(app.to_string()))

@@ -166,7 +166,7 @@ pub const DEFAULT_RESOURCES: &[ResourceKind] = &[
         "applications",
         "application",
     )
-    .with_status()
+    // Argo CD's CRD declares no subresources: status is a plain field of the object.
     .returning_deleted(),
 ];
 

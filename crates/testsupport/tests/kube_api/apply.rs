@@ -146,14 +146,22 @@ async fn apply_requires_a_field_manager_and_honours_resource_version() {
     let r = apply(&f, path, "m", true, &serde_json::to_vec(&fresh).unwrap()).await;
     assert_eq!(r.status, 200);
     // Apply to the status subresource changes only status.
-    let app_path = "/apis/argoproj.io/v1alpha1/namespaces/default/applications/app";
-    let app = br#"{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "app"}, "spec": {"project": "default"}, "status": {"sync": {"status": "Synced"}}}"#;
+    let app_path = "/apis/apps/v1/namespaces/default/deployments/web";
+    let app = br#"{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 1}, "status": {"replicas": 1}}"#;
     let created = apply(&f, app_path, "m", true, app).await.json();
     assert!(created.get("status").is_none());
-    let st = br#"{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "app"}, "spec": {"project": "other"}, "status": {"sync": {"status": "OutOfSync"}}}"#;
+    let st = br#"{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 5}, "status": {"replicas": 2}}"#;
     let r = apply(&f, &format!("{app_path}/status"), "ctl", true, st)
         .await
         .json();
-    assert_eq!(r["status"]["sync"]["status"], "OutOfSync");
-    assert_eq!(r["spec"]["project"], "default");
+    assert_eq!(r["status"]["replicas"], 2);
+    assert_eq!(r["spec"]["replicas"], 1);
+    // Argo CD's Application CRD has no status subresource: status is written with the
+    // object, as Argo CD's controller does.
+    let app_path = "/apis/argoproj.io/v1alpha1/namespaces/default/applications/app";
+    let app = br#"{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "app"}, "spec": {"project": "default"}, "status": {"sync": {"status": "Synced"}}}"#;
+    let created = apply(&f, app_path, "m", true, app).await.json();
+    assert_eq!(created["status"]["sync"]["status"], "Synced");
+    let r = apply(&f, &format!("{app_path}/status"), "ctl", true, app).await;
+    assert_eq!(r.status, 404, "no /status for Applications");
 }

@@ -1,0 +1,199 @@
+//! What a replica does with the apps of the clusters it owns: the controller runtime
+//! (queues, shard filter, workers) around the GitOps reconciler, or around a no-op one
+//! (`--reconciler none`: coordination only), fed from the inventory.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use fleetshard_controller::inventory::Inventory;
+use fleetshard_controller::{
+    ControllerRuntime, NoopReconciler, PoolConfig, Reconciler, RuntimeConfig,
+};
+use fleetshard_coord::runner::StopHook;
+use fleetshard_gitops::live::{ClusterConnections, LiveOptions};
+use fleetshard_gitops::reconciler::{
+    GitOpsReconciler, GitOpsStopHook, InventoryTargets, ReconcilerConfig, StatusSink, SystemClock,
+};
+use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
+use prometheus_client::registry::Registry;
+
+/// Which reconciler the workers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReconcilerKind {
+    /// Compare each owned app with Git and its cluster, record its status, auto-sync.
+    Gitops,
+    /// Touch nothing: coordination, queues and the handover gate only.
+    None,
+}
+
+/// `fleetshard run`'s reconciler options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReconcileArgs {
+    /// What the refresh and operation workers do with an owned app.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "gitops",
+        env = "FLEETSHARD_RECONCILER"
+    )]
+    pub reconciler: ReconcilerKind,
+    /// Refresh workers (Argo CD's `--status-processors`).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20,
+        env = "ARGOCD_APPLICATION_CONTROLLER_STATUS_PROCESSORS"
+    )]
+    pub status_processors: usize,
+    /// Operation (sync) workers (Argo CD's `--operation-processors`).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 10,
+        env = "ARGOCD_APPLICATION_CONTROLLER_OPERATION_PROCESSORS"
+    )]
+    pub operation_processors: usize,
+    /// How often every owned app is refreshed even when nothing reported a change (drift
+    /// on the cluster, a new commit on a branch): Argo CD's `timeout.reconciliation`.
+    /// `0` refreshes on events only. Units: `ms`, `s`, `m`, `h`.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "180s",
+        env = "ARGOCD_RECONCILIATION_TIMEOUT",
+        value_parser = parse_duration
+    )]
+    pub resync: Duration,
+    /// Where remote Git repositories are mirrored. Local paths and `file://` URLs are
+    /// read in place. Default: `fleetshard-repos` in the system's temporary directory.
+    #[arg(long, value_name = "DIR", env = "FLEETSHARD_REPO_CACHE")]
+    pub repo_cache: Option<PathBuf>,
+    /// Argo CD's control-plane namespace: its apps' resources are tracked by the app's
+    /// name alone, other namespaces' by `NAMESPACE_NAME` (Argo CD's instance name).
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        default_value = "argocd",
+        env = "FLEETSHARD_CONTROL_PLANE_NAMESPACE"
+    )]
+    pub control_plane_namespace: String,
+}
+
+/// A Go-style duration: `180s`, `3m`, `1h`, `500ms`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a whole number with a unit, e.g. 180s or 3m"))?;
+    let per = match unit {
+        "" | "s" => 1000,
+        "ms" => 1,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        other => return Err(format!("{s:?}: unknown unit {other:?} (ms, s, m, h)")),
+    };
+    n.checked_mul(per)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{s:?}: too long"))
+}
+
+/// The running controller of one replica, and the hook the coordination runner stops
+/// clusters through (the controller's, then the reconciler's caches).
+pub struct Controller {
+    /// The runtime.
+    pub runtime: ControllerRuntime,
+    /// The stop hook.
+    pub stop_hook: Arc<dyn StopHook>,
+}
+
+/// Starts the controller on `inventory`, recording statuses in `sink`.
+pub fn start(
+    args: &ReconcileArgs,
+    inventory: &Inventory,
+    sink: Arc<dyn StatusSink>,
+    registry: &mut Registry,
+) -> anyhow::Result<Controller> {
+    let cfg = RuntimeConfig {
+        pools: PoolConfig {
+            status_processors: args.status_processors,
+            operation_processors: args.operation_processors,
+            ..PoolConfig::default()
+        },
+        resync: Some(args.resync).filter(|d| !d.is_zero()),
+        ..RuntimeConfig::default()
+    };
+    match args.reconciler {
+        ReconcilerKind::None => {
+            let runtime = start_runtime(cfg, registry, |_| Arc::new(NoopReconciler))?;
+            let stop_hook = runtime.stop_hook();
+            Ok(Controller { runtime, stop_hook })
+        }
+        ReconcilerKind::Gitops => {
+            let cache = args
+                .repo_cache
+                .clone()
+                .unwrap_or_else(|| std::env::temp_dir().join("fleetshard-repos"));
+            let repos = RepoCache::new(RepoCacheConfig::new(cache));
+            let targets = Arc::new(InventoryTargets::new(inventory.subscribe()));
+            let config = ReconcilerConfig {
+                control_plane_namespace: args.control_plane_namespace.clone(),
+            };
+            let mut reconciler = None;
+            let runtime = start_runtime(cfg, registry, |filter| {
+                let filter = filter.clone();
+                let r = Arc::new(GitOpsReconciler::new(
+                    targets,
+                    repos,
+                    ClusterConnections::new(LiveOptions::default()),
+                    sink,
+                    // Every write to a cluster or a status first asks the shard filter,
+                    // which closes at the lease deadline.
+                    Arc::new(move || filter.lease_valid()),
+                    Arc::new(SystemClock),
+                    config,
+                ));
+                reconciler = Some(r.clone());
+                r
+            })?;
+            let stop_hook = Arc::new(GitOpsStopHook {
+                inner: runtime.stop_hook(),
+                reconciler: reconciler.context("the reconciler was not built")?,
+            });
+            Ok(Controller { runtime, stop_hook })
+        }
+    }
+}
+
+fn start_runtime<R: Reconciler>(
+    cfg: RuntimeConfig,
+    registry: &mut Registry,
+    make: impl FnOnce(&Arc<fleetshard_controller::ShardFilter>) -> Arc<R>,
+) -> anyhow::Result<ControllerRuntime> {
+    ControllerRuntime::start_with(cfg, registry, make).context("starting the controller runtime")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_argo_cds() {
+        assert_eq!(parse_duration("180s"), Ok(Duration::from_secs(180)));
+        assert_eq!(parse_duration("3m"), Ok(Duration::from_secs(180)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(
+            parse_duration("3 days")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("99999999999999999999h").is_err());
+    }
+}
