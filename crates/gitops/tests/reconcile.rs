@@ -2,7 +2,6 @@
 //! sync, self-heal, prune, and the lease check before writes.
 
 mod reconcile_support;
-mod source_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -10,10 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use fleetshard_controller::{Operated, ReconcileError, Reconciler};
 use fleetshard_core::AutoSync;
 use fleetshard_gitops::reconciler::{MemorySink, StaticInventory};
+use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use reconcile_support::*;
 use serde_json::json;
-use source_support::{Git, config_map};
 
 const AUTO: Option<AutoSync> = Some(AutoSync {
     prune: false,

@@ -3,7 +3,6 @@
 //! retry-later when waiting may fix them.
 
 mod reconcile_support;
-mod source_support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,10 +10,10 @@ use std::time::Duration;
 use fleetshard_controller::{Operated, ReconcileError, Reconciler};
 use fleetshard_core::AutoSync;
 use fleetshard_gitops::reconciler::{KubeStatusSink, MemorySink, StaticInventory};
+use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use reconcile_support::*;
 use serde_json::Value;
-use source_support::{Git, config_map};
 
 const AUTO: Option<AutoSync> = Some(AutoSync {
     prune: true,

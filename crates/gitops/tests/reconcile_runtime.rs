@@ -3,7 +3,6 @@
 //! replica to another.
 
 mod reconcile_support;
-mod source_support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,10 +13,10 @@ use fleetshard_core::{AutoSync, Cluster};
 use fleetshard_gitops::reconciler::{
     GitOpsReconciler, GitOpsStopHook, MemorySink, StaticInventory,
 };
+use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use prometheus_client::registry::Registry;
 use reconcile_support::*;
-use source_support::{Git, config_map};
 use tokio::sync::mpsc;
 
 const AUTO: Option<AutoSync> = Some(AutoSync {

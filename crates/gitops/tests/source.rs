@@ -1,12 +1,10 @@
 //! The Git source against real repositories: revisions, trees, manifests, errors.
 
-mod source_support;
-
 use fleetshard_core::AppSource;
 use fleetshard_gitops::source::{
     ManifestError, Manifests, Refresh, RepoCache, RepoCacheConfig, SourceError,
 };
-use source_support::{Git, config_map};
+use fleetshard_testsupport::git::{Git, config_map};
 
 fn source(repo: &str, revision: &str, path: &str) -> AppSource {
     AppSource {

@@ -1,8 +1,6 @@
 //! The repository cache: refresh interval, hard refresh, single flight, and the mirror path
 //! (a `file://` repository cloned and fetched like a remote one).
 
-mod source_support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +8,7 @@ use fleetshard_core::AppSource;
 use fleetshard_gitops::source::{
     DEFAULT_REFRESH_INTERVAL, Refresh, RepoCache, RepoCacheConfig, SourceError,
 };
-use source_support::{Git, config_map};
+use fleetshard_testsupport::git::{Git, config_map};
 
 fn source(repo: &str, revision: &str, path: &str) -> AppSource {
     AppSource {

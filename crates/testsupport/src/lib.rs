@@ -3,9 +3,11 @@
 //!
 //! - [`etcd`]: a real `etcd` process (Debian's `etcd-server`) on free loopback ports, with
 //!   its data in a temporary directory, stopped when dropped;
+//! - [`git`]: real Git repositories made with the `git` CLI;
 //! - [`kube_api`]: a fake Kubernetes API server over real HTTP on 127.0.0.1 — strict
 //!   `resourceVersion` compare-and-swap (409 Conflict), watch streams with bookmarks and
 //!   410 Gone — serving only the resources fleetshard uses.
 
 pub mod etcd;
+pub mod git;
 pub mod kube_api;

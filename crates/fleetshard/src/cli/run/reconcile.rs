@@ -57,7 +57,8 @@ pub struct ReconcileArgs {
     pub operation_processors: usize,
     /// How often every owned app is refreshed even when nothing reported a change (drift
     /// on the cluster, a new commit on a branch): Argo CD's `timeout.reconciliation`.
-    /// `0` refreshes on events only. Units: `ms`, `s`, `m`, `h`.
+    /// Also how long a branch's resolved commit is trusted. `0` refreshes on events only.
+    /// Units: `ms`, `s`, `m`, `h`.
     #[arg(
         long,
         value_name = "DURATION",
@@ -137,7 +138,13 @@ pub fn start(
                 .repo_cache
                 .clone()
                 .unwrap_or_else(|| std::env::temp_dir().join("fleetshard-repos"));
-            let repos = RepoCache::new(RepoCacheConfig::new(cache));
+            let mut repo_config = RepoCacheConfig::new(cache);
+            if !args.resync.is_zero() {
+                // A resync must see a new commit on a branch: the resolved commit is
+                // trusted for one period.
+                repo_config.refresh_interval = args.resync;
+            }
+            let repos = RepoCache::new(repo_config);
             let targets = Arc::new(InventoryTargets::new(inventory.subscribe()));
             let config = ReconcilerConfig {
                 control_plane_namespace: args.control_plane_namespace.clone(),

@@ -1,6 +1,6 @@
-//! Real Git repositories in temporary directories, made with the `git` CLI.
-
-#![allow(dead_code)] // each test binary uses a different part
+//! Real Git repositories in temporary directories, made with the `git` CLI (Debian's
+//! `git`, which `scripts/test` installs), isolated from the user's and the system's Git
+//! configuration.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,6 +8,7 @@ use std::process::Command;
 /// A non-bare repository with branch `main`, isolated from the user's and the system's
 /// Git configuration.
 pub struct Git {
+    /// The working tree.
     pub dir: PathBuf,
 }
 

@@ -1,0 +1,248 @@
+//! `fleetshard run` as the application controller, end to end: two replica processes watch
+//! Argo CD's cluster Secrets and Applications in a fake control plane (real HTTP), share
+//! two destination clusters (two more fakes), read manifests from a real local Git
+//! repository, auto-sync with server-side apply, and write each Application's status.
+//! Then one replica leaves (SIGTERM): its cluster moves and a new commit still reaches both
+//! clusters; a drifted object is healed; and a bad manifest shows on its app's status.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use fleetshard_testsupport::git::{Git, config_map};
+use fleetshard_testsupport::kube_api::FakeApiServer;
+use serde_json::{Value, json};
+use support::replicas::fleetshard;
+use support::{KillOnDrop, http, wait_for};
+
+const APPS: &str = "argoproj.io/v1alpha1";
+const SETTLE: Duration = Duration::from_secs(90);
+
+/// The fakes on a runtime of their own, so the test can block on processes.
+struct Fakes {
+    _rt: tokio::runtime::Runtime,
+    control: FakeApiServer,
+    clusters: Vec<FakeApiServer>,
+}
+
+fn start_fakes(n: usize) -> Fakes {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let control = rt.block_on(FakeApiServer::start()).unwrap();
+    control.create_namespace("argocd").unwrap();
+    let clusters = (0..n)
+        .map(|_| rt.block_on(FakeApiServer::start()).unwrap())
+        .collect();
+    Fakes {
+        _rt: rt,
+        control,
+        clusters,
+    }
+}
+
+fn cluster_secret(name: &str, server: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": "argocd",
+                     "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+        "stringData": {"name": name, "server": server,
+                       "config": r#"{"tlsClientConfig":{"insecure":false}}"#},
+    })
+}
+
+fn application(name: &str, repo: &str, cluster: &str) -> Value {
+    json!({
+        "apiVersion": APPS, "kind": "Application",
+        "metadata": {"name": name, "namespace": "argocd"},
+        "spec": {
+            "project": "default",
+            "source": {"repoURL": repo, "path": name, "targetRevision": "HEAD"},
+            "destination": {"name": cluster, "namespace": "default"},
+            "syncPolicy": {"automated": {"prune": true, "selfHeal": true}},
+        },
+    })
+}
+
+fn replica(dir: &Path, kubeconfig: &Path, id: &str) -> KillOnDrop {
+    KillOnDrop(
+        fleetshard()
+            .env("KUBECONFIG", kubeconfig)
+            .env("FLEETSHARD_LOG", "info")
+            .args([
+                "run",
+                "--identity",
+                id,
+                "--store",
+                "kubernetes://argocd",
+                "--argocd-namespace",
+                "argocd",
+                "--shards",
+                "2",
+                "--resync",
+                "1s",
+            ])
+            .arg("--repo-cache")
+            .arg(dir.join(format!("repos-{id}")))
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", http::free_port()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join(format!("{id}.log"))).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The app's status once it is Synced to `commit` by a finished operation.
+fn synced(fakes: &Fakes, app: &str, commit: &str) -> Result<Value, String> {
+    let obj = fakes
+        .control
+        .get(APPS, "Application", "argocd", app)
+        .ok_or("no Application")?;
+    let status = &obj["status"];
+    let sync = &status["sync"];
+    if sync["status"] != "Synced" || sync["revision"] != commit {
+        return Err(format!("sync {sync}, conditions {}", status["conditions"]));
+    }
+    if status["operationState"]["syncResult"]["revision"] != commit {
+        return Err(format!("operation {}", status["operationState"]));
+    }
+    Ok(status.clone())
+}
+
+fn config_value(fake: &FakeApiServer, name: &str) -> Option<Value> {
+    fake.get("v1", "ConfigMap", "default", name)
+        .map(|cm| cm["data"]["value"].clone())
+}
+
+fn sigterm(child: &Child) {
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -TERM");
+}
+
+#[test]
+fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let fakes = start_fakes(2);
+    let kubeconfig = dir.path().join("kubeconfig");
+    fakes.control.write_kubeconfig(&kubeconfig).unwrap();
+    let git = Git::init(&dir.path().join("repo"));
+    git.write("app0/cm.yaml", &config_map("cm0", "1"));
+    git.write("app1/cm.yaml", &config_map("cm1", "1"));
+    let first = git.commit("first");
+    for (i, fake) in fakes.clusters.iter().enumerate() {
+        let name = format!("c{i}");
+        fakes
+            .control
+            .insert(cluster_secret(&name, &fake.url()))
+            .unwrap();
+        fakes
+            .control
+            .insert(application(&format!("app{i}"), &git.file_url(), &name))
+            .unwrap();
+    }
+    let mut r0 = replica(dir.path(), &kubeconfig, "r0");
+    let _r1 = replica(dir.path(), &kubeconfig, "r1");
+
+    // OutOfSync → auto-sync → Synced, on both clusters, statuses on the Applications.
+    for i in 0..2 {
+        let status = wait_for(&format!("app{i} synced"), SETTLE, || {
+            synced(&fakes, &format!("app{i}"), &first)
+        });
+        assert_eq!(status["health"]["status"], "Healthy", "{status}");
+        assert_eq!(status["operationState"]["phase"], "Succeeded");
+        assert!(
+            status["reconciledAt"]
+                .as_str()
+                .is_some_and(|t| t.ends_with('Z')),
+            "{status}"
+        );
+        let cm = fakes.clusters[i]
+            .get("v1", "ConfigMap", "default", &format!("cm{i}"))
+            .expect("applied");
+        let managers: Vec<&str> = cm["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["manager"].as_str())
+            .collect();
+        assert_eq!(managers, ["fleetshard"], "server-side apply as fleetshard");
+        // Only the app's own cluster has its object.
+        assert!(config_value(&fakes.clusters[1 - i], &format!("cm{i}")).is_none());
+    }
+
+    // One replica leaves; the other takes its cluster and syncs a new commit to both.
+    sigterm(&r0.0);
+    let exit = r0.0.wait().unwrap();
+    assert!(exit.success(), "SIGTERM exits 0: {exit:?}");
+    git.write("app0/cm.yaml", &config_map("cm0", "2"));
+    git.write("app1/cm.yaml", &config_map("cm1", "2"));
+    let second = git.commit("second");
+    for i in 0..2 {
+        wait_for(&format!("app{i} at the second commit"), SETTLE, || {
+            synced(&fakes, &format!("app{i}"), &second)
+        });
+        assert_eq!(
+            config_value(&fakes.clusters[i], &format!("cm{i}")),
+            Some(json!("2"))
+        );
+    }
+
+    // Drift on a cluster is healed (selfHeal) by the next resync.
+    fakes.clusters[0]
+        .modify("v1", "ConfigMap", "default", "cm0", |o| {
+            o["data"]["value"] = json!("drifted");
+        })
+        .unwrap();
+    wait_for("drift healed", SETTLE, || {
+        match config_value(&fakes.clusters[0], "cm0") {
+            Some(v) if v == json!("2") => Ok(()),
+            other => Err(format!("cm0 value {other:?}")),
+        }
+    });
+
+    // A bad manifest is reported on its app; the other app is untouched.
+    git.write(
+        "app1/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: [oops\n",
+    );
+    let third = git.commit("broken");
+    let status = wait_for("the error on app1's status", SETTLE, || {
+        let obj = fakes
+            .control
+            .get(APPS, "Application", "argocd", "app1")
+            .ok_or("no Application")?;
+        let status = obj["status"].clone();
+        match status["conditions"][0]["type"].as_str() {
+            Some("ComparisonError") => Ok(status),
+            _ => Err(format!("status {status}")),
+        }
+    });
+    let message = status["conditions"][0]["message"].as_str().unwrap();
+    assert!(message.contains("cm.yaml"), "names the file: {message}");
+    assert_eq!(status["sync"]["status"], "Unknown");
+    // app0's manifests did not change in the broken commit: it is Synced at it.
+    wait_for("app0 compared at the broken commit", SETTLE, || {
+        let obj = fakes.control.get(APPS, "Application", "argocd", "app0");
+        let sync = obj.map(|o| o["status"]["sync"].clone()).unwrap_or_default();
+        if sync["status"] == "Synced" && sync["revision"] == third {
+            Ok(())
+        } else {
+            Err(format!("sync {sync}"))
+        }
+    });
+    assert_eq!(
+        config_value(&fakes.clusters[1], "cm1"),
+        Some(json!("2")),
+        "the last good state stays applied"
+    );
+}
