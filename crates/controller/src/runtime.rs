@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use fleetshard_coord::runner::{Ownership, OwnershipChange, Status, StopHook};
+use fleetshard_coord::runner::{Ownership, OwnershipChange, StopHook};
 use fleetshard_core::{App, Cluster};
 use futures::future::BoxFuture;
 use prometheus_client::registry::Registry;
@@ -147,14 +147,35 @@ impl ControllerRuntime {
     /// event is passed on to the returned receiver (the audit log), after it took effect.
     pub fn follow(
         &mut self,
+        events: mpsc::UnboundedReceiver<OwnershipChange>,
+    ) -> mpsc::UnboundedReceiver<OwnershipChange> {
+        self.feed_events(events, None)
+    }
+
+    /// [`ControllerRuntime::follow`] for a runner that has no stop gate (Argo CD's
+    /// heartbeat protocol reports a stop and moves on): a stop event is carried out here,
+    /// through `stop`, and passed on once the cluster's work has ended.
+    pub fn follow_stopping(
+        &mut self,
+        events: mpsc::UnboundedReceiver<OwnershipChange>,
+        stop: Arc<dyn StopHook>,
+    ) -> mpsc::UnboundedReceiver<OwnershipChange> {
+        self.feed_events(events, Some(stop))
+    }
+
+    fn feed_events(
+        &mut self,
         mut events: mpsc::UnboundedReceiver<OwnershipChange>,
+        stop: Option<Arc<dyn StopHook>>,
     ) -> mpsc::UnboundedReceiver<OwnershipChange> {
         let (tx, rx) = mpsc::unbounded_channel();
         let filter = self.filter().clone();
         self.feed = Some(tokio::spawn(async move {
             while let Some(change) = events.recv().await {
-                if let Ownership::Started(c) = &change.change {
-                    filter.start_cluster(c);
+                match (&change.change, &stop) {
+                    (Ownership::Started(c), _) => filter.start_cluster(c),
+                    (Ownership::Stopped(c), Some(hook)) => hook.stop(c.clone()).await,
+                    (Ownership::Stopped(_), None) => {}
                 }
                 // A closed receiver (no audit log) is fine: the filter was fed.
                 let _ = tx.send(change);
@@ -163,14 +184,19 @@ impl ControllerRuntime {
         rx
     }
 
-    /// Follows the runner's lease deadline: from now on nothing is admitted past it.
-    pub fn follow_lease(&mut self, mut status: tokio::sync::watch::Receiver<Status>) {
+    /// Follows the runner's lease deadline (`deadline` reads it from the runner's
+    /// status): from now on nothing is admitted past it.
+    pub fn follow_lease<T: Send + Sync + 'static>(
+        &mut self,
+        mut status: tokio::sync::watch::Receiver<T>,
+        deadline: fn(&T) -> Option<tokio::time::Instant>,
+    ) {
         let filter = self.filter().clone();
-        let until = status.borrow_and_update().lease_valid_until;
+        let until = deadline(&status.borrow_and_update());
         filter.set_lease_deadline(until);
         self.lease = Some(tokio::spawn(async move {
             while status.changed().await.is_ok() {
-                let until = status.borrow_and_update().lease_valid_until;
+                let until = deadline(&status.borrow_and_update());
                 filter.set_lease_deadline(until);
             }
         }));
@@ -200,6 +226,7 @@ mod tests {
     use super::*;
     use crate::AppKey;
     use crate::processor::{Operated, ReconcileError};
+    use fleetshard_coord::runner::Status;
 
     /// Counts refreshes; each takes 1 s.
     #[derive(Default)]
@@ -265,7 +292,7 @@ mod tests {
             lease_valid_until: Some(tokio::time::Instant::now() + Duration::from_secs(2)),
             ..Status::default()
         });
-        rt.follow_lease(status_rx);
+        rt.follow_lease(status_rx, |s: &Status| s.lease_valid_until);
         assert!(rt.filter().lease_valid());
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert!(!rt.filter().lease_valid());

@@ -3,7 +3,8 @@
 //! two destination clusters (two more fakes), read manifests from a real local Git
 //! repository, auto-sync with server-side apply, and write each Application's status.
 //! Then one replica leaves (SIGTERM): its cluster moves and a new commit still reaches both
-//! clusters; a drifted object is healed; and a bad manifest shows on its app's status.
+//! clusters; a drifted object is healed; and a bad manifest shows on its app's status. The
+//! same controller runs under Argo CD's heartbeat protocol.
 
 mod support;
 
@@ -68,13 +69,14 @@ fn application(name: &str, repo: &str, cluster: &str) -> Value {
     })
 }
 
-fn replica(dir: &Path, kubeconfig: &Path, id: &str) -> KillOnDrop {
+fn replica(dir: &Path, kubeconfig: &Path, id: &str, protocol: &[&str]) -> KillOnDrop {
     KillOnDrop(
         fleetshard()
             .env("KUBECONFIG", kubeconfig)
             .env("FLEETSHARD_LOG", "info")
+            .arg("run")
+            .args(protocol)
             .args([
-                "run",
                 "--identity",
                 id,
                 "--store",
@@ -129,8 +131,18 @@ fn sigterm(child: &Child) {
     assert!(ok, "kill -TERM");
 }
 
-#[test]
-fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
+/// A control plane with two cluster Secrets and two Applications (app0 → c0, app1 → c1)
+/// on a Git repository with one ConfigMap per app; two replicas started with `protocol`;
+/// waits until both apps are synced by a finished operation. Returns the first commit.
+struct World {
+    dir: tempfile::TempDir,
+    fakes: Fakes,
+    git: Git,
+    replicas: Vec<KillOnDrop>,
+    first: String,
+}
+
+fn world(protocol: &[&str]) -> World {
     let dir = tempfile::tempdir().unwrap();
     let fakes = start_fakes(2);
     let kubeconfig = dir.path().join("kubeconfig");
@@ -150,8 +162,10 @@ fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
             .insert(application(&format!("app{i}"), &git.file_url(), &name))
             .unwrap();
     }
-    let mut r0 = replica(dir.path(), &kubeconfig, "r0");
-    let _r1 = replica(dir.path(), &kubeconfig, "r1");
+    let replicas = vec![
+        replica(dir.path(), &kubeconfig, "r0", protocol),
+        replica(dir.path(), &kubeconfig, "r1", protocol),
+    ];
 
     // OutOfSync → auto-sync → Synced, on both clusters, statuses on the Applications.
     for i in 0..2 {
@@ -179,6 +193,40 @@ fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
         // Only the app's own cluster has its object.
         assert!(config_value(&fakes.clusters[1 - i], &format!("cm{i}")).is_none());
     }
+    World {
+        dir,
+        fakes,
+        git,
+        replicas,
+        first,
+    }
+}
+
+/// Drift on c0's ConfigMap is healed (selfHeal) by a resync; `value` is what Git says.
+fn drift_is_healed(fakes: &Fakes, value: &str) {
+    fakes.clusters[0]
+        .modify("v1", "ConfigMap", "default", "cm0", |o| {
+            o["data"]["value"] = json!("drifted");
+        })
+        .unwrap();
+    wait_for("drift healed", SETTLE, || {
+        match config_value(&fakes.clusters[0], "cm0") {
+            Some(v) if v == json!(value) => Ok(()),
+            other => Err(format!("cm0 value {other:?}")),
+        }
+    });
+}
+
+#[test]
+fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
+    let World {
+        dir: _dir,
+        fakes,
+        git,
+        mut replicas,
+        first: _,
+    } = world(&[]);
+    let r0 = &mut replicas[0];
 
     // One replica leaves; the other takes its cluster and syncs a new commit to both.
     sigterm(&r0.0);
@@ -197,18 +245,7 @@ fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
         );
     }
 
-    // Drift on a cluster is healed (selfHeal) by the next resync.
-    fakes.clusters[0]
-        .modify("v1", "ConfigMap", "default", "cm0", |o| {
-            o["data"]["value"] = json!("drifted");
-        })
-        .unwrap();
-    wait_for("drift healed", SETTLE, || {
-        match config_value(&fakes.clusters[0], "cm0") {
-            Some(v) if v == json!("2") => Ok(()),
-            other => Err(format!("cm0 value {other:?}")),
-        }
-    });
+    drift_is_healed(&fakes, "2");
 
     // A bad manifest is reported on its app; the other app is untouched.
     git.write(
@@ -245,4 +282,29 @@ fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
         Some(json!("2")),
         "the last good state stays applied"
     );
+}
+
+/// Argo CD's heartbeat protocol (its ConfigMap in the control plane) runs the same
+/// controller: each replica reconciles its shard's cluster and heals drift.
+#[test]
+fn the_argocd_protocol_runs_the_same_controller() {
+    let w = world(&["--protocol", "argocd", "--heartbeat-ms", "200"]);
+    let map = w
+        .fakes
+        .control
+        .get(
+            "v1",
+            "ConfigMap",
+            "argocd",
+            "argocd-app-controller-shard-cm",
+        )
+        .expect("Argo CD's shard map");
+    assert!(
+        map["data"]["shardControllerMapping"]
+            .as_str()
+            .is_some_and(|m| m.contains("r0") && m.contains("r1")),
+        "{map}"
+    );
+    drift_is_healed(&w.fakes, "1");
+    let _ = (&w.dir, &w.git, &w.replicas, &w.first);
 }

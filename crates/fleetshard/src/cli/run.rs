@@ -150,7 +150,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 
 /// Where app statuses are recorded: on the Applications when they come from Kubernetes,
 /// else in this replica's memory.
-fn status_sink(kube: Option<kube::Client>) -> Arc<dyn StatusSink> {
+pub(crate) fn status_sink(kube: Option<kube::Client>) -> Arc<dyn StatusSink> {
     match kube {
         Some(client) => Arc::new(KubeStatusSink::new(client, Duration::from_secs(5))),
         None => MemorySink::new(),
@@ -225,7 +225,7 @@ async fn serve(args: RunArgs, identity: String, input: FleetInput) -> anyhow::Re
     );
     let http = tokio::spawn({
         let status = status.clone();
-        let app = http::router_with(Arc::new(move |now| view(&status.borrow(), now)), metrics);
+        let app = http::router(Arc::new(move |now| view(&status.borrow(), now)), metrics);
         async move { axum::serve(listener, app).await }
     });
     let audit_task = tokio::spawn(audit::audit_loop(
@@ -242,7 +242,7 @@ async fn serve(args: RunArgs, identity: String, input: FleetInput) -> anyhow::Re
             lapsed_ago: e.lapsed_at.map(|t| t.elapsed()),
         },
     ));
-    controller.follow_lease(status.clone());
+    controller.follow_lease(status.clone(), |s: &Status| s.lease_valid_until);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let runner_task = tokio::spawn(runner.run(shutdown_rx));
     wait_for_signal().await?;

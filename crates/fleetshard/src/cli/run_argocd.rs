@@ -28,10 +28,14 @@ use fleetshard_coord::runner::{Ownership, OwnershipChange};
 use fleetshard_core::argo::ArgoAlgorithm;
 use tokio::sync::{mpsc, watch};
 
-use super::input;
+use fleetshard_controller::inventory::follow_inventory;
+
 use super::run::audit::{self, AuditEvent};
 use super::run::http::{self, View};
-use super::run::{RunArgs, hostname, incarnation, wait_for_signal};
+use super::run::inventory::{self, FleetInput, StartedInventory};
+use super::run::metrics::Metrics;
+use super::run::reconcile;
+use super::run::{RunArgs, hostname, incarnation, status_sink, wait_for_signal};
 
 /// The environment variable of `--sharding-algorithm` (Argo CD's).
 pub const ENV_ALGORITHM: &str = "ARGOCD_CONTROLLER_SHARDING_ALGORITHM";
@@ -130,11 +134,7 @@ pub fn run(args: RunArgs, settings: Settings) -> anyhow::Result<()> {
     for w in &settings.warnings {
         tracing::warn!("{w}");
     }
-    let source = args.input.source()?;
-    let loaded = input::load(&source)?;
-    for w in &loaded.warnings {
-        tracing::warn!(source = %w.source, "{}", w.message);
-    }
+    let input = FleetInput::from_args(&args)?;
     let identity = match args.identity.clone().or_else(hostname) {
         Some(i) if !i.trim().is_empty() => i.trim().to_owned(),
         _ => bail!("no identity: give --identity (or FLEETSHARD_IDENTITY); the host name is empty"),
@@ -149,18 +149,40 @@ pub fn run(args: RunArgs, settings: Settings) -> anyhow::Result<()> {
         jitter_seed: incarnation()?,
         ..ArgoConfig::new(identity)
     };
-    super::runtime(super::Runtime::Replica)?.block_on(serve(args, cfg, count, loaded.fleet))
+    super::runtime(super::Runtime::Replica)?.block_on(serve(args, cfg, count, input))
 }
 
 async fn serve(
     args: RunArgs,
     cfg: ArgoConfig,
     count: u32,
-    fleet: fleetshard_core::Fleet,
+    input: FleetInput,
 ) -> anyhow::Result<()> {
+    let StartedInventory { inventory, kube } = inventory::start(input).await?;
+    // Argo CD's distribution is computed over the clusters known at start; apps (and
+    // their destinations) are followed by the shard filter. A cluster added later is
+    // placed after a restart (`docs/argocd-compatibility.md`).
+    let fleet = inventory.snapshot();
     let store = args.store.open()?;
     let identity = cfg.identity.clone();
-    let (events_tx, events_rx) = mpsc::unbounded_channel();
+    let mut metrics = Metrics::new();
+    let reconcile::Controller {
+        runtime: mut controller,
+        stop_hook,
+    } = reconcile::start(
+        &args.reconcile,
+        &inventory,
+        status_sink(kube),
+        metrics.registry_mut(),
+    )?;
+    tokio::spawn(follow_inventory(
+        controller.filter().clone(),
+        inventory.subscribe(),
+    ));
+    let (events_tx, runner_events) = mpsc::unbounded_channel();
+    // The heartbeat protocol has no stop gate: a stop event is carried out by the
+    // controller (work in flight ends) before it reaches the audit log.
+    let events_rx = controller.follow_stopping(runner_events, stop_hook);
     // A fixed count, or the Deployment's replicas (Argo CD's source) forwarded as they
     // change; a deleted Deployment keeps the last count.
     let (count_tx, count_rx) = watch::channel(count);
@@ -186,7 +208,7 @@ async fn serve(
     let (runner, status) = ArgoRunner::new(
         store.clone(),
         cfg.clone(),
-        fleet.clusters,
+        fleet.clusters.to_vec(),
         &fleet.apps,
         count_rx,
         wall,
@@ -209,7 +231,7 @@ async fn serve(
     );
     let http = tokio::spawn({
         let status = status.clone();
-        let app = http::router(Arc::new(move |now| view(&status.borrow(), now)));
+        let app = http::router(Arc::new(move |now| view(&status.borrow(), now)), metrics);
         async move { axum::serve(listener, app).await }
     });
     let audit_task = tokio::spawn(audit::audit_loop(
@@ -226,13 +248,18 @@ async fn serve(
             lapsed_ago: e.lapsed_at.map(|t| t.elapsed()),
         },
     ));
+    // Nothing is admitted past the time the entry is known to be ours (2H after the last
+    // confirmed heartbeat).
+    controller.follow_lease(status.clone(), |s: &ArgoStatus| s.valid_until);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let runner_task = tokio::spawn(runner.run(shutdown_rx));
     wait_for_signal().await?;
     tracing::info!("signal received: freeing the entry");
     let _ = shutdown_tx.send(true);
     let freed = runner_task.await.context("the runner task failed")?;
-    // The runner is gone, so the event channel closes and the audit log is complete.
+    // The runner is gone, so the event channel closes: the controller's feed ends, its
+    // workers drain, and the audit log is complete.
+    controller.shutdown().await;
     audit_task.await.context("the audit task failed")??;
     http.abort();
     tracing::info!(freed, "replica stopped");

@@ -64,13 +64,9 @@ struct AppState {
     metrics: Arc<Mutex<Metrics>>,
 }
 
-/// The router: `/healthz`, `/readyz`, `/metrics` over `view`.
-pub fn router(view: ViewFn) -> Router {
-    router_with(view, Metrics::new())
-}
-
-/// The router with a registry the caller also feeds (store latencies).
-pub fn router_with(view: ViewFn, registry: Metrics) -> Router {
+/// The router: `/healthz`, `/readyz` over `view`, and `/metrics` from a registry the
+/// caller feeds (store latencies, queues).
+pub fn router(view: ViewFn, registry: Metrics) -> Router {
     let state = AppState {
         view,
         metrics: Arc::new(Mutex::new(registry)),
