@@ -31,6 +31,7 @@
 
 mod inventory;
 mod status;
+mod store_sink;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -52,6 +53,10 @@ pub use inventory::{
 pub use status::{
     AppStatus, ComparisonStatus, Condition, HealthInfo, KubeStatusSink, MemorySink, OperationState,
     ResourceEntry, SinkError, StatusSink, StatusUpdate, SyncInfo, SyncResult, SyncResultEntry,
+};
+pub use store_sink::{
+    DEFAULT_HEARTBEAT, RecordError, StoreStatusSink, StoredAppStatus, StoredStatusEntry,
+    read_statuses, status_key, status_prefix,
 };
 
 /// Settings of the reconciler.

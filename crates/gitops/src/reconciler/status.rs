@@ -1,6 +1,7 @@
 //! An application's status in Argo CD's shape, and where it is recorded: a [`StatusSink`]
-//! — in memory ([`MemorySink`], local mode) or the Application object's `status`
-//! subresource ([`KubeStatusSink`], Kubernetes mode).
+//! — in memory ([`MemorySink`]), in the coordination store
+//! ([`StoreStatusSink`](super::StoreStatusSink), local mode) or the Application object's
+//! `status` ([`KubeStatusSink`], Kubernetes mode).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,31 +11,31 @@ use fleetshard_controller::AppKey;
 use futures::future::BoxFuture;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Api, Client};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// `status.sync`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncInfo {
     /// `Synced`, `OutOfSync`, or `Unknown` (the comparison could not be made).
     pub status: String,
     /// The commit compared against, when known.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
 }
 
 /// `status.health` and a resource's `health`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HealthInfo {
     /// `Healthy`, `Progressing`, `Degraded`, `Suspended`, `Missing` or `Unknown`.
     pub status: String,
     /// Why, when a rule said.
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
 }
 
 /// One entry of `status.resources`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceEntry {
     /// API group ("" for core).
@@ -44,7 +45,7 @@ pub struct ResourceEntry {
     /// Kind.
     pub kind: String,
     /// Namespace ("" for cluster-scoped kinds).
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
     /// Name.
     pub name: String,
@@ -53,12 +54,12 @@ pub struct ResourceEntry {
     /// The live object's health.
     pub health: HealthInfo,
     /// Live, tracked by the app, and no longer in Git.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub requires_pruning: bool,
 }
 
 /// An entry of `status.conditions`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     /// `ComparisonError` (desired or live state could not be read or compared).
@@ -71,7 +72,7 @@ pub struct Condition {
 }
 
 /// What a refresh records: everything but `operationState`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ComparisonStatus {
     /// `status.sync`.
@@ -87,7 +88,7 @@ pub struct ComparisonStatus {
 }
 
 /// One entry of `operationState.syncResult.resources`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncResultEntry {
     /// API group.
     pub group: String,
@@ -96,7 +97,7 @@ pub struct SyncResultEntry {
     /// Kind.
     pub kind: String,
     /// Namespace.
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
     /// Name.
     pub name: String,
@@ -107,7 +108,7 @@ pub struct SyncResultEntry {
 }
 
 /// `operationState.syncResult`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncResult {
     /// The commit synced.
     pub revision: String,
@@ -116,7 +117,7 @@ pub struct SyncResult {
 }
 
 /// `status.operationState`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationState {
     /// `Running`, `Succeeded` or `Failed`.
@@ -126,10 +127,10 @@ pub struct OperationState {
     /// When it started.
     pub started_at: String,
     /// When it ended (absent while running).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
     /// Per-resource outcomes (absent while running).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_result: Option<SyncResult>,
 }
 
