@@ -6,6 +6,7 @@
 //! also reads an environment variable: `FLEETSHARD_*`, or Argo CD's own variable where it
 //! means the same thing (`ARGOCD_CONTROLLER_REPLICAS`, ...).
 
+pub mod apps;
 pub mod fleet;
 pub mod input;
 pub mod logging;
@@ -75,6 +76,9 @@ pub enum Command {
     /// What the store says: shard holders, distributor, generation, each cluster's owner,
     /// unowned clusters.
     Status(status::StatusArgs),
+    /// Applications' statuses recorded in the store by replicas in local mode: sync,
+    /// revision, health, last operation, conditions.
+    Apps(apps::AppsArgs),
     /// Sets the desired shard count in the store; replicas run with `--shards stored`
     /// follow it without a restart.
     Scale(scale::ScaleArgs),
@@ -100,6 +104,7 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Fleet(cmd) => fleet::run(cmd),
         Command::Run(args) => run::run(*args),
         Command::Status(args) => status::run(args),
+        Command::Apps(args) => apps::run(args),
         Command::Scale(args) => scale::run(args),
     }
 }
