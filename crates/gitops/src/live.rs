@@ -171,6 +171,13 @@ impl ClusterConnections {
         ids.sort();
         ids
     }
+
+    /// How many objects the started clusters' caches hold in all (what this replica keeps
+    /// in memory of its clusters' live state).
+    pub fn cached_objects(&self) -> usize {
+        let conns: Vec<_> = lock(&self.clusters).values().cloned().collect();
+        conns.iter().map(|c| c.cached_objects()).sum()
+    }
 }
 
 /// One cluster: client, discovery cache, and object caches.
@@ -370,6 +377,12 @@ impl ClusterConn {
         let mut kinds: Vec<_> = lock(&self.caches).keys().cloned().collect();
         kinds.sort();
         kinds
+    }
+
+    /// How many objects this cluster's caches hold (every watched kind).
+    pub fn cached_objects(&self) -> usize {
+        let caches: Vec<_> = lock(&self.caches).values().cloned().collect();
+        caches.iter().map(|c| c.len()).sum()
     }
 
     /// The last unrecovered watch error of any kind, if any.

@@ -113,6 +113,11 @@ impl KindCache {
         }
     }
 
+    /// How many objects are cached.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.state).objects.len()
+    }
+
     /// One object.
     pub(crate) fn get(&self, key: &ObjKey) -> Option<Arc<Value>> {
         lock(&self.state).objects.get(key).cloned()
