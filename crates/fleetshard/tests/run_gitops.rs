@@ -308,3 +308,68 @@ fn the_argocd_protocol_runs_the_same_controller() {
     drift_is_healed(&w.fakes, "1");
     let _ = (&w.dir, &w.git, &w.replicas, &w.first);
 }
+
+/// Local mode: the fleet is a watched directory of Argo CD manifests, the store is SQLite,
+/// and app statuses land in the store, where `fleetshard apps` reads them.
+#[test]
+fn local_mode_records_statuses_in_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let fakes = start_fakes(1);
+    let git = Git::init(&dir.path().join("repo"));
+    git.write("app0/cm.yaml", &config_map("cm0", "1"));
+    let first = git.commit("first");
+    let fleet = dir.path().join("fleet");
+    std::fs::create_dir(&fleet).unwrap();
+    let mut secret = cluster_secret("c0", &fakes.clusters[0].url());
+    secret["metadata"]["uid"] = json!("uid-c0");
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        secret,
+        application("app0", &git.file_url(), "c0"),
+    ]});
+    std::fs::write(fleet.join("argocd.json"), objects.to_string()).unwrap();
+    let store = format!("sqlite://{}", dir.path().join("fs.db").display());
+    let _replica = KillOnDrop(
+        fleetshard()
+            .args([
+                "run",
+                "--identity",
+                "r0",
+                "--store",
+                &store,
+                "--shards",
+                "1",
+                "--resync",
+                "1s",
+            ])
+            .arg("--fleet-dir")
+            .arg(&fleet)
+            .arg("--repo-cache")
+            .arg(dir.path().join("repos"))
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", http::free_port()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("r0.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let record = wait_for("app0's status in the store", SETTLE, || {
+        let out = fleetshard()
+            .args(["apps", "--output", "json", "--store", &store])
+            .output()
+            .map_err(|e| e.to_string())?;
+        let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+        let record = v["apps"][0]["record"].clone();
+        let sync = &record["comparison"]["sync"];
+        if sync["status"] == "Synced"
+            && sync["revision"] == first
+            && record["operation"]["phase"] == "Succeeded"
+        {
+            Ok(record)
+        } else {
+            Err(format!("{v}"))
+        }
+    });
+    assert_eq!(record["comparison"]["health"]["status"], "Healthy");
+    assert_eq!(config_value(&fakes.clusters[0], "cm0"), Some(json!("1")));
+}

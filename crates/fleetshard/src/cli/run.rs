@@ -21,8 +21,11 @@ use fleetshard_controller::inventory::follow_inventory;
 use fleetshard_coord::fenced::ReplicaConfig;
 use fleetshard_coord::lease::LeaseTiming;
 use fleetshard_coord::runner::{Ownership, OwnershipChange, Runner, RunnerTiming, Status};
+use fleetshard_coord::store::Store;
 use fleetshard_core::placement::PlacementConfig;
-use fleetshard_gitops::reconciler::{KubeStatusSink, MemorySink, StatusSink};
+use fleetshard_gitops::reconciler::{
+    DEFAULT_HEARTBEAT, KubeStatusSink, StatusSink, StoreStatusSink,
+};
 use tokio::sync::{mpsc, watch};
 
 use self::audit::AuditEvent;
@@ -149,11 +152,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 }
 
 /// Where app statuses are recorded: on the Applications when they come from Kubernetes,
-/// else in this replica's memory.
-pub(crate) fn status_sink(kube: Option<kube::Client>) -> Arc<dyn StatusSink> {
+/// else in the store beside the coordination records (`fleetshard apps` reads them).
+pub(crate) fn status_sink(
+    kube: Option<kube::Client>,
+    store: &Arc<dyn Store>,
+    root: &str,
+) -> Arc<dyn StatusSink> {
     match kube {
         Some(client) => Arc::new(KubeStatusSink::new(client, Duration::from_secs(5))),
-        None => MemorySink::new(),
+        None => Arc::new(StoreStatusSink::new(store.clone(), root, DEFAULT_HEARTBEAT)),
     }
 }
 
@@ -179,7 +186,7 @@ async fn serve(args: RunArgs, identity: String, input: FleetInput) -> anyhow::Re
     } = reconcile::start(
         &args.reconcile,
         &inventory,
-        status_sink(kube),
+        status_sink(kube, &store, args.store.root()?),
         metrics.registry_mut(),
     )?;
     // The filter re-indexes each new inventory revision, the distributor places it.

@@ -172,7 +172,8 @@ async fn serve(
     } = reconcile::start(
         &args.reconcile,
         &inventory,
-        status_sink(kube),
+        // `--root` names where local-mode statuses go (the map itself is at Argo CD's key).
+        status_sink(kube, &store, args.store.root()?),
         metrics.registry_mut(),
     )?;
     tokio::spawn(follow_inventory(
