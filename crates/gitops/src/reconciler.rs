@@ -25,8 +25,11 @@
 //! Before every write — to the destination cluster and to the status — the lease check is
 //! asked; once it says no, the work stops and returns `RetryLater`.
 //!
-//! Limits: which commit was last synced is kept in memory (a restarted replica syncs a
-//! drifted app once even without `selfHeal`); `ignoreDifferences`, sync waves and hooks,
+//! Which commit was last synced is remembered per app, and read once from the recorded
+//! `operationState` when an app is first operated on (after a restart or a move), so a
+//! new owner leaves drift alone without `selfHeal` as the previous one did.
+//!
+//! Limits: `ignoreDifferences`, sync waves and hooks,
 //! retry policies and selfHeal's back-off timer are not implemented.
 
 mod inventory;
@@ -89,6 +92,9 @@ struct Memo {
     last: Option<Arc<Refreshed>>,
     /// The commit last synced successfully.
     synced: Option<String>,
+    /// `synced` was read from the recorded status (once per owner: the operation a
+    /// previous owner, or this replica before a restart, recorded).
+    recorded_read: bool,
 }
 
 /// A refresh that could not compare the app.
@@ -400,7 +406,7 @@ impl GitOpsReconciler {
         let Some(auto) = target.app.auto_sync else {
             return Ok(Operated::Idle);
         };
-        let (last, synced) = {
+        let (last, mut synced, recorded_read) = {
             let memos = self.memos();
             let Some(m) = memos.get(key) else {
                 return Ok(Operated::Idle);
@@ -408,8 +414,15 @@ impl GitOpsReconciler {
             let Some(last) = m.last.clone() else {
                 return Ok(Operated::Idle);
             };
-            (last, m.synced.clone())
+            (last, m.synced.clone(), m.recorded_read)
         };
+        if synced.is_none() && !recorded_read {
+            synced = self.recorded_sync(key).await?;
+            if let Some(m) = self.memos().get_mut(key) {
+                m.recorded_read = true;
+                m.synced.clone_from(&synced);
+            }
+        }
         let to_do = last
             .comparison
             .resources
@@ -489,6 +502,21 @@ impl GitOpsReconciler {
             m.synced = Some(last.commit.clone());
         }
         Ok(Operated::Finished)
+    }
+}
+
+impl GitOpsReconciler {
+    /// The commit the last recorded operation synced successfully, if any.
+    async fn recorded_sync(&self, key: &AppKey) -> Result<Option<String>, ReconcileError> {
+        match self.sink.last_operation(key).await {
+            Ok(op) => Ok(op
+                .filter(|o| o.phase == "Succeeded")
+                .and_then(|o| o.sync_result)
+                .map(|r| r.revision)),
+            Err(SinkError::NotFound(_)) => Ok(None),
+            // Not knowing could sync drift that `selfHeal: false` leaves alone: wait.
+            Err(e) => Err(ReconcileError::RetryLater(e.to_string())),
+        }
     }
 }
 

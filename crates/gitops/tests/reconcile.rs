@@ -220,6 +220,22 @@ async fn drift_is_left_without_self_heal() {
     );
 }
 
+#[tokio::test]
+async fn a_new_owner_leaves_drift_alone_without_self_heal() {
+    // The replica that synced is gone (a restart, or the cluster moved): a new reconciler
+    // with no memory learns the synced commit from the recorded operation.
+    let (e, _old) = drift(false).await;
+    let new_owner = e.reconciler();
+    new_owner.refresh(&key("a")).await.unwrap();
+    assert_eq!(e.sync_status("a").0, "OutOfSync");
+    assert_eq!(new_owner.operate(&key("a")).await.unwrap(), Operated::Idle);
+    let cm = e
+        .fake
+        .get("v1", "ConfigMap", "default", "settings")
+        .unwrap();
+    assert_eq!(cm["data"]["value"], "edited by hand");
+}
+
 async fn removed_from_git(prune: bool) -> Env {
     let e = env(&[
         ("app/keep.yaml", config_map("keep", "1")),

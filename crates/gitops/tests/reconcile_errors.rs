@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use fleetshard_controller::{Operated, ReconcileError, Reconciler};
 use fleetshard_core::AutoSync;
-use fleetshard_gitops::reconciler::{KubeStatusSink, MemorySink, StaticInventory};
+use fleetshard_gitops::reconciler::{KubeStatusSink, MemorySink, StaticInventory, StatusSink};
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use reconcile_support::*;
@@ -57,10 +57,7 @@ async fn a_bad_manifest_a_missing_repo_or_revision_shows_on_the_app_and_others_g
         inventory.insert(target(name, &repo, rev, path, c1.clone(), AUTO));
         control.insert(application(name)).unwrap();
     }
-    let sink = Arc::new(KubeStatusSink::new(
-        kube_client(&control),
-        Duration::from_secs(2),
-    ));
+    let sink = Arc::new(sink_for(&control));
     let r = reconciler(
         &inventory,
         repos(&tmp.path().join("cache")),
@@ -110,6 +107,21 @@ async fn a_bad_manifest_a_missing_repo_or_revision_shows_on_the_app_and_others_g
         "Synced"
     );
     assert!(cluster.get("v1", "ConfigMap", "default", "good").is_some());
+    // The recorded operation reads back from the Application (what a new owner learns).
+    let op = sink_for(&control)
+        .last_operation(&key("good"))
+        .await
+        .unwrap()
+        .expect("recorded");
+    assert_eq!(op.phase, "Succeeded");
+    assert_eq!(
+        Some(op.sync_result.unwrap().revision),
+        good["sync"]["revision"].as_str().map(str::to_owned)
+    );
+    assert_eq!(
+        sink_for(&control).last_operation(&key("bad")).await,
+        Ok(None)
+    );
 
     // Fixing the manifest clears the error.
     git.write("bad/cm.yaml", &config_map("fixed", "1"));
@@ -182,4 +194,8 @@ async fn an_unreachable_cluster_is_retried_later_and_shows_on_the_app() {
         (s.sync.status == "Synced").then_some(())
     })
     .await;
+}
+
+fn sink_for(control: &FakeApiServer) -> KubeStatusSink {
+    KubeStatusSink::new(kube_client(control), Duration::from_secs(2))
 }

@@ -193,6 +193,14 @@ pub trait StatusSink: Send + Sync {
         app: &'a AppKey,
         update: &'a StatusUpdate,
     ) -> BoxFuture<'a, Result<(), SinkError>>;
+
+    /// The operation last recorded for `app` (by any replica): how a new owner learns
+    /// which commit was synced before it, so that without `selfHeal` it leaves drift
+    /// alone as the previous owner would have.
+    fn last_operation<'a>(
+        &'a self,
+        app: &'a AppKey,
+    ) -> BoxFuture<'a, Result<Option<OperationState>, SinkError>>;
 }
 
 /// Local mode: statuses in memory (the CLI may persist them).
@@ -233,6 +241,14 @@ impl StatusSink for MemorySink {
             StatusUpdate::Operation(o) => entry.operation = Some(o.clone()),
         }
         Box::pin(async { Ok(()) })
+    }
+
+    fn last_operation<'a>(
+        &'a self,
+        app: &'a AppKey,
+    ) -> BoxFuture<'a, Result<Option<OperationState>, SinkError>> {
+        let operation = self.get(app).and_then(|s| s.operation);
+        Box::pin(async { Ok(operation) })
     }
 }
 
@@ -291,6 +307,38 @@ impl StatusSink for KubeStatusSink {
                     self.call_timeout
                 ))),
             }
+        })
+    }
+
+    fn last_operation<'a>(
+        &'a self,
+        app: &'a AppKey,
+    ) -> BoxFuture<'a, Result<Option<OperationState>, SinkError>> {
+        Box::pin(async move {
+            let (namespace, name) = app.as_str().split_once('/').unwrap_or(("", app.as_str()));
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), namespace, &self.resource);
+            let unavailable = |message: String| SinkError::Unavailable {
+                app: app.to_string(),
+                message,
+            };
+            let obj = match tokio::time::timeout(self.call_timeout, api.get_opt(name)).await {
+                Ok(Ok(Some(obj))) => obj,
+                Ok(Ok(None)) => return Err(SinkError::NotFound(app.to_string())),
+                Ok(Err(e)) => return Err(unavailable(e.to_string())),
+                Err(_) => {
+                    return Err(unavailable(format!(
+                        "no answer within {:?}",
+                        self.call_timeout
+                    )));
+                }
+            };
+            // A malformed operationState (written by someone else) counts as none: the
+            // next operation overwrites it.
+            Ok(obj
+                .data
+                .pointer("/status/operationState")
+                .and_then(|o| serde_json::from_value(o.clone()).ok()))
         })
     }
 }

@@ -367,6 +367,16 @@ impl StatusSink for StoreStatusSink {
     ) -> BoxFuture<'a, Result<(), SinkError>> {
         Box::pin(self.write_update(app, update))
     }
+
+    fn last_operation<'a>(
+        &'a self,
+        app: &'a AppKey,
+    ) -> BoxFuture<'a, Result<Option<OperationState>, SinkError>> {
+        Box::pin(async move {
+            let key = format!("{}{}", self.prefix, app.as_str());
+            Ok(self.read(app, &key).await?.record.operation)
+        })
+    }
 }
 
 fn unavailable(app: &AppKey, key: &str, e: &StoreError) -> SinkError {

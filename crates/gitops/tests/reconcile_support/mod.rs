@@ -163,6 +163,19 @@ impl StatusSink for CountingSink {
         self.writes.fetch_add(1, Ordering::SeqCst);
         self.inner.write(app, update)
     }
+
+    fn last_operation<'a>(
+        &'a self,
+        app: &'a AppKey,
+    ) -> BoxFuture<
+        'a,
+        Result<
+            Option<fleetshard_gitops::reconciler::OperationState>,
+            fleetshard_gitops::reconciler::SinkError,
+        >,
+    > {
+        self.inner.last_operation(app)
+    }
 }
 
 /// A Deployment manifest.
