@@ -310,7 +310,8 @@ fn the_argocd_protocol_runs_the_same_controller() {
 }
 
 /// Local mode: the fleet is a watched directory of Argo CD manifests, the store is SQLite,
-/// and app statuses land in the store, where `fleetshard apps` reads them.
+/// and app statuses land in the store, where `fleetshard apps` reads them. Drift is healed
+/// on the cluster's change event, not on a resync.
 #[test]
 fn local_mode_records_statuses_in_the_store() {
     let dir = tempfile::tempdir().unwrap();
@@ -339,7 +340,7 @@ fn local_mode_records_statuses_in_the_store() {
                 "--shards",
                 "1",
                 "--resync",
-                "1s",
+                "1h",
             ])
             .arg("--fleet-dir")
             .arg(&fleet)
@@ -372,4 +373,7 @@ fn local_mode_records_statuses_in_the_store() {
     });
     assert_eq!(record["comparison"]["health"]["status"], "Healthy");
     assert_eq!(config_value(&fakes.clusters[0], "cm0"), Some(json!("1")));
+    // No resync for an hour: the change event of the app's object queues its refresh,
+    // and selfHeal puts it back.
+    drift_is_healed(&fakes, "1");
 }

@@ -123,11 +123,17 @@ pub struct KindInfo {
     pub namespaced: bool,
 }
 
+/// Told the app instance name in the tracking annotation of every object that changes (or
+/// goes) on a started cluster's watched kinds, after the kind's first list: how the
+/// controller refreshes an app when its live objects change, as Argo CD does.
+pub type ChangeListener = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// The connections to the clusters this replica owns.
 #[derive(Default)]
 pub struct ClusterConnections {
     options: LiveOptions,
     clusters: Mutex<HashMap<String, Arc<ClusterConn>>>,
+    listener: Option<ChangeListener>,
 }
 
 impl ClusterConnections {
@@ -136,7 +142,14 @@ impl ClusterConnections {
         ClusterConnections {
             options,
             clusters: Mutex::new(HashMap::new()),
+            listener: None,
         }
+    }
+
+    /// Tells `listener` about every change of a tracked object on the started clusters.
+    pub fn with_listener(mut self, listener: ChangeListener) -> Self {
+        self.listener = Some(listener);
+        self
     }
 
     /// The connection to `access.id`, made now if the cluster is not started or its
@@ -147,7 +160,9 @@ impl ClusterConnections {
         {
             return Ok(conn.clone());
         }
-        let conn = Arc::new(ClusterConn::connect(access.clone(), self.options).await?);
+        let conn = Arc::new(
+            ClusterConn::connect(access.clone(), self.options, self.listener.clone()).await?,
+        );
         let mut clusters = lock(&self.clusters);
         // Another task may have connected meanwhile: keep the first, so one cache exists.
         match clusters.get(&access.id) {
@@ -191,10 +206,15 @@ pub struct ClusterConn {
     caches: Mutex<HashMap<(String, String), Arc<KindCache>>>,
     heard: Arc<Mutex<Option<Instant>>>,
     probe: tokio::sync::Mutex<()>,
+    listener: Option<ChangeListener>,
 }
 
 impl ClusterConn {
-    async fn connect(access: ClusterAccess, options: LiveOptions) -> Result<Self, LiveError> {
+    async fn connect(
+        access: ClusterAccess,
+        options: LiveOptions,
+        listener: Option<ChangeListener>,
+    ) -> Result<Self, LiveError> {
         let config_err = |message: String| LiveError::Config {
             cluster: access.server.clone(),
             message,
@@ -239,6 +259,7 @@ impl ClusterConn {
             caches: Mutex::new(HashMap::new()),
             heard: Arc::new(Mutex::new(None)),
             probe: tokio::sync::Mutex::new(()),
+            listener,
         })
     }
 
@@ -367,6 +388,7 @@ impl ClusterConn {
                     info.resource.clone(),
                     secs,
                     self.heard.clone(),
+                    self.listener.clone(),
                 ))
             })
             .clone()

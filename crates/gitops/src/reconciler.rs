@@ -70,6 +70,33 @@ pub struct ReconcilerConfig {
     pub control_plane_namespace: String,
 }
 
+impl ReconcilerConfig {
+    /// The name an app's tracking annotations carry: `name` in the control-plane
+    /// namespace, `namespace_name` elsewhere (Argo CD's instance name).
+    pub fn instance_name(&self, key: &AppKey) -> String {
+        let (ns, name) = key.as_str().split_once('/').unwrap_or(("", key.as_str()));
+        if ns.is_empty() || ns == self.control_plane_namespace {
+            name.to_owned()
+        } else {
+            format!("{ns}_{name}")
+        }
+    }
+
+    /// The apps a tracking annotation's instance name may stand for: the inverse of
+    /// [`ReconcilerConfig::instance_name`]. A namespace has no `_`, so `x_y` is app `y` of
+    /// namespace `x` — or app `x_y` of the control-plane namespace: Argo CD's format does
+    /// not tell, so both are returned (a key that names no app is ignored by its users).
+    pub fn apps_of_instance(&self, instance: &str) -> Vec<AppKey> {
+        let own = AppKey::new(&self.control_plane_namespace, instance);
+        match instance.split_once('_') {
+            Some((ns, name)) if ns != self.control_plane_namespace => {
+                vec![AppKey::new(ns, name), own]
+            }
+            _ => vec![own],
+        }
+    }
+}
+
 impl Default for ReconcilerConfig {
     fn default() -> Self {
         ReconcilerConfig {
@@ -193,12 +220,7 @@ impl GitOpsReconciler {
 
     /// The name the app's tracking annotations carry.
     pub fn instance_name(&self, key: &AppKey) -> String {
-        let (ns, name) = key.as_str().split_once('/').unwrap_or(("", key.as_str()));
-        if ns.is_empty() || ns == self.config.control_plane_namespace {
-            name.to_owned()
-        } else {
-            format!("{ns}_{name}")
-        }
+        self.config.instance_name(key)
     }
 
     fn memos(&self) -> MutexGuard<'_, HashMap<AppKey, Memo>> {
@@ -567,5 +589,27 @@ impl StopHook for GitOpsStopHook {
             inner.await;
             reconciler.stop_cluster(&cluster);
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_names_map_back_to_their_apps() {
+        let cfg = ReconcilerConfig::default();
+        for key in [
+            AppKey::new("argocd", "guestbook"),
+            AppKey::new("team-a", "web_app"),
+            AppKey::new("argocd", "a_b"),
+        ] {
+            let instance = cfg.instance_name(&key);
+            assert!(cfg.apps_of_instance(&instance).contains(&key), "{instance}");
+        }
+        assert_eq!(
+            cfg.apps_of_instance("guestbook"),
+            [AppKey::new("argocd", "guestbook")]
+        );
     }
 }

@@ -14,6 +14,15 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+/// The app instance an object's tracking annotation names, if any.
+fn tracked_app(obj: &Value) -> Option<String> {
+    let id = obj
+        .pointer("/metadata/annotations")?
+        .get(crate::compare::TRACKING_ANNOTATION)?
+        .as_str()?;
+    crate::compare::TrackingId::parse(id).map(|t| t.app)
+}
+
 /// (namespace, name); the namespace is empty for cluster-scoped kinds.
 pub(crate) type ObjKey = (String, String);
 
@@ -40,12 +49,14 @@ impl Drop for KindCache {
 }
 
 impl KindCache {
-    /// Starts watching `resource` on `client`; `heard` is set at every event.
+    /// Starts watching `resource` on `client`; `heard` is set at every event, `listener`
+    /// told the app of every tracked object that changes after the first list.
     pub(crate) fn start(
         client: Client,
         resource: ApiResource,
         watch_timeout_secs: u32,
         heard: Arc<Mutex<Option<Instant>>>,
+        listener: Option<super::ChangeListener>,
     ) -> KindCache {
         let state = Arc::new(Mutex::new(KindState::default()));
         let (ready_tx, ready) = watch::channel(false);
@@ -55,6 +66,7 @@ impl KindCache {
             let config = watcher::Config::default().timeout(watch_timeout_secs);
             let mut events = watcher::watcher(api, config).default_backoff().boxed();
             while let Some(event) = events.next().await {
+                let mut changed = None;
                 let mut s = lock(&task_state);
                 match event {
                     Err(e) => {
@@ -72,16 +84,22 @@ impl KindCache {
                     }
                     Ok(Event::Apply(obj)) => {
                         let (key, value) = to_value(&resource, obj);
+                        changed = tracked_app(&value);
                         insert_if_newer(&mut s.objects, key, value);
                     }
                     Ok(Event::Delete(obj)) => {
-                        let (key, _) = to_value(&resource, obj);
+                        let (key, value) = to_value(&resource, obj);
+                        changed = tracked_app(&value);
                         s.objects.remove(&key);
                     }
                 }
                 s.error = None;
                 drop(s);
                 *lock(&heard) = Some(Instant::now());
+                // Told outside the cache's lock: the listener takes the controller's.
+                if let (Some(app), Some(listener)) = (changed, &listener) {
+                    listener(&app);
+                }
             }
         });
         KindCache { state, ready, task }

@@ -151,11 +151,21 @@ pub fn start(
             };
             let mut reconciler = None;
             let runtime = start_runtime(cfg, registry, |filter| {
+                // A change of an app's object on its cluster queues the app's refresh
+                // (drift is seen, and healed with selfHeal, within seconds).
+                let listener = {
+                    let (filter, config) = (filter.clone(), config.clone());
+                    Arc::new(move |instance: &str| {
+                        filter.refresh_apps(config.apps_of_instance(instance));
+                    })
+                };
+                let clusters =
+                    ClusterConnections::new(LiveOptions::default()).with_listener(listener);
                 let filter = filter.clone();
                 let r = Arc::new(GitOpsReconciler::new(
                     targets,
                     repos,
-                    ClusterConnections::new(LiveOptions::default()),
+                    clusters,
                     sink,
                     // Every write to a cluster or a status first asks the shard filter,
                     // which closes at the lease deadline.
