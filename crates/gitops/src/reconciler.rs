@@ -33,6 +33,7 @@
 //! retry policies and selfHeal's back-off timer are not implemented.
 
 mod inventory;
+mod problem;
 mod status;
 mod store_sink;
 
@@ -47,8 +48,9 @@ use serde_json::Value;
 use crate::apply::{self, ApplyError, DesiredObject, LeaseCheck, PruneTarget, ResultCode};
 use crate::compare::{AppComparison, CompareOptions, ResourceKey, SyncStatus, compare_app};
 use crate::health::{app_health, assess};
-use crate::live::{ClusterConnections, KindInfo, LiveError};
-use crate::source::{Refresh, RepoCache, SourceError};
+use crate::live::{ClusterConnections, KindInfo};
+use crate::source::{Refresh, RepoCache};
+use problem::Problem;
 
 pub use inventory::{
     AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory, SystemClock,
@@ -122,50 +124,6 @@ struct Memo {
     /// `synced` was read from the recorded status (once per owner: the operation a
     /// previous owner, or this replica before a restart, recorded).
     recorded_read: bool,
-}
-
-/// A refresh that could not compare the app.
-struct Problem {
-    message: String,
-    /// Waiting may fix it: retried with backoff.
-    transient: bool,
-    revision: Option<String>,
-}
-
-impl Problem {
-    fn transient(message: impl ToString) -> Problem {
-        Problem {
-            message: message.to_string(),
-            transient: true,
-            revision: None,
-        }
-    }
-}
-
-impl From<LiveError> for Problem {
-    fn from(e: LiveError) -> Self {
-        // Every live-state failure can pass: a cluster comes back, a CRD gets installed,
-        // credentials get fixed in the cluster Secret.
-        Problem::transient(e)
-    }
-}
-
-impl From<SourceError> for Problem {
-    fn from(e: SourceError) -> Self {
-        let transient = matches!(
-            e,
-            SourceError::RepoNotFound { .. }
-                | SourceError::Fetch { .. }
-                | SourceError::RevisionNotFound { .. }
-                | SourceError::Git { .. }
-                | SourceError::Task { .. }
-        );
-        Problem {
-            message: e.to_string(),
-            transient,
-            revision: None,
-        }
-    }
 }
 
 /// The GitOps reconciler of one replica.
