@@ -1,0 +1,334 @@
+//! `fleetshard run` started as the kubelet would start the overlay's container (exact
+//! args and env, downward API, volumes), against a fake control plane that enforces the
+//! overlay's Roles and a fake destination cluster: the replica must reconcile an Argo CD
+//! Application end to end with no request refused, and use every rule it is granted.
+
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fleetshard_testsupport::git::{Git, config_map};
+use fleetshard_testsupport::kube_api::{FakeApiServer, FaultAction, RequestInfo, Verb};
+
+use super::rbac::{allows, granted, verb_name};
+use super::{POD_NAME, argo, container, rendered, statefulset, support, volume};
+
+/// What the controller inside a replica calls on the control plane, whatever the
+/// protocol (deploy/base/role.yaml says why each is needed): exactly what the Role
+/// `fleetshard` grants, and nothing the store's Role may grant.
+const CONTROLLER: &[(&str, &str, &str)] = &[
+    ("", "secrets", "list"),
+    ("", "secrets", "watch"),
+    ("argoproj.io", "applications", "get"),
+    ("argoproj.io", "applications", "list"),
+    ("argoproj.io", "applications", "watch"),
+    ("argoproj.io", "applications", "patch"),
+];
+
+/// Rules the store uses only in situations a short run with a small fleet does not reach.
+fn not_exercised(overlay: &str) -> &'static [(&'static str, &'static str, &'static str)] {
+    match overlay {
+        // coord/src/store/chunked.rs: an assignment over 512 KiB is stored as parts, read
+        // back with get and collected with delete two writes later.
+        // And the assignment ConfigMap is rewritten (a PUT at its resourceVersion,
+        // store-kube ops.rs put_record) by every generation after the first; a lone
+        // replica over an unchanging fleet commits only the first (a create).
+        "fenced" => &[
+            ("", "configmaps", "get"),
+            ("", "configmaps", "delete"),
+            ("", "configmaps", "update"),
+        ],
+        // store-kube list.rs current_revision: a one-item Lease list reads the store's
+        // revision when `wait_for_change` runs without the watch cache (cache off, or more
+        // scopes than it keeps); with the cache, as here, it is not reached.
+        "argocd" => &[("coordination.k8s.io", "leases", "list")],
+        _ => &[],
+    }
+}
+
+/// Polls `cond` until it holds or `secs` pass (support::wait_for).
+fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    support::wait_for(what, Duration::from_secs(secs), || {
+        cond().then_some(()).ok_or_else(|| "not yet".to_owned())
+    });
+}
+
+/// `GET path`'s status code, or None when nothing answers.
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    support::http::get(port, path).map(|(code, _)| code)
+}
+
+type Seen = Arc<Mutex<Vec<RequestInfo>>>;
+
+/// Deadline for the replica to reconcile the Application: generous, so a slow machine
+/// passes and a broken build fails instead of hanging.
+const SETTLE: Duration = Duration::from_secs(90);
+
+/// Runs the overlay's container against the RBAC-enforcing fake and checks the run (module
+/// docs).
+pub fn run_overlay_against_rbac(overlay: &str) {
+    let objects = rendered(overlay);
+    let namespace = statefulset(&objects)["metadata"]["namespace"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rules = Arc::new(granted(&objects));
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(FakeApiServer::start()).unwrap();
+    server.create_namespace(&namespace).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    // The destination cluster: reached with the cluster Secret's credentials, so the
+    // Roles (the control plane's) do not apply to it.
+    let dest = rt.block_on(FakeApiServer::start()).unwrap();
+    let seen: Seen = Arc::default();
+    let denied: Seen = Arc::default();
+    let (s, d, r, ns) = (
+        seen.clone(),
+        denied.clone(),
+        rules.clone(),
+        namespace.clone(),
+    );
+    // The RBAC authorizer: refuses what the Roles do not allow, as the real one would.
+    server.inject(
+        None,
+        FaultAction::Fail {
+            code: 403,
+            retry_after: None,
+        },
+        move |info| {
+            s.lock().unwrap().push(info.clone());
+            let refuse = !allows(&r, &ns, info);
+            if refuse {
+                d.lock().unwrap().push(info.clone());
+            }
+            refuse
+        },
+    );
+
+    // Argo CD's objects: one cluster, one auto-synced app whose manifests are a ConfigMap
+    // in a Git repository served over git://, so the replica mirrors it into its cache.
+    let git = Git::init(&dir.path().join("git").join("apps"));
+    git.write("guestbook/cm.yaml", &config_map("guestbook", "1"));
+    let commit = git.commit("first");
+    let daemon = argo::GitDaemon::start(&dir.path().join("git"), "apps");
+    // The argocd overlay runs 3 replicas; this test starts one, which claims shard 0 of
+    // Argo CD's map, and Argo CD's protocol gives a missing replica's clusters to nobody:
+    // the cluster is pinned there (Argo CD's `shard` field). The fenced overlay places it
+    // (the distributor moves it off the shards nobody holds).
+    let pin = (overlay == "argocd").then_some(0);
+    server
+        .insert(argo::cluster_secret(&namespace, "dest", &dest.url(), pin))
+        .unwrap();
+    server
+        .insert(argo::application(
+            &namespace,
+            "guestbook",
+            &daemon.url("apps"),
+            "guestbook",
+            "dest",
+        ))
+        .unwrap();
+
+    // The container as the kubelet starts it: volumes, the downward API, $(VAR)
+    // expansion; only the listen port changes (tests run in parallel).
+    let c = container(&objects);
+    let pod = &statefulset(&objects)["spec"]["template"]["spec"];
+    let mut mounts = Vec::new();
+    for m in c["volumeMounts"].as_array().unwrap() {
+        let name = m["name"].as_str().unwrap();
+        let vol = volume(pod, name);
+        assert!(
+            vol["emptyDir"].is_object(),
+            "{overlay}: volume {name}: only emptyDir is simulated"
+        );
+        let local = dir.path().join("volumes").join(name);
+        std::fs::create_dir_all(&local).unwrap();
+        mounts.push((
+            m["mountPath"].as_str().unwrap().to_owned(),
+            local.display().to_string(),
+        ));
+    }
+    let mut env: Vec<(String, String)> = Vec::new();
+    for e in c["env"].as_array().unwrap() {
+        let mut value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+            Some("metadata.name") => POD_NAME.to_owned(),
+            Some("metadata.namespace") => namespace.clone(),
+            Some(other) => panic!("{overlay}: fieldRef {other} not simulated"),
+            None => e["value"].as_str().expect("a value").to_owned(),
+        };
+        for (k, v) in &env {
+            value = value.replace(&format!("$({k})"), v);
+        }
+        for (from, to) in &mounts {
+            if let Some(rest) = value.strip_prefix(from.as_str()) {
+                value = format!("{to}{rest}");
+            }
+        }
+        env.push((e["name"].as_str().unwrap().to_owned(), value));
+    }
+    let port = support::http::free_port();
+    let mut args: Vec<String> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    let listen = args.iter().position(|a| a == "--listen").unwrap() + 1;
+    args[listen] = format!("127.0.0.1:{port}");
+    if overlay == "argocd" {
+        // Test only: a 200 ms heartbeat instead of Argo CD's 10 s minimum.
+        args.extend(["--heartbeat-ms".into(), "200".into()]);
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetshard"))
+        .args(&args)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let env_of = |name: &str| {
+        env.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("{overlay}: no {name}"))
+    };
+    let log = || std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default();
+    let ready = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_until(60, "/healthz", || {
+            http_status(port, "/healthz") == Some(200)
+        });
+        wait_until(60, "/readyz", || http_status(port, "/readyz") == Some(200));
+        // The controller: OutOfSync → auto-sync (server-side apply on the destination) →
+        // Synced, recorded on the Application with the Role's merge patch.
+        let status = support::wait_for("the Application synced", SETTLE, || {
+            argo::synced(&server, &namespace, "guestbook", &commit)
+        });
+        let cm = support::wait_for("the ConfigMap on the destination", SETTLE, || {
+            argo::applied(&dest, "ConfigMap", "guestbook")
+        });
+        assert_eq!(cm["data"]["value"], "1", "{cm}");
+        assert!(
+            status["reconciledAt"]
+                .as_str()
+                .is_some_and(|t| t.ends_with('Z')),
+            "{status}"
+        );
+        // The mirror is in the repository cache, on the pod's writable volume.
+        let cache = env_of("FLEETSHARD_REPO_CACHE");
+        let mirrored = std::fs::read_dir(&cache).map_or(0, |d| d.count());
+        assert!(
+            mirrored > 0,
+            "{overlay}: nothing in the repository cache {cache}"
+        );
+        // Nothing of the app's was applied to the control plane.
+        assert!(
+            server
+                .get("v1", "ConfigMap", "default", "guestbook")
+                .is_none()
+        );
+        assert!(
+            server
+                .get("v1", "ConfigMap", &namespace, "guestbook")
+                .is_none()
+        );
+        // Watches end (their timeout, a restarted API server): the store's watch cache
+        // watches again from the last revision it saw (store-kube cache/watcher.rs).
+        // Watches are closed on every poll, because one may be re-opening at the instant
+        // of a single close.
+        let count = |verb: Verb, resource: &str| {
+            seen.lock()
+                .unwrap()
+                .iter()
+                .filter(|i| i.is(verb, resource))
+                .count()
+        };
+        let watches = count(Verb::Watch, "configmaps");
+        wait_until(30, "a new watch after watches ended", || {
+            server.close_watches();
+            count(Verb::Watch, "configmaps") > watches
+        });
+    }));
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let mut status = None;
+    wait_until(30, "exit after SIGTERM", || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    if let Err(e) = ready {
+        let why = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_default();
+        panic!("{overlay}: {why}\nlog:\n{}", log());
+    }
+    assert!(
+        status.unwrap().success(),
+        "{overlay}: exit {status:?}\n{}",
+        log()
+    );
+
+    let denied = denied.lock().unwrap();
+    assert!(
+        denied.is_empty(),
+        "{overlay}: refused by RBAC: {denied:#?}\nlog:\n{}",
+        log()
+    );
+    let used: BTreeSet<(String, String, String)> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|i| i.verb.is_some_and(|v| v != Verb::Discovery))
+        .map(|i| {
+            (
+                i.group.clone(),
+                i.resource.clone(),
+                verb_name(i.verb.unwrap()).to_owned(),
+            )
+        })
+        .collect();
+    assert!(!used.is_empty(), "{overlay}: the replica made no request");
+    let mut unused = Vec::new();
+    let mut controller_role = BTreeSet::new();
+    for (role, rule) in rules.iter() {
+        for (g, r, v) in rule.triples() {
+            let t = (g.as_str(), r.as_str(), v.as_str());
+            if !used.contains(&(g.clone(), r.clone(), v.clone()))
+                && !not_exercised(overlay).contains(&t)
+            {
+                unused.push(format!("{role}: {g}/{r} {v}"));
+            }
+            // The controller's Role and the store's are reviewed apart: neither may grant
+            // what the other needs.
+            assert_eq!(
+                role == "fleetshard",
+                CONTROLLER.contains(&t),
+                "{overlay}: {role} grants {t:?}"
+            );
+            if role == "fleetshard" {
+                controller_role.insert((g.clone(), r.clone(), v.clone()));
+            }
+        }
+    }
+    let expected: BTreeSet<_> = CONTROLLER
+        .iter()
+        .map(|(g, r, v)| ((*g).to_owned(), (*r).to_owned(), (*v).to_owned()))
+        .collect();
+    assert_eq!(controller_role, expected, "{overlay}: the Role fleetshard");
+    assert!(
+        unused.is_empty(),
+        "{overlay}: granted but never used: {unused:?}; used: {used:?}"
+    );
+    eprintln!("{overlay}: requests made {used:?}");
+}
