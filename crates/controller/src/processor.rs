@@ -270,7 +270,10 @@ async fn worker<R: Reconciler>(
                 }
             }
             Err(ReconcileError::RetryLater(why)) => {
-                tracing::debug!(%app, ?pool, %why, "retry later");
+                // Visible at the default level: a refused write (RBAC, say) can show
+                // nowhere else. The per-item backoff bounds how often this is logged.
+                let retries = queue.num_requeues(&app);
+                tracing::warn!(%app, ?pool, retries, %why, "will retry");
                 PoolStats::bump(&stats.retried);
                 queue.add_rate_limited(app.clone());
             }
