@@ -348,9 +348,10 @@ async fn measure(a: &Args, repo: &str, count: usize, cache_dir: &std::path::Path
         warm.push(phase(&reps, Op::Refresh, a.workers).await);
     }
     // Cores busy during the warm rounds (replicas and fake API servers together).
-    let cores = cpu_seconds()
+    let warm_wall: f64 = warm.iter().map(|p| p.wall).sum();
+    let cpu = cpu_seconds()
         .zip(cpu_before)
-        .map(|(after, before)| (after - before) / warm.iter().map(|p| p.wall).sum::<f64>());
+        .map(|(after, before)| after - before);
 
     let warm_total = median(warm.iter().map(|p| p.total(a.apps)).collect());
     let warm_each: Vec<f64> = (0..count)
@@ -383,8 +384,13 @@ async fn measure(a: &Args, repo: &str, count: usize, cache_dir: &std::path::Path
         warm.iter().map(|p| p.total(a.apps)).fold(0.0, f64::max),
         span(&warm_each)
     );
-    if let Some(cores) = cores {
-        println!("  CPU during the warm rounds: {cores:.2} cores busy (this process)");
+    if let Some(cpu) = cpu {
+        // Apps per CPU-second does not depend on how many cores other processes left us.
+        println!(
+            "  CPU during the warm rounds: {:.2} cores busy (this process), {:.0} apps per CPU-second",
+            cpu / warm_wall,
+            (a.apps * a.rounds) as f64 / cpu
+        );
     }
 
     for (r, rep) in reps.iter().enumerate() {
