@@ -32,7 +32,7 @@ use tokio::time::Instant;
 
 pub use fleetshard_manifest::ClusterCredentials;
 
-use crate::compare::{ResourceKey, TRACKING_ANNOTATION, is_tracked_by};
+use crate::compare::{ResourceKey, is_tracked_by};
 use cache::KindCache;
 
 /// Why a cluster's live state could not be read.
@@ -422,23 +422,22 @@ impl ClusterConn {
             .map(|(k, c)| (k.clone(), c.clone()))
             .collect();
         let mut out = Vec::new();
-        let prefix = format!("{app_name}:");
-        // A cheap look at the annotation first: most objects belong to other apps.
-        let maybe_ours = |obj: &Value| {
-            obj.pointer("/metadata/annotations")
-                .and_then(|a| a.get(TRACKING_ANNOTATION))
-                .and_then(Value::as_str)
-                .is_some_and(|id| id.starts_with(&prefix))
-        };
         for ((group, kind), cache) in caches {
+            // The desired objects of this kind, by key; the tracked ones come from the
+            // cache's index by app (no scan of the cluster's objects).
+            let keys: Vec<(String, String)> = desired
+                .iter()
+                .filter(|k| k.group == group && k.kind == kind)
+                .map(|k| (k.namespace.clone(), k.name.clone()))
+                .collect();
             let mut probe = ResourceKey::new(&group, &kind, "", "");
-            cache.for_each(|(ns, name), obj| {
-                probe.namespace.clone_from(ns);
-                probe.name.clone_from(name);
-                if desired.contains(&probe) || (maybe_ours(obj) && is_tracked_by(obj, app_name)) {
-                    out.push((**obj).clone());
+            for ((ns, name), obj) in cache.of_app(app_name, &keys) {
+                probe.namespace = ns;
+                probe.name = name;
+                if desired.contains(&probe) || is_tracked_by(&obj, app_name) {
+                    out.push((*obj).clone());
                 }
-            });
+            }
         }
         out
     }

@@ -1,7 +1,7 @@
 //! One kind's watch-backed cache on one cluster: a `kube::runtime::watcher` task keeps a
 //! map of every object of the kind (all namespaces), keyed by (namespace, name).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::StreamExt;
@@ -26,9 +26,71 @@ fn tracked_app(obj: &Value) -> Option<String> {
 /// (namespace, name); the namespace is empty for cluster-scoped kinds.
 pub(crate) type ObjKey = (String, String);
 
+/// The cached objects, indexed by the app their tracking annotation names, so that one
+/// app's refresh reads its own objects instead of scanning the cluster's.
+#[derive(Default)]
+struct Objects {
+    by_key: HashMap<ObjKey, Arc<Value>>,
+    by_app: HashMap<String, HashSet<ObjKey>>,
+}
+
+impl Objects {
+    fn from_map(by_key: HashMap<ObjKey, Arc<Value>>) -> Self {
+        let mut by_app: HashMap<String, HashSet<ObjKey>> = HashMap::new();
+        for (key, value) in &by_key {
+            if let Some(app) = tracked_app(value) {
+                by_app.entry(app).or_default().insert(key.clone());
+            }
+        }
+        Objects { by_key, by_app }
+    }
+
+    fn unindex(&mut self, key: &ObjKey, old: &Value) {
+        if let Some(app) = tracked_app(old)
+            && let Some(keys) = self.by_app.get_mut(&app)
+        {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_app.remove(&app);
+            }
+        }
+    }
+
+    /// Keeps the newer of two versions of an object. resourceVersions are opaque to
+    /// clients, but every API server backed by etcd (and the fake) uses the store
+    /// revision, so a numeric comparison keeps our own write-through from being replaced
+    /// by an older watch event; when either does not parse, the incoming version wins.
+    fn insert_if_newer(&mut self, key: ObjKey, value: Arc<Value>) {
+        let rv = |v: &Value| {
+            v.pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse::<u64>().ok())
+        };
+        if let Some(old) = self.by_key.get(&key) {
+            if let (Some(old_rv), Some(new_rv)) = (rv(old), rv(&value))
+                && old_rv > new_rv
+            {
+                return;
+            }
+            let old = old.clone();
+            self.unindex(&key, &old);
+        }
+        if let Some(app) = tracked_app(&value) {
+            self.by_app.entry(app).or_default().insert(key.clone());
+        }
+        self.by_key.insert(key, value);
+    }
+
+    fn remove(&mut self, key: &ObjKey) {
+        if let Some(old) = self.by_key.remove(key) {
+            self.unindex(key, &old);
+        }
+    }
+}
+
 #[derive(Default)]
 struct KindState {
-    objects: HashMap<ObjKey, Arc<Value>>,
+    objects: Objects,
     /// The re-list in progress (between `Init` and `InitDone`).
     buffer: Option<HashMap<ObjKey, Arc<Value>>>,
     /// The last watch or list error, cleared by the next event.
@@ -79,13 +141,13 @@ impl KindCache {
                         s.buffer.get_or_insert_with(HashMap::new).insert(key, value);
                     }
                     Ok(Event::InitDone) => {
-                        s.objects = s.buffer.take().unwrap_or_default();
+                        s.objects = Objects::from_map(s.buffer.take().unwrap_or_default());
                         ready_tx.send_replace(true);
                     }
                     Ok(Event::Apply(obj)) => {
                         let (key, value) = to_value(&resource, obj);
                         changed = tracked_app(&value);
-                        insert_if_newer(&mut s.objects, key, value);
+                        s.objects.insert_if_newer(key, value);
                     }
                     Ok(Event::Delete(obj)) => {
                         let (key, value) = to_value(&resource, obj);
@@ -123,28 +185,46 @@ impl KindCache {
         lock(&self.state).error.clone()
     }
 
-    /// Every cached object, for a scan.
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&ObjKey, &Arc<Value>)) {
+    /// The cached objects among `keys`, and those whose tracking annotation names `app`
+    /// (each once): one app's live objects, without a scan of the cluster's.
+    pub(crate) fn of_app<'k>(
+        &self,
+        app: &str,
+        keys: impl IntoIterator<Item = &'k ObjKey>,
+    ) -> Vec<(ObjKey, Arc<Value>)> {
         let s = lock(&self.state);
-        for (k, v) in &s.objects {
-            f(k, v);
+        let mut out: HashMap<&ObjKey, &Arc<Value>> = HashMap::new();
+        for key in keys {
+            if let Some((k, v)) = s.objects.by_key.get_key_value(key) {
+                out.insert(k, v);
+            }
         }
+        for key in s.objects.by_app.get(app).into_iter().flatten() {
+            if let Some((k, v)) = s.objects.by_key.get_key_value(key) {
+                out.insert(k, v);
+            }
+        }
+        out.into_iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// How many objects are cached.
     pub(crate) fn len(&self) -> usize {
-        lock(&self.state).objects.len()
+        lock(&self.state).objects.by_key.len()
     }
 
     /// One object.
     pub(crate) fn get(&self, key: &ObjKey) -> Option<Arc<Value>> {
-        lock(&self.state).objects.get(key).cloned()
+        lock(&self.state).objects.by_key.get(key).cloned()
     }
 
     /// Records an object we just wrote, so that the refresh that follows our own sync sees
     /// it even before the watch delivers it (read-your-writes).
     pub(crate) fn observe(&self, key: ObjKey, value: Value) {
-        insert_if_newer(&mut lock(&self.state).objects, key, Arc::new(value));
+        lock(&self.state)
+            .objects
+            .insert_if_newer(key, Arc::new(value));
     }
 
     /// Forgets an object we just deleted.
@@ -172,21 +252,45 @@ fn to_value(resource: &ApiResource, obj: DynamicObject) -> (ObjKey, Arc<Value>) 
     (key, Arc::new(value))
 }
 
-/// Keeps the newer of two versions of an object. resourceVersions are opaque to clients,
-/// but every API server backed by etcd (and the fake) uses the store revision, so a
-/// numeric comparison keeps our own write-through from being replaced by an older watch
-/// event; when either does not parse, the incoming version wins.
-fn insert_if_newer(map: &mut HashMap<ObjKey, Arc<Value>>, key: ObjKey, value: Arc<Value>) {
-    let rv = |v: &Value| {
-        v.pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .and_then(|s| s.parse::<u64>().ok())
-    };
-    if let Some(old) = map.get(&key)
-        && let (Some(old_rv), Some(new_rv)) = (rv(old), rv(&value))
-        && old_rv > new_rv
-    {
-        return;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(name: &str, rv: &str, app: Option<&str>) -> Arc<Value> {
+        let mut v = json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}});
+        if let Some(app) = app {
+            v["metadata"]["annotations"] = json!({
+                crate::compare::TRACKING_ANNOTATION: format!("{app}:/ConfigMap:ns/{name}")
+            });
+        }
+        Arc::new(v)
     }
-    map.insert(key, value);
+
+    fn apps(o: &Objects) -> Vec<(String, usize)> {
+        let mut v: Vec<_> = o.by_app.iter().map(|(a, k)| (a.clone(), k.len())).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn the_index_by_app_follows_every_change() {
+        let key = |n: &str| ("ns".to_owned(), n.to_owned());
+        let mut o = Objects::from_map(HashMap::from([
+            (key("a"), obj("a", "1", Some("one"))),
+            (key("b"), obj("b", "1", None)),
+        ]));
+        assert_eq!(apps(&o), [("one".to_owned(), 1)]);
+        // Re-annotated for another app: the index moves.
+        o.insert_if_newer(key("a"), obj("a", "2", Some("two")));
+        assert_eq!(apps(&o), [("two".to_owned(), 1)]);
+        // An older version is ignored, index included.
+        o.insert_if_newer(key("a"), obj("a", "1", Some("one")));
+        assert_eq!(apps(&o), [("two".to_owned(), 1)]);
+        o.insert_if_newer(key("b"), obj("b", "3", Some("two")));
+        assert_eq!(apps(&o), [("two".to_owned(), 2)]);
+        o.remove(&key("a"));
+        o.remove(&key("b"));
+        assert!(o.by_app.is_empty() && o.by_key.is_empty());
+    }
 }

@@ -71,6 +71,15 @@ pub struct ReconcileArgs {
     /// read in place. Default: `fleetshard-repos` in the system's temporary directory.
     #[arg(long, value_name = "DIR", env = "FLEETSHARD_REPO_CACHE")]
     pub repo_cache: Option<PathBuf>,
+    /// How many parsed manifest sets (one per repository, commit and path) are kept: at
+    /// least the apps a replica owns, or each refresh reads Git again.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 16_384,
+        env = "FLEETSHARD_MANIFEST_CACHE"
+    )]
+    pub manifest_cache: usize,
     /// Argo CD's control-plane namespace: its apps' resources are tracked by the app's
     /// name alone, other namespaces' by `NAMESPACE_NAME` (Argo CD's instance name).
     #[arg(
@@ -139,6 +148,7 @@ pub fn start(
                 .clone()
                 .unwrap_or_else(|| std::env::temp_dir().join("fleetshard-repos"));
             let mut repo_config = RepoCacheConfig::new(cache);
+            repo_config.max_cached_reads = args.manifest_cache.max(1);
             if !args.resync.is_zero() {
                 // A resync must see a new commit on a branch: the resolved commit is
                 // trusted for one period.
