@@ -28,7 +28,8 @@ mod repo;
 mod url;
 
 pub use cache::{
-    CacheStats, DEFAULT_REFRESH_INTERVAL, Manifests, Refresh, RepoCache, RepoCacheConfig,
+    CacheStats, DEFAULT_MAX_CACHED_READS, DEFAULT_REFRESH_INTERVAL, Manifests, Refresh, RepoCache,
+    RepoCacheConfig,
 };
 pub use error::{Location, ManifestError, SourceError};
 pub use parse::{FileFormat, Manifest, ObjectIdentity, parse_file};

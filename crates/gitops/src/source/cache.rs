@@ -19,6 +19,10 @@ use super::parse::Manifest;
 use super::repo::{self, Opened};
 use super::url::{RepoLocation, cache_key, normalize};
 
+/// Parsed manifest sets (repository, commit, path) kept by default: at least the apps one
+/// replica owns, or every refresh reads Git again.
+pub const DEFAULT_MAX_CACHED_READS: usize = 16_384;
+
 /// Argo CD's default reconciliation period (`timeout.reconciliation`).
 pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(180);
 
@@ -39,13 +43,13 @@ pub struct RepoCacheConfig {
 
 impl RepoCacheConfig {
     /// Defaults: refresh every [`DEFAULT_REFRESH_INTERVAL`], local repositories read in
-    /// place, 1,024 reads kept.
+    /// place, [`DEFAULT_MAX_CACHED_READS`] reads kept.
     pub fn new(cache_dir: impl Into<PathBuf>) -> Self {
         RepoCacheConfig {
             cache_dir: cache_dir.into(),
             refresh_interval: DEFAULT_REFRESH_INTERVAL,
             mirror_local: false,
-            max_cached_reads: 1024,
+            max_cached_reads: DEFAULT_MAX_CACHED_READS,
         }
     }
 }

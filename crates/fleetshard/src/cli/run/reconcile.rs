@@ -76,7 +76,7 @@ pub struct ReconcileArgs {
     #[arg(
         long,
         value_name = "N",
-        default_value_t = 16_384,
+        default_value_t = fleetshard_gitops::source::DEFAULT_MAX_CACHED_READS,
         env = "FLEETSHARD_MANIFEST_CACHE"
     )]
     pub manifest_cache: usize,
