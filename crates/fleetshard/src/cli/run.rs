@@ -17,14 +17,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use fleetshard_controller::inventory::follow_inventory;
 use fleetshard_coord::fenced::ReplicaConfig;
 use fleetshard_coord::lease::LeaseTiming;
 use fleetshard_coord::runner::{Ownership, OwnershipChange, Runner, RunnerTiming, Status};
 use fleetshard_coord::store::Store;
 use fleetshard_core::placement::PlacementConfig;
 use fleetshard_gitops::reconciler::{
-    DEFAULT_HEARTBEAT, KubeStatusSink, StatusSink, StoreStatusSink,
+    DEFAULT_HEARTBEAT, KubeStatusSink, MemorySink, StatusSink, StoreStatusSink,
 };
 use tokio::sync::{mpsc, watch};
 
@@ -151,8 +150,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     super::runtime(super::Runtime::Replica)?.block_on(serve(args, identity, input))
 }
 
-/// Where app statuses are recorded: on the Applications when they come from Kubernetes,
-/// else in the store beside the coordination records (`fleetshard apps` reads them).
+/// Where app statuses are recorded: on the Applications when they come from Kubernetes;
+/// else in the store beside the coordination records (`fleetshard apps` reads them) —
+/// except in the Kubernetes store, where that would be one ConfigMap per app: there they
+/// stay in this replica's memory (and the log says how to get them on Applications).
 pub(crate) fn status_sink(
     kube: Option<kube::Client>,
     store: &Arc<dyn Store>,
@@ -160,6 +161,15 @@ pub(crate) fn status_sink(
 ) -> Arc<dyn StatusSink> {
     match kube {
         Some(client) => Arc::new(KubeStatusSink::new(client, Duration::from_secs(5))),
+        None if store.describe().starts_with(fleetshard_store_kube::SCHEME) => {
+            tracing::warn!(
+                store = %store.describe(),
+                "app statuses are kept in memory: the Kubernetes store would need one \
+                 ConfigMap per app; with --argocd-namespace they are written on the \
+                 Applications"
+            );
+            MemorySink::new()
+        }
         None => Arc::new(StoreStatusSink::new(store.clone(), root, DEFAULT_HEARTBEAT)),
     }
 }
@@ -189,11 +199,6 @@ async fn serve(args: RunArgs, identity: String, input: FleetInput) -> anyhow::Re
         status_sink(kube, &store, args.store.root()?),
         metrics.registry_mut(),
     )?;
-    // The filter re-indexes each new inventory revision, the distributor places it.
-    tokio::spawn(follow_inventory(
-        controller.filter().clone(),
-        inventory.subscribe(),
-    ));
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let events_rx = controller.follow(events_rx);
     // The fleet comes from `with_fleet`, from the inventory's first snapshot on.

@@ -28,8 +28,6 @@ use fleetshard_coord::runner::{Ownership, OwnershipChange};
 use fleetshard_core::argo::ArgoAlgorithm;
 use tokio::sync::{mpsc, watch};
 
-use fleetshard_controller::inventory::follow_inventory;
-
 use super::run::audit::{self, AuditEvent};
 use super::run::http::{self, View};
 use super::run::inventory::{self, FleetInput, StartedInventory};
@@ -176,10 +174,6 @@ async fn serve(
         status_sink(kube, &store, args.store.root()?),
         metrics.registry_mut(),
     )?;
-    tokio::spawn(follow_inventory(
-        controller.filter().clone(),
-        inventory.subscribe(),
-    ));
     let (events_tx, runner_events) = mpsc::unbounded_channel();
     // The heartbeat protocol has no stop gate: a stop event is carried out by the
     // controller (work in flight ends) before it reaches the audit log.

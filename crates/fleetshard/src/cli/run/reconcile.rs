@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use fleetshard_controller::inventory::Inventory;
+use fleetshard_controller::inventory::{Inventory, follow_inventory};
 use fleetshard_controller::{
     ControllerRuntime, NoopReconciler, PoolConfig, Reconciler, RuntimeConfig,
 };
@@ -120,7 +120,8 @@ pub struct Controller {
     pub stop_hook: Arc<dyn StopHook>,
 }
 
-/// Starts the controller on `inventory`, recording statuses in `sink`.
+/// Starts the controller on `inventory` (the shard filter follows it: each revision is
+/// re-indexed, changed apps re-queued), recording statuses in `sink`.
 pub fn start(
     args: &ReconcileArgs,
     inventory: &Inventory,
@@ -136,6 +137,21 @@ pub fn start(
         resync: Some(args.resync).filter(|d| !d.is_zero()),
         ..RuntimeConfig::default()
     };
+    let controller = start_reconciler(args, cfg, inventory, sink, registry)?;
+    tokio::spawn(follow_inventory(
+        controller.runtime.filter().clone(),
+        inventory.subscribe(),
+    ));
+    Ok(controller)
+}
+
+fn start_reconciler(
+    args: &ReconcileArgs,
+    cfg: RuntimeConfig,
+    inventory: &Inventory,
+    sink: Arc<dyn StatusSink>,
+    registry: &mut Registry,
+) -> anyhow::Result<Controller> {
     match args.reconciler {
         ReconcilerKind::None => {
             let runtime = start_runtime(cfg, registry, |_| Arc::new(NoopReconciler))?;
