@@ -13,5 +13,5 @@ pub mod placement;
 pub use assignment::{Assignment, Balance, Movement, ShardLoad};
 pub use model::{
     App, AppSource, AutoSync, Cluster, Destination, DestinationIndex, Fleet, FleetProblem,
-    ShardSpec,
+    ShardSpec, SyncRequest,
 };

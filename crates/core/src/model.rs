@@ -88,6 +88,16 @@ pub struct AutoSync {
     pub self_heal: bool,
 }
 
+/// A sync asked for by hand: the Application's `operation.sync` (Argo CD's "Sync" button
+/// or `argocd app sync` sets it; the controller runs it once and clears it).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SyncRequest {
+    /// `operation.sync.revision`: the commit to sync to; `None`: the target revision.
+    pub revision: Option<String>,
+    /// `operation.sync.prune`.
+    pub prune: bool,
+}
+
 /// One Argo CD Application.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct App {
@@ -103,6 +113,8 @@ pub struct App {
     pub destination: Destination,
     /// `spec.syncPolicy.automated`, when set.
     pub auto_sync: Option<AutoSync>,
+    /// `operation.sync`, when a sync was asked for by hand.
+    pub sync_request: Option<SyncRequest>,
 }
 
 impl App {

@@ -92,6 +92,7 @@ impl FleetSpec {
             let server = format!("https://{name}.fleet.example");
             for k in 0..counts[i] {
                 apps.push(App {
+                    sync_request: None,
                     namespace: APP_NAMESPACE.to_owned(),
                     name: app_name(&name, k),
                     project: APP_PROJECT.to_owned(),

@@ -306,7 +306,35 @@ fn the_argocd_protocol_runs_the_same_controller() {
         "{map}"
     );
     drift_is_healed(&w.fakes, "1");
-    let _ = (&w.dir, &w.git, &w.replicas, &w.first);
+
+    // "Sync" pressed on an app without an automated policy: run once, request cleared.
+    w.git.write("manual/cm.yaml", &config_map("cm-manual", "m"));
+    let commit = w.git.commit("manual app");
+    let mut manual = application("manual", &w.git.file_url(), "c0");
+    manual["spec"].as_object_mut().unwrap().remove("syncPolicy");
+    manual["operation"] = json!({"initiatedBy": {"username": "admin"}, "sync": {"prune": false}});
+    w.fakes.control.insert(manual).unwrap();
+    wait_for("the requested sync", SETTLE, || {
+        let obj = w
+            .fakes
+            .control
+            .get(APPS, "Application", "argocd", "manual")
+            .ok_or("no Application")?;
+        let op = &obj["status"]["operationState"];
+        if op["phase"] == "Succeeded"
+            && op["syncResult"]["revision"] == commit
+            && obj.get("operation").is_none()
+        {
+            Ok(())
+        } else {
+            Err(format!("{obj}"))
+        }
+    });
+    assert_eq!(
+        config_value(&w.fakes.clusters[0], "cm-manual"),
+        Some(json!("m"))
+    );
+    let _ = (&w.dir, &w.replicas, &w.first);
 }
 
 /// Local mode: the fleet is a watched directory of Argo CD manifests, the store is SQLite,

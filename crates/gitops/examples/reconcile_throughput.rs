@@ -115,6 +115,7 @@ async fn start_fleet(repo: &str, apps: usize, clusters: usize) -> Fleet {
     for a in 0..apps {
         let c = a % clusters;
         let app = App {
+            sync_request: None,
             namespace: "argocd".into(),
             name: format!("a{a}"),
             project: "default".into(),

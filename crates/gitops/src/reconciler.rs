@@ -124,6 +124,8 @@ struct Memo {
     /// `synced` was read from the recorded status (once per owner: the operation a
     /// previous owner, or this replica before a restart, recorded).
     recorded_read: bool,
+    /// The sync request last run; the same request is not run again until it is cleared.
+    request_done: Option<fleetshard_core::SyncRequest>,
 }
 
 /// The GitOps reconciler of one replica.
@@ -383,6 +385,9 @@ impl GitOpsReconciler {
         let Some(target) = self.inventory.target(key) else {
             return Ok(Operated::Idle);
         };
+        if let Some(done) = self.manual_sync(key, &target).await? {
+            return Ok(done);
+        }
         let Some(auto) = target.app.auto_sync else {
             return Ok(Operated::Idle);
         };
@@ -412,6 +417,76 @@ impl GitOpsReconciler {
         if !to_do || (already && !auto.self_heal) || last.cluster != target.cluster.id {
             return Ok(Operated::Idle);
         }
+        let message = format!("automated sync to {}", last.commit);
+        match self.sync(key, &target, &last, auto.prune, message).await? {
+            Ok(()) => Ok(Operated::Finished),
+            // Retried with backoff until it succeeds (Argo CD's automated retries).
+            Err(failed) => Err(ReconcileError::RetryLater(failed)),
+        }
+    }
+
+    /// Runs the sync asked for by hand (`operation.sync`), once per request: whatever
+    /// the sync policy, to the requested revision or the target one. `None`: no request
+    /// pending.
+    async fn manual_sync(
+        &self,
+        key: &AppKey,
+        target: &AppTarget,
+    ) -> Result<Option<Operated>, ReconcileError> {
+        let request = target.app.sync_request.clone();
+        let (pending, last) = {
+            let mut memos = self.memos();
+            let m = memos.entry(key.clone()).or_default();
+            if request.is_none() {
+                // Cleared (by our own status write, or by hand): the next request runs.
+                m.request_done = None;
+            }
+            (
+                request.filter(|r| m.request_done.as_ref() != Some(r)),
+                m.last.clone(),
+            )
+        };
+        let Some(request) = pending else {
+            return Ok(None);
+        };
+        let last = match (&request.revision, last) {
+            (None, Some(last)) => last,
+            (Some(rev), Some(last)) if *rev == last.commit => last,
+            // Another revision (a rollback), or no refresh yet: compare at that revision.
+            (revision, _) => {
+                let mut at = target.clone();
+                if let Some(rev) = revision {
+                    at.app.source.target_revision.clone_from(rev);
+                }
+                match self.compare(key, &at).await {
+                    Ok((refreshed, _)) => Arc::new(refreshed),
+                    Err(p) => return Err(ReconcileError::RetryLater(p.message)),
+                }
+            }
+        };
+        let message = format!("sync to {} (requested)", last.commit);
+        // Ran (succeeded or failed, as operationState records): done, as Argo CD runs an
+        // operation once. Not run (a lapsed lease, an unreachable store): retried.
+        let _outcome = self
+            .sync(key, target, &last, request.prune, message)
+            .await?;
+        if let Some(m) = self.memos().get_mut(key) {
+            m.request_done = Some(request);
+        }
+        Ok(Some(Operated::Finished))
+    }
+
+    /// Applies `last`'s desired objects (and prunes with `prune`), recording the
+    /// operation's progress and result: `Ok(Err(why))` when it ran and some object
+    /// failed, `Err` when it could not run or be recorded (a lapsed lease, say).
+    async fn sync(
+        &self,
+        key: &AppKey,
+        target: &AppTarget,
+        last: &Refreshed,
+        prune: bool,
+        message: String,
+    ) -> Result<Result<(), String>, ReconcileError> {
         let conn = self
             .clusters
             .start(&target.cluster)
@@ -420,7 +495,7 @@ impl GitOpsReconciler {
         let started_at = self.clock.now_rfc3339();
         let running = OperationState {
             phase: "Running".to_owned(),
-            message: format!("automated sync to {}", last.commit),
+            message,
             started_at: started_at.clone(),
             finished_at: None,
             sync_result: None,
@@ -432,7 +507,7 @@ impl GitOpsReconciler {
             &app_name,
             &last.desired,
             &last.prune,
-            auto.prune,
+            prune,
             self.lease.as_ref(),
         )
         .await
@@ -476,12 +551,12 @@ impl GitOpsReconciler {
         };
         self.record(key, StatusUpdate::Operation(done)).await?;
         if !failed.is_empty() {
-            return Err(ReconcileError::RetryLater(message));
+            return Ok(Err(message));
         }
         if let Some(m) = self.memos().get_mut(key) {
             m.synced = Some(last.commit.clone());
         }
-        Ok(Operated::Finished)
+        Ok(Ok(()))
     }
 }
 

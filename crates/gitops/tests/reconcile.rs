@@ -236,6 +236,69 @@ async fn a_new_owner_leaves_drift_alone_without_self_heal() {
     assert_eq!(cm["data"]["value"], "edited by hand");
 }
 
+#[tokio::test]
+async fn a_sync_asked_for_by_hand_runs_once_and_can_roll_back() {
+    let e = env(&[("app/cm.yaml", config_map("settings", "v1"))]).await;
+    let first = e.git.run(&["rev-parse", "HEAD"]);
+    e.add_app("a", None);
+    let r = e.reconciler();
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(
+        r.operate(&key("a")).await.unwrap(),
+        Operated::Idle,
+        "no policy"
+    );
+    let value = || {
+        e.fake
+            .get("v1", "ConfigMap", "default", "settings")
+            .map(|cm| cm["data"]["value"].clone())
+    };
+    assert_eq!(value(), None);
+
+    // "Sync" pressed: runs although there is no automated policy, once.
+    let request = |revision: Option<&str>| {
+        let revision = revision.map(str::to_owned);
+        e.inventory.update(&key("a"), |t| {
+            t.app.sync_request = Some(fleetshard_core::SyncRequest {
+                revision,
+                prune: false,
+            });
+        });
+    };
+    request(None);
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    assert_eq!(value(), Some(json!("v1")));
+    let op = e.sink.get(&key("a")).unwrap().operation.unwrap();
+    assert_eq!(op.phase, "Succeeded");
+    assert_eq!(op.sync_result.unwrap().revision, first);
+    assert_eq!(
+        r.operate(&key("a")).await.unwrap(),
+        Operated::Idle,
+        "ran once"
+    );
+
+    // A new commit; the request cleared, then a sync back to the first commit.
+    e.git.write("app/cm.yaml", &config_map("settings", "v2"));
+    e.git.commit("v2");
+    e.inventory.update(&key("a"), |t| t.app.sync_request = None);
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Idle);
+    request(None);
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    assert_eq!(value(), Some(json!("v2")));
+    e.inventory.update(&key("a"), |t| t.app.sync_request = None);
+    r.operate(&key("a")).await.unwrap();
+    request(Some(&first));
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    assert_eq!(
+        value(),
+        Some(json!("v1")),
+        "rolled back to the requested commit"
+    );
+    let op = e.sink.get(&key("a")).unwrap().operation.unwrap();
+    assert_eq!(op.sync_result.unwrap().revision, first);
+}
+
 async fn removed_from_git(prune: bool) -> Env {
     let e = env(&[
         ("app/keep.yaml", config_map("keep", "1")),

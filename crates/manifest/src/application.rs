@@ -2,7 +2,8 @@
 //!
 //! Only what sharding needs is read: `metadata.{namespace,name}`, `spec.project`,
 //! `spec.source.{repoURL,targetRevision,path}` (`targetRevision` defaults to `HEAD`),
-//! `spec.destination.{server,name,namespace}` and `spec.syncPolicy.automated`. The
+//! `spec.destination.{server,name,namespace}`, `spec.syncPolicy.automated` and `operation.sync`
+//! (a sync asked for by hand: `revision`, `prune`). The
 //! destination server is kept exactly as written: Argo CD's load counting compares it raw
 //! (`argo-compat.md` W5), so normalising here would hide the mismatch it produces.
 //!
@@ -11,7 +12,7 @@
 //! automated without prune or self-heal) unless `automated.enabled` is `false`, which Argo
 //! CD 3.x honours as "configured but off".
 
-use fleetshard_core::{App, AppSource, AutoSync, Destination};
+use fleetshard_core::{App, AppSource, AutoSync, Destination, SyncRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -28,6 +29,23 @@ struct ApplicationObject {
     metadata: Option<ObjectMeta>,
     #[serde(default)]
     spec: Option<Spec>,
+    #[serde(default)]
+    operation: Option<Operation>,
+}
+
+/// `operation`: what a user asked the controller to do now (only `sync` exists).
+#[derive(Debug, Default, Deserialize)]
+struct Operation {
+    #[serde(default)]
+    sync: Option<OperationSync>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct OperationSync {
+    #[serde(default)]
+    revision: Option<String>,
+    #[serde(default)]
+    prune: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -132,7 +150,13 @@ pub(crate) fn to_app(ctx: &mut Ctx, value: &Value, locator: &str) -> Result<App,
             self_heal: a.self_heal.unwrap_or(false),
         });
 
+    let sync_request = obj.operation.and_then(|o| o.sync).map(|s| SyncRequest {
+        revision: s.revision.filter(|r| !r.is_empty()),
+        prune: s.prune.unwrap_or(false),
+    });
+
     Ok(App {
+        sync_request,
         namespace: meta.namespace.unwrap_or_default(),
         name,
         project: spec.project.unwrap_or_default(),

@@ -206,6 +206,7 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
         }
         let dest = na.destination.unwrap_or_default();
         apps.push(App {
+            sync_request: None,
             namespace: na
                 .namespace
                 .unwrap_or_else(|| DEFAULT_APP_NAMESPACE.to_owned()),
@@ -260,6 +261,7 @@ pub(crate) fn placeholder(cluster: &Cluster, k: u64) -> App {
         &cluster.name
     };
     App {
+        sync_request: None,
         namespace: DEFAULT_APP_NAMESPACE.to_owned(),
         name: format!("{base}-{k}"),
         project: DEFAULT_PROJECT.to_owned(),

@@ -223,6 +223,7 @@ fn as_placeholders(mut fleet: Fleet) -> Fleet {
         .zip(counts)
         .flat_map(|(c, n)| {
             (1..=n).map(move |k| App {
+                sync_request: None,
                 namespace: DEFAULT_APP_NAMESPACE.to_owned(),
                 name: format!("{}-{k}", c.name),
                 project: DEFAULT_PROJECT.to_owned(),

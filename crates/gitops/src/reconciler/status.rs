@@ -155,6 +155,11 @@ impl StatusUpdate {
                 }
                 json!({ "status": status })
             }
+            // A finished operation clears the request (`operation`), as Argo CD's
+            // controller does; a merge patch with null removes it (harmless when unset).
+            StatusUpdate::Operation(o) if o.finished_at.is_some() => {
+                json!({ "status": { "operationState": o }, "operation": null })
+            }
             StatusUpdate::Operation(o) => json!({ "status": { "operationState": o } }),
         }
     }
@@ -340,5 +345,29 @@ impl StatusSink for KubeStatusSink {
                 .pointer("/status/operationState")
                 .and_then(|o| serde_json::from_value(o.clone()).ok()))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_finished_operation_clears_the_request_and_a_running_one_does_not() {
+        let mut op = OperationState {
+            phase: "Running".into(),
+            message: "sync".into(),
+            started_at: "2026-11-21T10:00:00Z".into(),
+            finished_at: None,
+            sync_result: None,
+        };
+        let running = StatusUpdate::Operation(op.clone()).merge_patch();
+        assert!(running.get("operation").is_none(), "{running}");
+        assert_eq!(running["status"]["operationState"]["phase"], "Running");
+        op.phase = "Succeeded".into();
+        op.finished_at = Some("2026-11-21T10:00:01Z".into());
+        let done = StatusUpdate::Operation(op).merge_patch();
+        assert_eq!(done["operation"], Value::Null, "{done}");
+        assert!(done.as_object().unwrap().contains_key("operation"));
     }
 }

@@ -43,6 +43,7 @@ pub fn target(
 ) -> AppTarget {
     AppTarget {
         app: App {
+            sync_request: None,
             namespace: "argocd".into(),
             name: name.into(),
             project: "default".into(),

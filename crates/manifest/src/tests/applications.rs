@@ -183,3 +183,18 @@ fn yaml_flow_mapping_starting_with_a_brace_is_not_mistaken_for_json() {
     .unwrap();
     assert_eq!(loaded.value[0].name, "a");
 }
+
+#[test]
+fn a_sync_asked_for_by_hand_is_read_from_operation() {
+    let text = r#"{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "g", "namespace": "argocd"},
+        "spec": {"destination": {"server": "https://a"}},
+        "operation": {"initiatedBy": {"username": "admin"},
+                      "sync": {"revision": "abc123", "prune": true}}}"#;
+    let app = &parse_apps(text, "app.json").unwrap().value[0];
+    let request = app.sync_request.as_ref().expect("requested");
+    assert_eq!(request.revision.as_deref(), Some("abc123"));
+    assert!(request.prune);
+    let none = text.replace(r#""operation""#, r#""ignored""#);
+    assert_eq!(parse_apps(&none, "app.json").unwrap().value[0].sync_request, None);
+}

@@ -84,6 +84,7 @@ fn app() -> impl Strategy<Value = App> {
                 (server, dname, dns),
                 auto,
             )| App {
+                sync_request: None,
                 namespace,
                 name,
                 project,
