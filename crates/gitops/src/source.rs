@@ -4,12 +4,15 @@
 //! - [`RepoCache`] resolves `targetRevision` (branch, tag, `refs/...`, full or short commit
 //!   id, `HEAD`) to a commit and reads the manifests under `path` at that commit, with gix
 //!   on tokio's blocking pool. Local repositories (a path or a `file://` URL) are read in
-//!   place; remote ones (`ssh://`, `git://`, scp-like) are mirrored into the cache
-//!   directory, one bare repository per normalised URL. HTTP(S) is not built in (see
-//!   [`SourceError::UnsupportedUrl`]). N applications asking for one repository at once
-//!   cause one fetch; resolutions are trusted for `refresh_interval` (3 minutes, as Argo
-//!   CD's reconciliation period) unless a [`Refresh::Hard`] asks; manifests are kept per
-//!   commit and path, which never change.
+//!   place; remote ones (`https://`, `http://`, `ssh://`, `git://`, scp-like) are mirrored
+//!   into the cache directory, one bare repository per normalised URL. HTTP(S) is
+//!   anonymous (smart HTTP through reqwest, TLS by rustls with ring and the system's CA
+//!   certificates): a server asking for credentials is a [`SourceError::Fetch`] that says
+//!   so, and a 404 a [`SourceError::RepoNotFound`]; an HTTP request silent for 30 s
+//!   fails. N applications asking for one repository at once cause one fetch;
+//!   resolutions are trusted for `refresh_interval` (3 minutes, as Argo CD's
+//!   reconciliation period) unless a [`Refresh::Hard`] asks; manifests are kept per commit
+//!   and path, which never change.
 //! - Manifests are plain YAML (`.yaml`, `.yml`, multi-document) and JSON (`.json`) files,
 //!   read recursively; `List` kinds are flattened; hidden entries, other files, symbolic
 //!   links and submodules are skipped; a Kustomize or Helm directory is refused

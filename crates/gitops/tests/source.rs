@@ -306,7 +306,7 @@ async fn missing_repositories_and_revisions_are_typed_errors() {
         "{err:?}"
     );
     let err = cache
-        .resolve("https://example.invalid/r.git", "main", Refresh::Normal)
+        .resolve("ftp://example.invalid/r.git", "main", Refresh::Normal)
         .await
         .unwrap_err();
     assert!(

@@ -4,10 +4,12 @@
 //! - [`etcd`]: a real `etcd` process (Debian's `etcd-server`) on free loopback ports, with
 //!   its data in a temporary directory, stopped when dropped;
 //! - [`git`]: real Git repositories made with the `git` CLI;
+//! - [`git_http`]: a real smart-HTTP Git server on 127.0.0.1 (`git http-backend` as CGI);
 //! - [`kube_api`]: a fake Kubernetes API server over real HTTP on 127.0.0.1 — strict
 //!   `resourceVersion` compare-and-swap (409 Conflict), watch streams with bookmarks and
 //!   410 Gone — serving only the resources fleetshard uses.
 
 pub mod etcd;
 pub mod git;
+pub mod git_http;
 pub mod kube_api;

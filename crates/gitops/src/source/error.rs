@@ -60,7 +60,7 @@ pub enum ManifestError {
 /// Why an application's desired state could not be read from Git.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SourceError {
-    /// `repoURL` is empty, malformed, or uses a transport this build lacks (HTTP(S)).
+    /// `repoURL` is empty, malformed, or uses a transport this build lacks (`ftp://`).
     #[error("repository {repo:?}: unsupported URL: {reason}")]
     UnsupportedUrl {
         /// `repoURL` as given.
@@ -68,7 +68,8 @@ pub enum SourceError {
         /// Why it cannot be used.
         reason: String,
     },
-    /// The repository does not exist or is not a Git repository.
+    /// The repository does not exist or is not a Git repository (an HTTP server answered
+    /// 404).
     #[error("repository {repo:?} not found: {message}")]
     RepoNotFound {
         /// `repoURL` as given.
@@ -76,7 +77,8 @@ pub enum SourceError {
         /// What Git said.
         message: String,
     },
-    /// Cloning or fetching the repository failed (network, remote, authentication).
+    /// Cloning or fetching the repository failed (network, TLS, remote, or an HTTP server
+    /// asking for credentials, which this build never sends).
     #[error("repository {repo:?}: fetch failed: {message}")]
     Fetch {
         /// `repoURL` as given.

@@ -2,8 +2,10 @@
 //! resolve a revision to a commit, and read the manifests under a path of a commit's tree.
 //! Called from [`super::RepoCache`] on tokio's blocking pool.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Once;
 use std::sync::atomic::AtomicBool;
 
 use gix::ObjectId;
@@ -67,7 +69,7 @@ pub(crate) fn fetch_mirror(repo_url: &str, url: &str, dir: &Path) -> Result<Open
     if dir.exists() {
         match gix::open_opts(dir, gix::open::Options::isolated()) {
             Ok(repo) => {
-                fetch_into(&repo, url).map_err(fetch_error)?;
+                fetch_into(&repo, repo_url, url)?;
                 return Ok(Opened {
                     repo: repo.into_sync(),
                     mirror: true,
@@ -97,15 +99,16 @@ pub(crate) fn fetch_mirror(repo_url: &str, url: &str, dir: &Path) -> Result<Open
     // A leftover of an interrupted clone by this same process id.
     let _ = std::fs::remove_dir_all(&tmp);
     let result = (|| {
-        let repo =
-            gix::init_bare(&tmp).map_err(|e| format!("cannot create a mirror: {}", message(&e)))?;
-        fetch_into(&repo, url)?;
+        let repo = gix::init_bare(&tmp)
+            .map_err(|e| fetch_error(format!("cannot create a mirror: {}", message(&e))))?;
+        fetch_into(&repo, repo_url, url)?;
         drop(repo);
-        std::fs::rename(&tmp, dir).map_err(|e| format!("cannot move the mirror into place: {e}"))
+        std::fs::rename(&tmp, dir)
+            .map_err(|e| fetch_error(format!("cannot move the mirror into place: {e}")))
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_dir_all(&tmp);
-        return Err(fetch_error(e));
+        return Err(e);
     }
     let repo = gix::open_opts(dir, gix::open::Options::isolated())
         .map_err(|e| fetch_error(format!("cannot open the new mirror: {}", message(&e))))?;
@@ -115,26 +118,105 @@ pub(crate) fn fetch_mirror(repo_url: &str, url: &str, dir: &Path) -> Result<Open
     })
 }
 
-/// One fetch of [`MIRROR_REFSPECS`] from `url` into `repo`.
-fn fetch_into(repo: &gix::Repository, url: &str) -> Result<(), String> {
+/// One fetch of [`MIRROR_REFSPECS`] from `url` into `repo`, anonymously.
+fn fetch_into(repo: &gix::Repository, repo_url: &str, url: &str) -> Result<(), SourceError> {
+    let fetch_error = |message: String| SourceError::Fetch {
+        repo: repo_url.to_owned(),
+        message,
+    };
+    install_crypto_provider();
     let remote = repo
         .remote_at(url)
         .and_then(|r| r.with_refspecs(MIRROR_REFSPECS, gix::remote::Direction::Fetch))
-        .map_err(|e| format!("invalid remote URL: {}", message(&e)))?
+        .map_err(|e| fetch_error(format!("invalid remote URL: {}", message(&e))))?
         // Tags come through the refspec; no extra tag-following round.
         .with_fetch_tags(gix::remote::fetch::Tags::None);
+    // gix asks for credentials only when an HTTP server answers 401. Without this callback
+    // it would run the configured helpers and then prompt on a terminal; credentials
+    // (Argo CD's repository Secrets) are not supported, so the request is refused and
+    // remembered to say why the fetch failed.
+    let asked_for_credentials = Cell::new(false);
     let connection = remote
         .connect(gix::remote::Direction::Fetch)
-        .map_err(|e| format!("cannot connect: {}", message(&e)))?;
+        .map_err(|e| fetch_error(format!("cannot connect: {}", message(&e))))?
+        .with_credentials(|_| {
+            asked_for_credentials.set(true);
+            Ok(None)
+        });
     let prepared = connection
         .prepare_fetch(gix::progress::Discard, Default::default())
-        .map_err(|e| format!("cannot list references: {}", message(&e)))?;
+        .map_err(|e| {
+            fetch_failure(
+                repo_url,
+                "cannot list references",
+                &e,
+                asked_for_credentials.get(),
+            )
+        })?;
     // Nothing interrupts a fetch from inside; the caller's backoff bounds retries.
     let interrupt = AtomicBool::new(false);
     prepared
         .receive(gix::progress::Discard, &interrupt)
-        .map_err(|e| format!("cannot receive objects: {}", message(&e)))?;
+        .map_err(|e| {
+            fetch_failure(
+                repo_url,
+                "cannot receive objects",
+                &e,
+                asked_for_credentials.get(),
+            )
+        })?;
     Ok(())
+}
+
+/// The error of a failed fetch step, saying plainly what an HTTP server's refusal means.
+fn fetch_failure(
+    repo_url: &str,
+    step: &str,
+    e: &gix::Error,
+    asked_for_credentials: bool,
+) -> SourceError {
+    let text = message(e);
+    let fetch_error = |message: String| SourceError::Fetch {
+        repo: repo_url.to_owned(),
+        message,
+    };
+    if asked_for_credentials {
+        // GitHub and GitLab answer 401 for a missing repository too, not only a private one.
+        return fetch_error(
+            "the server asks for credentials (HTTP 401): the repository is private or does not \
+             exist; only anonymous access is supported (repository credentials, Argo CD's \
+             repository Secrets, are not)"
+                .to_owned(),
+        );
+    }
+    match http_status(&text) {
+        Some(403) => fetch_error(format!(
+            "access denied (HTTP 403): only anonymous access is supported (repository \
+             credentials, Argo CD's repository Secrets, are not): {text}"
+        )),
+        Some(404) => SourceError::RepoNotFound {
+            repo: repo_url.to_owned(),
+            message: format!("the server has no such repository (HTTP 404): {text}"),
+        },
+        _ => fetch_error(format!("{step}: {text}")),
+    }
+}
+
+/// The status in gix's wording of an HTTP error answer ("Received HTTP status 404").
+fn http_status(text: &str) -> Option<u16> {
+    let (_, rest) = text.split_once("Received HTTP status ")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// Makes ring rustls' process-wide crypto provider, once. reqwest (gix's HTTP transport)
+/// is built without one of its own and uses the process's; nothing installs it implicitly.
+/// Failure means a provider is installed already, which serves as well.
+fn install_crypto_provider() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 /// Resolves `revision` to a commit, in git's order: `HEAD` (or empty); a reference

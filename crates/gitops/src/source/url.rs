@@ -10,8 +10,9 @@ use super::error::SourceError;
 pub enum RepoLocation {
     /// A repository on this machine: a plain path or a `file://` URL.
     Local(PathBuf),
-    /// A repository reached over a transport (`ssh://`, `git://`, scp-like `host:path`):
-    /// the URL as given (trimmed); [`normalize`] of it keys the cache.
+    /// A repository reached over a transport (`https://`, `http://`, `ssh://`, `git://`,
+    /// scp-like `host:path`): the URL as given (trimmed, the scheme in lower case, as
+    /// the transport expects it); [`normalize`] of it keys the cache.
     Remote(String),
 }
 
@@ -41,12 +42,16 @@ impl RepoLocation {
                 .ok_or_else(|| unsupported("invalid %-escape in file:// URL"))?;
             return Ok(RepoLocation::Local(PathBuf::from(decoded)));
         }
-        if let Some((scheme, _)) = url.split_once("://") {
-            return match scheme.to_ascii_lowercase().as_str() {
-                "ssh" | "git" | "git+ssh" | "ssh+git" => Ok(RepoLocation::Remote(url.to_owned())),
-                "http" | "https" => Err(unsupported(
-                    "HTTP(S) transport is not built in (gix without an HTTP client); use ssh://, git:// or a local path",
-                )),
+        if let Some((scheme, rest)) = url.split_once("://") {
+            let scheme = scheme.to_ascii_lowercase();
+            return match scheme.as_str() {
+                // Anonymous over HTTP(S): the fetch refuses to ask for credentials.
+                "https" | "http" | "ssh" | "git" | "git+ssh" | "ssh+git" => {
+                    if rest.trim_start_matches('/').is_empty() {
+                        return Err(unsupported("no host after the scheme"));
+                    }
+                    Ok(RepoLocation::Remote(format!("{scheme}://{rest}")))
+                }
                 other => Err(unsupported(&format!("unknown scheme {other:?}"))),
             };
         }
@@ -136,7 +141,7 @@ mod tests {
     }
 
     #[test]
-    fn remotes_are_normalised_and_http_is_refused() {
+    fn remotes_are_normalised() {
         assert_eq!(
             RepoLocation::parse("git@github.com:Org/Repo.git").unwrap(),
             RepoLocation::Remote("git@github.com:Org/Repo.git".into())
@@ -145,14 +150,37 @@ mod tests {
             RepoLocation::parse("ssh://git@host/org/repo/").unwrap(),
             RepoLocation::Remote("ssh://git@host/org/repo/".into())
         );
-        assert!(matches!(
-            RepoLocation::parse("https://github.com/org/repo"),
-            Err(SourceError::UnsupportedUrl { .. })
-        ));
-        assert!(matches!(
-            RepoLocation::parse("  "),
-            Err(SourceError::UnsupportedUrl { .. })
-        ));
+        assert_eq!(
+            RepoLocation::parse(" https://github.com/argoproj/argocd-example-apps.git ").unwrap(),
+            RepoLocation::Remote("https://github.com/argoproj/argocd-example-apps.git".into())
+        );
+        assert_eq!(
+            RepoLocation::parse("HTTP://127.0.0.1:8080/repo").unwrap(),
+            RepoLocation::Remote("http://127.0.0.1:8080/repo".into())
+        );
+        for bad in ["  ", "https://", "http:///", "ftp://host/repo"] {
+            assert!(
+                matches!(
+                    RepoLocation::parse(bad),
+                    Err(SourceError::UnsupportedUrl { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn https_spellings_of_one_repository_share_a_key() {
+        let key = cache_key(&normalize("https://github.com/Org/Repo"));
+        for spelling in [
+            "https://GitHub.com/org/repo.git",
+            "https://github.com/org/repo/",
+            "https://github.com/org/repo.git/",
+        ] {
+            assert_eq!(cache_key(&normalize(spelling)), key, "{spelling}");
+        }
+        // The scheme is part of the repository's name: http and https are two mirrors.
+        assert_ne!(cache_key(&normalize("http://github.com/org/repo")), key);
     }
 
     #[test]
