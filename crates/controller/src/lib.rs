@@ -26,7 +26,8 @@ pub mod shard_filter;
 pub use processor::{Operated, PoolConfig, Processors, ReconcileError, Reconciler};
 pub use queue::{QueueMetrics, RateLimiterConfig, WorkQueue, WorkQueueMetrics};
 pub use runtime::{
-    ControllerRuntime, DEFAULT_RESYNC, FilterStopHook, NoopReconciler, RuntimeConfig,
+    ControllerRuntime, DEFAULT_RESYNC, DEFAULT_RESYNC_JITTER, FilterStopHook, NoopReconciler,
+    RuntimeConfig,
 };
 pub use shard_filter::{Admission, ShardFilter, UnresolvedApp};
 

@@ -35,6 +35,9 @@ impl Reconciler for NoopReconciler {
 /// even when no event says it changed (drift on the cluster, a new commit on a branch).
 pub const DEFAULT_RESYNC: std::time::Duration = std::time::Duration::from_secs(180);
 
+/// The default spread of a resync's refreshes.
+pub const DEFAULT_RESYNC_JITTER: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// How the runtime is set up.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -44,6 +47,9 @@ pub struct RuntimeConfig {
     pub limits: RateLimiterConfig,
     /// How often every owned app is queued for refresh; `None`: only on events.
     pub resync: Option<std::time::Duration>,
+    /// Each app's resync is delayed by a fixed part of this (at most the period), so the
+    /// refreshes of a large fleet are spread instead of queued at once.
+    pub resync_jitter: std::time::Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -52,6 +58,7 @@ impl Default for RuntimeConfig {
             pools: PoolConfig::default(),
             limits: RateLimiterConfig::default(),
             resync: Some(DEFAULT_RESYNC),
+            resync_jitter: DEFAULT_RESYNC_JITTER,
         }
     }
 }
@@ -106,6 +113,7 @@ impl ControllerRuntime {
         let processors = Processors::start(cfg.pools, filter, reconciler)?;
         let resync = cfg.resync.filter(|p| !p.is_zero()).map(|period| {
             let filter = processors.filter().clone();
+            let jitter = cfg.resync_jitter.min(period);
             tokio::spawn(async move {
                 // The first tick would fire at once: a start already queues its apps.
                 let start = tokio::time::Instant::now() + period;
@@ -113,7 +121,7 @@ impl ControllerRuntime {
                 ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     ticks.tick().await;
-                    let n = filter.resync();
+                    let n = filter.resync(jitter);
                     tracing::debug!(apps = n, "periodic resync");
                 }
             })
@@ -315,6 +323,7 @@ mod tests {
         let rec = Arc::new(Slow::default());
         let cfg = RuntimeConfig {
             resync: Some(Duration::from_secs(60)),
+            resync_jitter: Duration::ZERO,
             ..RuntimeConfig::default()
         };
         let rt = ControllerRuntime::start(cfg, rec.clone(), &mut registry).unwrap();

@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use fleetshard_coord::runner::{Ownership, OwnershipChange};
 use fleetshard_core::{App, Cluster, Destination, DestinationIndex};
@@ -303,8 +304,11 @@ impl ShardFilter {
     }
 
     /// Queues every app of every owned cluster for refresh: the periodic resync (Argo CD's
-    /// `timeout.reconciliation`), which finds drift no event reported. Returns how many.
-    pub fn resync(&self) -> usize {
+    /// `timeout.reconciliation`), which finds drift no event reported. With a `jitter`,
+    /// each app is queued after its own delay below it (Argo CD's
+    /// `timeout.reconciliation.jitter`), fixed per app, so a large fleet's refreshes are
+    /// spread over the jitter instead of arriving at once. Returns how many.
+    pub fn resync(&self, jitter: Duration) -> usize {
         let s = self.lock();
         let apps: Vec<AppKey> = s
             .owned
@@ -314,7 +318,15 @@ impl ShardFilter {
             .collect();
         drop(s);
         let n = apps.len();
-        self.refresh.add_many(apps);
+        let jitter_ms = u64::try_from(jitter.as_millis()).unwrap_or(u64::MAX);
+        if jitter_ms == 0 {
+            self.refresh.add_many(apps);
+        } else {
+            for app in apps {
+                let delay = Duration::from_millis(spread(&app) % jitter_ms);
+                self.refresh.add_after(app, delay);
+            }
+        }
         n
     }
 
@@ -431,6 +443,13 @@ impl ShardFilter {
             })
             .collect()
     }
+}
+
+/// A stable number per app (FNV-1a of its key), to spread it within a period.
+fn spread(app: &AppKey) -> u64 {
+    app.as_str().bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 fn gauge(n: usize) -> i64 {

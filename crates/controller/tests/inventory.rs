@@ -198,6 +198,26 @@ async fn changed_definitions_and_credentials_are_refreshed_on_the_owner() {
     );
 
     // The periodic resync queues every owned app.
-    assert_eq!(filter.resync(), 2);
+    assert_eq!(filter.resync(Duration::ZERO), 2);
     assert_eq!(filter.refresh_queue().len(), 2);
+    drain(&filter).await;
+
+    // With a jitter, each app arrives after its own fixed delay within it.
+    let started = tokio::time::Instant::now();
+    assert_eq!(filter.resync(Duration::from_secs(60)), 2);
+    assert_eq!(filter.refresh_queue().len(), 0, "none at once");
+    let mut arrivals = Vec::new();
+    for _ in 0..2 {
+        let key = filter.refresh_queue().get().await.expect("queue open");
+        arrivals.push(started.elapsed());
+        filter.refresh_queue().done(&key);
+    }
+    assert!(
+        arrivals.iter().all(|d| *d < Duration::from_secs(60)),
+        "{arrivals:?}"
+    );
+    assert_ne!(
+        arrivals[0], arrivals[1],
+        "spread, not together: {arrivals:?}"
+    );
 }

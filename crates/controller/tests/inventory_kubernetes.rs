@@ -237,8 +237,10 @@ async fn recovers_after_compaction_and_closed_watches() {
     assert_eq!(app_keys(&snap), ["argocd/one"]);
 
     // Changes made while the watches are down, with the history gone: the watcher gets
-    // 410 on resuming and re-lists.
+    // 410 on resuming and re-lists. The watches are stalled first, so that none of the
+    // changes reaches the watcher before the history goes (else it could resume past it).
     let lists = server.request_count(Verb::List, "applications");
+    let stalled = server.partition(|r| r.verb == Some(Verb::Watch));
     server.compact();
     server
         .insert(app("argocd", "two", json!({"server": "https://a"})))
@@ -252,6 +254,7 @@ async fn recovers_after_compaction_and_closed_watches() {
     server.insert(secret("b", "https://b")).expect("insert");
     server.compact();
     server.close_watches();
+    server.remove_fault(stalled);
     let snap = wait_for(&mut rx, "re-listed", |s| {
         s.apps.len() == 2 && s.clusters.len() == 1 && s.clusters[0].server == "https://b"
     })

@@ -67,6 +67,17 @@ pub struct ReconcileArgs {
         value_parser = parse_duration
     )]
     pub resync: Duration,
+    /// Each app's periodic refresh is delayed by its own fixed part of this (at most the
+    /// resync period), so a large fleet's refreshes are spread, not queued at once (Argo
+    /// CD's `timeout.reconciliation.jitter`).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "60s",
+        env = "ARGOCD_RECONCILIATION_JITTER",
+        value_parser = parse_duration
+    )]
+    pub resync_jitter: Duration,
     /// Where remote Git repositories are mirrored. Local paths and `file://` URLs are
     /// read in place. Default: `fleetshard-repos` in the system's temporary directory.
     #[arg(long, value_name = "DIR", env = "FLEETSHARD_REPO_CACHE")]
@@ -135,6 +146,7 @@ pub fn start(
             ..PoolConfig::default()
         },
         resync: Some(args.resync).filter(|d| !d.is_zero()),
+        resync_jitter: args.resync_jitter,
         ..RuntimeConfig::default()
     };
     let controller = start_reconciler(args, cfg, inventory, sink, registry)?;
