@@ -196,5 +196,8 @@ fn a_sync_asked_for_by_hand_is_read_from_operation() {
     assert_eq!(request.revision.as_deref(), Some("abc123"));
     assert!(request.prune);
     let none = text.replace(r#""operation""#, r#""ignored""#);
-    assert_eq!(parse_apps(&none, "app.json").unwrap().value[0].sync_request, None);
+    assert_eq!(
+        parse_apps(&none, "app.json").unwrap().value[0].sync_request,
+        None
+    );
 }
