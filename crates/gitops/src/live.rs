@@ -263,11 +263,6 @@ impl ClusterConn {
         })
     }
 
-    /// How this cluster is reached.
-    pub fn access(&self) -> &ClusterAccess {
-        &self.access
-    }
-
     /// The cluster's client (retries off).
     pub fn client(&self) -> &Client {
         &self.client
@@ -394,24 +389,10 @@ impl ClusterConn {
             .clone()
     }
 
-    /// The watched kinds as (group, kind), sorted.
-    pub fn watched_kinds(&self) -> Vec<(String, String)> {
-        let mut kinds: Vec<_> = lock(&self.caches).keys().cloned().collect();
-        kinds.sort();
-        kinds
-    }
-
     /// How many objects this cluster's caches hold (every watched kind).
     pub fn cached_objects(&self) -> usize {
         let caches: Vec<_> = lock(&self.caches).values().cloned().collect();
         caches.iter().map(|c| c.len()).sum()
-    }
-
-    /// The last unrecovered watch error of any kind, if any.
-    pub fn watch_error(&self) -> Option<String> {
-        lock(&self.caches)
-            .iter()
-            .find_map(|((g, k), c)| c.error().map(|e| format!("watch of {g}/{k}: {e}")))
     }
 
     /// The cached objects of the watched kinds that `desired` names or that carry
@@ -440,14 +421,6 @@ impl ClusterConn {
             }
         }
         out
-    }
-
-    /// The cached object `key`, if its kind is watched.
-    pub fn cached(&self, key: &ResourceKey) -> Option<Arc<Value>> {
-        let cache = lock(&self.caches)
-            .get(&(key.group.clone(), key.kind.clone()))
-            .cloned()?;
-        cache.get(&(key.namespace.clone(), key.name.clone()))
     }
 
     /// Records an object this replica just wrote (read-your-writes for the next refresh).

@@ -180,11 +180,6 @@ impl KindCache {
         }
     }
 
-    /// The last watch error, if the watcher has not recovered from it.
-    pub(crate) fn error(&self) -> Option<String> {
-        lock(&self.state).error.clone()
-    }
-
     /// The cached objects among `keys`, and those whose tracking annotation names `app`
     /// (each once): one app's live objects, without a scan of the cluster's.
     pub(crate) fn of_app<'k>(
@@ -212,11 +207,6 @@ impl KindCache {
     /// How many objects are cached.
     pub(crate) fn len(&self) -> usize {
         lock(&self.state).objects.by_key.len()
-    }
-
-    /// One object.
-    pub(crate) fn get(&self, key: &ObjKey) -> Option<Arc<Value>> {
-        lock(&self.state).objects.by_key.get(key).cloned()
     }
 
     /// Records an object we just wrote, so that the refresh that follows our own sync sees

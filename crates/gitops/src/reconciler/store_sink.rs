@@ -207,11 +207,6 @@ impl StoreStatusSink {
         }
     }
 
-    /// The prefix records are written under.
-    pub fn prefix(&self) -> &str {
-        &self.prefix
-    }
-
     fn memory(&self) -> MutexGuard<'_, Memory> {
         // Each critical section leaves the map consistent: a poisoned lock is still usable.
         self.memory.lock().unwrap_or_else(PoisonError::into_inner)
