@@ -224,8 +224,11 @@ impl<T: Clone> Objects<T> {
             Event::Init => self.relist = Some(BTreeMap::new()),
             Event::InitApply(obj) => {
                 let key = key_of(&obj);
-                let previous = self.live.get(&key).and_then(|e| e.good.clone());
-                let entry = entry(convert(&obj), previous);
+                // The live version is cloned only when the new one fails to convert: a
+                // re-list of a large fleet would otherwise copy every object once more.
+                let entry = entry(convert(&obj), || {
+                    self.live.get(&key).and_then(|e| e.good.clone())
+                });
                 if let (Some(relist), Some(entry)) = (self.relist.as_mut(), entry) {
                     relist.insert(key, entry);
                 }
@@ -240,7 +243,7 @@ impl<T: Clone> Objects<T> {
             Event::Apply(obj) => {
                 let key = key_of(&obj);
                 let previous = self.live.remove(&key).and_then(|e| e.good);
-                if let Some(entry) = entry(convert(&obj), previous) {
+                if let Some(entry) = entry(convert(&obj), || previous) {
                     self.live.insert(key, entry);
                 }
                 changed = true;
@@ -264,8 +267,9 @@ impl<T: Clone> Objects<T> {
     }
 }
 
-/// The entry for a converted object; `None` when it is not one of ours.
-fn entry<T>(converted: Converted<T>, previous: Option<T>) -> Option<Entry<T>> {
+/// The entry for a converted object; `None` when it is not one of ours. `previous` gives
+/// the last good version, kept when the conversion failed.
+fn entry<T>(converted: Converted<T>, previous: impl FnOnce() -> Option<T>) -> Option<Entry<T>> {
     match converted {
         Ok((Some(value), problems)) => Some(Entry {
             good: Some(value),
@@ -273,7 +277,7 @@ fn entry<T>(converted: Converted<T>, previous: Option<T>) -> Option<Entry<T>> {
         }),
         Ok((None, _)) => None,
         Err(problem) => Some(Entry {
-            good: previous,
+            good: previous(),
             problems: vec![problem],
         }),
     }
