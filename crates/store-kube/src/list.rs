@@ -1,6 +1,8 @@
 //! `list` and `wait_for_change` straight from the API server: label-selected lists and
 //! watches of both kinds (without the watch cache, or while it is not fresh).
 
+use std::time::Duration;
+
 use fleetshard_coord::store::{Entry, Listing, StoreError};
 use futures::stream::{self, BoxStream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -56,7 +58,8 @@ enum Seen {
     Broken(String),
 }
 
-fn list_params(selectors: &(Option<String>, Option<String>)) -> ListParams {
+/// A LIST with these label and field selectors.
+pub(crate) fn list_params(selectors: &(Option<String>, Option<String>)) -> ListParams {
     ListParams {
         label_selector: selectors.0.clone(),
         field_selector: selectors.1.clone(),
@@ -64,7 +67,20 @@ fn list_params(selectors: &(Option<String>, Option<String>)) -> ListParams {
     }
 }
 
-fn list_revision<K>(list: &ObjectList<K>, kind: &str) -> Result<u64, StoreError>
+/// A WATCH with these selectors that the server ends after `timeout` (whole seconds,
+/// 1..=290). Bookmarks are on by default: they carry the revision while nothing matches.
+pub(crate) fn watch_params(
+    selectors: &(Option<String>, Option<String>),
+    timeout: Duration,
+) -> WatchParams {
+    let mut wp = WatchParams::default().timeout(timeout.as_secs().clamp(1, 290) as u32);
+    wp.label_selector = selectors.0.clone();
+    wp.field_selector = selectors.1.clone();
+    wp
+}
+
+/// A LIST's resourceVersion (`kind` names it in errors).
+pub(crate) fn list_revision<K>(list: &ObjectList<K>, kind: &str) -> Result<u64, StoreError>
 where
     K: Clone,
 {
@@ -183,12 +199,7 @@ impl KubeStore {
         let plan = Plan::of(prefix);
         let options = &self.inner.options;
         let wp = |selectors: &(Option<String>, Option<String>)| {
-            // Bookmarks are on by default: they carry the revision while nothing matches.
-            let mut wp = WatchParams::default()
-                .timeout(options.watch_timeout.as_secs().clamp(1, 290) as u32);
-            wp.label_selector = selectors.0.clone();
-            wp.field_selector = selectors.1.clone();
-            wp
+            watch_params(selectors, options.watch_timeout)
         };
         let rv = since.to_string();
         let mut streams: Vec<BoxStream<'_, Seen>> = Vec::new();

@@ -12,7 +12,7 @@ use fleetshard_coord::store::{Entry, StoreError};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::api::WatchEvent;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
@@ -21,6 +21,7 @@ use super::state::{Obj, Snapshot};
 use super::{KindCache, KindName};
 use crate::KubeOptions;
 use crate::errors::{call, parse_version};
+use crate::list::{list_params, list_revision, watch_params};
 use crate::objects::{configmap_entry, data_entries, describe, is_record, lease_entry};
 
 /// First pause after a failed LIST or WATCH; doubled up to [`MAX_BACKOFF`].
@@ -82,22 +83,14 @@ pub(crate) async fn fetch<K: Cached>(
     timeout: Duration,
     what: &str,
 ) -> Result<Snapshot, StoreError> {
-    let lp = ListParams {
-        label_selector: kind.selectors.0.clone(),
-        field_selector: kind.selectors.1.clone(),
-        ..ListParams::default()
-    };
     let list = call(
         || format!("list {}", kind.kind.plural()),
         timeout,
-        api.list(&lp),
+        api.list(&list_params(&kind.selectors)),
     )
     .await
     .map_err(|e| e.into_store(what))?;
-    let rev = parse_version(
-        list.metadata.resource_version.as_deref(),
-        &format!("the {} list", K::kind(&())),
-    )?;
+    let rev = list_revision(&list, &K::kind(&()))?;
     let mut objects = HashMap::new();
     for o in &list.items {
         let (name, obj) = object(o, kind.shared)?;
@@ -131,11 +124,12 @@ pub(crate) async fn run<K: Cached>(
     let freshness = options.cache_freshness;
     // A quiet server must end the watch (and so show it is alive) before the kind goes
     // stale.
-    let watch_secs = options
-        .watch_timeout
-        .min(freshness.saturating_sub(Duration::from_secs(1)))
-        .as_secs()
-        .clamp(1, 290) as u32;
+    let wp = watch_params(
+        &kind.selectors,
+        options
+            .watch_timeout
+            .min(freshness.saturating_sub(Duration::from_secs(1))),
+    );
     let mut backoff = MIN_BACKOFF;
     let mut relist = true;
     let failed = |why: String| {
@@ -164,9 +158,6 @@ pub(crate) async fn run<K: Cached>(
             }
         }
         let from = kind.lock().rev;
-        let mut wp = WatchParams::default().timeout(watch_secs);
-        wp.label_selector = kind.selectors.0.clone();
-        wp.field_selector = kind.selectors.1.clone();
         let opened = call(
             || format!("watch {}", kind.kind.plural()),
             options.call_timeout,
@@ -203,34 +194,15 @@ pub(crate) async fn run<K: Cached>(
             };
             any = true;
             let now = Instant::now();
-            match next {
-                Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => match object(&o, kind.shared)
-                {
-                    Ok((name, obj)) => {
-                        let mut st = kind.lock();
-                        st.apply(&name, obj.rv, Some(obj));
-                        st.heard(now);
-                    }
-                    Err(e) => {
-                        failed(e.to_string());
-                        relist = true;
-                        break;
-                    }
-                },
-                Ok(WatchEvent::Deleted(o)) => match object(&o, kind.shared) {
-                    Ok((name, obj)) => {
-                        let mut st = kind.lock();
-                        st.apply(&name, obj.rv, None);
-                        st.heard(now);
-                    }
-                    Err(e) => {
-                        failed(e.to_string());
-                        relist = true;
-                        break;
-                    }
-                },
+            let (o, deleted) = match next {
+                Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => (o, false),
+                Ok(WatchEvent::Deleted(o)) => (o, true),
                 Ok(WatchEvent::Bookmark(b)) => match b.metadata.resource_version.parse() {
-                    Ok(rv) => kind.lock().progress(rv, now),
+                    Ok(rv) => {
+                        kind.lock().progress(rv, now);
+                        kind.wake();
+                        continue;
+                    }
                     Err(_) => {
                         failed(format!(
                             "bookmark resourceVersion {:?} is not a number",
@@ -254,6 +226,18 @@ pub(crate) async fn run<K: Cached>(
                 }
                 Err(e) => {
                     failed(format!("watch of {label}: {e}"));
+                    break;
+                }
+            };
+            match object(&o, kind.shared) {
+                Ok((name, obj)) => {
+                    let mut st = kind.lock();
+                    st.apply(&name, obj.rv, (!deleted).then_some(obj));
+                    st.heard(now);
+                }
+                Err(e) => {
+                    failed(e.to_string());
+                    relist = true;
                     break;
                 }
             }
