@@ -1,7 +1,6 @@
 //! `list` and `wait_for_change` through the watch cache, and what this client's own writes
 //! tell the cache (read-your-writes).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -11,7 +10,8 @@ use tokio::time::Instant;
 
 use crate::cache::{KindCache, KindName, Read, Scope, Waited, fetch};
 use crate::list::Plan;
-use crate::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROOT_LABEL, Target, root_label};
+use crate::names::Target;
+use crate::objects::record_labels;
 use crate::{Ctx, KubeStore};
 
 /// The longest a listing waits for the watch to show this client's newest write before
@@ -196,14 +196,6 @@ fn selects(kind: &KindCache, target: &Target, key: &str) -> bool {
         Some(selector) => selector.strip_prefix("metadata.name=") == Some(name.as_str()),
     };
     labels_match && fields_match
-}
-
-/// The labels a record object of `key` carries.
-fn record_labels(key: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
-        (ROOT_LABEL.to_owned(), root_label(key)),
-    ])
 }
 
 #[cfg(test)]

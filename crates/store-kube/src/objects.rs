@@ -21,15 +21,20 @@ pub const MAX_CONFIGMAP_DATA: usize = 1 << 20;
 /// Kubernetes refuses an object whose annotations add up to more than 256 KiB.
 pub const MAX_ANNOTATIONS: usize = 256 << 10;
 
+/// The labels the record object of `key` carries (what the record selectors match).
+pub(crate) fn record_labels(key: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
+        (ROOT_LABEL.to_owned(), root_label(key)),
+    ])
+}
+
 /// Metadata of a fleetshard record object: its name, labels, key annotation and, for a
 /// compare-and-swap, the resourceVersion it must still have.
 fn record_meta(key: &str, name: &str, rv: Option<u64>) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_owned()),
-        labels: Some(BTreeMap::from([
-            (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
-            (ROOT_LABEL.to_owned(), root_label(key)),
-        ])),
+        labels: Some(record_labels(key)),
         annotations: Some(BTreeMap::from([(
             KEY_ANNOTATION.to_owned(),
             key.to_owned(),
