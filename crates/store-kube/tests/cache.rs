@@ -278,7 +278,7 @@ async fn argocd_configmap_scope_is_cached_too() {
 }
 
 /// What the fenced runner does: list every 200 ms, and wait for a change from each
-/// listing's revision. Over 10 s, the API server sees re-watches only.
+/// listing's revision. Over 50 listings (10 s), the API server sees re-watches only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steady_state_costs_rewatches_not_requests_per_listing() {
     let server = support::fake().await;
@@ -295,15 +295,15 @@ async fn steady_state_costs_rewatches_not_requests_per_listing() {
     }
     warm(&store, &server, "fleetshard/").await;
     server.reset_request_counts();
-    let window = Duration::from_secs(10);
-    let end = tokio::time::Instant::now() + window;
-    let mut listings = 0u32;
+    // A fixed number of listings, not as many as fit in a window: a loaded machine slows
+    // the loop down, and the re-watch allowance below follows the time it really took.
+    let listings = 50u32;
+    let start = tokio::time::Instant::now();
     let mut wakes = 0u32;
-    let mut next = tokio::time::Instant::now();
-    while tokio::time::Instant::now() < end {
+    let mut next = start;
+    for _ in 0..listings {
         let l = store.list("fleetshard/").await.unwrap();
         assert_eq!(l.entries.len(), 2);
-        listings += 1;
         next += Duration::from_millis(200);
         let waited =
             tokio::time::timeout_at(next, store.wait_for_change("fleetshard/", l.revision)).await;
@@ -313,13 +313,13 @@ async fn steady_state_costs_rewatches_not_requests_per_listing() {
         }
         tokio::time::sleep_until(next).await;
     }
+    let window = start.elapsed();
     let total: u64 = server.request_counts().values().sum();
     println!(
         "steady state, {window:?}: {listings} listings, {wakes} wake-ups, {total} requests \
          ({:?})",
         server.request_counts()
     );
-    assert!(listings >= 40, "{listings} listings");
     assert_eq!(lists(&server), 0, "no LIST in steady state");
     assert_eq!(wakes, 0, "nothing changed: no wake-up");
     // One re-watch per kind per watch timeout (8 s), plus slack for timing.
