@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::compare::{FIELD_MANAGER, ResourceKey, TRACKING_ANNOTATION, tracking_annotation};
-use crate::live::{ClusterConn, KindInfo};
+use crate::live::{ClusterConn, KindInfo, live_value};
 
 /// Whether this replica may still write (its shard lease is valid).
 pub trait LeaseCheck: Send + Sync {
@@ -113,15 +113,7 @@ pub async fn sync(
         let (status, message) = match outcome {
             Ok(Ok(applied)) => {
                 conn.heard_now();
-                let mut live = serde_json::to_value(applied).unwrap_or(Value::Null);
-                if let Some(map) = live.as_object_mut() {
-                    map.insert(
-                        "apiVersion".into(),
-                        d.kind.resource.api_version.clone().into(),
-                    );
-                    map.insert("kind".into(), d.kind.resource.kind.clone().into());
-                }
-                conn.observe(&d.key, live);
+                conn.observe(&d.key, live_value(&d.kind.resource, applied));
                 (ResultCode::Synced, "applied (server-side)".to_owned())
             }
             Ok(Err(e)) => (ResultCode::SyncFailed, e.to_string()),

@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use kube::api::{ApiResource, GroupVersionKind};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::Scope;
 use kube::{Client, Config};
@@ -423,25 +423,37 @@ impl ClusterConn {
         out
     }
 
+    /// The cache of `key`'s kind, if it is watched.
+    fn cache_of(&self, key: &ResourceKey) -> Option<Arc<KindCache>> {
+        lock(&self.caches)
+            .get(&(key.group.clone(), key.kind.clone()))
+            .cloned()
+    }
+
     /// Records an object this replica just wrote (read-your-writes for the next refresh).
     pub(crate) fn observe(&self, key: &ResourceKey, object: Value) {
-        let cache = lock(&self.caches)
-            .get(&(key.group.clone(), key.kind.clone()))
-            .cloned();
-        if let Some(cache) = cache {
+        if let Some(cache) = self.cache_of(key) {
             cache.observe((key.namespace.clone(), key.name.clone()), object);
         }
     }
 
     /// Forgets an object this replica just deleted.
     pub(crate) fn forget(&self, key: &ResourceKey) {
-        let cache = lock(&self.caches)
-            .get(&(key.group.clone(), key.kind.clone()))
-            .cloned();
-        if let Some(cache) = cache {
+        if let Some(cache) = self.cache_of(key) {
             cache.forget(&(key.namespace.clone(), key.name.clone()));
         }
     }
+}
+
+/// `obj` as JSON with `apiVersion` and `kind` set from `resource` (list items and some
+/// answers omit them; the comparison needs them).
+pub(crate) fn live_value(resource: &ApiResource, obj: DynamicObject) -> Value {
+    let mut value = serde_json::to_value(obj).unwrap_or(Value::Null);
+    if let Some(map) = value.as_object_mut() {
+        map.insert("apiVersion".into(), resource.api_version.clone().into());
+        map.insert("kind".into(), resource.kind.clone().into());
+    }
+    value
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -2,7 +2,7 @@
 //! map of every object of the kind (all namespaces), keyed by (namespace, name).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use kube::api::{ApiResource, DynamicObject};
@@ -13,6 +13,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+use super::{live_value, lock};
 
 /// The app instance an object's tracking annotation names, if any.
 fn tracked_app(obj: &Value) -> Option<String> {
@@ -223,23 +225,13 @@ impl KindCache {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The state is consistent after every statement: a panic elsewhere leaves it usable.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The object as JSON with `apiVersion` and `kind` set (list items may omit them).
+/// The object's key and its JSON (list items may omit `apiVersion` and `kind`).
 fn to_value(resource: &ApiResource, obj: DynamicObject) -> (ObjKey, Arc<Value>) {
     let key = (
         obj.metadata.namespace.clone().unwrap_or_default(),
         obj.metadata.name.clone().unwrap_or_default(),
     );
-    let mut value = serde_json::to_value(obj).unwrap_or(Value::Null);
-    if let Some(map) = value.as_object_mut() {
-        map.insert("apiVersion".into(), resource.api_version.clone().into());
-        map.insert("kind".into(), resource.kind.clone().into());
-    }
-    (key, Arc::new(value))
+    (key, Arc::new(live_value(resource, obj)))
 }
 
 #[cfg(test)]
