@@ -13,7 +13,7 @@ mod support;
 use std::time::Duration;
 
 use support::audit::History;
-use support::replicas::{Harness, Setup};
+use support::replicas::{Failure, Harness, Setup};
 use support::store::StoreUnderTest;
 use support::{unix_ms, wait_for};
 
@@ -29,6 +29,9 @@ const CRASH_BOUND_MS: u64 = 7_500;
 /// A graceful stop must not wait for any lease: it must hand over well before a lease
 /// could expire (the product target is ≤ 1 s; the figures measure it).
 const GRACEFUL_BOUND_MS: u64 = 1_000;
+// A handover within the graceful bound cannot have waited for the leaver's lease: that
+// lease was renewed at most a renew period (plus a tick) before the signal.
+const _: () = assert!(GRACEFUL_BOUND_MS < LEASE_MS - RENEW_MS - TICK_MS);
 
 /// Builds a store for a scenario in its directory.
 type MakeStore = fn(&std::path::Path) -> StoreUnderTest;
@@ -52,6 +55,37 @@ fn check(h: &Harness, from: u64, bound: u64) -> History {
         h.store.name()
     );
     hist
+}
+
+/// The structure of a graceful handover, beside its timing: the leaver's shard record is
+/// still its own and marked released (the others took over through the release, not
+/// through the lease's expiry), and every stop it logged after the signal is a release,
+/// none dated at a lapse. Call after the leaver has exited.
+fn check_released(h: &Harness, f: &Failure, shard: u32) {
+    let who = &h.replicas[f.replica].identity;
+    let status = h
+        .status()
+        .unwrap_or_else(|e| panic!("{}: {e}", h.store.name()));
+    let row = status["shards"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["shard"] == shard))
+        .unwrap_or_else(|| panic!("{}: no record of shard {shard}: {status}", h.store.name()));
+    assert!(
+        row["holder"] == who.as_str() && row["released"] == true,
+        "{}: shard {shard} after {who} left gracefully: {row}",
+        h.store.name()
+    );
+    let hist = h.history();
+    let lapsed: Vec<_> = hist
+        .intervals
+        .iter()
+        .filter(|iv| iv.source == f.replica && iv.lapsed)
+        .collect();
+    assert!(
+        lapsed.is_empty(),
+        "{}: {who} lost clusters to its lease instead of releasing them: {lapsed:?}",
+        h.store.name()
+    );
 }
 
 fn start_all(h: &mut Harness, n: usize) -> Vec<usize> {
@@ -249,6 +283,7 @@ fn sigterm(make: MakeStore) {
     let other = h.live().into_iter().find(|&i| i != d).unwrap();
     let mut took = Vec::new();
     for victim in [other, d] {
+        let shard = h.shard_of(victim).expect("a settled replica holds a shard");
         let f = h.term(victim);
         let t = h.wait_takeover(&f);
         let exit = h.wait_exit(victim);
@@ -257,6 +292,7 @@ fn sigterm(make: MakeStore) {
             "{}: exit after SIGTERM: {exit}",
             h.store.name()
         );
+        check_released(&h, &f, shard);
         assert!(
             t <= GRACEFUL_BOUND_MS,
             "{}: graceful handover of {} took {t} ms",
@@ -293,6 +329,10 @@ fn scale_3_6_2(make: MakeStore) {
     let up = unix_ms();
     let converged = h.wait_settled("6 replicas") - up;
     let leaving: Vec<usize> = (2..6).collect();
+    let shards: Vec<u32> = leaving
+        .iter()
+        .map(|&i| h.shard_of(i).expect("a settled replica holds a shard"))
+        .collect();
     let fs: Vec<_> = leaving.iter().map(|&i| h.term(i)).collect();
     for &i in &leaving {
         let exit = h.wait_exit(i);
@@ -301,6 +341,9 @@ fn scale_3_6_2(make: MakeStore) {
             "{}: exit after SIGTERM: {exit}",
             h.store.name()
         );
+    }
+    for (f, &shard) in fs.iter().zip(&shards) {
+        check_released(&h, f, shard);
     }
     let mut took = Vec::new();
     for f in &fs {
