@@ -9,29 +9,11 @@
     reason = "a measurement harness reads the wall clock"
 )]
 
-use std::process::Command;
 use std::time::Instant;
 
 use fleetshard_core::AppSource;
 use fleetshard_gitops::source::{FileFormat, Refresh, RepoCache, RepoCacheConfig, parse_file};
-
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args([
-            "-c",
-            "user.name=bench",
-            "-c",
-            "user.email=bench@fleetshard.invalid",
-        ])
-        .args(["-c", "commit.gpgsign=false"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .status()
-        .expect("git is installed");
-    assert!(status.success(), "git {args:?}");
-}
+use fleetshard_testsupport::git::Git;
 
 fn millis(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e3
@@ -44,22 +26,17 @@ async fn main() {
         .map(|a| a.parse().expect("MANIFESTS is a number"))
         .unwrap_or(1000);
     let tmp = tempfile::tempdir().expect("temporary directory");
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
+    let git = Git::init(&tmp.path().join("repo"));
     // 1,000 Deployments in 20 directories of 50 files, a realistic size each (~1 KiB).
     for i in 0..count {
-        let dir = repo.join(format!("apps/team-{:02}", i % 20));
-        std::fs::create_dir_all(&dir).unwrap();
         let body = format!(
             "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app-{i}\n  labels:\n    app: app-{i}\n    team: team-{team}\nspec:\n  replicas: 2\n  selector:\n    matchLabels:\n      app: app-{i}\n  template:\n    metadata:\n      labels:\n        app: app-{i}\n    spec:\n      containers:\n      - name: main\n        image: registry.example/app-{i}:1.2.3\n        ports:\n        - containerPort: 8080\n        resources:\n          requests: {{cpu: 100m, memory: 128Mi}}\n          limits: {{cpu: 500m, memory: 256Mi}}\n        env:\n        - {{name: MODE, value: production}}\n        - {{name: INDEX, value: \"{i}\"}}\n",
             team = i % 20
         );
-        std::fs::write(dir.join(format!("app-{i}.yaml")), body).unwrap();
+        git.write(&format!("apps/team-{:02}/app-{i}.yaml", i % 20), &body);
     }
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "fleet"]);
-    let path = repo.display().to_string();
+    git.commit("fleet");
+    let path = git.path();
     let source = |repo_url: &str| AppSource {
         repo_url: repo_url.to_owned(),
         target_revision: "main".into(),
@@ -72,7 +49,7 @@ async fn main() {
     cache.resolve(&path, "main", Refresh::Normal).await.unwrap();
     let resolve_ms = millis(start);
     let mut files = Vec::new();
-    for dir in std::fs::read_dir(repo.join("apps")).unwrap() {
+    for dir in std::fs::read_dir(git.dir.join("apps")).unwrap() {
         for file in std::fs::read_dir(dir.unwrap().path()).unwrap() {
             let file = file.unwrap().path();
             files.push((file.display().to_string(), std::fs::read(&file).unwrap()));
@@ -89,7 +66,7 @@ async fn main() {
         let mut config = RepoCacheConfig::new(tmp.path().join(format!("cache-{mirror}")));
         config.mirror_local = mirror;
         let cache = RepoCache::new(config);
-        let url = format!("file://{path}");
+        let url = git.file_url();
         let start = Instant::now();
         let cold = cache
             .manifests(&source(&url), Refresh::Normal)
