@@ -104,11 +104,6 @@ impl GitHttpServer {
         let prefix = format!("/{}", prefix.trim_start_matches('/'));
         lock(&self.shared.denied).push((prefix, status));
     }
-
-    /// The directory the repositories are served from.
-    pub fn root(&self) -> &Path {
-        &self.shared.root
-    }
 }
 
 impl Drop for GitHttpServer {
