@@ -56,8 +56,9 @@ impl Problem {
     pub fn from_load_error(error: &fleetshard_manifest::LoadError) -> Self {
         use fleetshard_manifest::LoadError as E;
         let object = match error {
-            E::UnknownKind { object, .. } | E::Document { object, .. } => object.clone(),
-            E::Field { object, .. } => object.clone(),
+            E::UnknownKind { object, .. }
+            | E::Document { object, .. }
+            | E::Field { object, .. } => object.clone(),
             E::Read { .. } | E::NotUtf8 { .. } | E::Syntax { .. } => "file".to_owned(),
         };
         Problem {
@@ -108,16 +109,18 @@ impl fmt::Display for Problem {
 
 /// Checks what the manifest loader accepts but an inventory cannot use: an application
 /// whose destination names neither a server nor a cluster (Argo CD's validation refuses
-/// it too). Returns the field and why.
-pub fn check_app(app: &App) -> Option<(&'static str, String)> {
+/// it too). The error names `source`, the application and the field.
+pub fn check_app(app: &App, source: &str) -> Result<(), Problem> {
     let empty = |s: &Option<String>| s.as_deref().is_none_or(str::is_empty);
     if empty(&app.destination.server) && empty(&app.destination.name) {
-        return Some((
-            "spec.destination",
-            "neither server nor name is set; the application deploys nowhere".to_owned(),
+        return Err(Problem::error(
+            source,
+            &format!("Application {}/{}", app.namespace, app.name),
+            Some("spec.destination"),
+            "neither server nor name is set; the application deploys nowhere",
         ));
     }
-    None
+    Ok(())
 }
 
 /// What the inventory holds at one revision. Cheap to clone (shared vectors).

@@ -275,11 +275,9 @@ impl<F: Files> DirectorySource<F> {
             Ok(loaded) => loaded,
             Err(e) => return failed(Problem::from_load_error(&e)),
         };
-        for app in &loaded.value.fleet.apps {
-            if let Some((field, why)) = check_app(app) {
-                let object = format!("Application {}/{}", app.namespace, app.name);
-                return failed(Problem::error(&source, &object, Some(field), &why));
-            }
+        let mut apps = loaded.value.fleet.apps.iter();
+        if let Some(problem) = apps.find_map(|app| check_app(app, &source).err()) {
+            return failed(problem);
         }
         let mut problems: Vec<Problem> =
             loaded.warnings.iter().map(Problem::from_warning).collect();

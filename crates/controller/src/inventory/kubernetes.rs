@@ -340,10 +340,7 @@ fn convert_app(obj: &DynamicObject) -> Converted<App> {
     let loaded = fleetshard_manifest::app_from_value(&value, SOURCE)
         .map_err(|e| Problem::from_load_error(&e))?;
     let app = loaded.value;
-    if let Some((field, why)) = check_app(&app) {
-        let object = format!("Application {}/{}", app.namespace, app.name);
-        return Err(Problem::error(SOURCE, &object, Some(field), &why));
-    }
+    check_app(&app, SOURCE)?;
     let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
     Ok((Some(app), warnings))
 }
