@@ -169,7 +169,7 @@ impl Scope {
     }
 
     /// Records that a listing at `revision` showed each kind at `revs`.
-    pub(crate) fn remember(&self, revision: u64, revs: Vec<u64>) {
+    fn remember(&self, revision: u64, revs: Vec<u64>) {
         let mut served = self.served.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(known) = served.iter_mut().find(|s| s.revision == revision) {
             for (k, r) in known.earliest.iter_mut().zip(&revs) {

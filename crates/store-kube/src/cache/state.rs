@@ -63,7 +63,7 @@ struct Tombstone {
 #[derive(Debug)]
 pub(crate) struct KindState {
     /// A LIST has filled `objects`.
-    pub(crate) synced: bool,
+    synced: bool,
     /// Every write of this kind in the scope up to this revision is in `objects`.
     pub(crate) rev: u64,
     /// Changes before this revision are forgotten.
