@@ -227,7 +227,10 @@ impl GitOpsReconciler {
             .clone()
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| "default".to_owned());
-        let mut desired = Vec::with_capacity(manifests.objects.len());
+        // Each object's key and kind, and beside them its manifest (the comparison reads
+        // the manifests as a slice; they move into `desired` afterwards, not copied).
+        let mut placed: Vec<(ResourceKey, KindInfo)> = Vec::with_capacity(manifests.objects.len());
+        let mut values: Vec<Value> = Vec::with_capacity(manifests.objects.len());
         let mut kinds: Vec<KindInfo> = Vec::new();
         for m in &manifests.objects {
             let id = &m.identity;
@@ -251,19 +254,18 @@ impl GitOpsReconciler {
             if !kinds.contains(&kind) {
                 kinds.push(kind.clone());
             }
-            desired.push(DesiredObject {
-                key: ResourceKey::new(id.group(), &id.kind, &namespace, &id.name),
+            placed.push((
+                ResourceKey::new(id.group(), &id.kind, &namespace, &id.name),
                 kind,
-                object,
-            });
+            ));
+            values.push(object);
         }
         conn.watch_kinds(&kinds)
             .await
             .map_err(|e| with_rev(e.into()))?;
         let app_name = self.instance_name(key);
-        let keys: HashSet<ResourceKey> = desired.iter().map(|d| d.key.clone()).collect();
+        let keys: HashSet<ResourceKey> = placed.iter().map(|(k, _)| k.clone()).collect();
         let live = conn.live_objects(&app_name, &keys);
-        let values: Vec<Value> = desired.iter().map(|d| d.object.clone()).collect();
         let opts = CompareOptions::new(&app_name).with_destination_namespace(&dest_ns);
         let comparison = compare_app(&values, &live, &opts).map_err(|e| Problem {
             message: format!("comparing {key}: {e}"),
@@ -274,9 +276,9 @@ impl GitOpsReconciler {
             .iter()
             .filter_map(|v| ResourceKey::of(v).ok().map(|k| (k, v)))
             .collect();
-        let desired_version: HashMap<&ResourceKey, &str> = desired
+        let desired_version: HashMap<&ResourceKey, &str> = placed
             .iter()
-            .map(|d| (&d.key, d.kind.resource.version.as_str()))
+            .map(|(key, kind)| (key, kind.resource.version.as_str()))
             .collect();
         let mut healths = Vec::with_capacity(comparison.resources.len());
         let mut resources = Vec::with_capacity(comparison.resources.len());
@@ -326,6 +328,11 @@ impl GitOpsReconciler {
             reconciled_at: self.clock.now_rfc3339(),
             conditions: Vec::new(),
         };
+        let desired = placed
+            .into_iter()
+            .zip(values)
+            .map(|((key, kind), object)| DesiredObject { key, kind, object })
+            .collect();
         let refreshed = Refreshed {
             commit: manifests.commit.clone(),
             cluster: target.cluster.id.clone(),
