@@ -31,6 +31,18 @@ fn owned(store: &str) -> Result<usize, String> {
     Ok(clusters.len())
 }
 
+/// Waits until exactly `n` clusters are placed, every one owned.
+fn wait_owned(store: &str, n: usize) {
+    wait_for(
+        &format!("{n} clusters owned"),
+        Duration::from_secs(60),
+        || match owned(store)? {
+            have if have == n => Ok(()),
+            have => Err(format!("{have} clusters")),
+        },
+    );
+}
+
 #[test]
 fn a_watched_directory_is_followed() {
     let dir = tempfile::tempdir().unwrap();
@@ -59,34 +71,10 @@ fn a_watched_directory_is_followed() {
             .spawn()
             .unwrap(),
     );
-    wait_for(
-        "4 clusters owned",
-        Duration::from_secs(60),
-        || match owned(&store) {
-            Ok(4) => Ok(()),
-            Ok(n) => Err(format!("{n} clusters")),
-            Err(e) => Err(e),
-        },
-    );
+    wait_owned(&store, 4);
     // A second file with two more clusters; then the first loses two.
     write_fleet(&fleet_dir.join("b.json"), 4..6);
-    wait_for(
-        "6 clusters owned",
-        Duration::from_secs(60),
-        || match owned(&store) {
-            Ok(6) => Ok(()),
-            Ok(n) => Err(format!("{n} clusters")),
-            Err(e) => Err(e),
-        },
-    );
+    wait_owned(&store, 6);
     write_fleet(&fleet_dir.join("a.json"), 0..2);
-    wait_for(
-        "4 clusters owned again",
-        Duration::from_secs(60),
-        || match owned(&store) {
-            Ok(4) => Ok(()),
-            Ok(n) => Err(format!("{n} clusters")),
-            Err(e) => Err(e),
-        },
-    );
+    wait_owned(&store, 4);
 }
