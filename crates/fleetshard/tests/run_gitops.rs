@@ -9,14 +9,14 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use serde_json::{Value, json};
 use support::replicas::fleetshard;
-use support::{KillOnDrop, http, wait_for};
+use support::{KillOnDrop, http, signal, wait_for};
 
 const APPS: &str = "argoproj.io/v1alpha1";
 const SETTLE: Duration = Duration::from_secs(90);
@@ -122,15 +122,6 @@ fn config_value(fake: &FakeApiServer, name: &str) -> Option<Value> {
         .map(|cm| cm["data"]["value"].clone())
 }
 
-fn sigterm(child: &Child) {
-    let ok = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -TERM");
-}
-
 /// A control plane with two cluster Secrets and two Applications (app0 → c0, app1 → c1)
 /// on a Git repository with one ConfigMap per app; two replicas started with `protocol`;
 /// waits until both apps are synced by a finished operation. Returns the first commit.
@@ -229,7 +220,7 @@ fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
     let r0 = &mut replicas[0];
 
     // One replica leaves; the other takes its cluster and syncs a new commit to both.
-    sigterm(&r0.0);
+    signal(r0.0.id(), "-TERM");
     let exit = r0.0.wait().unwrap();
     assert!(exit.success(), "SIGTERM exits 0: {exit:?}");
     git.write("app0/cm.yaml", &config_map("cm0", "2"));

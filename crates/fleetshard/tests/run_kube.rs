@@ -7,14 +7,14 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
 use serde_json::Value;
 use support::audit::{History, Source, read_log};
 use support::replicas::fleetshard;
-use support::{http, wait_for};
+use support::{http, signal, wait_for};
 
 const STORE: &str = "kubernetes://default";
 const SETTLE: Duration = Duration::from_secs(60);
@@ -317,11 +317,7 @@ fn two_processes_share_the_fleet_disjointly() {
 
     // SIGTERM the survivor: it releases and exits 0.
     for r in &replicas {
-        let st = Command::new("kill")
-            .args(["-TERM", &r.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success());
+        signal(r.child.id(), "-TERM");
     }
     for r in &mut replicas {
         let exit = wait_for("a replica to exit after SIGTERM", SETTLE, || {

@@ -57,6 +57,15 @@ pub fn percentiles(ms: &[u64]) -> Option<(u64, u64, u64)> {
     Some((rank(0.50), rank(0.99), *v.last()?))
 }
 
+/// Sends `sig` (`-TERM`, `-KILL`, `-STOP`, `-CONT`) to `pid` with kill(1); panics if it fails.
+pub fn signal(pid: u32, sig: &str) {
+    let st = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("running kill");
+    assert!(st.success(), "kill {sig} {pid}: {st}");
+}
+
 /// A child process killed (and reaped) when dropped, so a failing test leaves none behind.
 pub struct KillOnDrop(pub std::process::Child);
 

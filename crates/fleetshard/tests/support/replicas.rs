@@ -207,11 +207,7 @@ impl Harness {
     }
 
     fn signal(&self, i: usize, sig: &str) {
-        let st = Command::new("kill")
-            .args([sig, &self.replicas[i].pid.to_string()])
-            .status()
-            .expect("running kill");
-        assert!(st.success(), "kill {sig} {}: {st}", self.replicas[i].pid);
+        super::signal(self.replicas[i].pid, sig);
     }
 
     /// `kill -9`; returns when the process is reaped (its ownership ends then at the latest).
