@@ -285,6 +285,39 @@ impl KubeStatusSink {
     }
 }
 
+impl KubeStatusSink {
+    /// The Applications of `app`'s namespace, and its name.
+    fn api<'a>(&self, app: &'a AppKey) -> (Api<DynamicObject>, &'a str) {
+        let (namespace, name) = app.as_str().split_once('/').unwrap_or(("", app.as_str()));
+        let api = Api::namespaced_with(self.client.clone(), namespace, &self.resource);
+        (api, name)
+    }
+
+    /// `call` bounded by `call_timeout`: a 404 is [`SinkError::NotFound`], any other
+    /// failure or no answer [`SinkError::Unavailable`].
+    async fn call<T>(
+        &self,
+        app: &AppKey,
+        call: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, SinkError> {
+        let unavailable = |message: String| SinkError::Unavailable {
+            app: app.to_string(),
+            message,
+        };
+        match tokio::time::timeout(self.call_timeout, call).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
+                Err(SinkError::NotFound(app.to_string()))
+            }
+            Ok(Err(e)) => Err(unavailable(e.to_string())),
+            Err(_) => Err(unavailable(format!(
+                "no answer within {:?}",
+                self.call_timeout
+            ))),
+        }
+    }
+}
+
 impl StatusSink for KubeStatusSink {
     fn write<'a>(
         &'a self,
@@ -292,26 +325,11 @@ impl StatusSink for KubeStatusSink {
         update: &'a StatusUpdate,
     ) -> BoxFuture<'a, Result<(), SinkError>> {
         Box::pin(async move {
-            let (namespace, name) = app.as_str().split_once('/').unwrap_or(("", app.as_str()));
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), namespace, &self.resource);
+            let (api, name) = self.api(app);
             let patch = Patch::Merge(update.merge_patch());
             let params = PatchParams::default();
-            let unavailable = |message: String| SinkError::Unavailable {
-                app: app.to_string(),
-                message,
-            };
-            match tokio::time::timeout(self.call_timeout, api.patch(name, &params, &patch)).await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
-                    Err(SinkError::NotFound(app.to_string()))
-                }
-                Ok(Err(e)) => Err(unavailable(e.to_string())),
-                Err(_) => Err(unavailable(format!(
-                    "no answer within {:?}",
-                    self.call_timeout
-                ))),
-            }
+            self.call(app, api.patch(name, &params, &patch)).await?;
+            Ok(())
         })
     }
 
@@ -320,24 +338,11 @@ impl StatusSink for KubeStatusSink {
         app: &'a AppKey,
     ) -> BoxFuture<'a, Result<Option<OperationState>, SinkError>> {
         Box::pin(async move {
-            let (namespace, name) = app.as_str().split_once('/').unwrap_or(("", app.as_str()));
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), namespace, &self.resource);
-            let unavailable = |message: String| SinkError::Unavailable {
-                app: app.to_string(),
-                message,
-            };
-            let obj = match tokio::time::timeout(self.call_timeout, api.get_opt(name)).await {
-                Ok(Ok(Some(obj))) => obj,
-                Ok(Ok(None)) => return Err(SinkError::NotFound(app.to_string())),
-                Ok(Err(e)) => return Err(unavailable(e.to_string())),
-                Err(_) => {
-                    return Err(unavailable(format!(
-                        "no answer within {:?}",
-                        self.call_timeout
-                    )));
-                }
-            };
+            let (api, name) = self.api(app);
+            let obj = self
+                .call(app, api.get_opt(name))
+                .await?
+                .ok_or_else(|| SinkError::NotFound(app.to_string()))?;
             // A malformed operationState (written by someone else) counts as none: the
             // next operation overwrites it.
             Ok(obj
