@@ -122,6 +122,12 @@ pub fn app_from_value(value: &serde_json::Value, source: &str) -> Result<Loaded<
     Ok(ctx.finish(app))
 }
 
+/// [`parse_input`] on bytes the caller has read: bytes that are not UTF-8 are an error
+/// naming `source`.
+pub fn parse_input_bytes(bytes: &[u8], source: &str) -> Result<Loaded<FleetFile>, LoadError> {
+    parse_bytes(bytes, source, parse_input)
+}
+
 /// [`parse_input`] on a file.
 pub fn load_input(path: &Path) -> Result<Loaded<FleetFile>, LoadError> {
     load(path, parse_input)
@@ -161,12 +167,19 @@ fn load<T>(
         path: path.to_owned(),
         source,
     })?;
-    let source = path.display().to_string();
-    let text = std::str::from_utf8(&bytes).map_err(|e| LoadError::NotUtf8 {
-        file: source.clone(),
+    parse_bytes(&bytes, &path.display().to_string(), parse)
+}
+
+fn parse_bytes<T>(
+    bytes: &[u8],
+    source: &str,
+    parse: fn(&str, &str) -> Result<Loaded<T>, LoadError>,
+) -> Result<Loaded<T>, LoadError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| LoadError::NotUtf8 {
+        file: source.to_owned(),
         offset: e.valid_up_to(),
     })?;
-    parse(text, &source)
+    parse(text, source)
 }
 
 fn dropped(source: &str, a: usize, a_what: &str, b: usize, b_what: &str) -> LoadWarning {

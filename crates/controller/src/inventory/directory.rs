@@ -2,7 +2,8 @@
 //!
 //! Every `*.yaml`, `*.yml` and `*.json` file under the directory (recursively; names that
 //! start with `.` are skipped, which also skips the `..data` links of a mounted ConfigMap)
-//! is read with the manifest crate's [`parse_input`](fleetshard_manifest::parse_input):
+//! is read with the manifest crate's
+//! [`parse_input_bytes`](fleetshard_manifest::parse_input_bytes):
 //! Argo CD cluster Secrets and Applications as `kubectl get -o yaml` exports them, `List`s,
 //! multi-document files, or a native fleet file.
 //!
@@ -26,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_core::{App, Cluster};
-use fleetshard_manifest::ClusterCredentials;
+use fleetshard_manifest::{ClusterCredentials, LoadError};
 use tokio::time::MissedTickBehavior;
 
 use super::{Inventory, InventoryContent, Problem, Severity, check_app};
@@ -249,29 +250,14 @@ impl<F: Files> DirectorySource<F> {
         let bytes = match self.files.read(path) {
             Ok(bytes) => bytes,
             Err(e) => {
-                return failed(Problem::error(
-                    &source,
-                    "file",
-                    None,
-                    &format!("cannot read: {e}"),
-                ));
+                let error = LoadError::Read {
+                    path: path.to_owned(),
+                    source: e,
+                };
+                return failed(Problem::from_load_error(&error));
             }
         };
-        let text = match std::str::from_utf8(&bytes) {
-            Ok(text) => text,
-            Err(e) => {
-                return failed(Problem::error(
-                    &source,
-                    "file",
-                    None,
-                    &format!(
-                        "not UTF-8 text (invalid byte at offset {})",
-                        e.valid_up_to()
-                    ),
-                ));
-            }
-        };
-        let loaded = match fleetshard_manifest::parse_input(text, &source) {
+        let loaded = match fleetshard_manifest::parse_input_bytes(&bytes, &source) {
             Ok(loaded) => loaded,
             Err(e) => return failed(Problem::from_load_error(&e)),
         };

@@ -334,3 +334,14 @@ fn bad_config_names_the_field_inside_it() {
     assert_eq!(field_of(&e).1, "stringData.config");
     assert!(e.to_string().contains("invalid JSON"), "{e}");
 }
+
+#[test]
+fn bytes_that_are_not_utf8_name_the_source_and_offset() {
+    let err = crate::parse_input_bytes(b"kind: \xff\n", "bin.yaml").unwrap_err();
+    assert!(
+        matches!(err, LoadError::NotUtf8 { ref file, offset: 6 } if file == "bin.yaml"),
+        "{err}"
+    );
+    let loaded = crate::parse_input_bytes(SECRET_LIST_YAML.as_bytes(), "secrets.yaml").unwrap();
+    assert_eq!(loaded.value.fleet.clusters.len(), 2);
+}
