@@ -24,8 +24,8 @@ async fn measure(endpoint: &str, prefix: &str, handles: usize, shared_key: bool,
     let stores: Vec<Arc<EtcdStore>> = (0..handles)
         .map(|_| Arc::new(EtcdStore::new([endpoint], options.clone()).unwrap()))
         .collect();
-    let keys = format!("bench/{handles}/{shared_key}/");
-    let r = cas_throughput(&stores, &keys, shared_key, Duration::from_secs_f64(secs)).await;
+    let under = format!("bench/{handles}/{shared_key}/");
+    let r = cas_throughput(&stores, &under, shared_key, Duration::from_secs_f64(secs)).await;
     let keys = if shared_key { "one key" } else { "key each" };
     println!(
         "{handles} handle(s), {keys:<8}: {:>6.0} CAS writes/s, {:>5.0} conflicts/s",
