@@ -7,7 +7,9 @@ use std::time::Duration;
 use fleetshard_controller::inventory::{
     DirectoryConfig, DirectorySource, Inventory, InventorySnapshot, MemoryFiles, Severity,
 };
-use tokio::sync::watch;
+
+mod support;
+use support::wait_for;
 
 fn secret(name: &str, uid: &str, server: &str) -> String {
     format!(
@@ -30,27 +32,6 @@ fn names(snap: &InventorySnapshot) -> (Vec<String>, Vec<String>) {
         snap.clusters.iter().map(|c| c.server.clone()).collect(),
         snap.apps.iter().map(|a| a.name.clone()).collect(),
     )
-}
-
-/// Waits for a snapshot satisfying `pred` (the deadline is virtual under paused time).
-async fn wait_for(
-    rx: &mut watch::Receiver<InventorySnapshot>,
-    what: &str,
-    pred: impl Fn(&InventorySnapshot) -> bool,
-) -> InventorySnapshot {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        {
-            let snap = rx.borrow_and_update();
-            if pred(&snap) {
-                return snap.clone();
-            }
-        }
-        tokio::time::timeout_at(deadline, rx.changed())
-            .await
-            .unwrap_or_else(|_| panic!("timed out waiting for {what}: {:?}", *rx.borrow()))
-            .expect("inventory alive");
-    }
 }
 
 fn start(files: &MemoryFiles) -> (Inventory, tokio::task::JoinHandle<()>) {

@@ -1,16 +1,16 @@
 //! The Kubernetes source against the fake API server (real HTTP, real time): each
 //! condition is polled for with a generous deadline.
 
-use std::time::Duration;
-
 use fleetshard_controller::inventory::{
     Inventory, InventorySnapshot, KubernetesConfig, KubernetesSource, Severity,
 };
 use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 const APPS: &str = "argoproj.io/v1alpha1";
+
+mod support;
+use support::wait_for;
 
 fn secret(name: &str, server: &str) -> Value {
     json!({
@@ -29,26 +29,6 @@ fn app(ns: &str, name: &str, destination: Value) -> Value {
                  "source": {"repoURL": "https://git.example/repo", "path": name},
                  "syncPolicy": {"automated": {"prune": true}}},
     })
-}
-
-async fn wait_for(
-    rx: &mut watch::Receiver<InventorySnapshot>,
-    what: &str,
-    pred: impl Fn(&InventorySnapshot) -> bool,
-) -> InventorySnapshot {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        {
-            let snap = rx.borrow_and_update();
-            if pred(&snap) {
-                return snap.clone();
-            }
-        }
-        tokio::time::timeout_at(deadline, rx.changed())
-            .await
-            .unwrap_or_else(|_| panic!("timed out waiting for {what}: {:#?}", *rx.borrow()))
-            .expect("inventory alive");
-    }
 }
 
 fn start(
