@@ -121,30 +121,30 @@ pub async fn start(input: FleetInput) -> anyhow::Result<StartedInventory> {
 /// The fleet the distributor places, kept current from the inventory; problems logged.
 pub fn follow_fleet(inventory: &Inventory) -> watch::Receiver<RunnerFleet> {
     let mut rx = inventory.subscribe();
-    let to_fleet = |s: &InventorySnapshot| {
+    let log_problems = |s: &InventorySnapshot| {
         for p in s.problems.iter() {
             tracing::warn!("fleet: {p}");
         }
-        // The inventory's vectors are shared, not copied: only the loads are computed.
-        RunnerFleet {
-            loads: Arc::new(fleetshard_core::model::loads(&s.clusters, &s.apps)),
-            clusters: s.clusters.clone(),
-            revision: s.revision,
-        }
     };
-    let (tx, fleet_rx) = watch::channel(to_fleet(&rx.borrow_and_update()));
+    // The inventory's vectors are shared, not copied: only the loads are computed.
+    let to_fleet = |s: &InventorySnapshot| RunnerFleet {
+        loads: Arc::new(fleetshard_core::model::loads(&s.clusters, &s.apps)),
+        clusters: s.clusters.clone(),
+        revision: s.revision,
+    };
+    let first = rx.borrow_and_update().clone();
+    log_problems(&first);
+    let (tx, fleet_rx) = watch::channel(to_fleet(&first));
     tokio::spawn(async move {
-        let mut seen = rx.borrow().revision;
+        let mut seen = first.revision;
         while rx.changed().await.is_ok() {
             let snap = rx.borrow_and_update().clone();
+            log_problems(&snap);
+            // Problems and readiness alone do not move the revision: nothing to place.
             if snap.revision != seen {
                 seen = snap.revision;
                 if tx.send(to_fleet(&snap)).is_err() {
                     return;
-                }
-            } else {
-                for p in snap.problems.iter() {
-                    tracing::warn!("fleet: {p}");
                 }
             }
         }
