@@ -172,7 +172,7 @@ type Key = (String, String);
 /// lost its label) and warnings; or the error that keeps the last good version.
 type Converted<T> = Result<(Option<T>, Vec<Problem>), Problem>;
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 struct Entry<T> {
     good: Option<T>,
     problems: Vec<Problem>,
@@ -188,7 +188,7 @@ struct Objects<T> {
     connection: Option<Problem>,
 }
 
-impl<T: Clone> Objects<T> {
+impl<T: Clone + PartialEq> Objects<T> {
     fn new(what: String) -> Self {
         Objects {
             what,
@@ -242,15 +242,17 @@ impl<T: Clone> Objects<T> {
             }
             Event::Apply(obj) => {
                 let key = key_of(&obj);
-                let previous = self.live.remove(&key).and_then(|e| e.good);
-                if let Some(entry) = entry(convert(&obj), || previous) {
-                    self.live.insert(key, entry);
+                let old = self.live.remove(&key);
+                let new = entry(convert(&obj), || old.as_ref().and_then(|e| e.good.clone()));
+                // Most updates touch nothing the inventory reads (Argo CD writes each
+                // Application's status): they must not cost a re-assembly of the fleet.
+                changed |= new != old;
+                if let Some(new) = new {
+                    self.live.insert(key, new);
                 }
-                changed = true;
             }
             Event::Delete(obj) => {
-                self.live.remove(&key_of(&obj));
-                changed = true;
+                changed |= self.live.remove(&key_of(&obj)).is_some();
             }
         }
         changed
