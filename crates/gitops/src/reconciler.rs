@@ -119,6 +119,9 @@ struct Refreshed {
 
 #[derive(Default)]
 struct Memo {
+    /// The app's cluster when it was last refreshed or operated on: the memo goes when
+    /// that cluster stops, so a later owner reads the recorded operation again.
+    cluster: String,
     last: Option<Arc<Refreshed>>,
     /// The commit last synced successfully.
     synced: Option<String>,
@@ -175,8 +178,7 @@ impl GitOpsReconciler {
     /// Call it once no work of the cluster is in flight ([`GitOpsStopHook`] does).
     pub fn stop_cluster(&self, id: &str) {
         self.clusters.stop(id);
-        self.memos()
-            .retain(|_, m| m.last.as_ref().is_none_or(|l| l.cluster != id));
+        self.memos().retain(|_, m| m.cluster != id);
     }
 
     /// The name the app's tracking annotations carry.
@@ -369,23 +371,20 @@ impl GitOpsReconciler {
             self.memos().remove(key);
             return Ok(());
         };
-        match self.compare(key, &target).await {
-            Ok((refreshed, status)) => {
-                self.memos().entry(key.clone()).or_default().last = Some(Arc::new(refreshed));
-                self.record(key, StatusUpdate::Comparison(status)).await
-            }
-            Err(problem) => {
-                if let Some(m) = self.memos().get_mut(key) {
-                    m.last = None;
-                }
-                let status = self.error_status(&problem);
-                self.record(key, StatusUpdate::Comparison(status)).await?;
-                if problem.transient {
-                    Err(ReconcileError::RetryLater(problem.message))
-                } else {
-                    Ok(())
-                }
-            }
+        let (last, status, problem) = match self.compare(key, &target).await {
+            Ok((refreshed, status)) => (Some(Arc::new(refreshed)), status, None),
+            Err(problem) => (None, self.error_status(&problem), Some(problem)),
+        };
+        {
+            let mut memos = self.memos();
+            let m = memos.entry(key.clone()).or_default();
+            m.cluster.clone_from(&target.cluster.id);
+            m.last = last;
+        }
+        self.record(key, StatusUpdate::Comparison(status)).await?;
+        match problem {
+            Some(p) if p.transient => Err(ReconcileError::RetryLater(p.message)),
+            _ => Ok(()),
         }
     }
 

@@ -237,6 +237,47 @@ async fn a_new_owner_leaves_drift_alone_without_self_heal() {
 }
 
 #[tokio::test]
+async fn an_owner_back_after_a_move_reads_the_recorded_sync_again() {
+    let e = env(&[("app/cm.yaml", config_map("settings", "v1"))]).await;
+    e.add_app("a", AUTO);
+    let a = e.reconciler();
+    a.refresh(&key("a")).await.unwrap();
+    assert_eq!(a.operate(&key("a")).await.unwrap(), Operated::Finished);
+    // The app's last refresh here fails (a path not in Git), then the cluster moves away.
+    e.inventory
+        .update(&key("a"), |t| t.app.source.path = "no-such-path".into());
+    a.refresh(&key("a")).await.unwrap();
+    assert_eq!(e.sync_status("a").0, "Unknown");
+    a.stop_cluster("c1");
+    // The other owner syncs a new commit; then the live object drifts.
+    e.inventory
+        .update(&key("a"), |t| t.app.source.path = "app".into());
+    e.git.write("app/cm.yaml", &config_map("settings", "v2"));
+    e.git.commit("v2");
+    let b = e.reconciler();
+    b.refresh(&key("a")).await.unwrap();
+    assert_eq!(b.operate(&key("a")).await.unwrap(), Operated::Finished);
+    e.fake
+        .modify("v1", "ConfigMap", "default", "settings", |cm| {
+            cm["data"]["value"] = json!("edited by hand");
+        })
+        .unwrap();
+    // Back on the first owner: the commit was synced (by the other owner), so without
+    // selfHeal the drift is left, as the other owner would have left it.
+    eventually(std::time::Duration::from_secs(10), "drift seen", || async {
+        a.refresh(&key("a")).await.unwrap();
+        (e.sync_status("a").0 == "OutOfSync").then_some(())
+    })
+    .await;
+    assert_eq!(a.operate(&key("a")).await.unwrap(), Operated::Idle);
+    let cm = e
+        .fake
+        .get("v1", "ConfigMap", "default", "settings")
+        .unwrap();
+    assert_eq!(cm["data"]["value"], "edited by hand");
+}
+
+#[tokio::test]
 async fn a_sync_asked_for_by_hand_runs_once_and_can_roll_back() {
     let e = env(&[("app/cm.yaml", config_map("settings", "v1"))]).await;
     let first = e.git.run(&["rev-parse", "HEAD"]);

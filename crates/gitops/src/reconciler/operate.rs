@@ -24,6 +24,7 @@ impl GitOpsReconciler {
         let (pending, last) = {
             let mut memos = self.memos();
             let m = memos.entry(key.clone()).or_default();
+            m.cluster.clone_from(&target.cluster.id);
             if request.is_none() {
                 // Cleared (by our own status write, or by hand): the next request runs.
                 m.request_done = None;
