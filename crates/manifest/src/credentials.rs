@@ -49,31 +49,35 @@ const UNSUPPORTED: [&str; 7] = [
     "/proxyUrl",
 ];
 
-/// Why a `config` could not be read: the field (`config`, `config.bearerToken`, …) and
-/// what is wrong with it.
+/// Why a `config` could not be read: the field (`config`, `config.bearerToken`, …, under
+/// the name the caller gave `config`) and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigProblem {
-    /// The field inside the Secret's `config`, prefixed `config`.
+    /// The field inside the Secret's `config`, prefixed with the name given to `config`.
     pub field: String,
     /// What is wrong.
     pub message: String,
 }
 
 impl ClusterCredentials {
-    /// Reads an Argo CD cluster Secret's `config` JSON. Returns the credentials and the
-    /// set fields that are not supported (as `config.…` names, for a warning); a field of
-    /// the wrong type is an error naming it.
-    pub fn from_argo_config(config: &str) -> Result<(Self, Vec<String>), ConfigProblem> {
+    /// Reads an Argo CD cluster Secret's `config` JSON, found in the Secret's field `field`
+    /// (`stringData.config`, say). Returns the credentials and the set fields that are not
+    /// supported (named under `field`, for a warning); a field of the wrong type is an
+    /// error naming it.
+    pub fn from_argo_config(
+        config: &str,
+        field: &str,
+    ) -> Result<(Self, Vec<String>), ConfigProblem> {
         let problem = |field: &str, message: String| ConfigProblem {
             field: field.to_owned(),
             message,
         };
         let v: Value = serde_json::from_str(config)
-            .map_err(|e| problem("config", format!("invalid JSON: {e}")))?;
+            .map_err(|e| problem(field, format!("invalid JSON: {e}")))?;
         if !v.is_object() {
-            return Err(problem("config", "not a JSON object".to_owned()));
+            return Err(problem(field, "not a JSON object".to_owned()));
         }
-        let name = |ptr: &str| format!("config{}", ptr.replace('/', "."));
+        let name = |ptr: &str| format!("{field}{}", ptr.replace('/', "."));
         let text = |ptr: &str| -> Result<Option<String>, ConfigProblem> {
             match v.pointer(ptr) {
                 None | Some(Value::Null) => Ok(None),
@@ -87,7 +91,7 @@ impl ClusterCredentials {
             Some(Value::Bool(b)) => *b,
             Some(_) => {
                 return Err(problem(
-                    "config.tlsClientConfig.insecure",
+                    &name("/tlsClientConfig/insecure"),
                     "not a boolean".to_owned(),
                 ));
             }
@@ -119,6 +123,7 @@ mod tests {
     fn reads_the_supported_fields() {
         let (c, unsupported) = ClusterCredentials::from_argo_config(
             r#"{"bearerToken":"t0k","tlsClientConfig":{"insecure":true,"caData":"Q0E="}}"#,
+            "config",
         )
         .unwrap();
         assert_eq!(c.bearer_token.as_deref(), Some("t0k"));
@@ -131,6 +136,7 @@ mod tests {
     fn names_unsupported_authentication() {
         let (c, unsupported) = ClusterCredentials::from_argo_config(
             r#"{"awsAuthConfig":{"clusterName":"x"},"tlsClientConfig":{"certData":"Yw==","insecure":false},"username":""}"#,
+            "config",
         )
         .unwrap();
         assert_eq!(c, ClusterCredentials::default());
@@ -142,14 +148,17 @@ mod tests {
 
     #[test]
     fn wrong_types_name_the_field() {
-        let e = ClusterCredentials::from_argo_config(r#"{"bearerToken":7}"#).unwrap_err();
+        let e = ClusterCredentials::from_argo_config(r#"{"bearerToken":7}"#, "config").unwrap_err();
         assert_eq!(e.field, "config.bearerToken");
-        let e = ClusterCredentials::from_argo_config(r#"{"tlsClientConfig":{"insecure":"yes"}}"#)
-            .unwrap_err();
+        let e = ClusterCredentials::from_argo_config(
+            r#"{"tlsClientConfig":{"insecure":"yes"}}"#,
+            "config",
+        )
+        .unwrap_err();
         assert_eq!(e.field, "config.tlsClientConfig.insecure");
-        let e = ClusterCredentials::from_argo_config("[1]").unwrap_err();
+        let e = ClusterCredentials::from_argo_config("[1]", "config").unwrap_err();
         assert_eq!(e.field, "config");
-        let e = ClusterCredentials::from_argo_config("{").unwrap_err();
+        let e = ClusterCredentials::from_argo_config("{", "config").unwrap_err();
         assert!(e.message.contains("invalid JSON"), "{e:?}");
     }
 

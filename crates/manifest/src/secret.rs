@@ -221,17 +221,12 @@ pub(crate) fn to_cluster(
     let credentials = match secret.get(ctx, &object, "config")? {
         None => None,
         Some((text, field)) => {
-            let (credentials, unsupported) =
-                ClusterCredentials::from_argo_config(&text).map_err(|p| {
-                    // `p.field` starts with `config`; the Secret's field says where it was.
-                    let inner = p.field.strip_prefix("config").unwrap_or(&p.field);
-                    ctx.field_error(&object, &format!("{field}{inner}"), p.message)
-                })?;
+            let (credentials, unsupported) = ClusterCredentials::from_argo_config(&text, &field)
+                .map_err(|p| ctx.field_error(&object, &p.field, p.message))?;
             for f in unsupported {
-                let inner = f.strip_prefix("config").unwrap_or(&f);
                 ctx.warn(
                     &object,
-                    Some(&format!("{field}{inner}")),
+                    Some(&f),
                     "not supported by fleetshard's reconciler; the cluster is reached \
                      without it"
                         .to_owned(),
