@@ -73,6 +73,13 @@ impl Env {
         )
     }
 
+    /// `data.value` of the live ConfigMap `default/settings`; `None` if it is absent.
+    fn settings_value(&self) -> Option<serde_json::Value> {
+        self.fake
+            .get("v1", "ConfigMap", "default", "settings")
+            .map(|cm| cm["data"]["value"].clone())
+    }
+
     fn sync_status(&self, app: &str) -> (String, String) {
         let s = self.sink.get(&key(app)).unwrap().comparison.unwrap();
         (s.sync.status, s.health.status)
@@ -140,11 +147,7 @@ async fn automated_sync_takes_an_app_from_out_of_sync_to_synced() {
     assert_eq!(status.sync.status, "OutOfSync");
     assert_eq!(status.sync.revision.as_deref(), Some(commit.as_str()));
     assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
-    let cm = e
-        .fake
-        .get("v1", "ConfigMap", "default", "settings")
-        .unwrap();
-    assert_eq!(cm["data"]["value"], "v2");
+    assert_eq!(e.settings_value(), Some(json!("v2")));
     r.refresh(&key("a")).await.unwrap();
     assert_eq!(e.sync_status("a").0, "Synced");
 }
@@ -192,11 +195,7 @@ async fn drift(self_heal: bool) -> (Env, Arc<fleetshard_gitops::reconciler::GitO
 async fn self_heal_restores_a_drifted_object() {
     let (e, r) = drift(true).await;
     assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
-    let cm = e
-        .fake
-        .get("v1", "ConfigMap", "default", "settings")
-        .unwrap();
-    assert_eq!(cm["data"]["value"], "v1");
+    assert_eq!(e.settings_value(), Some(json!("v1")));
     r.refresh(&key("a")).await.unwrap();
     assert_eq!(e.sync_status("a").0, "Synced");
 }
@@ -205,11 +204,7 @@ async fn self_heal_restores_a_drifted_object() {
 async fn drift_is_left_without_self_heal() {
     let (e, r) = drift(false).await;
     assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Idle);
-    let cm = e
-        .fake
-        .get("v1", "ConfigMap", "default", "settings")
-        .unwrap();
-    assert_eq!(cm["data"]["value"], "edited by hand");
+    assert_eq!(e.settings_value(), Some(json!("edited by hand")));
     r.refresh(&key("a")).await.unwrap();
     let status = e.sink.get(&key("a")).unwrap().comparison.unwrap();
     assert_eq!(status.sync.status, "OutOfSync");
@@ -229,11 +224,7 @@ async fn a_new_owner_leaves_drift_alone_without_self_heal() {
     new_owner.refresh(&key("a")).await.unwrap();
     assert_eq!(e.sync_status("a").0, "OutOfSync");
     assert_eq!(new_owner.operate(&key("a")).await.unwrap(), Operated::Idle);
-    let cm = e
-        .fake
-        .get("v1", "ConfigMap", "default", "settings")
-        .unwrap();
-    assert_eq!(cm["data"]["value"], "edited by hand");
+    assert_eq!(e.settings_value(), Some(json!("edited by hand")));
 }
 
 #[tokio::test]
@@ -270,11 +261,7 @@ async fn an_owner_back_after_a_move_reads_the_recorded_sync_again() {
     })
     .await;
     assert_eq!(a.operate(&key("a")).await.unwrap(), Operated::Idle);
-    let cm = e
-        .fake
-        .get("v1", "ConfigMap", "default", "settings")
-        .unwrap();
-    assert_eq!(cm["data"]["value"], "edited by hand");
+    assert_eq!(e.settings_value(), Some(json!("edited by hand")));
 }
 
 #[tokio::test]
@@ -289,12 +276,7 @@ async fn a_sync_asked_for_by_hand_runs_once_and_can_roll_back() {
         Operated::Idle,
         "no policy"
     );
-    let value = || {
-        e.fake
-            .get("v1", "ConfigMap", "default", "settings")
-            .map(|cm| cm["data"]["value"].clone())
-    };
-    assert_eq!(value(), None);
+    assert_eq!(e.settings_value(), None);
 
     // "Sync" pressed: runs although there is no automated policy, once.
     let request = |revision: Option<&str>| {
@@ -308,7 +290,7 @@ async fn a_sync_asked_for_by_hand_runs_once_and_can_roll_back() {
     };
     request(None);
     assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
-    assert_eq!(value(), Some(json!("v1")));
+    assert_eq!(e.settings_value(), Some(json!("v1")));
     let op = e.sink.get(&key("a")).unwrap().operation.unwrap();
     assert_eq!(op.phase, "Succeeded");
     assert_eq!(op.sync_result.unwrap().revision, first);
@@ -326,13 +308,13 @@ async fn a_sync_asked_for_by_hand_runs_once_and_can_roll_back() {
     request(None);
     r.refresh(&key("a")).await.unwrap();
     assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
-    assert_eq!(value(), Some(json!("v2")));
+    assert_eq!(e.settings_value(), Some(json!("v2")));
     e.inventory.update(&key("a"), |t| t.app.sync_request = None);
     r.operate(&key("a")).await.unwrap();
     request(Some(&first));
     assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
     assert_eq!(
-        value(),
+        e.settings_value(),
         Some(json!("v1")),
         "rolled back to the requested commit"
     );
