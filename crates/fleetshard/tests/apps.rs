@@ -1,8 +1,10 @@
 //! `fleetshard apps`: statuses written by the local-mode sink into a SQLite store, read back
 //! by the binary as a table and as JSON, with filters and an unreadable record.
 
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,18 +16,9 @@ use fleetshard_gitops::reconciler::{
 };
 use fleetshard_store_sqlite::SqliteStore;
 use serde_json::Value;
+use support::replicas::fleetshard;
 
 const ROOT: &str = "fleetshard/";
-
-fn fleetshard() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fleetshard"));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("FLEETSHARD_") || key.starts_with("ARGOCD_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
 
 fn ok(out: Output) -> String {
     assert!(

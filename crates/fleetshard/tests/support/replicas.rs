@@ -17,9 +17,16 @@ use super::{http, unix_ms, wait_for};
 /// Deadline of every wait for the fleet to settle (generous: a loaded 2-core CI machine).
 pub const SETTLE: Duration = Duration::from_secs(40);
 
-/// The `fleetshard` binary under test.
+/// The `fleetshard` binary under test, with a clean environment: no variable of ours or
+/// Argo CD's leaks in from the machine running the tests (each flag also reads one).
 pub fn fleetshard() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_fleetshard"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fleetshard"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("FLEETSHARD_") || key.starts_with("ARGOCD_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
 }
 
 /// A scenario's fixed parameters.
