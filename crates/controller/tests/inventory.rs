@@ -68,7 +68,7 @@ async fn revision_moves_only_with_content() {
     // New credentials for a cluster are content too: the reconciler must reconnect.
     let mut with_token = content(c, a2);
     with_token.credentials.insert(
-        "a".into(),
+        "id-a".into(),
         fleetshard_manifest::ClusterCredentials {
             bearer_token: Some("t".into()),
             ..Default::default()
