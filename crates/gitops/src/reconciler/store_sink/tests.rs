@@ -239,6 +239,41 @@ async fn an_app_first_seen_is_read_and_written_whatever_is_stored() {
     assert_eq!(s.operation, Some(op));
 }
 
+#[tokio::test(start_paused = true)]
+async fn apps_not_written_for_two_heartbeats_are_forgotten() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let sink = sink(store.clone());
+    let op = operation("Succeeded", "t0", Some("t1"));
+    write(&sink, StatusUpdate::Operation(op.clone()))
+        .await
+        .unwrap();
+    let (_, v1) = stored(store.as_ref()).await;
+    write(&sink, StatusUpdate::Operation(op.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        stored(store.as_ref()).await.1,
+        v1,
+        "remembered: not written"
+    );
+
+    // Two heartbeats without a write of the app; another app's write sweeps the memory.
+    tokio::time::advance(DEFAULT_HEARTBEAT * 2).await;
+    let other = AppKey::new("team-b", "other");
+    sink.write(&other, &StatusUpdate::Operation(op.clone()))
+        .await
+        .unwrap();
+    // Forgotten: the same operation is read and written again, then remembered again.
+    write(&sink, StatusUpdate::Operation(op.clone()))
+        .await
+        .unwrap();
+    let (s, v2) = stored(store.as_ref()).await;
+    assert!(v2 > v1, "the app was not forgotten");
+    assert_eq!(s.operation, Some(op.clone()));
+    write(&sink, StatusUpdate::Operation(op)).await.unwrap();
+    assert_eq!(stored(store.as_ref()).await.1, v2);
+}
+
 /// A memory store whose writes fail while `failing` is set.
 struct Flaky {
     inner: MemoryStore,
