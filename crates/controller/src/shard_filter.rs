@@ -90,7 +90,8 @@ impl Drop for InFlight {
 /// Counters the status page and `/metrics` show.
 #[derive(Debug, Clone, Default)]
 pub struct FilterMetrics {
-    /// Items dropped at get time because their cluster is not owned.
+    /// Items dropped at get time because their cluster is not owned, or the shard lease
+    /// has lapsed (ownership ends at its deadline).
     pub not_owned: Counter,
     /// Items dropped at get time because their destination is unresolved.
     pub unresolved_dropped: Counter,
@@ -106,7 +107,7 @@ impl FilterMetrics {
         let r = registry.sub_registry_with_prefix("shard_filter");
         r.register(
             "not_owned_dropped",
-            "Items dropped because their cluster is not owned by this replica",
+            "Items dropped because their cluster is not owned by this replica (or its lease lapsed)",
             self.not_owned.clone(),
         );
         r.register(
