@@ -191,7 +191,7 @@ fn replicas(fleet: &Fleet, count: usize, cache_dir: &std::path::Path) -> Vec<Rep
             let sink = MemorySink::new();
             // Every replica reads the whole inventory, as in `fleetshard run`.
             let reconciler = Arc::new(GitOpsReconciler::new(
-                Arc::new(fleet.inventory.clone()),
+                fleet.inventory.clone(),
                 repos.clone(),
                 ClusterConnections::new(LiveOptions::default()),
                 sink.clone(),

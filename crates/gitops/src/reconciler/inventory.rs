@@ -71,7 +71,7 @@ impl StaticInventory {
     }
 }
 
-impl Inventory for std::sync::Arc<StaticInventory> {
+impl Inventory for StaticInventory {
     fn target(&self, key: &AppKey) -> Option<AppTarget> {
         self.lock().get(key).cloned()
     }

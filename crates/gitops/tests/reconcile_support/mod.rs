@@ -93,7 +93,7 @@ pub fn reconciler(
     lease: Arc<dyn LeaseCheck>,
 ) -> Arc<GitOpsReconciler> {
     Arc::new(GitOpsReconciler::new(
-        Arc::new(inventory.clone()),
+        inventory.clone(),
         repos,
         ClusterConnections::new(options),
         sink,
