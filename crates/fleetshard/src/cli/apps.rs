@@ -7,9 +7,7 @@
 //! refresh: unchanged refreshes are not rewritten until then.
 
 use anyhow::Context as _;
-use fleetshard_gitops::reconciler::{
-    StoredAppStatus, StoredStatusEntry, read_statuses, status_prefix,
-};
+use fleetshard_gitops::reconciler::{StoredStatusEntry, read_statuses, status_prefix};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -117,11 +115,21 @@ fn json_app(e: StoredStatusEntry) -> JsonApp {
     }
 }
 
-/// One table row's cells.
-fn row(status: &StoredAppStatus) -> [String; 6] {
+/// One table row's cells, the app's name first; an unreadable record says why.
+fn row(e: &StoredStatusEntry) -> [String; 7] {
+    let status = match &e.status {
+        Ok(s) => s,
+        Err(err) => {
+            let mut cells = std::array::from_fn(|_| "?".to_owned());
+            cells[0].clone_from(&e.app);
+            cells[6] = format!("unreadable: {err}");
+            return cells;
+        }
+    };
     let c = status.comparison.as_ref();
     let dash = || "-".to_owned();
     [
+        e.app.clone(),
         c.map_or_else(dash, |c| c.sync.status.clone()),
         c.and_then(|c| c.sync.revision.as_deref())
             .map_or_else(dash, |r| r.chars().take(7).collect()),
@@ -163,40 +171,24 @@ fn table(store: &str, prefix: &str, entries: &[StoredStatusEntry]) -> String {
         "RECONCILED",
         "MESSAGE",
     ];
-    let rows: Vec<(String, Vec<String>)> = entries
-        .iter()
-        .map(|e| match &e.status {
-            Ok(s) => (e.app.clone(), row(s).into()),
-            Err(err) => {
-                let mut cells = vec!["?".to_owned(); 5];
-                cells.push(format!("unreadable: {err}"));
-                (e.app.clone(), cells)
-            }
-        })
-        .collect();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for (app, cells) in &rows {
-        widths[0] = widths[0].max(app.chars().count());
-        for (w, c) in widths[1..].iter_mut().zip(cells) {
+    let rows: Vec<[String; 7]> = entries.iter().map(row).collect();
+    let mut widths = header.map(str::len);
+    for cells in &rows {
+        for (w, c) in widths.iter_mut().zip(cells) {
             *w = (*w).max(c.chars().count());
         }
     }
-    let line = |out: &mut String, cells: &[&str]| {
-        let last = cells.len() - 1;
-        for (i, c) in cells.iter().enumerate() {
-            if i == last {
-                let _ = writeln!(out, "{c}");
-            } else {
-                let pad = widths[i] - c.chars().count();
-                let _ = write!(out, "{c}{}  ", " ".repeat(pad));
-            }
+    // Padded columns two spaces apart; the last (the message) is not padded.
+    let line = |out: &mut String, cells: [&str; 7]| {
+        for (c, w) in cells.iter().zip(widths).take(6) {
+            let pad = w - c.chars().count();
+            let _ = write!(out, "{c}{}  ", " ".repeat(pad));
         }
+        let _ = writeln!(out, "{}", cells[6]);
     };
-    line(&mut out, &header);
-    for (app, cells) in &rows {
-        let mut all = vec![app.as_str()];
-        all.extend(cells.iter().map(String::as_str));
-        line(&mut out, &all);
+    line(&mut out, header);
+    for cells in &rows {
+        line(&mut out, cells.each_ref().map(String::as_str));
     }
     let count = |want: &str| {
         entries
