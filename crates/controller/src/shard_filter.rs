@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use fleetshard_coord::runner::{Ownership, OwnershipChange};
+use fleetshard_core::placement::stable_hash;
 use fleetshard_core::{App, Cluster, Destination, DestinationIndex};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -324,7 +325,7 @@ impl ShardFilter {
             self.refresh.add_many(apps);
         } else {
             for app in apps {
-                let delay = Duration::from_millis(spread(&app) % jitter_ms);
+                let delay = Duration::from_millis(stable_hash(app.as_str()) % jitter_ms);
                 self.refresh.add_after(app, delay);
             }
         }
@@ -444,13 +445,6 @@ impl ShardFilter {
             })
             .collect()
     }
-}
-
-/// A stable number per app (FNV-1a of its key), to spread it within a period.
-fn spread(app: &AppKey) -> u64 {
-    app.as_str().bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 fn gauge(n: usize) -> i64 {

@@ -32,6 +32,7 @@ use crate::assignment::Assignment;
 use crate::model::{Cluster, ShardSpec};
 
 pub use engine::BalancedPlacer;
+pub use rendezvous::stable_hash;
 pub use zones::{ZoneFallback, ZonePlan, ZoneReport};
 
 /// Name of this algorithm on the command line and in reports.

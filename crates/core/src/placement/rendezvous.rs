@@ -15,8 +15,9 @@ pub(super) fn mix64(mut x: u64) -> u64 {
     x ^ (x >> 33)
 }
 
-/// A cluster's rendezvous key.
-pub(super) fn cluster_key(id: &str) -> u64 {
+/// A cluster's rendezvous key: FNV-1a of the id, mixed. Stable across processes and
+/// versions (it is what placement is built on), so also what spreads other per-id work.
+pub fn stable_hash(id: &str) -> u64 {
     let h = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
@@ -40,18 +41,18 @@ mod tests {
     #[test]
     fn values_are_pinned() {
         // These values are part of the placement contract: changing them moves clusters.
-        assert_eq!(cluster_key(""), mix64(0xcbf2_9ce4_8422_2325));
+        assert_eq!(stable_hash(""), mix64(0xcbf2_9ce4_8422_2325));
         assert_eq!(mix64(0), 0);
         assert_eq!(
-            score(cluster_key("a"), shard_salt(0)),
-            score(cluster_key("a"), shard_salt(0))
+            score(stable_hash("a"), shard_salt(0)),
+            score(stable_hash("a"), shard_salt(0))
         );
         assert_ne!(
-            score(cluster_key("a"), shard_salt(0)),
-            score(cluster_key("a"), shard_salt(1))
+            score(stable_hash("a"), shard_salt(0)),
+            score(stable_hash("a"), shard_salt(1))
         );
         assert_eq!(
-            cluster_key("cluster-1"),
+            stable_hash("cluster-1"),
             0x7ad6_b6ce_6335_e1c4,
             "hash drifted"
         );

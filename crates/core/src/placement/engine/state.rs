@@ -8,7 +8,7 @@ use super::BalancedPlacer;
 use crate::model::Cluster;
 use crate::model::ShardSpec;
 use crate::placement::PlacementWarning;
-use crate::placement::rendezvous::cluster_key;
+use crate::placement::rendezvous::stable_hash;
 use crate::placement::zones::{self, ZoneFallback, ZoneLayout, ZonePlan};
 
 /// (cluster index, from, to)
@@ -89,7 +89,7 @@ impl State {
                 }
                 _ => None,
             });
-            let key = cluster_key(&c.id);
+            let key = stable_hash(&c.id);
             if managed {
                 st.index.entry(key).or_insert(i);
             }
@@ -107,7 +107,7 @@ impl State {
     /// Appends one cluster (incremental add; the caller has checked the pin and zone).
     pub fn push(&mut self, c: &Cluster, load: u64) -> usize {
         let i = self.ids.len();
-        let key = cluster_key(&c.id);
+        let key = stable_hash(&c.id);
         let managed = !c.skip_reconcile;
         if managed {
             self.index.entry(key).or_insert(i);
@@ -137,7 +137,7 @@ impl State {
 
     /// The managed cluster with this id.
     pub fn lookup(&self, id: &str) -> Option<usize> {
-        let i = *self.index.get(&cluster_key(id))?;
+        let i = *self.index.get(&stable_hash(id))?;
         if self.ids[i] == id {
             return Some(i);
         }
