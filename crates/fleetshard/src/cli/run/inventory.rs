@@ -75,8 +75,7 @@ pub struct StartedInventory {
 /// inventory means "not known yet", and placing it would move every cluster away.
 pub async fn start(input: FleetInput) -> anyhow::Result<StartedInventory> {
     let inventory = Inventory::new();
-    let mut kube = None;
-    match input {
+    let (mut source, kube) = match input {
         FleetInput::Fixed(loaded) => {
             let content = InventoryContent {
                 clusters: loaded.fleet.clusters,
@@ -84,13 +83,17 @@ pub async fn start(input: FleetInput) -> anyhow::Result<StartedInventory> {
                 credentials: loaded.credentials,
             };
             inventory.publish(content, Vec::new(), true);
-            return Ok(StartedInventory { inventory, kube });
+            return Ok(StartedInventory {
+                inventory,
+                kube: None,
+            });
         }
         FleetInput::Watched(dir) => {
             if !dir.is_dir() {
                 bail!("--fleet-dir {}: not a directory", dir.display());
             }
-            tokio::spawn(DirectorySource::new(DirectoryConfig::new(dir)).run(inventory.clone()));
+            let source = DirectorySource::new(DirectoryConfig::new(dir));
+            (tokio::spawn(source.run(inventory.clone())), None)
         }
         FleetInput::Kubernetes(config) => {
             let mut kube_config = kube::Config::infer().await.context(
@@ -107,14 +110,32 @@ pub async fn start(input: FleetInput) -> anyhow::Result<StartedInventory> {
                 applications = config.apps_namespace.as_deref().unwrap_or("*"),
                 "watching Argo CD's cluster Secrets and Applications"
             );
-            tokio::spawn(KubernetesSource::new(client.clone(), config).run(inventory.clone()));
-            kube = Some(client);
+            let source = KubernetesSource::new(client.clone(), config);
+            (tokio::spawn(source.run(inventory.clone())), Some(client))
+        }
+    };
+    // Nothing is served before the first load, so say what holds it up (the source's
+    // problems: a refused watch, an unreadable directory), and fail if the source ends
+    // (the watch channel cannot tell: `inventory` here keeps its sender open).
+    let mut rx = inventory.subscribe();
+    loop {
+        {
+            let snap = rx.borrow_and_update();
+            if snap.ready {
+                break;
+            }
+            for p in snap.problems.iter() {
+                tracing::warn!("fleet, not loaded yet: {p}");
+            }
+        }
+        tokio::select! {
+            _ = rx.changed() => {}
+            end = &mut source => {
+                let why = end.err().map_or_else(|| "it returned".to_owned(), |e| e.to_string());
+                bail!("the inventory's source stopped before its first load: {why}");
+            }
         }
     }
-    let mut rx = inventory.subscribe();
-    rx.wait_for(|s| s.ready)
-        .await
-        .context("the inventory's source stopped before its first load")?;
     Ok(StartedInventory { inventory, kube })
 }
 
