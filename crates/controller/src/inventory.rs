@@ -24,7 +24,9 @@ mod directory;
 mod kubernetes;
 
 pub use directory::{DirectoryConfig, DirectorySource, FileStamp, Files, MemoryFiles, RealFiles};
-pub use kubernetes::{KubernetesConfig, KubernetesSource, KubernetesSourceError};
+pub use kubernetes::{
+    KubernetesConfig, KubernetesSource, KubernetesSourceError, application_resource,
+};
 
 /// How serious a [`Problem`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

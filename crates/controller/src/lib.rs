@@ -50,6 +50,12 @@ impl AppKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The namespace and the name.
+    pub fn parts(&self) -> (&str, &str) {
+        // Made by `new`: the first `/` separates them (a namespace has none).
+        self.0.split_once('/').unwrap_or(("", &self.0))
+    }
 }
 
 impl fmt::Display for AppKey {

@@ -77,7 +77,7 @@ impl ReconcilerConfig {
     /// The name an app's tracking annotations carry: `name` in the control-plane
     /// namespace, `namespace_name` elsewhere (Argo CD's instance name).
     pub fn instance_name(&self, key: &AppKey) -> String {
-        let (ns, name) = key.as_str().split_once('/').unwrap_or(("", key.as_str()));
+        let (ns, name) = key.parts();
         if ns.is_empty() || ns == self.control_plane_namespace {
             name.to_owned()
         } else {

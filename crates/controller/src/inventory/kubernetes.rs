@@ -149,7 +149,8 @@ fn secret_resource() -> ApiResource {
     }
 }
 
-fn application_resource() -> ApiResource {
+/// Argo CD's `argoproj.io/v1alpha1` Application, for dynamic API calls.
+pub fn application_resource() -> ApiResource {
     ApiResource {
         group: "argoproj.io".to_owned(),
         version: "v1alpha1".to_owned(),

@@ -273,13 +273,7 @@ impl KubeStatusSink {
     pub fn new(client: Client, call_timeout: Duration) -> Self {
         KubeStatusSink {
             client,
-            resource: ApiResource {
-                group: "argoproj.io".into(),
-                version: "v1alpha1".into(),
-                api_version: "argoproj.io/v1alpha1".into(),
-                kind: "Application".into(),
-                plural: "applications".into(),
-            },
+            resource: fleetshard_controller::inventory::application_resource(),
             call_timeout,
         }
     }
@@ -288,7 +282,7 @@ impl KubeStatusSink {
 impl KubeStatusSink {
     /// The Applications of `app`'s namespace, and its name.
     fn api<'a>(&self, app: &'a AppKey) -> (Api<DynamicObject>, &'a str) {
-        let (namespace, name) = app.as_str().split_once('/').unwrap_or(("", app.as_str()));
+        let (namespace, name) = app.parts();
         let api = Api::namespaced_with(self.client.clone(), namespace, &self.resource);
         (api, name)
     }
