@@ -13,7 +13,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use fleetshard_testsupport::git::{Git, config_map};
-use fleetshard_testsupport::kube_api::FakeApiServer;
+use fleetshard_testsupport::kube_api::{FakeApiServer, FaultAction, Verb};
 use serde_json::{Value, json};
 use support::replicas::fleetshard;
 use support::{KillOnDrop, http, signal, wait_for};
@@ -395,4 +395,59 @@ fn local_mode_records_statuses_in_the_store() {
     // No resync for an hour: the change event of the app's object queues its refresh,
     // and selfHeal puts it back.
     drift_is_healed(&fakes, "1");
+}
+
+/// Nothing is served before the inventory's first load; what holds it up (here a refused
+/// list of the cluster Secrets, retried) is in the replica's log meanwhile.
+#[test]
+fn what_holds_up_the_first_load_is_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let fakes = start_fakes(0);
+    fakes.control.inject(
+        None,
+        FaultAction::Fail {
+            code: 403,
+            retry_after: None,
+        },
+        |info| info.is(Verb::List, "secrets"),
+    );
+    let kubeconfig = dir.path().join("kubeconfig");
+    fakes.control.write_kubeconfig(&kubeconfig).unwrap();
+    let log = dir.path().join("r0.log");
+    let port = http::free_port();
+    let store = format!("sqlite://{}", dir.path().join("fs.db").display());
+    let _replica = KillOnDrop(
+        fleetshard()
+            .env("KUBECONFIG", &kubeconfig)
+            .args([
+                "run",
+                "--identity",
+                "r0",
+                "--store",
+                &store,
+                "--shards",
+                "1",
+            ])
+            .args(["--argocd-namespace", "argocd"])
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the refused list in the log", SETTLE, || {
+        let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
+        if text.contains("fleet, not loaded yet") && text.contains("403") {
+            Ok(())
+        } else {
+            Err(text)
+        }
+    });
+    assert_eq!(
+        http::get(port, "/healthz"),
+        None,
+        "served before the first load"
+    );
 }
