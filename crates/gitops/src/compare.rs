@@ -62,6 +62,7 @@ mod owned;
 mod quantity;
 mod tracking;
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -264,9 +265,10 @@ pub fn compare_resource(
 /// counterpart is reported (to prune) only if it is tracked by this application
 /// ([`is_tracked_by`]). Errors name the first object that has no valid key, or a key
 /// given twice on one side.
-pub fn compare_app(
+/// `live` may be the cache's shared objects (`Arc<Value>`): they are read, not copied.
+pub fn compare_app<L: Borrow<Value>>(
     desired: &[Value],
-    live: &[Value],
+    live: &[L],
     opts: &CompareOptions,
 ) -> Result<AppComparison, CompareError> {
     let desired_keys = keys(desired, Side::Desired, opts)?;
@@ -296,12 +298,12 @@ pub fn compare_app(
         resources.push(compare_resource(
             key.clone(),
             &desired[d],
-            found.map(|l| &live[l]),
+            found.map(|l| live[l].borrow()),
             opts,
         ));
     }
     for (key, &l) in &live_keys {
-        if !used[l] && is_tracked_by(&live[l], &opts.app_name) {
+        if !used[l] && is_tracked_by(live[l].borrow(), &opts.app_name) {
             resources.push(ResourceStatus {
                 key: key.clone(),
                 status: SyncStatus::OutOfSync,
@@ -323,13 +325,14 @@ pub fn compare_app(
 
 /// The keys of `objects`, each with its position; desired objects without a namespace get
 /// the destination namespace unless their kind is cluster-scoped.
-fn keys(
-    objects: &[Value],
+fn keys<V: Borrow<Value>>(
+    objects: &[V],
     side: Side,
     opts: &CompareOptions,
 ) -> Result<BTreeMap<ResourceKey, usize>, CompareError> {
     let mut out = BTreeMap::new();
     for (index, obj) in objects.iter().enumerate() {
+        let obj = obj.borrow();
         let mut key = ResourceKey::of(obj).map_err(|e| CompareError::BadObject {
             side,
             index,

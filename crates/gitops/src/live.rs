@@ -396,8 +396,8 @@ impl ClusterConn {
     }
 
     /// The cached objects of the watched kinds that `desired` names or that carry
-    /// `app_name`'s tracking annotation.
-    pub fn live_objects(&self, app_name: &str, desired: &HashSet<ResourceKey>) -> Vec<Value> {
+    /// `app_name`'s tracking annotation, shared with the cache (not copied).
+    pub fn live_objects(&self, app_name: &str, desired: &HashSet<ResourceKey>) -> Vec<Arc<Value>> {
         let caches: Vec<_> = lock(&self.caches)
             .iter()
             .map(|(k, c)| (k.clone(), c.clone()))
@@ -416,7 +416,7 @@ impl ClusterConn {
                 probe.namespace = ns;
                 probe.name = name;
                 if desired.contains(&probe) || is_tracked_by(&obj, app_name) {
-                    out.push((*obj).clone());
+                    out.push(obj);
                 }
             }
         }

@@ -276,7 +276,7 @@ impl GitOpsReconciler {
         })?;
         let live_by_key: HashMap<ResourceKey, &Value> = live
             .iter()
-            .filter_map(|v| ResourceKey::of(v).ok().map(|k| (k, v)))
+            .filter_map(|v| ResourceKey::of(v).ok().map(|k| (k, v.as_ref())))
             .collect();
         let desired_version: HashMap<&ResourceKey, &str> = placed
             .iter()

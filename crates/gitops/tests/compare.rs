@@ -447,7 +447,7 @@ fn app_is_synced_when_every_resource_is_and_nothing_is_to_prune() {
     assert_eq!(result.status, SyncStatus::Synced, "{:?}", result.resources);
     assert_eq!(result.resources.len(), 2);
     assert_eq!(
-        compare_app(&[], &[], &opts()).unwrap().status,
+        compare_app::<Value>(&[], &[], &opts()).unwrap().status,
         SyncStatus::Synced
     );
 }
@@ -455,7 +455,7 @@ fn app_is_synced_when_every_resource_is_and_nothing_is_to_prune() {
 #[test]
 fn bad_input_is_an_error_naming_the_object_and_field() {
     let no_kind = json!({"apiVersion": "v1", "metadata": {"name": "x"}});
-    let err = compare_app(&[desired_deployment(), no_kind], &[], &opts()).unwrap_err();
+    let err = compare_app::<Value>(&[desired_deployment(), no_kind], &[], &opts()).unwrap_err();
     assert_eq!(
         err,
         CompareError::BadObject {
@@ -495,7 +495,8 @@ fn bad_input_is_an_error_naming_the_object_and_field() {
         "(the object itself: not a JSON object)"
     );
 
-    let err = compare_app(&[desired_deployment(), desired_deployment()], &[], &opts()).unwrap_err();
+    let err = compare_app::<Value>(&[desired_deployment(), desired_deployment()], &[], &opts())
+        .unwrap_err();
     assert!(
         matches!(
             err,
