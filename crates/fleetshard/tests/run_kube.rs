@@ -251,8 +251,8 @@ fn two_processes_share_the_fleet_disjointly() {
     // Steady state: what two replicas cost the API server. The store's watch cache answers
     // listings and waits, so beyond the writes themselves (lease renewals) a replica costs
     // re-watches and one LIST of the other kind per own write (its watch cannot show the
-    // write): about 0.8 requests/s (docs/reliability.md), where two LISTs per listing and two WATCHes per wait
-    // cost about 23. A resource bound, generous for timing: < 3 per second per replica.
+    // write): about 0.8 requests/s (docs/reliability.md), where two LISTs per listing and
+    // two WATCHes per wait cost about 23. A resource bound, generous for timing: < 3 per second per replica.
     server.reset_request_counts();
     let window = Duration::from_secs(5);
     std::thread::sleep(window);
