@@ -20,11 +20,7 @@ use anyhow::{Context as _, bail};
 use fleetshard_coord::fenced::ReplicaConfig;
 use fleetshard_coord::lease::LeaseTiming;
 use fleetshard_coord::runner::{Ownership, OwnershipChange, Runner, RunnerTiming, Status};
-use fleetshard_coord::store::Store;
 use fleetshard_core::placement::PlacementConfig;
-use fleetshard_gitops::reconciler::{
-    DEFAULT_HEARTBEAT, KubeStatusSink, MemorySink, StatusSink, StoreStatusSink,
-};
 use tokio::sync::{mpsc, watch};
 
 use self::audit::AuditEvent;
@@ -150,30 +146,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     super::runtime(super::Runtime::Replica)?.block_on(serve(args, identity, input))
 }
 
-/// Where app statuses are recorded: on the Applications when they come from Kubernetes;
-/// else in the store beside the coordination records (`fleetshard apps` reads them) —
-/// except in the Kubernetes store, where that would be one ConfigMap per app: there they
-/// stay in this replica's memory (and the log says how to get them on Applications).
-pub(crate) fn status_sink(
-    kube: Option<kube::Client>,
-    store: &Arc<dyn Store>,
-    root: &str,
-) -> Arc<dyn StatusSink> {
-    match kube {
-        Some(client) => Arc::new(KubeStatusSink::new(client, Duration::from_secs(5))),
-        None if store.describe().starts_with(fleetshard_store_kube::SCHEME) => {
-            tracing::warn!(
-                store = %store.describe(),
-                "app statuses are kept in memory: the Kubernetes store would need one \
-                 ConfigMap per app; with --argocd-namespace they are written on the \
-                 Applications"
-            );
-            MemorySink::new()
-        }
-        None => Arc::new(StoreStatusSink::new(store.clone(), root, DEFAULT_HEARTBEAT)),
-    }
-}
-
 async fn serve(args: RunArgs, identity: String, input: FleetInput) -> anyhow::Result<()> {
     let StartedInventory { inventory, kube } = inventory::start(input).await?;
     let store = args.store.open()?;
@@ -196,7 +168,7 @@ async fn serve(args: RunArgs, identity: String, input: FleetInput) -> anyhow::Re
     } = reconcile::start(
         &args.reconcile,
         &inventory,
-        status_sink(kube, &store, args.store.root()?),
+        reconcile::status_sink(kube, &store, args.store.root()?),
         metrics.registry_mut(),
     )?;
     let (events_tx, events_rx) = mpsc::unbounded_channel();

@@ -33,7 +33,7 @@ use super::run::http::{self, View};
 use super::run::inventory::{self, FleetInput, StartedInventory};
 use super::run::metrics::Metrics;
 use super::run::reconcile;
-use super::run::{RunArgs, hostname, incarnation, status_sink, wait_for_signal};
+use super::run::{RunArgs, hostname, incarnation, wait_for_signal};
 
 /// The environment variable of `--sharding-algorithm` (Argo CD's).
 pub const ENV_ALGORITHM: &str = "ARGOCD_CONTROLLER_SHARDING_ALGORITHM";
@@ -171,7 +171,7 @@ async fn serve(
         &args.reconcile,
         &inventory,
         // `--root` names where local-mode statuses go (the map itself is at Argo CD's key).
-        status_sink(kube, &store, args.store.root()?),
+        reconcile::status_sink(kube, &store, args.store.root()?),
         metrics.registry_mut(),
     )?;
     let (events_tx, runner_events) = mpsc::unbounded_channel();

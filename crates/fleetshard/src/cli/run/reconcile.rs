@@ -12,9 +12,11 @@ use fleetshard_controller::{
     ControllerRuntime, NoopReconciler, PoolConfig, Reconciler, RuntimeConfig,
 };
 use fleetshard_coord::runner::StopHook;
+use fleetshard_coord::store::Store;
 use fleetshard_gitops::live::{ClusterConnections, LiveOptions};
 use fleetshard_gitops::reconciler::{
-    GitOpsReconciler, GitOpsStopHook, InventoryTargets, ReconcilerConfig, StatusSink, SystemClock,
+    DEFAULT_HEARTBEAT, GitOpsReconciler, GitOpsStopHook, InventoryTargets, KubeStatusSink,
+    MemorySink, ReconcilerConfig, StatusSink, StoreStatusSink, SystemClock,
 };
 use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
 use prometheus_client::registry::Registry;
@@ -102,24 +104,69 @@ pub struct ReconcileArgs {
     pub control_plane_namespace: String,
 }
 
-/// A Go-style duration: `180s`, `3m`, `1h`, `500ms`, or a bare number of seconds.
+/// A Go duration (`time.ParseDuration`, as Argo CD reads its settings): `180s`, `3m`,
+/// `1m30s`, `1h0m0s`, `500ms`; or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, unit) = s.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a whole number with a unit, e.g. 180s or 3m"))?;
-    let per = match unit {
-        "" | "s" => 1000,
-        "ms" => 1,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        other => return Err(format!("{s:?}: unknown unit {other:?} (ms, s, m, h)")),
-    };
-    n.checked_mul(per)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("{s:?}: too long"))
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    if s.is_empty() {
+        return Err("empty duration: give e.g. 180s, 3m or 1m30s".to_owned());
+    }
+    let too_long = || format!("{s:?}: too long");
+    let mut rest = s;
+    let mut total = Duration::ZERO;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let n: u64 = rest[..digits].parse().map_err(|_| {
+            format!("{s:?}: expected whole numbers with units, e.g. 180s, 3m or 1m30s")
+        })?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let per = match &rest[..unit] {
+            "ms" => Duration::from_millis(1),
+            "s" => Duration::from_secs(1),
+            "m" => Duration::from_secs(60),
+            "h" => Duration::from_secs(3600),
+            other => return Err(format!("{s:?}: unknown unit {other:?} (ms, s, m, h)")),
+        };
+        rest = &rest[unit..];
+        let part = u32::try_from(n)
+            .ok()
+            .and_then(|n| per.checked_mul(n))
+            .ok_or_else(too_long)?;
+        total = total.checked_add(part).ok_or_else(too_long)?;
+    }
+    Ok(total)
+}
+
+/// Where app statuses are recorded: on the Applications when they come from Kubernetes;
+/// else in the store beside the coordination records (`fleetshard apps` reads them) —
+/// except in the Kubernetes store, where that would be one ConfigMap per app: there they
+/// stay in this replica's memory (and the log says how to get them on Applications).
+pub fn status_sink(
+    kube: Option<kube::Client>,
+    store: &Arc<dyn Store>,
+    root: &str,
+) -> Arc<dyn StatusSink> {
+    match kube {
+        Some(client) => Arc::new(KubeStatusSink::new(client, Duration::from_secs(5))),
+        None if store.describe().starts_with(fleetshard_store_kube::SCHEME) => {
+            tracing::warn!(
+                store = %store.describe(),
+                "app statuses are kept in memory: the Kubernetes store would need one \
+                 ConfigMap per app; with --argocd-namespace they are written on the \
+                 Applications"
+            );
+            MemorySink::new()
+        }
+        None => Arc::new(StoreStatusSink::new(store.clone(), root, DEFAULT_HEARTBEAT)),
+    }
 }
 
 /// The running controller of one replica, and the hook the coordination runner stops
@@ -243,6 +290,10 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h0m0s"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("1m30").unwrap_err().contains("unknown unit"));
         assert!(
             parse_duration("3 days")
                 .unwrap_err()
