@@ -19,10 +19,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use fleetshard_controller::processor::PoolStats;
-use fleetshard_controller::shard_filter::FilterMetrics;
+use fleetshard_controller::shard_work::WorkMetrics;
 use fleetshard_controller::{
     AppKey, Operated, PoolConfig, Processors, RateLimiterConfig, ReconcileError, Reconciler,
-    ShardFilter, WorkQueue,
+    ShardWork, WorkQueue,
 };
 use fleetshard_core::{App, Cluster};
 use tokio::time::Instant;
@@ -85,7 +85,7 @@ async fn single_queue(items: u64, workers: usize) -> f64 {
 }
 
 struct Replica {
-    filter: Arc<ShardFilter>,
+    filter: Arc<ShardWork>,
     pools: Processors,
     owned: Vec<String>,
     apps: u64,
@@ -95,7 +95,7 @@ async fn fleet_run(replicas: usize, clusters: &[Cluster], apps: &[App]) {
     let mut rs = Vec::new();
     for r in 0..replicas {
         let q = || WorkQueue::new(RateLimiterConfig::default(), None).unwrap();
-        let filter = ShardFilter::new(q(), q(), FilterMetrics::default());
+        let filter = ShardWork::new(q(), q(), WorkMetrics::default());
         filter.set_inventory(clusters, apps);
         let pools =
             Processors::start(PoolConfig::default(), filter.clone(), Arc::new(Noop)).unwrap();

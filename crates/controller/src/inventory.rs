@@ -18,7 +18,7 @@ use fleetshard_core::{App, Cluster};
 use fleetshard_manifest::ClusterCredentials;
 use tokio::sync::watch;
 
-use crate::ShardFilter;
+use crate::ShardWork;
 
 mod directory;
 mod kubernetes;
@@ -228,15 +228,12 @@ impl Inventory {
     }
 }
 
-/// Feeds `filter` from the inventory: [`ShardFilter::set_inventory`] with the current
+/// Feeds `filter` from the inventory: [`ShardWork::set_inventory`] with the current
 /// content now, then again whenever the revision moves. An app whose definition changed,
 /// and every app of a cluster whose address or credentials changed, is queued for refresh
 /// if this replica owns it (Argo CD refreshes an app on every change of its object).
 /// Returns when the inventory is dropped (every [`Inventory`] clone gone).
-pub async fn follow_inventory(
-    filter: Arc<ShardFilter>,
-    mut rx: watch::Receiver<InventorySnapshot>,
-) {
+pub async fn follow_inventory(filter: Arc<ShardWork>, mut rx: watch::Receiver<InventorySnapshot>) {
     let mut seen: Option<InventorySnapshot> = None;
     loop {
         let snap = rx.borrow_and_update().clone();

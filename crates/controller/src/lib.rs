@@ -6,9 +6,12 @@
 //! - [`processor`]: the refresh and operation worker pools around a [`Reconciler`], with
 //!   Argo CD's handoff (a refresh hands the app to the operation queue; a finished
 //!   operation forces a refresh);
-//! - [`shard_filter`]: the per-replica gate — which clusters this replica owns, which
-//!   cluster each app deploys to, and the wait that lets a handover be acknowledged only
-//!   after the work on a cluster has really stopped (G1).
+//! - [`shard_work`]: the replica's work on its shard — which clusters it owns, which
+//!   cluster each app deploys to, both queues, the items in flight and the lease gate, and
+//!   the wait that lets a handover be acknowledged only after the work on a cluster has
+//!   really stopped (G1);
+//! - [`runtime`]: the one composition point: [`ControllerRuntime::start`] takes the work,
+//!   the reconciler and every input (ownership feed, lease deadlines, inventory) at once.
 //!
 //! **Architecture invariant:** knows `core` (the model) and `coord` (ownership events), not
 //! which store backend is in use. No `std` clocks: all time is `tokio::time`, so tests run
@@ -21,15 +24,15 @@ pub mod inventory;
 pub mod processor;
 pub mod queue;
 pub mod runtime;
-pub mod shard_filter;
+pub mod shard_work;
 
 pub use processor::{Operated, PoolConfig, Processors, ReconcileError, Reconciler};
 pub use queue::{QueueMetrics, RateLimiterConfig, WorkQueue, WorkQueueMetrics};
 pub use runtime::{
-    ControllerRuntime, DEFAULT_RESYNC, DEFAULT_RESYNC_JITTER, FilterStopHook, NoopReconciler,
-    RuntimeConfig,
+    ControllerInputs, ControllerRuntime, DEFAULT_RESYNC, DEFAULT_RESYNC_JITTER, NoopReconciler,
+    RuntimeConfig, StopMode, WorkStopHook,
 };
-pub use shard_filter::{Admission, ShardFilter, UnresolvedApp};
+pub use shard_work::{Admission, ShardWork, UnresolvedApp};
 
 /// An application's queue key: `namespace/name`, cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,7 +1,7 @@
 //! The worker pools: N tasks draining the refresh queue and M draining the operation
 //! queue, as Argo CD's `--status-processors` (20) and `--operation-processors` (10).
 //!
-//! Every item a worker gets passes the [`ShardFilter`] first. Then, as Argo CD does:
+//! Every item a worker gets passes the [`ShardWork`] first. Then, as Argo CD does:
 //! - a successful refresh hands the app to the operation queue (which decides whether
 //!   there is something to sync);
 //! - an operation that finished forces a refresh, so the status shows its result;
@@ -22,7 +22,7 @@ use futures::FutureExt;
 use tokio::task::JoinHandle;
 
 use crate::queue::WorkQueue;
-use crate::shard_filter::{Admission, ShardFilter};
+use crate::shard_work::{Admission, ShardWork};
 use crate::{AppKey, ConfigError};
 
 #[cfg(test)]
@@ -115,7 +115,7 @@ enum Pool {
 /// The running worker pools of one replica.
 #[derive(Debug)]
 pub struct Processors {
-    filter: Arc<ShardFilter>,
+    filter: Arc<ShardWork>,
     stats: Arc<PoolStats>,
     workers: Vec<JoinHandle<()>>,
     ticker: JoinHandle<()>,
@@ -125,7 +125,7 @@ impl Processors {
     /// Starts the pools on the filter's queues.
     pub fn start<R: Reconciler>(
         cfg: PoolConfig,
-        filter: Arc<ShardFilter>,
+        filter: Arc<ShardWork>,
         reconciler: Arc<R>,
     ) -> Result<Self, ConfigError> {
         if cfg.status_processors == 0 {
@@ -168,8 +168,8 @@ impl Processors {
         &self.stats
     }
 
-    /// The shard filter the workers ask.
-    pub fn filter(&self) -> &Arc<ShardFilter> {
+    /// The work the workers take from.
+    pub fn work(&self) -> &Arc<ShardWork> {
         &self.filter
     }
 
@@ -191,7 +191,7 @@ impl Processors {
     }
 }
 
-async fn update_metrics(filter: Arc<ShardFilter>, every: Duration) {
+async fn update_metrics(filter: Arc<ShardWork>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -214,7 +214,7 @@ enum Next {
 
 async fn worker<R: Reconciler>(
     pool: Pool,
-    filter: Arc<ShardFilter>,
+    filter: Arc<ShardWork>,
     reconciler: Arc<R>,
     stats: Arc<PoolStats>,
 ) {

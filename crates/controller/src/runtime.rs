@@ -1,21 +1,26 @@
-//! One replica's controller runtime, assembled: the refresh and operation queues, the
-//! shard filter, the worker pools, and the two links to the coordination runner — the
-//! [`StopHook`] (a cluster's stop is acknowledged only once its work has ended: G1 across
-//! the whole replica) and the ownership feed (a started cluster's apps are queued).
+//! One replica's controller runtime, assembled in one place (kube-runtime's `Controller`
+//! is the model): [`ShardWork::registered`] builds the queues and the shard's work as a
+//! plain value (the reconciler takes it as an argument), and [`ControllerRuntime::start`]
+//! takes that work, the reconciler and every input at once — the ownership feed, the
+//! runner's status (its lease deadline closes the gate), the inventory — and runs the
+//! worker pools, the followers and the periodic resync. The coordination runner stops
+//! clusters through [`WorkStopHook`] (a cluster's stop is acknowledged only once its work
+//! has ended: G1 across the whole replica).
 
 use std::sync::Arc;
 
-use fleetshard_coord::runner::{Ownership, OwnershipChange, StopHook};
-use fleetshard_core::{App, Cluster};
+use std::time::Duration;
+
+use fleetshard_coord::ownership::{Ownership, OwnershipChange, ReplicaStatus, StopHook};
 use futures::future::BoxFuture;
-use prometheus_client::registry::Registry;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::ConfigError;
+use crate::inventory::{InventorySnapshot, follow_inventory};
 use crate::processor::{PoolConfig, Processors, Reconciler};
-use crate::queue::{RateLimiterConfig, WorkQueue, WorkQueueMetrics};
-use crate::shard_filter::{FilterMetrics, ShardFilter};
+use crate::queue::RateLimiterConfig;
+use crate::shard_work::ShardWork;
 
 /// A reconciler that does nothing: the queues, the shard filter and the handover gate
 /// run, no app is changed. What `fleetshard run --reconciler none` uses.
@@ -63,178 +68,178 @@ impl Default for RuntimeConfig {
     }
 }
 
+/// How a stop reaches the work on a cluster.
+#[derive(Clone)]
+pub enum StopMode {
+    /// The coordination runner stops clusters through the [`StopHook`] it was given before
+    /// it reports the stop (fenced mode's stop gate): a reported stop is not repeated —
+    /// repeating it could stop the cluster after a quick restart.
+    Gated,
+    /// The runner reports stops and moves on (Argo CD's heartbeat protocol has no stop
+    /// gate): the runtime carries each stop out through this hook, and passes the event on
+    /// only once the cluster's work has ended.
+    Reported(Arc<dyn StopHook>),
+}
+
+impl std::fmt::Debug for StopMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopMode::Gated => "Gated",
+            StopMode::Reported(_) => "Reported",
+        })
+    }
+}
+
+/// Everything the runtime follows, given when it is built.
+pub struct ControllerInputs<S> {
+    /// The coordination runner's ownership changes, in order: a start queues the
+    /// cluster's apps; a stop is handled as `stops` says.
+    pub ownership: mpsc::UnboundedReceiver<OwnershipChange>,
+    /// How stops reach the work.
+    pub stops: StopMode,
+    /// The runner's status: nothing is admitted past its lease deadline.
+    pub status: watch::Receiver<S>,
+    /// The inventory: each revision is re-indexed, and changed apps re-queued.
+    pub inventory: watch::Receiver<InventorySnapshot>,
+}
+
 /// The running controller of one replica.
 #[derive(Debug)]
 pub struct ControllerRuntime {
     processors: Processors,
-    feed: Option<JoinHandle<()>>,
-    lease: Option<JoinHandle<()>>,
-    resync: Option<JoinHandle<()>>,
+    /// Follows the ownership feed; ends when the runner drops its sender.
+    feed: JoinHandle<()>,
+    /// Follow the lease deadline, the inventory and the resync timer; cancelled at
+    /// shutdown.
+    followers: Vec<JoinHandle<()>>,
 }
 
-/// Stops a cluster's work through the shard filter: drops its queued items and resolves
-/// once none of its items is in flight.
+/// Stops a cluster's work: drops its queued items and resolves once none of its items
+/// is in flight.
 #[derive(Debug, Clone)]
-pub struct FilterStopHook(pub Arc<ShardFilter>);
+pub struct WorkStopHook(pub Arc<ShardWork>);
 
-impl StopHook for FilterStopHook {
+impl StopHook for WorkStopHook {
     fn stop(&self, cluster: String) -> BoxFuture<'static, ()> {
-        let filter = self.0.clone();
-        Box::pin(async move { filter.stop_cluster(&cluster).await })
+        let work = self.0.clone();
+        Box::pin(async move { work.stop_cluster(&cluster).await })
     }
 }
 
 impl ControllerRuntime {
-    /// Starts the pools with `reconciler`, the metrics registered in `registry` (queues
-    /// `app_refresh` and `app_operation`, as Argo CD names them, and the shard filter).
-    pub fn start<R: Reconciler>(
+    /// Starts the worker pools on `work` with `reconciler`, following `inputs`: the
+    /// one place a controller is put together. Returns the runtime and the ownership
+    /// events, each passed on after it took effect (a start queued, a stop carried out),
+    /// for the audit log.
+    pub fn start<R: Reconciler, S: ReplicaStatus>(
         cfg: RuntimeConfig,
+        work: Arc<ShardWork>,
         reconciler: Arc<R>,
-        registry: &mut Registry,
-    ) -> Result<Self, ConfigError> {
-        Self::start_with(cfg, registry, |_| reconciler)
-    }
-
-    /// [`ControllerRuntime::start`] with the reconciler made from the shard filter: a
-    /// reconciler that checks the lease before each write (through
-    /// [`ShardFilter::lease_valid`]) needs the filter the runtime creates.
-    pub fn start_with<R: Reconciler>(
-        cfg: RuntimeConfig,
-        registry: &mut Registry,
-        make: impl FnOnce(&Arc<ShardFilter>) -> Arc<R>,
-    ) -> Result<Self, ConfigError> {
-        let queue_metrics = WorkQueueMetrics::register(registry);
-        let refresh = WorkQueue::new(cfg.limits, Some(queue_metrics.queue("app_refresh")))?;
-        let operation = WorkQueue::new(cfg.limits, Some(queue_metrics.queue("app_operation")))?;
-        let filter_metrics = FilterMetrics::default();
-        filter_metrics.register(registry);
-        let filter = ShardFilter::new(refresh, operation, filter_metrics);
-        let reconciler = make(&filter);
-        let processors = Processors::start(cfg.pools, filter, reconciler)?;
-        let resync = cfg.resync.filter(|p| !p.is_zero()).map(|period| {
-            let filter = processors.filter().clone();
-            let jitter = cfg.resync_jitter.min(period);
-            tokio::spawn(async move {
-                // The first tick would fire at once: a start already queues its apps.
-                let start = tokio::time::Instant::now() + period;
-                let mut ticks = tokio::time::interval_at(start, period);
-                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    ticks.tick().await;
-                    let n = filter.resync(jitter);
-                    tracing::debug!(apps = n, "periodic resync");
-                }
-            })
-        });
-        Ok(ControllerRuntime {
-            processors,
-            feed: None,
-            lease: None,
-            resync,
-        })
-    }
-
-    /// The shard filter.
-    pub fn filter(&self) -> &Arc<ShardFilter> {
-        self.processors.filter()
-    }
-
-    /// The hook the coordination runner stops clusters through.
-    pub fn stop_hook(&self) -> Arc<dyn StopHook> {
-        Arc::new(FilterStopHook(self.filter().clone()))
-    }
-
-    /// Sets the inventory (clusters and apps) the filter resolves apps against.
-    pub fn set_inventory(&self, clusters: &[Cluster], apps: &[App]) {
-        self.filter().set_inventory(clusters, apps);
-    }
-
-    /// Follows the runner's ownership events: a start queues the cluster's apps (a stop
-    /// was already carried out by the [`StopHook`] before the runner reported it, so it is
-    /// not repeated — repeating it could stop the cluster after a quick restart). Every
-    /// event is passed on to the returned receiver (the audit log), after it took effect.
-    pub fn follow(
-        &mut self,
-        events: mpsc::UnboundedReceiver<OwnershipChange>,
-    ) -> mpsc::UnboundedReceiver<OwnershipChange> {
-        self.feed_events(events, None)
-    }
-
-    /// [`ControllerRuntime::follow`] for a runner that has no stop gate (Argo CD's
-    /// heartbeat protocol reports a stop and moves on): a stop event is carried out here,
-    /// through `stop`, and passed on once the cluster's work has ended.
-    pub fn follow_stopping(
-        &mut self,
-        events: mpsc::UnboundedReceiver<OwnershipChange>,
-        stop: Arc<dyn StopHook>,
-    ) -> mpsc::UnboundedReceiver<OwnershipChange> {
-        self.feed_events(events, Some(stop))
-    }
-
-    fn feed_events(
-        &mut self,
-        mut events: mpsc::UnboundedReceiver<OwnershipChange>,
-        stop: Option<Arc<dyn StopHook>>,
-    ) -> mpsc::UnboundedReceiver<OwnershipChange> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let filter = self.filter().clone();
-        self.feed = Some(tokio::spawn(async move {
-            while let Some(change) = events.recv().await {
-                match (&change.change, &stop) {
-                    (Ownership::Started(c), _) => filter.start_cluster(c),
-                    (Ownership::Stopped(c), Some(hook)) => hook.stop(c.clone()).await,
-                    (Ownership::Stopped(_), None) => {}
-                }
-                // A closed receiver (no audit log) is fine: the filter was fed.
-                let _ = tx.send(change);
-            }
-        }));
-        rx
-    }
-
-    /// Follows the runner's lease deadline (`deadline` reads it from the runner's
-    /// status): from now on nothing is admitted past it.
-    pub fn follow_lease<T: Send + Sync + 'static>(
-        &mut self,
-        mut status: tokio::sync::watch::Receiver<T>,
-        deadline: fn(&T) -> Option<tokio::time::Instant>,
-    ) {
-        let filter = self.filter().clone();
-        let until = deadline(&status.borrow_and_update());
-        filter.set_lease_deadline(until);
-        self.lease = Some(tokio::spawn(async move {
-            while status.changed().await.is_ok() {
-                let until = deadline(&status.borrow_and_update());
-                filter.set_lease_deadline(until);
-            }
-        }));
-    }
-
-    /// Stops both pools (queued items are dropped) and waits for work in flight.
-    pub async fn shutdown(mut self) {
-        if let Some(feed) = self.feed.take() {
-            // The runner has returned, so its sender is gone and the feed ends by itself.
-            let _ = feed.await;
+        inputs: ControllerInputs<S>,
+    ) -> Result<(Self, mpsc::UnboundedReceiver<OwnershipChange>), ConfigError> {
+        let ControllerInputs {
+            ownership,
+            stops,
+            status,
+            inventory,
+        } = inputs;
+        // The inventory first, so the first ownership events find their apps.
+        let first = inventory.borrow().clone();
+        work.set_inventory(&first.clusters, &first.apps);
+        let processors = Processors::start(cfg.pools, work.clone(), reconciler)?;
+        let (events, feed) = feed(work.clone(), ownership, stops);
+        let mut followers = vec![
+            tokio::spawn(follow_lease(work.clone(), status)),
+            tokio::spawn(follow_inventory(work.clone(), inventory)),
+        ];
+        if let Some(period) = cfg.resync.filter(|p| !p.is_zero()) {
+            followers.push(tokio::spawn(resync(work, period, cfg.resync_jitter)));
         }
-        for task in [self.lease.take(), self.resync.take()]
-            .into_iter()
-            .flatten()
-        {
+        let runtime = ControllerRuntime {
+            processors,
+            feed,
+            followers,
+        };
+        Ok((runtime, events))
+    }
+
+    /// The replica's work.
+    pub fn work(&self) -> &Arc<ShardWork> {
+        self.processors.work()
+    }
+
+    /// Waits for the ownership feed to end (the runner has returned and dropped its
+    /// sender), then stops the followers, stops both pools (queued items are dropped) and
+    /// waits for work in flight. Every task the runtime started is joined.
+    pub async fn shutdown(self) {
+        let _ = self.feed.await;
+        for task in &self.followers {
             task.abort();
         }
+        for task in self.followers {
+            let _ = task.await;
+        }
         self.processors.shutdown().await;
+    }
+}
+
+/// Applies ownership events in order and passes each on once it took effect.
+fn feed(
+    work: Arc<ShardWork>,
+    mut events: mpsc::UnboundedReceiver<OwnershipChange>,
+    stops: StopMode,
+) -> (mpsc::UnboundedReceiver<OwnershipChange>, JoinHandle<()>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        while let Some(change) = events.recv().await {
+            match (&change.change, &stops) {
+                (Ownership::Started(c), _) => work.start_cluster(c),
+                (Ownership::Stopped(c), StopMode::Reported(hook)) => hook.stop(c.clone()).await,
+                (Ownership::Stopped(_), StopMode::Gated) => {}
+            }
+            // A closed receiver (no audit log) is fine: the work was fed.
+            let _ = tx.send(change);
+        }
+    });
+    (rx, task)
+}
+
+/// Keeps the work's lease gate at the runner's reported deadline.
+async fn follow_lease<S: ReplicaStatus>(work: Arc<ShardWork>, mut status: watch::Receiver<S>) {
+    loop {
+        let until = status.borrow_and_update().lease_deadline();
+        work.set_lease_deadline(until);
+        if status.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Queues every owned app every `period` (each after its own part of `jitter`).
+async fn resync(work: Arc<ShardWork>, period: Duration, jitter: Duration) {
+    let jitter = jitter.min(period);
+    // The first tick would fire at once: a start already queues its apps.
+    let start = tokio::time::Instant::now() + period;
+    let mut ticks = tokio::time::interval_at(start, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let n = work.resync(jitter);
+        tracing::debug!(apps = n, "periodic resync");
     }
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::time::Duration;
 
     use super::*;
     use crate::AppKey;
+    use crate::inventory::{Inventory, InventoryContent};
     use crate::processor::{Operated, ReconcileError};
     use fleetshard_coord::runner::Status;
+    use fleetshard_core::{App, Cluster};
+    use prometheus_client::registry::Registry;
 
     /// Counts refreshes; each takes 1 s.
     #[derive(Default)]
@@ -261,82 +266,174 @@ mod tests {
         }
     }
 
+    /// A runtime over `clusters` and `apps`, with a test's ends of its inputs.
+    struct Rig {
+        rt: ControllerRuntime,
+        events: mpsc::UnboundedSender<OwnershipChange>,
+        out: mpsc::UnboundedReceiver<OwnershipChange>,
+        status: watch::Sender<Status>,
+        _inventory: Inventory,
+    }
+
+    fn rig(cfg: RuntimeConfig, rec: Arc<Slow>, clusters: Vec<Cluster>, apps: Vec<App>) -> Rig {
+        let mut registry = Registry::default();
+        let work = ShardWork::registered(cfg.limits, &mut registry).unwrap();
+        let inventory = Inventory::new();
+        inventory.publish(
+            InventoryContent {
+                clusters,
+                apps,
+                ..InventoryContent::default()
+            },
+            Vec::new(),
+            true,
+        );
+        let (events, ownership) = mpsc::unbounded_channel();
+        let (status, status_rx) = watch::channel(Status {
+            lease_valid_until: Some(tokio::time::Instant::now() + Duration::from_secs(3600)),
+            ..Status::default()
+        });
+        let inputs = ControllerInputs {
+            ownership,
+            stops: StopMode::Gated,
+            status: status_rx,
+            inventory: inventory.subscribe(),
+        };
+        let (rt, out) = ControllerRuntime::start(cfg, work, rec, inputs).unwrap();
+        Rig {
+            rt,
+            events,
+            out,
+            status,
+            _inventory: inventory,
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_start_queues_apps_and_a_stop_waits_for_work_in_flight() {
-        let mut registry = Registry::default();
         let rec = Arc::new(Slow::default());
-        let mut rt =
-            ControllerRuntime::start(RuntimeConfig::default(), rec.clone(), &mut registry).unwrap();
-        let clusters = [Cluster::new("c1", "https://c1")];
         let apps: Vec<App> = (0..3)
             .map(|i| App::to_server("argocd", &format!("a{i}"), "https://c1"))
             .collect();
-        rt.set_inventory(&clusters, &apps);
-        let (tx, rx) = mpsc::unbounded_channel();
-        let mut out = rt.follow(rx);
-        tx.send(change(Ownership::Started("c1".into()))).unwrap();
-        assert!(out.recv().await.is_some(), "the start is passed on");
+        let clusters = vec![Cluster::new("c1", "https://c1")];
+        let mut r = rig(RuntimeConfig::default(), rec.clone(), clusters, apps);
+        r.events
+            .send(change(Ownership::Started("c1".into())))
+            .unwrap();
+        assert!(r.out.recv().await.is_some(), "the start is passed on");
         // Let the workers pick the three refreshes up (each takes 1 s).
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(rt.filter().in_flight("c1"), 3);
-        let hook = rt.stop_hook();
+        assert_eq!(r.rt.work().in_flight("c1"), 3);
+        let hook = WorkStopHook(r.rt.work().clone());
         let started = tokio::time::Instant::now();
         hook.stop("c1".into()).await;
         assert!(
             started.elapsed() >= Duration::from_millis(800),
             "waited for the work"
         );
-        assert_eq!(rt.filter().in_flight("c1"), 0);
+        assert_eq!(r.rt.work().in_flight("c1"), 0);
         assert_eq!(rec.0.load(Ordering::SeqCst), 3);
         // The runner reports the stop after the hook: the feed does not stop it again, so a
         // quick restart that came first stays started.
-        tx.send(change(Ownership::Started("c1".into()))).unwrap();
-        tx.send(change(Ownership::Stopped("c1".into()))).unwrap();
-        out.recv().await.unwrap();
-        out.recv().await.unwrap();
-        assert!(rt.filter().owns("c1"));
+        r.events
+            .send(change(Ownership::Started("c1".into())))
+            .unwrap();
+        r.events
+            .send(change(Ownership::Stopped("c1".into())))
+            .unwrap();
+        r.out.recv().await.unwrap();
+        r.out.recv().await.unwrap();
+        assert!(r.rt.work().owns("c1"));
         // Past the lease deadline nothing is admitted, although the cluster is owned.
-        let (status_tx, status_rx) = tokio::sync::watch::channel(Status {
+        r.status.send_replace(Status {
             lease_valid_until: Some(tokio::time::Instant::now() + Duration::from_secs(2)),
             ..Status::default()
         });
-        rt.follow_lease(status_rx, |s: &Status| s.lease_valid_until);
-        assert!(rt.filter().lease_valid());
+        tokio::task::yield_now().await;
+        assert!(r.rt.work().lease_valid());
         tokio::time::sleep(Duration::from_secs(3)).await;
-        assert!(!rt.filter().lease_valid());
+        assert!(!r.rt.work().lease_valid());
         let before = rec.0.load(Ordering::SeqCst);
-        rt.filter().refresh_queue().add(AppKey::new("argocd", "a0"));
+        r.rt.work().refresh_queue().add(AppKey::new("argocd", "a0"));
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(
             rec.0.load(Ordering::SeqCst),
             before,
             "nothing ran past the deadline"
         );
-        drop(status_tx);
-        drop(tx);
+        drop(r.events);
+        r.rt.shutdown().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reported_stop_is_carried_out_before_it_is_passed_on() {
+        let rec = Arc::new(Slow::default());
+        let apps = vec![App::to_server("argocd", "a", "https://c1")];
+        let clusters = vec![Cluster::new("c1", "https://c1")];
+        let mut registry = Registry::default();
+        let work = ShardWork::registered(RateLimiterConfig::default(), &mut registry).unwrap();
+        let inventory = Inventory::new();
+        inventory.publish(
+            InventoryContent {
+                clusters,
+                apps,
+                ..InventoryContent::default()
+            },
+            Vec::new(),
+            true,
+        );
+        let (events, ownership) = mpsc::unbounded_channel();
+        let (_status, status_rx) = watch::channel(Status {
+            lease_valid_until: Some(tokio::time::Instant::now() + Duration::from_secs(3600)),
+            ..Status::default()
+        });
+        let inputs = ControllerInputs {
+            ownership,
+            stops: StopMode::Reported(Arc::new(WorkStopHook(work.clone()))),
+            status: status_rx,
+            inventory: inventory.subscribe(),
+        };
+        let (rt, mut out) =
+            ControllerRuntime::start(RuntimeConfig::default(), work, rec.clone(), inputs).unwrap();
+        events
+            .send(change(Ownership::Started("c1".into())))
+            .unwrap();
+        out.recv().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(rt.work().in_flight("c1"), 1);
+        events
+            .send(change(Ownership::Stopped("c1".into())))
+            .unwrap();
+        out.recv().await.unwrap();
+        assert_eq!(
+            rt.work().in_flight("c1"),
+            0,
+            "passed on once the work ended"
+        );
+        assert!(!rt.work().owns("c1"));
+        assert_eq!(rec.0.load(Ordering::SeqCst), 1);
+        drop(events);
         rt.shutdown().await;
     }
 
     #[tokio::test(start_paused = true)]
     async fn owned_apps_are_refreshed_every_resync_period() {
-        let mut registry = Registry::default();
         let rec = Arc::new(Slow::default());
         let cfg = RuntimeConfig {
             resync: Some(Duration::from_secs(60)),
             resync_jitter: Duration::ZERO,
             ..RuntimeConfig::default()
         };
-        let rt = ControllerRuntime::start(cfg, rec.clone(), &mut registry).unwrap();
-        let clusters = [
+        let clusters = vec![
             Cluster::new("c1", "https://c1"),
             Cluster::new("c2", "https://c2"),
         ];
-        let apps = [
+        let apps = vec![
             App::to_server("argocd", "mine", "https://c1"),
             App::to_server("argocd", "theirs", "https://c2"),
         ];
-        rt.set_inventory(&clusters, &apps);
-        rt.filter().start_cluster("c1");
+        let r = rig(cfg, rec.clone(), clusters, apps);
+        r.rt.work().start_cluster("c1");
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(rec.0.load(Ordering::SeqCst), 1, "the start refreshed once");
         tokio::time::sleep(Duration::from_secs(57)).await;
@@ -350,6 +447,7 @@ mod tests {
         );
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert_eq!(rec.0.load(Ordering::SeqCst), 3);
-        rt.shutdown().await;
+        drop(r.events);
+        r.rt.shutdown().await;
     }
 }

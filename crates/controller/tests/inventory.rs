@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use fleetshard_controller::inventory::{Inventory, InventoryContent, Problem, follow_inventory};
-use fleetshard_controller::shard_filter::FilterMetrics;
-use fleetshard_controller::{AppKey, RateLimiterConfig, ShardFilter, WorkQueue};
+use fleetshard_controller::shard_work::WorkMetrics;
+use fleetshard_controller::{AppKey, RateLimiterConfig, ShardWork, WorkQueue};
 use fleetshard_core::{App, Cluster};
 
 fn content(clusters: Vec<Cluster>, apps: Vec<App>) -> InventoryContent {
@@ -81,7 +81,7 @@ async fn revision_moves_only_with_content() {
 #[tokio::test(start_paused = true)]
 async fn follow_inventory_feeds_the_shard_filter() {
     let queue = || WorkQueue::<AppKey>::new(RateLimiterConfig::default(), None).expect("queue");
-    let filter = ShardFilter::new(queue(), queue(), FilterMetrics::default());
+    let filter = ShardWork::new(queue(), queue(), WorkMetrics::default());
     let (c, a) = fleet(&["a", "b"]);
     filter.start_cluster("id-a");
     let inventory = Inventory::new();
@@ -128,7 +128,7 @@ async fn follow_inventory_feeds_the_shard_filter() {
 }
 
 /// Waits (paused time) until the refresh queue holds `n` items.
-async fn queued(filter: &ShardFilter, n: usize) {
+async fn queued(filter: &ShardWork, n: usize) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while filter.refresh_queue().len() != n {
         assert!(
@@ -141,7 +141,7 @@ async fn queued(filter: &ShardFilter, n: usize) {
 }
 
 /// Takes every queued refresh, marking each done.
-async fn drain(filter: &ShardFilter) -> Vec<AppKey> {
+async fn drain(filter: &ShardWork) -> Vec<AppKey> {
     let mut taken = Vec::new();
     while !filter.refresh_queue().is_empty() {
         let key = filter.refresh_queue().get().await.expect("queue open");
@@ -155,7 +155,7 @@ async fn drain(filter: &ShardFilter) -> Vec<AppKey> {
 #[tokio::test(start_paused = true)]
 async fn changed_definitions_and_credentials_are_refreshed_on_the_owner() {
     let queue = || WorkQueue::<AppKey>::new(RateLimiterConfig::default(), None).expect("queue");
-    let filter = ShardFilter::new(queue(), queue(), FilterMetrics::default());
+    let filter = ShardWork::new(queue(), queue(), WorkMetrics::default());
     let (c, mut a) = fleet(&["a", "b"]);
     a.push(App::to_server("argocd", "app-a2", "https://a"));
     a.sort_by(|x, y| (&x.namespace, &x.name).cmp(&(&y.namespace, &y.name)));

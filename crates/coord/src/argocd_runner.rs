@@ -54,6 +54,7 @@
 //! Time is `tokio::time::Instant` (tests run under paused time); the wall clock is injected
 //! and only written as `HeartbeatTime`, never compared.
 
+mod replica_status;
 mod state;
 
 use std::sync::Arc;

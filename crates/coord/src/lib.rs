@@ -9,6 +9,7 @@ pub mod argocd;
 pub mod argocd_runner;
 pub mod fenced;
 pub mod lease;
+pub mod ownership;
 pub mod runner;
 mod select;
 pub mod store;

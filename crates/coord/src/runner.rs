@@ -19,6 +19,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::fenced::{Action, FleetInput, Replica, ReplicaConfig, ShardCountError, Ticket};
 use crate::lease::{Mono, TimingError};
+pub use crate::ownership::{NoMetrics, Ownership, OwnershipChange, RunnerMetrics, StopHook};
+use crate::ownership::{ReplicaStatus, ShardView};
 use crate::select::{poll_opt, sleep_until_opt};
 use crate::store::{Listing, Store, StoreError};
 
@@ -54,33 +56,6 @@ pub enum RunnerError {
     Shards(#[from] ShardCountError),
 }
 
-/// One ownership change, in the order the replica decided it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ownership {
-    /// Start reconciling this cluster.
-    Started(String),
-    /// Stop reconciling this cluster (already stopped by the time this is read).
-    Stopped(String),
-}
-
-/// An ownership change with the context a log line needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnershipChange {
-    /// The replica's identity (several runners may share one channel).
-    pub identity: String,
-    /// What changed.
-    pub change: Ownership,
-    /// The shard held when it changed (for a stop after a lapse: the shard last held).
-    pub shard: Option<u32>,
-    /// The assignment generation applied at that moment.
-    pub generation: u64,
-    /// For a stop caused by the shard lease lapsing: when the lease lapsed, which is when
-    /// ownership ended (work is gated on the lease), although the runner may only notice
-    /// later — a process paused past its deadline reports the stop on resuming. `None`:
-    /// the change happened when it was reported.
-    pub lapsed_at: Option<Instant>,
-}
-
 /// A snapshot of the runner for health checks, metrics and status pages.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {
@@ -112,28 +87,41 @@ pub struct Status {
     pub listed: bool,
 }
 
-/// What stops the work on a cluster: the controller's shard filter, which waits for the
-/// cluster's items in flight. Until the returned future resolves the replica acknowledges
-/// nothing that would let another replica start the cluster (the handover barrier, G1).
-pub trait StopHook: Send + Sync + 'static {
-    /// Stops `cluster`; resolves once nothing runs on it any more.
-    fn stop(&self, cluster: String) -> BoxFuture<'static, ()>;
-}
+impl ReplicaStatus for Status {
+    /// Ready: holding a shard with a valid lease, or a spare because every shard is held.
+    fn readiness(&self, now: Instant) -> Result<String, String> {
+        if self.stopping {
+            return Err("stopping".into());
+        }
+        match (self.shard, self.lease_valid_until) {
+            (Some(n), Some(until)) if until > now => Ok(format!("holding shard {n}")),
+            (Some(n), _) => Err(format!("shard {n}: lease not renewed in time")),
+            (None, _) if self.spare => Ok("spare: every shard is held".into()),
+            (None, _) if !self.listed => Err("store not read yet".into()),
+            (None, _) => match &self.last_store_error {
+                Some(e) => Err(format!("no shard held; last store error: {e}")),
+                None => Err("no shard held yet (claiming)".into()),
+            },
+        }
+    }
 
-/// Where the runner reports what it measures (the CLI feeds Prometheus histograms). Every
-/// method has a no-op default.
-pub trait RunnerMetrics: Send + Sync + 'static {
-    /// A store call finished: `op` is `list` or a write's purpose (`renew_shard`, ...).
-    fn store_call(&self, op: &'static str, took: Duration, ok: bool) {
-        let _ = (op, took, ok);
+    fn lease_deadline(&self) -> Option<Instant> {
+        self.lease_valid_until
+    }
+
+    fn shard_view(&self) -> ShardView {
+        ShardView {
+            shard: self.shard,
+            is_distributor: self.is_distributor,
+            generation: self.generation,
+            acting: self.acting.len(),
+            store_errors: self.store_errors,
+            handovers: self.handovers,
+            failovers: self.failovers,
+            shard_count: self.shard_count,
+        }
     }
 }
-
-/// Measures nothing.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoMetrics;
-
-impl RunnerMetrics for NoMetrics {}
 
 /// A stop that finished, on its way back to the owning task. A stop caused by a lapse
 /// keeps the lapse time: the controller admits no work past the lease deadline (its
@@ -154,6 +142,18 @@ pub struct RunnerFleet {
     pub revision: u64,
 }
 
+impl RunnerFleet {
+    /// A fleet that never changes: `clusters` with their `loads` (same order).
+    pub fn fixed(clusters: Vec<Cluster>, loads: Vec<u64>) -> watch::Receiver<RunnerFleet> {
+        watch::channel(RunnerFleet {
+            clusters: Arc::new(clusters),
+            loads: Arc::new(loads),
+            revision: 0,
+        })
+        .1
+    }
+}
+
 /// A write's outcome on its way back to the owning task.
 struct WriteDone {
     ticket: Ticket,
@@ -166,7 +166,7 @@ pub struct Runner {
     replica: Replica,
     cfg: ReplicaConfig,
     timing: RunnerTiming,
-    /// The current fleet (fixed, or followed with [`Runner::with_fleet`]).
+    /// The current fleet.
     fleet: watch::Receiver<RunnerFleet>,
     events: mpsc::UnboundedSender<OwnershipChange>,
     status: watch::Sender<Status>,
@@ -194,15 +194,15 @@ impl std::fmt::Debug for Runner {
 }
 
 impl Runner {
-    /// A runner for one replica over `store`, placing `clusters` (with their `loads`) when
-    /// elected distributor. Ownership changes go to `events` (a closed receiver is
-    /// ignored: the runner keeps working). Returns the runner and its status receiver.
+    /// A runner for one replica over `store`, placing the latest `fleet` when elected
+    /// distributor (a change is stepped at once; [`RunnerFleet::fixed`] for one that does
+    /// not change). Ownership changes go to `events` (a closed receiver is ignored: the
+    /// runner keeps working). Returns the runner and its status receiver.
     pub fn new(
         store: Arc<dyn Store>,
         cfg: ReplicaConfig,
         timing: RunnerTiming,
-        clusters: Vec<Cluster>,
-        loads: Vec<u64>,
+        fleet: watch::Receiver<RunnerFleet>,
         events: mpsc::UnboundedSender<OwnershipChange>,
     ) -> Result<(Runner, watch::Receiver<Status>), RunnerError> {
         cfg.timing.validate()?;
@@ -214,12 +214,7 @@ impl Runner {
             replica: Replica::new(cfg.clone()),
             cfg,
             timing,
-            fleet: watch::channel(RunnerFleet {
-                clusters: Arc::new(clusters),
-                loads: Arc::new(loads),
-                revision: 0,
-            })
-            .1,
+            fleet,
             events,
             status,
             start: Instant::now(),
@@ -245,13 +240,6 @@ impl Runner {
     /// Reports store latencies to `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<dyn RunnerMetrics>) -> Self {
         self.metrics = metrics;
-        self
-    }
-
-    /// Follows `fleet` instead of the fixed fleet given to [`Runner::new`]: the
-    /// distributor places the latest one (a change is stepped at once).
-    pub fn with_fleet(mut self, fleet: watch::Receiver<RunnerFleet>) -> Self {
-        self.fleet = fleet;
         self
     }
 

@@ -1,4 +1,4 @@
-//! The reconciler run by the controller's real runtime (queues, shard filter, worker
+//! The reconciler run by the controller's real runtime (queues, shard work, worker
 //! pools): several simulated clusters behind one replica, and a cluster moving from one
 //! replica to another.
 
@@ -7,8 +7,12 @@ mod reconcile_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetshard_controller::{ControllerRuntime, RuntimeConfig};
-use fleetshard_coord::runner::{Ownership, OwnershipChange, StopHook};
+use fleetshard_controller::inventory::{Inventory, InventoryContent};
+use fleetshard_controller::{
+    ControllerInputs, ControllerRuntime, RateLimiterConfig, RuntimeConfig, ShardWork, StopMode,
+    WorkStopHook,
+};
+use fleetshard_coord::runner::{Ownership, OwnershipChange, Status, StopHook};
 use fleetshard_core::{AutoSync, Cluster};
 use fleetshard_gitops::reconciler::{
     GitOpsReconciler, GitOpsStopHook, MemorySink, StaticInventory,
@@ -17,7 +21,7 @@ use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use prometheus_client::registry::Registry;
 use reconcile_support::*;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 const AUTO: Option<AutoSync> = Some(AutoSync {
     prune: true,
@@ -42,8 +46,11 @@ struct Replica {
     memory: Arc<MemorySink>,
     feed: mpsc::UnboundedSender<OwnershipChange>,
     _audit: mpsc::UnboundedReceiver<OwnershipChange>,
+    _inputs: (Inventory, watch::Sender<Status>),
 }
 
+/// One replica's controller as `fleetshard run` wires it: the work built first, the
+/// reconciler checking its lease gate before every write, the runtime following the feed.
 fn replica(
     inventory: &Arc<StaticInventory>,
     cache: &std::path::Path,
@@ -52,22 +59,37 @@ fn replica(
 ) -> Replica {
     let memory = MemorySink::new();
     let sink = CountingSink::new(memory.clone());
-    let reconciler = reconciler(
-        inventory,
-        repos(cache),
-        live_options(),
-        sink.clone(),
-        always(),
+    let work =
+        ShardWork::registered(RateLimiterConfig::default(), &mut Registry::default()).unwrap();
+    let lease = {
+        let work = work.clone();
+        Arc::new(move || work.lease_valid())
+    };
+    let reconciler = reconciler(inventory, repos(cache), live_options(), sink.clone(), lease);
+    let app_inventory = Inventory::new();
+    app_inventory.publish(
+        InventoryContent {
+            clusters: clusters.to_vec(),
+            apps: apps.to_vec(),
+            ..InventoryContent::default()
+        },
+        Vec::new(),
+        true,
     );
-    let mut runtime = ControllerRuntime::start(
-        RuntimeConfig::default(),
-        reconciler.clone(),
-        &mut Registry::default(),
-    )
-    .unwrap();
-    runtime.set_inventory(clusters, apps);
-    let (feed, rx) = mpsc::unbounded_channel();
-    let audit = runtime.follow(rx);
+    let (feed, ownership) = mpsc::unbounded_channel();
+    let (status, status_rx) = watch::channel(Status {
+        lease_valid_until: Some(tokio::time::Instant::now() + Duration::from_secs(3600)),
+        ..Status::default()
+    });
+    let inputs = ControllerInputs {
+        ownership,
+        stops: StopMode::Gated,
+        status: status_rx,
+        inventory: app_inventory.subscribe(),
+    };
+    let (runtime, audit) =
+        ControllerRuntime::start(RuntimeConfig::default(), work, reconciler.clone(), inputs)
+            .unwrap();
     Replica {
         runtime,
         reconciler,
@@ -75,6 +97,7 @@ fn replica(
         memory,
         feed,
         _audit: audit,
+        _inputs: (app_inventory, status),
     }
 }
 
@@ -190,12 +213,12 @@ async fn a_moved_cluster_stops_on_the_old_owner_before_the_new_one_starts() {
     // The handover: the old owner stops (its hook returns once nothing of c1 runs and its
     // caches are gone), and only then does the new owner start.
     let hook = GitOpsStopHook {
-        inner: a.runtime.stop_hook(),
+        inner: Arc::new(WorkStopHook(a.runtime.work().clone())),
         reconciler: a.reconciler.clone(),
     };
     hook.stop("c1".into()).await;
-    assert_eq!(a.runtime.filter().in_flight("c1"), 0);
-    assert!(!a.runtime.filter().owns("c1"));
+    assert_eq!(a.runtime.work().in_flight("c1"), 0);
+    assert!(!a.runtime.work().owns("c1"));
     assert!(
         a.reconciler.clusters().started().is_empty(),
         "caches dropped"
@@ -205,7 +228,7 @@ async fn a_moved_cluster_stops_on_the_old_owner_before_the_new_one_starts() {
     git.write("app/cm.yaml", &config_map("cm", "2"));
     let second = git.commit("v2");
     // Work queued on the old owner after its stop is not done.
-    a.runtime.filter().refresh_queue().add(key("x"));
+    a.runtime.work().refresh_queue().add(key("x"));
     b.feed.send(started("c1")).unwrap();
     eventually(LIMIT, "synced on the new owner", || async {
         (synced_at(&b.memory, "x", &second) && synced_at(&b.memory, "y", &second)).then_some(())

@@ -8,7 +8,7 @@ use tokio::time::{Instant, sleep};
 
 use super::*;
 use crate::RateLimiterConfig;
-use crate::shard_filter::FilterMetrics;
+use crate::shard_work::WorkMetrics;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Call {
@@ -82,14 +82,14 @@ impl Reconciler for Scripted {
 /// Cluster "c1" (owned) with apps `ns/a`, `ns/b`; "c2" (not owned) with `ns/z`. Nothing
 /// is queued: each test queues what it needs. Retries back off from 1 s (whole
 /// milliseconds: tokio's timers have 1 ms resolution).
-fn filter() -> Arc<ShardFilter> {
+fn filter() -> Arc<ShardWork> {
     let limits = RateLimiterConfig {
         base_delay: Duration::from_secs(1),
         max_delay: Duration::from_secs(60),
         ..RateLimiterConfig::default()
     };
     let q = || WorkQueue::new(limits, None).unwrap();
-    let f = ShardFilter::new(q(), q(), FilterMetrics::default());
+    let f = ShardWork::new(q(), q(), WorkMetrics::default());
     let clusters = [
         Cluster::new("c1", "https://one"),
         Cluster::new("c2", "https://two"),
@@ -116,7 +116,7 @@ fn start(rec: &Arc<Scripted>, workers: usize) -> Processors {
 
 /// Lets the workers run until nothing is queued, waiting or in flight.
 async fn settle(p: &Processors) {
-    let (r, o) = (p.filter().refresh_queue(), p.filter().operation_queue());
+    let (r, o) = (p.work().refresh_queue(), p.work().operation_queue());
     loop {
         sleep(Duration::from_millis(1)).await;
         let busy = [r, o]
@@ -148,7 +148,7 @@ async fn a_refresh_hands_off_to_operation_and_a_finished_operation_refreshes() {
         .unwrap()
         .insert("ns/a".into(), [Ok(Operated::Finished)].into());
     let p = start(&rec, 1);
-    p.filter().refresh_queue().add(app("a"));
+    p.work().refresh_queue().add(app("a"));
     settle(&p).await;
     assert_eq!(
         rec.calls(),
@@ -169,7 +169,7 @@ async fn retry_later_backs_off_and_success_forgets() {
         .unwrap()
         .insert("ns/a".into(), [busy(), busy(), busy()].into());
     let p = start(&rec, 2);
-    p.filter().refresh_queue().add(app("a"));
+    p.work().refresh_queue().add(app("a"));
     settle(&p).await;
     let calls = rec.calls();
     assert_eq!(
@@ -188,7 +188,7 @@ async fn retry_later_backs_off_and_success_forgets() {
         ]
     );
     assert_eq!(
-        p.filter().refresh_queue().num_requeues(&app("a")),
+        p.work().refresh_queue().num_requeues(&app("a")),
         0,
         "forgotten"
     );
@@ -205,13 +205,13 @@ async fn a_failure_is_not_retried_and_a_panic_is_a_failure() {
     );
     *rec.panic_on.lock().unwrap() = Some("ns/b".into());
     let p = start(&rec, 1);
-    p.filter().refresh_queue().add(app("b"));
-    p.filter().refresh_queue().add(app("a"));
+    p.work().refresh_queue().add(app("b"));
+    p.work().refresh_queue().add(app("a"));
     settle(&p).await;
     assert_eq!(rec.calls(), [refresh("b"), refresh("a")]);
     assert_eq!(PoolStats::get(&p.stats().failed), 2);
     // The single refresh worker survived the panic.
-    p.filter().refresh_queue().add(app("a"));
+    p.work().refresh_queue().add(app("a"));
     settle(&p).await;
     assert_eq!(rec.calls()[2..], [refresh("a"), operate("a")]);
     p.shutdown().await;
@@ -222,7 +222,7 @@ async fn items_of_clusters_not_owned_or_unknown_are_skipped() {
     let rec = Arc::new(Scripted::default());
     let p = start(&rec, 2);
     // z: cluster c2, not owned; gone: not in the inventory.
-    p.filter()
+    p.work()
         .refresh_queue()
         .add_many([app("a"), app("z"), app("b"), app("gone")]);
     settle(&p).await;
@@ -233,7 +233,7 @@ async fn items_of_clusters_not_owned_or_unknown_are_skipped() {
         [operate("a"), operate("b"), refresh("a"), refresh("b")]
     );
     assert_eq!(PoolStats::get(&p.stats().skipped), 2);
-    assert_eq!(p.filter().metrics().not_owned.get(), 1);
+    assert_eq!(p.work().metrics().not_owned.get(), 1);
     p.shutdown().await;
 }
 
@@ -245,7 +245,7 @@ async fn shutdown_waits_for_work_in_flight_and_drops_the_rest() {
     });
     let p = start(&rec, 1);
     // One refresh worker: it takes a, b stays queued.
-    p.filter().refresh_queue().add_many([app("a"), app("b")]);
+    p.work().refresh_queue().add_many([app("a"), app("b")]);
     sleep(Duration::from_secs(1)).await;
     assert_eq!(rec.calls().len(), 1);
     let t = Instant::now();

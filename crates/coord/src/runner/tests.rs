@@ -41,8 +41,7 @@ fn runner(
         store.clone(),
         cfg,
         RunnerTiming::default(),
-        clusters.to_vec(),
-        loads,
+        RunnerFleet::fixed(clusters.to_vec(), loads),
         events.clone(),
     )
     .unwrap()
@@ -344,8 +343,15 @@ async fn a_new_inventory_is_placed_without_a_restart() {
     let nodes: Vec<Node> = ["a", "b"]
         .iter()
         .map(|name| {
-            let (r, status) = runner(&store, config(name, 2, None), &[], &tx);
-            start((r.with_fleet(fleet_rx.clone()), status))
+            let cfg = config(name, 2, None);
+            let runner = Runner::new(
+                store.clone(),
+                cfg,
+                RunnerTiming::default(),
+                fleet_rx.clone(),
+                tx.clone(),
+            );
+            start(runner.unwrap())
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(8)).await;
@@ -362,4 +368,23 @@ async fn a_new_inventory_is_placed_without_a_restart() {
         ids,
         ["c02", "c03", "c04", "c05", "c06", "c07", "c08", "c09"]
     );
+}
+
+#[test]
+fn readiness_reasons() {
+    use crate::ownership::ReplicaStatus;
+    let now = Instant::now();
+    let mut s = Status::default();
+    assert!(s.readiness(now).is_err());
+    s.listed = true;
+    s.spare = true;
+    assert!(s.readiness(now).is_ok());
+    s.spare = false;
+    s.shard = Some(1);
+    s.lease_valid_until = Some(now + Duration::from_secs(1));
+    assert!(s.readiness(now).is_ok());
+    let later = s.readiness(now + Duration::from_secs(2));
+    assert!(later.unwrap_err().contains("lease"));
+    assert_eq!(s.lease_deadline(), s.lease_valid_until);
+    assert_eq!(s.shard_view().shard, Some(1));
 }

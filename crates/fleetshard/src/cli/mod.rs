@@ -1,8 +1,8 @@
 //! The command line: global options, the subcommand tree, and dispatch.
 //!
 //! Layout: `fleetshard <command> [<subcommand>] [options]`. Each command is a module with
-//! an `Args` struct (clap derive) and a `run` function; adding `run` (one replica) and
-//! `status` means adding a variant to [`Command`] and a module, nothing else. Every option
+//! an `Args` struct (clap derive) and a `run` function; a new command is a variant of
+//! [`Command`] and a module, nothing else. Every option
 //! also reads an environment variable: `FLEETSHARD_*`, or Argo CD's own variable where it
 //! means the same thing (`ARGOCD_CONTROLLER_REPLICAS`, ...).
 
@@ -11,8 +11,8 @@ pub mod fleet;
 pub mod input;
 pub mod logging;
 pub mod plan;
+pub mod protocol;
 pub mod run;
-pub mod run_argocd;
 pub mod scale;
 pub mod shards;
 pub mod status;

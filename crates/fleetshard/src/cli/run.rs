@@ -1,34 +1,22 @@
-//! `fleetshard run`: one replica (what a pod runs). It claims a shard through the store in
-//! fenced lease mode, reports which clusters it owns (log, audit log, `/metrics`) and
-//! serves `/healthz`, `/readyz` and `/metrics`. SIGTERM or Ctrl-C releases the shard
-//! (others take over at once) and exits 0.
+//! `fleetshard run`: one replica (what a pod runs). The flags and Argo CD's environment
+//! are mapped to `fleetshard_replica::ReplicaSettings` here; the replica itself — built,
+//! spawned, drained — is `fleetshard_replica::Replica`. SIGTERM or Ctrl-C hands the shard
+//! over (others take over at once) and exits 0.
 
-pub mod audit;
-pub mod http;
-pub mod inventory;
-pub mod metrics;
-pub mod reconcile;
-
-use std::fs::File;
-use std::io::Read as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use fleetshard_coord::fenced::ReplicaConfig;
-use fleetshard_coord::lease::LeaseTiming;
-use fleetshard_coord::runner::{Ownership, OwnershipChange, Runner, RunnerTiming, Status};
-use fleetshard_core::placement::PlacementConfig;
-use tokio::sync::{mpsc, watch};
+use fleetshard_controller::inventory::{InventoryContent, KubernetesConfig};
+use fleetshard_replica::{
+    ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, ReconcilerKind, Replica,
+    ReplicaSettings, parse_duration,
+};
 
-use self::audit::AuditEvent;
-use self::http::View;
-use self::inventory::{FleetInput, StartedInventory};
-use self::metrics::Metrics;
-use super::input::FleetArgs;
-use super::shards::ShardsArg;
+use super::input::{self, FleetArgs};
+use super::protocol::{Protocol, ProtocolArgs, argo_settings, env_settings, protocol};
+use super::shards::{Deployment, ShardsArg};
 use super::store::StoreArgs;
 
 /// `fleetshard run` options.
@@ -93,7 +81,7 @@ pub struct RunArgs {
     pub zone: Option<String>,
     /// The controller: reconciler, workers, resync.
     #[command(flatten)]
-    pub reconcile: reconcile::ReconcileArgs,
+    pub reconcile: ReconcileArgs,
     /// Append one JSON line per ownership change to this file.
     #[arg(long, value_name = "FILE", env = "FLEETSHARD_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
@@ -106,13 +94,114 @@ pub struct RunArgs {
         env = "FLEETSHARD_GRACE_MS"
     )]
     pub grace_ms: u64,
-    /// The protocol, and the argocd protocol's options (`run_argocd.rs`).
+    /// The protocol, and the argocd protocol's options (`protocol.rs`).
     #[command(flatten)]
-    pub protocol: super::run_argocd::ProtocolArgs,
+    pub protocol: ProtocolArgs,
+}
+
+/// Which reconciler the workers run (`--reconciler`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReconcilerArg {
+    /// Compare each owned app with Git and its cluster, record its status, auto-sync.
+    Gitops,
+    /// Touch nothing: coordination, queues and the handover gate only.
+    None,
+}
+
+/// `fleetshard run`'s reconciler options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReconcileArgs {
+    /// What the refresh and operation workers do with an owned app.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "gitops",
+        env = "FLEETSHARD_RECONCILER"
+    )]
+    pub reconciler: ReconcilerArg,
+    /// Refresh workers (Argo CD's `--status-processors`).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20,
+        env = "ARGOCD_APPLICATION_CONTROLLER_STATUS_PROCESSORS"
+    )]
+    pub status_processors: usize,
+    /// Operation (sync) workers (Argo CD's `--operation-processors`).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 10,
+        env = "ARGOCD_APPLICATION_CONTROLLER_OPERATION_PROCESSORS"
+    )]
+    pub operation_processors: usize,
+    /// How often every owned app is refreshed even when nothing reported a change (drift
+    /// on the cluster, a new commit on a branch): Argo CD's `timeout.reconciliation`.
+    /// Also how long a branch's resolved commit is trusted. `0` refreshes on events only.
+    /// Units: `ms`, `s`, `m`, `h`.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "180s",
+        env = "ARGOCD_RECONCILIATION_TIMEOUT",
+        value_parser = parse_duration
+    )]
+    pub resync: Duration,
+    /// Each app's periodic refresh is delayed by its own fixed part of this (at most the
+    /// resync period), so a large fleet's refreshes are spread, not queued at once (Argo
+    /// CD's `timeout.reconciliation.jitter`).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "60s",
+        env = "ARGOCD_RECONCILIATION_JITTER",
+        value_parser = parse_duration
+    )]
+    pub resync_jitter: Duration,
+    /// Where remote Git repositories are mirrored. Local paths and `file://` URLs are
+    /// read in place. Default: `fleetshard-repos` in the system's temporary directory.
+    #[arg(long, value_name = "DIR", env = "FLEETSHARD_REPO_CACHE")]
+    pub repo_cache: Option<PathBuf>,
+    /// How many parsed manifest sets (one per repository, commit and path) are kept: at
+    /// least the apps a replica owns, or each refresh reads Git again.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = fleetshard_gitops::source::DEFAULT_MAX_CACHED_READS,
+        env = "FLEETSHARD_MANIFEST_CACHE"
+    )]
+    pub manifest_cache: usize,
+    /// Argo CD's control-plane namespace: its apps' resources are tracked by the app's
+    /// name alone, other namespaces' by `NAMESPACE_NAME` (Argo CD's instance name).
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        default_value = "argocd",
+        env = "FLEETSHARD_CONTROL_PLANE_NAMESPACE"
+    )]
+    pub control_plane_namespace: String,
+}
+
+impl ReconcileArgs {
+    fn settings(&self) -> ControllerSettings {
+        ControllerSettings {
+            reconciler: match self.reconciler {
+                ReconcilerArg::Gitops => ReconcilerKind::Gitops,
+                ReconcilerArg::None => ReconcilerKind::None,
+            },
+            status_processors: self.status_processors,
+            operation_processors: self.operation_processors,
+            resync: self.resync,
+            resync_jitter: self.resync_jitter,
+            repo_cache: self.repo_cache.clone(),
+            manifest_cache: self.manifest_cache,
+            control_plane_namespace: self.control_plane_namespace.clone(),
+        }
+    }
 }
 
 /// The host name: `/proc/sys/kernel/hostname`, else `$HOSTNAME`.
-pub(crate) fn hostname() -> Option<String> {
+fn hostname() -> Option<String> {
     let from_proc = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
     from_proc
         .or_else(|| std::env::var("HOSTNAME").ok())
@@ -120,129 +209,92 @@ pub(crate) fn hostname() -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-/// A fresh incarnation: random, so a restart is told apart from the process before it.
-pub(crate) fn incarnation() -> anyhow::Result<u64> {
-    let mut b = [0u8; 8];
-    File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .context("reading /dev/urandom for the incarnation")?;
-    Ok(u64::from_le_bytes(b))
-}
-
-/// Runs one replica until SIGTERM or Ctrl-C.
-pub fn run(args: RunArgs) -> anyhow::Result<()> {
-    let settings = super::run_argocd::env_settings();
-    if super::run_argocd::protocol(&args.protocol, &settings) == super::run_argocd::Protocol::Argocd
-    {
-        return super::run_argocd::run(args, settings);
-    }
+/// The replica's settings from the command line and the environment; files named by
+/// `--fleet`/`--clusters`/`--apps` are read now (errors name file, object and field).
+pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
     let identity = match args.identity.clone().or_else(hostname) {
         Some(i) if !i.trim().is_empty() => i.trim().to_owned(),
         _ => bail!("no identity: give --identity (or FLEETSHARD_IDENTITY); the host name is empty"),
     };
-    // Checked before anything starts; used by `serve`.
-    args.store.root()?;
-    let input = FleetInput::from_args(&args)?;
-    super::runtime(super::Runtime::Replica)?.block_on(serve(args, identity, input))
-}
-
-async fn serve(args: RunArgs, identity: String, input: FleetInput) -> anyhow::Result<()> {
-    let StartedInventory { inventory, kube } = inventory::start(input).await?;
-    let store = args.store.open()?;
-    let cfg = ReplicaConfig {
-        identity: identity.clone(),
-        incarnation: incarnation()?,
-        root: args.store.root()?.to_owned(),
-        shards: args.shards.0,
-        timing: LeaseTiming::default(),
-        grace: Duration::from_millis(args.grace_ms),
-        placement: PlacementConfig::default(),
-        zone: args.zone.clone(),
+    let incarnation = fleetshard_replica::fresh_incarnation()?;
+    let env = env_settings();
+    let protocol = match protocol(&args.protocol, &env) {
+        Protocol::Fenced => ProtocolSettings::Fenced(FencedSettings {
+            shards: args.shards.0,
+            deployment: args.shards.1.as_ref().map(Deployment::resolve),
+            grace: Duration::from_millis(args.grace_ms),
+            ..FencedSettings::default()
+        }),
+        Protocol::Argocd => ProtocolSettings::Argocd(argo_settings(
+            &args.protocol,
+            &args.shards,
+            &env,
+            &identity,
+            incarnation,
+        )?),
     };
-    let mut metrics = Metrics::new();
-    // The controller: queues, shard filter, workers, reconciler. Clusters are stopped
-    // through it, so a handover is acknowledged only once their work has ended.
-    let reconcile::Controller {
-        runtime: mut controller,
-        stop_hook,
-    } = reconcile::start(
-        &args.reconcile,
-        &inventory,
-        reconcile::status_sink(kube, &store, args.store.root()?),
-        metrics.registry_mut(),
-    )?;
-    let (events_tx, events_rx) = mpsc::unbounded_channel();
-    let events_rx = controller.follow(events_rx);
-    // The fleet comes from `with_fleet`, from the inventory's first snapshot on.
-    let (runner, status) = Runner::new(
-        store.clone(),
-        cfg.clone(),
-        RunnerTiming::default(),
-        Vec::new(),
-        Vec::new(),
-        events_tx,
-    )?;
-    let mut runner = runner
-        .with_metrics(Arc::new(metrics.store_latency()))
-        .with_stop_hook(stop_hook)
-        .with_fleet(inventory::follow_fleet(&inventory));
-    // Kept alive for the run: dropping it stops the Deployment watch.
-    let _replicas = match &args.shards.1 {
-        Some(deployment) => {
-            let watch = super::shards::watch_deployment(&args.store.store, deployment).await?;
-            runner = runner.with_external_shards(watch.receiver());
-            Some(watch)
-        }
-        None => None,
-    };
-    let audit = audit::open(args.audit_log.as_deref())?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    tracing::info!(
-        %identity,
-        incarnation = cfg.incarnation,
-        store = %store.describe(),
-        listen = %args.listen,
-        shards = %args.shards,
-        "replica starting"
-    );
-    let http = tokio::spawn({
-        let status = status.clone();
-        let app = http::router(Arc::new(move |now| view(&status.borrow(), now)), metrics);
-        async move { axum::serve(listener, app).await }
-    });
-    let audit_task = tokio::spawn(audit::audit_loop(
-        events_rx,
-        audit,
+    Ok(ReplicaSettings {
         identity,
-        |e: OwnershipChange| AuditEvent {
-            acquire: matches!(e.change, Ownership::Started(_)),
-            cluster: match e.change {
-                Ownership::Started(c) | Ownership::Stopped(c) => c,
-            },
-            shard: e.shard,
-            generation: e.generation,
-            lapsed_ago: e.lapsed_at.map(|t| t.elapsed()),
-        },
-    ));
-    controller.follow_lease(status.clone(), |s: &Status| s.lease_valid_until);
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let runner_task = tokio::spawn(runner.run(shutdown_rx));
-    wait_for_signal().await?;
-    tracing::info!("signal received: releasing the shard");
-    let _ = shutdown_tx.send(true);
-    let released = runner_task.await.context("the runner task failed")?;
-    // The runner is gone, so the event channel closes: the controller's feed ends, its
-    // workers drain, and the audit log is complete.
-    controller.shutdown().await;
-    audit_task.await.context("the audit task failed")??;
-    http.abort();
-    tracing::info!(released, "replica stopped");
-    Ok(())
+        incarnation,
+        store: args.store.store.clone(),
+        root: args.store.root()?.to_owned(),
+        listen: args.listen,
+        zone: args.zone.clone(),
+        audit_log: args.audit_log.clone(),
+        fleet: fleet_source(args)?,
+        controller: args.reconcile.settings(),
+        protocol,
+    })
 }
 
-pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
+/// Where the inventory comes from.
+fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
+    if let Some(dir) = &args.fleet_dir {
+        return Ok(FleetSource::Directory(dir.clone()));
+    }
+    if let Some(ns) = &args.argocd_namespace {
+        let apps = match args.application_namespace.as_deref() {
+            None => Some(ns.clone()),
+            Some("*") => None,
+            Some(other) => Some(other.to_owned()),
+        };
+        return Ok(FleetSource::Kubernetes(KubernetesConfig {
+            secrets_namespace: ns.clone(),
+            apps_namespace: apps,
+        }));
+    }
+    let loaded = input::load(&args.input.source()?)?;
+    for w in &loaded.warnings {
+        tracing::warn!(source = %w.source, "{}", w.message);
+    }
+    if !loaded.shards.is_empty() {
+        // The replica takes a shard count only: zones and capacities are not placed.
+        tracing::warn!(
+            listed = loaded.shards.len(),
+            shards = %args.shards,
+            "the fleet file's shards: section (zones, capacities) is not used by run; --shards sets the count"
+        );
+    }
+    Ok(FleetSource::Fixed(InventoryContent {
+        clusters: loaded.fleet.clusters,
+        apps: loaded.fleet.apps,
+        credentials: loaded.credentials,
+    }))
+}
+
+/// Runs one replica until SIGTERM or Ctrl-C.
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    let settings = settings(&args)?;
+    super::runtime(super::Runtime::Replica)?.block_on(async move {
+        let replica = Replica::build(settings).await?.spawn()?;
+        wait_for_signal().await?;
+        tracing::info!("signal received: handing the shard over");
+        replica.shutdown().await?;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     tokio::select! {
@@ -250,76 +302,4 @@ pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
         _ = term.recv() => {}
     }
     Ok(())
-}
-
-/// The fenced status as the HTTP server sees it at `now`.
-fn view(s: &Status, now: tokio::time::Instant) -> View {
-    View {
-        ready: readiness(s, now),
-        shard: s.shard,
-        is_distributor: s.is_distributor,
-        generation: s.generation,
-        acting: s.acting.len(),
-        lease_valid_secs: s
-            .lease_valid_until
-            .map_or(0.0, |u| u.saturating_duration_since(now).as_secs_f64()),
-        store_errors: s.store_errors,
-        handovers: s.handovers,
-        failovers: s.failovers,
-        shard_count: s.shard_count,
-    }
-}
-
-/// Ready: holding a shard with a valid lease, or a spare because every shard is held.
-fn readiness(s: &Status, now: tokio::time::Instant) -> Result<String, String> {
-    if s.stopping {
-        return Err("stopping".into());
-    }
-    match (s.shard, s.lease_valid_until) {
-        (Some(n), Some(until)) if until > now => Ok(format!("holding shard {n}")),
-        (Some(n), _) => Err(format!("shard {n}: lease not renewed in time")),
-        (None, _) if s.spare => Ok("spare: every shard is held".into()),
-        (None, _) if !s.listed => Err("store not read yet".into()),
-        (None, _) => match &s.last_store_error {
-            Some(e) => Err(format!("no shard held; last store error: {e}")),
-            None => Err("no shard held yet (claiming)".into()),
-        },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn store_urls_are_checked() {
-        use super::super::store::open_store;
-        assert!(open_store("ftp://x").is_err());
-        assert!(open_store("memory://").is_ok());
-        #[cfg(not(feature = "etcd"))]
-        {
-            let e = open_store("etcd://localhost:2379")
-                .err()
-                .unwrap()
-                .to_string();
-            assert!(e.contains("--features etcd"), "{e}");
-        }
-    }
-
-    #[test]
-    fn readiness_reasons() {
-        let now = tokio::time::Instant::now();
-        let mut s = Status::default();
-        assert!(readiness(&s, now).is_err());
-        s.listed = true;
-        s.spare = true;
-        assert!(readiness(&s, now).is_ok());
-        s.spare = false;
-        s.shard = Some(1);
-        s.lease_valid_until = Some(now + Duration::from_secs(1));
-        assert!(readiness(&s, now).is_ok());
-        let later = readiness(&s, now + Duration::from_secs(2));
-        assert!(later.unwrap_err().contains("lease"));
-        assert_eq!(view(&s, now).lease_valid_secs, 1.0);
-    }
 }

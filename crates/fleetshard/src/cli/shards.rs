@@ -17,10 +17,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use fleetshard_coord::fenced::{MAX_SHARDS, ShardCount};
-use fleetshard_store_kube::KubeStore;
-use fleetshard_store_kube::{
-    ARGOCD_CONTROLLER_NAME_ENV, DEFAULT_CONTROLLER_NAME, DeploymentReplicas, ReplicasWatch,
-};
+use fleetshard_store_kube::{ARGOCD_CONTROLLER_NAME_ENV, DEFAULT_CONTROLLER_NAME};
 
 /// The parsed `--shards` value: the policy, and for `deployment` the Deployment's name
 /// (`None`: the default name).
@@ -44,33 +41,6 @@ impl Deployment {
                 .unwrap_or_else(|| DEFAULT_CONTROLLER_NAME.to_owned())
         })
     }
-}
-
-/// Keeps the Deployment's replica count current; the store must be `kubernetes://`.
-pub async fn watch_deployment(
-    store_url: &str,
-    deployment: &Deployment,
-) -> anyhow::Result<ReplicasWatch> {
-    use anyhow::Context as _;
-    if !store_url.to_ascii_lowercase().starts_with("kubernetes://") {
-        anyhow::bail!(
-            "--shards deployment reads a Kubernetes Deployment: it needs --store kubernetes://NAMESPACE (got {store_url})"
-        );
-    }
-    let store = KubeStore::from_url(store_url).with_context(|| format!("opening {store_url}"))?;
-    let client = store.client().await?;
-    let namespace = store.namespace().await?;
-    let name = deployment.resolve();
-    let replicas =
-        DeploymentReplicas::new(client, &namespace, &name, std::time::Duration::from_secs(3));
-    let watch = replicas
-        .watch()
-        .await
-        .with_context(|| format!("watching Deployment {namespace}/{name}"))?;
-    if watch.current().is_none() {
-        tracing::warn!(%namespace, %name, "no such Deployment: the shard count stays as committed until it exists");
-    }
-    Ok(watch)
 }
 
 /// The count `stored` uses until `fleetshard scale` writes one.

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::input::{self, FleetArgs};
 use super::print_stdout;
-use super::run_argocd::{ENV_ALGORITHM, Protocol, algorithm, env_settings};
+use super::protocol::{ENV_ALGORITHM, Protocol, algorithm, env_settings};
 use super::status::{Output, StatusArgs};
 
 /// The options `status` adds for the argocd protocol.

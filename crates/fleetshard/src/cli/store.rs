@@ -2,11 +2,9 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use fleetshard_coord::store::Store;
-use fleetshard_coord::store::chunked::{self, ChunkedStore};
-use fleetshard_coord::store::memory::MemoryStore;
-use fleetshard_store_sqlite::SqliteStore;
+use fleetshard_replica::StoreUrl;
 
 /// The flags that name a fleet's records in a store.
 #[derive(Debug, Clone, clap::Args)]
@@ -21,7 +19,7 @@ pub struct StoreArgs {
         default_value = "sqlite://fleetshard.db",
         env = "FLEETSHARD_STORE"
     )]
-    pub store: String,
+    pub store: StoreUrl,
     /// Key prefix of this fleet's records in the store (ends with `/`).
     #[arg(
         long,
@@ -42,42 +40,8 @@ impl StoreArgs {
     }
 
     /// Opens the store. Values too large for the backend (a big fleet's assignment) are
-    /// split into parts transparently ([`ChunkedStore`]).
+    /// split into parts transparently.
     pub fn open(&self) -> anyhow::Result<Arc<dyn Store>> {
-        let inner = open_store(&self.store)?;
-        Ok(Arc::new(ChunkedStore::new(inner, chunked::DEFAULT_LIMIT)))
-    }
-}
-
-/// Opens the store a URL names.
-pub fn open_store(url: &str) -> anyhow::Result<Arc<dyn Store>> {
-    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
-    match scheme.as_deref() {
-        Some("memory") => Ok(Arc::new(MemoryStore::new())),
-        Some("sqlite") => Ok(Arc::new(
-            SqliteStore::from_url(url).with_context(|| format!("opening {url}"))?,
-        )),
-        #[cfg(feature = "etcd")]
-        Some("etcd") => Ok(Arc::new(
-            fleetshard_store_etcd::EtcdStore::from_url(url)
-                .with_context(|| format!("opening {url}"))?,
-        )),
-        // Optional because etcd's client is generated from .proto files at build time, and
-        // a plain `cargo build` must work with nothing but cargo.
-        #[cfg(not(feature = "etcd"))]
-        Some("etcd") => bail!(
-            "store {url:?}: etcd is not yet supported in this build (built without the `etcd` \
-             feature); rebuild with `cargo build --features etcd` (it needs protoc: Debian's \
-             protobuf-compiler package)"
-        ),
-        // Connects on first use: configuration errors surface from the first operation.
-        Some("kubernetes") => Ok(Arc::new(
-            fleetshard_store_kube::KubeStore::from_url(url)
-                .with_context(|| format!("opening {url}"))?,
-        )),
-        _ => bail!(
-            "store {url:?}: expected sqlite://PATH, etcd://HOST:PORT, kubernetes://NAMESPACE or \
-             memory://"
-        ),
+        Ok(self.store.open()?.store)
     }
 }

@@ -76,9 +76,14 @@ impl StoreUnderTest {
                 SqliteStore::open_async(path, SqliteOptions::default()).await?,
             )),
             #[cfg(feature = "etcd")]
-            StoreUnderTest::Etcd(server) => Ok(Arc::new(
-                fleetshard_store_etcd::EtcdStore::from_url(&server.url())?,
-            )),
+            StoreUnderTest::Etcd(server) => {
+                let url: fleetshard_replica::StoreUrl =
+                    server.url().parse().map_err(StoreError::Unavailable)?;
+                Ok(url
+                    .open()
+                    .map_err(|e| StoreError::Unavailable(e.to_string()))?
+                    .store)
+            }
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fleetshard_coord::runner::RunnerMetrics;
+use fleetshard_coord::ownership::RunnerMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -11,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use super::http::View;
+use crate::http::View;
 
 /// Latency buckets (seconds): 1 ms to 10 s; a renew slower than 3 s lapses the lease.
 const LATENCY_BUCKETS: [f64; 12] = [
@@ -66,6 +66,12 @@ pub struct Metrics {
     failovers: Counter,
     shard_count: Gauge,
     latency: StoreLatency,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Metrics {

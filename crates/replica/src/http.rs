@@ -1,6 +1,6 @@
 //! The HTTP server both protocols share: `/healthz`, `/readyz` (with a reason) and
-//! `/metrics`. A protocol supplies a function that turns its current status into a
-//! protocol-neutral [`View`] at request time (readiness depends on the time of the request,
+//! `/metrics`. Each request turns the runner's current status into a protocol-neutral
+//! [`View`] ([`View::of`]) at request time (readiness depends on the time of the request,
 //! e.g. whether a lease is still valid).
 
 use std::sync::{Arc, Mutex};
@@ -10,7 +10,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 
-use super::metrics::Metrics;
+use fleetshard_coord::ownership::ReplicaStatus;
+
+use crate::metrics::Metrics;
 
 /// What the HTTP endpoints need to know about a replica, whatever its protocol.
 #[derive(Debug, Clone)]
@@ -51,6 +53,27 @@ impl Default for View {
             handovers: 0,
             failovers: 0,
             shard_count: 0,
+        }
+    }
+}
+
+impl View {
+    /// The view of any protocol's status at `now`.
+    pub fn of<S: ReplicaStatus>(status: &S, now: tokio::time::Instant) -> View {
+        let v = status.shard_view();
+        View {
+            ready: status.readiness(now),
+            shard: v.shard,
+            is_distributor: v.is_distributor,
+            generation: v.generation,
+            acting: v.acting,
+            lease_valid_secs: status
+                .lease_deadline()
+                .map_or(0.0, |u| u.saturating_duration_since(now).as_secs_f64()),
+            store_errors: v.store_errors,
+            handovers: v.handovers,
+            failovers: v.failovers,
+            shard_count: v.shard_count,
         }
     }
 }
@@ -103,4 +126,30 @@ async fn metrics(
         )],
         body,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use fleetshard_coord::argocd_runner::ArgoStatus;
+
+    use super::*;
+
+    #[test]
+    fn the_view_of_argo_cds_status_counts_replicas_as_the_generation() {
+        let now = tokio::time::Instant::now();
+        let s = ArgoStatus {
+            listed: true,
+            replicas: 3,
+            shard: Some(2),
+            valid_until: Some(now + Duration::from_secs(5)),
+            acting: vec!["a".into(), "b".into()],
+            ..ArgoStatus::default()
+        };
+        let v = View::of(&s, now);
+        assert_eq!(v.ready.unwrap(), "holding shard 2");
+        assert_eq!((v.generation, v.acting, v.lease_valid_secs), (3, 2, 5.0));
+        assert!(View::of(&s, now + Duration::from_secs(6)).ready.is_err());
+    }
 }

@@ -6,8 +6,10 @@ use std::fs::File;
 use std::io::Write as _;
 use std::path::Path;
 
-use anyhow::Context as _;
+use fleetshard_coord::ownership::{Ownership, OwnershipChange};
 use tokio::sync::mpsc;
+
+use crate::ReplicaError;
 
 /// One ownership change, protocol-neutral.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,15 +28,32 @@ pub struct AuditEvent {
     pub lapsed_ago: Option<std::time::Duration>,
 }
 
+impl From<OwnershipChange> for AuditEvent {
+    fn from(e: OwnershipChange) -> Self {
+        AuditEvent {
+            acquire: matches!(e.change, Ownership::Started(_)),
+            cluster: match e.change {
+                Ownership::Started(c) | Ownership::Stopped(c) => c,
+            },
+            shard: e.shard,
+            generation: e.generation,
+            lapsed_ago: e.lapsed_at.map(|t| t.elapsed()),
+        }
+    }
+}
+
 /// Opens (appends to) the audit log at `path`, if any.
-pub fn open(path: Option<&Path>) -> anyhow::Result<Option<File>> {
+pub fn open(path: Option<&Path>) -> Result<Option<File>, ReplicaError> {
     match path {
         Some(path) => Ok(Some(
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(path)
-                .with_context(|| format!("{}: cannot open the audit log", path.display()))?,
+                .map_err(|source| ReplicaError::Io {
+                    what: format!("{}: cannot open the audit log", path.display()),
+                    source,
+                })?,
         )),
         None => Ok(None),
     }
@@ -50,18 +69,18 @@ fn unix_ms() -> u128 {
         .unwrap_or_default()
 }
 
-/// Logs every ownership change received (mapped by `to_event`), and appends it to the
-/// audit log as one JSON line; ends when the channel closes.
-pub async fn audit_loop<T>(
-    mut events: mpsc::UnboundedReceiver<T>,
+/// Logs every ownership change received, and appends it to the audit log as one JSON
+/// line; ends when the channel closes.
+pub async fn audit_loop(
+    mut events: mpsc::UnboundedReceiver<OwnershipChange>,
     mut file: Option<File>,
     identity: String,
-    to_event: impl Fn(T) -> AuditEvent,
-) -> anyhow::Result<()> {
+) -> Result<(), ReplicaError> {
     while let Some(e) = events.recv().await {
-        let e = to_event(e);
+        let e = AuditEvent::from(e);
         let event = if e.acquire { "acquire" } else { "release" };
-        tracing::info!(cluster = %e.cluster, shard = ?e.shard, generation = e.generation, "{event}");
+        let shard = e.shard.map_or(-1, i64::from);
+        tracing::info!(cluster = %e.cluster, shard, generation = e.generation, "{event}");
         if let Some(f) = &mut file {
             let ago = e.lapsed_ago.map_or(0, |d| d.as_millis());
             let mut line = serde_json::json!({
@@ -77,7 +96,10 @@ pub async fn audit_loop<T>(
             }
             // One write per line, unbuffered: a SIGKILL loses no line already reported.
             f.write_all(format!("{line}\n").as_bytes())
-                .context("writing the audit log")?;
+                .map_err(|source| ReplicaError::Io {
+                    what: "writing the audit log".into(),
+                    source,
+                })?;
         }
     }
     Ok(())

@@ -37,8 +37,8 @@ fn by_name(app: &str, cluster: &str) -> App {
 }
 
 /// c1 has a (by server), b (by name); c2 has z; `lost` and `nowhere` resolve to nothing.
-fn filter() -> Arc<ShardFilter> {
-    let f = ShardFilter::new(queue(), queue(), FilterMetrics::default());
+fn filter() -> Arc<ShardWork> {
+    let f = ShardWork::new(queue(), queue(), WorkMetrics::default());
     let clusters = [
         named("c1", "https://one", "one"),
         named("c2", "https://two", "two"),
@@ -237,25 +237,11 @@ async fn a_handover_waits_for_the_workers_and_nothing_runs_after_it() {
     let f = filter();
     let rec = Arc::new(Slow::default());
     let p = Processors::start(PoolConfig::default(), f.clone(), rec.clone()).unwrap();
-    let change = |c: Ownership| OwnershipChange {
-        identity: "r1".into(),
-        change: c,
-        shard: Some(0),
-        generation: 1,
-        lapsed_at: None,
-    };
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let follower = tokio::spawn({
-        let f = f.clone();
-        async move { f.follow(rx).await }
-    });
-    tx.send(change(Ownership::Started("c1".into()))).unwrap();
+    f.start_cluster("c1");
     sleep(Duration::from_secs(2)).await;
     assert_eq!(f.in_flight("c1"), 2, "a and b are being refreshed");
     let t = Instant::now();
-    tx.send(change(Ownership::Stopped("c1".into()))).unwrap();
-    drop(tx);
-    follower.await.unwrap();
+    f.stop_cluster("c1").await;
     assert_eq!(
         Instant::now() - t,
         Duration::from_secs(8),

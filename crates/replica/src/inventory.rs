@@ -4,63 +4,16 @@
 //! Every source ends up as one [`Inventory`]: the shard filter, the reconciler and the
 //! distributor all read it, so there is one path from input to work whatever the source.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context as _, bail};
 use fleetshard_controller::inventory::{
-    DirectoryConfig, DirectorySource, Inventory, InventoryContent, InventorySnapshot,
-    KubernetesConfig, KubernetesSource,
+    DirectoryConfig, DirectorySource, Inventory, InventorySnapshot, KubernetesSource,
 };
 use fleetshard_coord::runner::RunnerFleet;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-use super::RunArgs;
-use crate::cli::input::{self, LoadedFleet};
-
-/// Where the inventory comes from.
-pub enum FleetInput {
-    /// Loaded once from files (`--fleet`, `--clusters`, `--apps`).
-    Fixed(LoadedFleet),
-    /// A directory, watched (`--fleet-dir`).
-    Watched(PathBuf),
-    /// Argo CD's cluster Secrets and Applications (`--argocd-namespace`).
-    Kubernetes(KubernetesConfig),
-}
-
-impl FleetInput {
-    /// The input the arguments name; files are read now (errors name file, object and
-    /// field).
-    pub fn from_args(args: &RunArgs) -> anyhow::Result<Self> {
-        if let Some(dir) = &args.fleet_dir {
-            return Ok(FleetInput::Watched(dir.clone()));
-        }
-        if let Some(ns) = &args.argocd_namespace {
-            let apps = match args.application_namespace.as_deref() {
-                None => Some(ns.clone()),
-                Some("*") => None,
-                Some(other) => Some(other.to_owned()),
-            };
-            return Ok(FleetInput::Kubernetes(KubernetesConfig {
-                secrets_namespace: ns.clone(),
-                apps_namespace: apps,
-            }));
-        }
-        let loaded = input::load(&args.input.source()?)?;
-        for w in &loaded.warnings {
-            tracing::warn!(source = %w.source, "{}", w.message);
-        }
-        if !loaded.shards.is_empty() {
-            // ReplicaConfig takes a shard count only: zones and capacities are not placed.
-            tracing::warn!(
-                listed = loaded.shards.len(),
-                shards = %args.shards,
-                "the fleet file's shards: section (zones, capacities) is not used by run; --shards sets the count"
-            );
-        }
-        Ok(FleetInput::Fixed(loaded))
-    }
-}
+use crate::{FleetSource, ReplicaError};
 
 /// A started inventory: published and complete (its first full load done).
 pub struct StartedInventory {
@@ -69,42 +22,49 @@ pub struct StartedInventory {
     /// The Kubernetes client the source watches through (its retries off), for writing
     /// app statuses on the Applications.
     pub kube: Option<kube::Client>,
+    /// The source's task (a watched directory or Kubernetes watches); `None` for a fixed
+    /// fleet.
+    pub source: Option<JoinHandle<()>>,
 }
 
 /// Starts the source and waits for its first complete load: until then an empty
 /// inventory means "not known yet", and placing it would move every cluster away.
-pub async fn start(input: FleetInput) -> anyhow::Result<StartedInventory> {
+pub async fn start(input: FleetSource) -> Result<StartedInventory, ReplicaError> {
     let inventory = Inventory::new();
     let (mut source, kube) = match input {
-        FleetInput::Fixed(loaded) => {
-            let content = InventoryContent {
-                clusters: loaded.fleet.clusters,
-                apps: loaded.fleet.apps,
-                credentials: loaded.credentials,
-            };
+        FleetSource::Fixed(content) => {
             inventory.publish(content, Vec::new(), true);
             return Ok(StartedInventory {
                 inventory,
                 kube: None,
+                source: None,
             });
         }
-        FleetInput::Watched(dir) => {
+        FleetSource::Directory(dir) => {
             if !dir.is_dir() {
-                bail!("--fleet-dir {}: not a directory", dir.display());
+                return Err(ReplicaError::Inventory(format!(
+                    "--fleet-dir {}: not a directory",
+                    dir.display()
+                )));
             }
             let source = DirectorySource::new(DirectoryConfig::new(dir));
             (tokio::spawn(source.run(inventory.clone())), None)
         }
-        FleetInput::Kubernetes(config) => {
-            let mut kube_config = kube::Config::infer().await.context(
-                "--argocd-namespace: no Kubernetes configuration (in-cluster service account, \
-                 KUBECONFIG or ~/.kube/config)",
-            )?;
+        FleetSource::Kubernetes(config) => {
+            let mut kube_config = kube::Config::infer().await.map_err(|e| {
+                ReplicaError::Inventory(format!(
+                    "--argocd-namespace: no Kubernetes configuration (in-cluster service \
+                     account, KUBECONFIG or ~/.kube/config): {e}"
+                ))
+            })?;
             // kube's default retry can hold a call for minutes; the watchers retry with
             // backoff themselves and a status write is retried by the queue.
             kube_config.default_retry = false;
-            let client = kube::Client::try_from(kube_config)
-                .context("--argocd-namespace: cannot build a Kubernetes client")?;
+            let client = kube::Client::try_from(kube_config).map_err(|e| {
+                ReplicaError::Inventory(format!(
+                    "--argocd-namespace: cannot build a Kubernetes client: {e}"
+                ))
+            })?;
             tracing::info!(
                 secrets = %config.secrets_namespace,
                 applications = config.apps_namespace.as_deref().unwrap_or("*"),
@@ -132,15 +92,22 @@ pub async fn start(input: FleetInput) -> anyhow::Result<StartedInventory> {
             _ = rx.changed() => {}
             end = &mut source => {
                 let why = end.err().map_or_else(|| "it returned".to_owned(), |e| e.to_string());
-                bail!("the inventory's source stopped before its first load: {why}");
+                return Err(ReplicaError::Inventory(format!(
+                    "the inventory's source stopped before its first load: {why}"
+                )));
             }
         }
     }
-    Ok(StartedInventory { inventory, kube })
+    Ok(StartedInventory {
+        inventory,
+        kube,
+        source: Some(source),
+    })
 }
 
-/// The fleet the distributor places, kept current from the inventory; problems logged.
-pub fn follow_fleet(inventory: &Inventory) -> watch::Receiver<RunnerFleet> {
+/// The fleet the distributor places, kept current from the inventory by the returned
+/// task; problems logged.
+pub fn follow_fleet(inventory: &Inventory) -> (watch::Receiver<RunnerFleet>, JoinHandle<()>) {
     let mut rx = inventory.subscribe();
     let log_problems = |s: &InventorySnapshot| {
         for p in s.problems.iter() {
@@ -156,7 +123,7 @@ pub fn follow_fleet(inventory: &Inventory) -> watch::Receiver<RunnerFleet> {
     let first = rx.borrow_and_update().clone();
     log_problems(&first);
     let (tx, fleet_rx) = watch::channel(to_fleet(&first));
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let mut seen = first.revision;
         while rx.changed().await.is_ok() {
             let snap = rx.borrow_and_update().clone();
@@ -170,5 +137,5 @@ pub fn follow_fleet(inventory: &Inventory) -> watch::Receiver<RunnerFleet> {
             }
         }
     });
-    fleet_rx
+    (fleet_rx, task)
 }

@@ -1,31 +1,36 @@
-//! The per-replica gate between coordination and the worker pools.
+//! The replica's work on its shard: which clusters it owns right now, which cluster each
+//! app deploys to, both work queues, the items in flight, and the lease gate. Everything
+//! that decides whether an app is worked on meets here.
 //!
-//! It knows which clusters this replica owns right now (fed with the coordination runner's
-//! [`OwnershipChange`]s) and which cluster each app deploys to (resolved with
-//! [`DestinationIndex`]: by normalised server, else by name). Workers ask it to
-//! [`ShardFilter::admit`] every item they get; an admitted item counts as in flight on its
-//! cluster until its guard drops. [`ShardFilter::stop_cluster`] returns only when no item
-//! of the cluster is in flight any more — the coordination layer acknowledges a handover
-//! after that, so two replicas never work on one cluster at once (G1).
+//! It knows which clusters this replica owns (started and stopped by the controller
+//! runtime from the coordination runner's ownership events) and which cluster each app
+//! deploys to (resolved with [`DestinationIndex`]: by normalised server, else by name).
+//! Workers ask it to [`ShardWork::admit`] every item they get; an admitted item counts as
+//! in flight on its cluster until its guard drops. [`ShardWork::stop_cluster`] returns only
+//! when no item of the cluster is in flight any more — the coordination layer acknowledges
+//! a handover after that, so two replicas never work on one cluster at once (G1). Nothing
+//! is admitted past the lease deadline the runtime reports ([`ShardWork::lease_valid`]).
 //!
 //! An app whose destination resolves to no cluster is processed by *no* replica and is
-//! listed ([`ShardFilter::unresolved`]); Argo CD instead lets every shard process an app
+//! listed ([`ShardWork::unresolved`]); Argo CD instead lets every shard process an app
 //! whose cluster it cannot find (its nil-cluster rule), which reconciles it N times.
+//!
+//! Its metrics keep the `shard_filter_` prefix they were published under.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use fleetshard_coord::runner::{Ownership, OwnershipChange};
 use fleetshard_core::placement::stable_hash;
 use fleetshard_core::{App, Cluster, Destination, DestinationIndex};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
 use crate::AppKey;
-use crate::queue::WorkQueue;
+use crate::ConfigError;
+use crate::queue::{RateLimiterConfig, WorkQueue, WorkQueueMetrics};
 
 #[cfg(test)]
 mod tests;
@@ -59,7 +64,7 @@ pub enum Admission {
 /// An admitted item's hold on its cluster; dropping it ends the hold.
 #[derive(Debug)]
 pub struct InFlight {
-    filter: Arc<ShardFilter>,
+    filter: Arc<ShardWork>,
     cluster: Arc<str>,
 }
 
@@ -90,7 +95,7 @@ impl Drop for InFlight {
 
 /// Counters the status page and `/metrics` show.
 #[derive(Debug, Clone, Default)]
-pub struct FilterMetrics {
+pub struct WorkMetrics {
     /// Items dropped at get time because their cluster is not owned, or the shard lease
     /// has lapsed (ownership ends at its deadline).
     pub not_owned: Counter,
@@ -102,7 +107,7 @@ pub struct FilterMetrics {
     pub owned_clusters: Gauge,
 }
 
-impl FilterMetrics {
+impl WorkMetrics {
     /// Registers the metrics under `shard_filter_`.
     pub fn register(&self, registry: &mut Registry) {
         let r = registry.sub_registry_with_prefix("shard_filter");
@@ -162,30 +167,46 @@ struct State {
     in_flight: HashMap<Arc<str>, usize>,
 }
 
-/// The gate (see the module documentation). Shared as `Arc<ShardFilter>`.
+/// The gate (see the module documentation). Shared as `Arc<ShardWork>`.
 #[derive(Debug)]
-pub struct ShardFilter {
+pub struct ShardWork {
     state: Mutex<State>,
     idle: Notify,
     refresh: WorkQueue<AppKey>,
     operation: WorkQueue<AppKey>,
-    metrics: FilterMetrics,
+    metrics: WorkMetrics,
 }
 
-impl ShardFilter {
+impl ShardWork {
     /// A filter owning nothing, feeding `refresh` and cleaning both queues.
     pub fn new(
         refresh: WorkQueue<AppKey>,
         operation: WorkQueue<AppKey>,
-        metrics: FilterMetrics,
+        metrics: WorkMetrics,
     ) -> Arc<Self> {
-        Arc::new(ShardFilter {
+        Arc::new(ShardWork {
             state: Mutex::new(State::default()),
             idle: Notify::new(),
             refresh,
             operation,
             metrics,
         })
+    }
+
+    /// The replica's work with both queues — `app_refresh` and `app_operation`, as Argo CD
+    /// names them — and its own metrics registered in `registry`. Built first, as a plain
+    /// value: the reconciler takes it as an argument (its lease check, its refresh
+    /// triggers), then [`crate::ControllerRuntime::start`] runs the workers on it.
+    pub fn registered(
+        limits: RateLimiterConfig,
+        registry: &mut Registry,
+    ) -> Result<Arc<Self>, ConfigError> {
+        let queue_metrics = WorkQueueMetrics::register(registry);
+        let refresh = WorkQueue::new(limits, Some(queue_metrics.queue("app_refresh")))?;
+        let operation = WorkQueue::new(limits, Some(queue_metrics.queue("app_operation")))?;
+        let metrics = WorkMetrics::default();
+        metrics.register(registry);
+        Ok(ShardWork::new(refresh, operation, metrics))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -204,7 +225,7 @@ impl ShardFilter {
     }
 
     /// The metrics.
-    pub fn metrics(&self) -> &FilterMetrics {
+    pub fn metrics(&self) -> &WorkMetrics {
         &self.metrics
     }
 
@@ -241,23 +262,6 @@ impl ShardFilter {
         self.metrics.unresolved_apps.set(gauge(s.unresolved.len()));
         drop(s);
         self.refresh.add_many(to_refresh);
-    }
-
-    /// Starts (or stops) acting on a cluster as the coordination runner says. The caller
-    /// passes only its own replica's events (`identity` is not checked here) and awaits
-    /// each before applying the next.
-    pub async fn on_ownership(&self, change: &OwnershipChange) {
-        match &change.change {
-            Ownership::Started(c) => self.start_cluster(c),
-            Ownership::Stopped(c) => self.stop_cluster(c).await,
-        }
-    }
-
-    /// Applies ownership events in order, each stop awaited, until the sender is dropped.
-    pub async fn follow(&self, mut events: mpsc::UnboundedReceiver<OwnershipChange>) {
-        while let Some(change) = events.recv().await {
-            self.on_ownership(&change).await;
-        }
     }
 
     /// This replica owns `cluster` from now on: its apps are queued for refresh.

@@ -1,0 +1,227 @@
+//! What a replica does with the apps of the clusters it owns: the controller's work and
+//! its reconciler — the GitOps reconciler, or none (`--reconciler none`: coordination
+//! only) — built before the runtime starts them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleetshard_controller::inventory::Inventory;
+use fleetshard_controller::{PoolConfig, RuntimeConfig, ShardWork, WorkStopHook};
+use fleetshard_coord::ownership::StopHook;
+use fleetshard_gitops::live::{ClusterConnections, LiveOptions};
+use fleetshard_gitops::reconciler::{
+    DEFAULT_HEARTBEAT, GitOpsReconciler, GitOpsStopHook, InventoryTargets, KubeStatusSink,
+    MemorySink, ReconcilerConfig, StatusSink, StoreStatusSink, SystemClock,
+};
+use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
+use prometheus_client::registry::Registry;
+
+use crate::store::{OpenedStore, StoreUrl};
+use crate::{ControllerSettings, ReconcilerKind, ReplicaError};
+
+/// A Go duration (`time.ParseDuration`, as Argo CD reads its settings): `180s`, `3m`,
+/// `1m30s`, `1h0m0s`, `500ms`; or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    if s.is_empty() {
+        return Err("empty duration: give e.g. 180s, 3m or 1m30s".to_owned());
+    }
+    let too_long = || format!("{s:?}: too long");
+    let mut rest = s;
+    let mut total = Duration::ZERO;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let n: u64 = rest[..digits].parse().map_err(|_| {
+            format!("{s:?}: expected whole numbers with units, e.g. 180s, 3m or 1m30s")
+        })?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let per = match &rest[..unit] {
+            "ms" => Duration::from_millis(1),
+            "s" => Duration::from_secs(1),
+            "m" => Duration::from_secs(60),
+            "h" => Duration::from_secs(3600),
+            other => return Err(format!("{s:?}: unknown unit {other:?} (ms, s, m, h)")),
+        };
+        rest = &rest[unit..];
+        let part = u32::try_from(n)
+            .ok()
+            .and_then(|n| per.checked_mul(n))
+            .ok_or_else(too_long)?;
+        total = total.checked_add(part).ok_or_else(too_long)?;
+    }
+    Ok(total)
+}
+
+/// Where app statuses are recorded: on the Applications when they come from Kubernetes;
+/// else in the store beside the coordination records (`fleetshard apps` reads them) —
+/// except in the Kubernetes store, where that would be one ConfigMap per app: there they
+/// stay in this replica's memory (and the log says how to get them on Applications).
+pub(crate) fn status_sink(
+    applications: Option<kube::Client>,
+    store: &OpenedStore,
+    url: &StoreUrl,
+    root: &str,
+) -> Arc<dyn StatusSink> {
+    match (applications, url) {
+        (Some(client), _) => Arc::new(KubeStatusSink::new(client, Duration::from_secs(5))),
+        (None, StoreUrl::Kubernetes { .. }) => {
+            tracing::warn!(
+                store = %url,
+                "app statuses are kept in memory: the Kubernetes store would need one \
+                 ConfigMap per app; with --argocd-namespace they are written on the \
+                 Applications"
+            );
+            MemorySink::new()
+        }
+        (None, StoreUrl::Memory | StoreUrl::Sqlite(_) | StoreUrl::Etcd(_)) => Arc::new(
+            StoreStatusSink::new(store.store.clone(), root, DEFAULT_HEARTBEAT),
+        ),
+    }
+}
+
+/// The reconciler the workers run.
+#[derive(Clone)]
+pub enum ReconcilerPart {
+    /// `--reconciler none`.
+    Noop,
+    /// The GitOps reconciler.
+    GitOps(Arc<GitOpsReconciler>),
+}
+
+/// One replica's controller before it runs: the work (queues, owned clusters, lease gate),
+/// the reconciler built on it, and the hook the coordination runner stops clusters
+/// through (the work's, then the reconciler's caches).
+pub struct ControllerPart {
+    /// The work the workers take from.
+    pub work: Arc<ShardWork>,
+    /// The reconciler.
+    pub reconciler: ReconcilerPart,
+    /// Stops a cluster's work, then drops the reconciler's caches of it.
+    pub stop_hook: Arc<dyn StopHook>,
+    /// The runtime's settings.
+    pub config: RuntimeConfig,
+}
+
+/// Builds the controller: the work first, then the reconciler with it as an ordinary
+/// argument (its lease check and its refresh trigger), metrics in `registry`.
+pub(crate) fn build(
+    settings: &ControllerSettings,
+    inventory: &Inventory,
+    sink: Arc<dyn StatusSink>,
+    registry: &mut Registry,
+) -> Result<ControllerPart, ReplicaError> {
+    let config = RuntimeConfig {
+        pools: PoolConfig {
+            status_processors: settings.status_processors,
+            operation_processors: settings.operation_processors,
+            ..PoolConfig::default()
+        },
+        resync: Some(settings.resync).filter(|d| !d.is_zero()),
+        resync_jitter: settings.resync_jitter,
+        ..RuntimeConfig::default()
+    };
+    let work = ShardWork::registered(config.limits, registry).map_err(|e| ReplicaError::Start {
+        part: "the controller's work queues",
+        reason: e.to_string(),
+    })?;
+    let work_stop: Arc<dyn StopHook> = Arc::new(WorkStopHook(work.clone()));
+    let (reconciler, stop_hook) = match settings.reconciler {
+        ReconcilerKind::None => (ReconcilerPart::Noop, work_stop),
+        ReconcilerKind::Gitops => {
+            let reconciler = gitops(settings, inventory, sink, &work);
+            let stop_hook = Arc::new(GitOpsStopHook {
+                inner: work_stop,
+                reconciler: reconciler.clone(),
+            });
+            (
+                ReconcilerPart::GitOps(reconciler),
+                stop_hook as Arc<dyn StopHook>,
+            )
+        }
+    };
+    Ok(ControllerPart {
+        work,
+        reconciler,
+        stop_hook,
+        config,
+    })
+}
+
+fn gitops(
+    settings: &ControllerSettings,
+    inventory: &Inventory,
+    sink: Arc<dyn StatusSink>,
+    work: &Arc<ShardWork>,
+) -> Arc<GitOpsReconciler> {
+    let cache = settings
+        .repo_cache
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("fleetshard-repos"));
+    let mut repo_config = RepoCacheConfig::new(cache);
+    repo_config.max_cached_reads = settings.manifest_cache.max(1);
+    if !settings.resync.is_zero() {
+        // A resync must see a new commit on a branch: the resolved commit is trusted for
+        // one period.
+        repo_config.refresh_interval = settings.resync;
+    }
+    let config = ReconcilerConfig {
+        control_plane_namespace: settings.control_plane_namespace.clone(),
+    };
+    // A change of an app's object on its cluster queues the app's refresh (drift is seen,
+    // and healed with selfHeal, within seconds).
+    let listener = {
+        let (work, config) = (work.clone(), config.clone());
+        Arc::new(move |instance: &str| {
+            work.refresh_apps(config.apps_of_instance(instance));
+        })
+    };
+    // Every write to a cluster or a status first asks the work's lease gate, which closes
+    // at the lease deadline.
+    let lease = {
+        let work = work.clone();
+        Arc::new(move || work.lease_valid())
+    };
+    Arc::new(GitOpsReconciler::new(
+        Arc::new(InventoryTargets::new(inventory.subscribe())),
+        RepoCache::new(repo_config),
+        ClusterConnections::new(LiveOptions::default()).with_listener(listener),
+        sink,
+        lease,
+        Arc::new(SystemClock),
+        config,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_argo_cds() {
+        assert_eq!(parse_duration("180s"), Ok(Duration::from_secs(180)));
+        assert_eq!(parse_duration("3m"), Ok(Duration::from_secs(180)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h0m0s"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("1m30").unwrap_err().contains("unknown unit"));
+        assert!(
+            parse_duration("3 days")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("99999999999999999999h").is_err());
+    }
+}

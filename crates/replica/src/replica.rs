@@ -1,0 +1,315 @@
+//! [`Replica`]: every part of one replica, built and not yet running; [`ReplicaHandle`]:
+//! the same parts running, and the order in which they are drained.
+
+use std::fs::File;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use fleetshard_controller::inventory::Inventory;
+use fleetshard_controller::{ControllerInputs, ControllerRuntime, NoopReconciler, Reconciler};
+use fleetshard_coord::ownership::{OwnershipChange, ReplicaStatus};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::controller::{self, ControllerPart, ReconcilerPart};
+use crate::coordination::{self, Coordination, CoordinationInputs, CoordinationRunner};
+use crate::http::{View, ViewFn};
+use crate::inventory::{self, StartedInventory};
+use crate::metrics::Metrics;
+use crate::store::OpenedStore;
+use crate::{ProtocolSettings, ReplicaError, ReplicaSettings, audit};
+
+/// One replica, built: each field is one of its parts. Nothing runs yet but the
+/// inventory's source (the replica is built only once the inventory is complete, or an
+/// empty "not known yet" fleet would be placed).
+pub struct Replica {
+    /// Its identity.
+    pub identity: String,
+    /// The clusters and applications, kept current by their source.
+    pub inventory: StartedInventory,
+    /// The coordination store.
+    pub store: OpenedStore,
+    /// The coordination runner (fenced or Argo CD's heartbeat protocol).
+    pub coordination: CoordinationRunner,
+    /// The controller's work, the reconciler on it, and their stop hook.
+    pub controller: ControllerPart,
+    /// The HTTP server's socket, bound, and the metrics it serves.
+    pub http: HttpPart,
+    /// The audit log, open.
+    pub audit: Option<File>,
+}
+
+/// The HTTP server, bound and not serving yet.
+pub struct HttpPart {
+    listener: tokio::net::TcpListener,
+    metrics: Metrics,
+}
+
+impl Replica {
+    /// Builds every part from `settings`: validates them, starts the inventory and waits
+    /// for its first complete load, opens the store, builds the controller and the
+    /// coordination runner, opens the audit log and binds the HTTP socket. Must run on a
+    /// tokio runtime.
+    pub async fn build(settings: ReplicaSettings) -> Result<Replica, ReplicaError> {
+        settings.validate()?;
+        let store = settings.store.open()?;
+        Self::build_on(settings, store).await
+    }
+
+    /// [`Replica::build`] on a store already open: replicas of one process share a
+    /// `memory://` store this way (`settings.store` still names its kind).
+    pub async fn build_on(
+        settings: ReplicaSettings,
+        store: OpenedStore,
+    ) -> Result<Replica, ReplicaError> {
+        settings.validate()?;
+        let identity = settings.identity.trim().to_owned();
+        let inventory = inventory::start(settings.fleet.clone()).await?;
+        let mut metrics = Metrics::new();
+        let sink = controller::status_sink(
+            inventory.kube.clone(),
+            &store,
+            &settings.store,
+            &settings.root,
+        );
+        let controller = controller::build(
+            &settings.controller,
+            &inventory.inventory,
+            sink,
+            metrics.registry_mut(),
+        )?;
+        let inputs = CoordinationInputs {
+            identity: &identity,
+            incarnation: settings.incarnation,
+            root: &settings.root,
+            zone: settings.zone.clone(),
+            store: store.store.clone(),
+            kube: store.kube.as_ref(),
+            inventory: &inventory.inventory,
+            stop_hook: controller.stop_hook.clone(),
+            metrics: Arc::new(metrics.store_latency()),
+        };
+        let coordination = match &settings.protocol {
+            ProtocolSettings::Fenced(fenced) => {
+                CoordinationRunner::Fenced(coordination::fenced(fenced, inputs).await?)
+            }
+            ProtocolSettings::Argocd(argo) => {
+                CoordinationRunner::Argocd(coordination::argocd(argo, inputs).await?)
+            }
+        };
+        let audit = audit::open(settings.audit_log.as_deref())?;
+        let listener = tokio::net::TcpListener::bind(settings.listen)
+            .await
+            .map_err(|source| ReplicaError::Io {
+                what: format!("cannot listen on {}", settings.listen),
+                source,
+            })?;
+        tracing::info!(
+            %identity,
+            incarnation = settings.incarnation,
+            store = %settings.store,
+            listen = %settings.listen,
+            protocol = match settings.protocol {
+                ProtocolSettings::Fenced(_) => "fenced",
+                ProtocolSettings::Argocd(_) => "argocd",
+            },
+            "replica starting"
+        );
+        Ok(Replica {
+            identity,
+            inventory,
+            store,
+            coordination,
+            controller,
+            http: HttpPart { listener, metrics },
+            audit,
+        })
+    }
+
+    /// The address the HTTP server is bound to.
+    pub fn local_addr(&self) -> Result<SocketAddr, ReplicaError> {
+        self.http
+            .listener
+            .local_addr()
+            .map_err(|source| ReplicaError::Io {
+                what: "reading the HTTP socket's address".into(),
+                source,
+            })
+    }
+
+    /// Starts every part. Returns the handle that drains them.
+    pub fn spawn(self) -> Result<ReplicaHandle, ReplicaError> {
+        match self.coordination {
+            CoordinationRunner::Fenced(c) => spawn_with(
+                self.identity,
+                self.inventory,
+                c,
+                self.controller,
+                self.http,
+                self.audit,
+            ),
+            CoordinationRunner::Argocd(c) => spawn_with(
+                self.identity,
+                self.inventory,
+                c,
+                self.controller,
+                self.http,
+                self.audit,
+            ),
+        }
+    }
+}
+
+/// A running replica.
+pub struct ReplicaHandle {
+    /// The HTTP server's address.
+    pub addr: SocketAddr,
+    /// The inventory (a test can publish a new fleet into a fixed one).
+    pub inventory: Inventory,
+    shutdown: watch::Sender<bool>,
+    runner: JoinHandle<bool>,
+    feeders: Vec<JoinHandle<()>>,
+    controller: ControllerRuntime,
+    audit: JoinHandle<Result<(), ReplicaError>>,
+    source: Option<JoinHandle<()>>,
+    http: JoinHandle<()>,
+    http_stop: watch::Sender<bool>,
+    view: ViewFn,
+}
+
+impl ReplicaHandle {
+    /// What `/readyz` and `/metrics` would say now.
+    pub fn view(&self) -> View {
+        (self.view)(tokio::time::Instant::now())
+    }
+
+    /// Drains the replica, in this order:
+    /// 1. the coordination runner hands its hold over (its clusters' work stops first,
+    ///    then it releases) and returns;
+    /// 2. its feeders (fleet, Deployment count) are cancelled;
+    /// 3. the controller's feed ends with the runner's events, its followers are cancelled
+    ///    and its workers drain;
+    /// 4. the audit writer writes the last event and ends (the log is complete);
+    /// 5. the inventory's source is cancelled;
+    /// 6. the HTTP server stops (it answered `/readyz` with "stopping" until now).
+    ///
+    /// Every task is joined. Returns whether the runner released its hold cleanly.
+    pub async fn shutdown(self) -> Result<bool, ReplicaError> {
+        let _ = self.shutdown.send(true);
+        let released = self
+            .runner
+            .await
+            .map_err(|_| ReplicaError::Task("coordination runner"))?;
+        cancel(self.feeders).await;
+        self.controller.shutdown().await;
+        let audited = self
+            .audit
+            .await
+            .map_err(|_| ReplicaError::Task("audit writer"));
+        cancel(self.source).await;
+        let _ = self.http_stop.send(true);
+        let _ = self.http.await;
+        audited??;
+        tracing::info!(released, "replica stopped");
+        Ok(released)
+    }
+}
+
+async fn cancel(tasks: impl IntoIterator<Item = JoinHandle<()>>) {
+    let tasks: Vec<_> = tasks.into_iter().collect();
+    for t in &tasks {
+        t.abort();
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+fn spawn_with<S: ReplicaStatus>(
+    identity: String,
+    inventory: StartedInventory,
+    coordination: Coordination<S>,
+    controller: ControllerPart,
+    http: HttpPart,
+    audit_file: Option<File>,
+) -> Result<ReplicaHandle, ReplicaError> {
+    let Coordination {
+        events,
+        status,
+        stops,
+        run,
+        feeders,
+        deployment,
+    } = coordination;
+    let inputs = ControllerInputs {
+        ownership: events,
+        stops,
+        status: status.clone(),
+        inventory: inventory.inventory.subscribe(),
+    };
+    let (runtime, audited) = match controller.reconciler {
+        ReconcilerPart::Noop => start_controller(
+            controller.config,
+            controller.work,
+            Arc::new(NoopReconciler),
+            inputs,
+        ),
+        ReconcilerPart::GitOps(r) => {
+            start_controller(controller.config, controller.work, r, inputs)
+        }
+    }?;
+    let view: ViewFn = Arc::new(move |now| View::of(&*status.borrow(), now));
+    let addr = http
+        .listener
+        .local_addr()
+        .map_err(|source| ReplicaError::Io {
+            what: "reading the HTTP socket's address".into(),
+            source,
+        })?;
+    let (http_stop, mut stop_rx) = watch::channel(false);
+    let router = crate::http::router(view.clone(), http.metrics);
+    let server = tokio::spawn(async move {
+        let stopped = async move {
+            let _ = stop_rx.wait_for(|s| *s).await;
+        };
+        if let Err(e) = axum::serve(http.listener, router)
+            .with_graceful_shutdown(stopped)
+            .await
+        {
+            tracing::error!("the HTTP server failed: {e}");
+        }
+    });
+    let audit = tokio::spawn(audit::audit_loop(audited, audit_file, identity));
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    // The Deployment watch lives as long as the runner that reads it.
+    let runner = tokio::spawn(async move {
+        let released = run(shutdown_rx).await;
+        drop(deployment);
+        released
+    });
+    Ok(ReplicaHandle {
+        addr,
+        inventory: inventory.inventory,
+        shutdown,
+        runner,
+        feeders,
+        controller: runtime,
+        audit,
+        source: inventory.source,
+        http: server,
+        http_stop,
+        view,
+    })
+}
+
+fn start_controller<R: Reconciler, S: ReplicaStatus>(
+    config: fleetshard_controller::RuntimeConfig,
+    work: Arc<fleetshard_controller::ShardWork>,
+    reconciler: Arc<R>,
+    inputs: ControllerInputs<S>,
+) -> Result<(ControllerRuntime, mpsc::UnboundedReceiver<OwnershipChange>), ReplicaError> {
+    ControllerRuntime::start(config, work, reconciler, inputs).map_err(|e| ReplicaError::Start {
+        part: "the controller runtime",
+        reason: e.to_string(),
+    })
+}

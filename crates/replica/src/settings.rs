@@ -1,0 +1,210 @@
+//! What a replica is built from: plain, validated values, independent of the command
+//! line (the binary maps its flags and environment to these; tests write them directly).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fleetshard_controller::inventory::{InventoryContent, KubernetesConfig};
+use fleetshard_coord::argocd_runner::ArgoConfig;
+use fleetshard_coord::fenced::ShardCount;
+use fleetshard_coord::lease::LeaseTiming;
+use fleetshard_coord::runner::RunnerTiming;
+use fleetshard_core::placement::PlacementConfig;
+
+use crate::ReplicaError;
+use crate::store::StoreUrl;
+
+/// Everything one replica needs to be built.
+#[derive(Debug, Clone)]
+pub struct ReplicaSettings {
+    /// Stable identity (a restarted replica gets its shard back): the pod name.
+    pub identity: String,
+    /// This process's incarnation, new at every start ([`crate::fresh_incarnation`]).
+    pub incarnation: u64,
+    /// The coordination store.
+    pub store: StoreUrl,
+    /// Key prefix of this fleet's records (fenced mode) and of local-mode app statuses;
+    /// ends with `/`.
+    pub root: String,
+    /// Address of the HTTP server (`/healthz`, `/readyz`, `/metrics`); port 0 picks one
+    /// (see [`crate::Replica::local_addr`]).
+    pub listen: SocketAddr,
+    /// This replica's zone.
+    pub zone: Option<String>,
+    /// Append one JSON line per ownership change to this file.
+    pub audit_log: Option<PathBuf>,
+    /// Where the clusters and applications come from.
+    pub fleet: FleetSource,
+    /// The controller: reconciler, workers, resync.
+    pub controller: ControllerSettings,
+    /// The coordination protocol and its settings.
+    pub protocol: ProtocolSettings,
+}
+
+/// Where a replica's inventory comes from.
+#[derive(Debug, Clone)]
+pub enum FleetSource {
+    /// A fleet loaded once (from files, or written by a test).
+    Fixed(InventoryContent),
+    /// A directory of Argo CD manifests or native fleet files, watched.
+    Directory(PathBuf),
+    /// Argo CD's cluster Secrets and Applications through the Kubernetes API, watched;
+    /// app statuses are written on the Applications.
+    Kubernetes(KubernetesConfig),
+}
+
+/// Which reconciler the workers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcilerKind {
+    /// Compare each owned app with Git and its cluster, record its status, auto-sync.
+    Gitops,
+    /// Touch nothing: coordination, queues and the handover gate only.
+    None,
+}
+
+/// The controller's settings.
+#[derive(Debug, Clone)]
+pub struct ControllerSettings {
+    /// What the workers do with an owned app.
+    pub reconciler: ReconcilerKind,
+    /// Refresh workers (Argo CD's `--status-processors`).
+    pub status_processors: usize,
+    /// Operation workers (Argo CD's `--operation-processors`).
+    pub operation_processors: usize,
+    /// Every owned app is refreshed this often (Argo CD's `timeout.reconciliation`);
+    /// zero: on events only.
+    pub resync: Duration,
+    /// Spread of each app's periodic refresh (at most the period).
+    pub resync_jitter: Duration,
+    /// Where remote Git repositories are mirrored (`None`: `fleetshard-repos` in the
+    /// system's temporary directory).
+    pub repo_cache: Option<PathBuf>,
+    /// Parsed manifest sets kept.
+    pub manifest_cache: usize,
+    /// Argo CD's control-plane namespace (tracking ids of its apps are their names).
+    pub control_plane_namespace: String,
+}
+
+impl Default for ControllerSettings {
+    /// `fleetshard run`'s defaults.
+    fn default() -> Self {
+        ControllerSettings {
+            reconciler: ReconcilerKind::Gitops,
+            status_processors: 20,
+            operation_processors: 10,
+            resync: fleetshard_controller::DEFAULT_RESYNC,
+            resync_jitter: fleetshard_controller::DEFAULT_RESYNC_JITTER,
+            repo_cache: None,
+            manifest_cache: fleetshard_gitops::source::DEFAULT_MAX_CACHED_READS,
+            control_plane_namespace: "argocd".to_owned(),
+        }
+    }
+}
+
+/// The coordination protocol.
+#[derive(Debug, Clone)]
+pub enum ProtocolSettings {
+    /// fleetshard's fenced lease mode (records under the root).
+    Fenced(FencedSettings),
+    /// Argo CD's heartbeat map (`argocd-app-controller-shard-cm`).
+    Argocd(ArgoSettings),
+}
+
+/// Fenced lease mode's settings.
+#[derive(Debug, Clone)]
+pub struct FencedSettings {
+    /// Where the shard count comes from.
+    pub shards: ShardCount,
+    /// For [`ShardCount::External`]: the Deployment (in the `kubernetes://` store's
+    /// namespace) whose `spec.replicas` is the count.
+    pub deployment: Option<String>,
+    /// How long a shard may have no live holder before its clusters move.
+    pub grace: Duration,
+    /// Lease timing.
+    pub timing: LeaseTiming,
+    /// The runner's poll, tick and release timeout.
+    pub runner: RunnerTiming,
+    /// Placement settings used as distributor.
+    pub placement: PlacementConfig,
+}
+
+impl Default for FencedSettings {
+    fn default() -> Self {
+        FencedSettings {
+            shards: ShardCount::Desired { default: 3 },
+            deployment: None,
+            grace: Duration::from_millis(500),
+            timing: LeaseTiming::default(),
+            runner: RunnerTiming::default(),
+            placement: PlacementConfig::default(),
+        }
+    }
+}
+
+/// Argo CD-compatible heartbeat mode's settings.
+#[derive(Debug, Clone)]
+pub struct ArgoSettings {
+    /// The runner's configuration; its `identity` is replaced by the replica's.
+    pub config: ArgoConfig,
+    /// The replica count until a Deployment says otherwise.
+    pub replicas: u32,
+    /// The Deployment (in the `kubernetes://` store's namespace) whose `spec.replicas` is
+    /// the replica count, followed as it changes.
+    pub deployment: Option<String>,
+}
+
+impl ReplicaSettings {
+    /// Checks what can be checked before anything starts.
+    pub fn validate(&self) -> Result<(), ReplicaError> {
+        let invalid =
+            |field: &'static str, reason: String| ReplicaError::Settings { field, reason };
+        if self.identity.trim().is_empty() {
+            return Err(invalid("identity", "empty".into()));
+        }
+        if !self.root.ends_with('/') {
+            return Err(invalid(
+                "root",
+                format!("{:?} must end with '/'", self.root),
+            ));
+        }
+        if self.controller.status_processors == 0 {
+            return Err(invalid("status_processors", "must be at least 1".into()));
+        }
+        if self.controller.operation_processors == 0 {
+            return Err(invalid("operation_processors", "must be at least 1".into()));
+        }
+        let needs_kube = |deployment: &Option<String>| {
+            deployment.is_some() && !matches!(self.store, StoreUrl::Kubernetes { .. })
+        };
+        match &self.protocol {
+            ProtocolSettings::Fenced(f) => {
+                f.shards
+                    .validate()
+                    .map_err(|e| invalid("shards", e.to_string()))?;
+                f.timing
+                    .validate()
+                    .map_err(|e| invalid("timing", e.to_string()))?;
+                if needs_kube(&f.deployment) {
+                    return Err(invalid("shards", deployment_needs_kube(&self.store)));
+                }
+            }
+            ProtocolSettings::Argocd(a) => {
+                if a.replicas == 0 {
+                    return Err(invalid("replicas", "must be at least 1".into()));
+                }
+                if needs_kube(&a.deployment) {
+                    return Err(invalid("shards", deployment_needs_kube(&self.store)));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn deployment_needs_kube(store: &StoreUrl) -> String {
+    format!(
+        "a Deployment's replicas are read from Kubernetes: it needs --store \
+         kubernetes://NAMESPACE (got {store})"
+    )
+}

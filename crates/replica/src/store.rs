@@ -1,0 +1,209 @@
+//! The coordination store a replica (or a one-shot command) uses, named by a URL that is
+//! parsed once into a [`StoreUrl`] and matched exhaustively from then on: no decision
+//! reads a log string.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use fleetshard_coord::store::Store;
+use fleetshard_coord::store::chunked::{self, ChunkedStore};
+use fleetshard_coord::store::memory::MemoryStore;
+use fleetshard_store_kube::KubeStore;
+use fleetshard_store_sqlite::SqliteStore;
+
+use crate::ReplicaError;
+
+/// A store URL, parsed and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// `memory://`: this process only.
+    Memory,
+    /// `sqlite://PATH`: a file shared by the processes of one machine.
+    Sqlite(PathBuf),
+    /// `etcd://HOST:PORT[,HOST:PORT…]`.
+    Etcd(Vec<String>),
+    /// `kubernetes://NAMESPACE`: ConfigMaps and Leases; `None`: the configuration's
+    /// namespace.
+    Kubernetes {
+        /// The namespace.
+        namespace: Option<String>,
+    },
+}
+
+impl FromStr for StoreUrl {
+    type Err = String;
+
+    fn from_str(url: &str) -> Result<Self, String> {
+        let url = url.trim();
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| expected(url))?;
+        match scheme.to_ascii_lowercase().as_str() {
+            "memory" if rest.is_empty() => Ok(StoreUrl::Memory),
+            "sqlite" => SqliteStore::path_from_url(url)
+                .map(StoreUrl::Sqlite)
+                .map_err(|e| e.to_string()),
+            "etcd" => {
+                let endpoints: Vec<String> = rest
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|e| !e.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                if endpoints.is_empty() {
+                    return Err(format!(
+                        "store {url:?}: no etcd endpoint (etcd://HOST:PORT)"
+                    ));
+                }
+                Ok(StoreUrl::Etcd(endpoints))
+            }
+            // The namespace is checked by the backend (a DNS label); opening does no I/O.
+            "kubernetes" => KubeStore::from_url(url)
+                .map(|_| StoreUrl::Kubernetes {
+                    namespace: Some(rest.trim_end_matches('/').to_owned())
+                        .filter(|n| !n.is_empty()),
+                })
+                .map_err(|e| e.to_string()),
+            _ => Err(expected(url)),
+        }
+    }
+}
+
+fn expected(url: &str) -> String {
+    format!(
+        "store {url:?}: expected sqlite://PATH, etcd://HOST:PORT, kubernetes://NAMESPACE or \
+         memory://"
+    )
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreUrl::Memory => f.write_str("memory://"),
+            StoreUrl::Sqlite(path) => write!(f, "sqlite://{}", path.display()),
+            StoreUrl::Etcd(endpoints) => write!(f, "etcd://{}", endpoints.join(",")),
+            StoreUrl::Kubernetes { namespace } => {
+                write!(f, "kubernetes://{}", namespace.as_deref().unwrap_or(""))
+            }
+        }
+    }
+}
+
+/// An open store, with the Kubernetes backend kept typed when that is what it is (its
+/// client reads a Deployment's replicas; its presence keeps statuses off ConfigMaps).
+#[derive(Clone)]
+pub struct OpenedStore {
+    /// The store, with values too large for the backend split into parts transparently
+    /// ([`ChunkedStore`]).
+    pub store: Arc<dyn Store>,
+    /// The Kubernetes backend, for `kubernetes://`.
+    pub kube: Option<KubeStore>,
+}
+
+impl fmt::Debug for OpenedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenedStore")
+            .field("store", &self.store.describe())
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoreUrl {
+    /// Opens the store.
+    pub fn open(&self) -> Result<OpenedStore, ReplicaError> {
+        let opening = |e: &dyn fmt::Display| ReplicaError::Store {
+            url: self.to_string(),
+            reason: e.to_string(),
+        };
+        let mut kube = None;
+        let inner: Arc<dyn Store> = match self {
+            StoreUrl::Memory => Arc::new(MemoryStore::new()),
+            StoreUrl::Sqlite(path) => Arc::new(SqliteStore::open(path).map_err(|e| opening(&e))?),
+            #[cfg(feature = "etcd")]
+            StoreUrl::Etcd(_) => Arc::new(
+                fleetshard_store_etcd::EtcdStore::from_url(&self.to_string())
+                    .map_err(|e| opening(&e))?,
+            ),
+            // Optional because etcd's client is generated from .proto files at build time,
+            // and a plain `cargo build` must work with nothing but cargo.
+            #[cfg(not(feature = "etcd"))]
+            StoreUrl::Etcd(_) => {
+                return Err(opening(
+                    &"etcd is not yet supported in this build (built without the `etcd` \
+                      feature); rebuild with `cargo build --features etcd` (it needs protoc: \
+                      Debian's protobuf-compiler package)",
+                ));
+            }
+            // Connects on first use: configuration errors surface from the first operation.
+            StoreUrl::Kubernetes { .. } => {
+                let store = KubeStore::from_url(&self.to_string()).map_err(|e| opening(&e))?;
+                kube = Some(store.clone());
+                Arc::new(store)
+            }
+        };
+        Ok(OpenedStore {
+            store: Arc::new(ChunkedStore::new(inner, chunked::DEFAULT_LIMIT)),
+            kube,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_into_their_kind_and_print_back() {
+        for (text, url) in [
+            ("memory://", StoreUrl::Memory),
+            ("sqlite://f.db", StoreUrl::Sqlite("f.db".into())),
+            (
+                "etcd://a:1,b:2",
+                StoreUrl::Etcd(vec!["a:1".into(), "b:2".into()]),
+            ),
+            (
+                "kubernetes://argocd",
+                StoreUrl::Kubernetes {
+                    namespace: Some("argocd".into()),
+                },
+            ),
+            ("kubernetes://", StoreUrl::Kubernetes { namespace: None }),
+        ] {
+            let parsed: StoreUrl = text.parse().unwrap();
+            assert_eq!(parsed, url, "{text}");
+            assert_eq!(parsed.to_string().parse::<StoreUrl>().unwrap(), url);
+        }
+    }
+
+    #[test]
+    fn bad_urls_say_what_is_expected() {
+        for text in [
+            "ftp://x",
+            "fleetshard.db",
+            "memory://x",
+            "etcd://",
+            "kubernetes://Bad_NS",
+        ] {
+            assert!(text.parse::<StoreUrl>().is_err(), "{text}");
+        }
+        assert!(
+            "ftp://x"
+                .parse::<StoreUrl>()
+                .unwrap_err()
+                .contains("sqlite://PATH")
+        );
+    }
+
+    #[test]
+    fn memory_opens_and_etcd_without_the_feature_says_how_to_get_it() {
+        assert!(StoreUrl::Memory.open().unwrap().kube.is_none());
+        #[cfg(not(feature = "etcd"))]
+        {
+            let e = StoreUrl::Etcd(vec!["localhost:2379".into()])
+                .open()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--features etcd"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Replicas started in the test's own process, as `fleetshard run` starts them: the
+//! library assembly (settings → build → spawn → shutdown) over a shared `memory://` store
+//! under paused time, and over one SQLite file with audit logs.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use fleetshard_controller::inventory::InventoryContent;
+use fleetshard_coord::fenced::ShardCount;
+use fleetshard_core::{App, Cluster};
+use fleetshard_replica::{
+    ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, ReconcilerKind, Replica,
+    ReplicaHandle, ReplicaSettings, StoreUrl,
+};
+
+fn fleet(clusters: usize) -> FleetSource {
+    let clusters: Vec<Cluster> = (0..clusters)
+        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}.example")))
+        .collect();
+    let apps = clusters
+        .iter()
+        .map(|c| App::to_server("argocd", &format!("app-{}", c.id), &c.server))
+        .collect();
+    FleetSource::Fixed(InventoryContent {
+        clusters,
+        apps,
+        credentials: BTreeMap::new(),
+    })
+}
+
+fn settings(identity: &str, store: StoreUrl, clusters: usize) -> ReplicaSettings {
+    ReplicaSettings {
+        identity: identity.to_owned(),
+        incarnation: u64::from(identity.as_bytes()[1]),
+        store,
+        root: "fleetshard/".to_owned(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        zone: None,
+        audit_log: None,
+        fleet: fleet(clusters),
+        controller: ControllerSettings {
+            reconciler: ReconcilerKind::None,
+            ..ControllerSettings::default()
+        },
+        protocol: ProtocolSettings::Fenced(FencedSettings {
+            shards: ShardCount::Fixed(3),
+            ..FencedSettings::default()
+        }),
+    }
+}
+
+/// Waits (on tokio's clock) until `done` holds for the replicas, or panics after `limit`.
+async fn until(
+    replicas: &[&ReplicaHandle],
+    limit: Duration,
+    what: &str,
+    done: impl Fn(&[usize]) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let acting: Vec<usize> = replicas.iter().map(|r| r.view().acting).collect();
+        if done(&acting) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: acting {acting:?} after {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_replicas_share_a_memory_store_and_a_leaving_one_hands_over() {
+    let store = StoreUrl::Memory.open().unwrap();
+    let mut handles = Vec::new();
+    for name in ["r0", "r1", "r2"] {
+        let replica = Replica::build_on(settings(name, StoreUrl::Memory, 9), store.clone())
+            .await
+            .unwrap();
+        handles.push(replica.spawn().unwrap());
+    }
+    let all: Vec<&ReplicaHandle> = handles.iter().collect();
+    until(
+        &all,
+        Duration::from_secs(20),
+        "every cluster owned once",
+        |a| a.iter().sum::<usize>() == 9 && a.iter().all(|n| *n > 0),
+    )
+    .await;
+    for h in &handles {
+        let v = h.view();
+        assert!(v.ready.is_ok(), "{:?}", v.ready);
+        assert_eq!(v.shard_count, 3);
+    }
+    let leaving = handles.remove(0);
+    assert!(leaving.shutdown().await.unwrap(), "released its shard");
+    let rest: Vec<&ReplicaHandle> = handles.iter().collect();
+    until(
+        &rest,
+        Duration::from_secs(10),
+        "the survivors own every cluster",
+        |a| a.iter().sum::<usize>() == 9,
+    )
+    .await;
+    for h in handles {
+        assert!(h.shutdown().await.unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_one_sqlite_file_write_a_complete_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = StoreUrl::Sqlite(dir.path().join("store.db"));
+    let mut handles = Vec::new();
+    for name in ["r0", "r1"] {
+        let mut s = settings(name, url.clone(), 6);
+        s.audit_log = Some(dir.path().join(format!("{name}.audit")));
+        s.protocol = ProtocolSettings::Fenced(FencedSettings {
+            shards: ShardCount::Fixed(2),
+            ..FencedSettings::default()
+        });
+        handles.push(Replica::build(s).await.unwrap().spawn().unwrap());
+    }
+    let all: Vec<&ReplicaHandle> = handles.iter().collect();
+    until(&all, Duration::from_secs(30), "both own clusters", |a| {
+        a.iter().sum::<usize>() == 6 && a.iter().all(|n| *n > 0)
+    })
+    .await;
+    // `/readyz` over HTTP says what the view says.
+    let addr = handles[0].addr;
+    let body = http_get(addr, "/readyz").await;
+    assert!(
+        body.contains("200") && body.contains("holding shard"),
+        "{body}"
+    );
+    for h in handles {
+        assert!(h.shutdown().await.unwrap());
+    }
+    // Every acquisition has its release once the replicas have stopped.
+    for name in ["r0", "r1"] {
+        let log = std::fs::read_to_string(dir.path().join(format!("{name}.audit"))).unwrap();
+        let mut held = BTreeMap::new();
+        for line in log.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let c = v["cluster"].as_str().unwrap().to_owned();
+            *held.entry(c).or_insert(0i32) += if v["event"] == "acquire" { 1 } else { -1 };
+        }
+        assert!(!held.is_empty(), "{name} acquired something");
+        assert!(held.values().all(|n| *n == 0), "{name}: {held:?}");
+    }
+}
+
+/// A plain HTTP/1.0 GET; the status line and body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
