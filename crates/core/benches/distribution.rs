@@ -1,5 +1,6 @@
 //! Distribution speed on synthetic fleets (10 apps per cluster on a Zipf spread), the same
-//! shapes as Argo CD's figures in `argo-compat.md` §9. Run: `cargo bench -p fleetshard-core`.
+//! shapes as Argo CD's figures in argo-compat §9 (`docs/glossary.md`). Run:
+//! `cargo bench -p fleetshard-core`.
 //! Results and machine: `docs/performance.md`.
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};

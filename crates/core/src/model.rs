@@ -163,7 +163,7 @@ impl Default for ShardSpec {
 /// Resolves application destinations to clusters, by normalised server or by name.
 ///
 /// This is fleetshard's resolution (Argo CD's load counting compares the raw
-/// `destination.server` and ignores `destination.name`; see `argo-compat.md` W5).
+/// `destination.server` and ignores `destination.name`; see W5 in `docs/glossary.md`).
 #[derive(Debug)]
 pub struct DestinationIndex<'a> {
     by_server: FxHashMap<&'a str, usize>,

@@ -459,7 +459,8 @@ fn argocd_processes_share_argo_cds_configmap_over_kubernetes() {
     let server = rt.block_on(FakeApiServer::start()).unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();
-    // argo-compat.md §5.3, byte for byte, plus a key fleetshard must not touch.
+    // The example of argo-compat §5.3 (`docs/glossary.md`), byte for byte, plus a key
+    // fleetshard must not touch.
     let argo = r#"[{"ShardNumber":0,"ControllerName":"argocd-application-controller-7b9c8d6f5-x2kqp","HeartbeatTime":"2026-08-22T18:31:32Z"},{"ShardNumber":1,"ControllerName":"","HeartbeatTime":null}]"#;
     server
         .insert(serde_json::json!({

@@ -5,7 +5,7 @@
 //! `spec.destination.{server,name,namespace}`, `spec.syncPolicy.automated` and `operation.sync`
 //! (a sync asked for by hand: `revision`, `prune`). The
 //! destination server is kept exactly as written: Argo CD's load counting compares it raw
-//! (`argo-compat.md` W5), so normalising here would hide the mismatch it produces.
+//! (W5 in `docs/glossary.md`), so normalising here would hide the mismatch it produces.
 //!
 //! Multi-source Applications (`spec.sources`) take their first source, with a warning: the
 //! model has one. `spec.syncPolicy.automated` present means automated sync (`{}` is

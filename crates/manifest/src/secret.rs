@@ -1,6 +1,6 @@
 //! Argo CD cluster Secrets, read as Argo CD reads them and written as `kubectl` exports them.
 //!
-//! Field mapping (`argo-compat.md` §1):
+//! Field mapping (argo-compat §1 in `docs/glossary.md`):
 //!
 //! | [`Cluster`] field | Secret field |
 //! |---|---|

@@ -1,8 +1,9 @@
 //! Which shard this replica holds: Argo CD's `getOrUpdateShardNumberForController` without
-//! the defects that lose or duplicate ownership (`argo-compat.md` §5.4–§5.5, §8).
+//! the defects that lose or duplicate ownership (argo-compat §5.4–§5.5, §8; the codes used
+//! here are explained in `docs/glossary.md`).
 //!
 //! [`get_or_update_shard`] gives Argo CD's answer wherever that answer is safe (every
-//! `argo-compat.md` §6.5 vector but one, see `claim/tests.rs`) and deliberately differs
+//! argo-compat §6.5 vector but one, see `claim/tests.rs`) and deliberately differs
 //! where it is not:
 //!
 //! - **W11** scale-down keeps every surviving owner; only entries `>= replicas` go.

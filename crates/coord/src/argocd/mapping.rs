@@ -1,6 +1,6 @@
 //! `data.shardControllerMapping`: the shard-to-controller list Argo CD keeps in the ConfigMap
 //! `argocd-app-controller-shard-cm`, read and written exactly as Argo CD does
-//! (`argo-compat.md` §5.3).
+//! (argo-compat §5.3 in `docs/glossary.md`).
 //!
 //! Writing is byte for byte what Go's `json.Marshal` produces for
 //! `[]struct{ShardNumber int; ControllerName string; HeartbeatTime metav1.Time}`; reading

@@ -2,9 +2,10 @@
 //!
 //! Argo CD's "dynamic cluster distribution" keeps a list of `{ShardNumber, ControllerName,
 //! HeartbeatTime}` in the ConfigMap [`CONFIG_MAP_NAME`], key [`DATA_KEY`]; each controller
-//! replica claims an entry and refreshes its heartbeat (`argo-compat.md` §5). fleetshard
-//! speaks the same format, byte for byte, so that Argo CD's docs and tooling apply, but
-//! decides ownership without the defects of §8 that lose or duplicate it.
+//! replica claims an entry and refreshes its heartbeat (argo-compat §5; this and the other
+//! codes are explained in `docs/glossary.md`). fleetshard speaks the same format, byte for
+//! byte, so that Argo CD's docs and tooling apply, but decides ownership without the
+//! defects of §8 that lose or duplicate it.
 //!
 //! - [`mapping`]: the exact codec ([`encode`], [`decode`]), with [`time`] for Go's
 //!   RFC 3339;

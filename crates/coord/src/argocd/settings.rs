@@ -1,6 +1,6 @@
 //! Argo CD's environment variables for sharding, parsed exactly as Argo CD parses them
-//! (`argo-compat.md` §5.1), from a lookup function so that nothing here reads the process
-//! environment.
+//! (argo-compat §5.1 in `docs/glossary.md`), from a lookup function so that nothing here
+//! reads the process environment.
 
 use std::fmt;
 use std::time::Duration;

@@ -1,6 +1,7 @@
-//! Argo CD's claim functions exactly as they behave, defects included (`argo-compat.md`
-//! §5.4–§5.5). A reference, not a protocol: the tests run the §6.5 vectors through these and
-//! through [`super::get_or_update_shard`] side by side, so every deliberate deviation shows.
+//! Argo CD's claim functions exactly as they behave, defects included (argo-compat
+//! §5.4–§5.5 in `docs/glossary.md`). A reference, not a protocol: the tests run the §6.5
+//! vectors through these and through [`super::get_or_update_shard`] side by side, so every
+//! deliberate deviation shows.
 //! fleetshard never uses them to decide ownership.
 //!
 //! Like upstream, these allocate `replicas` entries: pass realistic counts.

@@ -1,6 +1,7 @@
-//! `argo-compat.md` §6.5, side by side: every vector passes exactly as Argo CD asserts it
-//! through [`upstream`], and through [`get_or_update_shard`] with the same result wherever
-//! upstream's is safe. Where fleetshard differs, the row says which defect and why.
+//! argo-compat §6.5 (`docs/glossary.md`), side by side: every vector passes exactly as
+//! Argo CD asserts it through [`upstream`], and through [`get_or_update_shard`] with the same
+//! result wherever upstream's is safe. Where fleetshard differs, the row says which defect
+//! and why.
 
 use std::time::Duration;
 

@@ -1,4 +1,5 @@
-//! Argo CD's three cluster distribution algorithms, bit for bit (`argo-compat.md` §3–§4).
+//! Argo CD's three cluster distribution algorithms, bit for bit (argo-compat §3–§4; the
+//! codes used here are explained in `docs/glossary.md`).
 //!
 //! Two levels, as upstream:
 //! - [`ArgoDistribution`] is the *distribution function* (`GetDistributionFunction`): given a
@@ -201,7 +202,7 @@ impl<'a> ArgoDistribution<'a> {
 }
 
 /// Sorts cluster references by id, bytewise, as upstream's `getSortedClustersList`. Equal
-/// ids keep their list order (upstream's sort is unstable; see `argo-compat.md` W28).
+/// ids keep their list order (upstream's sort is unstable; see W28 in `docs/glossary.md`).
 fn sorted_by_id<'a>(clusters: &[&'a Cluster]) -> Vec<&'a Cluster> {
     // The first 8 bytes as a big-endian integer decide almost every comparison of UUIDs
     // without touching the strings; equal prefixes fall back to the full bytes.

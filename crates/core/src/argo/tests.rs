@@ -1,4 +1,5 @@
-//! Every upstream vector of `argo-compat.md` §6.1–§6.4 and the derived vectors of §7.
+//! Every upstream vector of argo-compat §6.1–§6.4 and the derived vectors of §7 (both
+//! described in `docs/glossary.md`).
 
 use super::*;
 use crate::model::{App, Cluster};

@@ -1,5 +1,6 @@
 //! The deviations from upstream, one test each, then properties and a small simulation.
-//! The `argo-compat.md` §6.5 vectors, side by side with upstream, are in `argocd/vectors.rs`.
+//! The argo-compat §6.5 vectors (`docs/glossary.md`), side by side with upstream, are in
+//! `argocd/vectors.rs`.
 
 use std::collections::BTreeMap;
 

@@ -2,7 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 
-/// `argo-compat.md` §5.3, verbatim.
+/// The example of argo-compat §5.3 (`docs/glossary.md`), verbatim.
 const SPEC_EXAMPLE: &str = r#"[{"ShardNumber":0,"ControllerName":"argocd-application-controller-7b9c8d6f5-x2kqp","HeartbeatTime":"2026-08-22T18:31:32Z"},{"ShardNumber":1,"ControllerName":"","HeartbeatTime":null}]"#;
 
 fn at(s: &str) -> WallTime {

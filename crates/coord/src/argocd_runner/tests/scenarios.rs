@@ -301,7 +301,7 @@ async fn a_replica_paused_past_stale_after_stops_before_anyone_starts_its_cluste
 #[tokio::test(start_paused = true)]
 async fn a_map_written_by_argo_cd_is_read_and_claimed() {
     let world = World::new(8, 2);
-    // argo-compat.md §5.3, byte for byte.
+    // The example of argo-compat §5.3 (`docs/glossary.md`), byte for byte.
     let argo = r#"[{"ShardNumber":0,"ControllerName":"argocd-application-controller-7b9c8d6f5-x2kqp","HeartbeatTime":"2026-08-22T18:31:32Z"},{"ShardNumber":1,"ControllerName":"","HeartbeatTime":null}]"#;
     world
         .store
