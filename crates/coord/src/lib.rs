@@ -4,6 +4,11 @@
 //! **Architecture invariant:** protocol logic is pure (state machines fed with observed
 //! store state and local monotonic time, returning actions); only the store backends and
 //! the runner that drives the machines do I/O. Nothing here knows the reconciler.
+//!
+//! Feature `test-util` (for other crates' `[dev-dependencies]` only): the backends'
+//! conformance suite `store::conformance`, the measurement `store::throughput`, and Argo
+//! CD's claim functions verbatim, `argocd::upstream`. They are test harnesses and are not
+//! compiled otherwise.
 
 pub mod argocd;
 pub mod argocd_runner;

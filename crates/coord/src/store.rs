@@ -9,8 +9,10 @@
 //! prefix since revision R?".
 
 pub mod chunked;
+#[cfg(any(test, feature = "test-util"))]
 pub mod conformance;
 pub mod memory;
+#[cfg(any(test, feature = "test-util"))]
 pub mod throughput;
 
 use futures::future::BoxFuture;

@@ -11,7 +11,8 @@
 //!   RFC 3339;
 //! - [`get_or_update_shard`]: one claim round, after [`repair`]ing the list, with staleness
 //!   from [`ChangeObserver`] (this replica's monotonic clock, never the written time);
-//! - [`upstream`]: Argo CD's functions verbatim, defects included, as a test reference;
+//! - `upstream` (tests and the `test-util` feature only): Argo CD's functions verbatim,
+//!   defects included, as a test reference;
 //! - [`Settings`]: Argo CD's environment variables, parsed as Argo CD parses them.
 //!
 //! Nothing here does I/O, awaits, or reads a clock: the runner reads the ConfigMap through
@@ -25,6 +26,7 @@ mod observe;
 mod repair;
 mod settings;
 pub mod time;
+#[cfg(any(test, feature = "test-util"))]
 pub mod upstream;
 
 pub use claim::{

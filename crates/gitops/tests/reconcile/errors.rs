@@ -2,17 +2,15 @@
 //! status subresource on a control-plane fake), never stop the other apps, and return
 //! retry-later when waiting may fix them.
 
-mod reconcile_support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use fleetshard_controller::{Operated, ReconcileError, Reconciler};
 use fleetshard_core::AutoSync;
 use fleetshard_gitops::reconciler::{KubeStatusSink, MemorySink, StaticInventory, StatusSink};
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
-use reconcile_support::*;
 use serde_json::Value;
 
 const AUTO: Option<AutoSync> = Some(AutoSync {

@@ -2,7 +2,7 @@
 //! a partitioned server costs at most the call timeout (the cache's freshness bound for
 //! cached reads), and everything works again after.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,5 @@
 //! Shared by the store-kube tests: a fake API server and stores connected to it.
 
-#![allow(dead_code)] // Each test file uses part of this.
-
 use std::time::Duration;
 
 use fleetshard_store_kube::{KubeOptions, KubeStore};

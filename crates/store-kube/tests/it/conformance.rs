@@ -1,7 +1,7 @@
 //! The Kubernetes store against the conformance suite and under contention, over real HTTP
 //! to the fake API server.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

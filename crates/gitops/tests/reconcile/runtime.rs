@@ -2,11 +2,10 @@
 //! pools): several simulated clusters behind one replica, and a cluster moving from one
 //! replica to another.
 
-mod reconcile_support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use fleetshard_controller::inventory::{Inventory, InventoryContent};
 use fleetshard_controller::{
     ControllerInputs, ControllerRuntime, RateLimiterConfig, RuntimeConfig, ShardWork, StopMode,
@@ -20,7 +19,6 @@ use fleetshard_gitops::reconciler::{
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use prometheus_client::registry::Registry;
-use reconcile_support::*;
 use tokio::sync::{mpsc, watch};
 
 const AUTO: Option<AutoSync> = Some(AutoSync {

@@ -3,7 +3,7 @@
 //! history; and in steady state it costs the API server re-watches only, not requests per
 //! listing.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

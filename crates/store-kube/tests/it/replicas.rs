@@ -1,7 +1,7 @@
 //! The shard count from the Argo CD controller Deployment's `spec.replicas`, read once and
 //! kept current, against the fake API server.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

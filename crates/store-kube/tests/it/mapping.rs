@@ -2,7 +2,7 @@
 //! Lease holders, as `kubectl` would see them; and Argo CD's shard ConfigMap shared with
 //! Argo CD itself.
 
-mod support;
+use crate::support;
 
 use fleetshard_coord::argocd::{self, ShardEntry, WallTime};
 use fleetshard_coord::fenced::{ShardRecord, encode, shard_key};

@@ -2,7 +2,7 @@
 //! the watch cache; without the cache (a fresh watch per call), also by a compacted
 //! history (410) and by the server ending the watch.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

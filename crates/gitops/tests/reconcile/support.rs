@@ -1,8 +1,6 @@
 //! Fixtures of the reconciler tests: fake clusters, apps, a reconciler wired to them, and
 //! polling with a deadline (real HTTP: time cannot be paused).
 
-#![allow(dead_code)] // each test binary uses a different part
-
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,17 +1,15 @@
 //! The reconciler against a fake API server and real local Git repositories: automated
 //! sync, self-heal, prune, and the lease check before writes.
 
-mod reconcile_support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use crate::support::*;
 use fleetshard_controller::{Operated, ReconcileError, Reconciler};
 use fleetshard_core::AutoSync;
 use fleetshard_gitops::reconciler::{MemorySink, StaticInventory};
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
-use reconcile_support::*;
 use serde_json::json;
 
 const AUTO: Option<AutoSync> = Some(AutoSync {
