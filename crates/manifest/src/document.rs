@@ -79,7 +79,9 @@ impl Accept {
 /// Kubernetes objects, which go through `Value`) follow YAML 1.2 rather than 1.1: `n`,
 /// `no`, `on` stay strings instead of booleans, and `010` or `1_000` stay strings instead
 /// of numbers, so a namespace called `n` or a label value `010` is read as written.
-pub(crate) fn yaml_options(len: usize) -> serde_saphyr::Options {
+/// The one home of these limits: the Git source (`fleetshard-gitops`) parses manifests with
+/// them too, so the two parsers cannot drift apart.
+pub fn yaml_options(len: usize) -> serde_saphyr::Options {
     let defaults = serde_saphyr::Budget::default();
     serde_saphyr::options! {
         budget: serde_saphyr::budget! {

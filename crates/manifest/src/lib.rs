@@ -18,6 +18,7 @@ use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
 
 pub use credentials::{ClusterCredentials, ConfigProblem};
 use document::Accept;
+pub use document::yaml_options;
 pub use error::{LoadError, LoadWarning, Loaded};
 pub use native::{DEFAULT_APP_NAMESPACE, DEFAULT_PROJECT, MAX_PLACEHOLDER_APPS};
 pub use secret::{

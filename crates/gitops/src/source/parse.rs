@@ -80,27 +80,6 @@ impl FileFormat {
     }
 }
 
-/// serde-saphyr's budgets bound events, nodes, depth, documents and alias expansion, which
-/// keeps a hostile file from exhausting memory or stack. The defaults are grown with the
-/// input (every event, node or document costs at least a byte) so a large but honest file
-/// is read whole. Untyped values follow YAML 1.2 (`no`, `010` stay strings) as Kubernetes
-/// does.
-fn yaml_options(len: usize) -> serde_saphyr::Options {
-    let defaults = serde_saphyr::Budget::default();
-    serde_saphyr::options! {
-        budget: serde_saphyr::budget! {
-            max_events: defaults.max_events.max(len),
-            max_nodes: defaults.max_nodes.max(len),
-            max_documents: defaults.max_documents.max(len / 4),
-            max_total_scalar_bytes: defaults.max_total_scalar_bytes.max(len),
-        },
-        with_snippet: false,
-        strict_booleans: true,
-        leading_zero_numbers_as_strings: true,
-        underscored_numbers_as_strings: true,
-    }
-}
-
 /// Parses one manifest file (`file` is its path, for messages) into objects, in file order.
 pub fn parse_file(
     file: &str,
@@ -138,16 +117,16 @@ pub fn parse_file(
                 vec![doc]
             }
         }
-        FileFormat::Yaml => {
-            serde_saphyr::from_multiple_with_options(text, yaml_options(text.len())).map_err(
-                |e| ManifestError::Syntax {
-                    at: at(0),
-                    format: "YAML",
-                    line: e.location().map(|l| l.line()),
-                    message: e.to_string(),
-                },
-            )?
-        }
+        FileFormat::Yaml => serde_saphyr::from_multiple_with_options(
+            text,
+            fleetshard_manifest::yaml_options(text.len()),
+        )
+        .map_err(|e| ManifestError::Syntax {
+            at: at(0),
+            format: "YAML",
+            line: e.location().map(|l| l.line()),
+            message: e.to_string(),
+        })?,
     };
     let mut out = Vec::new();
     // The parser drops empty documents; a document that is only `null` is empty too.
