@@ -16,7 +16,6 @@ pub mod run;
 pub mod scale;
 pub mod shards;
 pub mod status;
-pub mod status_argocd;
 pub mod store;
 pub mod timing;
 

@@ -3,6 +3,8 @@
 //! clusters nobody owns. One read (or two, `--observe`), no clock comparisons: whether a
 //! lease is fresh can only be judged by watching it change, which `--observe SECS` does.
 
+pub mod argocd;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -48,9 +50,9 @@ pub struct StatusArgs {
         env = "FLEETSHARD_OBSERVE"
     )]
     pub observe: u64,
-    /// The protocol, and the argocd protocol's options (`status_argocd.rs`).
+    /// The protocol, and the argocd protocol's options (`status/argocd.rs`).
     #[command(flatten)]
-    pub argocd: super::status_argocd::ArgoStatusArgs,
+    pub argocd: argocd::ArgoStatusArgs,
 }
 
 /// One shard in the report.
@@ -122,8 +124,8 @@ struct DistributorRow {
 
 /// Prints the status.
 pub fn run(args: StatusArgs) -> anyhow::Result<()> {
-    if super::status_argocd::selected(&args)? {
-        return super::status_argocd::run(&args);
+    if argocd::selected(&args)? {
+        return argocd::run(&args);
     }
     let report = super::runtime(super::Runtime::OneShot)?.block_on(read(&args))?;
     let text = match args.output {

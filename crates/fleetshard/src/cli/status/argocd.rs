@@ -17,10 +17,10 @@ use fleetshard_coord::store::Store;
 use fleetshard_core::argo::ArgoControllerAssignment;
 use serde::Serialize;
 
-use super::input::{self, FleetArgs};
-use super::print_stdout;
-use super::protocol::{ENV_ALGORITHM, Protocol, algorithm, env_settings};
-use super::status::{Output, StatusArgs};
+use super::{Output, StatusArgs};
+use crate::cli::input::{self, FleetArgs};
+use crate::cli::print_stdout;
+use crate::cli::protocol::{ENV_ALGORITHM, Protocol, algorithm, env_settings};
 
 /// The options `status` adds for the argocd protocol.
 #[derive(Debug, Clone, clap::Args)]
@@ -81,7 +81,7 @@ pub fn selected(args: &StatusArgs) -> anyhow::Result<bool> {
     }
     let store = args.store.open()?;
     let root = args.store.root()?.to_owned();
-    super::runtime(super::Runtime::OneShot)?.block_on(async {
+    crate::cli::runtime(crate::cli::Runtime::OneShot)?.block_on(async {
         let map = store
             .get(MAPPING_KEY)
             .await
@@ -106,8 +106,8 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
         }
     };
     let store = args.store.open()?;
-    let (entries, ages) =
-        super::runtime(super::Runtime::OneShot)?.block_on(read(store.as_ref(), args.observe))?;
+    let (entries, ages) = crate::cli::runtime(crate::cli::Runtime::OneShot)?
+        .block_on(read(store.as_ref(), args.observe))?;
     let replicas = args
         .shards
         .or(u32::try_from(settings.replicas).ok().filter(|n| *n > 0))
@@ -268,7 +268,7 @@ fn table(r: &Report) -> String {
             .clusters
             .iter()
             .map(|c| (c.id.as_str(), c.shard, c.owner.as_deref(), None));
-        super::status::write_clusters(&mut out, rows, r.unowned.len());
+        super::write_clusters(&mut out, rows, r.unowned.len());
     }
     for w in &r.warnings {
         let _ = writeln!(out, "warning: {w}");
