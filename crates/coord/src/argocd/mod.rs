@@ -53,12 +53,5 @@ pub const DATA_KEY: &str = "shardControllerMapping";
 /// keep it as an ordinary key).
 pub const MAPPING_KEY: &str = "configmap/argocd-app-controller-shard-cm/shardControllerMapping";
 
-/// `ARGOCD_APPLICATION_CONTROLLER_NAME`: the Deployment whose `spec.replicas` is the shard
-/// count in heartbeat mode.
-pub const ENV_CONTROLLER_NAME: &str = "ARGOCD_APPLICATION_CONTROLLER_NAME";
-
-/// The default of [`ENV_CONTROLLER_NAME`].
-pub const DEFAULT_CONTROLLER_NAME: &str = "argocd-application-controller";
-
 #[cfg(test)]
 mod vectors;

@@ -7,6 +7,7 @@
 
 mod records;
 mod replica;
+mod snapshot;
 
 #[cfg(test)]
 mod simulation;
@@ -20,3 +21,4 @@ pub use replica::{
     Action, FleetInput, MAX_SHARDS, Replica, ReplicaConfig, ShardCount, ShardCountError, Ticket,
     WritePurpose,
 };
+pub use snapshot::{FencedSnapshot, RecordKey, decode_desired};

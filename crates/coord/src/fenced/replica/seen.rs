@@ -3,11 +3,11 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use super::{MAX_SHARDS, Replica};
+use super::Replica;
 use crate::fenced::records::{
-    AssignmentDoc, CorruptRecord, DesiredShards, DistributorRecord, PresenceRecord, ShardRecord,
-    assignment_key, decode, desired_shards_key, distributor_key,
+    AssignmentDoc, CorruptRecord, DistributorRecord, PresenceRecord, ShardRecord, decode,
 };
+use crate::fenced::snapshot::{RecordKey, decode_desired, not_a_shard};
 use crate::lease::{Mono, Verdict};
 use crate::store::Listing;
 
@@ -42,11 +42,6 @@ impl Replica {
         let root = self.cfg.root.clone();
         let timing = self.cfg.timing;
         let mut view = View::default();
-        let dist_key = distributor_key(&root);
-        let assign_key = assignment_key(&root);
-        let desired_key = desired_shards_key(&root);
-        let shard_prefix = format!("{root}shards/");
-        let presence_prefix = format!("{root}replicas/");
         let mut assignment_corrupt = false;
         // The lease records judged in this listing; the observer forgets every other key
         // (a record deleted, or unreadable, starts a fresh wait if it comes back).
@@ -56,8 +51,8 @@ impl Replica {
                 judged.insert(e.key.as_str());
                 observer.observe(&e.key, e.version, now, &timing)
             };
-            if e.key == dist_key {
-                match decode::<DistributorRecord>(&e.key, &e.value) {
+            match RecordKey::classify(&root, &e.key) {
+                RecordKey::Distributor => match decode::<DistributorRecord>(&e.key, &e.value) {
                     Ok(record) => {
                         let verdict = judge(&mut self.observer);
                         view.distributor = Some(Seen {
@@ -67,9 +62,8 @@ impl Replica {
                         });
                     }
                     Err(c) => view.corrupt.push(c),
-                }
-            } else if e.key == assign_key {
-                match &self.last_doc {
+                },
+                RecordKey::Assignment => match &self.last_doc {
                     Some((v, doc)) if *v == e.version => {
                         view.assignment = Some((e.version, doc.clone()));
                     }
@@ -80,23 +74,12 @@ impl Replica {
                             view.corrupt.push(c);
                         }
                     },
-                }
-            } else if e.key == desired_key {
-                match decode::<DesiredShards>(&e.key, &e.value) {
-                    Ok(d) if (1..=MAX_SHARDS).contains(&d.shards) => view.desired = Some(d.shards),
-                    Ok(d) => view.corrupt.push(CorruptRecord {
-                        key: e.key.clone(),
-                        reason: format!("shards: {} is outside 1..={MAX_SHARDS}", d.shards),
-                    }),
+                },
+                RecordKey::DesiredShards => match decode_desired(&e.key, &e.value) {
+                    Ok(n) => view.desired = Some(n),
                     Err(c) => view.corrupt.push(c),
-                }
-            } else if let Some(n) = e
-                .key
-                .strip_prefix(&shard_prefix)
-                .and_then(|n| n.parse::<u32>().ok())
-                .filter(|&n| n < MAX_SHARDS)
-            {
-                match decode::<ShardRecord>(&e.key, &e.value) {
+                },
+                RecordKey::Shard(n) => match decode::<ShardRecord>(&e.key, &e.value) {
                     Ok(record) => {
                         let verdict = judge(&mut self.observer);
                         let seen = Seen {
@@ -107,9 +90,8 @@ impl Replica {
                         view.shards.insert(n, seen);
                     }
                     Err(c) => view.corrupt.push(c),
-                }
-            } else if let Some(id) = e.key.strip_prefix(&presence_prefix) {
-                match decode::<PresenceRecord>(&e.key, &e.value) {
+                },
+                RecordKey::Presence(id) => match decode::<PresenceRecord>(&e.key, &e.value) {
                     Ok(record) => {
                         let verdict = judge(&mut self.observer);
                         let seen = Seen {
@@ -120,7 +102,9 @@ impl Replica {
                         view.presence.insert(id.to_owned(), seen);
                     }
                     Err(c) => view.corrupt.push(c),
-                }
+                },
+                RecordKey::NotAShard => view.corrupt.push(not_a_shard(&e.key)),
+                RecordKey::Other => {}
             }
         }
         // An unreadable assignment is not obeyed: the last good one stays (G7).

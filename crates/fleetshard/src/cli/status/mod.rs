@@ -5,15 +5,11 @@
 
 pub mod argocd;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::ValueEnum;
-use fleetshard_coord::fenced::{
-    AssignmentDoc, DesiredShards, DistributorRecord, PresenceRecord, ShardRecord, assignment_key,
-    desired_shards_key, distributor_key,
-};
+use fleetshard_coord::fenced::FencedSnapshot;
 use fleetshard_coord::store::Listing;
 use serde::Serialize;
 
@@ -160,59 +156,34 @@ async fn read(args: &StatusArgs) -> anyhow::Result<Report> {
 
 /// Builds the report from `now`, and from `before` (an earlier read) when observing.
 fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing>) -> Report {
-    let mut warnings = Vec::new();
-    let mut records: BTreeMap<u32, (u64, ShardRecord)> = BTreeMap::new();
-    let mut distributor = None;
-    let mut doc: Option<AssignmentDoc> = None;
-    let mut desired = None;
-    let mut spares = Vec::new();
-    let shard_prefix = format!("{root}shards/");
-    let presence_prefix = format!("{root}replicas/");
-    let before_version =
-        |key: &str| before.map(|b| b.entries.iter().find(|e| e.key == key).map(|e| e.version));
-    for e in &now.entries {
-        if e.key == distributor_key(root) {
-            match serde_json::from_slice::<DistributorRecord>(&e.value) {
-                Ok(r) => distributor = Some(r),
-                Err(err) => warnings.push(format!("{}: {err}", e.key)),
-            }
-        } else if e.key == assignment_key(root) {
-            match serde_json::from_slice::<AssignmentDoc>(&e.value) {
-                Ok(d) => doc = Some(d),
-                Err(err) => warnings.push(format!("{}: {err}", e.key)),
-            }
-        } else if e.key == desired_shards_key(root) {
-            match serde_json::from_slice::<DesiredShards>(&e.value) {
-                Ok(d) => desired = Some(d.shards),
-                Err(err) => warnings.push(format!("{}: {err}", e.key)),
-            }
-        } else if e.key.starts_with(&presence_prefix) {
-            match serde_json::from_slice::<PresenceRecord>(&e.value) {
-                Ok(r) if !r.released => spares.push(SpareRow {
-                    identity: r.holder,
-                    incarnation: r.incarnation,
-                    renewed: before_version(&e.key).map(|v| v != Some(e.version)),
-                }),
-                Ok(_) => {}
-                Err(err) => warnings.push(format!("{}: {err}", e.key)),
-            }
-        } else if let Some(n) = e.key.strip_prefix(&shard_prefix) {
-            match (
-                n.parse::<u32>(),
-                serde_json::from_slice::<ShardRecord>(&e.value),
-            ) {
-                (Ok(n), Ok(r)) => {
-                    records.insert(n, (e.version, r));
-                }
-                (_, Err(err)) => warnings.push(format!("{}: {err}", e.key)),
-                (Err(_), _) => warnings.push(format!("{}: not a shard number", e.key)),
-            }
-        }
-    }
+    let snap = FencedSnapshot::decode(root, now);
+    let earlier = before.map(|b| FencedSnapshot::decode(root, b));
+    // Whether a record's version moved between the two reads (`None`: not observing).
+    let renewed = |now: Option<u64>, then: Option<Option<u64>>| then.map(|v| v != now);
+    let warnings: Vec<String> = snap.corrupt.iter().map(ToString::to_string).collect();
+    let records = &snap.shards;
+    let distributor = snap.distributor.as_ref().map(|(_, r)| r.clone());
+    let doc = snap.assignment.as_ref().map(|(_, d)| d);
+    let desired = snap.desired;
+    let spares: Vec<SpareRow> = snap
+        .presence
+        .iter()
+        .filter(|(_, (_, r))| !r.released)
+        .map(|(id, (version, r))| SpareRow {
+            identity: r.holder.clone(),
+            incarnation: r.incarnation,
+            renewed: renewed(
+                Some(*version),
+                earlier
+                    .as_ref()
+                    .map(|e| e.presence.get(id).map(|(v, _)| *v)),
+            ),
+        })
+        .collect();
     let count = shards
         .or(doc.as_ref().map(|d| d.shards))
         .unwrap_or_else(|| records.keys().next_back().map_or(0, |n| n + 1));
-    let version_before = |n: u32| before_version(&format!("{shard_prefix}{n}"));
+    let version_before = |n: u32| earlier.as_ref().map(|e| e.shards.get(&n).map(|(v, _)| *v));
     // Every shard below the count, and records beyond it (holders letting go after a
     // scale-down).
     let numbers: std::collections::BTreeSet<u32> =
@@ -228,7 +199,7 @@ fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing
                 acked: rec.map(|(_, r)| r.acked),
                 released: rec.is_some_and(|(_, r)| r.released),
                 zone: rec.and_then(|(_, r)| r.zone.clone()),
-                renewed: version_before(n).map(|v| rec.map(|(ver, _)| *ver) != v),
+                renewed: renewed(rec.map(|(ver, _)| *ver), version_before(n)),
             }
         })
         .collect();
