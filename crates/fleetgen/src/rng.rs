@@ -5,9 +5,9 @@
 //! contract of this crate. `rand`'s generators are value-stable, but its sampling
 //! algorithms (`random_range`, `shuffle`, distributions) are explicitly allowed to change
 //! their output between minor releases, and `rand_chacha` would pull in a second
-//! `rand_core` next to the workspace's. SplitMix64 (Steele, Lea & Flood 2014; Vigna's
-//! reference `splitmix64.c`) is ten lines, passes BigCrush, and its output is fixed by its
-//! definition; range reduction (Lemire) and shuffling (Fisher–Yates) are written out here
+//! `rand_core` next to the workspace's. SplitMix64 (`fleetshard_util::rng`, shared with
+//! the simulations) is ten lines, passes BigCrush, and its output is fixed by its
+//! definition; range reduction (Lemire) and shuffling (Fisher–Yates) are written out there
 //! too, so nothing we depend on can change the stream.
 //!
 //! Likewise `f64::powf`/`exp`/`ln` are documented as *non-deterministic* (they vary by
@@ -15,69 +15,7 @@
 //! IEEE 754 `+ - * /`, which are correctly rounded and therefore identical everywhere
 //! (Rust never contracts them into FMAs).
 
-/// SplitMix64: a 64-bit state advanced by the golden-ratio Weyl increment and finalised by
-/// the `mix64` variant 13 bijection.
-#[derive(Debug, Clone)]
-pub(crate) struct SplitMix64 {
-    state: u64,
-}
-
-const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// The SplitMix64 finaliser: a bijection on `u64` with good avalanche.
-pub(crate) fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-impl SplitMix64 {
-    /// A generator whose first output is `mix64(seed + GOLDEN_GAMMA)`, as in the reference.
-    pub(crate) fn new(seed: u64) -> Self {
-        SplitMix64 { state: seed }
-    }
-
-    /// An independent stream for one purpose (ids, zones, ranks, ...): changing how many
-    /// values one purpose draws never shifts another purpose's values.
-    pub(crate) fn stream(seed: u64, purpose: u64) -> Self {
-        SplitMix64::new(mix64(seed) ^ mix64(purpose.wrapping_mul(GOLDEN_GAMMA) ^ 0x5EED))
-    }
-
-    /// The next 64 random bits.
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(GOLDEN_GAMMA);
-        mix64(self.state)
-    }
-
-    /// A uniform integer in `0..n` without bias (Lemire's multiply-and-reject).
-    ///
-    /// # Panics
-    /// If `n` is zero.
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        assert!(n > 0, "below(0)");
-        let mut m = u128::from(self.next_u64()) * u128::from(n);
-        if (m as u64) < n {
-            let threshold = n.wrapping_neg() % n;
-            while (m as u64) < threshold {
-                m = u128::from(self.next_u64()) * u128::from(n);
-            }
-        }
-        (m >> 64) as u64
-    }
-
-    /// A uniform index in `0..n`.
-    pub(crate) fn index(&mut self, n: usize) -> usize {
-        self.below(n as u64) as usize
-    }
-
-    /// Fisher–Yates shuffle (from the back, `j` uniform in `0..=i`).
-    pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = self.index(i + 1);
-            items.swap(i, j);
-        }
-    }
-}
+pub(crate) use fleetshard_util::rng::SplitMix64;
 
 const LN_2: f64 = std::f64::consts::LN_2;
 // Cody–Waite split of ln 2 (fdlibm's): `k × LN2_HI` is exact for |k| < 2^11.

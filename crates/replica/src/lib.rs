@@ -31,7 +31,6 @@ pub mod store;
 
 use std::io::Read as _;
 
-pub use controller::parse_duration;
 pub use replica::{Replica, ReplicaHandle};
 pub use settings::{
     ArgoSettings, ControllerSettings, FencedSettings, FleetSource, ProtocolSettings,

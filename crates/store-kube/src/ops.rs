@@ -1,6 +1,7 @@
 //! `get`, `put` and `delete`: one object per key, a resourceVersion compare-and-swap per
 //! write.
 
+use fleetshard_util::backoff::Backoff;
 use std::fmt::Debug;
 use std::time::Duration;
 
@@ -60,13 +61,8 @@ impl KubeStore {
     /// Sleeps before attempt `attempt` (1-based; none before the first).
     async fn backoff(&self, attempt: u32) {
         if attempt > 1 {
-            let pause = self
-                .inner
-                .options
-                .retry_backoff
-                .saturating_mul(1 << (attempt - 2).min(16))
-                .min(MAX_BACKOFF);
-            tokio::time::sleep(pause).await;
+            let backoff = Backoff::doubling(self.inner.options.retry_backoff, MAX_BACKOFF);
+            tokio::time::sleep(backoff.delay(attempt - 2)).await;
         }
     }
 

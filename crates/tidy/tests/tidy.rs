@@ -51,7 +51,12 @@ const PURE_CRATES: &[(&str, &[&str])] = &[
         "fleetshard-core",
         &["blake2b_simd", "rustc-hash", "thiserror"],
     ),
-    ("fleetshard-fleetgen", &["fleetshard-core", "thiserror"]),
+    (
+        "fleetshard-fleetgen",
+        &["fleetshard-core", "fleetshard-util", "thiserror"],
+    ),
+    // The shared helpers: pure, and with no dependency at all.
+    ("fleetshard-util", &[]),
     // plan renders the JSON report, a stable contract: serde belongs here, not in core.
     (
         "fleetshard-plan",

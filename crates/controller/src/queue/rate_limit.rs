@@ -4,6 +4,7 @@
 //!
 //! Time is `tokio::time::Instant`, passed in, so tests control it.
 
+use fleetshard_util::backoff::Backoff;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::Duration;
@@ -165,13 +166,12 @@ impl<K: Clone + Eq + Hash> RateLimiter<K> {
             // Argo CD's default: every retry is a "first" one.
             cfg.base_delay
         } else {
-            // Saturates instead of overflowing: powf of a large exponent is +inf.
-            let secs = cfg.base_delay.as_secs_f64() * cfg.factor.powf(f64::from(exp));
-            if secs.is_finite() && secs < cfg.max_delay.as_secs_f64() {
-                Duration::from_secs_f64(secs)
-            } else {
-                cfg.max_delay
+            Backoff {
+                base: cfg.base_delay,
+                factor: cfg.factor,
+                max: cfg.max_delay,
             }
+            .delay(exp)
         };
         let overall = self
             .bucket

@@ -11,8 +11,9 @@ use anyhow::{Context as _, bail};
 use fleetshard_controller::inventory::{InventoryContent, KubernetesConfig};
 use fleetshard_replica::{
     ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, ReconcilerKind, Replica,
-    ReplicaSettings, parse_duration,
+    ReplicaSettings,
 };
+use fleetshard_util::duration::parse_go_duration;
 
 use super::input::{self, FleetArgs};
 use super::protocol::{Protocol, ProtocolArgs, argo_settings, env_settings, protocol};
@@ -144,7 +145,7 @@ pub struct ReconcileArgs {
         value_name = "DURATION",
         default_value = "180s",
         env = "ARGOCD_RECONCILIATION_TIMEOUT",
-        value_parser = parse_duration
+        value_parser = parse_go_duration
     )]
     pub resync: Duration,
     /// Each app's periodic refresh is delayed by its own fixed part of this (at most the
@@ -155,7 +156,7 @@ pub struct ReconcileArgs {
         value_name = "DURATION",
         default_value = "60s",
         env = "ARGOCD_RECONCILIATION_JITTER",
-        value_parser = parse_duration
+        value_parser = parse_go_duration
     )]
     pub resync_jitter: Duration,
     /// Where remote Git repositories are mirrored. Local paths and `file://` URLs are

@@ -1,0 +1,12 @@
+//! The helpers every layer shares, written once (rust-analyzer's `stdx` is the model):
+//!
+//! - [`duration`]: Go's `time.ParseDuration` as Argo CD reads its settings;
+//! - [`backoff`]: exponential backoff with a cap, as a pure function of the attempt;
+//! - [`rng`]: SplitMix64, a seeded generator whose stream is fixed by its definition.
+//!
+//! **Architecture invariant:** no dependencies, no I/O, no clock, no global state — the
+//! pure crates (`core`, `fleetgen`) may use it.
+
+pub mod backoff;
+pub mod duration;
+pub mod rng;
