@@ -1,6 +1,6 @@
 //! Refresh throughput of the GitOps reconciler against fake API servers, by replica count.
 //!
-//! `cargo run --release -p fleetshard-gitops --example reconcile_throughput -- [APPS]
+//! `cargo bench -p fleetshard-gitops --bench reconcile_throughput -- [APPS]
 //! [MANIFESTS] [CLUSTERS] [ROUNDS] [REPLICAS] [WORKERS]` (defaults 200 5 1 5 1 20): one
 //! local Git repository with one directory of MANIFESTS ConfigMaps per app, apps spread
 //! round-robin over CLUSTERS fake API servers. REPLICAS is a comma-separated list of
@@ -44,7 +44,10 @@ struct Args {
 }
 
 fn args() -> Args {
-    let raw: Vec<String> = std::env::args().skip(1).collect();
+    let raw: Vec<String> = std::env::args()
+        .filter(|a| a != "--bench")
+        .skip(1)
+        .collect();
     let num = |i: usize, d: usize| {
         raw.get(i).map_or(d, |a| {
             a.parse()

@@ -1,6 +1,6 @@
 //! Resident memory of the inventory at 10k clusters and 100k applications.
 //!
-//! `cargo run --release -p fleetshard-controller --example inventory_memory [inventory | directory [APP_FILES]]`
+//! `cargo bench -p fleetshard-controller --bench inventory_memory -- [inventory | directory [APP_FILES]]`
 //!
 //! - `inventory` (default): the published [`Inventory`] alone — a generated fleet (fleetgen,
 //!   seed 0, 10 apps per cluster, every app with a repository URL, a path and a revision as
@@ -52,12 +52,14 @@ fn generate() -> Fleet {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let mode = std::env::args()
+        .filter(|a| a != "--bench")
         .nth(1)
         .unwrap_or_else(|| "inventory".to_owned());
     match mode.as_str() {
         "inventory" => inventory_alone(),
         "directory" => {
             let files = std::env::args()
+                .filter(|a| a != "--bench")
                 .nth(2)
                 .map_or(1, |n| n.parse().expect("a number of application files"));
             directory(files.max(1)).await

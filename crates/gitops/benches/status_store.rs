@@ -1,7 +1,7 @@
 //! Write rate of local mode's app statuses (`StoreStatusSink`) into SQLite, and the cost of
 //! reading them all back (`read_statuses`, what `fleetshard apps` does).
 //!
-//! `cargo run --release -p fleetshard-gitops --example status_store -- [APPS] [RESOURCES]`
+//! `cargo bench -p fleetshard-gitops --bench status_store -- [APPS] [RESOURCES]`
 //! (defaults 2000 10): APPS statuses of RESOURCES resources each, written by 20 concurrent
 //! writers (Argo CD's status processors) in three passes — first writes (each reads the
 //! record, then creates it), unchanged refreshes (only `reconciledAt` moved: skipped in
@@ -80,7 +80,7 @@ async fn pass(sink: &Arc<StoreStatusSink>, apps: &Arc<Vec<AppKey>>, update: Stat
 
 #[tokio::main]
 async fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().filter(|a| a != "--bench").skip(1);
     let mut arg = |default: usize| args.next().and_then(|a| a.parse().ok()).unwrap_or(default);
     let (n, resources) = (arg(2000), arg(10));
     let dir = tempfile::tempdir().expect("temporary directory");

@@ -3,7 +3,7 @@
 //! one key per handle (only SQLite's write lock is shared), for both durabilities.
 //!
 //! ```sh
-//! cargo run --release -p fleetshard-store-sqlite --example cas_throughput [SECONDS] [DIR]
+//! cargo bench -p fleetshard-store-sqlite --bench cas_throughput -- [SECONDS] [DIR]
 //! ```
 //! `DIR` (default: a temporary directory) picks the filesystem measured.
 
@@ -39,7 +39,7 @@ async fn measure(dir: &Path, handles: usize, shared_key: bool, durability: Durab
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().filter(|a| a != "--bench").skip(1);
     let secs: f64 = args.next().map_or(3.0, |s| s.parse().expect("SECONDS"));
     let tmp = tempfile::tempdir().unwrap();
     let dir = args

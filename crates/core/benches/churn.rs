@@ -1,5 +1,5 @@
 //! Balance and movement of every algorithm on the benchmark fleets, as a Markdown table for
-//! `docs/performance.md`. Run: `cargo run --release -p fleetshard-core --example churn [ZIPF]`
+//! `docs/performance.md`. Run: `cargo bench -p fleetshard-core --bench churn -- [ZIPF]`
 //! (the Zipf exponent of the apps-per-cluster spread; 1.0 by default).
 //!
 //! Movement is the fraction of *load* (apps) whose cluster changes shard, among clusters
@@ -105,6 +105,7 @@ fn with_cluster(fleet: &Fleet, id: &str) -> Fleet {
 
 fn main() {
     let exponent: f64 = std::env::args()
+        .filter(|a| a != "--bench")
         .nth(1)
         .map_or(1.0, |a| a.parse().expect("ZIPF must be a number"));
     let algs = [

@@ -1,7 +1,7 @@
 //! Measures the Git source: resolve a revision and read 1,000 manifests from a real local
 //! repository, cold and cached, read in place and through a mirror.
 //!
-//! Run: `cargo run --release -p fleetshard-gitops --example git_source [MANIFESTS]`
+//! Run: `cargo bench -p fleetshard-gitops --bench git_source -- [MANIFESTS]`
 //! (needs the `git` CLI to build the repository; 1,000 manifests unless told).
 
 #![allow(
@@ -22,6 +22,7 @@ fn millis(start: Instant) -> f64 {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let count: usize = std::env::args()
+        .filter(|a| a != "--bench")
         .nth(1)
         .map(|a| a.parse().expect("MANIFESTS is a number"))
         .unwrap_or(1000);

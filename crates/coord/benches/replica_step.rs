@@ -1,6 +1,6 @@
 //! What one protocol step costs a distributor at fleet scale, and what memoisation saves.
 //!
-//! `cargo run --release -p fleetshard-coord --example replica_step [CLUSTERS] [SHARDS]`
+//! `cargo bench -p fleetshard-coord --bench replica_step -- [CLUSTERS] [SHARDS]`
 //! (default 10000 clusters, 100 shards). Prints the time of: the step that places the
 //! fleet and commits (no assignment yet); the first step that sees the committed document
 //! (decodes it, finds the placement unchanged); later steps with nothing changed (the
@@ -20,7 +20,7 @@ use fleetshard_core::Cluster;
 use fleetshard_core::placement::PlacementConfig;
 
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().filter(|a| a != "--bench").skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let shards: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(100);
     let clusters: Vec<Cluster> = (0..n)

@@ -4,7 +4,7 @@
 //! is a read (`get`) and a transaction (`put` with `Version`), as the protocol does.
 //!
 //! ```sh
-//! cargo run --release -p fleetshard-store-etcd --example cas_throughput [SECONDS] [HOST:PORT]
+//! cargo bench -p fleetshard-store-etcd --bench cas_throughput -- [SECONDS] [HOST:PORT]
 //! ```
 //! Without `HOST:PORT` (or `FLEETSHARD_TEST_ETCD`) it starts a fresh single-node etcd with
 //! the test fixture: data in a temporary directory, fsync on every commit, as in production.
@@ -36,7 +36,7 @@ async fn measure(endpoint: &str, prefix: &str, handles: usize, shared_key: bool,
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().filter(|a| a != "--bench").skip(1);
     let secs: f64 = args.next().map_or(3.0, |s| s.parse().expect("SECONDS"));
     let (_server, endpoint, prefix) = match args.next() {
         Some(ep) => (None, ep, "fleetshard-bench/".to_owned()),

@@ -1,6 +1,6 @@
 //! Throughput of the controller runtime with a no-op reconciler.
 //!
-//! `cargo run --release -p fleetshard-controller --example queue_throughput`
+//! `cargo bench -p fleetshard-controller --bench queue_throughput`
 //!
 //! 1. One work queue, 20 workers: add + get + done per second.
 //! 2. A fleet of 10k clusters / 100k apps (10 per cluster) split over R in-process
