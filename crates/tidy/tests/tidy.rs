@@ -246,11 +246,7 @@ fn core_uses_no_std_hasher() {
 }
 
 /// Files that still allow dead code wholesale.
-const KNOWN_BLANKET_DEAD_CODE: &[&str] = &[
-    // The binary's process tests share one support module across many test binaries:
-    // removed when those tests are rewritten (refactor of crates/fleetshard on main).
-    "crates/fleetshard/tests/support/mod.rs",
-];
+const KNOWN_BLANKET_DEAD_CODE: &[&str] = &[];
 
 #[test]
 fn no_blanket_dead_code_allowance() {

@@ -15,13 +15,11 @@
 //! `FLEETSHARD_FIGURES_TRIALS` (default 20), `FLEETSHARD_FIGURES_WINDOW_SECS` (writes/s
 //! window, default 30).
 
-mod support;
-
 use std::time::Duration;
 
-use support::replicas::{Harness, Setup};
-use support::store::StoreUnderTest;
-use support::{percentiles, unix_ms};
+use crate::support::replicas::{Harness, Setup};
+use crate::support::store::StoreUnderTest;
+use crate::support::{percentiles, unix_ms};
 
 fn env_num(name: &str, default: u64) -> u64 {
     match std::env::var(name) {

@@ -17,15 +17,12 @@
 //!   refused; and every rule must be used by the run or listed below with the reason it
 //!   was not.
 
-#[path = "deploy_manifests/argo.rs"]
 mod argo;
-#[path = "deploy_manifests/kustomize.rs"]
 mod kustomize;
-#[path = "deploy_manifests/rbac.rs"]
 mod rbac;
-#[path = "deploy_manifests/replica.rs"]
 mod replica;
-mod support;
+
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

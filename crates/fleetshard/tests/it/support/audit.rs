@@ -244,17 +244,6 @@ impl History {
         m
     }
 
-    /// Who holds each cluster at `t` (one name per source holding it).
-    pub fn owners_at(&self, t: u64) -> BTreeMap<String, Vec<usize>> {
-        let mut m: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        for iv in &self.intervals {
-            if iv.start <= t && t < iv.end.unwrap_or(u64::MAX) {
-                m.entry(iv.cluster.clone()).or_default().push(iv.source);
-            }
-        }
-        m
-    }
-
     /// Who holds each cluster now (open intervals), by identity.
     pub fn current_owners(&self) -> BTreeMap<String, Vec<String>> {
         let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();

@@ -4,17 +4,15 @@
 //! (audit-log replay) — then one is killed (-9) and the other takes over without overlap,
 //! and leaves cleanly on SIGTERM.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
+use crate::support::audit::{History, Source, read_log};
+use crate::support::replicas::fleetshard;
+use crate::support::{http, signal, wait_for};
 use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
 use serde_json::Value;
-use support::audit::{History, Source, read_log};
-use support::replicas::fleetshard;
-use support::{http, signal, wait_for};
 
 const STORE: &str = "kubernetes://default";
 const SETTLE: Duration = Duration::from_secs(60);
@@ -275,7 +273,7 @@ fn two_processes_share_the_fleet_disjointly() {
         .filter(|(_, o)| o[0] == "r0")
         .map(|(c, _)| c.clone())
         .collect();
-    let killed_at = support::unix_ms();
+    let killed_at = crate::support::unix_ms();
     replicas[0].child.kill().unwrap();
     replicas[0].child.wait().unwrap();
     let history = wait_for("r1 to own every cluster", SETTLE, || {

@@ -2,16 +2,14 @@
 //! Deployment's `spec.replicas` without a restart, in fenced mode (the distributor commits
 //! the new count) — the same source Argo CD reads.
 
-mod support;
-
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::replicas::fleetshard;
+use crate::support::{KillOnDrop, http, wait_for};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use serde_json::{Value, json};
-use support::replicas::fleetshard;
-use support::{KillOnDrop, http, wait_for};
 
 const STORE: &str = "kubernetes://default";
 

@@ -6,17 +6,15 @@
 //! clusters; a drifted object is healed; and a bad manifest shows on its app's status. The
 //! same controller runs under Argo CD's heartbeat protocol.
 
-mod support;
-
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::replicas::fleetshard;
+use crate::support::{KillOnDrop, http, signal, wait_for};
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::{FakeApiServer, FaultAction, Verb};
 use serde_json::{Value, json};
-use support::replicas::fleetshard;
-use support::{KillOnDrop, http, signal, wait_for};
 
 const APPS: &str = "argoproj.io/v1alpha1";
 const SETTLE: Duration = Duration::from_secs(90);

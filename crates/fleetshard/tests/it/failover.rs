@@ -8,14 +8,12 @@
 //! Default `fleetshard run` timing throughout: lease 4 s, renew every 1 s, renew deadline
 //! 3 s, grace 500 ms (ARCHITECTURE.md, "Fenced lease mode").
 
-mod support;
-
 use std::time::Duration;
 
-use support::audit::History;
-use support::replicas::{Failure, Harness, Setup};
-use support::store::StoreUnderTest;
-use support::{unix_ms, wait_for};
+use crate::support::audit::History;
+use crate::support::replicas::{Failure, Harness, Setup};
+use crate::support::store::StoreUnderTest;
+use crate::support::{unix_ms, wait_for};
 
 /// Lease duration, renew period and renew deadline of `fleetshard run` (ms).
 const LEASE_MS: u64 = 4_000;

@@ -90,7 +90,7 @@ impl GitDaemon {
     /// Starts the daemon and waits until `git ls-remote` reads `repo` (a directory name
     /// under `base`) through it.
     pub fn start(base: &std::path::Path, repo: &str) -> GitDaemon {
-        let port = super::support::http::free_port();
+        let port = crate::support::http::free_port();
         let child = std::process::Command::new("git")
             .arg("daemon")
             .arg("--export-all")
@@ -107,7 +107,7 @@ impl GitDaemon {
             .expect("git daemon (Debian's git ships it)");
         let daemon = GitDaemon { child, port };
         let url = daemon.url(repo);
-        super::support::wait_for(
+        crate::support::wait_for(
             "git daemon serving",
             std::time::Duration::from_secs(30),
             || {

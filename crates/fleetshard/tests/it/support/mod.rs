@@ -3,10 +3,6 @@
 //! polling (`/readyz`, `/metrics`, `fleetshard status --output json`, the audit logs) with
 //! generous deadlines, and replay every replica's audit log to check that no two processes
 //! ever owned one cluster at the same instant and that every failure was covered in time.
-//!
-//! Shared by several test files (`mod support;`); each uses a part of it, hence the
-//! `dead_code` allowance.
-#![allow(dead_code)]
 
 pub mod audit;
 pub mod http;

@@ -54,22 +54,9 @@ impl Default for Setup {
     }
 }
 
-/// What happened to a replica.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    /// SIGKILL.
-    Kill,
-    /// SIGSTOP.
-    Pause,
-    /// SIGTERM.
-    Term,
-}
-
 /// A signal the harness sent, dated just before sending.
 #[derive(Debug, Clone)]
 pub struct Failure {
-    /// Which signal.
-    pub kind: FailureKind,
     /// The replica (index).
     pub replica: usize,
     /// Wall-clock ms just before the signal was sent.
@@ -229,11 +216,7 @@ impl Harness {
             .expect("reaping");
         r.killed_at = Some(unix_ms());
         r.paused = false;
-        Failure {
-            kind: FailureKind::Kill,
-            replica: i,
-            at,
-        }
+        Failure { replica: i, at }
     }
 
     /// SIGSTOP.
@@ -241,11 +224,7 @@ impl Harness {
         let at = unix_ms();
         self.signal(i, "-STOP");
         self.replicas[i].paused = true;
-        Failure {
-            kind: FailureKind::Pause,
-            replica: i,
-            at,
-        }
+        Failure { replica: i, at }
     }
 
     /// SIGCONT; returns when it was sent.
@@ -260,11 +239,7 @@ impl Harness {
     pub fn term(&mut self, i: usize) -> Failure {
         let at = unix_ms();
         self.signal(i, "-TERM");
-        Failure {
-            kind: FailureKind::Term,
-            replica: i,
-            at,
-        }
+        Failure { replica: i, at }
     }
 
     /// Waits for a replica to exit and reaps it.

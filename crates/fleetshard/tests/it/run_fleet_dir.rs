@@ -1,15 +1,13 @@
 //! `fleetshard run --fleet-dir DIR`: the fleet comes from a watched directory, and a
 //! change to it is placed without a restart.
 
-mod support;
-
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::replicas::fleetshard;
+use crate::support::{KillOnDrop, http, wait_for};
 use serde_json::{Value, json};
-use support::replicas::fleetshard;
-use support::{KillOnDrop, http, wait_for};
 
 fn write_fleet(path: &Path, ids: std::ops::Range<usize>) {
     let clusters: Vec<Value> = ids

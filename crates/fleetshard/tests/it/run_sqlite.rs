@@ -4,13 +4,11 @@
 //! agrees with what the processes report. The longer scenarios over every backend are in
 //! `failover.rs`.
 
-mod support;
-
+use crate::support::http;
+use crate::support::replicas::{Harness, Setup, fleetshard};
+use crate::support::store::StoreUnderTest;
+use crate::support::unix_ms;
 use serde_json::Value;
-use support::http;
-use support::replicas::{Harness, Setup, fleetshard};
-use support::store::StoreUnderTest;
-use support::unix_ms;
 
 /// Lease duration, renew period and renew timer of `fleetshard run` (ms).
 const LEASE_MS: u64 = 4_000;

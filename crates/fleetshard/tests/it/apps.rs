@@ -1,13 +1,12 @@
 //! `fleetshard apps`: statuses written by the local-mode sink into a SQLite store, read back
 //! by the binary as a table and as JSON, with filters and an unreadable record.
 
-mod support;
-
 use std::path::Path;
 use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::replicas::fleetshard;
 use fleetshard_controller::AppKey;
 use fleetshard_coord::store::{Precondition, Store};
 use fleetshard_gitops::reconciler::{
@@ -16,7 +15,6 @@ use fleetshard_gitops::reconciler::{
 };
 use fleetshard_store_sqlite::SqliteStore;
 use serde_json::Value;
-use support::replicas::fleetshard;
 
 const ROOT: &str = "fleetshard/";
 

@@ -1,0 +1,22 @@
+//! The binary's integration tests, as one test binary (one link of kube, gix and axum
+//! instead of twelve): the command line's contract (`cli`, `apps`), the deployment
+//! manifests run under their RBAC (`deploy_manifests`), and real `fleetshard run`
+//! processes — where a process boundary is the point: kill -9, SIGSTOP, SIGTERM, several
+//! processes on one SQLite file — against each store and protocol (`failover`, `run_*`).
+//! Replicas that need no process boundary are tested in-process in
+//! `crates/replica/tests/in_process.rs`. `figures` holds measurements (`#[ignore]`d; run
+//! them with `--ignored`, see `docs/reliability.md`).
+
+mod apps;
+mod cli;
+mod deploy_manifests;
+mod failover;
+mod figures;
+mod run_argocd;
+mod run_etcd;
+mod run_fleet_dir;
+mod run_gitops;
+mod run_kube;
+mod run_kube_deployment;
+mod run_sqlite;
+mod support;
