@@ -15,11 +15,12 @@ use fleetshard_coord::fenced::{ReplicaConfig, ShardCount};
 use fleetshard_coord::ownership::{OwnershipChange, ReplicaStatus, RunnerMetrics, StopHook};
 use fleetshard_coord::runner::{Runner, Status};
 use fleetshard_coord::store::Store;
-use fleetshard_store_kube::{DeploymentReplicas, KubeStore, ReplicasWatch};
+use fleetshard_store_kube::KubeStore;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::deployment::{DeploymentReplicas, ReplicasWatch};
 use crate::inventory::follow_fleet;
 use crate::{ArgoSettings, FencedSettings, ReplicaError};
 

@@ -22,6 +22,7 @@
 pub mod audit;
 mod controller;
 pub mod coordination;
+pub mod deployment;
 pub mod http;
 pub mod inventory;
 pub mod metrics;

@@ -105,7 +105,6 @@ mod list;
 mod names;
 mod objects;
 mod ops;
-mod replicas;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -122,10 +121,6 @@ use tokio::sync::OnceCell;
 pub use names::{
     KEY_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, RECORD_ANNOTATION,
     RECORD_BASE64_ANNOTATION, ROOT_LABEL, VALUE_KEY, object_name,
-};
-pub use replicas::{
-    ARGOCD_CONTROLLER_NAME_ENV, DEFAULT_CONTROLLER_NAME, DeploymentReplicas, ReplicasError,
-    ReplicasWatch,
 };
 
 /// The URL scheme of this store.

@@ -17,7 +17,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use fleetshard_coord::fenced::{MAX_SHARDS, ShardCount};
-use fleetshard_store_kube::{ARGOCD_CONTROLLER_NAME_ENV, DEFAULT_CONTROLLER_NAME};
+use fleetshard_replica::deployment::{ARGOCD_CONTROLLER_NAME_ENV, DEFAULT_CONTROLLER_NAME};
 
 /// The parsed `--shards` value: the policy, and for `deployment` the Deployment's name
 /// (`None`: the default name).

@@ -6,6 +6,5 @@ mod cache;
 mod conformance;
 mod faults;
 mod mapping;
-mod replicas;
 mod support;
 mod watch;

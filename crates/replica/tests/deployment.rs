@@ -1,11 +1,10 @@
 //! The shard count from the Argo CD controller Deployment's `spec.replicas`, read once and
 //! kept current, against the fake API server.
 
-use crate::support;
-
 use std::time::Duration;
 
-use fleetshard_store_kube::{DEFAULT_CONTROLLER_NAME, DeploymentReplicas, ReplicasError};
+use fleetshard_replica::deployment::{DEFAULT_CONTROLLER_NAME, DeploymentReplicas, ReplicasError};
+use fleetshard_store_kube::{KubeOptions, KubeStore};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use serde_json::json;
 
@@ -25,7 +24,8 @@ fn deployment(replicas: Option<i64>) -> serde_json::Value {
 
 async fn replicas(server: &FakeApiServer) -> DeploymentReplicas {
     server.create_namespace("argocd").unwrap();
-    let store = support::store(server, "argocd");
+    let config = kube::Config::new(server.url().parse().expect("the fake's URL"));
+    let store = KubeStore::from_config(config, Some("argocd"), KubeOptions::default());
     DeploymentReplicas::new(
         store.client().await.unwrap(),
         "argocd",
@@ -48,7 +48,7 @@ fn set_replicas(server: &FakeApiServer, n: i64) {
 
 #[tokio::test]
 async fn read_once() {
-    let server = support::fake().await;
+    let server = FakeApiServer::start().await.expect("fake API server");
     let r = replicas(&server).await;
     assert_eq!(r.get().await.unwrap(), None, "no Deployment");
     server.insert(deployment(Some(3))).unwrap();
@@ -85,7 +85,7 @@ async fn until(rx: &mut tokio::sync::watch::Receiver<Option<u32>>, want: Option<
 
 #[tokio::test]
 async fn kept_current_through_scaling_deletion_and_a_compacted_watch() {
-    let server = support::fake().await;
+    let server = FakeApiServer::start().await.expect("fake API server");
     let r = replicas(&server).await;
     server.insert(deployment(Some(2))).unwrap();
     let watch = r.watch().await.unwrap();

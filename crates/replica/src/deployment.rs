@@ -1,6 +1,8 @@
 //! The shard count Argo CD uses: `spec.replicas` of the application controller's
 //! Deployment (`ARGOCD_APPLICATION_CONTROLLER_NAME`, default `argocd-application-controller`),
-//! read once or kept current by a watcher.
+//! read once or kept current by a watcher. A source for a shard-count policy, read through
+//! the Kubernetes store's client; it lives with the assembly, not in the store backend
+//! (which only moves bytes).
 
 use std::time::Duration;
 
@@ -11,8 +13,6 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-use crate::errors::call;
 
 /// The environment variable Argo CD reads the controller Deployment's name from (the
 /// binary reads it; this crate takes the name as an argument).
@@ -92,22 +92,29 @@ impl DeploymentReplicas {
     /// The replica count now; `None` when there is no such Deployment.
     pub async fn get(&self) -> Result<Option<u32>, ReplicasError> {
         let name = &self.name;
-        let found = call(
-            || format!("get Deployment {name}"),
-            self.timeout,
-            self.api.get_opt(name),
-        )
-        .await
-        .map_err(|e| match e.code() {
-            Some(code) if code < 500 && code != 429 => ReplicasError::Refused {
-                name: name.clone(),
-                reason: e.to_string(),
-            },
-            _ => ReplicasError::Unavailable {
-                name: name.clone(),
-                reason: e.to_string(),
-            },
-        })?;
+        let unavailable = |reason: String| ReplicasError::Unavailable {
+            name: name.clone(),
+            reason,
+        };
+        let found = match tokio::time::timeout(self.timeout, self.api.get_opt(name)).await {
+            Ok(Ok(found)) => found,
+            Ok(Err(kube::Error::Api(status))) if status.code < 500 && status.code != 429 => {
+                return Err(ReplicasError::Refused {
+                    name: name.clone(),
+                    reason: format!(
+                        "get Deployment {name}: {} ({})",
+                        status.message, status.code
+                    ),
+                });
+            }
+            Ok(Err(e)) => return Err(unavailable(format!("get Deployment {name}: {e}"))),
+            Err(_) => {
+                return Err(unavailable(format!(
+                    "get Deployment {name}: no answer within {:?}",
+                    self.timeout
+                )));
+            }
+        };
         found.map(|d| replicas_of(&d, name)).transpose()
     }
 
