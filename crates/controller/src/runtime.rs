@@ -276,6 +276,17 @@ mod tests {
     }
 
     fn rig(cfg: RuntimeConfig, rec: Arc<Slow>, clusters: Vec<Cluster>, apps: Vec<App>) -> Rig {
+        rig_stopping(cfg, rec, clusters, apps, |_| StopMode::Gated)
+    }
+
+    /// [`rig`] with the stop mode made from the work.
+    fn rig_stopping(
+        cfg: RuntimeConfig,
+        rec: Arc<Slow>,
+        clusters: Vec<Cluster>,
+        apps: Vec<App>,
+        stops: impl FnOnce(&Arc<ShardWork>) -> StopMode,
+    ) -> Rig {
         let mut registry = Registry::default();
         let work = ShardWork::registered(cfg.limits, &mut registry).unwrap();
         let inventory = Inventory::new();
@@ -295,7 +306,7 @@ mod tests {
         });
         let inputs = ControllerInputs {
             ownership,
-            stops: StopMode::Gated,
+            stops: stops(&work),
             status: status_rx,
             inventory: inventory.subscribe(),
         };
@@ -370,31 +381,18 @@ mod tests {
         let rec = Arc::new(Slow::default());
         let apps = vec![App::to_server("argocd", "a", "https://c1")];
         let clusters = vec![Cluster::new("c1", "https://c1")];
-        let mut registry = Registry::default();
-        let work = ShardWork::registered(RateLimiterConfig::default(), &mut registry).unwrap();
-        let inventory = Inventory::new();
-        inventory.publish(
-            InventoryContent {
-                clusters,
-                apps,
-                ..InventoryContent::default()
-            },
-            Vec::new(),
-            true,
+        let Rig {
+            rt,
+            events,
+            mut out,
+            ..
+        } = rig_stopping(
+            RuntimeConfig::default(),
+            rec.clone(),
+            clusters,
+            apps,
+            |work| StopMode::Reported(Arc::new(WorkStopHook(work.clone()))),
         );
-        let (events, ownership) = mpsc::unbounded_channel();
-        let (_status, status_rx) = watch::channel(Status {
-            lease_valid_until: Some(tokio::time::Instant::now() + Duration::from_secs(3600)),
-            ..Status::default()
-        });
-        let inputs = ControllerInputs {
-            ownership,
-            stops: StopMode::Reported(Arc::new(WorkStopHook(work.clone()))),
-            status: status_rx,
-            inventory: inventory.subscribe(),
-        };
-        let (rt, mut out) =
-            ControllerRuntime::start(RuntimeConfig::default(), work, rec.clone(), inputs).unwrap();
         events
             .send(change(Ownership::Started("c1".into())))
             .unwrap();
