@@ -106,7 +106,7 @@ impl Replica {
             })?;
         tracing::info!(
             %identity,
-            incarnation = settings.incarnation,
+            incarnation = %fleetshard_coord::fenced::incarnation_text(settings.incarnation),
             store = %settings.store,
             listen = %settings.listen,
             protocol = match settings.protocol {

@@ -14,8 +14,8 @@ mod simulation;
 
 pub use records::{
     AssignmentDoc, CorruptRecord, DesiredShards, DistributorRecord, PresenceRecord, ShardRecord,
-    assignment_key, decode, desired_shards_key, distributor_key, encode, is_lease_key,
-    presence_key, shard_key,
+    assignment_key, decode, desired_shards_key, distributor_key, encode, incarnation_text,
+    is_lease_key, presence_key, shard_key,
 };
 pub use replica::{
     Action, FleetInput, MAX_SHARDS, Replica, ReplicaConfig, ShardCount, ShardCountError, Ticket,

@@ -121,6 +121,13 @@ pub struct AssignmentDoc {
     pub homes: BTreeMap<String, u32>,
 }
 
+/// An incarnation as people read it, the one form everywhere (status table and JSON,
+/// logs): 16 hexadecimal digits. A string, because JSON numbers above 2^53 lose digits in
+/// JavaScript and jq.
+pub fn incarnation_text(incarnation: u64) -> String {
+    format!("{incarnation:016x}")
+}
+
 /// A record that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{key}: not a valid record: {reason}")]

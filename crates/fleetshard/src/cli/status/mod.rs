@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::ValueEnum;
-use fleetshard_coord::fenced::FencedSnapshot;
+use fleetshard_coord::fenced::{FencedSnapshot, incarnation_text};
 use fleetshard_coord::store::Listing;
 use serde::Serialize;
 
@@ -56,7 +56,8 @@ pub struct StatusArgs {
 struct ShardRow {
     shard: u32,
     holder: Option<String>,
-    incarnation: Option<u64>,
+    /// [`incarnation_text`]: 16 hex digits, a string in JSON.
+    incarnation: Option<String>,
     acked: Option<u64>,
     released: bool,
     /// The holder's zone, when it gave one.
@@ -82,7 +83,7 @@ struct ClusterRow {
 #[derive(Debug, Serialize)]
 struct SpareRow {
     identity: String,
-    incarnation: u64,
+    incarnation: String,
     /// Renewed during `--observe` (absent without it).
     #[serde(skip_serializing_if = "Option::is_none")]
     renewed: Option<bool>,
@@ -114,7 +115,7 @@ struct Report {
 #[derive(Debug, Serialize)]
 struct DistributorRow {
     holder: String,
-    incarnation: u64,
+    incarnation: String,
     released: bool,
 }
 
@@ -171,7 +172,7 @@ fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing
         .filter(|(_, (_, r))| !r.released)
         .map(|(id, (version, r))| SpareRow {
             identity: r.holder.clone(),
-            incarnation: r.incarnation,
+            incarnation: incarnation_text(r.incarnation),
             renewed: renewed(
                 Some(*version),
                 earlier
@@ -195,7 +196,7 @@ fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing
             ShardRow {
                 shard: n,
                 holder: rec.map(|(_, r)| r.holder.clone()),
-                incarnation: rec.map(|(_, r)| r.incarnation),
+                incarnation: rec.map(|(_, r)| incarnation_text(r.incarnation)),
                 acked: rec.map(|(_, r)| r.acked),
                 released: rec.is_some_and(|(_, r)| r.released),
                 zone: rec.and_then(|(_, r)| r.zone.clone()),
@@ -235,7 +236,7 @@ fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing
         desired_shards: desired,
         distributor: distributor.map(|d| DistributorRow {
             holder: d.holder,
-            incarnation: d.incarnation,
+            incarnation: incarnation_text(d.incarnation),
             released: d.released,
         }),
         shards: shard_rows,
@@ -261,7 +262,7 @@ fn table(r: &Report) -> String {
     let _ = writeln!(out, "shards: {count} (desired: {desired})");
     let dist = match &r.distributor {
         Some(d) if d.released => format!("{} (released)", d.holder),
-        Some(d) => format!("{} (incarnation {:x})", d.holder, d.incarnation),
+        Some(d) => format!("{} (incarnation {})", d.holder, d.incarnation),
         None => "none".into(),
     };
     let _ = writeln!(out, "distributor: {dist}");
@@ -288,7 +289,7 @@ fn table(r: &Report) -> String {
             "{:<6} {:<21} {:<17} {:<6} {state}",
             s.shard,
             s.holder.as_deref().unwrap_or("-"),
-            s.incarnation.map_or("-".into(), |i| format!("{i:x}")),
+            s.incarnation.clone().unwrap_or_else(|| "-".into()),
             s.acked.map_or("-".into(), |a| a.to_string()),
         );
     }
@@ -300,7 +301,7 @@ fn table(r: &Report) -> String {
                 Some(false) => "present (NOT renewed)",
                 None => "present",
             };
-            let _ = writeln!(out, "{:<22} {:<17x} {state}", s.identity, s.incarnation);
+            let _ = writeln!(out, "{:<22} {:<17} {state}", s.identity, s.incarnation);
         }
     }
     let rows = r
