@@ -1,9 +1,10 @@
-//! A fake Kubernetes API server over real HTTP on 127.0.0.1, faithful where fleetshard
-//! depends on it, generic over the kinds it serves.
+//! Simulated Kubernetes API servers for tests and demos: a fake API server over real HTTP
+//! on 127.0.0.1, faithful where fleetshard depends on it, generic over the kinds it serves.
+//! Tests reach it as `fleetshard_testsupport::kube_api`.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use fleetshard_testsupport::kube_api::FakeApiServer;
+//! use fleetshard_kube_sim::FakeApiServer;
 //! let server = FakeApiServer::start().await?;
 //! server.write_kubeconfig("/tmp/kubeconfig")?; // KUBECONFIG=/tmp/kubeconfig kubectl get cm
 //! println!("{}", server.url()); // http://127.0.0.1:PORT, no auth

@@ -1,6 +1,6 @@
 //! The resource registry: which kinds the fake serves, under which paths, with which
 //! subresources. Adding a kind is one [`ResourceKind`] line in [`DEFAULT_RESOURCES`] (or in
-//! the list given to [`crate::kube_api::FakeApiServer::start_with`]).
+//! the list given to [`crate::FakeApiServer::start_with`]).
 
 /// One served resource (a kind under a group/version), described as discovery describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

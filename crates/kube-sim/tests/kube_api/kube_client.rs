@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
+use fleetshard_kube_sim::{FakeApiServer, Verb};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
