@@ -18,7 +18,8 @@ use kube::runtime::watcher;
 use kube::{Client, Config};
 use serde_json::json;
 
-async fn client(f: &FakeApiServer) -> Client {
+/// A kube-rs client from the kubeconfig the fake writes.
+pub async fn client(f: &FakeApiServer) -> Client {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kubeconfig");
     f.write_kubeconfig(&path).unwrap();
