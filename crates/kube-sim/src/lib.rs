@@ -1,6 +1,7 @@
 //! Simulated Kubernetes API servers for tests and demos: a fake API server over real HTTP
 //! on 127.0.0.1, faithful where fleetshard depends on it, generic over the kinds it serves.
-//! Tests reach it as `fleetshard_testsupport::kube_api`.
+//! Tests reach it as `fleetshard_testsupport::kube_api`; `fleetshard simulate` serves it
+//! as stand-in clusters.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {

@@ -8,7 +8,7 @@
 //! - [`kube_api`]: a fake Kubernetes API server over real HTTP on 127.0.0.1 — strict
 //!   `resourceVersion` compare-and-swap (409 Conflict), watch streams with bookmarks and
 //!   410 Gone. It is the crate `fleetshard-kube-sim`, re-exported under this name, so
-//!   that a binary can serve it without the rest of this crate.
+//!   that `fleetshard simulate` can serve it without the rest of this crate.
 
 pub mod etcd;
 pub mod git;
