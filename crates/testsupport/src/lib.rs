@@ -7,9 +7,10 @@
 //! - [`git_http`]: a real smart-HTTP Git server on 127.0.0.1 (`git http-backend` as CGI);
 //! - [`kube_api`]: a fake Kubernetes API server over real HTTP on 127.0.0.1 — strict
 //!   `resourceVersion` compare-and-swap (409 Conflict), watch streams with bookmarks and
-//!   410 Gone — serving only the resources fleetshard uses.
+//!   410 Gone. It is the crate `fleetshard-kube-sim`, re-exported under this name, so
+//!   that `fleetshard simulate` can serve it without the rest of this crate.
 
 pub mod etcd;
 pub mod git;
 pub mod git_http;
-pub mod kube_api;
+pub use fleetshard_kube_sim as kube_api;

@@ -15,6 +15,7 @@ pub mod protocol;
 pub mod run;
 pub mod scale;
 pub mod shards;
+pub mod simulate;
 pub mod status;
 pub mod store;
 pub mod timing;
@@ -81,6 +82,9 @@ pub enum Command {
     /// Sets the desired shard count in the store; replicas run with `--shards stored`
     /// follow it without a restart.
     Scale(scale::ScaleArgs),
+    /// Serves simulated Kubernetes clusters (in-memory API servers on 127.0.0.1) for demos
+    /// and black-box checks, and writes their Argo CD cluster Secrets for `run --fleet-dir`.
+    Simulate(simulate::SimulateArgs),
 }
 
 /// Parses the process arguments. The raw matches are returned too: `plan` needs to know
@@ -105,6 +109,7 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Status(args) => status::run(args),
         Command::Apps(args) => apps::run(args),
         Command::Scale(args) => scale::run(args),
+        Command::Simulate(args) => simulate::run(args),
     }
 }
 

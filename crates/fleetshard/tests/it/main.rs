@@ -19,4 +19,5 @@ mod run_gitops;
 mod run_kube;
 mod run_kube_deployment;
 mod run_sqlite;
+mod simulate;
 mod support;

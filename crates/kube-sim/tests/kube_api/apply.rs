@@ -1,7 +1,7 @@
 //! Server-side apply over raw HTTP: create, update, managedFields, removal of fields a
 //! manager stops applying, conflicts between managers, force, YAML bodies.
 
-use fleetshard_testsupport::kube_api::FakeApiServer;
+use fleetshard_kube_sim::FakeApiServer;
 use serde_json::{Value, json};
 
 use super::raw;

@@ -96,7 +96,7 @@ fn parse_target(shared: &Shared, path: &str) -> Result<Target, ApiError> {
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Err(not_found_path()),
     };
-    let reg = &shared.registry;
+    let reg = shared.registry();
     let namespaced_plural = |p: &str| {
         reg.by_plural(group, version, p)
             .is_some_and(|k| k.namespaced)
@@ -132,6 +132,34 @@ fn parse_target(shared: &Shared, path: &str) -> Result<Target, ApiError> {
         name,
         sub,
     })
+}
+
+/// With a required token: `Authorization: Bearer TOKEN` or 401, checked before anything
+/// else (faults and counters included), as the real server authenticates first. The
+/// comparison takes the same time wherever the tokens differ.
+fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(want) = &shared.bearer_token else {
+        return Ok(());
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim().as_bytes());
+    match given {
+        Some(token)
+            if token.len() == want.len()
+                && token
+                    .iter()
+                    .zip(want.as_bytes())
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                    == 0 =>
+        {
+            Ok(())
+        }
+        _ => Err(ApiError::new(401, "Unauthorized", "Unauthorized")),
+    }
 }
 
 fn flag(q: &HashMap<String, String>, key: &str) -> bool {
@@ -194,6 +222,9 @@ async fn handle(
         })
         .map(|axum::extract::Query(q)| q)
         .unwrap_or_default();
+    if let Err(e) = authenticate(&shared, &headers) {
+        return e.into_response();
+    }
     let path = uri.path().to_string();
     let target = match parse_target(&shared, &path) {
         Ok(t) => t,
@@ -227,19 +258,19 @@ async fn handle(
         Target::Version => ok(&discovery::version()),
         Target::CoreVersions if discovery::wants_aggregated(accept) => json_response(
             200,
-            &discovery::aggregated(&shared.registry, true),
+            &discovery::aggregated(&shared.registry(), true),
             discovery::AGGREGATED_CONTENT_TYPE,
         ),
         Target::CoreVersions => ok(&discovery::api_versions(&shared.address)),
         Target::Groups if discovery::wants_aggregated(accept) => json_response(
             200,
-            &discovery::aggregated(&shared.registry, false),
+            &discovery::aggregated(&shared.registry(), false),
             discovery::AGGREGATED_CONTENT_TYPE,
         ),
-        Target::Groups => ok(&discovery::api_group_list(&shared.registry)),
-        Target::Group(g) => discovery::api_group(&shared.registry, &g)
+        Target::Groups => ok(&discovery::api_group_list(&shared.registry())),
+        Target::Group(g) => discovery::api_group(&shared.registry(), &g)
             .map_or_else(|| not_found_path().into_response(), |d| ok(&d)),
-        Target::ResourceList(g, v) => discovery::api_resource_list(&shared.registry, &g, &v)
+        Target::ResourceList(g, v) => discovery::api_resource_list(&shared.registry(), &g, &v)
             .map_or_else(|| not_found_path().into_response(), |d| ok(&d)),
         Target::Resource {
             kind,

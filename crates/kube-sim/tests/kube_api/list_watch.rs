@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fleetshard_testsupport::kube_api::{FakeApiServer, FakeConfig};
+use fleetshard_kube_sim::{FakeApiServer, FakeConfig};
 use serde_json::{Value, json};
 
 use super::raw::{Watch, get, send_json};

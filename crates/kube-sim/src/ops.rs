@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use super::crd;
 use super::meta::{check_size, name_suffix, new_uid, normalize_secret, now_rfc3339, validate_name};
 use super::registry::ResourceKind;
 use super::status::{ApiError, success_status};
@@ -168,6 +169,9 @@ pub fn create(
     if kind.kind == "Secret" {
         normalize_secret(&mut body, &name)?;
     }
+    if crd::is_crd(kind) {
+        crd::validate(&body, &name)?;
+    }
     if kind.status {
         // The status subresource owns status: a create cannot set it.
         if let Value::Object(m) = &mut body {
@@ -296,6 +300,9 @@ pub fn update_object(
     }
     if kind.kind == "Secret" {
         normalize_secret(&mut new, name)?;
+    }
+    if crd::is_crd(kind) {
+        crd::validate(&new, name)?;
     }
     let old_meta = existing
         .get("metadata")

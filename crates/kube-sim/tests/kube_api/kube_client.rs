@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
+use fleetshard_kube_sim::{FakeApiServer, Verb};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -18,7 +18,8 @@ use kube::runtime::watcher;
 use kube::{Client, Config};
 use serde_json::json;
 
-async fn client(f: &FakeApiServer) -> Client {
+/// A kube-rs client from the kubeconfig the fake writes.
+pub async fn client(f: &FakeApiServer) -> Client {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kubeconfig");
     f.write_kubeconfig(&path).unwrap();

@@ -38,6 +38,7 @@ async fn send_head(
     addr: SocketAddr,
     method: &str,
     path: &str,
+    extra_headers: &[(&str, &str)],
     content_type: Option<&str>,
     body: &[u8],
 ) -> BufReader<TcpStream> {
@@ -48,6 +49,9 @@ async fn send_head(
     );
     if let Some(ct) = content_type {
         head.push_str(&format!("Content-Type: {ct}\r\n"));
+    }
+    for (name, value) in extra_headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");
     s.write_all(head.as_bytes()).await.expect("write request");
@@ -105,7 +109,19 @@ pub async fn request(
     content_type: Option<&str>,
     body: &[u8],
 ) -> Resp {
-    let mut r = send_head(addr, method, path, content_type, body).await;
+    request_with(addr, method, path, &[], content_type, body).await
+}
+
+/// Sends a request with more headers (`Authorization`, say) and reads the whole response.
+pub async fn request_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    extra_headers: &[(&str, &str)],
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Resp {
+    let mut r = send_head(addr, method, path, extra_headers, content_type, body).await;
     let (status, headers) = read_head(&mut r).await;
     let mut body = Vec::new();
     if is_chunked(&headers) {
@@ -146,7 +162,7 @@ pub struct Watch {
 
 impl Watch {
     pub async fn open(addr: SocketAddr, path: &str) -> Watch {
-        let mut r = send_head(addr, "GET", path, None, b"").await;
+        let mut r = send_head(addr, "GET", path, &[], None, b"").await;
         let (status, headers) = read_head(&mut r).await;
         assert!(
             is_chunked(&headers) || status != 200,

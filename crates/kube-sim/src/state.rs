@@ -1,20 +1,23 @@
 //! The state one server shares between its HTTP handlers, its watch streams and the test
 //! handle.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::crd;
 use super::faults::Faults;
-use super::registry::Registry;
+use super::registry::{Registry, ResourceKind};
 use super::store::Store;
 
 /// Shared server state.
 #[derive(Debug)]
 pub struct Shared {
-    /// The served kinds.
-    pub registry: Registry,
+    /// The kinds served without any CRD (the configuration's).
+    base: Vec<ResourceKind>,
+    /// The served kinds: `base` and those of the stored CRDs.
+    registry: RwLock<Arc<Registry>>,
     store: Mutex<Store>,
     /// The store revision after the latest write; watch streams wake on it.
     pub revision: watch::Sender<u64>,
@@ -30,19 +33,23 @@ pub struct Shared {
     pub faults: Faults,
     /// The server's address, for discovery's `serverAddressByClientCIDRs`.
     pub address: String,
+    /// The token every request must carry (`Authorization: Bearer …`), if any.
+    pub bearer_token: Option<String>,
 }
 
 impl Shared {
-    /// State over `store`.
+    /// State over `store`, serving the kinds `base`.
     pub fn new(
-        registry: Registry,
+        base: &[ResourceKind],
         store: Store,
         bookmark_interval: Duration,
         address: String,
+        bearer_token: Option<String>,
     ) -> Self {
         let rev = store.revision();
         Self {
-            registry,
+            base: base.to_vec(),
+            registry: RwLock::new(Arc::new(Registry::new(base))),
             store: Mutex::new(store),
             revision: watch::Sender::new(rev),
             bookmark_interval: watch::Sender::new(bookmark_interval),
@@ -51,7 +58,16 @@ impl Shared {
             shutdown: watch::Sender::new(false),
             faults: Faults::default(),
             address,
+            bearer_token,
         }
+    }
+
+    /// The kinds served now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Reads the store.
@@ -67,11 +83,19 @@ impl Shared {
         f(&mut copy)
     }
 
-    /// Runs a write against the store, then wakes watch streams.
+    /// Runs a write against the store (and, when it touched a CRD, what the real server's
+    /// CRD controller would then do: see [`crd::reconcile`]), then wakes watch streams.
     pub fn write<R>(&self, f: impl FnOnce(&mut Store) -> R) -> R {
         let (r, rev) = {
             let mut s = self.read();
+            let before = s.revision();
             let r = f(&mut s);
+            if s.revision() != before && crd::touched(&s, before) {
+                let current = self.registry();
+                if let Some(next) = crd::reconcile(&mut s, &self.base, &current) {
+                    *self.registry.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+                }
+            }
             (r, s.revision())
         };
         self.revision.send_if_modified(|cur| {

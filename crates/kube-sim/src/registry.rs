@@ -1,6 +1,6 @@
 //! The resource registry: which kinds the fake serves, under which paths, with which
 //! subresources. Adding a kind is one [`ResourceKind`] line in [`DEFAULT_RESOURCES`] (or in
-//! the list given to [`crate::kube_api::FakeApiServer::start_with`]).
+//! the list given to [`crate::FakeApiServer::start_with`]).
 
 /// One served resource (a kind under a group/version), described as discovery describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,11 +123,32 @@ impl ResourceKind {
     }
 }
 
-/// Every kind fleetshard reads or writes, and the common workload kinds a GitOps
-/// reconciler applies.
+/// Every kind fleetshard reads or writes, and the common kinds a GitOps reconciler
+/// applies: core/v1, apps/v1, batch/v1, networking.k8s.io/v1, policy/v1, autoscaling/v2,
+/// rbac.authorization.k8s.io/v1 and apiextensions.k8s.io/v1 (a CustomResourceDefinition
+/// written to the server makes its custom resource servable, see [`crate::crd`]).
 pub const DEFAULT_RESOURCES: &[ResourceKind] = &[
     ResourceKind::namespaced("", "v1", "ConfigMap", "configmaps", "configmap"),
     ResourceKind::namespaced("", "v1", "Secret", "secrets", "secret"),
+    ResourceKind::namespaced(
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        "serviceaccount",
+    ),
+    ResourceKind::namespaced("", "v1", "Endpoints", "endpoints", "endpoints"),
+    ResourceKind::namespaced("", "v1", "LimitRange", "limitranges", "limitrange"),
+    ResourceKind::namespaced("", "v1", "ResourceQuota", "resourcequotas", "resourcequota")
+        .with_status(),
+    ResourceKind::cluster(
+        "",
+        "v1",
+        "PersistentVolume",
+        "persistentvolumes",
+        "persistentvolume",
+    )
+    .with_status(),
     ResourceKind::cluster("", "v1", "Namespace", "namespaces", "namespace").with_status(),
     ResourceKind::namespaced("", "v1", "Pod", "pods", "pod")
         .with_status()
@@ -160,6 +181,66 @@ pub const DEFAULT_RESOURCES: &[ResourceKind] = &[
     ResourceKind::namespaced("networking.k8s.io", "v1", "Ingress", "ingresses", "ingress")
         .with_status(),
     ResourceKind::namespaced(
+        "networking.k8s.io",
+        "v1",
+        "NetworkPolicy",
+        "networkpolicies",
+        "networkpolicy",
+    ),
+    ResourceKind::cluster(
+        "networking.k8s.io",
+        "v1",
+        "IngressClass",
+        "ingressclasses",
+        "ingressclass",
+    ),
+    ResourceKind::namespaced(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+    )
+    .with_status(),
+    ResourceKind::namespaced(
+        "autoscaling",
+        "v2",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+    )
+    .with_status(),
+    ResourceKind::namespaced("rbac.authorization.k8s.io", "v1", "Role", "roles", "role"),
+    ResourceKind::namespaced(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+        "rolebinding",
+    ),
+    ResourceKind::cluster(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+        "clusterrole",
+    ),
+    ResourceKind::cluster(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        "clusterrolebinding",
+    ),
+    ResourceKind::cluster(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+    )
+    .with_status(),
+    ResourceKind::namespaced(
         "argoproj.io",
         "v1alpha1",
         "Application",
@@ -170,7 +251,8 @@ pub const DEFAULT_RESOURCES: &[ResourceKind] = &[
     .returning_deleted(),
 ];
 
-/// The served kinds, with lookups by path and by apiVersion/kind.
+/// The served kinds, with lookups by path and by apiVersion/kind. Immutable: the server
+/// swaps in a new one when a CustomResourceDefinition changes what it serves.
 #[derive(Debug, Clone)]
 pub struct Registry {
     kinds: Vec<ResourceKind>,
@@ -182,6 +264,21 @@ impl Registry {
         Self {
             kinds: kinds.to_vec(),
         }
+    }
+
+    /// The registry serving `base` and then those of `extra` whose group, version and
+    /// plural `base` does not already serve (a built-in kind wins over a CRD's).
+    pub fn with_extra(base: &[ResourceKind], extra: &[ResourceKind]) -> Self {
+        let mut kinds = base.to_vec();
+        for k in extra {
+            if !kinds
+                .iter()
+                .any(|b| (b.group, b.version, b.plural) == (k.group, k.version, k.plural))
+            {
+                kinds.push(*k);
+            }
+        }
+        Self { kinds }
     }
 
     /// All served kinds, in registration order.

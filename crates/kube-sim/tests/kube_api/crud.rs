@@ -1,7 +1,7 @@
 //! Create, get, update (strict resourceVersion), status subresource, generation, no-op
 //! writes, delete preconditions, finalizers, errors as `Status` — over raw HTTP.
 
-use fleetshard_testsupport::kube_api::FakeApiServer;
+use fleetshard_kube_sim::FakeApiServer;
 use serde_json::{Value, json};
 
 use super::raw::{self, get, send_json};

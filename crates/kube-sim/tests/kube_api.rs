@@ -3,6 +3,8 @@
 
 mod kube_api {
     mod apply;
+    mod auth;
+    mod crd;
     mod crud;
     mod faults;
     mod kube_client;

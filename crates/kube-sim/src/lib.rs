@@ -1,9 +1,11 @@
-//! A fake Kubernetes API server over real HTTP on 127.0.0.1, faithful where fleetshard
-//! depends on it, generic over the kinds it serves.
+//! Simulated Kubernetes API servers for tests and demos: a fake API server over real HTTP
+//! on 127.0.0.1, faithful where fleetshard depends on it, generic over the kinds it serves.
+//! Tests reach it as `fleetshard_testsupport::kube_api`; `fleetshard simulate` serves it
+//! as stand-in clusters.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use fleetshard_testsupport::kube_api::FakeApiServer;
+//! use fleetshard_kube_sim::FakeApiServer;
 //! let server = FakeApiServer::start().await?;
 //! server.write_kubeconfig("/tmp/kubeconfig")?; // KUBECONFIG=/tmp/kubeconfig kubectl get cm
 //! println!("{}", server.url()); // http://127.0.0.1:PORT, no auth
@@ -24,7 +26,11 @@
 //!   `stringData`, namespaces that must exist, PUT creating a missing Lease (and only a
 //!   Lease), `dryRun=All`, the size limits (1 MiB ConfigMap/Secret data, 3 MiB bodies),
 //!   discovery (plain and aggregated);
-//! - every error is a `Status` object with the real reason and code.
+//! - every error is a `Status` object with the real reason and code;
+//! - with [`FakeConfig::bearer_token`], every request needs that token (401 otherwise);
+//! - a CustomResourceDefinition written to it makes its custom resource servable at once,
+//!   with discovery, the CRD's status conditions, and deletion of the custom resources
+//!   with the CRD (see the `crd` module for what is simplified).
 //!
 //! What is simplified: strategic merge patch is a JSON merge patch (lists replaced);
 //! server-side apply deep-merges maps and replaces lists (no associative list keys) and
@@ -35,6 +41,7 @@
 //! open until closed; a partition holds new requests and stalls open watches that match.
 
 mod apply;
+mod crd;
 mod discovery;
 mod faults;
 mod list;
@@ -61,7 +68,6 @@ pub use faults::{FaultAction, FaultId, RequestInfo, Verb};
 pub use registry::{DEFAULT_RESOURCES, ResourceKind};
 pub use status::ApiError;
 
-use registry::Registry;
 use state::Shared;
 use store::Store;
 
@@ -92,6 +98,11 @@ pub struct FakeConfig {
     pub history_limit: usize,
     /// How often watches that allow bookmarks get one.
     pub bookmark_interval: Duration,
+    /// The token every request must carry as `Authorization: Bearer TOKEN`; a request
+    /// without it, or with another, answers 401 Unauthorized (a `Status`, as the real
+    /// server with anonymous access off) before anything else, faults and counters
+    /// included. None (the default): no authentication.
+    pub bearer_token: Option<String>,
 }
 
 impl Default for FakeConfig {
@@ -100,6 +111,7 @@ impl Default for FakeConfig {
             resources: DEFAULT_RESOURCES.to_vec(),
             history_limit: 10_000,
             bookmark_interval: Duration::from_secs(1),
+            bearer_token: None,
         }
     }
 }
@@ -124,19 +136,23 @@ impl FakeApiServer {
             .await
             .map_err(FakeApiError::Bind)?;
         let addr = listener.local_addr().map_err(FakeApiError::Bind)?;
-        let registry = Registry::new(&config.resources);
         let mut store = Store::new(1, config.history_limit);
-        if let Some(ns_kind) = registry.by_kind("v1", "Namespace").copied() {
+        let ns_kind = config
+            .resources
+            .iter()
+            .find(|k| (k.group, k.version, k.kind) == ("", "v1", "Namespace"));
+        if let Some(ns_kind) = ns_kind {
             for ns in ops::INITIAL_NAMESPACES {
                 // Cannot fail: fresh store, valid names.
-                let _ = ops::create(&mut store, &ns_kind, "", json!({"metadata": {"name": ns}}));
+                let _ = ops::create(&mut store, ns_kind, "", json!({"metadata": {"name": ns}}));
             }
         }
         let shared = Arc::new(Shared::new(
-            registry,
+            &config.resources,
             store,
             config.bookmark_interval,
             addr.to_string(),
+            config.bearer_token.filter(|t| !t.is_empty()),
         ));
         let app = routes::router(shared.clone());
         let mut stop = shared.shutdown.subscribe();
@@ -153,6 +169,11 @@ impl FakeApiServer {
         Ok(Self { shared, addr })
     }
 
+    /// The token requests must carry ([`FakeConfig::bearer_token`]), if any.
+    pub fn bearer_token(&self) -> Option<&str> {
+        self.shared.bearer_token.as_deref()
+    }
+
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
@@ -163,11 +184,18 @@ impl FakeApiServer {
         self.addr
     }
 
-    /// A kubeconfig (YAML) for this server: cluster, user without credentials, and a
-    /// current context with namespace "default".
+    /// A kubeconfig (YAML) for this server: cluster, user (with the bearer token when the
+    /// server requires one, else without credentials), and a current context with
+    /// namespace "default".
     pub fn kubeconfig_yaml(&self) -> String {
+        // The token is generated or chosen by the test: no YAML escaping needed for the
+        // characters a bearer token uses; quoted anyway.
+        let user = match self.bearer_token() {
+            Some(t) => format!("{{token: {}}}", json!(t)),
+            None => "{}".to_owned(),
+        };
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {url}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\npreferences: {{}}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {url}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\ncurrent-context: fake\nusers:\n- name: fake\n  user: {user}\npreferences: {{}}\n",
             url = self.url()
         )
     }
@@ -185,7 +213,7 @@ impl FakeApiServer {
 
     fn kind(&self, api_version: &str, kind: &str) -> Result<ResourceKind, ApiError> {
         self.shared
-            .registry
+            .registry()
             .by_kind(api_version, kind)
             .copied()
             .ok_or_else(|| {
@@ -209,7 +237,7 @@ impl FakeApiServer {
 
     /// The kinds served.
     pub fn resources(&self) -> Vec<ResourceKind> {
-        self.shared.registry.kinds().to_vec()
+        self.shared.registry().kinds().to_vec()
     }
 
     /// Writes an object directly (create, or unconditional replace keeping uid and

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fleetshard_testsupport::kube_api::{FakeApiServer, FaultAction, Verb};
+use fleetshard_kube_sim::{FakeApiServer, FaultAction, Verb};
 use serde_json::json;
 
 use super::raw::{self, get, send_json};

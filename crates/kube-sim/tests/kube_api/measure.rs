@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fleetshard_testsupport::kube_api::FakeApiServer;
+use fleetshard_kube_sim::FakeApiServer;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};

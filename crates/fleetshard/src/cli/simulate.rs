@@ -1,0 +1,337 @@
+//! `fleetshard simulate`: simulated Kubernetes clusters for demos and black-box checks.
+//!
+//! Serves N simulated Kubernetes API servers (`fleetshard_kube_sim`, the fake the tests
+//! run against: discovery, CRUD, server-side apply, watch, strict resourceVersion, the
+//! common built-in kinds and any CRD applied to it) on free 127.0.0.1 ports, over plain
+//! HTTP, each requiring its own random bearer token. Writes `OUT/clusters.yaml`, a `List`
+//! of Argo CD cluster Secrets `sim-0`, `sim-1`, … that reach them (what `fleetshard run
+//! --fleet-dir OUT` reads), prints `ready` on stdout once every server answers, and runs
+//! until SIGINT or SIGTERM (exit 0). Objects live in memory: they are gone when it stops.
+//! Tokens are never logged; the file holding them is written with mode 0600.
+
+use std::fmt::Write as _;
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use fleetshard_core::model::ZONE_LABEL;
+use fleetshard_kube_sim::{FakeApiServer, FakeConfig};
+use fleetshard_manifest::SECRET_TYPE_LABEL;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+/// The file written under `--out`.
+pub const CLUSTERS_FILE: &str = "clusters.yaml";
+
+/// `fleetshard simulate` options.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Example:\n  \
+    fleetshard simulate --clusters 3 --out sim &\n  \
+    fleetshard run --store sqlite://fleetshard.db --fleet-dir sim --identity r1")]
+pub struct SimulateArgs {
+    /// How many simulated clusters to serve.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 3,
+        value_parser = clap::value_parser!(u16).range(1..=1000),
+        env = "FLEETSHARD_SIMULATE_CLUSTERS"
+    )]
+    pub clusters: u16,
+    /// Directory for `clusters.yaml`, the clusters' Argo CD Secrets (created if missing;
+    /// the file is replaced, and left in place on exit).
+    #[arg(long, value_name = "DIR", env = "FLEETSHARD_SIMULATE_OUT")]
+    pub out: PathBuf,
+    /// Namespace written in the Secrets.
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        default_value = "argocd",
+        env = "FLEETSHARD_SIMULATE_NAMESPACE"
+    )]
+    pub namespace: String,
+    /// Zones given to the clusters round-robin, as the Secrets' `topology.kubernetes.io/zone`
+    /// label (sim-0 in the first, sim-1 in the second, …). Default: no zones.
+    #[arg(
+        long,
+        value_name = "ZONE,...",
+        value_delimiter = ',',
+        env = "FLEETSHARD_SIMULATE_ZONES"
+    )]
+    pub zones: Vec<String>,
+}
+
+/// One simulated cluster as its Secret describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimCluster {
+    /// Secret and cluster name: `sim-N`.
+    pub name: String,
+    /// The Secret's `metadata.uid` (the cluster's id).
+    pub uid: String,
+    /// `http://127.0.0.1:PORT`.
+    pub server: String,
+    /// The bearer token the server requires.
+    pub token: String,
+    /// Its zone, if zones were given.
+    pub zone: Option<String>,
+}
+
+/// Serves the clusters until SIGINT or SIGTERM.
+pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
+    check_label("--namespace", &args.namespace, false)?;
+    for zone in &args.zones {
+        check_label("--zones", zone, true)?;
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating the output directory {}", args.out.display()))?;
+    let file = args.out.join(CLUSTERS_FILE);
+    super::runtime(super::Runtime::Replica)?.block_on(async move {
+        let mut random = std::fs::File::open("/dev/urandom").context("opening /dev/urandom")?;
+        let mut servers = Vec::with_capacity(usize::from(args.clusters));
+        let mut clusters = Vec::with_capacity(usize::from(args.clusters));
+        for i in 0..usize::from(args.clusters) {
+            let token = hex(&random_bytes(&mut random, 32)?);
+            let server = FakeApiServer::start_with(FakeConfig {
+                bearer_token: Some(token.clone()),
+                ..FakeConfig::default()
+            })
+            .await
+            .with_context(|| format!("starting simulated cluster sim-{i}"))?;
+            clusters.push(SimCluster {
+                name: format!("sim-{i}"),
+                uid: uuid(&random_bytes(&mut random, 16)?),
+                server: server.url(),
+                token,
+                zone: (!args.zones.is_empty()).then(|| args.zones[i % args.zones.len()].clone()),
+            });
+            servers.push(server);
+        }
+        eprintln!(
+            "fleetshard simulate: {} SIMULATED Kubernetes API servers (in memory, not real \
+             clusters) on 127.0.0.1, plain HTTP with a bearer token each; their Argo CD \
+             cluster Secrets are in {}. SIGINT or SIGTERM stops them.",
+            clusters.len(),
+            file.display()
+        );
+        for (server, cluster) in servers.iter().zip(&clusters) {
+            probe(server, &cluster.token)
+                .await
+                .with_context(|| format!("simulated cluster {} does not answer", cluster.name))?;
+        }
+        write_private(&file, &secrets_yaml(&args.namespace, &clusters))?;
+        for c in &clusters {
+            tracing::info!(
+                cluster = %c.name,
+                server = %c.server,
+                zone = c.zone.as_deref().unwrap_or(""),
+                "simulated cluster serving"
+            );
+        }
+        super::print_stdout("ready\n")?;
+        wait_for_signal().await?;
+        tracing::info!("signal received: stopping the simulated clusters");
+        drop(servers);
+        Ok(())
+    })
+}
+
+/// A DNS-1123 label (namespaces) or a label value (zones: also upper case, `_` and `.`).
+fn check_label(flag: &str, value: &str, label_value: bool) -> anyhow::Result<()> {
+    let inner = |c: char| {
+        c.is_ascii_lowercase()
+            || c.is_ascii_digit()
+            || c == '-'
+            || (label_value && (c.is_ascii_uppercase() || c == '_' || c == '.'))
+    };
+    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() && inner(c));
+    if value.len() <= 63
+        && value.chars().all(inner)
+        && ends(value.chars().next())
+        && ends(value.chars().last())
+    {
+        return Ok(());
+    }
+    let what = if label_value {
+        "a Kubernetes label value (letters, digits, '-', '_', '.'; at most 63; alphanumeric at both ends)"
+    } else {
+        "a DNS-1123 label (lower-case letters, digits and '-'; at most 63; alphanumeric at both ends)"
+    };
+    bail!("{flag}: {value:?} is not {what}")
+}
+
+fn random_bytes(random: &mut std::fs::File, n: usize) -> anyhow::Result<Vec<u8>> {
+    let mut buf = vec![0; n];
+    random
+        .read_exact(&mut buf)
+        .context("reading /dev/urandom")?;
+    Ok(buf)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// A version-4 UUID from 16 random bytes.
+fn uuid(bytes: &[u8]) -> String {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&bytes[..16]);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex(&b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// The Secrets, as YAML a person can read: a `List` of `Secret`s with `stringData`.
+/// Every value is generated here or checked by [`check_label`], so none needs escaping;
+/// the ones YAML could read as another type are quoted.
+pub fn secrets_yaml(namespace: &str, clusters: &[SimCluster]) -> String {
+    let mut y = String::from(
+        "# Argo CD cluster Secrets of the clusters `fleetshard simulate` serves: SIMULATED\n\
+         # Kubernetes API servers in that process's memory, not real clusters. Valid while it\n\
+         # runs; the tokens are random per run. Read with: fleetshard run --fleet-dir DIR\n\
+         apiVersion: v1\nkind: List\nitems:\n",
+    );
+    for c in clusters {
+        let config = format!(
+            r#"{{"bearerToken":"{}","tlsClientConfig":{{"insecure":false}}}}"#,
+            c.token
+        );
+        let _ = write!(
+            y,
+            "- apiVersion: v1\n  kind: Secret\n  type: Opaque\n  metadata:\n    \
+             name: {name}\n    namespace: {namespace}\n    uid: {uid}\n    labels:\n      \
+             {SECRET_TYPE_LABEL}: cluster\n",
+            name = c.name,
+            uid = c.uid,
+        );
+        if let Some(zone) = &c.zone {
+            let _ = writeln!(y, "      {ZONE_LABEL}: \"{zone}\"");
+        }
+        let _ = write!(
+            y,
+            "  stringData:\n    name: {name}\n    server: {server}\n    config: '{config}'\n",
+            name = c.name,
+            server = c.server,
+        );
+    }
+    y
+}
+
+/// Writes `text` to `path` with mode 0600 (it holds tokens), through a hidden temporary
+/// file renamed over it, so a reader (a `--fleet-dir` watcher) never sees half of it.
+fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".{CLUSTERS_FILE}.tmp"));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.sync_all()));
+    written.with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+}
+
+/// `GET /version` with the token answers 200: the server serves and takes its token.
+async fn probe(server: &FakeApiServer, token: &str) -> anyhow::Result<()> {
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(server.addr()).await?;
+        let request = format!(
+            "GET /version HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+             Connection: close\r\n\r\n",
+            server.addr()
+        );
+        s.write_all(request.as_bytes()).await?;
+        let mut answer = Vec::new();
+        s.read_to_end(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), exchange)
+        .await
+        .context("no answer in 10 s")??;
+    let status = String::from_utf8_lossy(&answer);
+    let status = status.lines().next().unwrap_or_default();
+    if status.split_whitespace().nth(1) != Some("200") {
+        bail!("GET /version answered {status:?}");
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(i: usize, zone: Option<&str>) -> SimCluster {
+        SimCluster {
+            name: format!("sim-{i}"),
+            uid: uuid(&[i as u8; 16]),
+            server: format!("http://127.0.0.1:{}", 40000 + i),
+            token: hex(&[0xab; 32]),
+            zone: zone.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn fleetshard_reads_the_secrets_without_warnings() {
+        let clusters = [
+            cluster(0, Some("a")),
+            cluster(1, Some("1")),
+            cluster(2, None),
+        ];
+        let yaml = secrets_yaml("argocd", &clusters);
+        let loaded = fleetshard_manifest::parse_input(&yaml, "clusters.yaml").unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let fleet = &loaded.value.fleet;
+        assert_eq!(fleet.clusters.len(), 3);
+        for (read, sim) in fleet.clusters.iter().zip(&clusters) {
+            assert_eq!(read.id, sim.uid);
+            assert_eq!(read.name, sim.name);
+            assert_eq!(read.server, sim.server);
+            assert_eq!(read.zone(), sim.zone.as_deref());
+            let creds = &loaded.value.credentials[&sim.uid];
+            assert_eq!(creds.bearer_token.as_deref(), Some(sim.token.as_str()));
+            assert!(!creds.insecure);
+        }
+    }
+
+    #[test]
+    fn uuids_are_version_4() {
+        let u = uuid(&[0xff; 16]);
+        assert_eq!(u, "ffffffff-ffff-4fff-bfff-ffffffffffff");
+        assert_eq!(uuid(&[0; 16]), "00000000-0000-4000-8000-000000000000");
+    }
+
+    #[test]
+    fn names_and_zones_are_checked() {
+        assert!(check_label("--namespace", "argocd", false).is_ok());
+        assert!(check_label("--namespace", "Argo", false).is_err());
+        assert!(check_label("--namespace", "", false).is_err());
+        assert!(check_label("--zones", "eu-west-1a", true).is_ok());
+        assert!(check_label("--zones", "Zone_A.1", true).is_ok());
+        assert!(check_label("--zones", "a b", true).is_err());
+        assert!(check_label("--zones", "-a", true).is_err());
+        assert!(check_label("--zones", "a\"", true).is_err());
+    }
+}
