@@ -3,8 +3,8 @@
 //! `cargo bench -p fleetshard-controller --bench inventory_memory -- [inventory | directory [APP_FILES]]`
 //!
 //! - `inventory` (default): the published [`Inventory`] alone — a generated fleet (fleetgen,
-//!   seed 0, 10 apps per cluster, every app with a repository URL, a path and a revision as
-//!   Argo CD apps have) moved into one snapshot. Measured: resident memory before
+//!   seed 0, 10 apps per cluster, every app with a spec of a repository URL, a path and a
+//!   revision as Argo CD apps have) moved into one snapshot. Measured: resident memory before
 //!   generating and after publishing (the generator's temporaries are freed by then).
 //! - `directory`: the whole directory source path — the fleet written as a cluster
 //!   `SecretList` and `APP_FILES` `ApplicationList`s (default 1; YAML, as `kubectl get -o yaml` exports them),
@@ -14,13 +14,15 @@
 //!
 //! Resident memory is `/proc/self/statm`'s second field × 4 KiB pages (Linux).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use fleetshard_controller::inventory::{
-    DirectoryConfig, DirectorySource, Inventory, InventoryContent,
+    DirectoryConfig, DirectorySource, Inventory, InventoryContent, specs_by_app_key,
 };
 use fleetshard_core::Fleet;
 use fleetshard_fleetgen::FleetSpec;
+use fleetshard_manifest::{AppSource, AppSpec, spec_key};
 
 const CLUSTERS: usize = 10_000;
 
@@ -38,15 +40,23 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-fn generate() -> Fleet {
+/// The generated fleet and each app's spec, by `(namespace, name)`.
+fn generate() -> (Fleet, BTreeMap<(String, String), AppSpec>) {
     let mut fleet = FleetSpec::new(CLUSTERS).generate();
+    let mut specs = BTreeMap::new();
     for app in &mut fleet.apps {
         app.project = "default".to_owned();
-        app.source.repo_url = "https://git.example.com/platform/apps.git".to_owned();
-        app.source.path = format!("apps/{}", app.name);
-        app.source.target_revision = "HEAD".to_owned();
+        let spec = AppSpec {
+            source: AppSource {
+                repo_url: "https://git.example.com/platform/apps.git".to_owned(),
+                path: format!("apps/{}", app.name),
+                target_revision: "HEAD".to_owned(),
+            },
+            ..AppSpec::default()
+        };
+        specs.insert(spec_key(app), spec);
     }
-    fleet
+    (fleet, specs)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -70,13 +80,14 @@ async fn main() {
 
 fn inventory_alone() {
     let before = rss_bytes();
-    let fleet = generate();
+    let (fleet, specs) = generate();
     let (clusters, apps) = (fleet.clusters.len(), fleet.apps.len());
     let inventory = Inventory::new();
     inventory.publish(
         InventoryContent {
             clusters: fleet.clusters,
             apps: fleet.apps,
+            specs: specs_by_app_key(specs),
             ..Default::default()
         },
         Vec::new(),
@@ -98,13 +109,13 @@ fn inventory_alone() {
 async fn directory(files: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     {
-        let fleet = generate();
+        let (fleet, specs) = generate();
         let secrets = fleetshard_manifest::to_secret_list_yaml(&fleet.clusters);
         std::fs::write(dir.path().join("clusters.yaml"), &secrets).expect("write");
         let chunk = fleet.apps.len().div_ceil(files);
         let mut total = 0;
         for (i, apps) in fleet.apps.chunks(chunk).enumerate() {
-            let apps = fleetshard_manifest::to_application_list_yaml(apps);
+            let apps = fleetshard_manifest::to_application_list_yaml(apps, &specs);
             total += apps.len();
             std::fs::write(dir.path().join(format!("apps-{i:04}.yaml")), &apps).expect("write");
         }

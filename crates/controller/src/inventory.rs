@@ -1,5 +1,6 @@
-//! The inventory: the clusters and applications this replica knows, kept current from a
-//! source, with a revision that moves only when the content does.
+//! The inventory: the clusters and applications this replica knows (with each
+//! application's GitOps spec beside it), kept current from a source, with a revision that
+//! moves only when the content does.
 //!
 //! - [`Inventory`] publishes an [`InventorySnapshot`] through a `tokio::sync::watch`, so
 //!   every consumer (the shard filter through [`follow_inventory`], the distributor through
@@ -10,15 +11,15 @@
 //! Bad input never empties the inventory: a source keeps the last good version of an object
 //! (or of a file) that stops parsing, and lists a [`Problem`] naming the object and field.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
 use fleetshard_core::{App, Cluster};
-use fleetshard_manifest::ClusterCredentials;
+use fleetshard_manifest::{AppSpec, ClusterCredentials};
 use tokio::sync::watch;
 
-use crate::ShardWork;
+use crate::{AppKey, ShardWork};
 
 mod directory;
 mod kubernetes;
@@ -128,9 +129,9 @@ pub fn check_app(app: &App, source: &str) -> Result<(), Problem> {
 /// What the inventory holds at one revision. Cheap to clone (shared vectors).
 #[derive(Debug, Clone, Default)]
 pub struct InventorySnapshot {
-    /// Counts content changes: it moves when, and only when, the clusters or the
-    /// applications change (problems and `ready` alone do not move it). 0 is the empty
-    /// inventory before any load.
+    /// Counts content changes: it moves when, and only when, the clusters, the
+    /// applications, their specs or the credentials change (problems and `ready` alone do
+    /// not move it). 0 is the empty inventory before any load.
     pub revision: u64,
     /// The source has loaded everything once (first scan, or first complete listing of
     /// both kinds): before that, an empty inventory means "not known yet", not "no
@@ -140,6 +141,9 @@ pub struct InventorySnapshot {
     pub clusters: Arc<Vec<Cluster>>,
     /// Applications, keyed (and ordered) by namespace and name, without duplicates.
     pub apps: Arc<Vec<App>>,
+    /// Each application's GitOps spec (source, sync policy, operation), by key; an
+    /// application without an entry has the default spec (no source, no sync policy).
+    pub specs: Arc<BTreeMap<AppKey, AppSpec>>,
     /// How to reach each cluster, by cluster id (from the cluster Secret's `config`); a
     /// cluster without an entry is reached anonymously with verified TLS.
     pub credentials: Arc<BTreeMap<String, ClusterCredentials>>,
@@ -163,8 +167,22 @@ pub struct InventoryContent {
     pub clusters: Vec<Cluster>,
     /// Applications, keyed by namespace and name, without duplicates.
     pub apps: Vec<App>,
+    /// Each application's GitOps spec, by key (see [`InventorySnapshot::specs`]).
+    pub specs: BTreeMap<AppKey, AppSpec>,
     /// How to reach each cluster, by cluster id.
     pub credentials: BTreeMap<String, ClusterCredentials>,
+}
+
+/// GitOps specs keyed as the manifest loaders key them (`(namespace, name)`, see
+/// [`FleetFile::specs`](fleetshard_manifest::FleetFile::specs)), keyed as the inventory
+/// keys them.
+pub fn specs_by_app_key(
+    specs: impl IntoIterator<Item = ((String, String), AppSpec)>,
+) -> BTreeMap<AppKey, AppSpec> {
+    specs
+        .into_iter()
+        .map(|((namespace, name), spec)| (AppKey::new(&namespace, &name), spec))
+        .collect()
 }
 
 /// The published inventory. Clones share the same channel; one source writes it.
@@ -196,24 +214,27 @@ impl Inventory {
         self.tx.borrow().clone()
     }
 
-    /// Replaces the content. The revision moves only if the clusters, the apps or the
-    /// credentials differ from the current ones; subscribers are woken only if anything
-    /// (content, problems, readiness) changed. Returns whether the revision moved.
+    /// Replaces the content. The revision moves only if the clusters, the apps, their
+    /// specs or the credentials differ from the current ones; subscribers are woken only if
+    /// anything (content, problems, readiness) changed. Returns whether the revision moved.
     pub fn publish(&self, content: InventoryContent, problems: Vec<Problem>, ready: bool) -> bool {
         let InventoryContent {
             clusters,
             apps,
+            specs,
             credentials,
         } = content;
         let mut moved = false;
         self.tx.send_if_modified(|snap| {
             let content = *snap.clusters != clusters
                 || *snap.apps != apps
+                || *snap.specs != specs
                 || *snap.credentials != credentials;
             if content {
                 snap.revision += 1;
                 snap.clusters = Arc::new(clusters);
                 snap.apps = Arc::new(apps);
+                snap.specs = Arc::new(specs);
                 snap.credentials = Arc::new(credentials);
                 moved = true;
             }
@@ -229,9 +250,10 @@ impl Inventory {
 }
 
 /// Feeds `filter` from the inventory: [`ShardWork::set_inventory`] with the current
-/// content now, then again whenever the revision moves. An app whose definition changed,
-/// and every app of a cluster whose address or credentials changed, is queued for refresh
-/// if this replica owns it (Argo CD refreshes an app on every change of its object).
+/// content now, then again whenever the revision moves. An app whose definition (the app
+/// or its GitOps spec) changed, and every app of a cluster whose address or credentials
+/// changed, is queued for refresh if this replica owns it (Argo CD refreshes an app on
+/// every change of its object).
 /// Returns when the inventory is dropped (every [`Inventory`] clone gone).
 pub async fn follow_inventory(filter: Arc<ShardWork>, mut rx: watch::Receiver<InventorySnapshot>) {
     let mut seen: Option<InventorySnapshot> = None;
@@ -240,7 +262,7 @@ pub async fn follow_inventory(filter: Arc<ShardWork>, mut rx: watch::Receiver<In
         if seen.as_ref().map(|s| s.revision) != Some(snap.revision) {
             filter.set_inventory(&snap.clusters, &snap.apps);
             if let Some(old) = &seen {
-                filter.refresh_apps(changed_apps(&old.apps, &snap.apps));
+                filter.refresh_apps(changed_apps(old, &snap));
                 filter.refresh_clusters(changed_clusters(old, &snap));
             }
             seen = Some(snap);
@@ -251,23 +273,39 @@ pub async fn follow_inventory(filter: Arc<ShardWork>, mut rx: watch::Receiver<In
     }
 }
 
-/// Keys of apps that are new or differ in `new` (both sorted by namespace and name, as a
-/// snapshot keeps them). Removed apps are not listed: the filter forgets them.
-fn changed_apps(old: &[App], new: &[App]) -> Vec<crate::AppKey> {
-    let before: std::collections::HashMap<(&str, &str), &App> = old
+/// Keys of apps that are new or whose definition — the app or its GitOps spec — differs
+/// in `new` (apps sorted by namespace and name, as a snapshot keeps them). Removed apps
+/// are not listed: the filter forgets them.
+fn changed_apps(old: &InventorySnapshot, new: &InventorySnapshot) -> BTreeSet<AppKey> {
+    let before: HashMap<(&str, &str), &App> = old
+        .apps
         .iter()
         .map(|a| ((a.namespace.as_str(), a.name.as_str()), a))
         .collect();
-    new.iter()
+    let mut changed: BTreeSet<AppKey> = new
+        .apps
+        .iter()
         .filter(|a| before.get(&(a.namespace.as_str(), a.name.as_str())) != Some(a))
-        .map(crate::AppKey::of)
-        .collect()
+        .map(AppKey::of)
+        .collect();
+    if old.specs != new.specs {
+        // A spec that is new, changed or gone (the app keeps the default spec).
+        let specs = |from: &InventorySnapshot, to: &InventorySnapshot| -> Vec<AppKey> {
+            from.specs
+                .iter()
+                .filter(|(key, spec)| to.specs.get(*key) != Some(*spec))
+                .map(|(key, _)| key.clone())
+                .collect()
+        };
+        changed.extend(specs(new, old));
+        changed.extend(specs(old, new));
+    }
+    changed
 }
 
 /// Ids of clusters whose definition or credentials differ between the snapshots.
 fn changed_clusters<'a>(old: &InventorySnapshot, new: &'a InventorySnapshot) -> Vec<&'a str> {
-    let before: std::collections::HashMap<&str, &Cluster> =
-        old.clusters.iter().map(|c| (c.id.as_str(), c)).collect();
+    let before: HashMap<&str, &Cluster> = old.clusters.iter().map(|c| (c.id.as_str(), c)).collect();
     new.clusters
         .iter()
         .filter(|c| {

@@ -6,12 +6,25 @@ use fleetshard_controller::inventory::{Inventory, InventoryContent, Problem, fol
 use fleetshard_controller::shard_work::WorkMetrics;
 use fleetshard_controller::{AppKey, RateLimiterConfig, ShardWork, WorkQueue};
 use fleetshard_core::{App, Cluster};
+use fleetshard_manifest::{AppSource, AppSpec, SyncRequest};
 
 fn content(clusters: Vec<Cluster>, apps: Vec<App>) -> InventoryContent {
     InventoryContent {
         clusters,
         apps,
         ..InventoryContent::default()
+    }
+}
+
+/// A spec at `revision` of the one repository.
+fn spec_at(revision: &str) -> AppSpec {
+    AppSpec {
+        source: AppSource {
+            repo_url: "https://git.example/apps".into(),
+            target_revision: revision.into(),
+            path: "app".into(),
+        },
+        ..AppSpec::default()
     }
 }
 
@@ -65,6 +78,16 @@ async fn revision_moves_only_with_content() {
     assert!(inventory.publish(content(c.clone(), a2.clone()), vec![], true));
     assert_eq!(inventory.snapshot().revision, 2);
 
+    // An app's GitOps spec is content too, though the app itself is the same.
+    let mut with_spec = content(c.clone(), a2.clone());
+    let key = AppKey::new("argocd", "app-a");
+    with_spec.specs.insert(key.clone(), spec_at("v1"));
+    assert!(inventory.publish(with_spec.clone(), vec![], true));
+    assert_eq!(inventory.snapshot().revision, 3);
+    assert_eq!(inventory.snapshot().specs[&key], spec_at("v1"));
+    assert!(!inventory.publish(with_spec, vec![], true), "same spec");
+    assert_eq!(inventory.snapshot().revision, 3);
+
     // New credentials for a cluster are content too: the reconciler must reconnect.
     let mut with_token = content(c, a2);
     with_token.credentials.insert(
@@ -75,7 +98,7 @@ async fn revision_moves_only_with_content() {
         },
     );
     assert!(inventory.publish(with_token, vec![], true));
-    assert_eq!(inventory.snapshot().revision, 3);
+    assert_eq!(inventory.snapshot().revision, 4);
 }
 
 #[tokio::test(start_paused = true)]
@@ -166,20 +189,39 @@ async fn changed_definitions_and_credentials_are_refreshed_on_the_owner() {
     queued(&filter, 2).await;
     drain(&filter).await;
 
-    // A new target revision for app-a (owned) and app-b (not owned): only app-a is queued.
-    let mut a2 = a.clone();
-    for app in a2
-        .iter_mut()
-        .filter(|x| x.name == "app-a" || x.name == "app-b")
-    {
-        app.source.target_revision = "v2".into();
+    // A new target revision for app-a (owned) and app-b (not owned) — a change of their
+    // GitOps specs, not of the apps: only app-a is queued.
+    let mut at_v2 = content(c.clone(), a.clone());
+    for name in ["app-a", "app-b"] {
+        at_v2
+            .specs
+            .insert(AppKey::new("argocd", name), spec_at("v2"));
     }
-    inventory.publish(content(c.clone(), a2.clone()), vec![], true);
+    inventory.publish(at_v2.clone(), vec![], true);
     queued(&filter, 1).await;
     assert_eq!(drain(&filter).await, [AppKey::new("argocd", "app-a")]);
 
+    // A sync asked for by hand on app-a2 (owned): queued.
+    let mut requested = at_v2.clone();
+    let a2_key = AppKey::new("argocd", "app-a2");
+    requested.specs.insert(
+        a2_key.clone(),
+        AppSpec {
+            sync_request: Some(SyncRequest::default()),
+            ..spec_at("v2")
+        },
+    );
+    inventory.publish(requested, vec![], true);
+    queued(&filter, 1).await;
+    assert_eq!(drain(&filter).await, std::slice::from_ref(&a2_key));
+
+    // Its spec gone (the app stays, with the default spec): queued again.
+    inventory.publish(at_v2.clone(), vec![], true);
+    queued(&filter, 1).await;
+    assert_eq!(drain(&filter).await, [a2_key]);
+
     // New credentials for cluster a: both of its apps are queued, b's app is not.
-    let mut with_token = content(c, a2);
+    let mut with_token = at_v2;
     with_token.credentials.insert(
         "id-a".into(),
         fleetshard_manifest::ClusterCredentials {

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use fleetshard_controller::AppKey;
 use fleetshard_controller::inventory::{
     DirectoryConfig, DirectorySource, Inventory, InventorySnapshot, MemoryFiles, Severity,
 };
@@ -201,6 +202,41 @@ async fn duplicates_and_listing_failures_are_reported() {
         s.problems.iter().all(|p| p.object != "directory")
     })
     .await;
+    task.abort();
+}
+
+/// App `argocd/name` to `https://a` from directory `path` of one repository.
+fn app_at(name: &str, path: &str) -> String {
+    format!(
+        "{}  source:\n    repoURL: https://git.example/apps\n    path: {path}\n",
+        app(name, "server: https://a")
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn specs_follow_the_files_and_the_first_definition() {
+    let files = MemoryFiles::default();
+    files.write("/fleet/a.yaml", &app_at("one", "first"));
+    files.write("/fleet/b.yaml", &app_at("one", "second"));
+    let (inventory, task) = start(&files);
+    let mut rx = inventory.subscribe();
+    let snap = wait_for(&mut rx, "first load", |s| s.ready).await;
+    let one = AppKey::new("argocd", "one");
+    assert_eq!(snap.specs.len(), 1);
+    assert_eq!(
+        snap.specs[&one].source.path, "first",
+        "the first file's definition, spec included"
+    );
+    assert_eq!(snap.specs[&one].source.target_revision, "HEAD");
+
+    // Only the source changes: the app is the same, the revision moves.
+    files.write("/fleet/a.yaml", &app_at("one", "moved"));
+    let snap2 = wait_for(&mut rx, "new source", |s| {
+        s.specs.get(&one).is_some_and(|s| s.source.path == "moved")
+    })
+    .await;
+    assert_eq!(snap2.apps, snap.apps);
+    assert_eq!(snap2.revision, snap.revision + 1);
     task.abort();
 }
 

@@ -1,6 +1,7 @@
 //! The Kubernetes source against the fake API server (real HTTP, real time): each
 //! condition is polled for with a generous deadline.
 
+use fleetshard_controller::AppKey;
 use fleetshard_controller::inventory::{
     Inventory, InventorySnapshot, KubernetesConfig, KubernetesSource, Severity,
 };
@@ -85,9 +86,10 @@ async fn follows_secrets_and_applications() {
     assert!(!a.id.is_empty(), "the Secret's uid is the cluster id");
     assert_eq!(a.labels.get("env").map(String::as_str), Some("prod"));
     assert!(!a.labels.contains_key("argocd.argoproj.io/secret-type"));
-    let one = &snap.apps[0];
+    let one = &snap.specs[&AppKey::of(&snap.apps[0])];
     assert_eq!(one.source.path, "one");
     assert_eq!(one.auto_sync.map(|s| s.prune), Some(true));
+    assert_eq!(snap.specs.len(), 2, "one spec per app");
     let rev = snap.revision;
 
     // Create, modify, delete.
@@ -141,6 +143,24 @@ async fn follows_secrets_and_applications() {
         .expect("insert");
     let snap = wait_for(&mut rx, "third app", |s| s.apps.len() == 3).await;
     assert_eq!(snap.revision, before + 1);
+
+    // A sync asked for by hand changes the app's spec, not the app: the revision moves.
+    server
+        .modify(APPS, "Application", "argocd", "one", |o| {
+            o["operation"] = json!({"sync": {"revision": "abc", "prune": true}});
+        })
+        .expect("modify");
+    let one = AppKey::new("argocd", "one");
+    let snap = wait_for(&mut rx, "operation", |s| {
+        s.specs.get(&one).is_some_and(|s| s.sync_request.is_some())
+    })
+    .await;
+    assert_eq!(snap.revision, before + 2);
+    let request = snap.specs[&one].sync_request.as_ref().expect("requested");
+    assert_eq!(
+        (request.revision.as_deref(), request.prune),
+        (Some("abc"), true)
+    );
     task.abort();
 }
 

@@ -57,17 +57,6 @@ pub fn normalize_server(server: &str) -> &str {
     server.trim_end_matches('/')
 }
 
-/// Where an application's manifests come from.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct AppSource {
-    /// Git repository URL or local path.
-    pub repo_url: String,
-    /// Branch, tag, commit or `HEAD`.
-    pub target_revision: String,
-    /// Directory inside the repository.
-    pub path: String,
-}
-
 /// Where an application deploys to: a cluster by server URL or by name, and a namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Destination {
@@ -79,26 +68,9 @@ pub struct Destination {
     pub namespace: Option<String>,
 }
 
-/// Automated sync settings (`spec.syncPolicy.automated`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct AutoSync {
-    /// Delete live resources that are no longer in Git.
-    pub prune: bool,
-    /// Revert live drift even when Git did not change.
-    pub self_heal: bool,
-}
-
-/// A sync asked for by hand: the Application's `operation.sync` (Argo CD's "Sync" button
-/// or `argocd app sync` sets it; the controller runs it once and clears it).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SyncRequest {
-    /// `operation.sync.revision`: the commit to sync to; `None`: the target revision.
-    pub revision: Option<String>,
-    /// `operation.sync.prune`.
-    pub prune: bool,
-}
-
-/// One Argo CD Application.
+/// One Argo CD Application as the distribution engine sees it: its identity and where it
+/// deploys. What GitOps reads of it (source, sync policy, operation) is not part of the
+/// model: the layers that read it keep it beside, keyed by namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct App {
     /// `metadata.namespace`.
@@ -107,14 +79,8 @@ pub struct App {
     pub name: String,
     /// `spec.project`.
     pub project: String,
-    /// `spec.source`.
-    pub source: AppSource,
     /// `spec.destination`.
     pub destination: Destination,
-    /// `spec.syncPolicy.automated`, when set.
-    pub auto_sync: Option<AutoSync>,
-    /// `operation.sync`, when a sync was asked for by hand.
-    pub sync_request: Option<SyncRequest>,
 }
 
 impl App {

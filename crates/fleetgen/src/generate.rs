@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use fleetshard_core::model::{REGION_LABEL, ZONE_LABEL};
-use fleetshard_core::{App, AppSource, Cluster, Destination, Fleet, ShardSpec};
+use fleetshard_core::{App, Cluster, Destination, Fleet, ShardSpec};
 
 use crate::rng::{SplitMix64, pow_neg};
 use crate::spec::{FleetSpec, Skew, SpecError};
@@ -12,7 +12,8 @@ use crate::spec::{FleetSpec, Skew, SpecError};
 pub const APP_NAMESPACE: &str = "argocd";
 /// `spec.project` of every generated application.
 pub const APP_PROJECT: &str = "default";
-/// `spec.source.repoURL` of every generated application.
+/// `spec.source.repoURL` of every generated application (for a caller that writes its
+/// GitOps spec, which the model does not hold).
 pub const REPO_URL: &str = "https://git.example/apps.git";
 /// `spec.source.targetRevision` of every generated application.
 pub const TARGET_REVISION: &str = "HEAD";
@@ -86,27 +87,19 @@ impl FleetSpec {
 
         let mut clusters = Vec::with_capacity(self.clusters);
         let mut apps = Vec::with_capacity(self.total_apps());
-        let paths: Vec<String> = (0..10).map(|k| format!("apps/{k}")).collect();
         for (i, id) in ids.into_iter().enumerate() {
             let name = cluster_name(i);
             let server = format!("https://{name}.fleet.example");
             for k in 0..counts[i] {
                 apps.push(App {
-                    sync_request: None,
                     namespace: APP_NAMESPACE.to_owned(),
                     name: app_name(&name, k),
                     project: APP_PROJECT.to_owned(),
-                    source: AppSource {
-                        repo_url: REPO_URL.to_owned(),
-                        target_revision: TARGET_REVISION.to_owned(),
-                        path: paths[k % 10].clone(),
-                    },
                     destination: Destination {
                         server: Some(server.clone()),
                         name: None,
                         namespace: None,
                     },
-                    auto_sync: None,
                 });
             }
             let mut labels = BTreeMap::new();
@@ -128,6 +121,24 @@ impl FleetSpec {
             });
         }
         Ok(Fleet { clusters, apps })
+    }
+
+    /// `spec.source.path` of each application of [`FleetSpec::generate`]'s fleet, in the
+    /// same order: `apps/<k mod 10>` for `<cluster>-app-<k>`. With [`REPO_URL`] and
+    /// [`TARGET_REVISION`], the source a caller writes for generated applications (the
+    /// model holds no sources).
+    ///
+    /// # Panics
+    /// If the spec is invalid (see [`FleetSpec::try_generate`]).
+    pub fn app_paths(&self) -> Vec<String> {
+        if let Err(e) = self.validate() {
+            panic!("invalid FleetSpec: {e}");
+        }
+        let paths: Vec<String> = (0..10).map(|k| format!("apps/{k}")).collect();
+        self.app_counts()
+            .into_iter()
+            .flat_map(|n| (0..n).map(|k| paths[k % 10].clone()))
+            .collect()
     }
 
     /// Applications per cluster, in cluster order; sums to [`FleetSpec::total_apps`].

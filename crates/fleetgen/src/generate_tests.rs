@@ -62,10 +62,10 @@ fn output_is_pinned_across_platforms_and_versions() {
 
 #[test]
 fn clusters_and_apps_have_the_documented_shape() {
-    let fleet = FleetSpec::new(3)
+    let spec = FleetSpec::new(3)
         .with_skew(Skew::Uniform)
-        .with_apps_per_cluster(12.0)
-        .generate();
+        .with_apps_per_cluster(12.0);
+    let fleet = spec.generate();
     let c = &fleet.clusters[2];
     assert_eq!(c.name, "cluster-00002");
     assert_eq!(c.server, "https://cluster-00002.fleet.example");
@@ -77,14 +77,31 @@ fn clusters_and_apps_have_the_documented_shape() {
     assert_eq!(app.namespace, "argocd");
     assert_eq!(app.name, "cluster-00002-app-11");
     assert_eq!(app.project, "default");
-    assert_eq!(app.source.repo_url, "https://git.example/apps.git");
-    assert_eq!(app.source.path, "apps/1");
-    assert_eq!(app.source.target_revision, "HEAD");
+    let paths = spec.app_paths();
+    assert_eq!(paths.len(), fleet.apps.len(), "one path per app");
+    assert_eq!(REPO_URL, "https://git.example/apps.git");
+    assert_eq!(paths[2 * 12 + 11], "apps/1");
+    assert_eq!(TARGET_REVISION, "HEAD");
     assert_eq!(app.destination.server.as_deref(), Some(c.server.as_str()));
     assert_eq!(cluster_name(123_456), "cluster-123456");
     assert_eq!(app_name("c", 0), "c-app-0");
     assert_eq!(app_name("c", 1_234_567_890), "c-app-1234567890");
     assert_eq!(app_name("c", usize::MAX), format!("c-app-{}", usize::MAX));
+}
+
+#[test]
+fn app_paths_follow_each_apps_rank_on_its_cluster() {
+    for skew in [Skew::Uniform, Skew::Zipf { exponent: 1.0 }, Skew::Random] {
+        let spec = FleetSpec::new(40).with_skew(skew).with_seed(3);
+        let fleet = spec.generate();
+        let paths = spec.app_paths();
+        assert_eq!(paths.len(), fleet.apps.len());
+        for (app, path) in fleet.apps.iter().zip(&paths) {
+            let (_, k) = app.name.rsplit_once("-app-").expect("generated name");
+            let k: usize = k.parse().expect("a rank");
+            assert_eq!(*path, format!("apps/{}", k % 10), "{}", app.name);
+        }
+    }
 }
 
 #[test]

@@ -30,9 +30,10 @@
 //! - name `cluster-00042`, server `https://cluster-00042.fleet.example`;
 //! - labels [`ZONE_LABEL`](fleetshard_core::model::ZONE_LABEL) and
 //!   [`REGION_LABEL`](fleetshard_core::model::REGION_LABEL) when zones are given;
-//! - applications `argocd/<cluster-name>-app-<k>`, project `default`, source
-//!   `https://git.example/apps.git` at `apps/<k mod 10>`, revision `HEAD`, destination
-//!   server = the cluster's server.
+//! - applications `argocd/<cluster-name>-app-<k>`, project `default`, destination
+//!   server = the cluster's server. The model holds no sources; a caller that writes
+//!   Applications gives them [`REPO_URL`] at [`FleetSpec::app_paths`] (`apps/<k mod 10>`),
+//!   revision [`TARGET_REVISION`] (`HEAD`).
 
 mod generate;
 mod rng;

@@ -11,8 +11,8 @@
 
 use std::time::Instant;
 
-use fleetshard_core::AppSource;
 use fleetshard_gitops::source::{FileFormat, Refresh, RepoCache, RepoCacheConfig, parse_file};
+use fleetshard_manifest::AppSource;
 use fleetshard_testsupport::git::Git;
 
 fn millis(start: Instant) -> f64 {

@@ -20,12 +20,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fleetshard_controller::{AppKey, Operated, Reconciler};
 use fleetshard_core::placement::{PlacementConfig, place};
-use fleetshard_core::{App, AppSource, AutoSync, Cluster, Destination, ShardSpec};
+use fleetshard_core::{App, Cluster, Destination, ShardSpec};
 use fleetshard_gitops::live::{ClusterAccess, ClusterConnections, ClusterCredentials, LiveOptions};
 use fleetshard_gitops::reconciler::{
     AppTarget, FixedClock, GitOpsReconciler, MemorySink, ReconcilerConfig, StaticInventory,
 };
 use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
+use fleetshard_manifest::{AppSource, AppSpec, AutoSync};
 use fleetshard_testsupport::git::Git;
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use tokio::time::Instant;
@@ -118,28 +119,31 @@ async fn start_fleet(repo: &str, apps: usize, clusters: usize) -> Fleet {
     for a in 0..apps {
         let c = a % clusters;
         let app = App {
-            sync_request: None,
             namespace: "argocd".into(),
             name: format!("a{a}"),
             project: "default".into(),
-            source: AppSource {
-                repo_url: repo.to_owned(),
-                target_revision: "main".into(),
-                path: format!("apps/a{a}"),
-            },
             destination: Destination {
                 server: Some(access[c].server.clone()),
                 name: None,
                 namespace: Some("default".into()),
             },
+        };
+        let spec = AppSpec {
+            source: AppSource {
+                repo_url: repo.to_owned(),
+                target_revision: "main".into(),
+                path: format!("apps/a{a}"),
+            },
             auto_sync: Some(AutoSync {
                 prune: true,
                 self_heal: true,
             }),
+            sync_request: None,
         };
         keys.push((AppKey::of(&app), c));
         inventory.insert(AppTarget {
             app,
+            spec,
             cluster: access[c].clone(),
         });
     }

@@ -129,7 +129,7 @@ struct Memo {
     /// previous owner, or this replica before a restart, recorded).
     recorded_read: bool,
     /// The sync request last run; the same request is not run again until it is cleared.
-    request_done: Option<fleetshard_core::SyncRequest>,
+    request_done: Option<fleetshard_manifest::SyncRequest>,
 }
 
 /// The GitOps reconciler of one replica.
@@ -209,7 +209,10 @@ impl GitOpsReconciler {
         target: &AppTarget,
     ) -> Result<(Refreshed, ComparisonStatus), Problem> {
         let app = &target.app;
-        let manifests = self.repos.manifests(&app.source, Refresh::Normal).await?;
+        let manifests = self
+            .repos
+            .manifests(&target.spec.source, Refresh::Normal)
+            .await?;
         let revision = Some(manifests.commit.clone());
         let with_rev = |mut p: Problem| {
             p.revision.clone_from(&revision);
@@ -395,7 +398,7 @@ impl GitOpsReconciler {
         if let Some(done) = self.manual_sync(key, &target).await? {
             return Ok(done);
         }
-        let Some(auto) = target.app.auto_sync else {
+        let Some(auto) = target.spec.auto_sync else {
             return Ok(Operated::Idle);
         };
         let (last, mut synced, recorded_read) = {

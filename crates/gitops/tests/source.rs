@@ -1,9 +1,9 @@
 //! The Git source against real repositories: revisions, trees, manifests, errors.
 
-use fleetshard_core::AppSource;
 use fleetshard_gitops::source::{
     ManifestError, Manifests, Refresh, RepoCache, RepoCacheConfig, SourceError,
 };
+use fleetshard_manifest::AppSource;
 use fleetshard_testsupport::git::{Git, config_map};
 
 fn source(repo: &str, revision: &str, path: &str) -> AppSource {

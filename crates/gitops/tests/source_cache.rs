@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetshard_core::AppSource;
 use fleetshard_gitops::source::{
     DEFAULT_REFRESH_INTERVAL, Refresh, RepoCache, RepoCacheConfig, SourceError,
 };
+use fleetshard_manifest::AppSource;
 use fleetshard_testsupport::git::{Git, config_map};
 
 fn source(repo: &str, revision: &str, path: &str) -> AppSource {

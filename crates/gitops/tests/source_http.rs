@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetshard_core::AppSource;
 use fleetshard_gitops::source::{Refresh, RepoCache, RepoCacheConfig, SourceError};
+use fleetshard_manifest::AppSource;
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::git_http::GitHttpServer;
 

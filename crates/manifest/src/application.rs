@@ -1,8 +1,9 @@
 //! Argo CD Applications, read as `kubectl get applications -A` exports them.
 //!
-//! Only what sharding needs is read: `metadata.{namespace,name}`, `spec.project`,
-//! `spec.source.{repoURL,targetRevision,path}` (`targetRevision` defaults to `HEAD`),
-//! `spec.destination.{server,name,namespace}`, `spec.syncPolicy.automated` and `operation.sync`
+//! Only what sharding and GitOps need is read. For sharding (the [`App`]):
+//! `metadata.{namespace,name}`, `spec.project` and `spec.destination.{server,name,namespace}`;
+//! for GitOps (the [`AppSpec`]): `spec.source.{repoURL,targetRevision,path}`
+//! (`targetRevision` defaults to `HEAD`), `spec.syncPolicy.automated` and `operation.sync`
 //! (a sync asked for by hand: `revision`, `prune`). The
 //! destination server is kept exactly as written: Argo CD's load counting compares it raw
 //! (W5 in `docs/glossary.md`), so normalising here would hide the mismatch it produces.
@@ -12,10 +13,11 @@
 //! automated without prune or self-heal) unless `automated.enabled` is `false`, which Argo
 //! CD 3.x honours as "configured but off".
 
-use fleetshard_core::{App, AppSource, AutoSync, Destination, SyncRequest};
+use fleetshard_core::{App, Destination};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::app_spec::{AppDefinition, AppSource, AppSpec, AutoSync, SyncRequest};
 use crate::document::{meta_names, typed};
 use crate::error::{Ctx, LoadError, object_name};
 use crate::secret::ObjectMeta;
@@ -107,7 +109,11 @@ struct Automated {
 }
 
 /// Reads one Application.
-pub(crate) fn to_app(ctx: &mut Ctx, value: &Value, locator: &str) -> Result<App, LoadError> {
+pub(crate) fn to_app(
+    ctx: &mut Ctx,
+    value: &Value,
+    locator: &str,
+) -> Result<AppDefinition, LoadError> {
     let (ns, name) = meta_names(value);
     let object = object_name("Application", ns, name, locator);
     let obj: ApplicationObject = typed(ctx, value, &object)?;
@@ -155,11 +161,17 @@ pub(crate) fn to_app(ctx: &mut Ctx, value: &Value, locator: &str) -> Result<App,
         prune: s.prune.unwrap_or(false),
     });
 
-    Ok(App {
-        sync_request,
+    let app = App {
         namespace: meta.namespace.unwrap_or_default(),
         name,
         project: spec.project.unwrap_or_default(),
+        destination: Destination {
+            server: dest.server,
+            name: dest.name,
+            namespace: dest.namespace,
+        },
+    };
+    let spec = AppSpec {
         source: AppSource {
             repo_url: source.repo_url.unwrap_or_default(),
             target_revision: source
@@ -167,13 +179,10 @@ pub(crate) fn to_app(ctx: &mut Ctx, value: &Value, locator: &str) -> Result<App,
                 .unwrap_or_else(|| DEFAULT_REVISION.to_owned()),
             path: source.path.unwrap_or_default(),
         },
-        destination: Destination {
-            server: dest.server,
-            name: dest.name,
-            namespace: dest.namespace,
-        },
         auto_sync,
-    })
+        sync_request,
+    };
+    Ok((app, spec))
 }
 
 /// An Application as `kubectl get -o yaml` prints it, for the writers.
@@ -186,10 +195,12 @@ pub(crate) struct ApplicationOut {
     spec: Spec,
 }
 
-/// The Application manifest for `app`. Every model field is written so that reading it
-/// back gives the same [`App`] (`targetRevision` always, since a missing one reads as
-/// `HEAD`).
-pub(crate) fn to_application(app: &App) -> ApplicationOut {
+/// The Application manifest for `app` and its `spec`. Every field is written so that
+/// reading it back gives the same [`App`] and [`AppSpec`] (`targetRevision` always, since a
+/// missing one reads as `HEAD`), except `operation`, which is not part of a definition.
+/// Without a spec, the Application has no source and no sync policy (it reads back as the
+/// default source at `HEAD`).
+pub(crate) fn to_application(app: &App, spec: Option<&AppSpec>) -> ApplicationOut {
     let non_empty = |s: &str| Some(s.to_owned()).filter(|s| !s.is_empty());
     ApplicationOut {
         api_version: "argoproj.io/v1alpha1",
@@ -202,10 +213,10 @@ pub(crate) fn to_application(app: &App) -> ApplicationOut {
         },
         spec: Spec {
             project: Some(app.project.clone()),
-            source: Some(Source {
-                repo_url: non_empty(&app.source.repo_url),
-                path: non_empty(&app.source.path),
-                target_revision: Some(app.source.target_revision.clone()),
+            source: spec.map(|s| Source {
+                repo_url: non_empty(&s.source.repo_url),
+                path: non_empty(&s.source.path),
+                target_revision: Some(s.source.target_revision.clone()),
             }),
             sources: None,
             destination: Some(Dest {
@@ -213,7 +224,7 @@ pub(crate) fn to_application(app: &App) -> ApplicationOut {
                 name: app.destination.name.clone(),
                 namespace: app.destination.namespace.clone(),
             }),
-            sync_policy: app.auto_sync.map(|a| SyncPolicy {
+            sync_policy: spec.and_then(|s| s.auto_sync).map(|a| SyncPolicy {
                 automated: Some(Automated {
                     enabled: None,
                     prune: Some(a.prune),

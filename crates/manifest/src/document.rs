@@ -14,6 +14,7 @@ use fleetshard_core::{App, Cluster};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::app_spec::spec_key;
 use crate::error::{Ctx, LoadError};
 use crate::{FleetFile, application, native, secret};
 
@@ -178,6 +179,7 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
 
     let mut clusters: Vec<Cluster> = Vec::new();
     let mut apps: Vec<App> = Vec::new();
+    let mut specs = std::collections::BTreeMap::new();
     let mut credentials = std::collections::BTreeMap::new();
     for (kind, value, locator) in objects {
         match kind {
@@ -189,11 +191,17 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
                     clusters.push(cluster);
                 }
             }
-            ObjectKind::Application => apps.push(application::to_app(ctx, value, &locator)?),
+            ObjectKind::Application => {
+                let (app, spec) = application::to_app(ctx, value, &locator)?;
+                // The first definition of a key is the one that counts (as in the loads).
+                specs.entry(spec_key(&app)).or_insert(spec);
+                apps.push(app);
+            }
         }
     }
     Ok(FleetFile {
         fleet: fleetshard_core::Fleet { clusters, apps },
+        specs,
         shards: Vec::new(),
         credentials,
     })

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod app_spec;
 mod application;
 mod credentials;
 mod document;
@@ -16,6 +17,7 @@ use std::path::Path;
 
 use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
 
+pub use app_spec::{AppDefinition, AppSource, AppSpec, AutoSync, SyncRequest, spec_key};
 pub use credentials::{ClusterCredentials, ConfigProblem};
 use document::Accept;
 pub use document::yaml_options;
@@ -30,12 +32,16 @@ pub use write::{to_application_list_yaml, to_fleet_json, to_fleet_yaml, to_secre
 /// `config` (`None`: anonymously, with verified TLS).
 pub type ClusterSecret = (Cluster, Option<ClusterCredentials>);
 
-/// Everything one input can describe: the fleet and, from a native fleet file, the shards
-/// (replicas) that will manage it.
+/// Everything one input can describe: the fleet, the applications' GitOps specs and,
+/// from a native fleet file, the shards (replicas) that will manage it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FleetFile {
     /// Clusters and applications, in input order.
     pub fleet: Fleet,
+    /// The GitOps spec of each application, by `(namespace, name)` ([`spec_key`]). The
+    /// loaders give every application one (a placeholder's: no repository, at `HEAD`); of
+    /// applications that share a key, the first one's.
+    pub specs: BTreeMap<(String, String), AppSpec>,
     /// The shards' zones and capacities, in order; empty unless the file lists them.
     pub shards: Vec<ShardSpec>,
     /// How to reach each cluster whose Secret has a `config`, by cluster id.
@@ -63,7 +69,12 @@ pub fn parse_clusters_with_credentials(
     source: &str,
 ) -> Result<Loaded<FleetFile>, LoadError> {
     let mut loaded = parse(text, source, Accept::CLUSTERS)?;
-    let FleetFile { fleet, shards, .. } = &mut loaded.value;
+    let FleetFile {
+        fleet,
+        specs,
+        shards,
+        ..
+    } = &mut loaded.value;
     if !fleet.apps.is_empty() || !shards.is_empty() {
         let warning = dropped(
             source,
@@ -73,6 +84,7 @@ pub fn parse_clusters_with_credentials(
             "shards",
         );
         fleet.apps.clear();
+        specs.clear();
         shards.clear();
         loaded.warnings.push(warning);
     }
@@ -81,20 +93,30 @@ pub fn parse_clusters_with_credentials(
 
 /// Reads applications from Argo CD Applications or a native fleet file (its listed and
 /// placeholder applications). Secrets in the input are an error; clusters and shards of a
-/// fleet file are dropped with a warning.
+/// fleet file are dropped with a warning. The applications' GitOps specs are dropped too
+/// (see [`parse_apps_with_specs`]).
 pub fn parse_apps(text: &str, source: &str) -> Result<Loaded<Vec<App>>, LoadError> {
+    Ok(parse_apps_with_specs(text, source)?.map(|f| f.fleet.apps))
+}
+
+/// [`parse_apps`], keeping the applications' GitOps specs: a [`FleetFile`] with
+/// applications and specs only.
+pub fn parse_apps_with_specs(text: &str, source: &str) -> Result<Loaded<FleetFile>, LoadError> {
     let mut loaded = parse(text, source, Accept::APPS)?;
-    let FleetFile { fleet, shards, .. } = &loaded.value;
+    let FleetFile { fleet, shards, .. } = &mut loaded.value;
     if !fleet.clusters.is_empty() || !shards.is_empty() {
-        loaded.warnings.push(dropped(
+        let warning = dropped(
             source,
             fleet.clusters.len(),
             "clusters",
             shards.len(),
             "shards",
-        ));
+        );
+        fleet.clusters.clear();
+        shards.clear();
+        loaded.warnings.push(warning);
     }
-    Ok(loaded.map(|f| f.fleet.apps))
+    Ok(loaded)
 }
 
 /// Reads a native fleet file; Kubernetes objects are an error.
@@ -116,8 +138,11 @@ pub fn cluster_from_value(
 }
 
 /// Reads one Argo CD Application already decoded into JSON (as a Kubernetes client returns
-/// it). `source` names where it came from in messages.
-pub fn app_from_value(value: &serde_json::Value, source: &str) -> Result<Loaded<App>, LoadError> {
+/// it): the application and its GitOps spec. `source` names where it came from in messages.
+pub fn app_from_value(
+    value: &serde_json::Value,
+    source: &str,
+) -> Result<Loaded<AppDefinition>, LoadError> {
     let mut ctx = error::Ctx::new(source);
     let app = application::to_app(&mut ctx, value, "Application")?;
     Ok(ctx.finish(app))
@@ -147,6 +172,11 @@ pub fn load_clusters_with_credentials(path: &Path) -> Result<Loaded<FleetFile>, 
 /// [`parse_apps`] on a file.
 pub fn load_apps(path: &Path) -> Result<Loaded<Vec<App>>, LoadError> {
     load(path, parse_apps)
+}
+
+/// [`parse_apps_with_specs`] on a file.
+pub fn load_apps_with_specs(path: &Path) -> Result<Loaded<FleetFile>, LoadError> {
+    load(path, parse_apps_with_specs)
 }
 
 /// [`parse_fleet_file`] on a file.

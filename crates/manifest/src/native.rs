@@ -8,10 +8,11 @@
 use std::collections::BTreeMap;
 
 use fleetshard_core::model::{REGION_LABEL, ZONE_LABEL, normalize_server};
-use fleetshard_core::{App, AppSource, AutoSync, Cluster, Destination, Fleet, ShardSpec};
+use fleetshard_core::{App, Cluster, Destination, Fleet, ShardSpec};
 use serde::{Deserialize, Serialize};
 
 use crate::FleetFile;
+use crate::app_spec::{AppSource, AppSpec, AutoSync, spec_key};
 use crate::application::DEFAULT_REVISION;
 use crate::document::{yaml_message, yaml_options};
 use crate::error::{Ctx, LoadError};
@@ -149,6 +150,7 @@ pub(crate) fn parse(text: &str, json: bool, ctx: &mut Ctx) -> Result<FleetFile, 
 fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
     let mut clusters = Vec::new();
     let mut apps = Vec::new();
+    let mut specs = BTreeMap::new();
     let mut placeholders = 0u64;
     for (i, nc) in file.clusters.unwrap_or_default().into_iter().enumerate() {
         let object = format!("clusters[{i}]");
@@ -197,7 +199,11 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
                 format!("{count} placeholder apps bring the file over its limit of {MAX_PLACEHOLDER_APPS}"),
             ));
         }
-        apps.extend((1..=count).map(|k| placeholder(&cluster, k)));
+        for k in 1..=count {
+            let app = placeholder(&cluster, k);
+            specs.entry(spec_key(&app)).or_insert_with(placeholder_spec);
+            apps.push(app);
+        }
         clusters.push(cluster);
     }
     for (i, na) in file.apps.unwrap_or_default().into_iter().enumerate() {
@@ -205,13 +211,19 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
             return Err(ctx.field_error(&format!("apps[{i}]"), "name", "empty".to_owned()));
         }
         let dest = na.destination.unwrap_or_default();
-        apps.push(App {
-            sync_request: None,
+        let app = App {
             namespace: na
                 .namespace
                 .unwrap_or_else(|| DEFAULT_APP_NAMESPACE.to_owned()),
             name: na.name,
             project: na.project.unwrap_or_else(|| DEFAULT_PROJECT.to_owned()),
+            destination: Destination {
+                server: dest.server,
+                name: dest.name,
+                namespace: dest.namespace,
+            },
+        };
+        let spec = AppSpec {
             source: AppSource {
                 repo_url: na.repo_url.unwrap_or_default(),
                 target_revision: na
@@ -219,16 +231,15 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
                     .unwrap_or_else(|| DEFAULT_REVISION.to_owned()),
                 path: na.path.unwrap_or_default(),
             },
-            destination: Destination {
-                server: dest.server,
-                name: dest.name,
-                namespace: dest.namespace,
-            },
             auto_sync: na.auto_sync.map(|a| AutoSync {
                 prune: a.prune,
                 self_heal: a.self_heal,
             }),
-        });
+            sync_request: None,
+        };
+        // The first definition of a key is the one that counts (as in the fleet's loads).
+        specs.entry(spec_key(&app)).or_insert(spec);
+        apps.push(app);
     }
     let mut shards = Vec::new();
     for (i, ns) in file.shards.unwrap_or_default().into_iter().enumerate() {
@@ -246,6 +257,7 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
     }
     Ok(FleetFile {
         fleet: Fleet { clusters, apps },
+        specs,
         shards,
         // A fleet file names clusters for placement; it carries no credentials.
         credentials: Default::default(),
@@ -261,34 +273,46 @@ pub(crate) fn placeholder(cluster: &Cluster, k: u64) -> App {
         &cluster.name
     };
     App {
-        sync_request: None,
         namespace: DEFAULT_APP_NAMESPACE.to_owned(),
         name: format!("{base}-{k}"),
         project: DEFAULT_PROJECT.to_owned(),
-        source: AppSource {
-            target_revision: DEFAULT_REVISION.to_owned(),
-            ..AppSource::default()
-        },
         destination: Destination {
             server: Some(cluster.server.clone()),
             ..Destination::default()
         },
-        auto_sync: None,
+    }
+}
+
+/// The GitOps spec of every placeholder application: no repository, at `HEAD`, no sync
+/// policy.
+pub(crate) fn placeholder_spec() -> AppSpec {
+    AppSpec {
+        source: AppSource {
+            target_revision: DEFAULT_REVISION.to_owned(),
+            ..AppSource::default()
+        },
+        ..AppSpec::default()
     }
 }
 
 /// The fleet file that reads back as `file`.
 ///
 /// Applications are written as placeholder counts where the application list begins with
-/// exactly the placeholders the reader would generate (cluster by cluster, in order), which
-/// keeps generated fleets compact; the rest are written in full.
+/// exactly the placeholders the reader would generate (cluster by cluster, in order, each
+/// with the placeholder spec or none), which keeps generated fleets compact; the rest are
+/// written in full, each with its spec from `file.specs` (none: no source, no sync policy).
 pub(crate) fn from_model(file: &FleetFile) -> NativeFile {
     let apps = &file.fleet.apps;
+    let spec_of = |a: &App| file.specs.get(&spec_key(a));
+    let placeholder_spec = placeholder_spec();
+    let is_placeholder = |a: &App, c: &Cluster, k: u64| {
+        *a == placeholder(c, k) && spec_of(a).is_none_or(|s| *s == placeholder_spec)
+    };
     let mut next = 0;
     let mut clusters = Vec::with_capacity(file.fleet.clusters.len());
     for c in &file.fleet.clusters {
         let mut count = 0u64;
-        while next < apps.len() && apps[next] == placeholder(c, count + 1) {
+        while next < apps.len() && is_placeholder(&apps[next], c, count + 1) {
             count += 1;
             next += 1;
         }
@@ -309,23 +333,27 @@ pub(crate) fn from_model(file: &FleetFile) -> NativeFile {
     let unless = |value: &str, default: &str| Some(value.to_owned()).filter(|v| v != default);
     let native_apps = apps[next..]
         .iter()
-        .map(|a| NativeApp {
-            name: a.name.clone(),
-            namespace: unless(&a.namespace, DEFAULT_APP_NAMESPACE),
-            project: unless(&a.project, DEFAULT_PROJECT),
-            repo_url: unless(&a.source.repo_url, ""),
-            path: unless(&a.source.path, ""),
-            target_revision: unless(&a.source.target_revision, DEFAULT_REVISION),
-            destination: Some(NativeDestination {
-                server: a.destination.server.clone(),
-                name: a.destination.name.clone(),
-                namespace: a.destination.namespace.clone(),
-            })
-            .filter(|_| a.destination != Destination::default()),
-            auto_sync: a.auto_sync.map(|s| NativeAutoSync {
-                prune: s.prune,
-                self_heal: s.self_heal,
-            }),
+        .map(|a| {
+            let spec = spec_of(a);
+            let source = spec.map(|s| &s.source);
+            NativeApp {
+                name: a.name.clone(),
+                namespace: unless(&a.namespace, DEFAULT_APP_NAMESPACE),
+                project: unless(&a.project, DEFAULT_PROJECT),
+                repo_url: source.and_then(|s| unless(&s.repo_url, "")),
+                path: source.and_then(|s| unless(&s.path, "")),
+                target_revision: source.and_then(|s| unless(&s.target_revision, DEFAULT_REVISION)),
+                destination: Some(NativeDestination {
+                    server: a.destination.server.clone(),
+                    name: a.destination.name.clone(),
+                    namespace: a.destination.namespace.clone(),
+                })
+                .filter(|_| a.destination != Destination::default()),
+                auto_sync: spec.and_then(|s| s.auto_sync).map(|s| NativeAutoSync {
+                    prune: s.prune,
+                    self_heal: s.self_heal,
+                }),
+            }
         })
         .collect::<Vec<_>>();
     let shards = file

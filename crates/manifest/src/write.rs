@@ -3,12 +3,12 @@
 //! Each writer's output reads back as the same model with the matching loader, for every
 //! model the loaders can produce (see the round-trip property tests).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use fleetshard_core::{App, Cluster};
 use serde::Serialize;
 
-use crate::{FleetFile, application, native, secret};
+use crate::{AppSpec, FleetFile, application, native, secret, spec_key};
 
 /// A `kind: List`, as `kubectl get … -o yaml` prints several objects.
 #[derive(Serialize)]
@@ -81,9 +81,16 @@ pub fn to_secret_list_yaml(clusters: &[Cluster]) -> String {
 }
 
 /// The applications as an Application `List` (YAML), as `kubectl get applications -A -o yaml`
-/// prints it.
-pub fn to_application_list_yaml(apps: &[App]) -> String {
+/// prints it, each with its GitOps spec from `specs` (keyed by [`spec_key`]; an application
+/// without one gets no source and no sync policy). A spec's `sync_request` is not written:
+/// an operation is not part of a definition.
+pub fn to_application_list_yaml(
+    apps: &[App],
+    specs: &BTreeMap<(String, String), AppSpec>,
+) -> String {
     yaml(&list(
-        apps.iter().map(application::to_application).collect(),
+        apps.iter()
+            .map(|a| application::to_application(a, specs.get(&spec_key(a))))
+            .collect(),
     ))
 }

@@ -24,6 +24,7 @@ fn fleet(clusters: usize) -> FleetSource {
     FleetSource::Fixed(InventoryContent {
         clusters,
         apps,
+        specs: BTreeMap::new(),
         credentials: BTreeMap::new(),
     })
 }

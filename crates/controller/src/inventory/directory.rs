@@ -27,10 +27,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_core::{App, Cluster};
-use fleetshard_manifest::{ClusterCredentials, LoadError};
+use fleetshard_manifest::{AppSpec, ClusterCredentials, LoadError};
 use tokio::time::MissedTickBehavior;
 
-use super::{Inventory, InventoryContent, Problem, Severity, check_app};
+use super::{Inventory, InventoryContent, Problem, Severity, check_app, specs_by_app_key};
+use crate::AppKey;
 
 /// Where to read from and how often to look for changes.
 #[derive(Debug, Clone)]
@@ -131,6 +132,7 @@ fn is_manifest(path: &Path) -> bool {
 struct Content {
     clusters: Vec<Cluster>,
     apps: Vec<App>,
+    specs: BTreeMap<AppKey, AppSpec>,
     credentials: BTreeMap<String, ClusterCredentials>,
 }
 
@@ -284,6 +286,7 @@ impl<F: Files> DirectorySource<F> {
             good: Some(Content {
                 clusters: file.fleet.clusters,
                 apps: file.fleet.apps,
+                specs: specs_by_app_key(file.specs),
                 credentials: file.credentials,
             }),
             problems,
@@ -318,6 +321,10 @@ impl<F: Files> DirectorySource<F> {
                     continue;
                 }
                 seen.insert(key, path);
+                let app_key = AppKey::of(app);
+                if let Some(spec) = good.specs.get(&app_key) {
+                    content.specs.insert(app_key, spec.clone());
+                }
                 content.apps.push(app.clone());
             }
         }

@@ -16,14 +16,14 @@
 
 use std::collections::BTreeMap;
 
-use fleetshard_core::App;
-use fleetshard_manifest::ClusterSecret;
+use fleetshard_manifest::{AppDefinition, ClusterSecret};
 use futures::StreamExt as _;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 
 use super::{Inventory, InventoryContent, Problem, check_app};
+use crate::AppKey;
 
 /// The `source` of every problem this source reports.
 const SOURCE: &str = "kubernetes";
@@ -295,7 +295,7 @@ fn key_of(obj: &DynamicObject) -> Key {
 
 struct State {
     secrets: Objects<ClusterSecret>,
-    apps: Objects<App>,
+    apps: Objects<AppDefinition>,
 }
 
 impl State {
@@ -307,7 +307,10 @@ impl State {
             }
             content.clusters.push(cluster.clone());
         }
-        content.apps = self.apps.values().cloned().collect();
+        for (app, spec) in self.apps.values() {
+            content.specs.insert(AppKey::of(app), spec.clone());
+            content.apps.push(app.clone());
+        }
         let problems = self
             .secrets
             .problems()
@@ -338,12 +341,12 @@ fn convert_secret(obj: &DynamicObject) -> Converted<ClusterSecret> {
     Ok((loaded.value, warnings))
 }
 
-fn convert_app(obj: &DynamicObject) -> Converted<App> {
+fn convert_app(obj: &DynamicObject) -> Converted<AppDefinition> {
     let value = to_value(obj, "Application")?;
     let loaded = fleetshard_manifest::app_from_value(&value, SOURCE)
         .map_err(|e| Problem::from_load_error(&e))?;
-    let app = loaded.value;
-    check_app(&app, SOURCE)?;
+    let definition = loaded.value;
+    check_app(&definition.0, SOURCE)?;
     let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
-    Ok((Some(app), warnings))
+    Ok((Some(definition), warnings))
 }

@@ -2,15 +2,16 @@
 //! fleet, as a native fleet file or as an Argo CD export, for demos, benchmarks and
 //! trying `plan` at scale.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use clap::{Subcommand, ValueEnum};
-use fleetshard_core::{App, AppSource, Destination, Fleet};
-use fleetshard_fleetgen::{FleetSpec, Skew, shards};
+use fleetshard_core::{App, Destination, Fleet};
+use fleetshard_fleetgen::{FleetSpec, REPO_URL, Skew, TARGET_REVISION, shards};
 use fleetshard_manifest::{
-    DEFAULT_APP_NAMESPACE, DEFAULT_PROJECT, FleetFile, to_application_list_yaml, to_fleet_json,
-    to_fleet_yaml, to_secret_list_yaml,
+    AppSource, AppSpec, DEFAULT_APP_NAMESPACE, DEFAULT_PROJECT, FleetFile, spec_key,
+    to_application_list_yaml, to_fleet_json, to_fleet_yaml, to_secret_list_yaml,
 };
 use fleetshard_plan::parse_zones;
 
@@ -162,16 +163,18 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
     );
     match args.format {
         FormatArg::Native => {
-            let fleet = if args.full_apps {
-                fleet
+            let (fleet, specs) = if args.full_apps {
+                let specs = generated_specs(&spec, &fleet);
+                (fleet, specs)
             } else {
-                as_placeholders(fleet)
+                (as_placeholders(fleet), BTreeMap::new())
             };
             let file = FleetFile {
                 shards: args
                     .replicas
                     .map_or_else(Vec::new, |r| shards(r, &spec.zones)),
                 fleet,
+                specs,
                 credentials: Default::default(),
             };
             let target = match (&args.out, &args.output) {
@@ -203,18 +206,41 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
                 &dir.join("clusters.yaml"),
                 &to_secret_list_yaml(&fleet.clusters),
             )?;
+            let specs = generated_specs(&spec, &fleet);
             write(
                 &dir.join("apps.yaml"),
-                &to_application_list_yaml(&fleet.apps),
+                &to_application_list_yaml(&fleet.apps, &specs),
             )
         }
     }
 }
 
+/// The GitOps spec of each application `spec` generated (as `fleet`): fleetgen's
+/// repository at the app's path, at `HEAD`.
+fn generated_specs(spec: &FleetSpec, fleet: &Fleet) -> BTreeMap<(String, String), AppSpec> {
+    fleet
+        .apps
+        .iter()
+        .zip(spec.app_paths())
+        .map(|(app, path)| {
+            let spec = AppSpec {
+                source: AppSource {
+                    repo_url: REPO_URL.to_owned(),
+                    target_revision: TARGET_REVISION.to_owned(),
+                    path,
+                },
+                ..AppSpec::default()
+            };
+            (spec_key(app), spec)
+        })
+        .collect()
+}
+
 /// Replaces the applications by the fleet file's placeholders (`argocd/<cluster>-<k>`,
-/// project `default`, at `HEAD`, to the cluster's server), which the writer folds into an
-/// `apps: N` per cluster: the file stays small (10 000 clusters: ~2 MB instead of ~40 MB)
-/// and loads to the same app counts, which is all a plan needs.
+/// project `default`, to the cluster's server; without a spec, so at `HEAD` when read
+/// back), which the writer folds into an `apps: N` per cluster: the file stays small
+/// (10 000 clusters: ~2 MB instead of ~40 MB) and loads to the same app counts, which is
+/// all a plan needs.
 fn as_placeholders(mut fleet: Fleet) -> Fleet {
     let counts = fleet.app_counts();
     fleet.apps = fleet
@@ -223,19 +249,13 @@ fn as_placeholders(mut fleet: Fleet) -> Fleet {
         .zip(counts)
         .flat_map(|(c, n)| {
             (1..=n).map(move |k| App {
-                sync_request: None,
                 namespace: DEFAULT_APP_NAMESPACE.to_owned(),
                 name: format!("{}-{k}", c.name),
                 project: DEFAULT_PROJECT.to_owned(),
-                source: AppSource {
-                    target_revision: "HEAD".to_owned(),
-                    ..AppSource::default()
-                },
                 destination: Destination {
                     server: Some(c.server.clone()),
                     ..Destination::default()
                 },
-                auto_sync: None,
             })
         })
         .collect();

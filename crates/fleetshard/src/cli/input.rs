@@ -5,8 +5,10 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use fleetshard_core::{App, Fleet, ShardSpec};
-use fleetshard_manifest::{self as manifest, ClusterCredentials, LoadError, LoadWarning, Loaded};
+use fleetshard_core::{Fleet, ShardSpec};
+use fleetshard_manifest::{
+    self as manifest, AppSpec, ClusterCredentials, LoadError, LoadWarning, Loaded,
+};
 use fleetshard_plan::Warning;
 
 /// The flags that name a fleet, shared by every subcommand that reads one (`plan`, `run`).
@@ -69,11 +71,15 @@ pub enum FleetSource {
     },
 }
 
-/// The loaded fleet, the shard layout a fleet file gave, and the loaders' warnings.
+/// The loaded fleet, its applications' GitOps specs, the shard layout a fleet file gave,
+/// and the loaders' warnings.
 #[derive(Debug, Default)]
 pub struct LoadedFleet {
     /// Clusters and applications.
     pub fleet: Fleet,
+    /// Each application's GitOps spec, by `(namespace, name)`; of applications that share
+    /// a key, the first one's.
+    pub specs: BTreeMap<(String, String), AppSpec>,
     /// The fleet file's `shards:` (empty for Argo CD exports).
     pub shards: Vec<ShardSpec>,
     /// How to reach each cluster, by id, from the cluster Secrets' `config`.
@@ -112,8 +118,12 @@ fn load_clusters(path: &Path) -> anyhow::Result<Loaded<manifest::FleetFile>> {
     )
 }
 
-fn load_apps(path: &Path) -> anyhow::Result<Loaded<Vec<App>>> {
-    load_with(path, manifest::parse_apps, manifest::load_apps)
+fn load_apps(path: &Path) -> anyhow::Result<Loaded<manifest::FleetFile>> {
+    load_with(
+        path,
+        manifest::parse_apps_with_specs,
+        manifest::load_apps_with_specs,
+    )
 }
 
 /// Loads the fleet. Errors name the file, object and field (the loaders' messages).
@@ -123,6 +133,7 @@ pub fn load(source: &FleetSource) -> anyhow::Result<LoadedFleet> {
         FleetSource::Native { fleet, apps } => {
             let file = load_with(fleet, manifest::parse_fleet_file, manifest::load_fleet_file)?;
             out.fleet = file.value.fleet;
+            out.specs = file.value.specs;
             out.shards = file.value.shards;
             out.warnings.extend(warnings(file.warnings));
             apps
@@ -137,7 +148,11 @@ pub fn load(source: &FleetSource) -> anyhow::Result<LoadedFleet> {
     };
     if let Some(path) = extra_apps {
         let a = load_apps(path)?;
-        out.fleet.apps.extend(a.value);
+        out.fleet.apps.extend(a.value.fleet.apps);
+        for (key, spec) in a.value.specs {
+            // The fleet file's definition of a key comes first, and counts.
+            out.specs.entry(key).or_insert(spec);
+        }
         out.warnings.extend(warnings(a.warnings));
     }
     tracing::info!(

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use fleetshard_controller::inventory::{InventoryContent, KubernetesConfig};
+use fleetshard_controller::inventory::{InventoryContent, KubernetesConfig, specs_by_app_key};
 use fleetshard_replica::{
     ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, ReconcilerKind, Replica,
     ReplicaSettings,
@@ -279,6 +279,7 @@ fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
     Ok(FleetSource::Fixed(InventoryContent {
         clusters: loaded.fleet.clusters,
         apps: loaded.fleet.apps,
+        specs: specs_by_app_key(loaded.specs),
         credentials: loaded.credentials,
     }))
 }

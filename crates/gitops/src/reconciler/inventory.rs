@@ -1,7 +1,8 @@
 //! What the reconciler needs to know about an app, supplied by its caller: the app
-//! (source, destination, sync policy) and how to reach its destination cluster
-//! ([`InventoryTargets`] answers from the controller's inventory, [`StaticInventory`] from
-//! a map kept by hand); and the wall clock for status timestamps.
+//! (destination), its GitOps spec (source, sync policy, a sync asked for by hand) and how
+//! to reach its destination cluster ([`InventoryTargets`] answers from the controller's
+//! inventory, [`StaticInventory`] from a map kept by hand); and the wall clock for status
+//! timestamps.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -10,15 +11,18 @@ use fleetshard_controller::AppKey;
 use fleetshard_controller::inventory::InventorySnapshot;
 use fleetshard_core::App;
 use fleetshard_core::model::DestinationIndex;
+use fleetshard_manifest::AppSpec;
 use tokio::sync::watch;
 
 use crate::live::ClusterAccess;
 
-/// An app and its resolved destination.
+/// An app, its GitOps spec and its resolved destination.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppTarget {
-    /// The app.
+    /// The app: its identity and destination.
     pub app: App,
+    /// Its source, sync policy and the sync asked for by hand, if any.
+    pub spec: AppSpec,
     /// Its destination cluster.
     pub cluster: ClusterAccess,
 }
@@ -105,9 +109,10 @@ impl Clock for FixedClock {
 }
 
 /// The controller's inventory as the reconciler reads it: apps by key, each with its
-/// destination resolved (by server, else by name, as the shard filter resolves it) and the
-/// cluster's credentials. The index is rebuilt on the first lookup after the inventory's
-/// revision moves, so a lookup is a hash probe and a clone.
+/// spec (the default one when the inventory has none), its destination resolved (by
+/// server, else by name, as the shard filter resolves it) and the cluster's credentials.
+/// The index is rebuilt on the first lookup after the inventory's revision moves, so a
+/// lookup is a hash probe and a clone.
 #[derive(Debug)]
 pub struct InventoryTargets {
     rx: watch::Receiver<InventorySnapshot>,
@@ -159,6 +164,7 @@ impl Inventory for InventoryTargets {
         let cluster = &snap.clusters[c];
         Some(AppTarget {
             app: snap.apps[a].clone(),
+            spec: snap.specs.get(key).cloned().unwrap_or_default(),
             cluster: ClusterAccess {
                 id: cluster.id.clone(),
                 server: cluster.server.clone(),
@@ -177,7 +183,7 @@ mod tests {
     use super::*;
     use fleetshard_controller::inventory::{Inventory as Published, InventoryContent};
     use fleetshard_core::{App, Cluster};
-    use fleetshard_manifest::ClusterCredentials;
+    use fleetshard_manifest::{AppSource, AppSpec, AutoSync, ClusterCredentials};
 
     #[test]
     fn resolves_apps_with_credentials_and_follows_revisions() {
@@ -203,8 +209,19 @@ mod tests {
             ..InventoryContent::default()
         };
         content.credentials.insert("uid-1".into(), token.clone());
+        let spec = AppSpec {
+            source: AppSource {
+                repo_url: "https://git.example/apps".into(),
+                target_revision: "v1".into(),
+                path: "guestbook".into(),
+            },
+            auto_sync: Some(AutoSync::default()),
+            sync_request: None,
+        };
+        content.specs.insert(key.clone(), spec.clone());
         published.publish(content.clone(), vec![], true);
         let t = targets.target(&key).expect("resolved by name");
+        assert_eq!(t.spec, spec, "the app's spec, by key");
         assert_eq!(t.cluster.id, "uid-1");
         assert_eq!(t.cluster.server, "https://prod.example");
         assert_eq!(t.cluster.credentials, token);
@@ -212,6 +229,24 @@ mod tests {
             targets.target(&AppKey::new("argocd", "lost")),
             None,
             "unresolved"
+        );
+
+        // A new spec is seen at the next revision; without one, the default spec.
+        let v2 = AppSpec {
+            source: AppSource {
+                target_revision: "v2".into(),
+                ..spec.source.clone()
+            },
+            ..spec
+        };
+        content.specs.insert(key.clone(), v2.clone());
+        published.publish(content.clone(), vec![], true);
+        assert_eq!(targets.target(&key).expect("still there").spec, v2);
+        content.specs.clear();
+        published.publish(content.clone(), vec![], true);
+        assert_eq!(
+            targets.target(&key).expect("still there").spec,
+            AppSpec::default()
         );
 
         // The next revision is seen: the app is gone.

@@ -20,7 +20,7 @@ impl GitOpsReconciler {
         key: &AppKey,
         target: &AppTarget,
     ) -> Result<Option<Operated>, ReconcileError> {
-        let request = target.app.sync_request.clone();
+        let request = target.spec.sync_request.clone();
         let (pending, last) = {
             let mut memos = self.memos();
             let m = memos.entry(key.clone()).or_default();
@@ -44,7 +44,7 @@ impl GitOpsReconciler {
             (revision, _) => {
                 let mut at = target.clone();
                 if let Some(rev) = revision {
-                    at.app.source.target_revision.clone_from(rev);
+                    at.spec.source.target_revision.clone_from(rev);
                 }
                 match self.compare(key, &at).await {
                     Ok((refreshed, _)) => Arc::new(refreshed),

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fleetshard_core::AppSource;
+use fleetshard_manifest::AppSource;
 use gix::ObjectId;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;

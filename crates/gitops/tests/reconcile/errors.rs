@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::support::*;
 use fleetshard_controller::{Operated, ReconcileError, Reconciler};
-use fleetshard_core::AutoSync;
 use fleetshard_gitops::reconciler::{KubeStatusSink, MemorySink, StaticInventory, StatusSink};
+use fleetshard_manifest::AutoSync;
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use serde_json::Value;

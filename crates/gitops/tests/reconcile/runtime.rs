@@ -12,10 +12,11 @@ use fleetshard_controller::{
     WorkStopHook,
 };
 use fleetshard_coord::runner::{Ownership, OwnershipChange, Status, StopHook};
-use fleetshard_core::{AutoSync, Cluster};
+use fleetshard_core::Cluster;
 use fleetshard_gitops::reconciler::{
     GitOpsReconciler, GitOpsStopHook, MemorySink, StaticInventory,
 };
+use fleetshard_manifest::AutoSync;
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use prometheus_client::registry::Registry;
@@ -189,16 +190,7 @@ async fn a_moved_cluster_stops_on_the_old_owner_before_the_new_one_starts() {
     // Two apps deploying one object would fight; give each its own directory.
     git.write("app-y/cm.yaml", &config_map("cm-y", "1"));
     let first_y = git.commit("y");
-    inventory.update(&key("y"), |t| t.app.source.path = "app-y".into());
-    let apps: Vec<_> = apps
-        .into_iter()
-        .map(|mut a| {
-            if a.name == "y" {
-                a.source.path = "app-y".into();
-            }
-            a
-        })
-        .collect();
+    inventory.update(&key("y"), |t| t.spec.source.path = "app-y".into());
 
     let a = replica(&inventory, &tmp.path().join("cache-a"), &clusters, &apps);
     let b = replica(&inventory, &tmp.path().join("cache-b"), &clusters, &apps);

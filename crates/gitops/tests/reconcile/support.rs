@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use fleetshard_controller::AppKey;
-use fleetshard_core::{App, AppSource, AutoSync, Destination};
+use fleetshard_core::{App, Destination};
 use fleetshard_gitops::apply::LeaseCheck;
 use fleetshard_gitops::live::{ClusterAccess, ClusterConnections, ClusterCredentials, LiveOptions};
 use fleetshard_gitops::reconciler::{
@@ -15,6 +15,7 @@ use fleetshard_gitops::reconciler::{
     StatusUpdate,
 };
 use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
+use fleetshard_manifest::{AppSource, AppSpec, AutoSync};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -41,21 +42,23 @@ pub fn target(
 ) -> AppTarget {
     AppTarget {
         app: App {
-            sync_request: None,
             namespace: "argocd".into(),
             name: name.into(),
             project: "default".into(),
-            source: AppSource {
-                repo_url: repo.into(),
-                target_revision: revision.into(),
-                path: path.into(),
-            },
             destination: Destination {
                 server: Some(cluster.server.clone()),
                 name: None,
                 namespace: Some("default".into()),
             },
+        },
+        spec: AppSpec {
+            source: AppSource {
+                repo_url: repo.into(),
+                target_revision: revision.into(),
+                path: path.into(),
+            },
             auto_sync: auto,
+            sync_request: None,
         },
         cluster,
     }

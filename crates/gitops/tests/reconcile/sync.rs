@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::support::*;
 use fleetshard_controller::{Operated, ReconcileError, Reconciler};
-use fleetshard_core::AutoSync;
 use fleetshard_gitops::reconciler::{MemorySink, StaticInventory};
+use fleetshard_manifest::AutoSync;
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use serde_json::json;
@@ -234,13 +234,13 @@ async fn an_owner_back_after_a_move_reads_the_recorded_sync_again() {
     assert_eq!(a.operate(&key("a")).await.unwrap(), Operated::Finished);
     // The app's last refresh here fails (a path not in Git), then the cluster moves away.
     e.inventory
-        .update(&key("a"), |t| t.app.source.path = "no-such-path".into());
+        .update(&key("a"), |t| t.spec.source.path = "no-such-path".into());
     a.refresh(&key("a")).await.unwrap();
     assert_eq!(e.sync_status("a").0, "Unknown");
     a.stop_cluster("c1");
     // The other owner syncs a new commit; then the live object drifts.
     e.inventory
-        .update(&key("a"), |t| t.app.source.path = "app".into());
+        .update(&key("a"), |t| t.spec.source.path = "app".into());
     e.git.write("app/cm.yaml", &config_map("settings", "v2"));
     e.git.commit("v2");
     let b = e.reconciler();
@@ -280,7 +280,7 @@ async fn a_sync_asked_for_by_hand_runs_once_and_can_roll_back() {
     let request = |revision: Option<&str>| {
         let revision = revision.map(str::to_owned);
         e.inventory.update(&key("a"), |t| {
-            t.app.sync_request = Some(fleetshard_core::SyncRequest {
+            t.spec.sync_request = Some(fleetshard_manifest::SyncRequest {
                 revision,
                 prune: false,
             });
@@ -301,13 +301,15 @@ async fn a_sync_asked_for_by_hand_runs_once_and_can_roll_back() {
     // A new commit; the request cleared, then a sync back to the first commit.
     e.git.write("app/cm.yaml", &config_map("settings", "v2"));
     e.git.commit("v2");
-    e.inventory.update(&key("a"), |t| t.app.sync_request = None);
+    e.inventory
+        .update(&key("a"), |t| t.spec.sync_request = None);
     assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Idle);
     request(None);
     r.refresh(&key("a")).await.unwrap();
     assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
     assert_eq!(e.settings_value(), Some(json!("v2")));
-    e.inventory.update(&key("a"), |t| t.app.sync_request = None);
+    e.inventory
+        .update(&key("a"), |t| t.spec.sync_request = None);
     r.operate(&key("a")).await.unwrap();
     request(Some(&first));
     assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);

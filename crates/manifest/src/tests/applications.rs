@@ -1,6 +1,5 @@
-use super::{assert_warned, field_of};
-use crate::{LoadError, parse_apps};
-use fleetshard_core::AutoSync;
+use super::{assert_warned, field_of, spec_of};
+use crate::{AutoSync, LoadError, parse_apps, parse_apps_with_specs};
 
 /// `kubectl get applications -A -o yaml`, abridged.
 const APP_LIST_YAML: &str = r#"
@@ -42,19 +41,24 @@ metadata:
 
 #[test]
 fn application_list_maps_every_field() {
-    let loaded = parse_apps(APP_LIST_YAML, "apps.yaml").unwrap();
+    let loaded = parse_apps_with_specs(APP_LIST_YAML, "apps.yaml").unwrap();
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
-    let [a, b] = &loaded.value[..] else { panic!() };
+    let file = &loaded.value;
+    let [a, b] = &file.fleet.apps[..] else {
+        panic!()
+    };
+    assert_eq!(file.specs.len(), 2, "one spec per app");
+    let (sa, sb) = (spec_of(file, a), spec_of(file, b));
     assert_eq!(
         (a.namespace.as_str(), a.name.as_str(), a.project.as_str()),
         ("argocd", "guestbook", "default")
     );
     assert_eq!(
-        a.source.repo_url,
+        sa.source.repo_url,
         "https://github.com/argoproj/argocd-example-apps"
     );
-    assert_eq!(a.source.path, "guestbook");
-    assert_eq!(a.source.target_revision, "v1.2.0");
+    assert_eq!(sa.source.path, "guestbook");
+    assert_eq!(sa.source.target_revision, "v1.2.0");
     assert_eq!(
         a.destination.server.as_deref(),
         Some("https://prod-eu-1.example.com/"),
@@ -62,7 +66,7 @@ fn application_list_maps_every_field() {
     );
     assert_eq!(a.destination.namespace.as_deref(), Some("guestbook"));
     assert_eq!(
-        a.auto_sync,
+        sa.auto_sync,
         Some(AutoSync {
             prune: true,
             self_heal: false
@@ -70,11 +74,16 @@ fn application_list_maps_every_field() {
     );
     assert_eq!(b.destination.name.as_deref(), Some("prod-eu-1"));
     assert_eq!(b.destination.server, None);
-    assert_eq!(b.source.target_revision, "HEAD", "defaults to HEAD");
+    assert_eq!(sb.source.target_revision, "HEAD", "defaults to HEAD");
     assert_eq!(
-        b.auto_sync,
+        sb.auto_sync,
         Some(AutoSync::default()),
         "automated: {{}} is enabled"
+    );
+    // Without specs, the same applications.
+    assert_eq!(
+        parse_apps(APP_LIST_YAML, "apps.yaml").unwrap().value,
+        file.fleet.apps
     );
 }
 
@@ -84,15 +93,16 @@ fn json_single_and_disabled_automation() {
       "metadata": {"name": "x", "namespace": "argocd"},
       "spec": {"project": "p", "destination": {"server": "https://a"},
                "syncPolicy": {"automated": {"enabled": false, "selfHeal": true}}}}"#;
-    let app = &parse_apps(json, "x.json").unwrap().value[0];
+    let file = parse_apps_with_specs(json, "x.json").unwrap().value;
     assert_eq!(
-        app.auto_sync, None,
+        spec_of(&file, &file.fleet.apps[0]).auto_sync,
+        None,
         "enabled: false switches automated sync off"
     );
     let json = json.replace("\"enabled\": false, ", "");
-    let app = &parse_apps(&json, "x.json").unwrap().value[0];
+    let file = parse_apps_with_specs(&json, "x.json").unwrap().value;
     assert_eq!(
-        app.auto_sync,
+        spec_of(&file, &file.fleet.apps[0]).auto_sync,
         Some(AutoSync {
             prune: false,
             self_heal: true
@@ -112,8 +122,12 @@ items:
     - {repoURL: https://second, chart: x}
     destination: {server: https://a}
 "#;
-    let loaded = parse_apps(yaml, "m.yaml").unwrap();
-    assert_eq!(loaded.value[0].source.repo_url, "https://first");
+    let loaded = parse_apps_with_specs(yaml, "m.yaml").unwrap();
+    let file = &loaded.value;
+    assert_eq!(
+        spec_of(file, &file.fleet.apps[0]).source.repo_url,
+        "https://first"
+    );
     assert_warned(
         &loaded.warnings,
         &["Application argocd/multi: spec.sources"],
@@ -191,13 +205,54 @@ fn a_sync_asked_for_by_hand_is_read_from_operation() {
         "spec": {"destination": {"server": "https://a"}},
         "operation": {"initiatedBy": {"username": "admin"},
                       "sync": {"revision": "abc123", "prune": true}}}"#;
-    let app = &parse_apps(text, "app.json").unwrap().value[0];
-    let request = app.sync_request.as_ref().expect("requested");
+    let file = parse_apps_with_specs(text, "app.json").unwrap().value;
+    let spec = spec_of(&file, &file.fleet.apps[0]);
+    let request = spec.sync_request.as_ref().expect("requested");
     assert_eq!(request.revision.as_deref(), Some("abc123"));
     assert!(request.prune);
     let none = text.replace(r#""operation""#, r#""ignored""#);
+    let file = parse_apps_with_specs(&none, "app.json").unwrap().value;
+    assert_eq!(spec_of(&file, &file.fleet.apps[0]).sync_request, None);
+}
+
+#[test]
+fn of_applications_that_share_a_key_the_first_ones_spec_counts() {
+    let yaml = r#"
+kind: ApplicationList
+items:
+- metadata: {name: dup, namespace: argocd}
+  spec: {source: {repoURL: https://first, path: one}, destination: {server: https://a}}
+- metadata: {name: dup, namespace: argocd}
+  spec: {source: {repoURL: https://second, path: two}, destination: {server: https://b}}
+"#;
+    let file = parse_apps_with_specs(yaml, "d.yaml").unwrap().value;
     assert_eq!(
-        parse_apps(&none, "app.json").unwrap().value[0].sync_request,
-        None
+        file.fleet.apps.len(),
+        2,
+        "both apps, as the fleet reports them"
     );
+    assert_eq!(file.specs.len(), 1);
+    assert_eq!(
+        spec_of(&file, &file.fleet.apps[1]).source.repo_url,
+        "https://first",
+        "the first definition, the one the loads count"
+    );
+}
+
+#[test]
+fn an_app_written_without_a_spec_reads_back_with_the_default_source() {
+    let app = fleetshard_core::App::to_server("argocd", "bare", "https://a");
+    let text = crate::to_application_list_yaml(std::slice::from_ref(&app), &Default::default());
+    assert!(!text.contains("source:"), "{text}");
+    let file = parse_apps_with_specs(&text, "bare.yaml").unwrap().value;
+    assert_eq!(file.fleet.apps, [app]);
+    let spec = spec_of(&file, &file.fleet.apps[0]);
+    assert_eq!(
+        (
+            spec.source.repo_url.as_str(),
+            spec.source.target_revision.as_str()
+        ),
+        ("", "HEAD")
+    );
+    assert_eq!((spec.auto_sync, &spec.sync_request), (None, &None));
 }

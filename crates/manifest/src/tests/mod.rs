@@ -6,7 +6,16 @@ mod native;
 mod proptests;
 mod secrets;
 
-use crate::{LoadError, LoadWarning};
+use fleetshard_core::App;
+
+use crate::{AppSpec, FleetFile, LoadError, LoadWarning, spec_key};
+
+/// The GitOps spec the loader gave `app`; panics if it gave none.
+fn spec_of<'a>(file: &'a FleetFile, app: &App) -> &'a AppSpec {
+    file.specs
+        .get(&spec_key(app))
+        .unwrap_or_else(|| panic!("no spec for {}/{}", app.namespace, app.name))
+}
 
 /// The error's `(object, field)` when it is a field error, for compact asserts.
 fn field_of(err: &LoadError) -> (String, String) {

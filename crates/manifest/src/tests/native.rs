@@ -1,7 +1,7 @@
-use super::{assert_warned, field_of};
-use crate::{LoadError, parse_apps, parse_clusters, parse_fleet_file, parse_input};
+use super::{assert_warned, field_of, spec_of};
+use crate::{AutoSync, LoadError, parse_apps, parse_clusters, parse_fleet_file, parse_input};
+use fleetshard_core::ShardSpec;
 use fleetshard_core::model::{REGION_LABEL, ZONE_LABEL};
-use fleetshard_core::{AutoSync, ShardSpec};
 
 const FLEET_YAML: &str = r#"
 # A hand-written fleet.
@@ -68,13 +68,32 @@ fn native_yaml_maps_every_field() {
         p.destination.server.as_deref(),
         Some("https://prod-eu-1.example.com")
     );
-    let g = &f.fleet.apps[3];
+    let ps = spec_of(&f, p);
     assert_eq!(
-        (g.namespace.as_str(), g.source.target_revision.as_str()),
+        (
+            ps.source.repo_url.as_str(),
+            ps.source.target_revision.as_str()
+        ),
+        ("", "HEAD"),
+        "a placeholder has no repository"
+    );
+    assert_eq!(ps.auto_sync, None);
+    let g = &f.fleet.apps[3];
+    let gs = spec_of(&f, g);
+    assert_eq!(
+        (g.namespace.as_str(), gs.source.target_revision.as_str()),
         ("argocd", "HEAD")
     );
     assert_eq!(
-        g.auto_sync,
+        (gs.source.repo_url.as_str(), gs.source.path.as_str()),
+        (
+            "https://github.com/argoproj/argocd-example-apps",
+            "guestbook"
+        )
+    );
+    assert_eq!(f.specs.len(), 4, "one spec per app");
+    assert_eq!(
+        gs.auto_sync,
         Some(AutoSync {
             prune: false,
             self_heal: true

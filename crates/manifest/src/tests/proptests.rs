@@ -3,14 +3,15 @@
 
 use std::collections::BTreeMap;
 
-use fleetshard_core::{App, AppSource, AutoSync, Cluster, Destination, Fleet, ShardSpec};
+use fleetshard_core::{App, Cluster, Destination, Fleet, ShardSpec};
 use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;
 
-use crate::native::placeholder;
+use crate::native::{placeholder, placeholder_spec};
 use crate::{
-    FleetFile, IN_CLUSTER_SERVER, SECRET_TYPE_LABEL, load_apps, load_clusters, load_fleet_file,
-    load_input, parse_apps, parse_clusters, parse_fleet_file, parse_input,
+    AppSource, AppSpec, AutoSync, FleetFile, IN_CLUSTER_SERVER, SECRET_TYPE_LABEL, load_apps,
+    load_apps_with_specs, load_clusters, load_fleet_file, load_input, parse_apps,
+    parse_apps_with_specs, parse_clusters, parse_fleet_file, parse_input, spec_key,
     to_application_list_yaml, to_fleet_json, to_fleet_yaml, to_secret_list_yaml,
 };
 
@@ -66,7 +67,9 @@ fn cluster() -> impl Strategy<Value = Cluster> {
         })
 }
 
-fn app() -> impl Strategy<Value = App> {
+/// An application and its GitOps spec (without `sync_request`: writers do not write an
+/// operation).
+fn app() -> impl Strategy<Value = (App, AppSpec)> {
     (
         (text(), name(), text()),
         (text(), text(), text()),
@@ -83,24 +86,43 @@ fn app() -> impl Strategy<Value = App> {
                 (repo_url, target_revision, path),
                 (server, dname, dns),
                 auto,
-            )| App {
-                sync_request: None,
-                namespace,
-                name,
-                project,
-                source: AppSource {
-                    repo_url,
-                    target_revision,
-                    path,
-                },
-                destination: Destination {
-                    server,
-                    name: dname,
-                    namespace: dns,
-                },
-                auto_sync: auto.map(|(prune, self_heal)| AutoSync { prune, self_heal }),
+            )| {
+                let app = App {
+                    namespace,
+                    name,
+                    project,
+                    destination: Destination {
+                        server,
+                        name: dname,
+                        namespace: dns,
+                    },
+                };
+                let spec = AppSpec {
+                    source: AppSource {
+                        repo_url,
+                        target_revision,
+                        path,
+                    },
+                    auto_sync: auto.map(|(prune, self_heal)| AutoSync { prune, self_heal }),
+                    sync_request: None,
+                };
+                (app, spec)
             },
         )
+}
+
+/// Apps and their specs as the loaders give them: every app has a spec, and of apps that
+/// share a key the first one's.
+fn with_specs(
+    pairs: impl IntoIterator<Item = (App, AppSpec)>,
+) -> (Vec<App>, BTreeMap<(String, String), AppSpec>) {
+    let mut apps = Vec::new();
+    let mut specs = BTreeMap::new();
+    for (app, spec) in pairs {
+        specs.entry(spec_key(&app)).or_insert(spec);
+        apps.push(app);
+    }
+    (apps, specs)
 }
 
 /// A fleet whose app list may start with placeholder apps, so the writer's folding into
@@ -112,16 +134,18 @@ fn fleet_file() -> impl Strategy<Value = FleetFile> {
         vec((proptest::option::of(text()), 1u32..=u32::MAX), 0..4),
     )
         .prop_map(|(clusters, explicit, shards)| {
-            let mut apps = Vec::new();
+            let mut pairs = Vec::new();
             for (c, n) in &clusters {
-                apps.extend((1..=*n).map(|k| placeholder(c, k)));
+                pairs.extend((1..=*n).map(|k| (placeholder(c, k), placeholder_spec())));
             }
-            apps.extend(explicit);
+            pairs.extend(explicit);
+            let (apps, specs) = with_specs(pairs);
             FleetFile {
                 fleet: Fleet {
                     clusters: clusters.into_iter().map(|(c, _)| c).collect(),
                     apps,
                 },
+                specs,
                 shards: shards
                     .into_iter()
                     .map(|(zone, capacity)| ShardSpec { zone, capacity })
@@ -145,6 +169,19 @@ fn seeds() -> Vec<String> {
             ],
             apps: vec![App::to_server("argocd", "g", "https://a")],
         },
+        specs: [(
+            ("argocd".to_owned(), "g".to_owned()),
+            AppSpec {
+                source: AppSource {
+                    repo_url: "https://git.example/a".into(),
+                    target_revision: "HEAD".into(),
+                    path: "a".into(),
+                },
+                auto_sync: Some(AutoSync::default()),
+                sync_request: None,
+            },
+        )]
+        .into(),
         shards: vec![ShardSpec::default()],
         credentials: Default::default(),
     };
@@ -152,7 +189,7 @@ fn seeds() -> Vec<String> {
         to_fleet_yaml(&f),
         to_fleet_json(&f),
         to_secret_list_yaml(&f.fleet.clusters),
-        to_application_list_yaml(&f.fleet.apps),
+        to_application_list_yaml(&f.fleet.apps, &f.specs),
     ]
 }
 
@@ -161,6 +198,7 @@ fn parse_all(text: &str) {
     let _ = parse_input(text, "p");
     let _ = parse_clusters(text, "p");
     let _ = parse_apps(text, "p");
+    let _ = parse_apps_with_specs(text, "p");
     let _ = parse_fleet_file(text, "p");
 }
 
@@ -173,6 +211,7 @@ proptest! {
         let _ = load_input(&path);
         let _ = load_clusters(&path);
         let _ = load_apps(&path);
+        let _ = load_apps_with_specs(&path);
         let _ = load_fleet_file(&path);
         parse_all(&String::from_utf8_lossy(&bytes));
     }
@@ -227,11 +266,16 @@ proptest! {
     }
 
     #[test]
-    fn application_list_round_trips(apps in vec(app(), 0..6)) {
-        let text = to_application_list_yaml(&apps);
-        let back = parse_apps(&text, "a.yaml").map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+    fn application_list_round_trips(pairs in vec(app(), 0..6)) {
+        let (apps, specs) = with_specs(pairs);
+        let text = to_application_list_yaml(&apps, &specs);
+        let back = parse_apps_with_specs(&text, "a.yaml").map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
         prop_assert!(back.warnings.is_empty(), "{:?}", back.warnings);
-        prop_assert_eq!(back.value, apps, "{}", text);
+        prop_assert_eq!(&back.value.fleet.apps, &apps, "{}", text);
+        prop_assert_eq!(&back.value.specs, &specs, "{}", text);
+        prop_assert!(back.value.fleet.clusters.is_empty());
+        let apps_only = parse_apps(&text, "a.yaml").map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        prop_assert_eq!(apps_only.value, apps, "{}", text);
     }
 }
 
@@ -250,6 +294,7 @@ fn writers_produce_readable_examples() {
             clusters: vec![c.clone()],
             apps: vec![placeholder(&c, 1), placeholder(&c, 2)],
         },
+        specs: Default::default(),
         shards: vec![],
         credentials: Default::default(),
     };
