@@ -28,6 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         clusters,
         apps,
         credentials: BTreeMap::new(),
+        specs: BTreeMap::new(),
     };
     let store = StoreUrl::Memory.open()?;
     let mut replicas = Vec::new();
