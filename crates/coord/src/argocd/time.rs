@@ -48,11 +48,24 @@ impl WallTime {
         let d = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        WallTime::new(
-            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            d.subsec_nanos(),
-        )
-        .unwrap_or(WallTime::ZERO)
+        WallTime::from_unix_duration(d)
+    }
+
+    /// The instant `since_epoch` after 1970-01-01T00:00:00Z: what a system clock reports as
+    /// `SystemTime::now().duration_since(UNIX_EPOCH)`. Saturates at the end of the
+    /// representable range (about 292 billion years away).
+    pub const fn from_unix_duration(since_epoch: Duration) -> WallTime {
+        let secs = since_epoch.as_secs();
+        if secs > i64::MAX as u64 {
+            return WallTime {
+                unix_seconds: i64::MAX,
+                nanos: NANOS_PER_SECOND - 1,
+            };
+        }
+        WallTime {
+            unix_seconds: secs as i64,
+            nanos: since_epoch.subsec_nanos(),
+        }
     }
 
     /// Go's zero time, 0001-01-01T00:00:00Z: an unset heartbeat, encoded as `null`.
