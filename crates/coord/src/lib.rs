@@ -11,4 +11,6 @@ pub mod fenced;
 pub mod lease;
 pub mod runner;
 mod select;
+#[cfg(test)]
+mod sim;
 pub mod store;

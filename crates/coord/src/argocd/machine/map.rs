@@ -25,8 +25,16 @@ impl ArgoReplica {
         let found = listing.entries.into_iter().find(|e| e.key == self.cfg.key);
         let (entries, version) = match found {
             None => (Vec::new(), None),
-            Some(e) => match &self.decoded {
-                Some((v, entries)) if *v == e.version => (entries.clone(), Some(e.version)),
+            Some(e) => match (&self.decoded, &self.map) {
+                // Versions are never reused: a version seen (or written) is that content.
+                (Some((v, entries)), _)
+                | (
+                    _,
+                    Some(MapView {
+                        entries,
+                        version: Some(v),
+                    }),
+                ) if *v == e.version => (entries.clone(), Some(e.version)),
                 _ => {
                     let decoded = std::str::from_utf8(&e.value)
                         .map_err(|err| err.to_string())

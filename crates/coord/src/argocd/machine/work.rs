@@ -9,19 +9,17 @@ use super::{Action, ArgoReplica, Out};
 use crate::lease::Mono;
 
 impl ArgoReplica {
-    /// The clusters of shard `s`: Argo CD's controller-level shard among the count, and
-    /// among the map's length too while it differs.
-    fn owned(&mut self, s: u32) -> BTreeSet<String> {
+    /// Makes the cached set of owned clusters that of shard `s`: Argo CD's controller-level
+    /// shard among the count, and among the map's length too while it differs.
+    fn own(&mut self, s: u32) {
         let count = self.count;
         let len = self
             .map
             .as_ref()
             .map_or(0, |m| u32::try_from(m.entries.len()).unwrap_or(u32::MAX));
         let key = (s, count, len);
-        if let Some((k, set)) = &self.owned
-            && *k == key
-        {
-            return set.clone();
+        if self.owned.as_ref().is_some_and(|(k, _)| *k == key) {
+            return;
         }
         let mine = self.shards_for(count).to_vec();
         let other = (len != 0 && len != count).then(|| self.shards_for(len).to_vec());
@@ -37,8 +35,7 @@ impl ArgoReplica {
             })
             .map(|(_, c)| c.id.clone())
             .collect();
-        self.owned = Some((key, set.clone()));
-        set
+        self.owned = Some((key, set));
     }
 
     fn shards_for(&mut self, count: u32) -> &[ArgoShard] {
@@ -68,11 +65,21 @@ impl ArgoReplica {
     /// once on the fast path, otherwise after the start delay.
     pub(super) fn recompute(&mut self, now: Mono, out: &mut Out) {
         let lapsed_at = self.valid_until.filter(|u| *u <= now);
-        let desired = match (self.held, self.valid_until) {
-            (Some(s), Some(u)) if u > now && self.count > 0 && !self.stopping => self.owned(s),
-            _ => BTreeSet::new(),
+        let holding = match (self.held, self.valid_until) {
+            (Some(s), Some(u)) if u > now && self.count > 0 && !self.stopping => Some(s),
+            _ => None,
         };
-        let stops: Vec<String> = self.acting.difference(&desired).cloned().collect();
+        if let Some(s) = holding {
+            self.own(s);
+        }
+        // Taken out while the sets below change (put back at the end).
+        let owned = self.owned.take();
+        let empty = BTreeSet::new();
+        let desired = match (holding, &owned) {
+            (Some(_), Some((_, set))) => set,
+            _ => &empty,
+        };
+        let stops: Vec<String> = self.acting.difference(desired).cloned().collect();
         for c in stops {
             self.acting.remove(&c);
             self.draining.insert(c.clone());
@@ -89,11 +96,12 @@ impl ArgoReplica {
         } else {
             now.after(self.cfg.start_delay())
         };
-        for c in &desired {
+        for c in desired {
             if !self.acting.contains(c) && !self.pending.contains_key(c) {
                 self.pending.insert(c.clone(), at);
             }
         }
+        self.owned = owned;
         self.fast_start = false;
         let due: Vec<String> = self
             .pending
