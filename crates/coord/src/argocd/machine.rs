@@ -67,12 +67,14 @@
 //! # Coverage
 //!
 //! A holder that crashes, pauses or loses the store is replaced by a live replica without a
-//! shard once its entry has been unchanged for `S` (plus a claim round); a replica that comes
-//! back under the same identity before that refreshes its own entry and waits `D`. So while
-//! a replica without a shard is live, a cluster is without an acting owner for at most about
-//! `2S` (real time: `2S/(1 − ρ)`) plus a few store round trips after any single failure; a
-//! graceful shutdown hands over at once. The simulation checks both bounds
-//! (`sim/argocd.rs`).
+//! shard once its entry has been unchanged for `S` on that replica's clock, counted from
+//! when it saw the last change (at most `H` late: it reads on every heartbeat); a replica
+//! that comes back under its own identity before that refreshes its entry and waits `D = S`;
+//! a count change delays the moved clusters by `D`. So while a replica without a shard is
+//! live, every cluster has an acting owner again within `(2S + H)/(1 − ρ)` of real time plus
+//! a few store round trips after any single failure or count change; a graceful shutdown
+//! hands over at once when the taker has seen the shape stable for `D`. The simulation
+//! checks the bound and no overlap at every event (`sim/argocd.rs`).
 //!
 //! The steps live beside this file: `map` (reading a listing: decoding, ages, graceful
 //! releases and shape changes seen), `round` (the claim round, the release, and the
@@ -84,10 +86,11 @@ mod map;
 mod round;
 mod work;
 
+use self::round::Backoff;
+
 pub use config::{ArgoConfig, ArgoConfigError};
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use fleetshard_core::argo::{ArgoPrepared, ArgoShard};
 use fleetshard_core::{App, Cluster};
@@ -183,29 +186,6 @@ struct Timers {
     read_at: Option<Mono>,
     /// An entry held by someone else turns stale then (a replica without a shard).
     stale_check: Option<Mono>,
-}
-
-/// Conflicts and store errors in a row, for the backoff, and its jitter.
-#[derive(Debug, Clone)]
-struct Backoff {
-    conflicts: u32,
-    failures: u32,
-    rng: u64,
-}
-
-impl Backoff {
-    /// Capped exponential backoff with jitter: 25 ms doubling per conflict or store error in
-    /// a row, at most `cap`, times a factor in [0.5, 1).
-    fn next(&mut self, cap: Duration) -> Duration {
-        // xorshift64: jitter only, no quality needed.
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let streak = (self.conflicts + self.failures).min(8);
-        let base = Duration::from_millis(25) * (1u32 << streak);
-        base.min(cap)
-            .mul_f64(0.5 + (self.rng % 1000) as f64 / 2000.0)
-    }
 }
 
 /// What the status page shows besides the protocol state.

@@ -218,3 +218,26 @@ impl ArgoReplica {
         }
     }
 }
+
+/// Conflicts and store errors in a row, for the backoff, and its jitter.
+#[derive(Debug, Clone)]
+pub(super) struct Backoff {
+    pub(super) conflicts: u32,
+    pub(super) failures: u32,
+    pub(super) rng: u64,
+}
+
+impl Backoff {
+    /// Capped exponential backoff with jitter: 25 ms doubling per conflict or store error in
+    /// a row, at most `cap`, times a factor in [0.5, 1).
+    pub(super) fn next(&mut self, cap: Duration) -> Duration {
+        // xorshift64: jitter only, no quality needed.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let streak = (self.conflicts + self.failures).min(8);
+        let base = Duration::from_millis(25) * (1u32 << streak);
+        base.min(cap)
+            .mul_f64(0.5 + (self.rng % 1000) as f64 / 2000.0)
+    }
+}

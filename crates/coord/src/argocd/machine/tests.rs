@@ -2,6 +2,7 @@
 //! S = 30 s).
 
 use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
 
 use fleetshard_core::argo::{ArgoAlgorithm, ArgoControllerAssignment};
 
