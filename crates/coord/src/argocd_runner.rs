@@ -298,7 +298,7 @@ impl ArgoRunner {
             self.execute(actions, done_tx);
             self.publish();
         }
-        tracing::info!(identity = %self.identity(), "entry freed");
+        tracing::info!(identity = %self.identity(), "released: entry freed (or none held)");
         true
     }
 
