@@ -1,161 +1,45 @@
-//! The runner of Argo CD-compatible heartbeat mode: the async driver of the pure claim
-//! ([`crate::argocd::get_or_update_shard`]) over any [`Store`], keeping the mapping at
-//! [`MAPPING_KEY`] in Argo CD's exact format.
+//! The runner of Argo CD-compatible heartbeat mode: the only I/O around an
+//! [`ArgoReplica`], over any [`Store`], keeping the mapping at
+//! [`MAPPING_KEY`](crate::argocd::MAPPING_KEY) in Argo CD's exact format. Every decision
+//! (claim rounds, validity, start delays, backoff, release) is the machine's; its module
+//! docs ([`crate::argocd::machine`]) give the rules and why they are safe.
 //!
-//! One task owns all state (no locks). It reads the mapping when the store reports a change
-//! and at least every heartbeat `H`; on its own heartbeat timer (every `H`, never from a
-//! probe: W14) it runs one claim round and writes the result with compare-and-swap on the
-//! version read (`Absent` when the map does not exist: W19). Writes run as separate tasks
-//! whose outcomes come back on a channel. Conflicts are retried after a capped, jittered,
-//! exponential backoff (W17). A replica that holds nothing also claims as soon as a read
-//! shows a free entry, and re-checks exactly when an entry it watches turns stale. Ownership
-//! changes go out on a channel ([`OwnershipChange`], shared with the fenced runner), a
-//! [`ArgoStatus`] snapshot through a `watch`.
+//! One task owns the machine (no locks) and feeds it everything: reads of the map (when the
+//! machine asks, and when the store reports a change), its timers (it sleeps until
+//! [`ArgoReplica::next_wake`]), the outcomes of its writes (sent as separate tasks and
+//! reported back through a channel), the replica count (a `watch`) and the shutdown signal.
+//! It carries out the machine's actions in order, reports ownership changes on a channel
+//! ([`OwnershipChange`], shared with the fenced runner) and publishes an [`ArgoStatus`]
+//! snapshot through a `watch`.
 //!
-//! # Which clusters a replica acts on
-//!
-//! The replica count `r` comes from the caller (a `watch`; W10: a change redistributes at
-//! once). Holding shard `s`, the replica acts on the clusters Argo CD's controller-level
-//! distribution ([`ArgoControllerAssignment`], the configured algorithm) gives `s` among
-//! `r` — and, while the map it last read has another length `m` (a replica with another
-//! count wrote it), only on those that `m` gives `s` too. Stops never wait.
-//!
-//! # Safety without a barrier (what Argo CD's format allows)
-//!
-//! Argo CD's map has no fencing token and no acknowledgement, so "nobody else acts on a
-//! cluster I start" can only rest on timing. With `S` = stale-after (3H):
-//!
-//! - **Holder validity.** A holder acts only until `V = S − H` (2H) after *sending* its last
-//!   heartbeat write that the store confirmed (like [`crate::lease::HeldLease`]). Observers
-//!   take an entry over only after seeing its content unchanged for more than `S` on their
-//!   own monotonic clock ([`crate::argocd::ChangeObserver`]), and they cannot have seen the
-//!   content before it was sent. So a crashed, partitioned or paused holder has stopped `H`
-//!   before anyone may take over, as long as the two clocks' rates differ by less than
-//!   `(S − V)/(S + V)` = 20 %. A paused process finds its deadline passed on waking and stops
-//!   before anything else; its stop events carry `lapsed_at`.
-//! - **Start delay.** A cluster this replica gains is started at once only on the two paths
-//!   where the previous owner is known to have stopped: a *stale takeover* (by the argument
-//!   above) and a *graceful release* this replica saw happen (the entry went from held to
-//!   free: our runner frees its entry only after stopping its clusters) — and only if the
-//!   count and the map's length have been stable for `D` on this replica's clock, so that
-//!   the shard's clusters are the same set the previous holder had. Every other gain (a
-//!   fresh or just-extended map, a count change, a regained entry after a lapse) waits
-//!   `D = S`: any previous owner either re-read the map and stopped (it reads at least every
-//!   `H`), or could not confirm a heartbeat since the change (a write confirmed after the
-//!   change was based on a read that showed it) and so lapsed `V < D` after it.
-//!
-//! What this does not guarantee: clock *rates* off by more than 20 %; a previous owner that
-//! is not this runner (an Argo CD controller sharing the map applies its own rules, W11/W12;
-//! mixing is unsafe); replicas given different counts for longer than `D` (their maps
-//! disagree, each acts only on clusters both counts give it, and gained clusters wait until
-//! the counts agree, so liveness suffers, not safety); length changes that come and go
-//! between two reads of one replica. `docs/argocd-compatibility.md` states the same.
-//!
-//! Time is `tokio::time::Instant` (tests run under paused time); the wall clock is injected
-//! and only written as `HeartbeatTime`, never compared.
+//! Time is `tokio::time::Instant` since the runner was built, as [`Mono`] (tests run under
+//! paused time); the wall clock is injected ([`WallClock`]) and only written as
+//! `HeartbeatTime`, never compared.
 
 mod replica_status;
-mod state;
 
+use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 
-use fleetshard_core::argo::ArgoAlgorithm;
 use fleetshard_core::{App, Cluster};
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::argocd::{ClaimStatus, MAPPING_KEY, MAX_IDENTITY_LEN, WallTime};
-use crate::runner::OwnershipChange;
+pub use crate::argocd::ArgoConfig;
+use crate::argocd::{Action, ArgoConfigError, ArgoReplica, ClaimStatus, Ticket, WallTime};
+use crate::lease::Mono;
+use crate::runner::{Ownership, OwnershipChange};
 use crate::select::{poll_opt, sleep_until_opt};
 use crate::store::{Listing, Store, StoreError};
 
-use self::state::State;
-
-/// Reads the wall clock, for the `HeartbeatTime` written (never compared with anything).
+/// Reads the wall clock, for the `HeartbeatTime` written (never compared with anything). The
+/// binary builds it from the system clock ([`WallTime::from_unix_duration`]); tests from
+/// tokio's paused time.
 pub type WallClock = Arc<dyn Fn() -> WallTime + Send + Sync>;
 
-/// What one replica is and how it times its heartbeat.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArgoConfig {
-    /// Written as `ControllerName`: unique among live replicas, ideally stable across
-    /// restarts (W29).
-    pub identity: String,
-    /// `ARGOCD_CONTROLLER_SHARD` (`None` for Argo's −1).
-    pub pin: Option<i64>,
-    /// The heartbeat period H (`Settings::heartbeat`).
-    pub heartbeat: Duration,
-    /// How long an entry must be seen unchanged before it may be taken (`Settings::
-    /// stale_after`, 3H).
-    pub stale_after: Duration,
-    /// Argo CD's distribution algorithm for the clusters of a shard.
-    pub algorithm: ArgoAlgorithm,
-    /// The store key of the mapping ([`MAPPING_KEY`]).
-    pub key: String,
-    /// Longest graceful release before giving up (2 s).
-    pub release_timeout: Duration,
-    /// Seed of the conflict-backoff jitter (different per replica, e.g. random).
-    pub jitter_seed: u64,
-}
-
-impl ArgoConfig {
-    /// A configuration with Argo CD's defaults: H = 10 s, stale after 3H, legacy, the
-    /// standard key, unpinned.
-    pub fn new(identity: impl Into<String>) -> Self {
-        ArgoConfig {
-            identity: identity.into(),
-            pin: None,
-            heartbeat: Duration::from_secs(10),
-            stale_after: Duration::from_secs(30),
-            algorithm: ArgoAlgorithm::Legacy,
-            key: MAPPING_KEY.to_owned(),
-            release_timeout: Duration::from_secs(2),
-            jitter_seed: 1,
-        }
-    }
-
-    /// How long a holder acts after sending its last confirmed heartbeat: `S − H`.
-    pub fn validity(&self) -> Duration {
-        self.stale_after.saturating_sub(self.heartbeat)
-    }
-
-    /// How long a cluster gained without a known stop of its previous owner waits: `S`.
-    pub fn start_delay(&self) -> Duration {
-        self.stale_after
-    }
-
-    fn validate(&self) -> Result<(), ArgoRunnerError> {
-        if self.identity.is_empty() || self.identity.len() > MAX_IDENTITY_LEN {
-            return Err(ArgoRunnerError::Identity(self.identity.len()));
-        }
-        if self.heartbeat.is_zero() || self.stale_after <= self.heartbeat * 2 {
-            return Err(ArgoRunnerError::Timing {
-                heartbeat: self.heartbeat,
-                stale_after: self.stale_after,
-            });
-        }
-        Ok(())
-    }
-}
-
-/// Why a runner cannot be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ArgoRunnerError {
-    /// The identity is empty (that means "free" in the map) or too long.
-    #[error("the controller identity must be 1 to {MAX_IDENTITY_LEN} bytes long, not {0}")]
-    Identity(usize),
-    /// The holder could not renew inside its validity (`S − H` must exceed `H`).
-    #[error(
-        "heartbeat {heartbeat:?} with stale-after {stale_after:?}: stale-after must exceed two heartbeats"
-    )]
-    Timing {
-        /// H.
-        heartbeat: Duration,
-        /// S.
-        stale_after: Duration,
-    },
-}
+/// Why a runner cannot be built: its configuration is unusable.
+pub type ArgoRunnerError = ArgoConfigError;
 
 /// A snapshot of the runner for health checks, metrics and status pages.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -237,22 +121,31 @@ impl ArgoStatus {
 
 /// A write's outcome on its way back to the owning task.
 struct WriteDone {
+    ticket: Ticket,
     result: Result<u64, StoreError>,
 }
 
 /// Drives one replica of heartbeat mode against a store.
 pub struct ArgoRunner {
     store: Arc<dyn Store>,
-    state: State,
+    machine: ArgoReplica,
     replicas: watch::Receiver<u32>,
+    wall: WallClock,
+    events: mpsc::UnboundedSender<OwnershipChange>,
     status: watch::Sender<ArgoStatus>,
+    /// The origin of this runner's [`Mono`] readings.
+    start: Instant,
+    /// When the runner should read the map (once a read under way has returned).
+    next_read: Option<Instant>,
+    /// The shard last logged as held.
+    logged_shard: Option<u32>,
 }
 
 impl std::fmt::Debug for ArgoRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ArgoRunner")
             .field("store", &self.store.describe())
-            .field("identity", &self.state.cfg.identity)
+            .field("identity", &self.machine.config().identity)
             .finish_non_exhaustive()
     }
 }
@@ -275,11 +168,28 @@ impl ArgoRunner {
         let count = *replicas.borrow();
         let runner = ArgoRunner {
             store,
-            state: State::new(cfg, clusters, apps, count, wall, events),
+            machine: ArgoReplica::new(cfg, clusters, apps, count, Mono::default()),
             replicas,
+            wall,
+            events,
             status,
+            start: Instant::now(),
+            next_read: None,
+            logged_shard: None,
         };
         Ok((runner, rx))
+    }
+
+    fn now(&self) -> Mono {
+        Mono(self.start.elapsed())
+    }
+
+    fn instant(&self, at: Mono) -> Instant {
+        self.start + at.0
+    }
+
+    fn identity(&self) -> &str {
+        &self.machine.config().identity
     }
 
     /// Runs until `shutdown` turns true (or its sender is dropped); then stops every
@@ -287,10 +197,7 @@ impl ArgoRunner {
     /// `release_timeout`) and returns whether the entry was freed (or not held).
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> bool {
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<WriteDone>();
-        let key = self.state.cfg.key.clone();
-        let mut heartbeat = tokio::time::interval(self.state.cfg.heartbeat);
-        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut next_read = Some(Instant::now());
+        let key = self.machine.config().key.clone();
         let mut reading: Option<BoxFuture<'static, Result<Listing, StoreError>>> = None;
         let mut change: Option<BoxFuture<'static, Result<u64, StoreError>>> = None;
         // A closed count channel keeps the last count (and must not be polled again).
@@ -299,32 +206,31 @@ impl ArgoRunner {
             return true;
         }
         loop {
-            let wake = self.state.next_wake();
-            tokio::select! {
+            let wake = self.machine.next_wake().map(|m| self.instant(m));
+            let actions = tokio::select! {
                 biased;
                 r = shutdown.changed() => {
                     if r.is_err() || *shutdown.borrow() {
                         break;
                     }
+                    Vec::new()
                 }
-                // Deadlines and delayed starts first: a process that was paused stops
-                // before it looks at anything it read before the pause.
-                _ = sleep_until_opt(wake) => self.state.on_wake(),
-                Some(done) = done_rx.recv() => {
-                    self.state.on_write(done.result);
-                }
+                // Timers first (deadlines, delayed starts, the heartbeat): a process that was
+                // paused stops before it looks at anything it read before the pause.
+                _ = sleep_until_opt(wake) => self.machine.tick(self.now()),
+                Some(done) = done_rx.recv() => self.write_done(done),
                 r = self.replicas.changed(), if count_open => {
                     match r {
                         Ok(()) => {
                             let n = *self.replicas.borrow_and_update();
-                            self.state.on_replicas(n);
+                            tracing::info!(identity = %self.identity(), from = self.machine.replicas(), to = n, "replica count changed");
+                            self.machine.on_replicas(n, self.now())
                         }
-                        Err(_) => count_open = false,
+                        Err(_) => {
+                            count_open = false;
+                            Vec::new()
+                        }
                     }
-                }
-                _ = heartbeat.tick() => {
-                    self.state.heartbeat_due = true;
-                    next_read = Some(Instant::now());
                 }
                 r = poll_opt(&mut reading) => {
                     reading = None;
@@ -334,89 +240,166 @@ impl ArgoRunner {
                         let (store, k, since) = (self.store.clone(), key.clone(), l.revision);
                         change = Some(Box::pin(async move { store.wait_for_change(&k, since).await }));
                     }
-                    self.state.on_read(r);
+                    self.read_done(r)
                 }
                 r = poll_opt(&mut change) => {
                     change = None;
                     match r {
-                        Ok(_) => next_read = Some(Instant::now()),
-                        Err(e) => self.state.store_error(&e),
+                        Ok(_) => {
+                            self.next_read = Some(Instant::now());
+                            Vec::new()
+                        }
+                        Err(e) => {
+                            tracing::warn!(identity = %self.identity(), "{e}");
+                            self.machine.on_store_error(&e, self.now())
+                        }
                     }
                 }
-                _ = sleep_until_opt(next_read), if reading.is_none() => {
-                    next_read = None;
+                _ = sleep_until_opt(self.next_read), if reading.is_none() => {
+                    self.next_read = None;
                     let (store, k) = (self.store.clone(), key.clone());
                     reading = Some(Box::pin(async move { store.list(&k).await }));
+                    Vec::new()
                 }
-            }
-            if let Some(at) = self.state.take_read_request() {
-                next_read = Some(next_read.map_or(at, |n| n.min(at)));
-            }
-            // Stops first: a write that gives an entry up must not be seen before our
-            // clusters are stopped.
-            self.state.recompute();
-            if let Some(write) = self.state.take_write() {
-                let store = self.store.clone();
-                let done = done_tx.clone();
-                let identity = self.state.cfg.identity.clone();
-                let key = key.clone();
-                tokio::spawn(async move {
-                    let sent = Instant::now();
-                    let result = store.put(&key, write.value, write.pre).await;
-                    tracing::debug!(%identity, %key, ?result, took = ?sent.elapsed(), "write");
-                    // The runner may have returned; nobody needs the outcome then.
-                    let _ = done.send(WriteDone { result });
-                });
-            }
+            };
+            self.execute(actions, &done_tx);
             self.publish();
         }
-        self.state.stats.stopping = true;
-        self.state.stop_all();
+        let actions = self.machine.shutdown(self.now());
+        self.execute(actions, &done_tx);
         self.publish();
-        let freed =
-            tokio::time::timeout(self.state.cfg.release_timeout, self.release(&mut done_rx))
-                .await
-                .unwrap_or(false);
+        let release_timeout = self.machine.config().release_timeout;
+        let freed = tokio::time::timeout(release_timeout, self.release(&mut done_rx, &done_tx))
+            .await
+            .unwrap_or(false);
         self.publish();
-        tracing::info!(identity = %self.state.cfg.identity, freed, "argocd runner stopped");
+        tracing::info!(identity = %self.identity(), freed, "argocd runner stopped");
         freed
     }
 
-    /// Frees this replica's entry: waits for a write in flight, then CAS-writes the map
-    /// with the entry free, re-reading after a conflict, until it is free or not ours.
-    async fn release(&mut self, done_rx: &mut mpsc::UnboundedReceiver<WriteDone>) -> bool {
-        if self.state.write_in_flight()
-            && let Some(done) = done_rx.recv().await
-        {
-            self.state.on_write(done.result);
-            self.state.stop_all();
-        }
-        let key = self.state.cfg.key.clone();
-        loop {
-            let Some(write) = self.state.release_write() else {
-                return true;
-            };
-            match self.store.put(&key, write.value, write.pre).await {
-                Ok(_) => {
-                    tracing::info!(identity = %self.state.cfg.identity, "entry freed");
-                    self.state.released();
-                    return true;
-                }
-                Err(e) => {
-                    if !matches!(e, StoreError::Conflict { .. }) {
-                        self.state.store_error(&e);
-                        tokio::time::sleep(self.state.backoff()).await;
-                    }
+    /// Feeds the machine until it has freed its entry (or holds none): the outcome of a
+    /// write in flight, re-reads after a conflict, retries after the backoff.
+    async fn release(
+        &mut self,
+        done_rx: &mut mpsc::UnboundedReceiver<WriteDone>,
+        done_tx: &mpsc::UnboundedSender<WriteDone>,
+    ) -> bool {
+        let key = self.machine.config().key.clone();
+        while !self.machine.is_released() {
+            let wake = self.machine.next_wake().map(|m| self.instant(m));
+            let actions = tokio::select! {
+                biased;
+                Some(done) = done_rx.recv() => self.write_done(done),
+                _ = sleep_until_opt(wake) => self.machine.tick(self.now()),
+                _ = sleep_until_opt(self.next_read) => {
+                    self.next_read = None;
                     let r = self.store.list(&key).await;
-                    self.state.on_read(r);
-                    self.state.stop_all();
+                    self.read_done(r)
+                }
+            };
+            self.execute(actions, done_tx);
+            self.publish();
+        }
+        tracing::info!(identity = %self.identity(), "released: entry freed (or none held)");
+        true
+    }
+
+    fn read_done(&mut self, r: Result<Listing, StoreError>) -> Vec<Action> {
+        if let Err(e) = &r {
+            tracing::warn!(identity = %self.identity(), "{e}");
+        }
+        self.machine.step(self.now(), (self.wall)(), r)
+    }
+
+    fn write_done(&mut self, done: WriteDone) -> Vec<Action> {
+        if let Err(e) = &done.result
+            && !matches!(e, StoreError::Conflict { .. })
+        {
+            tracing::warn!(identity = %self.identity(), "{e}");
+        }
+        self.machine.on_write(done.ticket, done.result, self.now())
+    }
+
+    /// Carries the actions out in order: stops and starts are reported at once (the
+    /// controller carries them out), writes run as tasks reporting back on `done`.
+    fn execute(&mut self, actions: Vec<Action>, done: &mpsc::UnboundedSender<WriteDone>) {
+        let mut queue = VecDeque::from(actions);
+        while let Some(action) = queue.pop_front() {
+            match action {
+                Action::Stop {
+                    cluster,
+                    shard,
+                    lapsed_at,
+                } => {
+                    tracing::info!(identity = %self.identity(), %cluster, lapsed = lapsed_at.is_some(), "stopped");
+                    let lapsed_at = lapsed_at.map(|m| self.instant(m));
+                    self.report(Ownership::Stopped(cluster.clone()), shard, lapsed_at);
+                    // No stop barrier here: the event is the stop.
+                    queue.extend(self.machine.on_stopped(&cluster, self.now()));
+                }
+                Action::Start { cluster, shard } => {
+                    tracing::info!(identity = %self.identity(), %cluster, "started");
+                    self.report(Ownership::Started(cluster), Some(shard), None);
+                }
+                Action::Read => {
+                    let now = Instant::now();
+                    self.next_read = Some(self.next_read.map_or(now, |n| n.min(now)));
+                }
+                Action::Write {
+                    ticket,
+                    key,
+                    value,
+                    pre,
+                } => {
+                    let store = self.store.clone();
+                    let done = done.clone();
+                    let identity = self.identity().to_owned();
+                    tokio::spawn(async move {
+                        let sent = Instant::now();
+                        let result = store.put(&key, value, pre).await;
+                        tracing::debug!(%identity, %key, ?result, took = ?sent.elapsed(), "write");
+                        // The runner may have returned; nobody needs the outcome then.
+                        let _ = done.send(WriteDone { ticket, result });
+                    });
                 }
             }
         }
+        for w in self.machine.take_warnings() {
+            tracing::warn!(identity = %self.identity(), "{w}");
+        }
+        if self.machine.shard() != self.logged_shard {
+            self.logged_shard = self.machine.shard();
+            tracing::info!(identity = %self.identity(), shard = ?self.logged_shard, pending = self.machine.pending(), "shard held");
+        }
+    }
+
+    fn report(&self, change: Ownership, shard: Option<u32>, lapsed_at: Option<Instant>) {
+        let _ = self.events.send(OwnershipChange {
+            identity: self.identity().to_owned(),
+            change,
+            shard,
+            generation: u64::from(self.machine.replicas()),
+            lapsed_at,
+        });
     }
 
     fn publish(&mut self) {
-        let snapshot = self.state.snapshot();
+        let m = &self.machine;
+        let snapshot = ArgoStatus {
+            shard: m.shard(),
+            claim: m.claim_status().cloned(),
+            valid_until: m.valid_until().map(|u| self.start + u.0),
+            acting: m.started().map(str::to_owned).collect(),
+            pending: m.pending(),
+            replicas: m.replicas(),
+            map_error: m.map_error().map(str::to_owned),
+            last_store_error: m.last_store_error().map(str::to_owned),
+            store_errors: m.store_errors(),
+            handovers: m.handovers(),
+            writes: m.writes(),
+            stopping: m.is_stopping(),
+            listed: m.listed(),
+        };
         self.status.send_if_modified(|s| {
             let changed = *s != snapshot;
             *s = snapshot;

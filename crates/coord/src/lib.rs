@@ -2,8 +2,12 @@
 //! [`store::Store`] with compare-and-swap.
 //!
 //! **Architecture invariant:** protocol logic is pure (state machines fed with observed
-//! store state and local monotonic time, returning actions); only the store backends and
-//! the runner that drives the machines do I/O. Nothing here knows the reconciler.
+//! store state and local monotonic time, returning actions): fenced mode's
+//! [`fenced::Replica`] and Argo CD mode's [`argocd::ArgoReplica`]. Only the store backends
+//! and the runners that drive the machines ([`runner`], [`argocd_runner`]) do I/O or read
+//! clocks (`crates/tidy` checks the protocol modules for clock reads). Both machines
+//! run under one seeded deterministic simulation in tests (`sim/`). Nothing here knows the
+//! reconciler.
 //!
 //! Feature `test-util` (for other crates' `[dev-dependencies]` only): the backends'
 //! conformance suite `store::conformance`, the measurement `store::throughput`, and Argo
@@ -17,4 +21,6 @@ pub mod lease;
 pub mod ownership;
 pub mod runner;
 mod select;
+#[cfg(test)]
+mod sim;
 pub mod store;

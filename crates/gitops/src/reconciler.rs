@@ -53,9 +53,7 @@ use crate::live::{ClusterConnections, KindInfo};
 use crate::source::{Refresh, RepoCache};
 use problem::Problem;
 
-pub use inventory::{
-    AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory, SystemClock,
-};
+pub use inventory::{AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory};
 pub use status::{
     AppStatus, ComparisonStatus, Condition, HealthInfo, KubeStatusSink, MemorySink, OperationState,
     ResourceEntry, SinkError, StatusSink, StatusUpdate, SyncInfo, SyncResult, SyncResultEntry,

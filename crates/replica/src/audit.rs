@@ -10,6 +10,7 @@ use fleetshard_coord::ownership::{Ownership, OwnershipChange};
 use tokio::sync::mpsc;
 
 use crate::ReplicaError;
+use crate::clock::SystemClock;
 
 /// One ownership change, protocol-neutral.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,16 +60,6 @@ pub fn open(path: Option<&Path>) -> Result<Option<File>, ReplicaError> {
     }
 }
 
-/// Wall-clock milliseconds since the Unix epoch, for the audit log only: it is read by
-/// people and tests, never by the protocol (G6), which is why `SystemTime` is allowed here.
-#[allow(clippy::disallowed_types)]
-fn unix_ms() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or_default()
-}
-
 /// Logs every ownership change received, and appends it to the audit log as one JSON
 /// line; ends when the channel closes.
 pub async fn audit_loop(
@@ -84,7 +75,7 @@ pub async fn audit_loop(
         if let Some(f) = &mut file {
             let ago = e.lapsed_ago.map_or(0, |d| d.as_millis());
             let mut line = serde_json::json!({
-                "ts_ms": unix_ms().saturating_sub(ago) as u64,
+                "ts_ms": SystemClock::since_epoch().as_millis().saturating_sub(ago) as u64,
                 "identity": identity,
                 "event": event,
                 "cluster": e.cluster,

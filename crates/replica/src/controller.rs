@@ -11,11 +11,12 @@ use fleetshard_coord::ownership::StopHook;
 use fleetshard_gitops::live::{ClusterConnections, LiveOptions};
 use fleetshard_gitops::reconciler::{
     DEFAULT_HEARTBEAT, GitOpsReconciler, GitOpsStopHook, InventoryTargets, KubeStatusSink,
-    MemorySink, ReconcilerConfig, StatusSink, StoreStatusSink, SystemClock,
+    MemorySink, ReconcilerConfig, StatusSink, StoreStatusSink,
 };
 use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
 use prometheus_client::registry::Registry;
 
+use crate::clock::SystemClock;
 use crate::store::{OpenedStore, StoreUrl};
 use crate::{ControllerSettings, ReconcilerKind, ReplicaError};
 

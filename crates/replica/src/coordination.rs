@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use fleetshard_controller::StopMode;
 use fleetshard_controller::inventory::Inventory;
-use fleetshard_coord::argocd::WallTime;
 use fleetshard_coord::argocd_runner::{ArgoRunner, ArgoStatus, WallClock};
 use fleetshard_coord::fenced::{ReplicaConfig, ShardCount};
 use fleetshard_coord::ownership::{OwnershipChange, ReplicaStatus, RunnerMetrics, StopHook};
@@ -20,6 +19,7 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::clock::SystemClock;
 use crate::deployment::{DeploymentReplicas, ReplicasWatch};
 use crate::inventory::follow_fleet;
 use crate::{ArgoSettings, FencedSettings, ReplicaError};
@@ -158,7 +158,7 @@ pub async fn argocd(
         }
         None => None,
     };
-    let wall: WallClock = Arc::new(WallTime::now);
+    let wall: WallClock = Arc::new(SystemClock::now);
     let (events_tx, events) = mpsc::unbounded_channel();
     let (runner, status) = ArgoRunner::new(
         inputs.store,

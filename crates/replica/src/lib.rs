@@ -20,6 +20,7 @@
 //! beyond its stop hook.
 
 pub mod audit;
+pub mod clock;
 mod controller;
 pub mod coordination;
 pub mod deployment;

@@ -193,6 +193,13 @@ impl Field {
     /// means ASCII case-insensitivity plus the four non-ASCII characters that fold onto an
     /// ASCII letter: `ſ` (long s) → S, `K` (Kelvin sign) → K, `ı` and `İ` → I.
     fn of_key(key: &str) -> Option<Field> {
+        if key.is_ascii() {
+            // The same rule without allocating: ASCII case-insensitivity.
+            return Field::ALL
+                .iter()
+                .find(|(_, name)| key.eq_ignore_ascii_case(name))
+                .map(|&(field, _)| field);
+        }
         let folded: Option<String> = key
             .chars()
             .map(|c| match c {

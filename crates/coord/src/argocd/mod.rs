@@ -13,14 +13,18 @@
 //!   from [`ChangeObserver`] (this replica's monotonic clock, never the written time);
 //! - `upstream` (tests and the `test-util` feature only): Argo CD's functions verbatim,
 //!   defects included, as a test reference;
-//! - [`Settings`]: Argo CD's environment variables, parsed as Argo CD parses them.
+//! - [`Settings`]: Argo CD's environment variables, parsed as Argo CD parses them;
+//! - [`machine`]: one replica as a state machine ([`ArgoReplica`]): claim rounds on its
+//!   heartbeat, validity, start delays, backoff, release.
 //!
-//! Nothing here does I/O, awaits, or reads a clock: the runner reads the ConfigMap through
-//! the store, passes wall and monotonic times in, and writes [`Outcome::write`] back with
-//! compare-and-swap. `docs/argocd-compatibility.md` lists every deviation from upstream.
+//! Nothing here does I/O, awaits, or reads a clock: the runner
+//! ([`crate::argocd_runner`]) reads the ConfigMap through the store, passes wall and
+//! monotonic times in, and carries out the machine's actions (writes with compare-and-swap,
+//! starts and stops). `docs/argocd-compatibility.md` lists every deviation from upstream.
 
 mod claim;
 mod json;
+pub mod machine;
 pub mod mapping;
 mod observe;
 mod repair;
@@ -33,6 +37,7 @@ pub use claim::{
     ClaimError, ClaimRequest, ClaimStatus, MAX_IDENTITY_LEN, MAX_REPLICAS, Outcome, Warning,
     get_or_update_shard,
 };
+pub use machine::{Action, ArgoConfig, ArgoConfigError, ArgoReplica, Ticket};
 pub use mapping::{MappingError, ShardEntry, decode, encode};
 pub use observe::ChangeObserver;
 pub use repair::repair;

@@ -40,19 +40,23 @@ impl Default for WallTime {
 }
 
 impl WallTime {
-    /// The system's wall clock now. For timestamps others read (a heartbeat in Argo CD's
-    /// format, an app's `reconciledAt`); no fleetshard decision compares it (G6), which is
-    /// why `SystemTime` is allowed here and nowhere in the logic.
-    #[allow(clippy::disallowed_types)]
-    pub fn now() -> WallTime {
-        let d = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        WallTime::new(
-            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            d.subsec_nanos(),
-        )
-        .unwrap_or(WallTime::ZERO)
+    /// The instant `since_epoch` after 1970-01-01T00:00:00Z: what a system clock reports as
+    /// `SystemTime::now().duration_since(UNIX_EPOCH)`. Nothing here reads that clock: the
+    /// binary does, and passes the reading in (as a heartbeat's time to write, or a
+    /// status's timestamp; no fleetshard decision compares it, G6). Saturates at the end of
+    /// the representable range (about 292 billion years away).
+    pub const fn from_unix_duration(since_epoch: Duration) -> WallTime {
+        let secs = since_epoch.as_secs();
+        if secs > i64::MAX as u64 {
+            return WallTime {
+                unix_seconds: i64::MAX,
+                nanos: NANOS_PER_SECOND - 1,
+            };
+        }
+        WallTime {
+            unix_seconds: secs as i64,
+            nanos: since_epoch.subsec_nanos(),
+        }
     }
 
     /// Go's zero time, 0001-01-01T00:00:00Z: an unset heartbeat, encoded as `null`.

@@ -4,11 +4,12 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
-use fleetshard_core::argo::ArgoControllerAssignment;
+use fleetshard_core::argo::{ArgoAlgorithm, ArgoControllerAssignment};
 
 use super::*;
-use crate::argocd::{ShardEntry, decode};
+use crate::argocd::{MAPPING_KEY, ShardEntry, decode};
 use crate::runner::Ownership;
 use crate::store::Precondition;
 use crate::store::memory::MemoryStore;
@@ -301,24 +302,6 @@ async fn pausable<F: std::future::Future>(fut: F, mut running: watch::Receiver<b
 
 async fn sleep(d: Duration) {
     tokio::time::sleep(d).await;
-}
-
-#[test]
-fn config_is_validated() {
-    let ok = ArgoConfig::new("a");
-    assert_eq!(ok.validity(), Duration::from_secs(20));
-    assert_eq!(ok.start_delay(), S);
-    assert!(ok.validate().is_ok());
-    assert!(matches!(
-        ArgoConfig::new("").validate(),
-        Err(ArgoRunnerError::Identity(0))
-    ));
-    let tight = ArgoConfig {
-        stale_after: H * 2,
-        ..ArgoConfig::new("a")
-    };
-    let e = tight.validate().unwrap_err().to_string();
-    assert!(e.contains("two heartbeats"), "{e}");
 }
 
 #[test]

@@ -3,14 +3,11 @@
 //! a cluster moves only after its previous owner has acknowledged the generation or its
 //! lease has expired. The protocol is written down in `ARCHITECTURE.md` ("Fenced lease
 //! mode"); this module is that protocol as a pure state machine ([`Replica`]), driven by a
-//! runner (or by the deterministic simulation in its tests).
+//! runner (or by the deterministic simulation, `crate::sim`, in tests).
 
 mod records;
 mod replica;
 mod snapshot;
-
-#[cfg(test)]
-mod simulation;
 
 pub use records::{
     AssignmentDoc, CorruptRecord, DesiredShards, DistributorRecord, PresenceRecord, ShardRecord,

@@ -81,21 +81,11 @@ impl Inventory for StaticInventory {
     }
 }
 
-/// The wall clock, for status timestamps only (no decision reads it). The binary gives a
-/// real one; tests a fixed one.
+/// The wall clock, for status timestamps only (no decision reads it). The replica gives
+/// the system's (`fleetshard_replica::clock::SystemClock`); tests a fixed one.
 pub trait Clock: Send + Sync {
     /// Now, as RFC 3339 UTC (`2026-11-21T10:00:00Z`).
     fn now_rfc3339(&self) -> String;
-}
-
-/// The system's wall clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_rfc3339(&self) -> String {
-        fleetshard_coord::argocd::WallTime::now().to_rfc3339()
-    }
 }
 
 /// A clock that always says the same time.

@@ -16,6 +16,20 @@ fn zero_is_go_zero_time() {
 }
 
 #[test]
+fn a_system_clock_reading_converts_exactly() {
+    let d = Duration::new(1_795_000_000, 123_456_789);
+    let w = WallTime::from_unix_duration(d);
+    assert_eq!((w.unix_seconds(), w.nanos()), (1_795_000_000, 123_456_789));
+    assert_eq!(w.to_rfc3339(), "2026-11-18T11:06:40Z");
+    assert_eq!(
+        WallTime::from_unix_duration(Duration::ZERO),
+        WallTime::from_unix_seconds(0)
+    );
+    let far = WallTime::from_unix_duration(Duration::MAX);
+    assert_eq!(far.unix_seconds(), i64::MAX);
+}
+
+#[test]
 fn known_instants() {
     assert_eq!(
         WallTime::from_unix_seconds(0).to_rfc3339(),

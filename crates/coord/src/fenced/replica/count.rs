@@ -25,8 +25,9 @@ pub enum ShardCount {
         /// Most shards.
         max: u32,
     },
-    /// Given by the runner with each step ([`FleetInput::external_shards`]: a Kubernetes
-    /// Deployment's `spec.replicas`), else `default`.
+    /// Given by the runner with each step
+    /// ([`FleetInput::external_shards`](crate::fenced::FleetInput::external_shards): a
+    /// Kubernetes Deployment's `spec.replicas`), else `default`.
     External {
         /// Used while the runner has no value.
         default: u32,

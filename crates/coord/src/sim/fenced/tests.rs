@@ -1,0 +1,206 @@
+//! Fenced mode's runs: G1 in every run, G2 bounded, and the end states of scaling.
+
+use std::time::Duration;
+
+use super::super::{percentile, replay, seeds};
+use super::*;
+
+#[test]
+fn converges_without_faults() {
+    let out = simulate(
+        SimConfig {
+            faults: false,
+            run_ms: 15_000,
+            ..SimConfig::default()
+        },
+        1,
+    );
+    assert!(out.overlaps.is_empty(), "{:?}", out.overlaps);
+    assert!(out.open_at_end.is_empty(), "every cluster has an owner");
+}
+
+/// G1 must hold in every run; G2 is measured. With one failure at a time, every window
+/// without an owner must close within the bound: lease duration + grace + two polls +
+/// the slowest store round trip (the spikes are 0.8 s each way) + one renew.
+fn check_configuration(name: &str, test: &str, cfg: SimConfig, runs: u64) {
+    let bound = cfg.timing.duration
+        + cfg.grace
+        + cfg.timing.renew_every
+        + Duration::from_millis(2 * cfg.poll_ms + 1_600);
+    let (mut windows, mut graceful, mut handovers, mut faults) =
+        (Vec::new(), Vec::<u64>::new(), 0, 0);
+    for seed in seeds(runs) {
+        let out = simulate(cfg.clone(), seed);
+        assert!(
+            out.overlaps.is_empty(),
+            "{name}, seed {seed}: G1 violated: {:?} ({})",
+            &out.overlaps[..out.overlaps.len().min(5)],
+            replay(seed, test)
+        );
+        if let Some(&w) = out.uncovered.iter().chain(&out.open_at_end).max() {
+            assert!(
+                Duration::from_millis(w) <= bound,
+                "{name}, seed {seed}: a cluster had no owner for {w} ms (bound {bound:?}; {})",
+                replay(seed, test)
+            );
+        }
+        windows.extend(out.uncovered);
+        graceful.extend(out.graceful_windows);
+        handovers += out.handovers;
+        faults += out.faults;
+    }
+    assert!(
+        handovers > 0 && faults > 0,
+        "{name}: the runs must exercise handovers"
+    );
+    windows.sort_unstable();
+    graceful.sort_unstable();
+    for (what, w) in [
+        ("after any failure", &windows),
+        ("after a graceful shutdown", &graceful),
+    ] {
+        eprintln!(
+            "{name}: {faults} faults, {handovers} handovers; {what}: {} windows without an owner, p50 {} ms, p99 {} ms, max {} ms",
+            w.len(),
+            percentile(w, 0.5),
+            percentile(w, 0.99),
+            w.last().copied().unwrap_or(0)
+        );
+    }
+}
+
+#[test]
+fn with_a_spare_replica() {
+    check_configuration(
+        "4 replicas, 3 shards",
+        "sim::fenced::tests::with_a_spare_replica",
+        SimConfig::default(),
+        25,
+    );
+}
+
+#[test]
+fn without_a_spare_replica() {
+    check_configuration(
+        "3 replicas, 3 shards",
+        "sim::fenced::tests::without_a_spare_replica",
+        SimConfig {
+            nodes: 3,
+            ..SimConfig::default()
+        },
+        25,
+    );
+}
+
+#[test]
+fn many_shards_and_clock_drift() {
+    let cfg = SimConfig {
+        nodes: 6,
+        shards: 5,
+        clusters: 40,
+        drift: 0.12,
+        ..SimConfig::default()
+    };
+    check_configuration(
+        "6 replicas, 5 shards, 12 % drift",
+        "sim::fenced::tests::many_shards_and_clock_drift",
+        cfg,
+        15,
+    );
+}
+
+#[test]
+fn spares_and_lease_deadlines_are_exposed() {
+    let cfg = SimConfig {
+        faults: false,
+        run_ms: 15_000,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg.clone(), 3);
+    sim.advance();
+    let mut spares = 0;
+    for (shard, left, spare) in sim.holders() {
+        match shard {
+            Some(_) => {
+                let left = left.expect("a holder has a deadline ahead");
+                assert!(left <= cfg.timing.renew_deadline, "{left:?}");
+                assert!(!spare);
+            }
+            None => {
+                assert_eq!(left, None);
+                assert!(spare, "a replica holds nothing while every shard is held");
+                spares += 1;
+            }
+        }
+    }
+    assert_eq!(spares, cfg.nodes - cfg.shards as usize);
+}
+
+#[test]
+fn scaling_by_desired_count_under_failures() {
+    // 6 replicas; the operator scales 3 → 6 → 2 → 4 while failures are injected.
+    let cfg = SimConfig {
+        nodes: 6,
+        shards: 3,
+        clusters: 36,
+        run_ms: 90_000,
+        count: Some(ShardCount::Desired { default: 3 }),
+        scale: vec![(15_000, 6), (35_000, 2), (60_000, 4)],
+        ..SimConfig::default()
+    };
+    check_configuration(
+        "desired count 3→6→2→4, 6 replicas",
+        "sim::fenced::tests::scaling_by_desired_count_under_failures",
+        cfg.clone(),
+        12,
+    );
+    // Without failures the end state is exact: 4 shards, each held, every cluster owned.
+    let mut sim = Sim::new(
+        SimConfig {
+            faults: false,
+            ..cfg
+        },
+        7,
+    );
+    sim.advance();
+    let (doc, holders) = sim.final_state();
+    assert_eq!(doc.shards, 4);
+    assert!(holders.iter().all(Option::is_some), "{holders:?}");
+    assert!(doc.clusters.values().all(|&s| s < 4));
+    assert!(sim.checker.all_covered(), "every cluster has an owner");
+    let spares = sim.holders().iter().filter(|h| h.2).count();
+    assert_eq!(spares, 2);
+}
+
+#[test]
+fn auto_count_follows_the_live_replicas() {
+    // 5 replicas and `auto`: the count grows to 5 from the presence of spares; failures
+    // come and go; a dead replica's shard stays (vacant, its clusters displaced) rather than
+    // shrinking the count under the others.
+    let cfg = SimConfig {
+        nodes: 5,
+        shards: 1,
+        clusters: 30,
+        count: Some(ShardCount::Auto { min: 1, max: 8 }),
+        ..SimConfig::default()
+    };
+    check_configuration(
+        "auto count, 5 replicas",
+        "sim::fenced::tests::auto_count_follows_the_live_replicas",
+        cfg.clone(),
+        12,
+    );
+    let mut sim = Sim::new(
+        SimConfig {
+            faults: false,
+            run_ms: 20_000,
+            ..cfg
+        },
+        3,
+    );
+    sim.advance();
+    let (doc, holders) = sim.final_state();
+    assert_eq!(doc.shards, 5, "one shard per live replica");
+    assert!(holders.iter().all(Option::is_some), "{holders:?}");
+    assert!(sim.checker.all_covered(), "every cluster has an owner");
+}

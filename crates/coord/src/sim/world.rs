@@ -1,0 +1,417 @@
+//! What every simulated protocol shares: the event queue, the store, each replica's clocks
+//! and life (crashes, pauses, partitions), store latency, the fault schedule, and the
+//! checker of overlaps and coverage windows.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::time::Duration;
+
+use fleetshard_core::Cluster;
+
+use super::Rng;
+use crate::argocd::WallTime;
+use crate::lease::Mono;
+use crate::store::{Entry, Listing, Precondition, StoreError};
+
+/// Events ordered by time, then by the order they were scheduled.
+pub(crate) struct Queue<E> {
+    seq: u64,
+    heap: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    events: Vec<Option<E>>,
+}
+
+impl<E> Queue<E> {
+    pub(crate) fn new() -> Self {
+        Queue {
+            seq: 0,
+            heap: BinaryHeap::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// Schedules `ev` at `t` (ms).
+    pub(crate) fn at(&mut self, t: u64, ev: E) {
+        self.seq += 1;
+        self.events.push(Some(ev));
+        self.heap
+            .push(Reverse((t, self.seq, self.events.len() - 1)));
+    }
+
+    /// The next event at or before `until`, with its time.
+    pub(crate) fn pop(&mut self, until: u64) -> Option<(u64, E)> {
+        loop {
+            let Reverse((t, _, id)) = *self.heap.peek()?;
+            if t > until {
+                return None;
+            }
+            self.heap.pop();
+            if let Some(ev) = self.events[id].take() {
+                return Some((t, ev));
+            }
+        }
+    }
+}
+
+/// A store with compare-and-swap and store-wide revisions (versions never reused).
+#[derive(Default)]
+pub(crate) struct SimStore {
+    pub(crate) revision: u64,
+    pub(crate) entries: BTreeMap<String, (Vec<u8>, u64)>,
+}
+
+impl SimStore {
+    pub(crate) fn listing(&self) -> Listing {
+        let entries = self
+            .entries
+            .iter()
+            .map(|(k, (v, ver))| Entry {
+                key: k.clone(),
+                value: v.clone(),
+                version: *ver,
+            })
+            .collect();
+        Listing {
+            entries,
+            revision: self.revision,
+        }
+    }
+
+    pub(crate) fn write(
+        &mut self,
+        key: &str,
+        value: Vec<u8>,
+        pre: Precondition,
+    ) -> Result<u64, StoreError> {
+        if !pre.admits(self.entries.get(key).map(|e| e.1)) {
+            return Err(StoreError::Conflict {
+                key: key.to_owned(),
+            });
+        }
+        self.revision += 1;
+        self.entries.insert(key.to_owned(), (value, self.revision));
+        Ok(self.revision)
+    }
+}
+
+/// One replica's clocks. Monotonic: `offset + rate × real` ms; the wall clock: a date plus
+/// its own offset (hours of skew) plus the same rate, only ever written, never compared.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    pub(crate) offset_ms: f64,
+    pub(crate) rate: f64,
+    pub(crate) wall_offset_s: i64,
+}
+
+impl Clock {
+    /// A clock whose rate is within `drift` of real time (drawn from `rng`).
+    pub(crate) fn drawn(rng: &mut Rng, drift: f64) -> Clock {
+        let rate = 1.0 + (2.0 * rng.unit() - 1.0) * drift;
+        Clock {
+            offset_ms: rng.below(1_000_000) as f64,
+            rate,
+            wall_offset_s: 0,
+        }
+    }
+
+    /// The local monotonic reading at real time `t` (ms).
+    pub(crate) fn local(&self, t: u64) -> Mono {
+        Mono(Duration::from_secs_f64(
+            (self.offset_ms + self.rate * t as f64) / 1000.0,
+        ))
+    }
+
+    /// The first real time (ms) at which the local clock reads at least `local`.
+    pub(crate) fn real(&self, local: Mono) -> u64 {
+        let ms = (local.0.as_secs_f64() * 1000.0 - self.offset_ms) / self.rate;
+        let mut t = ms.max(0.0).ceil() as u64;
+        while self.local(t) < local {
+            t += 1;
+        }
+        t
+    }
+
+    /// The wall clock at real time `t`.
+    pub(crate) fn wall(&self, t: u64) -> WallTime {
+        let base = WallTime::from_unix_seconds(1_795_000_000 + self.wall_offset_s);
+        base.saturating_add(Duration::from_secs_f64(self.rate * t as f64 / 1000.0))
+    }
+}
+
+/// What the harness knows of one replica's process.
+pub(crate) struct Life {
+    pub(crate) identity: String,
+    /// New at every restart: events of an earlier incarnation are dropped.
+    pub(crate) incarnation: u64,
+    pub(crate) alive: bool,
+    pub(crate) paused_until: u64,
+    pub(crate) partitioned_until: u64,
+    /// Stopping gracefully: exits once released, or at this time.
+    pub(crate) exit_by: Option<u64>,
+    /// Clusters whose work is still stopping (items in flight): they count as acting.
+    pub(crate) draining: BTreeSet<String>,
+    pub(crate) clock: Clock,
+}
+
+impl Life {
+    pub(crate) fn new(identity: String, incarnation: u64, clock: Clock) -> Life {
+        Life {
+            identity,
+            incarnation,
+            alive: true,
+            paused_until: 0,
+            partitioned_until: 0,
+            exit_by: None,
+            draining: BTreeSet::new(),
+            clock,
+        }
+    }
+
+    pub(crate) fn local(&self, t: u64) -> Mono {
+        self.clock.local(t)
+    }
+}
+
+/// Store latency: mostly `normal`, sometimes (`spike_chance`) a `spike`, each way.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Latency {
+    pub(crate) normal: (u64, u64),
+    pub(crate) spike_chance: f64,
+    pub(crate) spike: (u64, u64),
+}
+
+impl Latency {
+    pub(crate) fn draw(&self, rng: &mut Rng) -> u64 {
+        if rng.chance(self.spike_chance) {
+            rng.between(self.spike.0, self.spike.1)
+        } else {
+            rng.between(self.normal.0, self.normal.1)
+        }
+    }
+
+    /// The slowest one-way delay.
+    pub(crate) fn max(&self) -> u64 {
+        self.normal.1.max(self.spike.1)
+    }
+}
+
+/// A failure of one replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// `kill -9`.
+    Crash,
+    /// SIGTERM: a graceful shutdown.
+    Shutdown,
+    /// A new process (a new incarnation) under the same identity.
+    Restart,
+    /// SIGSTOP until then (ms).
+    Pause(u64),
+    /// Cut off from the store until then (ms).
+    Partition(u64),
+}
+
+/// How failures are spread over a run: one at a time, each `len` long, `gap` apart, none
+/// ending later than `tail` before the end.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FaultPlan {
+    pub(crate) from: u64,
+    pub(crate) until: u64,
+    pub(crate) len: (u64, u64),
+    pub(crate) gap: (u64, u64),
+    pub(crate) tail: u64,
+}
+
+impl FaultPlan {
+    /// The failures, as (time, replica, fault): a crash or a shutdown is followed by a
+    /// restart `len` later.
+    pub(crate) fn draw(&self, rng: &mut Rng, nodes: usize) -> Vec<(u64, usize, Fault)> {
+        let mut out = Vec::new();
+        let mut t = self.from;
+        loop {
+            let n = rng.below(nodes as u64) as usize;
+            let len = rng.between(self.len.0, self.len.1);
+            // Every failure ends with time to recover before the run does.
+            if t + len + self.tail >= self.until {
+                break;
+            }
+            match rng.below(4) {
+                0 => {
+                    out.push((t, n, Fault::Crash));
+                    out.push((t + len, n, Fault::Restart));
+                }
+                3 => {
+                    out.push((t, n, Fault::Shutdown));
+                    out.push((t + len, n, Fault::Restart));
+                }
+                1 => out.push((t, n, Fault::Pause(t + len))),
+                _ => out.push((t, n, Fault::Partition(t + len))),
+            }
+            t += len + rng.between(self.gap.0, self.gap.1);
+        }
+        out
+    }
+
+    /// How many failures `events` holds (restarts are part of theirs).
+    pub(crate) fn count(events: &[(u64, usize, Fault)]) -> usize {
+        events
+            .iter()
+            .filter(|(_, _, f)| *f != Fault::Restart)
+            .count()
+    }
+}
+
+/// What one run showed.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    /// Violations of "one acting owner per cluster": (time, cluster, replicas acting).
+    pub(crate) overlaps: Vec<(u64, String, Vec<String>)>,
+    /// Every window (ms) in which a cluster had no acting owner, after warm-up.
+    pub(crate) uncovered: Vec<u64>,
+    /// The same windows as (from, to), with those still open at the end (to = the end).
+    pub(crate) spans: Vec<(u64, u64)>,
+    /// When failures began and counts changed (ms): a window is bounded from the last one.
+    pub(crate) disruptions: Vec<u64>,
+    /// Failures injected.
+    pub(crate) faults: usize,
+    /// When graceful shutdowns happened.
+    pub(crate) graceful: Vec<u64>,
+    /// Windows that began at a graceful shutdown (ms).
+    pub(crate) graceful_windows: Vec<u64>,
+    /// Windows still open when the run ended (ms so far).
+    pub(crate) open_at_end: Vec<u64>,
+    /// Clusters started after warm-up (handovers: each is a cluster changing hands).
+    pub(crate) handovers: usize,
+}
+
+impl Outcome {
+    /// The longest time any cluster went without an acting owner counted from the later
+    /// of its window's start and the last disruption before the window ended (a window that
+    /// a second failure or a count change prolonged is measured from that).
+    pub(crate) fn longest_since_disruption(&self) -> u64 {
+        self.spans
+            .iter()
+            .map(|&(from, to)| {
+                let last = self
+                    .disruptions
+                    .iter()
+                    .filter(|&&d| d <= to)
+                    .max()
+                    .copied()
+                    .unwrap_or(0);
+                to - from.max(last)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Checks, at every event, that no cluster has two acting owners, and measures how long
+/// each cluster goes without one. Allocates nothing per check once warm.
+pub(crate) struct Checker {
+    warmup: u64,
+    /// A window that begins this long after a graceful shutdown is counted as its window
+    /// too (0: only at the same instant).
+    graceful_slack: u64,
+    /// The clusters' ids, sorted, with their index in `owners`.
+    ids: Vec<(String, usize)>,
+    /// Per cluster, the replicas acting on it at the last check.
+    owners: Vec<Vec<usize>>,
+    /// Per cluster, since when it has had no acting owner.
+    uncovered_since: Vec<Option<u64>>,
+    pub(crate) out: Outcome,
+}
+
+impl Checker {
+    pub(crate) fn new(warmup: u64, graceful_slack: u64, clusters: &[Cluster]) -> Checker {
+        let mut ids: Vec<(String, usize)> = clusters
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id.clone(), i))
+            .collect();
+        ids.sort();
+        Checker {
+            warmup,
+            graceful_slack,
+            ids,
+            owners: vec![Vec::new(); clusters.len()],
+            uncovered_since: vec![None; clusters.len()],
+            out: Outcome::default(),
+        }
+    }
+
+    /// Starts a check: nobody acts on anything yet.
+    pub(crate) fn begin(&mut self) {
+        for o in &mut self.owners {
+            o.clear();
+        }
+    }
+
+    /// Replica `node` acts on `cluster` (a pair may be added twice).
+    pub(crate) fn add(&mut self, node: usize, cluster: &str) {
+        let Ok(at) = self
+            .ids
+            .binary_search_by(|(id, _)| id.as_str().cmp(cluster))
+        else {
+            return;
+        };
+        let owners = &mut self.owners[self.ids[at].1];
+        if !owners.contains(&node) {
+            owners.push(node);
+        }
+    }
+
+    /// Ends the check at `t`: records overlaps (naming the replicas with `name`) and opens
+    /// or closes coverage windows.
+    pub(crate) fn end(&mut self, t: u64, name: impl Fn(usize) -> String) {
+        for (id, i) in &self.ids {
+            let owners = &self.owners[*i];
+            if owners.len() > 1 {
+                let who = owners.iter().map(|&n| name(n)).collect();
+                self.out.overlaps.push((t, id.clone(), who));
+            }
+            match (owners.is_empty(), self.uncovered_since[*i]) {
+                (false, Some(since)) => {
+                    self.uncovered_since[*i] = None;
+                    if since >= self.warmup {
+                        self.out.uncovered.push(t - since);
+                        self.out.spans.push((since, t));
+                        let slack = self.graceful_slack;
+                        if self
+                            .out
+                            .graceful
+                            .iter()
+                            .any(|&g| g <= since && since <= g + slack)
+                        {
+                            self.out.graceful_windows.push(t - since);
+                        }
+                    }
+                }
+                (true, None) => self.uncovered_since[*i] = Some(t),
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether every cluster had an acting owner at the last check.
+    pub(crate) fn all_covered(&self) -> bool {
+        self.uncovered_since.iter().all(Option::is_none)
+    }
+
+    /// The run ended at `end`: windows still open.
+    pub(crate) fn finish(mut self, end: u64) -> Outcome {
+        let open: Vec<u64> = self
+            .ids
+            .iter()
+            .filter_map(|(_, i)| self.uncovered_since[*i])
+            .collect();
+        self.out.open_at_end = open.iter().map(|since| end - since).collect();
+        self.out
+            .spans
+            .extend(open.iter().map(|&since| (since, end)));
+        self.out
+    }
+}
+
+/// `FLEETSHARD_SIM_TRACE` is set: print every event.
+pub(crate) fn tracing() -> bool {
+    std::env::var_os("FLEETSHARD_SIM_TRACE").is_some()
+}
