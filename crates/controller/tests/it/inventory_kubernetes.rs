@@ -10,8 +10,7 @@ use serde_json::{Value, json};
 
 const APPS: &str = "argoproj.io/v1alpha1";
 
-mod support;
-use support::wait_for;
+use crate::support::wait_for;
 
 fn secret(name: &str, server: &str) -> Value {
     json!({

@@ -1,6 +1,6 @@
 //! A measurement, not a test of speed: how long comparing and assessing a large
 //! application takes. Run with
-//! `cargo test --release -p fleetshard-gitops --test compare_bench -- --ignored --nocapture`.
+//! `cargo test --release -p fleetshard-gitops --test it compare_bench:: -- --ignored --nocapture`.
 
 use fleetshard_gitops::compare::{CompareOptions, SyncStatus, TRACKING_ANNOTATION, compare_app};
 use fleetshard_gitops::health::{app_health, assess};

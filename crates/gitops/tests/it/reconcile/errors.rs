@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::*;
+use super::support::*;
 use fleetshard_controller::{Operated, ReconcileError, Reconciler};
 use fleetshard_gitops::reconciler::{KubeStatusSink, MemorySink, StaticInventory, StatusSink};
 use fleetshard_manifest::AutoSync;

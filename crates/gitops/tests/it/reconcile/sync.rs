@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::support::*;
+use super::support::*;
 use fleetshard_controller::{Operated, ReconcileError, Reconciler};
 use fleetshard_gitops::reconciler::{MemorySink, StaticInventory};
 use fleetshard_manifest::AutoSync;

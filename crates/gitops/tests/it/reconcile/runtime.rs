@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::*;
+use super::support::*;
 use fleetshard_controller::inventory::{Inventory, InventoryContent};
 use fleetshard_controller::{
     ControllerInputs, ControllerRuntime, RateLimiterConfig, RuntimeConfig, ShardWork, StopMode,

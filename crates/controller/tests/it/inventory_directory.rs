@@ -9,8 +9,7 @@ use fleetshard_controller::inventory::{
     DirectoryConfig, DirectorySource, Inventory, InventorySnapshot, MemoryFiles, Severity,
 };
 
-mod support;
-use support::wait_for;
+use crate::support::wait_for;
 
 fn secret(name: &str, uid: &str, server: &str) -> String {
     format!(

@@ -1,0 +1,13 @@
+//! The GitOps crate's integration tests, as one test binary: comparison and health rules
+//! (`compare`, `compare_props`, `health`), the Git source (`source`, `source_cache`, and
+//! `source_http` against a real `git http-backend`), and the reconciler against fake API
+//! servers (`reconcile`). `compare_bench` holds `#[ignore]`d measurements.
+
+mod compare;
+mod compare_bench;
+mod compare_props;
+mod health;
+mod reconcile;
+mod source;
+mod source_cache;
+mod source_http;
