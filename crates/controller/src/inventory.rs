@@ -86,12 +86,27 @@ impl Problem {
 
     /// An error about `object` (and `field`) of `source`, described by `what`.
     pub fn error(source: &str, object: &str, field: Option<&str>, what: &str) -> Self {
+        Self::new(Severity::Error, source, object, field, what)
+    }
+
+    /// A warning about `object` (and `field`) of `source`, described by `what`.
+    pub fn warning(source: &str, object: &str, field: Option<&str>, what: &str) -> Self {
+        Self::new(Severity::Warning, source, object, field, what)
+    }
+
+    fn new(
+        severity: Severity,
+        source: &str,
+        object: &str,
+        field: Option<&str>,
+        what: &str,
+    ) -> Self {
         let message = match field {
             Some(f) => format!("{source}: {object}: {f}: {what}"),
             None => format!("{source}: {object}: {what}"),
         };
         Problem {
-            severity: Severity::Error,
+            severity,
             source: source.to_owned(),
             object: object.to_owned(),
             field: field.map(str::to_owned),
@@ -108,6 +123,46 @@ impl fmt::Display for Problem {
         };
         write!(f, "{level}: {}", self.message)
     }
+}
+
+/// What every inventory is checked for, whatever its source (files read once, a watched
+/// directory, Kubernetes): two clusters with one id (the later is not placed: it would
+/// have no owner) or with one server (Argo CD keys its distribution by server, so one of
+/// them shadows the other). Warnings, naming the cluster and the field; the same rules
+/// `plan` reports.
+pub fn cluster_problems(clusters: &[Cluster]) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let mut ids: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut servers: BTreeMap<&str, &str> = BTreeMap::new();
+    for (i, c) in clusters.iter().enumerate() {
+        let object = format!("cluster {}", c.id);
+        let first = *ids.entry(&c.id).or_insert(i);
+        if first != i {
+            out.push(Problem::warning(
+                "inventory",
+                &object,
+                Some("id"),
+                &format!(
+                    "used by clusters #{first} and #{i} (server {}); the later one is not placed",
+                    c.server
+                ),
+            ));
+        }
+        let other = *servers.entry(&c.server).or_insert(&c.id);
+        if other != c.id {
+            out.push(Problem::warning(
+                "inventory",
+                &object,
+                Some("server"),
+                &format!(
+                    "{} is also the server of cluster {other}; Argo CD keys clusters by \
+                     server, so one shadows the other",
+                    c.server
+                ),
+            ));
+        }
+    }
+    out
 }
 
 /// Checks what the manifest loader accepts but an inventory cannot use: an application
@@ -217,7 +272,11 @@ impl Inventory {
     /// Replaces the content. The revision moves only if the clusters, the apps, their
     /// specs or the credentials differ from the current ones; subscribers are woken only if
     /// anything (content, problems, readiness) changed. Returns whether the revision moved.
+    /// The clusters are checked here, for every source ([`cluster_problems`]): what is
+    /// found is added to `problems`.
     pub fn publish(&self, content: InventoryContent, problems: Vec<Problem>, ready: bool) -> bool {
+        let mut problems = problems;
+        problems.extend(cluster_problems(&content.clusters));
         let InventoryContent {
             clusters,
             apps,

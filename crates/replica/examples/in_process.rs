@@ -41,6 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             listen: "127.0.0.1:0".parse()?,
             zone: None,
             audit_log: None,
+            allow_empty_fleet: false,
             fleet: FleetSource::Fixed(fleet.clone()),
             controller: ControllerSettings {
                 reconciler: ReconcilerKind::None,

@@ -7,12 +7,14 @@
 use std::sync::Arc;
 
 use fleetshard_controller::inventory::{
-    DirectoryConfig, DirectorySource, Inventory, InventorySnapshot, KubernetesSource,
+    DirectoryConfig, DirectorySource, Inventory, InventorySnapshot, KubernetesSource, Problem,
+    Severity,
 };
 use fleetshard_coord::runner::RunnerFleet;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::metrics::ProblemGauges;
 use crate::{FleetSource, ReplicaError};
 
 /// A started inventory: published and complete (its first full load done).
@@ -25,19 +27,51 @@ pub struct StartedInventory {
     /// The source's task (a watched directory or Kubernetes watches); `None` for a fixed
     /// fleet.
     pub source: Option<JoinHandle<()>>,
+    /// Logs the inventory's problems and counts them ([`report_problems`]).
+    pub reporter: JoinHandle<()>,
+}
+
+/// Logs the inventory's problems whenever they change (once per change, not per read) and
+/// keeps `gauges` at their count by severity, until the inventory is dropped.
+pub fn report_problems(inventory: &Inventory, gauges: ProblemGauges) -> JoinHandle<()> {
+    let mut rx = inventory.subscribe();
+    tokio::spawn(async move {
+        let mut seen: Option<std::sync::Arc<Vec<Problem>>> = None;
+        loop {
+            let problems = rx.borrow_and_update().problems.clone();
+            if seen.as_deref() != Some(&*problems) {
+                for p in problems.iter() {
+                    match p.severity {
+                        Severity::Warning => tracing::warn!("fleet: {p}"),
+                        Severity::Error => tracing::error!("fleet: {p}"),
+                    }
+                }
+                gauges.set(&problems);
+                seen = Some(problems);
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    })
 }
 
 /// Starts the source and waits for its first complete load: until then an empty
 /// inventory means "not known yet", and placing it would move every cluster away.
-pub async fn start(input: FleetSource) -> Result<StartedInventory, ReplicaError> {
+pub async fn start(
+    input: FleetSource,
+    problems: ProblemGauges,
+) -> Result<StartedInventory, ReplicaError> {
     let inventory = Inventory::new();
     let (mut source, kube) = match input {
         FleetSource::Fixed(content) => {
             inventory.publish(content, Vec::new(), true);
+            let reporter = report_problems(&inventory, problems);
             return Ok(StartedInventory {
                 inventory,
                 kube: None,
                 source: None,
+                reporter,
             });
         }
         FleetSource::Directory(dir) => {
@@ -98,22 +132,19 @@ pub async fn start(input: FleetSource) -> Result<StartedInventory, ReplicaError>
             }
         }
     }
+    let reporter = report_problems(&inventory, problems);
     Ok(StartedInventory {
         inventory,
         kube,
         source: Some(source),
+        reporter,
     })
 }
 
 /// The fleet the distributor places, kept current from the inventory by the returned
-/// task; problems logged.
+/// task.
 pub fn follow_fleet(inventory: &Inventory) -> (watch::Receiver<RunnerFleet>, JoinHandle<()>) {
     let mut rx = inventory.subscribe();
-    let log_problems = |s: &InventorySnapshot| {
-        for p in s.problems.iter() {
-            tracing::warn!("fleet: {p}");
-        }
-    };
     // The inventory's vectors are shared, not copied: only the loads are computed.
     let to_fleet = |s: &InventorySnapshot| RunnerFleet {
         loads: Arc::new(fleetshard_core::model::loads(&s.clusters, &s.apps)),
@@ -121,13 +152,11 @@ pub fn follow_fleet(inventory: &Inventory) -> (watch::Receiver<RunnerFleet>, Joi
         revision: s.revision,
     };
     let first = rx.borrow_and_update().clone();
-    log_problems(&first);
     let (tx, fleet_rx) = watch::channel(to_fleet(&first));
     let task = tokio::spawn(async move {
         let mut seen = first.revision;
         while rx.changed().await.is_ok() {
             let snap = rx.borrow_and_update().clone();
-            log_problems(&snap);
             // Problems and readiness alone do not move the revision: nothing to place.
             if snap.revision != seen {
                 seen = snap.revision;

@@ -11,6 +11,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use fleetshard_controller::inventory::{Problem, Severity};
+
 use crate::http::View;
 
 /// Latency buckets (seconds): 1 ms to 10 s; a renew slower than 3 s lapses the lease.
@@ -29,6 +31,33 @@ struct StoreCall {
     op: String,
     /// `ok` or `error` (a compare-and-swap conflict is `ok`: the store answered).
     outcome: String,
+}
+
+/// Labels of an inventory problem count.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProblemLabels {
+    /// `warning` or `error`.
+    severity: String,
+}
+
+/// The inventory's problems now, by severity (duplicate cluster ids or servers, objects
+/// that do not parse, ...): `fleetshard_inventory_problems{severity}`.
+#[derive(Clone, Default)]
+pub struct ProblemGauges(Family<ProblemLabels, Gauge>);
+
+impl ProblemGauges {
+    /// Sets the counts from `problems`.
+    pub fn set(&self, problems: &[Problem]) {
+        for (severity, name) in [(Severity::Warning, "warning"), (Severity::Error, "error")] {
+            let n = problems.iter().filter(|p| p.severity == severity).count();
+            let labels = ProblemLabels {
+                severity: name.to_owned(),
+            };
+            self.0
+                .get_or_create(&labels)
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
 }
 
 /// The store-latency metrics, fed by the runner as calls finish.
@@ -66,6 +95,7 @@ pub struct Metrics {
     failovers: Counter,
     shard_count: Gauge,
     latency: StoreLatency,
+    problems: ProblemGauges,
 }
 
 impl Default for Metrics {
@@ -92,6 +122,7 @@ impl Metrics {
                 calls: Family::new_with_constructor(latency_histogram),
                 renew: latency_histogram(),
             },
+            problems: ProblemGauges::default(),
         };
         let r = &mut m.registry;
         r.register("shard", "Shard held (-1: none)", m.shard.clone());
@@ -141,6 +172,11 @@ impl Metrics {
             m.latency.calls.clone(),
         );
         r.register(
+            "inventory_problems",
+            "Problems of the inventory now (duplicate cluster ids or servers, unreadable objects), by severity",
+            m.problems.0.clone(),
+        );
+        r.register(
             "lease_renew_seconds",
             "Time from sending a shard lease renew to its confirmation",
             m.latency.renew.clone(),
@@ -151,6 +187,11 @@ impl Metrics {
     /// The registry, for metrics of other parts (the controller's queues).
     pub fn registry_mut(&mut self) -> &mut Registry {
         &mut self.registry
+    }
+
+    /// The inventory problem counts (shares this registry's metric).
+    pub fn inventory_problems(&self) -> ProblemGauges {
+        self.problems.clone()
     }
 
     /// The sink the runner reports store latencies to (shares this registry's metrics).

@@ -64,8 +64,23 @@ impl Replica {
     ) -> Result<Replica, ReplicaError> {
         settings.validate()?;
         let identity = settings.identity.trim().to_owned();
-        let inventory = inventory::start(settings.fleet.clone()).await?;
         let mut metrics = Metrics::new();
+        let inventory =
+            inventory::start(settings.fleet.clone(), metrics.inventory_problems()).await?;
+        // An empty fleet placed by the distributor unassigns every cluster: refused unless
+        // the operator says it is meant (a new install, say).
+        if inventory.inventory.snapshot().clusters.is_empty() && !settings.allow_empty_fleet {
+            inventory.reporter.abort();
+            if let Some(source) = &inventory.source {
+                source.abort();
+            }
+            return Err(ReplicaError::Inventory(format!(
+                "{}: the fleet has no clusters; refusing to start, because placing an empty \
+                 fleet would leave every cluster unowned (give --allow-empty-fleet if an \
+                 empty fleet is meant)",
+                settings.fleet
+            )));
+        }
         let sink = controller::status_sink(
             inventory.kube.clone(),
             &store,
@@ -172,6 +187,7 @@ pub struct ReplicaHandle {
     controller: ControllerRuntime,
     audit: JoinHandle<Result<(), ReplicaError>>,
     source: Option<JoinHandle<()>>,
+    reporter: JoinHandle<()>,
     http: JoinHandle<()>,
     http_stop: watch::Sender<bool>,
     view: ViewFn,
@@ -190,7 +206,7 @@ impl ReplicaHandle {
     /// 3. the controller's feed ends with the runner's events, its followers are cancelled
     ///    and its workers drain;
     /// 4. the audit writer writes the last event and ends (the log is complete);
-    /// 5. the inventory's source is cancelled;
+    /// 5. the inventory's source and its problem reporter are cancelled;
     /// 6. the HTTP server stops (it answered `/readyz` with "stopping" until now).
     ///
     /// Every task is joined. Returns whether the runner released its hold cleanly.
@@ -206,7 +222,7 @@ impl ReplicaHandle {
             .audit
             .await
             .map_err(|_| ReplicaError::Task("audit writer"));
-        cancel(self.source).await;
+        cancel(self.source.into_iter().chain([self.reporter])).await;
         let _ = self.http_stop.send(true);
         let _ = self.http.await;
         audited??;
@@ -296,6 +312,7 @@ fn spawn_with<S: ReplicaStatus>(
         controller: runtime,
         audit,
         source: inventory.source,
+        reporter: inventory.reporter,
         http: server,
         http_stop,
         view,

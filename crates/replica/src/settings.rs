@@ -36,6 +36,9 @@ pub struct ReplicaSettings {
     pub audit_log: Option<PathBuf>,
     /// Where the clusters and applications come from.
     pub fleet: FleetSource,
+    /// Start even when the fleet has no clusters (refused otherwise: an empty fleet placed
+    /// by the distributor leaves every cluster unowned).
+    pub allow_empty_fleet: bool,
     /// The controller: reconciler, workers, resync.
     pub controller: ControllerSettings,
     /// The coordination protocol and its settings.
@@ -52,6 +55,19 @@ pub enum FleetSource {
     /// Argo CD's cluster Secrets and Applications through the Kubernetes API, watched;
     /// app statuses are written on the Applications.
     Kubernetes(KubernetesConfig),
+}
+
+impl std::fmt::Display for FleetSource {
+    /// Where the fleet comes from, for messages.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FleetSource::Fixed(_) => f.write_str("the fleet files"),
+            FleetSource::Directory(dir) => write!(f, "--fleet-dir {}", dir.display()),
+            FleetSource::Kubernetes(k) => {
+                write!(f, "--argocd-namespace {}", k.secrets_namespace)
+            }
+        }
+    }
 }
 
 /// Which reconciler the workers run.

@@ -38,6 +38,7 @@ fn settings(identity: &str, store: StoreUrl, clusters: usize) -> ReplicaSettings
         listen: "127.0.0.1:0".parse().unwrap(),
         zone: None,
         audit_log: None,
+        allow_empty_fleet: false,
         fleet: fleet(clusters),
         controller: ControllerSettings {
             reconciler: ReconcilerKind::None,
@@ -162,4 +163,22 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
     out
+}
+
+#[tokio::test]
+async fn an_empty_fleet_is_refused_unless_allowed() {
+    let mut s = settings("r0", StoreUrl::Memory, 0);
+    let e = Replica::build(s.clone())
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("no clusters") && e.contains("--allow-empty-fleet"),
+        "{e}"
+    );
+    s.allow_empty_fleet = true;
+    let replica = Replica::build(s).await.unwrap().spawn().unwrap();
+    assert_eq!(replica.view().acting, 0);
+    replica.shutdown().await.unwrap();
 }

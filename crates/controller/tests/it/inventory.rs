@@ -263,3 +263,44 @@ async fn changed_definitions_and_credentials_are_refreshed_on_the_owner() {
         "spread, not together: {arrivals:?}"
     );
 }
+
+#[test]
+fn every_source_is_checked_for_duplicate_cluster_ids_and_servers() {
+    let inventory = Inventory::new();
+    let clusters = vec![
+        Cluster::new("a", "https://a"),
+        Cluster::new("a", "https://a2"),
+        Cluster::new("b", "https://a"),
+        Cluster::new("c", "https://c"),
+    ];
+    inventory.publish(content(clusters, vec![]), vec![], true);
+    let snap = inventory.snapshot();
+    let found: Vec<(&str, Option<&str>)> = snap
+        .problems
+        .iter()
+        .map(|p| (p.object.as_str(), p.field.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [("cluster a", Some("id")), ("cluster b", Some("server"))],
+        "{:?}",
+        snap.problems
+    );
+    assert!(
+        snap.problems[0].message.contains("#0 and #1"),
+        "{}",
+        snap.problems[0]
+    );
+    assert!(
+        snap.problems[1].message.contains("cluster a"),
+        "{}",
+        snap.problems[1]
+    );
+    // A fleet without duplicates has no such problem.
+    inventory.publish(
+        content(vec![Cluster::new("c", "https://c")], vec![]),
+        vec![],
+        true,
+    );
+    assert!(inventory.snapshot().problems.is_empty());
+}

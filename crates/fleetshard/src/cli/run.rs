@@ -83,6 +83,11 @@ pub struct RunArgs {
     /// The controller: reconciler, workers, resync.
     #[command(flatten)]
     pub reconcile: ReconcileArgs,
+    /// Start even when the fleet has no clusters. Refused otherwise: an empty fleet (an
+    /// empty or truncated file, a wrong directory) placed by the distributor would leave
+    /// every cluster unowned.
+    #[arg(long, env = "FLEETSHARD_ALLOW_EMPTY_FLEET")]
+    pub allow_empty_fleet: bool,
     /// Append one JSON line per ownership change to this file.
     #[arg(long, value_name = "FILE", env = "FLEETSHARD_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
@@ -242,6 +247,7 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
         listen: args.listen,
         zone: args.zone.clone(),
         audit_log: args.audit_log.clone(),
+        allow_empty_fleet: args.allow_empty_fleet,
         fleet: fleet_source(args)?,
         controller: args.reconcile.settings(),
         protocol,
