@@ -76,3 +76,88 @@ fn a_watched_directory_is_followed() {
     write_fleet(&fleet_dir.join("a.json"), 0..2);
     wait_owned(&store, 4);
 }
+
+/// What `run` says about a bad inventory, whatever its source: an empty fleet is refused at
+/// start (naming the way out), and a duplicate cluster id is a warning on stderr and a
+/// count on `/metrics` (it used to be dropped without a word).
+#[test]
+fn an_empty_fleet_is_refused_and_a_duplicate_id_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet_dir = dir.path().join("fleet");
+    std::fs::create_dir(&fleet_dir).unwrap();
+    let refused = dir.path().join("refused.log");
+    let mut child = KillOnDrop(
+        fleetshard()
+            .args(["run", "--identity", "r0", "--store", "memory://"])
+            .arg("--fleet-dir")
+            .arg(&fleet_dir)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&refused).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    // Bounded: a replica that accepted the empty fleet would serve forever.
+    let status = wait_for(
+        "run refuses the empty fleet",
+        Duration::from_secs(30),
+        || {
+            child
+                .0
+                .try_wait()
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| "still running".to_owned())
+        },
+    );
+    let stderr = std::fs::read_to_string(&refused).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("--allow-empty-fleet"), "{stderr}");
+
+    std::fs::write(
+        fleet_dir.join("a.json"),
+        json!({"clusters": [
+            {"name": "dup", "server": "https://a.example"},
+            {"name": "dup", "server": "https://b.example"},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let port = http::free_port();
+    let log = dir.path().join("r0.log");
+    let _replica = KillOnDrop(
+        fleetshard()
+            .args([
+                "run",
+                "--identity",
+                "r0",
+                "--store",
+                "memory://",
+                "--reconciler",
+                "none",
+            ])
+            .arg("--fleet-dir")
+            .arg(&fleet_dir)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the duplicate counted", Duration::from_secs(30), || {
+        let (_, body) = http::get(port, "/metrics").ok_or("not serving yet")?;
+        match http::metric(
+            &body,
+            r#"fleetshard_inventory_problems{severity="warning"}"#,
+        ) {
+            Some(1.0) => Ok(()),
+            other => Err(format!("inventory warnings: {other:?}")),
+        }
+    });
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        stderr.contains("cluster dup") && stderr.contains("not placed"),
+        "{stderr}"
+    );
+}
