@@ -112,6 +112,16 @@ enum Pool {
     Operation,
 }
 
+impl Pool {
+    /// The pool's name in logs (Argo CD's queue names).
+    fn name(self) -> &'static str {
+        match self {
+            Pool::Refresh => "app_refresh",
+            Pool::Operation => "app_operation",
+        }
+    }
+}
+
 /// The running worker pools of one replica.
 #[derive(Debug)]
 pub struct Processors {
@@ -254,7 +264,7 @@ async fn worker<R: Reconciler>(
                 }),
         };
         let result = result.unwrap_or_else(|_| {
-            tracing::error!(%app, ?pool, "reconciler panicked");
+            tracing::error!(%app, pool = pool.name(), "reconciler panicked");
             Err(ReconcileError::Failed("reconciler panicked".into()))
         });
         match result {
@@ -273,12 +283,12 @@ async fn worker<R: Reconciler>(
                 // Visible at the default level: a refused write (RBAC, say) can show
                 // nowhere else. The per-item backoff bounds how often this is logged.
                 let retries = queue.num_requeues(&app);
-                tracing::warn!(%app, ?pool, retries, %why, "will retry");
+                tracing::warn!(%app, pool = pool.name(), retries, %why, "will retry");
                 PoolStats::bump(&stats.retried);
                 queue.add_rate_limited(app.clone());
             }
             Err(ReconcileError::Failed(why)) => {
-                tracing::warn!(%app, ?pool, %why, "failed");
+                tracing::warn!(%app, pool = pool.name(), %why, "failed");
                 PoolStats::bump(&stats.failed);
                 queue.forget(&app);
             }

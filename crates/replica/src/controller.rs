@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_controller::inventory::Inventory;
-use fleetshard_controller::{PoolConfig, RuntimeConfig, ShardWork, WorkStopHook};
+use fleetshard_controller::{
+    PoolConfig, RateLimiterConfig, RuntimeConfig, ShardWork, WorkStopHook,
+};
 use fleetshard_coord::ownership::StopHook;
 use fleetshard_gitops::live::{ClusterConnections, LiveOptions};
 use fleetshard_gitops::reconciler::{
@@ -78,16 +80,7 @@ pub(crate) fn build(
     sink: Arc<dyn StatusSink>,
     registry: &mut Registry,
 ) -> Result<ControllerPart, ReplicaError> {
-    let config = RuntimeConfig {
-        pools: PoolConfig {
-            status_processors: settings.status_processors,
-            operation_processors: settings.operation_processors,
-            ..PoolConfig::default()
-        },
-        resync: Some(settings.resync).filter(|d| !d.is_zero()),
-        resync_jitter: settings.resync_jitter,
-        ..RuntimeConfig::default()
-    };
+    let config = runtime_config(settings);
     let work = ShardWork::registered(config.limits, registry).map_err(|e| ReplicaError::Start {
         part: "the controller's work queues",
         reason: e.to_string(),
@@ -113,6 +106,27 @@ pub(crate) fn build(
         stop_hook,
         config,
     })
+}
+
+/// The runtime's settings. A failing app (an unreachable repository, a refused write) is
+/// retried with a per-item backoff that grows up to the resync period (Argo CD's 180 s
+/// when resync is off), so it is retried — and logged — once per step, not every second.
+fn runtime_config(settings: &ControllerSettings) -> RuntimeConfig {
+    let resync = Some(settings.resync).filter(|d| !d.is_zero());
+    let defaults = RuntimeConfig::default();
+    RuntimeConfig {
+        pools: PoolConfig {
+            status_processors: settings.status_processors,
+            operation_processors: settings.operation_processors,
+            ..PoolConfig::default()
+        },
+        limits: RateLimiterConfig {
+            max_delay: resync.unwrap_or(fleetshard_controller::DEFAULT_RESYNC),
+            ..defaults.limits
+        },
+        resync,
+        resync_jitter: settings.resync_jitter,
+    }
 }
 
 fn gitops(
@@ -158,4 +172,29 @@ fn gitops(
         Arc::new(SystemClock),
         config,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_app_backs_off_up_to_the_resync_period() {
+        let settings = ControllerSettings {
+            resync: Duration::from_secs(90),
+            ..ControllerSettings::default()
+        };
+        let cfg = runtime_config(&settings);
+        assert_eq!(cfg.limits.max_delay, Duration::from_secs(90));
+        assert_eq!(
+            cfg.limits.cooldown, None,
+            "the backoff grows until forgotten"
+        );
+        let off = runtime_config(&ControllerSettings {
+            resync: Duration::ZERO,
+            ..settings
+        });
+        assert_eq!(off.resync, None);
+        assert_eq!(off.limits.max_delay, fleetshard_controller::DEFAULT_RESYNC);
+    }
 }
