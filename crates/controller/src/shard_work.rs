@@ -147,9 +147,17 @@ enum LeaseGate {
 
 impl LeaseGate {
     fn open(self) -> bool {
+        self.deadline()
+            .is_some_and(|u| tokio::time::Instant::now() < u)
+    }
+
+    /// Until when work may run; ungated: a day from now (no runner reports a lease).
+    fn deadline(self) -> Option<tokio::time::Instant> {
         match self {
-            LeaseGate::Ungated => true,
-            LeaseGate::Until(until) => until.is_some_and(|u| tokio::time::Instant::now() < u),
+            LeaseGate::Ungated => {
+                Some(tokio::time::Instant::now() + std::time::Duration::from_secs(86_400))
+            }
+            LeaseGate::Until(until) => until,
         }
     }
 }
@@ -414,6 +422,13 @@ impl ShardWork {
     /// ends at the deadline too.
     pub fn lease_valid(&self) -> bool {
         self.lock().lease.open()
+    }
+
+    /// Until when work may run: the lease deadline the runner reported (`None`: no lease).
+    /// A reconciler bounds every request to a cluster by it, so no write outlives the
+    /// lease.
+    pub fn write_deadline(&self) -> Option<tokio::time::Instant> {
+        self.lock().lease.deadline()
     }
 
     /// Whether this replica owns `cluster` now.

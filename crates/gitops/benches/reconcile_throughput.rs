@@ -202,7 +202,9 @@ fn replicas(fleet: &Fleet, count: usize, cache_dir: &std::path::Path) -> Vec<Rep
                 repos.clone(),
                 ClusterConnections::new(LiveOptions::default()),
                 sink.clone(),
-                Arc::new(|| true),
+                Arc::new(|| {
+                    Some(tokio::time::Instant::now() + std::time::Duration::from_secs(3600))
+                }),
                 Arc::new(FixedClock("2026-11-21T00:00:00Z".into())),
                 ReconcilerConfig::default(),
             ));

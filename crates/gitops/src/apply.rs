@@ -4,25 +4,84 @@
 //!
 //! Before every write the caller's [`LeaseCheck`] is asked; once it says no, the
 //! operation stops at once and nothing more reaches the cluster (a replica whose shard
-//! lease lapsed may already have a successor writing to the same cluster).
+//! lease lapsed may already have a successor writing to the same cluster). Every write also
+//! carries a deadline no later than the lease deadline minus [`WRITE_MARGIN`]: a request
+//! still unanswered then is dropped with its connection, so a slow apply cannot outlive the
+//! lease. What remains is a request the server received before the cut and applies after
+//! it: the successor starts at least `WRITE_MARGIN` plus the lease protocol's own margin
+//! (about 1 s: observers expire a lease 4 s after its last change, the holder stops 3 s
+//! after sending it) after the cut, so such a write would have to sit in the API server
+//! for over 1.25 s after its client gave up (`docs/reliability.md`).
+
+use std::time::Duration;
 
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use serde::Serialize;
 use serde_json::Value;
+use tokio::time::Instant;
 
 use crate::compare::{FIELD_MANAGER, ResourceKey, TRACKING_ANNOTATION, tracking_annotation};
 use crate::live::{ClusterConn, KindInfo, live_value};
 
-/// Whether this replica may still write (its shard lease is valid).
+/// How long before the lease deadline every request to a cluster is cut.
+pub const WRITE_MARGIN: Duration = Duration::from_millis(250);
+
+/// Until when this replica may write: its shard lease's deadline.
 pub trait LeaseCheck: Send + Sync {
-    /// True while writes are allowed.
-    fn lease_valid(&self) -> bool;
+    /// The deadline (`None`: no lease, no writes).
+    fn write_deadline(&self) -> Option<Instant>;
+
+    /// Whether a write may start now.
+    fn lease_valid(&self) -> bool {
+        self.write_deadline().is_some_and(|t| Instant::now() < t)
+    }
 }
 
-impl<F: Fn() -> bool + Send + Sync> LeaseCheck for F {
-    fn lease_valid(&self) -> bool {
+impl<F: Fn() -> Option<Instant> + Send + Sync> LeaseCheck for F {
+    fn write_deadline(&self) -> Option<Instant> {
         self()
+    }
+}
+
+/// When a request must end: `call_timeout` from `now`, or [`WRITE_MARGIN`] before the
+/// lease deadline if that is sooner (then `cut` is true). `None`: no request may start.
+pub fn request_deadline(
+    now: Instant,
+    lease: Option<Instant>,
+    call_timeout: Duration,
+) -> Option<RequestDeadline> {
+    let last = lease?.checked_sub(WRITE_MARGIN)?;
+    if last <= now {
+        return None;
+    }
+    let timeout = now + call_timeout;
+    Some(RequestDeadline {
+        at: last.min(timeout),
+        cut: last < timeout,
+    })
+}
+
+/// A request's deadline, from [`request_deadline`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestDeadline {
+    /// When the request is dropped.
+    pub at: Instant,
+    /// Whether that is the lease's deadline (not the call timeout).
+    pub cut: bool,
+}
+
+impl RequestDeadline {
+    /// What a request that got no answer by [`RequestDeadline::at`] reports.
+    fn message(self, call_timeout: Duration) -> String {
+        if self.cut {
+            format!(
+                "cut {WRITE_MARGIN:?} before the shard lease's deadline: this replica may no \
+                 longer write to the cluster"
+            )
+        } else {
+            format!("no answer within {call_timeout:?}")
+        }
     }
 }
 
@@ -100,16 +159,18 @@ pub async fn sync(
     order.sort_by_key(|d| (wave(&d.key), d.key.clone()));
     let mut results = Vec::with_capacity(desired.len() + to_prune.len());
     let params = PatchParams::apply(FIELD_MANAGER).force();
+    let call_timeout = conn.options().call_timeout;
     for d in order {
-        if !lease.lease_valid() {
+        let Some(until) = request_deadline(Instant::now(), lease.write_deadline(), call_timeout)
+        else {
             return Err(ApplyError::LeaseLapsed { done: results });
-        }
+        };
         let mut object = d.object.clone();
         annotate(&mut object, &tracking_annotation(app_name, &d.key));
         let api = api_for(conn, &d.kind, &d.key.namespace);
         let patch = Patch::Apply(&object);
         let call = api.patch(&d.key.name, &params, &patch);
-        let outcome = tokio::time::timeout(conn.options().call_timeout, call).await;
+        let outcome = tokio::time::timeout_at(until.at, call).await;
         let (status, message) = match outcome {
             Ok(Ok(applied)) => {
                 conn.heard_now();
@@ -117,10 +178,7 @@ pub async fn sync(
                 (ResultCode::Synced, "applied (server-side)".to_owned())
             }
             Ok(Err(e)) => (ResultCode::SyncFailed, e.to_string()),
-            Err(_) => (
-                ResultCode::SyncFailed,
-                format!("no answer within {:?}", conn.options().call_timeout),
-            ),
+            Err(_) => (ResultCode::SyncFailed, until.message(call_timeout)),
         };
         results.push(ResourceResult {
             key: d.key.clone(),
@@ -144,10 +202,11 @@ pub async fn sync(
             });
             continue;
         }
-        if !lease.lease_valid() {
+        let Some(until) = request_deadline(Instant::now(), lease.write_deadline(), call_timeout)
+        else {
             return Err(ApplyError::LeaseLapsed { done: results });
-        }
-        let (status, message) = delete(conn, p).await;
+        };
+        let (status, message) = delete(conn, p, until).await;
         results.push(ResourceResult {
             key: p.key.clone(),
             version,
@@ -158,7 +217,11 @@ pub async fn sync(
     Ok(results)
 }
 
-async fn delete(conn: &ClusterConn, p: &PruneTarget) -> (ResultCode, String) {
+async fn delete(
+    conn: &ClusterConn,
+    p: &PruneTarget,
+    until: RequestDeadline,
+) -> (ResultCode, String) {
     let kind = match conn.kind_info(&p.api_version, &p.key.kind).await {
         Ok(kind) => kind,
         Err(e) => return (ResultCode::SyncFailed, e.to_string()),
@@ -166,7 +229,7 @@ async fn delete(conn: &ClusterConn, p: &PruneTarget) -> (ResultCode, String) {
     let api = api_for(conn, &kind, &p.key.namespace);
     let params = DeleteParams::default();
     let call = api.delete(&p.key.name, &params);
-    match tokio::time::timeout(conn.options().call_timeout, call).await {
+    match tokio::time::timeout_at(until.at, call).await {
         Ok(Ok(_)) => {
             conn.heard_now();
             conn.forget(&p.key);
@@ -179,7 +242,7 @@ async fn delete(conn: &ClusterConn, p: &PruneTarget) -> (ResultCode, String) {
         Ok(Err(e)) => (ResultCode::SyncFailed, e.to_string()),
         Err(_) => (
             ResultCode::SyncFailed,
-            format!("no answer within {:?}", conn.options().call_timeout),
+            until.message(conn.options().call_timeout),
         ),
     }
 }
@@ -214,5 +277,30 @@ fn annotate(object: &mut Value, id: &str) {
     }
     if let Some(map) = annotations.as_object_mut() {
         map.insert(TRACKING_ANNOTATION.to_owned(), Value::String(id.to_owned()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_ends_before_the_lease_does() {
+        let now = Instant::now();
+        let timeout = Duration::from_secs(5);
+        let far = request_deadline(now, Some(now + Duration::from_secs(60)), timeout).unwrap();
+        assert_eq!((far.at, far.cut), (now + timeout, false));
+        let near = request_deadline(now, Some(now + Duration::from_secs(1)), timeout).unwrap();
+        assert_eq!(
+            (near.at, near.cut),
+            (now + Duration::from_secs(1) - WRITE_MARGIN, true)
+        );
+        assert!(near.message(timeout).contains("lease"));
+        // Within the margin, or no lease: no request starts.
+        assert_eq!(
+            request_deadline(now, Some(now + WRITE_MARGIN), timeout),
+            None
+        );
+        assert_eq!(request_deadline(now, None, timeout), None);
     }
 }

@@ -161,7 +161,7 @@ fn gitops(
     // at the lease deadline.
     let lease = {
         let work = work.clone();
-        Arc::new(move || work.lease_valid())
+        Arc::new(move || work.write_deadline())
     };
     Arc::new(GitOpsReconciler::new(
         Arc::new(InventoryTargets::new(inventory.subscribe())),

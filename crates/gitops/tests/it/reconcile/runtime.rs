@@ -62,7 +62,7 @@ fn replica(
         ShardWork::registered(RateLimiterConfig::default(), &mut Registry::default()).unwrap();
     let lease = {
         let work = work.clone();
-        Arc::new(move || work.lease_valid())
+        Arc::new(move || work.write_deadline())
     };
     let reconciler = reconciler(inventory, repos(cache), live_options(), sink.clone(), lease);
     let app_inventory = Inventory::new();

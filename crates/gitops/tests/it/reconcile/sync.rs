@@ -420,9 +420,10 @@ async fn no_write_reaches_the_cluster_once_the_lease_check_says_no() {
     let valid = Arc::new(AtomicBool::new(true));
     let (a, v) = (allowed.clone(), valid.clone());
     let lease = Arc::new(move || {
-        v.load(Ordering::SeqCst)
+        let valid = v.load(Ordering::SeqCst)
             && a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok()
+                .is_ok();
+        valid.then(|| tokio::time::Instant::now() + std::time::Duration::from_secs(3600))
     });
     let r = e.reconciler_with(lease);
     r.refresh(&key("a")).await.unwrap();
@@ -440,4 +441,29 @@ async fn no_write_reaches_the_cluster_once_the_lease_check_says_no() {
     assert!(r.operate(&key("a")).await.is_err());
     assert!(r.refresh(&key("a")).await.is_err());
     assert_eq!(e.fake.write_count(), 1);
+}
+
+/// A write still unanswered when the lease is about to end is dropped (with its
+/// connection) `WRITE_MARGIN` before the deadline instead of waiting for the call
+/// timeout, and the resource says so: no apply outlives the lease.
+#[tokio::test]
+async fn a_write_still_unanswered_at_the_lease_deadline_is_cut() {
+    use fleetshard_testsupport::kube_api::{FaultAction, Verb};
+    let e = env(&[("app/cm.yaml", config_map("cm", "v"))]).await;
+    e.add_app("a", AUTO);
+    // The lease ends 1.5 s from now; the call timeout (2 s) would end later.
+    let until = tokio::time::Instant::now() + std::time::Duration::from_millis(1500);
+    let r = e.reconciler_with(Arc::new(move || Some(until)));
+    r.refresh(&key("a")).await.unwrap();
+    // The cluster holds every apply until healed.
+    e.fake.inject(None, FaultAction::Hang, |req| {
+        req.is(Verb::Patch, "configmaps")
+    });
+    let _ = r.operate(&key("a")).await;
+    e.fake.heal();
+    let op = e.sink.get(&key("a")).unwrap().operation.unwrap();
+    let resources = op.sync_result.unwrap().resources;
+    let cm = resources.iter().find(|r| r.name == "cm").unwrap();
+    assert_eq!(cm.status, "SyncFailed", "{cm:?}");
+    assert!(cm.message.contains("lease"), "{}", cm.message);
 }
