@@ -29,7 +29,7 @@ use tokio::time::Instant;
 pub use crate::argocd::ArgoConfig;
 use crate::argocd::{Action, ArgoConfigError, ArgoReplica, ClaimStatus, Ticket, WallTime};
 use crate::lease::Mono;
-use crate::runner::{Ownership, OwnershipChange};
+use crate::runner::{Ownership, OwnershipChange, StopHook};
 use crate::select::{poll_opt, sleep_until_opt};
 use crate::store::{Listing, Store, StoreError};
 
@@ -125,6 +125,13 @@ struct WriteDone {
     result: Result<u64, StoreError>,
 }
 
+/// A stop the hook finished, on its way back to the owning task.
+struct StopDone {
+    cluster: String,
+    shard: Option<u32>,
+    lapsed_at: Option<Instant>,
+}
+
 /// Drives one replica of heartbeat mode against a store.
 pub struct ArgoRunner {
     store: Arc<dyn Store>,
@@ -139,6 +146,10 @@ pub struct ArgoRunner {
     next_read: Option<Instant>,
     /// The shard last logged as held.
     logged_shard: Option<u32>,
+    /// Stops work on a cluster (none: the event is the stop, carried out by its reader).
+    stop_hook: Option<Arc<dyn StopHook>>,
+    stops_tx: mpsc::UnboundedSender<StopDone>,
+    stops_rx: Option<mpsc::UnboundedReceiver<StopDone>>,
 }
 
 impl std::fmt::Debug for ArgoRunner {
@@ -166,6 +177,7 @@ impl ArgoRunner {
         cfg.validate()?;
         let (status, rx) = watch::channel(ArgoStatus::default());
         let count = *replicas.borrow();
+        let (stops_tx, stops_rx) = mpsc::unbounded_channel();
         let runner = ArgoRunner {
             store,
             machine: ArgoReplica::new(cfg, clusters, apps, count, Mono::default()),
@@ -176,8 +188,19 @@ impl ArgoRunner {
             start: Instant::now(),
             next_read: None,
             logged_shard: None,
+            stop_hook: None,
+            stops_tx,
+            stops_rx: Some(stops_rx),
         };
         Ok((runner, rx))
+    }
+
+    /// Stops clusters through `hook` and tells the machine a cluster stopped only once the
+    /// hook resolved (its work in flight has ended): the entry is freed, and a stop is
+    /// reported, only after the work ended — the stop barrier fenced mode has.
+    pub fn with_stop_hook(mut self, hook: Arc<dyn StopHook>) -> Self {
+        self.stop_hook = Some(hook);
+        self
     }
 
     fn now(&self) -> Mono {
@@ -197,6 +220,10 @@ impl ArgoRunner {
     /// `release_timeout`) and returns whether the entry was freed (or not held).
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> bool {
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<WriteDone>();
+        let mut stops_rx = self
+            .stops_rx
+            .take()
+            .unwrap_or_else(|| mpsc::unbounded_channel().1);
         let key = self.machine.config().key.clone();
         let mut reading: Option<BoxFuture<'static, Result<Listing, StoreError>>> = None;
         let mut change: Option<BoxFuture<'static, Result<u64, StoreError>>> = None;
@@ -219,6 +246,7 @@ impl ArgoRunner {
                 // paused stops before it looks at anything it read before the pause.
                 _ = sleep_until_opt(wake) => self.machine.tick(self.now()),
                 Some(done) = done_rx.recv() => self.write_done(done),
+                Some(stop) = stops_rx.recv() => self.stop_done(stop),
                 r = self.replicas.changed(), if count_open => {
                     match r {
                         Ok(()) => {
@@ -269,9 +297,12 @@ impl ArgoRunner {
         self.execute(actions, &done_tx);
         self.publish();
         let release_timeout = self.machine.config().release_timeout;
-        let freed = tokio::time::timeout(release_timeout, self.release(&mut done_rx, &done_tx))
-            .await
-            .unwrap_or(false);
+        let freed = tokio::time::timeout(
+            release_timeout,
+            self.release(&mut done_rx, &done_tx, &mut stops_rx),
+        )
+        .await
+        .unwrap_or(false);
         self.publish();
         tracing::info!(identity = %self.identity(), freed, "argocd runner stopped");
         freed
@@ -283,6 +314,7 @@ impl ArgoRunner {
         &mut self,
         done_rx: &mut mpsc::UnboundedReceiver<WriteDone>,
         done_tx: &mpsc::UnboundedSender<WriteDone>,
+        stops_rx: &mut mpsc::UnboundedReceiver<StopDone>,
     ) -> bool {
         let key = self.machine.config().key.clone();
         while !self.machine.is_released() {
@@ -290,6 +322,7 @@ impl ArgoRunner {
             let actions = tokio::select! {
                 biased;
                 Some(done) = done_rx.recv() => self.write_done(done),
+                Some(stop) = stops_rx.recv() => self.stop_done(stop),
                 _ = sleep_until_opt(wake) => self.machine.tick(self.now()),
                 _ = sleep_until_opt(self.next_read) => {
                     self.next_read = None;
@@ -311,6 +344,17 @@ impl ArgoRunner {
         self.machine.step(self.now(), (self.wall)(), r)
     }
 
+    /// A stop the hook finished: reported, then the machine is told.
+    fn stop_done(&mut self, stop: StopDone) -> Vec<Action> {
+        tracing::info!(identity = %self.identity(), cluster = %stop.cluster, lapsed = stop.lapsed_at.is_some(), "stopped");
+        self.report(
+            Ownership::Stopped(stop.cluster.clone()),
+            stop.shard,
+            stop.lapsed_at,
+        );
+        self.machine.on_stopped(&stop.cluster, self.now())
+    }
+
     fn write_done(&mut self, done: WriteDone) -> Vec<Action> {
         if let Err(e) = &done.result
             && !matches!(e, StoreError::Conflict { .. })
@@ -320,8 +364,9 @@ impl ArgoRunner {
         self.machine.on_write(done.ticket, done.result, self.now())
     }
 
-    /// Carries the actions out in order: stops and starts are reported at once (the
-    /// controller carries them out), writes run as tasks reporting back on `done`.
+    /// Carries the actions out in order: a stop goes through the stop hook (reported once
+    /// the work ended) or, without one, is reported at once; starts are reported at once;
+    /// writes run as tasks reporting back on `done`.
     fn execute(&mut self, actions: Vec<Action>, done: &mpsc::UnboundedSender<WriteDone>) {
         let mut queue = VecDeque::from(actions);
         while let Some(action) = queue.pop_front() {
@@ -331,11 +376,25 @@ impl ArgoRunner {
                     shard,
                     lapsed_at,
                 } => {
-                    tracing::info!(identity = %self.identity(), %cluster, lapsed = lapsed_at.is_some(), "stopped");
                     let lapsed_at = lapsed_at.map(|m| self.instant(m));
-                    self.report(Ownership::Stopped(cluster.clone()), shard, lapsed_at);
-                    // No stop barrier here: the event is the stop.
-                    queue.extend(self.machine.on_stopped(&cluster, self.now()));
+                    let stop = StopDone {
+                        cluster,
+                        shard,
+                        lapsed_at,
+                    };
+                    match &self.stop_hook {
+                        // The barrier: the machine hears of the stop once the work ended.
+                        Some(hook) => {
+                            let (stopping, tx) =
+                                (hook.stop(stop.cluster.clone()), self.stops_tx.clone());
+                            tokio::spawn(async move {
+                                stopping.await;
+                                let _ = tx.send(stop);
+                            });
+                        }
+                        // No hook: the event is the stop, carried out by its reader.
+                        None => queue.extend(self.stop_done(stop)),
+                    }
                 }
                 Action::Start { cluster, shard } => {
                     tracing::info!(identity = %self.identity(), %cluster, "started");

@@ -124,8 +124,8 @@ pub async fn fenced(
     })
 }
 
-/// Argo CD's heartbeat protocol: it has no stop gate, so a stop event is carried out by
-/// the controller (work in flight ends) before it reaches the audit log. Argo CD's
+/// Argo CD's heartbeat protocol: stops go through the controller's hook (work in flight
+/// ends) before the machine frees anything or the stop reaches the audit log. Argo CD's
 /// distribution is computed over the clusters known at start; apps (and their
 /// destinations) are followed by the controller. A cluster added later is placed after a
 /// restart (`docs/argocd-compatibility.md`).
@@ -173,10 +173,13 @@ pub async fn argocd(
         part: "the coordination runner",
         reason: e.to_string(),
     })?;
+    // Stops go through the controller's hook before the machine hears of them: the entry
+    // is freed, and a stop reported, only once the cluster's work has ended.
+    let runner = runner.with_stop_hook(inputs.stop_hook);
     Ok(Coordination {
         events,
         status,
-        stops: StopMode::Reported(inputs.stop_hook),
+        stops: StopMode::Gated,
         run: Box::new(move |shutdown| Box::pin(runner.run(shutdown))),
         feeders,
         deployment,

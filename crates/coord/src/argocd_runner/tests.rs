@@ -335,3 +335,68 @@ fn readiness_follows_argo_semantics_without_w15() {
     s.stopping = true;
     assert_eq!(s.readiness(now).unwrap_err(), "stopping");
 }
+
+/// Counts stops and takes `took` for each, like a controller draining work in flight.
+struct SlowStops {
+    took: Duration,
+    done: Arc<AtomicU64>,
+}
+
+impl StopHook for SlowStops {
+    fn stop(&self, _cluster: String) -> BoxFuture<'static, ()> {
+        let (took, done) = (self.took, self.done.clone());
+        Box::pin(async move {
+            tokio::time::sleep(took).await;
+            done.fetch_add(1, Ordering::SeqCst);
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_a_stop_hook_the_entry_is_freed_and_stops_reported_only_after_the_work_ended() {
+    let w = World::new(4, 1);
+    let done = Arc::new(AtomicU64::new(0));
+    let (runner, status) = ArgoRunner::new(
+        w.store.clone(),
+        World::cfg("a"),
+        w.clusters.clone(),
+        &[],
+        w.count.subscribe(),
+        wall(),
+        w.events.clone(),
+    )
+    .unwrap();
+    let runner = runner.with_stop_hook(Arc::new(SlowStops {
+        took: Duration::from_secs(1),
+        done: done.clone(),
+    }));
+    let (shutdown, rx) = watch::channel(false);
+    let task = tokio::spawn(runner.run(rx));
+    // A fresh map: the clusters start after the start delay (S).
+    sleep(S + H).await;
+    assert_eq!(status.borrow().acting.len(), 4, "{:?}", *status.borrow());
+    let asked = Instant::now();
+    shutdown.send(true).unwrap();
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(done.load(Ordering::SeqCst), 0, "the work is still draining");
+    assert!(
+        w.map().await.iter().any(|e| e.controller_name == "a"),
+        "the entry is not freed while the work drains"
+    );
+    assert!(task.await.unwrap(), "freed once the work ended");
+    assert_eq!(done.load(Ordering::SeqCst), 4);
+    assert!(w.map().await.iter().all(|e| e.controller_name != "a"));
+    let stops: Vec<Instant> = w
+        .timeline
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, e)| matches!(e.change, Ownership::Stopped(_)))
+        .map(|(at, _)| *at)
+        .collect();
+    assert_eq!(stops.len(), 4);
+    assert!(
+        stops.iter().all(|at| *at >= asked + Duration::from_secs(1)),
+        "each stop is reported once its work ended"
+    );
+}
