@@ -71,6 +71,24 @@ pub struct PlanArgs {
     /// it, as a running controller would).
     #[arg(long, value_name = "FILE", env = "FLEETSHARD_PREVIOUS")]
     pub previous: Option<PathBuf>,
+    /// Start from the assignment the replicas committed in this store (fenced mode), as
+    /// the distributor does: movement and per-shard figures are then what `run` would do
+    /// with this fleet (instead of --previous).
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "previous",
+        env = "FLEETSHARD_PLAN_FROM_STORE"
+    )]
+    pub from_store: Option<fleetshard_replica::StoreUrl>,
+    /// With --from-store: the key prefix of the fleet's records.
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "fleetshard/",
+        requires = "from_store"
+    )]
+    pub root: String,
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = Output::Table, env = "FLEETSHARD_OUTPUT")]
     pub output: Output,
@@ -163,9 +181,10 @@ pub fn run(args: PlanArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     let source = args.input.source()?;
     let (loaded, load_ms) = timed(|| -> anyhow::Result<_> {
         let fleet = input::load(&source)?;
-        let previous = match &args.previous {
-            Some(path) => Some(read_previous(path)?),
-            None => None,
+        let previous = match (&args.previous, &args.from_store) {
+            (Some(path), _) => Some(read_previous(path)?),
+            (None, Some(url)) => Some(read_committed(url, &args.root)?),
+            (None, None) => None,
         };
         Ok((fleet, previous))
     });
@@ -220,6 +239,42 @@ fn read_previous(path: &std::path::Path) -> anyhow::Result<PreviousPlan> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read previous plan", path.display()))?;
     Ok(PreviousPlan::from_json(&text, &path.display().to_string())?)
+}
+
+/// The committed assignment in `url` under `root`, as the previous plan.
+fn read_committed(url: &fleetshard_replica::StoreUrl, root: &str) -> anyhow::Result<PreviousPlan> {
+    if !root.ends_with('/') {
+        bail!("--root {root:?} must end with '/'");
+    }
+    let store = url.open()?.store;
+    let listing = super::runtime(super::Runtime::OneShot)?
+        .block_on(store.list(root))
+        .with_context(|| format!("reading {url}"))?;
+    let snapshot = fleetshard_coord::fenced::FencedSnapshot::decode(root, &listing);
+    let Some((_, doc)) = snapshot.assignment else {
+        let why = snapshot
+            .corrupt
+            .iter()
+            .find(|c| c.key == fleetshard_coord::fenced::assignment_key(root))
+            .map_or_else(|| "none is committed".to_owned(), |c| c.to_string());
+        bail!("{url}: no assignment under {root:?} to plan from: {why}");
+    };
+    let mut assignment = fleetshard_core::Assignment::new();
+    for (cluster, shard) in &doc.clusters {
+        assignment.insert(cluster.clone(), *shard);
+    }
+    tracing::info!(
+        generation = doc.generation,
+        shards = doc.shards,
+        clusters = doc.clusters.len(),
+        "planning from the committed assignment"
+    );
+    Ok(PreviousPlan {
+        algorithm: Some("balanced".to_owned()),
+        replicas: Some(doc.shards),
+        assignment,
+        local_zones: Default::default(),
+    })
 }
 
 fn log_summary(report: &Report) {

@@ -560,3 +560,73 @@ fn run_refuses_a_bad_shards_value() {
     ]));
     assert!(err.contains("min 5 is above max 2"), "{err}");
 }
+
+/// `plan --from-store` starts from the assignment the replicas committed, exactly as
+/// `--previous` starts from a plan: the same fleet and count move nothing, and another
+/// count gives the same shards as planning from that plan's JSON.
+#[test]
+fn plan_from_store_starts_from_the_committed_assignment() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = example("fleet.yaml");
+    let plan = |extra: &[&str]| {
+        let mut cmd = fleetshard();
+        cmd.args([
+            "plan",
+            "--fleet",
+            &fleet,
+            "--algorithm",
+            "balanced",
+            "--output",
+            "json",
+        ]);
+        ok_json(cmd.args(extra))
+    };
+    // Each cluster's shard (`None`: not placed, e.g. skip-reconcile).
+    let shards = |v: &Value| -> Vec<(String, Option<i64>)> {
+        v["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["id"].as_str().unwrap().to_owned(), c["shard"].as_i64()))
+            .collect()
+    };
+    // Three replicas' placement, committed to a store as the distributor would.
+    let three = plan(&["-r", "3"]);
+    let previous = dir.path().join("three.json");
+    std::fs::write(&previous, three.to_string()).unwrap();
+    let db = dir.path().join("fs.db");
+    let doc = fleetshard_coord::fenced::AssignmentDoc {
+        generation: 7,
+        shards: 3,
+        clusters: shards(&three)
+            .into_iter()
+            .filter_map(|(id, s)| Some((id, u32::try_from(s?).ok()?)))
+            .collect(),
+        homes: Default::default(),
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            use fleetshard_coord::store::{Precondition, Store as _};
+            let store = fleetshard_store_sqlite::SqliteStore::open(&db).unwrap();
+            let key = fleetshard_coord::fenced::assignment_key("fleetshard/");
+            let value = fleetshard_coord::fenced::encode(&doc);
+            store.put(&key, value, Precondition::Absent).await.unwrap();
+        });
+    let url = format!("sqlite://{}", db.display());
+    let again = plan(&["-r", "3", "--from-store", &url]);
+    assert_eq!(shards(&again), shards(&three), "nothing moves");
+    let four_from_store = plan(&["-r", "4", "--from-store", &url]);
+    let four_from_plan = plan(&["-r", "4", "--previous", previous.to_str().unwrap()]);
+    assert_eq!(shards(&four_from_store), shards(&four_from_plan));
+    // No assignment committed: an error naming the store and the root.
+    let empty = format!("sqlite://{}", dir.path().join("empty.db").display());
+    let err =
+        fails(fleetshard().args(["plan", "--fleet", &fleet, "-r", "3", "--from-store", &empty]));
+    assert!(
+        err.contains("no assignment") && err.contains("fleetshard/"),
+        "{err}"
+    );
+}
