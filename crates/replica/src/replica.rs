@@ -139,6 +139,7 @@ impl Replica {
 
     /// Starts every part. Returns the handle that drains them.
     pub fn spawn(self) -> Result<ReplicaHandle, ReplicaError> {
+        let replaced = self.store.replaced.clone();
         match self.coordination {
             CoordinationRunner::Fenced(c) => spawn_with(
                 self.identity,
@@ -147,6 +148,7 @@ impl Replica {
                 self.controller,
                 self.http,
                 self.audit,
+                replaced,
             ),
             CoordinationRunner::Argocd(c) => spawn_with(
                 self.identity,
@@ -155,6 +157,7 @@ impl Replica {
                 self.controller,
                 self.http,
                 self.audit,
+                replaced,
             ),
         }
     }
@@ -232,6 +235,7 @@ fn spawn_with<S: ReplicaStatus>(
     controller: ControllerPart,
     http: HttpPart,
     audit_file: Option<File>,
+    replaced: watch::Receiver<Option<String>>,
 ) -> Result<ReplicaHandle, ReplicaError> {
     let Coordination {
         events,
@@ -258,7 +262,10 @@ fn spawn_with<S: ReplicaStatus>(
             start_controller(controller.config, controller.work, r, inputs)
         }
     }?;
-    let view: ViewFn = Arc::new(move |now| View::of(&*status.borrow(), now));
+    // The store guard's verdict applies whatever the protocol: a replaced store fences.
+    let view: ViewFn = Arc::new(move |now| {
+        View::of(&*status.borrow(), now).with_store_replaced(replaced.borrow().clone())
+    });
     let addr = http
         .listener
         .local_addr()
