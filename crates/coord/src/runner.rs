@@ -85,11 +85,17 @@ pub struct Status {
     pub stopping: bool,
     /// A listing has been stepped at least once.
     pub listed: bool,
+    /// Fenced: the store was found replaced (what replaced it). Nothing is listed any
+    /// more, writes are refused, the lease lapses at its deadline; only a restart ends it.
+    pub store_replaced: Option<String>,
 }
 
 impl ReplicaStatus for Status {
     /// Ready: holding a shard with a valid lease, or a spare because every shard is held.
     fn readiness(&self, now: Instant) -> Result<String, String> {
+        if let Some(what) = &self.store_replaced {
+            return Err(format!("fenced: store replaced ({what})"));
+        }
         if self.stopping {
             return Err("stopping".into());
         }
@@ -354,7 +360,7 @@ impl Runner {
                         Err(e) => self.store_error(&e),
                     }
                 }
-                _ = tokio::time::sleep_until(next_poll), if listing.is_none() => {
+                _ = tokio::time::sleep_until(next_poll), if listing.is_none() && self.stats.store_replaced.is_none() => {
                     let (store, p) = (self.store.clone(), prefix.clone());
                     let metrics = self.metrics.clone();
                     listing = Some(Box::pin(async move {
@@ -417,9 +423,17 @@ impl Runner {
     }
 
     fn store_error(&mut self, e: &StoreError) {
-        tracing::warn!(identity = %self.cfg.identity, "{e}");
         self.stats.store_errors += 1;
         self.stats.last_store_error = Some(e.to_string());
+        // A replaced store is final (the store guard refuses it from now on): said once.
+        if let StoreError::Replaced { what } = e {
+            if self.stats.store_replaced.is_none() {
+                tracing::error!(identity = %self.cfg.identity, "fenced: store replaced ({what}); no more listings, the lease lapses at its deadline");
+                self.stats.store_replaced = Some(what.clone());
+            }
+            return;
+        }
+        tracing::warn!(identity = %self.cfg.identity, "{e}");
     }
 
     /// Stops and starts now, in order; writes as tasks reporting back on `done`.

@@ -7,14 +7,24 @@
 //! and re-create), which is what compare-and-swap compares. Backends also keep a store-wide
 //! `revision` that increases on every write, so a watcher can ask "anything new under this
 //! prefix since revision R?".
+//!
+//! A store is also *one* store: the same URL can come to name another one under a running
+//! process (a SQLite file deleted and re-created, another etcd cluster behind the same
+//! endpoints, a namespace deleted and re-created). Backends record what identifies the
+//! store at first contact and report a change as [`StoreError::Replaced`]
+//! ([`Store::check_identity`]); [`guard::GuardedStore`] turns the first such report into a
+//! permanent refusal, so a process never goes on with a store other than the one it began
+//! with.
 
 pub mod chunked;
 #[cfg(any(test, feature = "test-util"))]
 pub mod conformance;
+pub mod guard;
 pub mod memory;
 #[cfg(any(test, feature = "test-util"))]
 pub mod throughput;
 
+use futures::FutureExt;
 use futures::future::BoxFuture;
 
 /// A stored value and the version it was written at.
@@ -88,6 +98,43 @@ pub enum StoreError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The store this handle reaches is no longer the one it first reached: the SQLite file
+    /// was deleted or replaced, another etcd cluster answers at the endpoints, the
+    /// namespace was deleted and re-created. Nothing this handle did before is in it; a
+    /// process that goes on with it forms a second fleet beside the first. Permanent.
+    #[error("store replaced: {what}")]
+    Replaced {
+        /// What changed, naming the store (`/var/lib/fleetshard.db is now another file
+        /// (device 2049, inode 77; opened: device 2049, inode 12)`).
+        what: String,
+    },
+}
+
+/// What a backend knows its store by (see [`Store::check_identity`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreIdentity {
+    /// Nothing can replace the store under this handle: `memory://`, whose data lives in
+    /// the handle itself.
+    Fixed,
+    /// What identifies the store, recorded at first contact and unchanged since: the
+    /// SQLite file's device and inode, the etcd cluster id, the namespace's uid.
+    Recorded(String),
+}
+
+impl StoreIdentity {
+    /// Whether another store could come to stand behind the same URL.
+    pub fn replaceable(&self) -> bool {
+        matches!(self, StoreIdentity::Recorded(_))
+    }
+}
+
+impl std::fmt::Display for StoreIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreIdentity::Fixed => f.write_str("fixed (cannot be replaced)"),
+            StoreIdentity::Recorded(what) => f.write_str(what),
+        }
+    }
 }
 
 /// A coordination store.
@@ -124,4 +171,16 @@ pub trait Store: Send + Sync + 'static {
 
     /// A short description for logs and status (`sqlite:///var/lib/fleetshard.db`).
     fn describe(&self) -> String;
+
+    /// Checks that this handle still reaches the store it reached first, recording what
+    /// identifies it on first contact: `Ok` with the identity, or
+    /// [`StoreError::Replaced`] when another store now stands behind the same URL (other
+    /// failures as for any call). Cheap enough to call before every renewal: a file's
+    /// metadata, a value every answer already carries, or one small read at most once per
+    /// renew period. The default is for stores that cannot be replaced ([`MemoryStore`]).
+    ///
+    /// [`MemoryStore`]: memory::MemoryStore
+    fn check_identity(&self) -> BoxFuture<'_, Result<StoreIdentity, StoreError>> {
+        futures::future::ready(Ok(StoreIdentity::Fixed)).boxed()
+    }
 }

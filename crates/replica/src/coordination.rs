@@ -3,6 +3,16 @@
 //! reads through `fleetshard_coord::ownership::ReplicaStatus`, how stops reach the work,
 //! the runner's future and the helper tasks it needs — and nothing else of the replica
 //! knows which protocol runs.
+//!
+//! # A fresh start holds off on a store that can be replaced
+//! A fenced-mode replica starting on a store that another one can replace under the same
+//! URL (SQLite, etcd, Kubernetes: anything but `memory://`) claims nothing for one lease
+//! `duration` after it started ([`hold_before_claiming`]). The store it opened may have
+//! just replaced the one a running fleet uses (`rm fleetshard.db` and a restart): those
+//! replicas notice at their next store call, renew no more, and stop by their renew
+//! deadline, which is shorter than `duration`, however empty or stale the new store looks.
+//! Without the hold, a newcomer finding no lease records would start every cluster at
+//! once, beside them. The price: a replica starts acting `duration` (4 s) later.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +23,7 @@ use fleetshard_coord::argocd_runner::{ArgoRunner, ArgoStatus, WallClock};
 use fleetshard_coord::fenced::{ReplicaConfig, ShardCount};
 use fleetshard_coord::ownership::{OwnershipChange, ReplicaStatus, RunnerMetrics, StopHook};
 use fleetshard_coord::runner::{Runner, Status};
-use fleetshard_coord::store::Store;
+use fleetshard_coord::store::{Store, StoreIdentity};
 use fleetshard_store_kube::KubeStore;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
@@ -98,6 +108,7 @@ pub async fn fenced(
     };
     let (events_tx, events) = mpsc::unbounded_channel();
     let (fleet, follower) = follow_fleet(inputs.inventory);
+    let (store, hold) = (inputs.store.clone(), settings.timing.duration);
     let (runner, status) = Runner::new(inputs.store, cfg, settings.runner, fleet, events_tx)
         .map_err(|e| ReplicaError::Start {
             part: "the coordination runner",
@@ -118,7 +129,15 @@ pub async fn fenced(
         events,
         status,
         stops: StopMode::Gated,
-        run: Box::new(move |shutdown| Box::pin(runner.run(shutdown))),
+        run: Box::new(move |mut shutdown| {
+            Box::pin(async move {
+                if !hold_before_claiming(store.as_ref(), hold, &mut shutdown).await {
+                    // Asked to stop while holding off: nothing was claimed.
+                    return true;
+                }
+                runner.run(shutdown).await
+            })
+        }),
         feeders: vec![follower],
         deployment,
     })
@@ -186,6 +205,30 @@ pub async fn argocd(
     })
 }
 
+/// Waits `hold` before a fenced-mode replica may claim anything, unless its store cannot
+/// be replaced (see the module docs). Returns false if `shutdown` came first.
+pub async fn hold_before_claiming(
+    store: &dyn Store,
+    hold: Duration,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    match store.check_identity().await {
+        Ok(StoreIdentity::Fixed) => return true,
+        Ok(identity) => tracing::info!(store = %store.describe(), %identity, "store identity"),
+        // Holding off is the safe side whatever failed; the runner reports store trouble.
+        Err(e) => tracing::warn!(store = %store.describe(), "checking the store's identity: {e}"),
+    }
+    tracing::info!(
+        ?hold,
+        "claiming nothing for one lease duration: replicas of a store this one may have \
+         replaced stop by then"
+    );
+    tokio::select! {
+        _ = tokio::time::sleep(hold) => true,
+        _ = shutdown.wait_for(|stop| *stop) => false,
+    }
+}
+
 /// Keeps a Deployment's replica count current, through the Kubernetes store's client.
 async fn watch_deployment(
     kube: Option<&KubeStore>,
@@ -209,4 +252,47 @@ async fn watch_deployment(
         tracing::warn!(%namespace, %name, "no such Deployment: the shard count stays as committed until it exists");
     }
     Ok(watch)
+}
+
+#[cfg(test)]
+mod tests {
+    use fleetshard_coord::store::memory::MemoryStore;
+    use fleetshard_store_sqlite::SqliteStore;
+    use tokio::time::Instant;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_that_can_be_replaced_is_held_off_for_the_duration() {
+        let (_tx, mut shutdown) = watch::channel(false);
+        let hold = Duration::from_secs(4);
+        let start = Instant::now();
+        assert!(hold_before_claiming(&MemoryStore::new(), hold, &mut shutdown).await);
+        assert_eq!(
+            start.elapsed(),
+            Duration::ZERO,
+            "memory:// cannot be replaced"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = SqliteStore::open(dir.path().join("s.db")).unwrap();
+        let start = Instant::now();
+        assert!(hold_before_claiming(&sqlite, hold, &mut shutdown).await);
+        assert!(start.elapsed() >= hold, "{:?}", start.elapsed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shutdown_ends_the_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = SqliteStore::open(dir.path().join("s.db")).unwrap();
+        let (tx, mut shutdown) = watch::channel(false);
+        let stop = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            tx.send(true).unwrap();
+        });
+        let start = Instant::now();
+        assert!(!hold_before_claiming(&sqlite, Duration::from_secs(60), &mut shutdown).await);
+        assert!(start.elapsed() < Duration::from_secs(2));
+        stop.await.unwrap();
+    }
 }

@@ -37,6 +37,8 @@ pub struct View {
     pub failovers: u64,
     /// The shard count in force (fenced: the applied generation's; Argo CD: replicas).
     pub shard_count: u32,
+    /// The store was found replaced (what replaced it): fenced until restarted.
+    pub store_replaced: Option<String>,
 }
 
 impl Default for View {
@@ -53,6 +55,7 @@ impl Default for View {
             handovers: 0,
             failovers: 0,
             shard_count: 0,
+            store_replaced: None,
         }
     }
 }
@@ -74,7 +77,18 @@ impl View {
             handovers: v.handovers,
             failovers: v.failovers,
             shard_count: v.shard_count,
+            store_replaced: None,
         }
+    }
+
+    /// The view of a replica whose store guard says `replaced`: once the store was found
+    /// replaced the replica is fenced, whatever its protocol's status says, and not ready.
+    pub fn with_store_replaced(mut self, replaced: Option<String>) -> View {
+        if let Some(what) = &replaced {
+            self.ready = Err(format!("fenced: store replaced ({what})"));
+        }
+        self.store_replaced = replaced;
+        self
     }
 }
 
@@ -151,5 +165,28 @@ mod tests {
         assert_eq!(v.ready.unwrap(), "holding shard 2");
         assert_eq!((v.generation, v.acting, v.lease_valid_secs), (3, 2, 5.0));
         assert!(View::of(&s, now + Duration::from_secs(6)).ready.is_err());
+    }
+
+    #[test]
+    fn a_replaced_store_makes_any_protocol_unready() {
+        let now = tokio::time::Instant::now();
+        let s = ArgoStatus {
+            listed: true,
+            replicas: 1,
+            shard: Some(0),
+            valid_until: Some(now + Duration::from_secs(5)),
+            ..ArgoStatus::default()
+        };
+        let v = View::of(&s, now).with_store_replaced(None);
+        assert!(v.ready.is_ok() && v.store_replaced.is_none());
+        let v = View::of(&s, now).with_store_replaced(Some("/x/s.db no longer exists".into()));
+        assert_eq!(
+            v.ready.unwrap_err(),
+            "fenced: store replaced (/x/s.db no longer exists)"
+        );
+        assert_eq!(
+            v.store_replaced.as_deref(),
+            Some("/x/s.db no longer exists")
+        );
     }
 }

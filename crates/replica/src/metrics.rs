@@ -94,6 +94,7 @@ pub struct Metrics {
     handovers: Counter,
     failovers: Counter,
     shard_count: Gauge,
+    store_replaced: Gauge,
     latency: StoreLatency,
     problems: ProblemGauges,
 }
@@ -118,6 +119,7 @@ impl Metrics {
             handovers: Counter::default(),
             failovers: Counter::default(),
             shard_count: Gauge::default(),
+            store_replaced: Gauge::default(),
             latency: StoreLatency {
                 calls: Family::new_with_constructor(latency_histogram),
                 renew: latency_histogram(),
@@ -167,6 +169,12 @@ impl Metrics {
             m.shard_count.clone(),
         );
         r.register(
+            "store_replaced",
+            "1 once the store was found replaced (another store behind its URL): this replica \
+             uses it no more, its clusters stopped at its lease deadline, until it is restarted",
+            m.store_replaced.clone(),
+        );
+        r.register(
             "store_call_seconds",
             "Store call latency by operation and outcome",
             m.latency.calls.clone(),
@@ -214,6 +222,8 @@ impl Metrics {
         self.failovers
             .inc_by(v.failovers.saturating_sub(self.failovers.get()));
         self.shard_count.set(i64::from(v.shard_count));
+        self.store_replaced
+            .set(i64::from(v.store_replaced.is_some()));
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -237,6 +247,12 @@ mod tests {
         let text = m.render(&v);
         assert!(text.contains("fleetshard_shard 2"), "{text}");
         assert!(text.contains("fleetshard_store_errors_total 3"), "{text}");
+        assert!(text.contains("fleetshard_store_replaced 0"), "{text}");
+        let fenced = View {
+            store_replaced: Some("gone".into()),
+            ..v.clone()
+        };
+        assert!(m.render(&fenced).contains("fleetshard_store_replaced 1"));
         assert!(m.render(&v).contains("fleetshard_handovers_total 4"));
         let sink = m.store_latency();
         sink.store_call("renew_shard", Duration::from_millis(7), true);

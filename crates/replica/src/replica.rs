@@ -154,6 +154,7 @@ impl Replica {
 
     /// Starts every part. Returns the handle that drains them.
     pub fn spawn(self) -> Result<ReplicaHandle, ReplicaError> {
+        let replaced = self.store.replaced.clone();
         match self.coordination {
             CoordinationRunner::Fenced(c) => spawn_with(
                 self.identity,
@@ -162,6 +163,7 @@ impl Replica {
                 self.controller,
                 self.http,
                 self.audit,
+                replaced,
             ),
             CoordinationRunner::Argocd(c) => spawn_with(
                 self.identity,
@@ -170,6 +172,7 @@ impl Replica {
                 self.controller,
                 self.http,
                 self.audit,
+                replaced,
             ),
         }
     }
@@ -248,6 +251,7 @@ fn spawn_with<S: ReplicaStatus>(
     controller: ControllerPart,
     http: HttpPart,
     audit_file: Option<File>,
+    replaced: watch::Receiver<Option<String>>,
 ) -> Result<ReplicaHandle, ReplicaError> {
     let Coordination {
         events,
@@ -274,7 +278,10 @@ fn spawn_with<S: ReplicaStatus>(
             start_controller(controller.config, controller.work, r, inputs)
         }
     }?;
-    let view: ViewFn = Arc::new(move |now| View::of(&*status.borrow(), now));
+    // The store guard's verdict applies whatever the protocol: a replaced store fences.
+    let view: ViewFn = Arc::new(move |now| {
+        View::of(&*status.borrow(), now).with_store_replaced(replaced.borrow().clone())
+    });
     let addr = http
         .listener
         .local_addr()

@@ -1,6 +1,11 @@
 //! The coordination store a replica (or a one-shot command) uses, named by a URL that is
 //! parsed once into a [`StoreUrl`] and matched exhaustively from then on: no decision
 //! reads a log string.
+//!
+//! Every store is opened behind a [`GuardedStore`]: once the backend finds that another
+//! store now stands behind the URL (a SQLite file deleted or re-created, another etcd
+//! cluster, a namespace re-created), every operation is refused for the rest of the
+//! process, and [`OpenedStore::replaced`] says why (readiness, metrics).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -9,9 +14,16 @@ use std::sync::Arc;
 
 use fleetshard_coord::store::Store;
 use fleetshard_coord::store::chunked::{self, ChunkedStore};
+use fleetshard_coord::store::guard::{self, GuardedStore};
 use fleetshard_coord::store::memory::MemoryStore;
 use fleetshard_store_kube::KubeStore;
-use fleetshard_store_sqlite::SqliteStore;
+/// How a store is opened: [`OpenMode::Create`] (replicas), [`OpenMode::Existing`]
+/// (`fleetshard scale`), [`OpenMode::ReadOnly`] (`status`, `apps`). Only SQLite has a
+/// store to create or a file to open read-only; an etcd cluster or a namespace is there or
+/// not, so the mode changes nothing for them.
+pub use fleetshard_store_sqlite::OpenMode;
+use fleetshard_store_sqlite::{SqliteOptions, SqliteStore};
+use tokio::sync::watch;
 
 use crate::ReplicaError;
 
@@ -98,6 +110,9 @@ pub struct OpenedStore {
     pub store: Arc<dyn Store>,
     /// The Kubernetes backend, for `kubernetes://`.
     pub kube: Option<KubeStore>,
+    /// `Some(what)` once the store was found replaced (see the module docs): from then on
+    /// every operation on [`OpenedStore::store`] is refused.
+    pub replaced: watch::Receiver<Option<String>>,
 }
 
 impl fmt::Debug for OpenedStore {
@@ -109,8 +124,16 @@ impl fmt::Debug for OpenedStore {
 }
 
 impl StoreUrl {
-    /// Opens the store.
+    /// Opens the store, creating it if it is a SQLite file that does not exist yet (a
+    /// replica).
     pub fn open(&self) -> Result<OpenedStore, ReplicaError> {
+        self.open_in(OpenMode::Create)
+    }
+
+    /// Opens the store in `mode`: a one-shot command opens an existing store, read-only
+    /// when it only reads, and never creates one (a missing SQLite file is an error
+    /// naming its path).
+    pub fn open_in(&self, mode: OpenMode) -> Result<OpenedStore, ReplicaError> {
         let opening = |e: &dyn fmt::Display| ReplicaError::Store {
             url: self.to_string(),
             reason: e.to_string(),
@@ -118,7 +141,10 @@ impl StoreUrl {
         let mut kube = None;
         let inner: Arc<dyn Store> = match self {
             StoreUrl::Memory => Arc::new(MemoryStore::new()),
-            StoreUrl::Sqlite(path) => Arc::new(SqliteStore::open(path).map_err(|e| opening(&e))?),
+            StoreUrl::Sqlite(path) => Arc::new(
+                SqliteStore::open_in(path, SqliteOptions::default(), mode)
+                    .map_err(|e| opening(&e))?,
+            ),
             #[cfg(feature = "etcd")]
             StoreUrl::Etcd(_) => Arc::new(
                 fleetshard_store_etcd::EtcdStore::from_url(&self.to_string())
@@ -141,8 +167,11 @@ impl StoreUrl {
                 Arc::new(store)
             }
         };
+        let chunked = Arc::new(ChunkedStore::new(inner, chunked::DEFAULT_LIMIT));
+        let guarded = GuardedStore::new(chunked, guard::DEFAULT_CHECK_EVERY);
         Ok(OpenedStore {
-            store: Arc::new(ChunkedStore::new(inner, chunked::DEFAULT_LIMIT)),
+            replaced: guarded.subscribe(),
+            store: Arc::new(guarded),
             kube,
         })
     }
@@ -192,6 +221,34 @@ mod tests {
                 .unwrap_err()
                 .contains("sqlite://PATH")
         );
+    }
+
+    #[tokio::test]
+    async fn a_store_found_replaced_is_refused_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let url = StoreUrl::Sqlite(path.clone());
+        // One-shot commands never create a store.
+        for mode in [OpenMode::Existing, OpenMode::ReadOnly] {
+            let e = url.open_in(mode).unwrap_err().to_string();
+            assert!(e.contains(&path.display().to_string()), "{e}");
+            assert!(!path.exists());
+        }
+        let opened = url.open().unwrap();
+        opened.store.list("fs/").await.unwrap();
+        assert_eq!(*opened.replaced.borrow(), None);
+        std::fs::remove_file(&path).unwrap();
+        let e = opened.store.list("fs/").await.unwrap_err().to_string();
+        assert!(
+            e.starts_with("store replaced: ") && e.contains("no longer exists"),
+            "{e}"
+        );
+        let why = opened.replaced.borrow().clone().unwrap();
+        assert!(why.contains(&path.display().to_string()), "{why}");
+        // A store at the path again changes nothing for this process.
+        drop(url.open().unwrap());
+        assert!(opened.store.list("fs/").await.is_err());
+        assert!(url.open_in(OpenMode::ReadOnly).is_ok());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use fleetshard_coord::store::StoreError;
 
 use crate::EtcdStore;
 use crate::error::{self, Kind, store_error};
+use crate::identity::Headed;
 
 /// Largest response the client decodes (tonic's default is 4 MiB; a page of large values
 /// can be bigger, and etcd itself allows 1.5 MiB per value).
@@ -55,7 +56,7 @@ impl EtcdStore {
 
     /// Runs one KV request with the timeout, mapping errors (and resetting the client when
     /// the failure may be the connection's).
-    pub(crate) async fn call<T, F, Fut>(&self, what: &str, op: F) -> Result<T, StoreError>
+    pub(crate) async fn call<T: Headed, F, Fut>(&self, what: &str, op: F) -> Result<T, StoreError>
     where
         F: FnOnce(KvClient) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
@@ -63,8 +64,9 @@ impl EtcdStore {
         self.call_kind(what, op).await.map_err(|(_, e)| e)
     }
 
-    /// [`EtcdStore::call`], also telling what kind of failure it was.
-    pub(crate) async fn call_kind<T, F, Fut>(
+    /// [`EtcdStore::call`], also telling what kind of failure it was. An answer from
+    /// another etcd cluster than the first is `Replaced` (`identity.rs`).
+    pub(crate) async fn call_kind<T: Headed, F, Fut>(
         &self,
         what: &str,
         op: F,
@@ -79,7 +81,10 @@ impl EtcdStore {
             .map_err(|e| (Kind::Unavailable, e))?
             .kv_client()
             .max_decoding_message_size(MAX_DECODE);
-        self.bounded(what, op(kv)).await
+        let answer = self.bounded(what, op(kv)).await?;
+        self.answered_by(answer.header(), what)
+            .map_err(|e| (Kind::Backend, e))?;
+        Ok(answer)
     }
 
     /// Awaits `fut` with the timeout, mapping errors.

@@ -57,6 +57,13 @@
 //! A lease could later garbage-collect `replicas/<identity>` presence records of spares that
 //! died (they are only shown by `status`); that is cosmetic and not needed for safety.
 //!
+//! # The store is the store
+//! Every answer names the etcd cluster that sent it; the first is recorded, and an answer
+//! from another cluster (etcd re-created, or restored as a new cluster, or another one
+//! behind the same endpoints) is [`StoreError::Replaced`] (`identity.rs`), which is also
+//! what [`Store::check_identity`] reports. A new cluster has a new id even when restored
+//! from a snapshot of the old one.
+//!
 //! # Namespaces
 //! [`EtcdOptions::key_prefix`] puts every key of this store under a prefix (and strips it
 //! from what it returns), so several fleets or test runs can share one etcd. Normally the
@@ -64,6 +71,7 @@
 
 mod client;
 mod error;
+mod identity;
 mod url;
 mod watch;
 
@@ -71,7 +79,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};
-use fleetshard_coord::store::{Entry, Listing, Precondition, Store, StoreError};
+use fleetshard_coord::store::{Entry, Listing, Precondition, Store, StoreError, StoreIdentity};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
@@ -120,6 +128,8 @@ struct Inner {
     options: EtcdOptions,
     /// `None` until first use and after a failure that may have broken the connection.
     client: Mutex<Option<Client>>,
+    /// The clusters that answered (`identity.rs`).
+    clusters: Mutex<identity::Clusters>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -167,6 +177,7 @@ impl EtcdStore {
                 endpoints,
                 options,
                 client: Mutex::new(None),
+                clusters: Mutex::default(),
             }),
         })
     }
@@ -447,6 +458,10 @@ impl Store for EtcdStore {
             "" => self.inner.url.clone(),
             p => format!("{} (key prefix {p:?})", self.inner.url),
         }
+    }
+
+    fn check_identity(&self) -> BoxFuture<'_, Result<StoreIdentity, StoreError>> {
+        self.identity().boxed()
     }
 }
 

@@ -46,6 +46,7 @@ pub(crate) async fn wait_for_change(
             };
         match message {
             Ok(Some(resp)) => {
+                store.answered_by(resp.header(), &what)?;
                 match outcome(store, &resp, &what)? {
                     Outcome::Changed(revision) => return Ok(revision),
                     // `since` is older than etcd's history: a change may have been missed,

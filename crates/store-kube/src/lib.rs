@@ -90,9 +90,16 @@
 //! `kubernetes://` (no namespace) means the configuration's default namespace. The client
 //! speaks plain `http://` (tests) and TLS (rustls) to real clusters.
 //!
+//! # The store is the store
+//! A namespace deleted and created again is another store: its `metadata.uid` is recorded
+//! at first contact and [`Store::check_identity`] (one GET of the namespace; the store
+//! guard calls it at most once per second) reports another uid, or no namespace, as
+//! [`StoreError::Replaced`] (`identity.rs`).
+//!
 //! # Permissions
 //! In the namespace: `leases` (coordination.k8s.io) get, list, watch, create, patch, delete;
-//! `configmaps` get, list, watch, create, update, delete; for [`DeploymentReplicas`],
+//! `configmaps` get, list, watch, create, update, delete; `namespaces` get (the namespace's
+//! own object, for its uid; a Role in the namespace grants it); for [`DeploymentReplicas`],
 //! `deployments` (apps) get, list, watch. A refusal (403) is a [`StoreError::Backend`]
 //! naming the call.
 //!
@@ -101,16 +108,17 @@
 mod cache;
 mod cached;
 mod errors;
+mod identity;
 mod list;
 mod names;
 mod objects;
 mod ops;
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fleetshard_coord::store::{Entry, Listing, Precondition, Store, StoreError};
+use fleetshard_coord::store::{Entry, Listing, Precondition, Store, StoreError, StoreIdentity};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -183,6 +191,10 @@ struct Inner {
     cache: cache::Cache,
     /// The newest version this client wrote: cached listings wait until they reach it.
     newest_write: AtomicU64,
+    /// The namespace's uid at first contact (`identity.rs`).
+    uid: Mutex<Option<String>>,
+    /// Reading the namespace was refused (403), and that was logged.
+    uid_refused: AtomicBool,
 }
 
 /// What first use sets up.
@@ -252,6 +264,8 @@ impl KubeStore {
                 ctx: OnceCell::new(),
                 cache: cache::Cache::default(),
                 newest_write: AtomicU64::new(0),
+                uid: Mutex::new(None),
+                uid_refused: AtomicBool::new(false),
             }),
         }
     }
@@ -360,6 +374,10 @@ impl Store for KubeStore {
             "{SCHEME}{}",
             self.inner.namespace.as_deref().unwrap_or_default()
         )
+    }
+
+    fn check_identity(&self) -> BoxFuture<'_, Result<StoreIdentity, StoreError>> {
+        self.identity().boxed()
     }
 }
 

@@ -55,15 +55,30 @@ pub(crate) enum DbError {
     /// The file is a database, but not one of ours (or of a schema this build cannot read).
     #[error("{0}")]
     Foreign(String),
+    /// The path no longer names the file this connection has open (see `file.rs`).
+    #[error("{0}")]
+    Replaced(String),
+    /// The file system could not be asked about the path.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A read-only connection kept finding the file changed under it.
+    #[error("the file kept changing while it was read")]
+    Changing,
 }
 
 impl DbError {
     /// The database was locked by another connection: worth retrying.
     pub(crate) fn is_busy(&self) -> bool {
-        matches!(
-            self.code(),
-            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-        )
+        matches!(self, DbError::Changing)
+            || matches!(
+                self.code(),
+                Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+            )
     }
 
     /// SQLite's primary result code, if SQLite produced this error.
@@ -87,22 +102,32 @@ pub enum Durability {
     Normal,
 }
 
-/// Opens (creating if needed) a fleetshard store file, switches it to WAL mode and checks
+/// Opens a fleetshard store file for reading and writing — creating the file and the
+/// schema if `create`, else only an existing store — switches it to WAL mode and checks
 /// or creates the schema.
 pub(crate) fn open(
     path: &Path,
     busy_timeout: Duration,
     durability: Durability,
+    create: bool,
 ) -> Result<Connection, DbError> {
     // No SQLITE_OPEN_URI: the path is a file name, never a `file:` URI with options.
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
     let mut conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(busy_timeout)?;
     // Reading the header first makes a file that is not a database fail here (NOTADB),
     // before anything is written to it.
     conn.pragma_query_value(None, "application_id", |r| r.get::<_, i32>(0))?;
+    if !create {
+        // Only an existing store: refuse anything else before writing a byte.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        if !schema_is_ours(&tx)? {
+            return Err(not_a_store());
+        }
+    }
     // WAL: readers never block the writer nor the writer readers, so several processes
     // polling and one writing do not queue behind each other. It is persistent in the file.
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
@@ -119,14 +144,79 @@ pub(crate) fn open(
         Durability::Normal => "NORMAL",
     };
     conn.pragma_update(None, "synchronous", sync)?;
-    init_schema(&mut conn)?;
+    init_schema(&mut conn, create)?;
     Ok(conn)
 }
 
-/// Creates the schema in an empty file, or checks that an existing one is ours. In one
-/// write transaction, so two processes creating the same file at once do not both create.
-fn init_schema(conn: &mut Connection) -> Result<(), DbError> {
+/// Opens an existing store file read-only: SQLite writes nothing to it. `immutable`: also
+/// no locks and no `-wal`/`-shm` files, for a file no process has open (the caller checks
+/// that it did not change while it was read; `conn.rs`). Checks the schema.
+pub(crate) fn open_read_only(
+    path: &Path,
+    busy_timeout: Duration,
+    immutable: bool,
+) -> Result<Connection, DbError> {
+    let uri = format!(
+        "file://{}?mode=ro{}",
+        uri_path(path),
+        if immutable { "&immutable=1" } else { "" }
+    );
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(uri, flags)?;
+    conn.busy_timeout(busy_timeout)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+    if !schema_is_ours(&tx)? {
+        return Err(not_a_store());
+    }
+    drop(tx);
+    Ok(conn)
+}
+
+/// An empty database where an existing store was expected.
+fn not_a_store() -> DbError {
+    DbError::Foreign(
+        "an empty file, not a fleetshard store (a replica creates the store: is the path right?)"
+            .into(),
+    )
+}
+
+/// An absolute path as the path of a `file:` URI: every byte but unreserved ones and `/`
+/// escaped, so `?`, `#` and `%` in a file name stay part of it.
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Creates the schema in an empty file (if `create`), or checks that an existing one is
+/// ours. In one write transaction, so two processes creating the same file at once do not
+/// both create.
+fn init_schema(conn: &mut Connection, create: bool) -> Result<(), DbError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if !schema_is_ours(&tx)? {
+        if !create {
+            return Err(not_a_store());
+        }
+        tx.execute_batch(SCHEMA)?;
+        tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Whether the database holds our schema (`true`) or nothing at all (`false`); anything
+/// else is an error saying what it is.
+fn schema_is_ours(tx: &Connection) -> Result<bool, DbError> {
     let app_id: i32 = tx.pragma_query_value(None, "application_id", |r| r.get(0))?;
     let user_version: i32 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
     let tables: Vec<String> = tx
@@ -141,35 +231,26 @@ fn init_schema(conn: &mut Connection) -> Result<(), DbError> {
             })
             .optional()?
             .ok_or_else(|| DbError::Foreign("a fleetshard store without its meta row".into()))?;
+            Ok(true)
         }
-        APPLICATION_ID => {
-            return Err(DbError::Foreign(format!(
-                "a fleetshard store with schema version {user_version}; this build reads \
+        APPLICATION_ID => Err(DbError::Foreign(format!(
+            "a fleetshard store with schema version {user_version}; this build reads \
                  version {SCHEMA_VERSION}"
-            )));
-        }
-        0 if tables.is_empty() => {
-            tx.execute_batch(SCHEMA)?;
-            tx.pragma_update(None, "application_id", APPLICATION_ID)?;
-            tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-        }
+        ))),
+        0 if tables.is_empty() => Ok(false),
         0 => {
             let shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
-            return Err(DbError::Foreign(format!(
+            Err(DbError::Foreign(format!(
                 "a SQLite database of something else (tables: {}{}), not a fleetshard store",
                 shown.join(", "),
                 if tables.len() > 5 { ", …" } else { "" }
-            )));
+            )))
         }
-        other => {
-            return Err(DbError::Foreign(format!(
-                "a SQLite database of another application (application_id {other:#x}), \
-                 not a fleetshard store"
-            )));
-        }
+        other => Err(DbError::Foreign(format!(
+            "a SQLite database of another application (application_id {other:#x}), \
+             not a fleetshard store"
+        ))),
     }
-    tx.commit()?;
-    Ok(())
 }
 
 /// The smallest string greater than every string that starts with `prefix`, or `None` when

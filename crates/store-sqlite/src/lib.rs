@@ -18,7 +18,16 @@
 //! `sqlite://./data/x.db` are relative to the working directory when the store is opened
 //! (the store remembers the absolute path, which [`Store::describe`] shows). The default
 //! store is [`DEFAULT_URL`]. `%XX` escapes are decoded; `?`, `#`, `~` and `:memory:` are
-//! refused. The file is created if missing; its directory must exist.
+//! refused. The file is created if missing ([`OpenMode::Create`], for replicas); its
+//! directory must exist. [`OpenMode::Existing`] and [`OpenMode::ReadOnly`] (for one-shot
+//! commands) never create a store: a missing file is an error naming the path.
+//!
+//! # The store is the store
+//! The device and inode of the file (and of its `-wal` and `-shm`) are recorded when it is
+//! opened and checked before every operation: once the path names another file (deleted
+//! and re-created, renamed over) or none, every operation fails with
+//! [`StoreError::Replaced`] instead of going on with a file nobody else can reach
+//! ([`Store::check_identity`] checks the same; details in `conn.rs`).
 //!
 //! # Watching
 //! SQLite cannot notify other processes, so [`Store::wait_for_change`] polls every
@@ -34,6 +43,7 @@
 //! A dropped future does not cancel its SQLite call: a write already handed to the
 //! blocking pool still commits or fails, as a request already sent to a server would.
 
+mod conn;
 mod db;
 mod url;
 
@@ -41,11 +51,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use fleetshard_coord::store::StoreIdentity;
 use fleetshard_coord::store::{Entry, Listing, Precondition, Store, StoreError};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use rusqlite::{Connection, ErrorCode};
 
+pub use conn::OpenMode;
+use conn::Slot;
 pub use db::Durability;
 use db::{DbError, Poll};
 
@@ -107,10 +120,13 @@ pub struct SqliteStore {
 }
 
 struct Inner {
-    conn: Mutex<Connection>,
+    slot: Mutex<Slot>,
     /// Absolute, for messages and `describe`.
     path: PathBuf,
     options: SqliteOptions,
+    mode: OpenMode,
+    /// The file opened, for `check_identity`.
+    identity: String,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -129,18 +145,41 @@ impl SqliteStore {
         Self::open_with(path, SqliteOptions::default())
     }
 
-    /// Opens the store at `path` with `options`.
+    /// Opens the store at `path` with `options`, creating it if needed.
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
+        Self::open_in(path, options, OpenMode::Create)
+    }
+
+    /// Opens the store at `path` with `options` in `mode`: [`OpenMode::Existing`] and
+    /// [`OpenMode::ReadOnly`] fail naming the path when there is no store there.
+    pub fn open_in(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+        mode: OpenMode,
+    ) -> Result<Self, StoreError> {
         let path = path.as_ref();
         // Resolved once, so that messages name the file even if the working directory
         // changes, and every later open of the same URL from here means the same file.
         let path = std::path::absolute(path)
             .map_err(|e| StoreError::Backend(format!("cannot resolve {}: {e}", path.display())))?;
+        if mode != OpenMode::Create {
+            match conn::file_id(&path) {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    return Err(StoreError::Backend(format!(
+                        "no store at {}: the file does not exist (a replica creates it: is \
+                         the path right?)",
+                        path.display()
+                    )));
+                }
+                Err(e) => return Err(store_error(&path, e, 1)),
+            }
+        }
         let mut backoff = options.retry_backoff;
         let mut attempt = 1;
-        let conn = loop {
-            match db::open(&path, options.busy_timeout, options.durability) {
-                Ok(conn) => break conn,
+        let slot = loop {
+            match Slot::open(&path, mode, options.busy_timeout, options.durability) {
+                Ok(slot) => break slot,
                 Err(e) if e.is_busy() && attempt < options.attempts.max(1) => {
                     // Opening is synchronous, so this pause is too (see the crate docs).
                     std::thread::sleep(backoff);
@@ -152,9 +191,11 @@ impl SqliteStore {
         };
         Ok(SqliteStore {
             inner: Arc::new(Inner {
-                conn: Mutex::new(conn),
+                identity: slot.identity().describe(&path),
+                slot: Mutex::new(slot),
                 path,
                 options,
+                mode,
             }),
         })
     }
@@ -198,6 +239,11 @@ impl SqliteStore {
         &self.inner.options
     }
 
+    /// How this store was opened.
+    pub fn mode(&self) -> OpenMode {
+        self.inner.mode
+    }
+
     /// The store-wide revision (the number of writes ever applied to the file).
     pub async fn revision(&self) -> Result<u64, StoreError> {
         self.run(|c| db::revision(c)).await
@@ -218,7 +264,7 @@ impl SqliteStore {
         loop {
             let inner = Arc::clone(&self.inner);
             let op = Arc::clone(&op);
-            let result = tokio::task::spawn_blocking(move || op(&mut inner.lock())).await;
+            let result = tokio::task::spawn_blocking(move || inner.lock().call(&*op)).await;
             match result {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(e)) if e.is_busy() && attempt < attempts => {
@@ -239,23 +285,35 @@ impl SqliteStore {
 }
 
 impl Inner {
-    fn lock(&self) -> MutexGuard<'_, Connection> {
+    fn lock(&self) -> MutexGuard<'_, Slot> {
         // A panic inside an operation poisons the lock; rusqlite's `Transaction` rolls back
         // when dropped, also while unwinding, so the connection itself is still usable.
-        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        if !conn.is_autocommit() {
+        let slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        if !slot.conn.is_autocommit() {
             // Belt and braces for the case above: never start on someone's half transaction.
-            let _ = conn.execute_batch("ROLLBACK");
+            let _ = slot.conn.execute_batch("ROLLBACK");
         }
-        conn
+        slot
     }
 }
 
 /// Maps a blocking-side error to the trait's error, naming the file.
 fn store_error(path: &Path, e: DbError, attempts: u32) -> StoreError {
     let path = path.display();
-    if let DbError::Conflict(key) = e {
-        return StoreError::Conflict { key };
+    match e {
+        DbError::Conflict(key) => return StoreError::Conflict { key },
+        DbError::Replaced(what) => return StoreError::Replaced { what },
+        DbError::Changing => {
+            return StoreError::Unavailable(format!(
+                "{path} kept changing while it was read ({attempts} attempts); read again"
+            ));
+        }
+        DbError::Io { .. } => {
+            return StoreError::Unavailable(format!(
+                "{path}: cannot check that it is still the file this process opened: {e}"
+            ));
+        }
+        _ => {}
     }
     if e.is_busy() {
         return StoreError::Unavailable(format!(
@@ -331,5 +389,14 @@ impl Store for SqliteStore {
 
     fn describe(&self) -> String {
         format!("{}{}", url::SCHEME, self.inner.path.display())
+    }
+
+    fn check_identity(&self) -> BoxFuture<'_, Result<StoreIdentity, StoreError>> {
+        async move {
+            // Every call checks first; this one does nothing else.
+            self.run(|_| Ok(())).await?;
+            Ok(StoreIdentity::Recorded(self.inner.identity.clone()))
+        }
+        .boxed()
     }
 }

@@ -388,3 +388,123 @@ fn readiness_reasons() {
     assert_eq!(s.lease_deadline(), s.lease_valid_until);
     assert_eq!(s.shard_view().shard, Some(1));
 }
+
+/// A memory store that another one can replace under its handles (as a SQLite file
+/// deleted and re-created): from `replace` on, its identity check says so and its
+/// operations reach the new, empty store.
+#[derive(Default)]
+struct Replaceable {
+    first: MemoryStore,
+    second: MemoryStore,
+    replaced: std::sync::atomic::AtomicBool,
+}
+
+impl Replaceable {
+    fn now(&self) -> &MemoryStore {
+        if self.replaced.load(std::sync::atomic::Ordering::SeqCst) {
+            &self.second
+        } else {
+            &self.first
+        }
+    }
+}
+
+impl Store for Replaceable {
+    fn get<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::store::Entry>, StoreError>> {
+        self.now().get(key)
+    }
+    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Listing, StoreError>> {
+        self.now().list(prefix)
+    }
+    fn put<'a>(
+        &'a self,
+        key: &'a str,
+        value: Vec<u8>,
+        pre: crate::store::Precondition,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        self.now().put(key, value, pre)
+    }
+    fn delete<'a>(
+        &'a self,
+        key: &'a str,
+        pre: crate::store::Precondition,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.now().delete(key, pre)
+    }
+    fn wait_for_change<'a>(
+        &'a self,
+        prefix: &'a str,
+        since: u64,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        self.now().wait_for_change(prefix, since)
+    }
+    fn describe(&self) -> String {
+        "replaceable://".into()
+    }
+    fn check_identity(&self) -> BoxFuture<'_, Result<crate::store::StoreIdentity, StoreError>> {
+        let r = if self.replaced.load(std::sync::atomic::Ordering::SeqCst) {
+            Err(StoreError::Replaced {
+                what: "another store".into(),
+            })
+        } else {
+            Ok(crate::store::StoreIdentity::Recorded("the first".into()))
+        };
+        futures::FutureExt::boxed(futures::future::ready(r))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn runners_on_a_replaced_store_fence_themselves_and_stop_at_their_deadline() {
+    let backend = Arc::new(Replaceable::default());
+    let store: Arc<dyn Store> = Arc::new(crate::store::guard::GuardedStore::new(
+        backend.clone(),
+        Duration::ZERO,
+    ));
+    let clusters: Vec<Cluster> = (0..6)
+        .map(|i| Cluster::new(format!("c{i}"), format!("https://c{i}")))
+        .collect();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let nodes: Vec<Node> = ["a", "b"]
+        .iter()
+        .map(|n| spawn(&store, n, &clusters, &tx))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let all: Vec<&Node> = nodes.iter().collect();
+    assert_eq!(owners(&all).len(), 6);
+    let mut holder = BTreeMap::new();
+    replay(&mut rx, &mut holder);
+
+    backend
+        .replaced
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    // Within a tick both know, and say why.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for n in &nodes {
+        let s = n.status.borrow().clone();
+        assert_eq!(s.store_replaced.as_deref(), Some("another store"), "{s:?}");
+        let why = s.readiness(Instant::now()).unwrap_err();
+        assert_eq!(why, "fenced: store replaced (another store)");
+    }
+    // Nothing was written to the new store, and every cluster stops by the renew deadline.
+    assert!(backend.second.list("").await.unwrap().entries.is_empty());
+    tokio::time::sleep(LeaseTiming::default().renew_deadline).await;
+    for n in &nodes {
+        let s = n.status.borrow().clone();
+        assert!(s.acting.is_empty() && s.shard.is_none(), "{s:?}");
+    }
+    replay(&mut rx, &mut holder);
+    assert!(holder.is_empty(), "{holder:?}");
+    // And they stay fenced, touching nothing.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(backend.second.list("").await.unwrap().entries.is_empty());
+    for n in nodes {
+        assert!(n.status.borrow().store_replaced.is_some());
+        assert!(n.status.borrow().acting.is_empty());
+        n.shutdown.send(true).unwrap();
+        // It holds nothing any more: nothing to release.
+        n.task.await.unwrap();
+    }
+}

@@ -26,7 +26,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use super::{Entry, Listing, Precondition, Store, StoreError};
+use super::{Entry, Listing, Precondition, Store, StoreError, StoreIdentity};
 
 /// Where parts live: `~parts/<hash of the key>/<id>/<n>` (the key's hash keeps one key's
 /// parts apart from another's whatever characters keys hold).
@@ -283,6 +283,10 @@ impl Store for ChunkedStore {
 
     fn describe(&self) -> String {
         self.inner.describe()
+    }
+
+    fn check_identity(&self) -> BoxFuture<'_, Result<StoreIdentity, StoreError>> {
+        self.inner.check_identity()
     }
 }
 

@@ -14,6 +14,18 @@ pub async fn run_all<S: Store + ?Sized>(store: &S) {
     delete_with_preconditions(store).await;
     list_is_prefixed_sorted_and_consistent(store).await;
     wait_for_change_sees_writes_and_deletes(store).await;
+    identity_is_stable(store).await;
+}
+
+/// Checking the identity of a store nobody replaced succeeds and finds the same identity
+/// every time.
+pub async fn identity_is_stable<S: Store + ?Sized>(store: &S) {
+    let first = store.check_identity().await.unwrap();
+    store
+        .put("conformance/identity", b"x".to_vec(), Precondition::Any)
+        .await
+        .unwrap();
+    assert_eq!(store.check_identity().await.unwrap(), first);
 }
 
 /// Create-if-absent, compare-and-swap on the exact version, versions strictly increase.

@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::print_stdout;
 use super::status::Output;
 use super::store::StoreArgs;
+use fleetshard_replica::store::OpenMode;
 
 /// How long a message may be in the table before it is cut.
 const MESSAGE_WIDTH: usize = 60;
@@ -72,7 +73,7 @@ struct JsonReport {
 
 /// Prints the apps' statuses.
 pub fn run(args: AppsArgs) -> anyhow::Result<()> {
-    let store = args.store.open()?;
+    let store = args.store.open(OpenMode::ReadOnly)?;
     let root = args.store.root()?.to_owned();
     let entries = super::runtime(super::Runtime::OneShot)?
         .block_on(read_statuses(store.as_ref(), &root))

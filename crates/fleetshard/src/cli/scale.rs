@@ -9,6 +9,7 @@ use fleetshard_coord::store::Precondition;
 
 use super::shards::check_count;
 use super::store::StoreArgs;
+use fleetshard_replica::store::OpenMode;
 
 /// `fleetshard scale` options.
 #[derive(Debug, clap::Args)]
@@ -25,7 +26,7 @@ pub struct ScaleArgs {
 /// Writes the desired count (last writer wins: it is an operator's instruction).
 pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
     let root = args.store.root()?.to_owned();
-    let store = args.store.open()?;
+    let store = args.store.open(OpenMode::Existing)?;
     let runtime = super::runtime(super::Runtime::OneShot)?;
     let key = desired_shards_key(&root);
     let value = encode(&DesiredShards {

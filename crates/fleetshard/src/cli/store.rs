@@ -1,10 +1,13 @@
-//! The coordination store named on the command line, shared by `run` and `status`.
+//! The coordination store named on the command line, shared by `run`, `status`, `apps`
+//! and `scale`. Only `run` creates a store; the one-shot commands open an existing one
+//! (read-only when they only read) and fail naming a path where there is none.
 
 use std::sync::Arc;
 
 use anyhow::bail;
 use fleetshard_coord::store::Store;
 use fleetshard_replica::StoreUrl;
+use fleetshard_replica::store::OpenMode;
 
 /// The flags that name a fleet's records in a store.
 #[derive(Debug, Clone, clap::Args)]
@@ -39,9 +42,10 @@ impl StoreArgs {
         Ok(&self.root)
     }
 
-    /// Opens the store. Values too large for the backend (a big fleet's assignment) are
-    /// split into parts transparently.
-    pub fn open(&self) -> anyhow::Result<Arc<dyn Store>> {
-        Ok(self.store.open()?.store)
+    /// Opens the store in `mode` (a one-shot command: [`OpenMode::ReadOnly`] to read,
+    /// [`OpenMode::Existing`] to write; neither creates a store). Values too large for the
+    /// backend (a big fleet's assignment) are split into parts transparently.
+    pub fn open(&self, mode: OpenMode) -> anyhow::Result<Arc<dyn Store>> {
+        Ok(self.store.open_in(mode)?.store)
     }
 }

@@ -238,6 +238,7 @@ fn apps_filters_by_sync_and_health_and_keeps_unreadable_records() {
 #[test]
 fn apps_of_an_empty_store_is_an_empty_list() {
     let dir = tempfile::tempdir().unwrap();
+    drop(SqliteStore::open(dir.path().join("e.db")).unwrap());
     let url = format!("sqlite://{}", dir.path().join("e.db").display());
     let table = ok(fleetshard()
         .args(["apps", "--store", &url])

@@ -530,6 +530,8 @@ fn table_output_is_the_default() {
 fn scale_stores_the_desired_count_and_status_shows_it() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("fs.db").display());
+    // A store is made by a replica, not by `scale` (store_identity.rs has the cases).
+    drop(fleetshard_store_sqlite::SqliteStore::open(dir.path().join("fs.db")).unwrap());
     let out = run(fleetshard().args(["scale", "5", "--store", &url]));
     assert!(
         out.status.success(),

@@ -407,4 +407,27 @@ fn the_authorizer_refuses_what_no_rule_allows() {
         "argocd",
         &req(Verb::Create, "configmaps", None, "argocd")
     ));
+    // The namespace's own object (its uid: the store's identity), and no other namespace.
+    let namespace = |verb, name: Option<&str>| RequestInfo {
+        verb: Some(verb),
+        resource: "namespaces".into(),
+        name: name.map(Into::into),
+        ..RequestInfo::default()
+    };
+    assert!(allows(
+        &rules,
+        "argocd",
+        &namespace(Verb::Get, Some("argocd"))
+    ));
+    assert!(!allows(
+        &rules,
+        "argocd",
+        &namespace(Verb::Get, Some("default"))
+    ));
+    assert!(!allows(&rules, "argocd", &namespace(Verb::List, None)));
+    assert!(!allows(
+        &rules,
+        "argocd",
+        &namespace(Verb::Delete, Some("argocd"))
+    ));
 }

@@ -2,7 +2,8 @@
 //! instead of twelve): the command line's contract (`cli`, `apps`), the deployment
 //! manifests run under their RBAC (`deploy_manifests`), and real `fleetshard run`
 //! processes — where a process boundary is the point: kill -9, SIGSTOP, SIGTERM, several
-//! processes on one SQLite file — against each store and protocol (`failover`, `run_*`).
+//! processes on one SQLite file — against each store and protocol (`failover`, `run_*`),
+//! and a store replaced under running processes (`store_identity`).
 //! Replicas that need no process boundary are tested in-process in
 //! `crates/replica/tests/in_process.rs`. `figures` holds measurements (`#[ignore]`d; run
 //! them with `--ignored`, see `docs/reliability.md`).
@@ -20,4 +21,5 @@ mod run_kube;
 mod run_kube_deployment;
 mod run_sqlite;
 mod simulate;
+mod store_identity;
 mod support;

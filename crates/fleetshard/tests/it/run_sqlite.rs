@@ -110,6 +110,8 @@ fn unknown_stores_and_empty_identities_are_refused_clearly() {
 #[test]
 fn status_of_an_empty_store_lists_vacant_shards() {
     let dir = tempfile::tempdir().unwrap();
+    // Made by a replica's first start (`status` reads; it never creates a store).
+    drop(fleetshard_store_sqlite::SqliteStore::open(dir.path().join("empty.db")).unwrap());
     let store = format!("sqlite://{}", dir.path().join("empty.db").display());
     let out = fleetshard()
         .args([

@@ -5,6 +5,7 @@
 mod cache;
 mod conformance;
 mod faults;
+mod identity;
 mod mapping;
 mod support;
 mod watch;

@@ -15,6 +15,7 @@ use fleetshard_coord::argocd::{ChangeObserver, MAPPING_KEY, ShardEntry, decode};
 use fleetshard_coord::lease::Mono;
 use fleetshard_coord::store::Store;
 use fleetshard_core::argo::ArgoControllerAssignment;
+use fleetshard_replica::store::OpenMode;
 use serde::Serialize;
 
 use super::{Output, StatusArgs};
@@ -79,7 +80,7 @@ pub fn selected(args: &StatusArgs) -> anyhow::Result<bool> {
     if let Some(p) = args.argocd.protocol {
         return Ok(p == Protocol::Argocd);
     }
-    let store = args.store.open()?;
+    let store = args.store.open(OpenMode::ReadOnly)?;
     let root = args.store.root()?.to_owned();
     crate::cli::runtime(crate::cli::Runtime::OneShot)?.block_on(async {
         let map = store
@@ -105,7 +106,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
             Some(loaded.fleet)
         }
     };
-    let store = args.store.open()?;
+    let store = args.store.open(OpenMode::ReadOnly)?;
     let (entries, ages) = crate::cli::runtime(crate::cli::Runtime::OneShot)?
         .block_on(read(store.as_ref(), args.observe))?;
     let replicas = args

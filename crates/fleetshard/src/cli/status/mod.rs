@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::print_stdout;
 use super::store::StoreArgs;
+use fleetshard_replica::store::OpenMode;
 
 /// Output format on stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -133,7 +134,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
 }
 
 async fn read(args: &StatusArgs) -> anyhow::Result<Report> {
-    let store = args.store.open()?;
+    let store = args.store.open(OpenMode::ReadOnly)?;
     let root = args.store.root()?;
     let first = store
         .list(root)

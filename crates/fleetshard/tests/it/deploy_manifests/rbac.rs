@@ -82,8 +82,9 @@ pub fn verb_name(v: Verb) -> &'static str {
     }
 }
 
-/// Kubernetes RBAC for a namespaced request: some rule matches group, resource, verb and,
-/// when it lists resourceNames, the request's name (create and plain lists have none).
+/// Kubernetes RBAC for a namespaced request (or one for the namespace's own object): some
+/// rule matches group, resource, verb and, when it lists resourceNames, the request's name
+/// (create and plain lists have none).
 pub fn allows(rules: &[(String, Rule)], namespace: &str, r: &RequestInfo) -> bool {
     let Some(verb) = r.verb else { return false };
     if verb == Verb::Discovery {
@@ -93,7 +94,13 @@ pub fn allows(rules: &[(String, Rule)], namespace: &str, r: &RequestInfo) -> boo
         Some(s) => format!("{}/{s}", r.resource),
         None => r.resource.clone(),
     };
-    r.namespace.as_deref() == Some(namespace)
+    // Kubernetes' request info puts a namespace's own object (`/api/v1/namespaces/N`) in
+    // namespace N, so a Role there can grant reading it.
+    let request_namespace = match (&r.namespace, r.group.as_str(), r.resource.as_str()) {
+        (None, "", "namespaces") => r.name.as_deref(),
+        (ns, _, _) => ns.as_deref(),
+    };
+    request_namespace == Some(namespace)
         && rules.iter().any(|(_, rule)| {
             rule.groups.contains(&r.group)
                 && rule.resources.contains(&resource)
