@@ -37,6 +37,8 @@ pub struct View {
     pub failovers: u64,
     /// The shard count in force (fenced: the applied generation's; Argo CD: replicas).
     pub shard_count: u32,
+    /// Records of the last listing that could not be read.
+    pub corrupt_records: u64,
 }
 
 impl Default for View {
@@ -53,6 +55,7 @@ impl Default for View {
             handovers: 0,
             failovers: 0,
             shard_count: 0,
+            corrupt_records: 0,
         }
     }
 }
@@ -74,6 +77,7 @@ impl View {
             handovers: v.handovers,
             failovers: v.failovers,
             shard_count: v.shard_count,
+            corrupt_records: v.corrupt_records,
         }
     }
 }

@@ -94,6 +94,7 @@ pub struct Metrics {
     handovers: Counter,
     failovers: Counter,
     shard_count: Gauge,
+    corrupt_records: Gauge,
     latency: StoreLatency,
     problems: ProblemGauges,
 }
@@ -118,6 +119,7 @@ impl Metrics {
             handovers: Counter::default(),
             failovers: Counter::default(),
             shard_count: Gauge::default(),
+            corrupt_records: Gauge::default(),
             latency: StoreLatency {
                 calls: Family::new_with_constructor(latency_histogram),
                 renew: latency_histogram(),
@@ -167,6 +169,11 @@ impl Metrics {
             m.shard_count.clone(),
         );
         r.register(
+            "corrupt_records",
+            "Records of the fleet the store holds that this replica cannot read (fenced mode)",
+            m.corrupt_records.clone(),
+        );
+        r.register(
             "store_call_seconds",
             "Store call latency by operation and outcome",
             m.latency.calls.clone(),
@@ -214,6 +221,7 @@ impl Metrics {
         self.failovers
             .inc_by(v.failovers.saturating_sub(self.failovers.get()));
         self.shard_count.set(i64::from(v.shard_count));
+        self.corrupt_records.set(v.corrupt_records as i64);
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -232,9 +240,11 @@ mod tests {
             shard: Some(2),
             store_errors: 3,
             handovers: 4,
+            corrupt_records: 2,
             ..View::default()
         };
         let text = m.render(&v);
+        assert!(text.contains("fleetshard_corrupt_records 2"), "{text}");
         assert!(text.contains("fleetshard_shard 2"), "{text}");
         assert!(text.contains("fleetshard_store_errors_total 3"), "{text}");
         assert!(m.render(&v).contains("fleetshard_handovers_total 4"));
