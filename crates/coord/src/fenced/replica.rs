@@ -217,6 +217,8 @@ pub struct Replica {
     /// Last good assignment seen, with its version: kept when the stored one is
     /// unreadable (G7), and reused without decoding while the version is unchanged.
     last_doc: Option<(u64, Arc<AssignmentDoc>)>,
+    /// Last good desired shard count seen: kept when the stored one is unreadable.
+    last_desired: Option<u32>,
     /// The distributor's last placement that needed no commit.
     unchanged: Option<Unchanged>,
     /// Version of our newest confirmed write: listings older than it are stale.
@@ -251,6 +253,7 @@ impl Replica {
             pending: BTreeMap::new(),
             next_ticket: 0,
             last_doc: None,
+            last_desired: None,
             unchanged: None,
             newest_write: 0,
             stopping: false,

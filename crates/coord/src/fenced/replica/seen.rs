@@ -97,8 +97,15 @@ impl Replica {
                     }
                 }
                 RecordKey::DesiredShards => match decode_desired(&e.key, &e.value) {
-                    Ok(n) => view.desired = Some(n),
-                    Err(c) => view.corrupt.push(c),
+                    Ok(n) => {
+                        view.desired = Some(n);
+                        self.last_desired = Some(n);
+                    }
+                    // An unreadable count changes nothing: the last good one stays.
+                    Err(c) => {
+                        view.desired = self.last_desired;
+                        view.corrupt.push(c);
+                    }
                 },
                 RecordKey::Shard(n) => {
                     let record = stand_in(

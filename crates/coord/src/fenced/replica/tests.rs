@@ -488,3 +488,26 @@ fn a_replaced_store_is_rebuilt_with_a_higher_generation() {
     b.settle(ms(60));
     assert_eq!(b.r.acting(ms(70)).count(), 3);
 }
+
+#[test]
+fn a_corrupt_desired_count_keeps_the_last_good_one() {
+    let mut b = Bench::new("a", 1, 4);
+    b.r = Replica::new(ReplicaConfig {
+        shards: ShardCount::Desired { default: 1 },
+        ..config("a", 1)
+    });
+    b.put(
+        &crate::fenced::desired_shards_key(ROOT),
+        br#"{"shards":3}"#.to_vec(),
+    );
+    b.settle(ms(0));
+    assert_eq!(b.doc().shards, 3);
+    b.put(&crate::fenced::desired_shards_key(ROOT), b"3".to_vec());
+    b.settle(ms(100));
+    assert_eq!(
+        b.doc().shards,
+        3,
+        "not the default because the record is unreadable"
+    );
+    assert_eq!(b.r.corrupt_records()[0].key, "f/desired-shards");
+}
