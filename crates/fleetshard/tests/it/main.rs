@@ -9,6 +9,7 @@
 
 mod apps;
 mod cli;
+mod corrupt_records;
 mod deploy_manifests;
 mod failover;
 mod figures;
