@@ -1,6 +1,7 @@
 //! What fenced lease mode keeps in the store, and its encoding (JSON: readable with any
-//! store's own tools). A record that does not decode is reported and ignored; the last good
-//! value is kept by whoever had it (G7).
+//! store's own tools). A record that does not decode is reported, never read as absent: a
+//! lease record counts as present at its version (judged and claimed like any other), and
+//! the last good assignment and desired count are kept by whoever had them (G7).
 
 use std::collections::BTreeMap;
 

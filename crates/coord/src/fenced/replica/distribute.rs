@@ -32,10 +32,12 @@ impl Replica {
         }
         // An unreadable assignment is overwritten at its stored version, from the last good
         // one (or from scratch): never with "must not exist", which would conflict forever.
+        // One that vanished (a replaced store) is rebuilt from the last good one too.
         let version = view.assignment_version.unwrap_or(0);
         let doc = view
             .assignment
             .as_ref()
+            .or(self.last_doc.as_ref())
             .map_or_else(|| Arc::new(AssignmentDoc::default()), |(_, d)| d.clone());
         let shards = self.target_count(view, fleet);
         let mine = self.shard(now);
