@@ -82,6 +82,8 @@ pub struct ShardView {
     pub failovers: u64,
     /// The shard count in force (fenced: the applied generation's; Argo CD: replicas).
     pub shard_count: u32,
+    /// Records of the last listing that could not be read (fenced mode; 0 otherwise).
+    pub corrupt_records: u64,
 }
 
 /// What a coordination runner publishes (through a `watch`), seen by the replica: the

@@ -17,7 +17,9 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::fenced::{Action, FleetInput, Replica, ReplicaConfig, ShardCountError, Ticket};
+use crate::fenced::{
+    Action, CorruptRecord, FleetInput, Replica, ReplicaConfig, ShardCountError, Ticket,
+};
 use crate::lease::{Mono, TimingError};
 pub use crate::ownership::{NoMetrics, Ownership, OwnershipChange, RunnerMetrics, StopHook};
 use crate::ownership::{ReplicaStatus, ShardView};
@@ -88,27 +90,27 @@ pub struct Status {
     /// Fenced: the store was found replaced (what replaced it). Nothing is listed any
     /// more, writes are refused, the lease lapses at its deadline; only a restart ends it.
     pub store_replaced: Option<String>,
+    /// Records of the last listing that could not be read: the store is degraded.
+    pub corrupt: Vec<CorruptRecord>,
 }
 
 impl ReplicaStatus for Status {
     /// Ready: holding a shard with a valid lease, or a spare because every shard is held.
+    /// Unreadable records do not change whether the replica can act (it acts on the last
+    /// good values, and each unreadable record recovers by itself: see
+    /// `docs/reliability.md`), but the reason names them: "…; degraded store: KEY: REASON".
     fn readiness(&self, now: Instant) -> Result<String, String> {
         if let Some(what) = &self.store_replaced {
             return Err(format!("fenced: store replaced ({what})"));
         }
-        if self.stopping {
-            return Err("stopping".into());
-        }
-        match (self.shard, self.lease_valid_until) {
-            (Some(n), Some(until)) if until > now => Ok(format!("holding shard {n}")),
-            (Some(n), _) => Err(format!("shard {n}: lease not renewed in time")),
-            (None, _) if self.spare => Ok("spare: every shard is held".into()),
-            (None, _) if !self.listed => Err("store not read yet".into()),
-            (None, _) => match &self.last_store_error {
-                Some(e) => Err(format!("no shard held; last store error: {e}")),
-                None => Err("no shard held yet (claiming)".into()),
-            },
-        }
+        let degraded = |text: String| match self.corrupt.as_slice() {
+            [] => text,
+            corrupt => {
+                let list: Vec<String> = corrupt.iter().map(ToString::to_string).collect();
+                format!("{text}; degraded store: {}", list.join("; "))
+            }
+        };
+        self.readiness_of_store(now).map(degraded).map_err(degraded)
     }
 
     fn lease_deadline(&self) -> Option<Instant> {
@@ -125,6 +127,26 @@ impl ReplicaStatus for Status {
             handovers: self.handovers,
             failovers: self.failovers,
             shard_count: self.shard_count,
+            corrupt_records: self.corrupt.len() as u64,
+        }
+    }
+}
+
+impl Status {
+    /// Readiness, the unreadable records aside.
+    fn readiness_of_store(&self, now: Instant) -> Result<String, String> {
+        if self.stopping {
+            return Err("stopping".into());
+        }
+        match (self.shard, self.lease_valid_until) {
+            (Some(n), Some(until)) if until > now => Ok(format!("holding shard {n}")),
+            (Some(n), _) => Err(format!("shard {n}: lease not renewed in time")),
+            (None, _) if self.spare => Ok("spare: every shard is held".into()),
+            (None, _) if !self.listed => Err("store not read yet".into()),
+            (None, _) => match &self.last_store_error {
+                Some(e) => Err(format!("no shard held; last store error: {e}")),
+                None => Err("no shard held yet (claiming)".into()),
+            },
         }
     }
 }
@@ -531,6 +553,7 @@ impl Runner {
         self.stats.spare = self.replica.is_spare();
         self.stats.failovers = self.replica.takeovers();
         self.stats.shard_count = self.replica.shard_count();
+        self.stats.corrupt = self.replica.corrupt_records().to_vec();
         let snapshot = self.stats.clone();
         self.status.send_if_modified(|s| {
             let changed = *s != snapshot;

@@ -39,6 +39,8 @@ pub struct View {
     pub shard_count: u32,
     /// The store was found replaced (what replaced it): fenced until restarted.
     pub store_replaced: Option<String>,
+    /// Records of the last listing that could not be read.
+    pub corrupt_records: u64,
 }
 
 impl Default for View {
@@ -56,6 +58,7 @@ impl Default for View {
             failovers: 0,
             shard_count: 0,
             store_replaced: None,
+            corrupt_records: 0,
         }
     }
 }
@@ -78,6 +81,7 @@ impl View {
             failovers: v.failovers,
             shard_count: v.shard_count,
             store_replaced: None,
+            corrupt_records: v.corrupt_records,
         }
     }
 

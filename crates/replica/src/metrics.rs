@@ -95,6 +95,7 @@ pub struct Metrics {
     failovers: Counter,
     shard_count: Gauge,
     store_replaced: Gauge,
+    corrupt_records: Gauge,
     latency: StoreLatency,
     problems: ProblemGauges,
 }
@@ -120,6 +121,7 @@ impl Metrics {
             failovers: Counter::default(),
             shard_count: Gauge::default(),
             store_replaced: Gauge::default(),
+            corrupt_records: Gauge::default(),
             latency: StoreLatency {
                 calls: Family::new_with_constructor(latency_histogram),
                 renew: latency_histogram(),
@@ -175,6 +177,11 @@ impl Metrics {
             m.store_replaced.clone(),
         );
         r.register(
+            "corrupt_records",
+            "Records of the fleet the store holds that this replica cannot read (fenced mode)",
+            m.corrupt_records.clone(),
+        );
+        r.register(
             "store_call_seconds",
             "Store call latency by operation and outcome",
             m.latency.calls.clone(),
@@ -224,6 +231,7 @@ impl Metrics {
         self.shard_count.set(i64::from(v.shard_count));
         self.store_replaced
             .set(i64::from(v.store_replaced.is_some()));
+        self.corrupt_records.set(v.corrupt_records as i64);
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -242,9 +250,11 @@ mod tests {
             shard: Some(2),
             store_errors: 3,
             handovers: 4,
+            corrupt_records: 2,
             ..View::default()
         };
         let text = m.render(&v);
+        assert!(text.contains("fleetshard_corrupt_records 2"), "{text}");
         assert!(text.contains("fleetshard_shard 2"), "{text}");
         assert!(text.contains("fleetshard_store_errors_total 3"), "{text}");
         assert!(text.contains("fleetshard_store_replaced 0"), "{text}");

@@ -28,6 +28,7 @@ impl ReplicaStatus for ArgoStatus {
             handovers: self.handovers,
             failovers: 0,
             shard_count: self.replicas,
+            corrupt_records: 0,
         }
     }
 }

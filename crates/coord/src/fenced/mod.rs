@@ -10,9 +10,9 @@ mod replica;
 mod snapshot;
 
 pub use records::{
-    AssignmentDoc, CorruptRecord, DesiredShards, DistributorRecord, PresenceRecord, ShardRecord,
-    assignment_key, decode, desired_shards_key, distributor_key, encode, incarnation_text,
-    is_lease_key, presence_key, shard_key,
+    AssignmentDoc, CorruptRecord, DesiredShards, DistributorRecord, MAX_LEASE_RECORD_BYTES,
+    PresenceRecord, ShardRecord, assignment_key, decode, decode_lease, desired_shards_key,
+    distributor_key, encode, incarnation_text, is_lease_key, presence_key, shard_key,
 };
 pub use replica::{
     Action, FleetInput, MAX_SHARDS, Replica, ReplicaConfig, ShardCount, ShardCountError, Ticket,

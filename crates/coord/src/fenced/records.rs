@@ -1,6 +1,7 @@
 //! What fenced lease mode keeps in the store, and its encoding (JSON: readable with any
-//! store's own tools). A record that does not decode is reported and ignored; the last good
-//! value is kept by whoever had it (G7).
+//! store's own tools). A record that does not decode is reported, never read as absent: a
+//! lease record counts as present at its version (judged and claimed like any other), and
+//! the last good assignment and desired count are kept by whoever had them (G7).
 
 use std::collections::BTreeMap;
 
@@ -144,12 +145,36 @@ pub fn encode<T: Serialize>(record: &T) -> Vec<u8> {
     serde_json::to_vec(record).unwrap_or_default()
 }
 
-/// Decodes a record, naming the key on failure.
+/// The largest lease record (shard, distributor, presence) read: a real one is about 150
+/// bytes, so anything bigger is refused as corrupt without being parsed.
+pub const MAX_LEASE_RECORD_BYTES: usize = 64 * 1024;
+
+/// Decodes a record, naming the key on failure. Records refuse unknown fields: a field
+/// written by a newer release may change what the record means, so it is reported as
+/// unreadable (and, for a lease, judged by its version like any other) rather than read
+/// with the field silently dropped.
 pub fn decode<T: for<'de> Deserialize<'de>>(key: &str, bytes: &[u8]) -> Result<T, CorruptRecord> {
     serde_json::from_slice(bytes).map_err(|e| CorruptRecord {
         key: key.to_owned(),
         reason: e.to_string(),
     })
+}
+
+/// Decodes a lease record, refusing one over [`MAX_LEASE_RECORD_BYTES`] unparsed.
+pub fn decode_lease<T: for<'de> Deserialize<'de>>(
+    key: &str,
+    bytes: &[u8],
+) -> Result<T, CorruptRecord> {
+    if bytes.len() > MAX_LEASE_RECORD_BYTES {
+        return Err(CorruptRecord {
+            key: key.to_owned(),
+            reason: format!(
+                "{} bytes, more than a lease record's {MAX_LEASE_RECORD_BYTES}",
+                bytes.len()
+            ),
+        });
+    }
+    decode(key, bytes)
 }
 
 #[cfg(test)]

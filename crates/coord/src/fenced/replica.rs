@@ -14,6 +14,8 @@ mod distribute;
 mod handover;
 mod leases;
 mod seen;
+#[cfg(test)]
+mod tests;
 
 pub use count::{MAX_SHARDS, ShardCount, ShardCountError};
 
@@ -24,7 +26,7 @@ use std::time::Duration;
 use fleetshard_core::Cluster;
 use fleetshard_core::placement::PlacementConfig;
 
-use super::records::AssignmentDoc;
+use super::records::{AssignmentDoc, CorruptRecord};
 use crate::lease::{HeldLease, LeaseObserver, LeaseTiming, Mono, RenewSent};
 use crate::store::{Listing, Precondition, StoreError};
 
@@ -215,6 +217,8 @@ pub struct Replica {
     /// Last good assignment seen, with its version: kept when the stored one is
     /// unreadable (G7), and reused without decoding while the version is unchanged.
     last_doc: Option<(u64, Arc<AssignmentDoc>)>,
+    /// Last good desired shard count seen: kept when the stored one is unreadable.
+    last_desired: Option<u32>,
     /// The distributor's last placement that needed no commit.
     unchanged: Option<Unchanged>,
     /// Version of our newest confirmed write: listings older than it are stale.
@@ -228,6 +232,8 @@ pub struct Replica {
     /// The last listing showed every shard held, live, by someone else.
     spare: bool,
     warnings: Vec<String>,
+    /// The records the last listing held that could not be read.
+    corrupt: Vec<CorruptRecord>,
 }
 
 impl Replica {
@@ -247,6 +253,7 @@ impl Replica {
             pending: BTreeMap::new(),
             next_ticket: 0,
             last_doc: None,
+            last_desired: None,
             unchanged: None,
             newest_write: 0,
             stopping: false,
@@ -254,6 +261,7 @@ impl Replica {
             lapsed: None,
             spare: false,
             warnings: Vec::new(),
+            corrupt: Vec::new(),
         }
     }
 
@@ -322,6 +330,12 @@ impl Replica {
     /// The shard count this replica claims among: the applied generation's.
     pub fn shard_count(&self) -> u32 {
         self.count
+    }
+
+    /// The records of the last listing that could not be read, with their keys and reasons
+    /// (a degraded store: `status`, readiness and metrics show them).
+    pub fn corrupt_records(&self) -> &[CorruptRecord] {
+        &self.corrupt
     }
 
     /// Problems seen since the last call (corrupt records, …), one line each.

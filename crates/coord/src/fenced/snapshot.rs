@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use super::MAX_SHARDS;
 use super::records::{
     AssignmentDoc, CorruptRecord, DesiredShards, DistributorRecord, PresenceRecord, ShardRecord,
-    decode,
+    decode, decode_lease,
 };
 use crate::store::Listing;
 
@@ -103,16 +103,16 @@ impl FencedSnapshot {
         for e in &listing.entries {
             let (key, value, version) = (e.key.as_str(), e.value.as_slice(), e.version);
             let result = match RecordKey::classify(root, key) {
-                RecordKey::Distributor => decode::<DistributorRecord>(key, value)
+                RecordKey::Distributor => decode_lease::<DistributorRecord>(key, value)
                     .map(|r| s.distributor = Some((version, r))),
                 RecordKey::Assignment => {
                     decode::<AssignmentDoc>(key, value).map(|d| s.assignment = Some((version, d)))
                 }
                 RecordKey::DesiredShards => decode_desired(key, value).map(|n| s.desired = Some(n)),
-                RecordKey::Shard(n) => decode::<ShardRecord>(key, value).map(|r| {
+                RecordKey::Shard(n) => decode_lease::<ShardRecord>(key, value).map(|r| {
                     s.shards.insert(n, (version, r));
                 }),
-                RecordKey::Presence(id) => decode::<PresenceRecord>(key, value).map(|r| {
+                RecordKey::Presence(id) => decode_lease::<PresenceRecord>(key, value).map(|r| {
                     s.presence.insert(id.to_owned(), (version, r));
                 }),
                 RecordKey::NotAShard => Err(not_a_shard(key)),

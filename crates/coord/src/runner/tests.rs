@@ -508,3 +508,34 @@ async fn runners_on_a_replaced_store_fence_themselves_and_stop_at_their_deadline
         n.task.await.unwrap();
     }
 }
+
+#[test]
+fn readiness_names_unreadable_records() {
+    use crate::ownership::ReplicaStatus;
+    let now = Instant::now();
+    let mut s = Status {
+        listed: true,
+        shard: Some(0),
+        lease_valid_until: Some(now + Duration::from_secs(1)),
+        corrupt: vec![CorruptRecord {
+            key: "f/assignment".into(),
+            reason: "expected value at line 1 column 1".into(),
+        }],
+        ..Status::default()
+    };
+    let ready = s
+        .readiness(now)
+        .expect("a holder still acts on the last good values");
+    assert_eq!(
+        ready,
+        "holding shard 0; degraded store: f/assignment: not a valid record: expected value at line 1 column 1"
+    );
+    assert_eq!(s.shard_view().corrupt_records, 1);
+    s.shard = None;
+    s.lease_valid_until = None;
+    let not_ready = s.readiness(now).unwrap_err();
+    assert!(
+        not_ready.contains("degraded store: f/assignment"),
+        "{not_ready}"
+    );
+}

@@ -16,8 +16,8 @@ use super::world::{
     Checker, Clock, Fault, FaultPlan, Latency, Life, Outcome, Queue, SimStore, tracing,
 };
 use crate::fenced::{
-    Action, DesiredShards, FleetInput, Replica, ReplicaConfig, ShardCount, Ticket,
-    desired_shards_key, encode,
+    Action, DesiredShards, FleetInput, MAX_LEASE_RECORD_BYTES, Replica, ReplicaConfig, ShardCount,
+    Ticket, assignment_key, desired_shards_key, distributor_key, encode, presence_key, shard_key,
 };
 use crate::lease::LeaseTiming;
 use crate::store::{Listing, Precondition, StoreError};
@@ -48,6 +48,21 @@ enum Ev {
     Scale(u32),
     /// The work on a cluster finished stopping.
     Stopped(usize, u64, String),
+    /// A record overwritten with something no replica can read (the version bumped).
+    Corrupt(Record),
+    /// The store replaced by an empty one (a restore, a new cluster): every record gone,
+    /// its revision continuing.
+    ReplaceStore,
+}
+
+/// Which record a corruption hits.
+#[derive(Debug, Clone, Copy)]
+enum Record {
+    Shard(u32),
+    Distributor,
+    Presence(usize),
+    Assignment,
+    DesiredShards,
 }
 
 /// Knobs of one simulated run.
@@ -70,6 +85,9 @@ pub(super) struct SimConfig {
     pub count: Option<ShardCount>,
     /// `fleetshard scale N` at these times (ms).
     pub scale: Vec<(u64, u32)>,
+    /// Half the failures are replaced by a corrupt record of any kind (garbage, a newer
+    /// schema, oversized) or the store replaced by an empty one.
+    pub corruption: bool,
 }
 
 impl Default for SimConfig {
@@ -89,6 +107,7 @@ impl Default for SimConfig {
             slow_stops: std::env::var("FLEETSHARD_SIM_SLOW_STOPS").as_deref() != Ok("0"),
             count: None,
             scale: Vec::new(),
+            corruption: false,
         }
     }
 }
@@ -143,14 +162,70 @@ impl Sim {
             };
             let faults = plan.draw(&mut sim.rng, cfg.nodes);
             sim.checker.out.faults = FaultPlan::count(&faults);
+            let mut replaced = vec![false; cfg.nodes];
             for (t, n, f) in faults {
-                sim.queue.at(t, Ev::Fault(n, f));
+                if cfg.corruption && f != Fault::Restart && sim.rng.chance(0.5) {
+                    // This failure becomes a corruption (and its restart is dropped).
+                    replaced[n] = true;
+                    let ev = sim.draw_corruption();
+                    sim.queue.at(t, ev);
+                } else if f == Fault::Restart && std::mem::take(&mut replaced[n]) {
+                } else {
+                    sim.queue.at(t, Ev::Fault(n, f));
+                }
             }
         }
         for &(t, n) in &cfg.scale {
             sim.queue.at(t, Ev::Scale(n));
         }
         sim
+    }
+
+    fn draw_corruption(&mut self) -> Ev {
+        match self.rng.below(6) {
+            0 => Ev::Corrupt(Record::Shard(
+                self.rng.below(u64::from(self.cfg.shards)) as u32
+            )),
+            1 => Ev::Corrupt(Record::Distributor),
+            2 => Ev::Corrupt(Record::Presence(
+                self.rng.below(self.cfg.nodes as u64) as usize
+            )),
+            3 => Ev::Corrupt(Record::Assignment),
+            4 => Ev::Corrupt(Record::DesiredShards),
+            _ => Ev::ReplaceStore,
+        }
+    }
+
+    /// Overwrites `record` with garbage, a newer schema's record or an oversized one.
+    fn corrupt(&mut self, record: Record) {
+        let key = match record {
+            Record::Shard(n) => shard_key("fs/", n),
+            Record::Distributor => distributor_key("fs/"),
+            Record::Presence(n) => presence_key("fs/", &self.nodes[n].life.identity),
+            Record::Assignment => assignment_key("fs/"),
+            Record::DesiredShards => desired_shards_key("fs/"),
+        };
+        let value = match self.rng.below(3) {
+            0 => b"\x00\xffnot a record".to_vec(),
+            // A newer release's record: a field this one does not know.
+            1 => self.store.entries.get(&key).map_or_else(
+                || br#"{"epoch":1}"#.to_vec(),
+                |(v, _)| {
+                    let mut v = v.clone();
+                    if v.last() == Some(&b'}') {
+                        v.pop();
+                        v.extend_from_slice(br#","epoch":1}"#);
+                    }
+                    v
+                },
+            ),
+            _ => vec![b' '; MAX_LEASE_RECORD_BYTES + 1],
+        };
+        if tracing() {
+            eprintln!("{:>6} corrupt {key}", self.t);
+        }
+        let _ = self.store.write(&key, value, Precondition::Any);
+        self.checker.out.disruptions.push(self.t);
     }
 
     fn fresh_node(&mut self, identity: String, incarnation: u64) -> Node {
@@ -304,6 +379,14 @@ impl Sim {
                 }
             }
             Ev::Fault(n, fault) => self.fault(n, fault),
+            Ev::Corrupt(record) => self.corrupt(record),
+            Ev::ReplaceStore => {
+                if tracing() {
+                    eprintln!("{:>6} store replaced", self.t);
+                }
+                self.store.entries.clear();
+                self.checker.out.disruptions.push(self.t);
+            }
             Ev::Scale(shards) => {
                 let value = encode(&DesiredShards { shards });
                 let key = desired_shards_key("fs/");

@@ -12,7 +12,8 @@
 //!   acting owners (a replica acts on a cluster while it has started it and its own hold is
 //!   valid on its own clock; work still draining counts too), and each window without an
 //!   acting owner is measured.
-//! - `fenced`: fenced lease mode (G1 checked, G2 bounded).
+//! - `fenced`: fenced lease mode (G1 checked, G2 bounded), also with corrupt records of
+//!   every kind (garbage, a newer schema, oversized) and the store replaced by an empty one.
 //! - `argocd`: Argo CD-compatible heartbeat mode (no overlap within the stated clock-rate
 //!   tolerance, except right after a length change a replica missed, which the guarantee
 //!   excludes; a coverage bound; overlap shown possible beyond the tolerance).

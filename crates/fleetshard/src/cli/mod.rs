@@ -18,6 +18,7 @@ pub mod shards;
 pub mod simulate;
 pub mod status;
 pub mod store;
+pub mod store_cmd;
 pub mod timing;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
@@ -85,6 +86,10 @@ pub enum Command {
     /// Serves simulated Kubernetes clusters (in-memory API servers on 127.0.0.1) for demos
     /// and black-box checks, and writes their Argo CD cluster Secrets for `run --fleet-dir`.
     Simulate(simulate::SimulateArgs),
+    /// Checks the fleet's records for ones no replica can read (`check`), and rewrites
+    /// what can be rebuilt (`repair`, with `--dry-run`).
+    #[command(subcommand)]
+    Store(store_cmd::StoreCommand),
 }
 
 /// Parses the process arguments. The raw matches are returned too: `plan` needs to know
@@ -110,6 +115,7 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Apps(args) => apps::run(args),
         Command::Scale(args) => scale::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Store(cmd) => store_cmd::run(cmd),
     }
 }
 

@@ -246,7 +246,9 @@ fn read_committed(url: &fleetshard_replica::StoreUrl, root: &str) -> anyhow::Res
     if !root.ends_with('/') {
         bail!("--root {root:?} must end with '/'");
     }
-    let store = url.open()?.store;
+    let store = url
+        .open_in(fleetshard_replica::store::OpenMode::ReadOnly)?
+        .store;
     let listing = super::runtime(super::Runtime::OneShot)?
         .block_on(store.list(root))
         .with_context(|| format!("reading {url}"))?;

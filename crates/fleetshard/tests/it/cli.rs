@@ -624,7 +624,9 @@ fn plan_from_store_starts_from_the_committed_assignment() {
     let four_from_plan = plan(&["-r", "4", "--previous", previous.to_str().unwrap()]);
     assert_eq!(shards(&four_from_store), shards(&four_from_plan));
     // No assignment committed: an error naming the store and the root.
-    let empty = format!("sqlite://{}", dir.path().join("empty.db").display());
+    let empty_db = dir.path().join("empty.db");
+    drop(fleetshard_store_sqlite::SqliteStore::open(&empty_db).unwrap());
+    let empty = format!("sqlite://{}", empty_db.display());
     let err =
         fails(fleetshard().args(["plan", "--fleet", &fleet, "-r", "3", "--from-store", &empty]));
     assert!(

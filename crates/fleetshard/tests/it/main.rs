@@ -10,6 +10,7 @@
 
 mod apps;
 mod cli;
+mod corrupt_records;
 mod deploy_manifests;
 mod failover;
 mod figures;

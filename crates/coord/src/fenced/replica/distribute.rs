@@ -30,10 +30,15 @@ impl Replica {
         if self.has_pending(|p| matches!(p, Pending::Commit)) {
             return;
         }
-        let (version, doc) = view
+        // An unreadable assignment is overwritten at its stored version, from the last good
+        // one (or from scratch): never with "must not exist", which would conflict forever.
+        // One that vanished (a replaced store) is rebuilt from the last good one too.
+        let version = view.assignment_version.unwrap_or(0);
+        let doc = view
             .assignment
-            .clone()
-            .unwrap_or_else(|| (0, Arc::new(AssignmentDoc::default())));
+            .as_ref()
+            .or(self.last_doc.as_ref())
+            .map_or_else(|| Arc::new(AssignmentDoc::default()), |(_, d)| d.clone());
         let shards = self.target_count(view, fleet);
         let mine = self.shard(now);
         let vacant: Vec<u32> = (0..shards)
@@ -71,6 +76,7 @@ impl Replica {
         let clusters = to_map(&placement.assignment(fleet.clusters));
         let homes = to_map(&placement.as_previous(fleet.clusters).homes);
         if view.assignment.is_some()
+            && !view.assignment_corrupt
             && clusters == doc.clusters
             && homes == doc.homes
             && doc.shards == shards
@@ -78,17 +84,19 @@ impl Replica {
             self.unchanged = Some(inputs);
             return;
         }
+        // Generations only go up, also when the stored one was lost or unreadable: above
+        // the last good one, what this replica applied, and what every holder acknowledged.
+        let acked = view.shards.values().map(|s| s.record.acked).max();
+        let floor = doc.generation.max(self.applied).max(acked.unwrap_or(0));
         let next = AssignmentDoc {
-            generation: doc.generation + 1,
+            generation: floor + 1,
             shards,
             clusters,
             homes,
         };
-        let pre = if view.assignment.is_some() {
-            Precondition::Version(version)
-        } else {
-            Precondition::Absent
-        };
+        let pre = view
+            .assignment_version
+            .map_or(Precondition::Absent, Precondition::Version);
         let ticket = self.ticket(Pending::Commit);
         out.push(Action::Write {
             ticket,

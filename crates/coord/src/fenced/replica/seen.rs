@@ -1,4 +1,11 @@
 //! Reading a listing: decode the records, judge every lease on this replica's clock.
+//!
+//! An unreadable lease record (garbage, a newer schema, oversized) is not absent: it is
+//! present at its version, judged like any other (a version unchanged for the lease
+//! duration has expired), and claimed with compare-and-swap on that version. Its content
+//! stands in as an unknown holder that acknowledged nothing, so it blocks neither a claim
+//! after expiry nor, once expired, the handover barrier. An unreadable assignment keeps the
+//! last good one in force, and its stored version is what the distributor overwrites.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -6,6 +13,7 @@ use std::sync::Arc;
 use super::Replica;
 use crate::fenced::records::{
     AssignmentDoc, CorruptRecord, DistributorRecord, PresenceRecord, ShardRecord, decode,
+    decode_lease,
 };
 use crate::fenced::snapshot::{RecordKey, decode_desired, not_a_shard};
 use crate::lease::{Mono, Verdict};
@@ -29,6 +37,10 @@ pub(super) struct View {
     /// Presence records by identity.
     pub presence: BTreeMap<String, Seen<PresenceRecord>>,
     pub assignment: Option<(u64, Arc<AssignmentDoc>)>,
+    /// The stored assignment's version, readable or not (what a commit overwrites).
+    pub assignment_version: Option<u64>,
+    /// The stored assignment could not be read (`assignment` is the last good one, if any).
+    pub assignment_corrupt: bool,
     /// The stored desired shard count.
     pub desired: Option<u32>,
     pub corrupt: Vec<CorruptRecord>,
@@ -42,9 +54,8 @@ impl Replica {
         let root = self.cfg.root.clone();
         let timing = self.cfg.timing;
         let mut view = View::default();
-        let mut assignment_corrupt = false;
         // The lease records judged in this listing; the observer forgets every other key
-        // (a record deleted, or unreadable, starts a fresh wait if it comes back).
+        // (a record deleted starts a fresh wait if it comes back).
         let mut judged: HashSet<&str> = HashSet::new();
         for e in &listing.entries {
             let mut judge = |observer: &mut crate::lease::LeaseObserver| {
@@ -52,57 +63,90 @@ impl Replica {
                 observer.observe(&e.key, e.version, now, &timing)
             };
             match RecordKey::classify(&root, &e.key) {
-                RecordKey::Distributor => match decode::<DistributorRecord>(&e.key, &e.value) {
-                    Ok(record) => {
-                        let verdict = judge(&mut self.observer);
-                        view.distributor = Some(Seen {
-                            version: e.version,
-                            record,
-                            verdict,
-                        });
-                    }
-                    Err(c) => view.corrupt.push(c),
-                },
-                RecordKey::Assignment => match &self.last_doc {
-                    Some((v, doc)) if *v == e.version => {
-                        view.assignment = Some((e.version, doc.clone()));
-                    }
-                    _ => match decode::<AssignmentDoc>(&e.key, &e.value) {
-                        Ok(doc) => view.assignment = Some((e.version, Arc::new(doc))),
-                        Err(c) => {
-                            assignment_corrupt = true;
-                            view.corrupt.push(c);
+                RecordKey::Distributor => {
+                    let record = stand_in(
+                        decode_lease::<DistributorRecord>(&e.key, &e.value),
+                        &mut view.corrupt,
+                        || DistributorRecord {
+                            holder: String::new(),
+                            incarnation: 0,
+                            beat: 0,
+                            released: false,
+                        },
+                    );
+                    let verdict = judge(&mut self.observer);
+                    view.distributor = Some(Seen {
+                        version: e.version,
+                        record,
+                        verdict,
+                    });
+                }
+                RecordKey::Assignment => {
+                    view.assignment_version = Some(e.version);
+                    match &self.last_doc {
+                        Some((v, doc)) if *v == e.version => {
+                            view.assignment = Some((e.version, doc.clone()));
                         }
-                    },
-                },
+                        _ => match decode::<AssignmentDoc>(&e.key, &e.value) {
+                            Ok(doc) => view.assignment = Some((e.version, Arc::new(doc))),
+                            Err(c) => {
+                                view.assignment_corrupt = true;
+                                view.corrupt.push(c);
+                            }
+                        },
+                    }
+                }
                 RecordKey::DesiredShards => match decode_desired(&e.key, &e.value) {
-                    Ok(n) => view.desired = Some(n),
-                    Err(c) => view.corrupt.push(c),
-                },
-                RecordKey::Shard(n) => match decode::<ShardRecord>(&e.key, &e.value) {
-                    Ok(record) => {
-                        let verdict = judge(&mut self.observer);
-                        let seen = Seen {
-                            version: e.version,
-                            record,
-                            verdict,
-                        };
-                        view.shards.insert(n, seen);
+                    Ok(n) => {
+                        view.desired = Some(n);
+                        self.last_desired = Some(n);
                     }
-                    Err(c) => view.corrupt.push(c),
-                },
-                RecordKey::Presence(id) => match decode::<PresenceRecord>(&e.key, &e.value) {
-                    Ok(record) => {
-                        let verdict = judge(&mut self.observer);
-                        let seen = Seen {
-                            version: e.version,
-                            record,
-                            verdict,
-                        };
-                        view.presence.insert(id.to_owned(), seen);
+                    // An unreadable count changes nothing: the last good one stays.
+                    Err(c) => {
+                        view.desired = self.last_desired;
+                        view.corrupt.push(c);
                     }
-                    Err(c) => view.corrupt.push(c),
                 },
+                RecordKey::Shard(n) => {
+                    let record = stand_in(
+                        decode_lease::<ShardRecord>(&e.key, &e.value),
+                        &mut view.corrupt,
+                        || ShardRecord {
+                            holder: String::new(),
+                            incarnation: 0,
+                            beat: 0,
+                            acked: 0,
+                            released: false,
+                            zone: None,
+                        },
+                    );
+                    let verdict = judge(&mut self.observer);
+                    let seen = Seen {
+                        version: e.version,
+                        record,
+                        verdict,
+                    };
+                    view.shards.insert(n, seen);
+                }
+                RecordKey::Presence(id) => {
+                    let record = stand_in(
+                        decode_lease::<PresenceRecord>(&e.key, &e.value),
+                        &mut view.corrupt,
+                        || PresenceRecord {
+                            holder: id.to_owned(),
+                            incarnation: 0,
+                            beat: 0,
+                            released: false,
+                        },
+                    );
+                    let verdict = judge(&mut self.observer);
+                    let seen = Seen {
+                        version: e.version,
+                        record,
+                        verdict,
+                    };
+                    view.presence.insert(id.to_owned(), seen);
+                }
                 RecordKey::NotAShard => view.corrupt.push(not_a_shard(&e.key)),
                 RecordKey::Other => {}
             }
@@ -110,12 +154,19 @@ impl Replica {
         // An unreadable assignment is not obeyed: the last good one stays (G7).
         match &view.assignment {
             Some(doc) => self.last_doc = Some(doc.clone()),
-            None if assignment_corrupt => view.assignment = self.last_doc.clone(),
+            None if view.assignment_corrupt => view.assignment = self.last_doc.clone(),
             None => {}
         }
         self.observer.retain(|k| judged.contains(k));
-        self.warnings
-            .extend(view.corrupt.iter().map(ToString::to_string));
+        // Each problem is reported once, when it appears (listings come every poll).
+        let known = std::mem::take(&mut self.corrupt);
+        self.warnings.extend(
+            view.corrupt
+                .iter()
+                .filter(|c| !known.contains(c))
+                .map(ToString::to_string),
+        );
+        self.corrupt = view.corrupt.clone();
         view
     }
 
@@ -129,4 +180,16 @@ impl Replica {
             })
         })
     }
+}
+
+/// The decoded record, or (reporting why) a stand-in for an unreadable one.
+fn stand_in<R>(
+    decoded: Result<R, CorruptRecord>,
+    corrupt: &mut Vec<CorruptRecord>,
+    unknown: impl FnOnce() -> R,
+) -> R {
+    decoded.unwrap_or_else(|c| {
+        corrupt.push(c);
+        unknown()
+    })
 }

@@ -111,6 +111,15 @@ struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     observed_secs: Option<u64>,
     warnings: Vec<String>,
+    /// Records no replica can read (`fleetshard store repair` rebuilds them).
+    corrupt_records: Vec<CorruptRow>,
+}
+
+/// An unreadable record: its key and what is wrong.
+#[derive(Debug, Serialize)]
+struct CorruptRow {
+    key: String,
+    reason: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -246,6 +255,14 @@ fn build(root: &str, shards: Option<u32>, now: &Listing, before: Option<&Listing
         spares,
         observed_secs: None,
         warnings,
+        corrupt_records: snap
+            .corrupt
+            .iter()
+            .map(|c| CorruptRow {
+                key: c.key.clone(),
+                reason: c.reason.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -312,6 +329,17 @@ fn table(r: &Report) -> String {
     write_clusters(&mut out, rows, r.unowned.len());
     for w in &r.warnings {
         let _ = writeln!(out, "warning: {w}");
+    }
+    if !r.corrupt_records.is_empty() {
+        let _ = writeln!(out, "\nCORRUPT RECORD                REASON");
+        for c in &r.corrupt_records {
+            let _ = writeln!(out, "{:<29} {}", c.key, c.reason);
+        }
+        let _ = writeln!(
+            out,
+            "degraded store: replicas act on their last good values and rebuild these \
+             (`fleetshard store check`, `fleetshard store repair --dry-run`)"
+        );
     }
     out
 }
@@ -396,6 +424,10 @@ mod tests {
         assert_eq!(r.clusters[2].home, Some(1), "c is displaced from shard 1");
         assert_eq!(r.clusters[0].home, None);
         assert_eq!(r.warnings.len(), 1);
+        assert_eq!(r.corrupt_records[0].key, "fs/shards/x");
+        assert!(table(&r).contains("CORRUPT RECORD"));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["corrupt_records"][0]["key"], "fs/shards/x");
         assert!(table(&r).contains("2 unowned"));
         let again = build("fs/", None, &listing, Some(&listing));
         assert_eq!(again.shards[0].renewed, Some(false));
