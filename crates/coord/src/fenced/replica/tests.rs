@@ -485,7 +485,11 @@ fn a_replaced_store_is_rebuilt_with_a_higher_generation() {
     b.settle(ms(40));
     assert_eq!(b.r.shard(ms(50)), Some(0));
     assert!(b.doc().generation >= 2, "{}", b.doc().generation);
-    assert_eq!(b.doc().clusters.len(), 3, "rebuilt from the last good generation");
+    assert_eq!(
+        b.doc().clusters.len(),
+        3,
+        "rebuilt from the last good generation"
+    );
     b.settle(ms(60));
     assert_eq!(b.r.acting(ms(70)).count(), 3);
 }
