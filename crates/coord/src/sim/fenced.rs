@@ -165,8 +165,9 @@ impl Sim {
             let mut replaced = vec![false; cfg.nodes];
             for (t, n, f) in faults {
                 if cfg.corruption && f != Fault::Restart && sim.rng.chance(0.5) {
-                    // This failure becomes a corruption (and its restart is dropped).
-                    replaced[n] = true;
+                    // This failure becomes a corruption (and the restart of a crash or a
+                    // shutdown is dropped).
+                    replaced[n] = matches!(f, Fault::Crash | Fault::Shutdown);
                     let ev = sim.draw_corruption();
                     sim.queue.at(t, ev);
                 } else if f == Fault::Restart && std::mem::take(&mut replaced[n]) {
@@ -396,6 +397,9 @@ impl Sim {
     }
 
     fn fault(&mut self, n: usize, fault: Fault) {
+        if tracing() {
+            eprintln!("{:>6} {} {fault:?}", self.t, self.nodes[n].life.identity);
+        }
         match fault {
             Fault::Crash => self.nodes[n].life.alive = false,
             Fault::Shutdown => {
