@@ -274,6 +274,10 @@ impl Runner {
                         tracing::info!(identity = %self.cfg.identity, "releasing");
                         release_by = Some(Instant::now() + self.timing.release_timeout);
                         self.stats.stopping = true;
+                        // A lease that lapsed while this task could not run (a pause)
+                        // ended ownership then: its stops are dated at the lapse.
+                        let actions = self.replica.tick(self.now());
+                        self.execute(actions, &done_tx);
                         let actions = self.replica.release();
                         self.execute(actions, &done_tx);
                         next_poll = Instant::now();

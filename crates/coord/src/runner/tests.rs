@@ -370,6 +370,47 @@ async fn a_new_inventory_is_placed_without_a_restart() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn every_start_is_reported_stopped_when_the_lease_lapses_during_shutdown() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let clusters: Vec<Cluster> = (0..2_000)
+        .map(|i| Cluster::new(format!("c{i:04}"), format!("https://c{i}")))
+        .collect();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (r, _status) = runner(&store, config("p", 1, None), &clusters, &tx);
+    let r = r.with_stop_hook(Arc::new(SlowStops(Duration::from_millis(300))));
+    let (run_tx, running) = watch::channel(true);
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let task = tokio::spawn(pausable(r.run(shutdown_rx), running));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let mut holder = BTreeMap::new();
+    replay(&mut rx, &mut holder);
+    assert_eq!(holder.len(), 2_000);
+    // Frozen (a long step, SIGSTOP) past its lease; SIGTERM arrives meanwhile. On resuming
+    // it releases, finds its lease lapsed (nothing left to release), and must still wait
+    // for the stops it has started before it returns.
+    run_tx.send(false).unwrap();
+    shutdown.send(true).unwrap();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    run_tx.send(true).unwrap();
+    task.await.unwrap();
+    let mut events = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        events.push(e);
+    }
+    // Ownership ended at the lapse, and the stops say so.
+    assert!(
+        events.iter().all(|e| e.lapsed_at.is_some()),
+        "{:?}",
+        events[0]
+    );
+    for e in events {
+        tx.send(e).unwrap();
+    }
+    replay(&mut rx, &mut holder);
+    assert!(holder.is_empty(), "{} starts without a stop", holder.len());
+}
+
 /// A placer whose placements take `took` (a large fleet on a slow machine), counting runs.
 struct SlowPlacer {
     took: Duration,
