@@ -5,10 +5,16 @@
 //! and the shutdown signal. It executes the replica's actions in order, reports ownership
 //! changes on a channel and publishes a [`Status`] snapshot through a `watch`.
 //!
+//! Nothing over the whole fleet runs on that task: the distributor's placement is handed
+//! out by the replica ([`Action::Place`]) and computed by a [`Placer`] (tokio's blocking
+//! pool), its result fed back like a write's outcome; the status's list of clusters is
+//! rebuilt only when it changes; finished stops are taken in batches. So renewals, the
+//! status behind `/readyz` and shutdown never wait for a placement.
+//!
 //! Time is `tokio::time::Instant` since the runner started, as [`Mono`]: tests run it
 //! under paused time.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,13 +24,18 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::fenced::{
-    Action, CorruptRecord, FleetInput, Replica, ReplicaConfig, ShardCountError, Ticket,
+    Action, FleetInput, Placed, PlacementJob, Replica, ReplicaConfig, ShardCountError, Ticket,
 };
 use crate::lease::{Mono, TimingError};
 pub use crate::ownership::{NoMetrics, Ownership, OwnershipChange, RunnerMetrics, StopHook};
-use crate::ownership::{ReplicaStatus, ShardView};
 use crate::select::{poll_opt, sleep_until_opt};
+
+mod placer;
+mod status;
+
 use crate::store::{Listing, Store, StoreError};
+pub use placer::{BlockingPlacer, Placer};
+pub use status::Status;
 
 /// How often the runner lists and ticks, and how long it may spend releasing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +44,8 @@ pub struct RunnerTiming {
     pub poll: Duration,
     /// Renew/deadline timer (250 ms): renews never wait for a listing.
     pub tick: Duration,
-    /// Longest graceful release before giving up and returning (2 s).
+    /// Longest graceful release before giving up (2 s); stops still running then are
+    /// waited for as long again, and reported in any case, before returning.
     pub release_timeout: Duration,
 }
 
@@ -56,99 +68,6 @@ pub enum RunnerError {
     /// The shard count policy is unusable.
     #[error(transparent)]
     Shards(#[from] ShardCountError),
-}
-
-/// A snapshot of the runner for health checks, metrics and status pages.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Status {
-    /// The shard held with a valid lease.
-    pub shard: Option<u32>,
-    /// Whether this replica is the distributor.
-    pub is_distributor: bool,
-    /// Clusters started and not stopped.
-    pub acting: Vec<String>,
-    /// Assignment generation applied.
-    pub generation: u64,
-    /// Every shard has a live, unreleased record held by someone else: a spare on purpose.
-    pub spare: bool,
-    /// The last store error (not conflicts: those are the protocol working).
-    pub last_store_error: Option<String>,
-    /// Store errors so far.
-    pub store_errors: u64,
-    /// Clusters started so far (each one a handover to this replica).
-    pub handovers: u64,
-    /// Shards taken over from a holder whose lease expired (failovers performed).
-    pub failovers: u64,
-    /// The shard count of the applied generation.
-    pub shard_count: u32,
-    /// When the shard lease lapses unless renewed (`Replica::shard_valid_until`).
-    pub lease_valid_until: Option<Instant>,
-    /// Shutting down.
-    pub stopping: bool,
-    /// A listing has been stepped at least once.
-    pub listed: bool,
-    /// Fenced: the store was found replaced (what replaced it). Nothing is listed any
-    /// more, writes are refused, the lease lapses at its deadline; only a restart ends it.
-    pub store_replaced: Option<String>,
-    /// Records of the last listing that could not be read: the store is degraded.
-    pub corrupt: Vec<CorruptRecord>,
-}
-
-impl ReplicaStatus for Status {
-    /// Ready: holding a shard with a valid lease, or a spare because every shard is held.
-    /// Unreadable records do not change whether the replica can act (it acts on the last
-    /// good values, and each unreadable record recovers by itself: see
-    /// `docs/reliability.md`), but the reason names them: "…; degraded store: KEY: REASON".
-    fn readiness(&self, now: Instant) -> Result<String, String> {
-        if let Some(what) = &self.store_replaced {
-            return Err(format!("fenced: store replaced ({what})"));
-        }
-        let degraded = |text: String| match self.corrupt.as_slice() {
-            [] => text,
-            corrupt => {
-                let list: Vec<String> = corrupt.iter().map(ToString::to_string).collect();
-                format!("{text}; degraded store: {}", list.join("; "))
-            }
-        };
-        self.readiness_of_store(now).map(degraded).map_err(degraded)
-    }
-
-    fn lease_deadline(&self) -> Option<Instant> {
-        self.lease_valid_until
-    }
-
-    fn shard_view(&self) -> ShardView {
-        ShardView {
-            shard: self.shard,
-            is_distributor: self.is_distributor,
-            generation: self.generation,
-            acting: self.acting.len(),
-            store_errors: self.store_errors,
-            handovers: self.handovers,
-            failovers: self.failovers,
-            shard_count: self.shard_count,
-            corrupt_records: self.corrupt.len() as u64,
-        }
-    }
-}
-
-impl Status {
-    /// Readiness, the unreadable records aside.
-    fn readiness_of_store(&self, now: Instant) -> Result<String, String> {
-        if self.stopping {
-            return Err("stopping".into());
-        }
-        match (self.shard, self.lease_valid_until) {
-            (Some(n), Some(until)) if until > now => Ok(format!("holding shard {n}")),
-            (Some(n), _) => Err(format!("shard {n}: lease not renewed in time")),
-            (None, _) if self.spare => Ok("spare: every shard is held".into()),
-            (None, _) if !self.listed => Err("store not read yet".into()),
-            (None, _) => match &self.last_store_error {
-                Some(e) => Err(format!("no shard held; last store error: {e}")),
-                None => Err("no shard held yet (claiming)".into()),
-            },
-        }
-    }
 }
 
 /// A stop that finished, on its way back to the owning task. A stop caused by a lapse
@@ -188,6 +107,9 @@ struct WriteDone {
     result: Result<u64, StoreError>,
 }
 
+/// A placement's result on its way back to the owning task (`None`: it failed).
+type PlaceDone = Option<Placed>;
+
 /// Drives one [`Replica`] against a store.
 pub struct Runner {
     store: Arc<dyn Store>,
@@ -208,7 +130,19 @@ pub struct Runner {
     stop_hook: Option<Arc<dyn StopHook>>,
     stops_tx: mpsc::UnboundedSender<StopDone>,
     stops_rx: Option<mpsc::UnboundedReceiver<StopDone>>,
+    /// Stops sent to the hook and not finished yet, per cluster.
+    stops_in_flight: BTreeMap<String, usize>,
     metrics: Arc<dyn RunnerMetrics>,
+    /// Computes placements off this task.
+    placer: Arc<dyn Placer>,
+    placed_tx: mpsc::UnboundedSender<PlaceDone>,
+    placed_rx: Option<mpsc::UnboundedReceiver<PlaceDone>>,
+    /// The fleet the last step saw (a placement it asks for is run on it).
+    step_fleet: RunnerFleet,
+    /// Moves whenever `acting` changes: the status's list is rebuilt only then.
+    acting_epoch: u64,
+    /// The epoch and lease validity the published list was built at.
+    published_acting: Option<(u64, bool)>,
     stats: Status,
 }
 
@@ -237,9 +171,10 @@ impl Runner {
         cfg.shards.validate()?;
         let (status, rx) = watch::channel(Status::default());
         let (stops_tx, stops_rx) = mpsc::unbounded_channel();
+        let (placed_tx, placed_rx) = mpsc::unbounded_channel();
         let runner = Runner {
             store,
-            replica: Replica::new(cfg.clone()),
+            replica: Replica::new(cfg.clone()).place_off_step(),
             cfg,
             timing,
             fleet,
@@ -252,7 +187,14 @@ impl Runner {
             stop_hook: None,
             stops_tx,
             stops_rx: Some(stops_rx),
+            stops_in_flight: BTreeMap::new(),
             metrics: Arc::new(NoMetrics),
+            placer: Arc::new(BlockingPlacer),
+            placed_tx,
+            placed_rx: Some(placed_rx),
+            step_fleet: RunnerFleet::default(),
+            acting_epoch: 0,
+            published_acting: None,
             stats: Status::default(),
         };
         Ok((runner, rx))
@@ -271,6 +213,12 @@ impl Runner {
         self
     }
 
+    /// Computes placements with `placer` (default: [`BlockingPlacer`]).
+    pub fn with_placer(mut self, placer: Arc<dyn Placer>) -> Self {
+        self.placer = placer;
+        self
+    }
+
     /// Stops clusters through `hook` and waits for it before acknowledging a handover.
     pub fn with_stop_hook(mut self, hook: Arc<dyn StopHook>) -> Self {
         self.stop_hook = Some(hook);
@@ -283,7 +231,8 @@ impl Runner {
 
     /// Runs until `shutdown` turns true (or its sender is dropped), then releases the shard
     /// and the distributor role, stepping until released or `release_timeout`, and
-    /// returns whether the release completed.
+    /// returns whether the release completed. Every cluster started is reported stopped
+    /// before it returns.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> bool {
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<WriteDone>();
         let prefix = self.cfg.root.clone();
@@ -296,6 +245,10 @@ impl Runner {
         let mut newest_write = 0u64;
         let mut stops_rx = self
             .stops_rx
+            .take()
+            .unwrap_or_else(|| mpsc::unbounded_channel().1);
+        let mut placed_rx = self
+            .placed_rx
             .take()
             .unwrap_or_else(|| mpsc::unbounded_channel().1);
         // Its own receiver: the select below borrows it while the branches use `self`.
@@ -321,6 +274,10 @@ impl Runner {
                         tracing::info!(identity = %self.cfg.identity, "releasing");
                         release_by = Some(Instant::now() + self.timing.release_timeout);
                         self.stats.stopping = true;
+                        // A lease that lapsed while this task could not run (a pause)
+                        // ended ownership then: its stops are dated at the lapse.
+                        let actions = self.replica.tick(self.now());
+                        self.execute(actions, &done_tx);
                         let actions = self.replica.release();
                         self.execute(actions, &done_tx);
                         next_poll = Instant::now();
@@ -343,12 +300,27 @@ impl Runner {
                     }
                 }
                 Some(stop) = stops_rx.recv() => {
-                    self.replica.on_stopped(&stop.cluster);
-                    tracing::info!(identity = %self.cfg.identity, cluster = %stop.cluster, "stopped");
-                    self.report(Ownership::Stopped(stop.cluster), stop.lapsed_at);
+                    // A handover of thousands of clusters finishes thousands of stops at
+                    // once: take every one that is done, then tick once.
+                    self.stopped(stop);
+                    while let Ok(stop) = stops_rx.try_recv() {
+                        self.stopped(stop);
+                    }
                     // The acknowledgement or release it held back goes out now.
                     let actions = self.replica.tick(self.now());
                     self.execute(actions, &done_tx);
+                }
+                Some(placed) = placed_rx.recv() => {
+                    let actions = match placed {
+                        Some(placed) => self.replica.on_placed(self.now(), placed),
+                        None => {
+                            self.replica.on_placement_failed();
+                            Vec::new()
+                        }
+                    };
+                    self.execute(actions, &done_tx);
+                    // A result for inputs that changed meanwhile was dropped: step now.
+                    next_poll = Instant::now();
                 }
                 _ = tick.tick() => {
                     let actions = self.replica.tick(self.now());
@@ -398,6 +370,22 @@ impl Runner {
             self.publish();
         }
         let released = self.replica.is_released();
+        // Stops still running (the release gave up waiting for them): wait as long again,
+        // then report them anyway — the process is leaving, and the controller's shutdown
+        // that follows drains what is left. Every start gets its stop in the audit log.
+        let drain_by = Instant::now() + self.timing.release_timeout;
+        while !self.stops_in_flight.is_empty() {
+            tokio::select! {
+                Some(stop) = stops_rx.recv() => self.stopped(stop),
+                _ = tokio::time::sleep_until(drain_by) => break,
+            }
+        }
+        for (c, n) in std::mem::take(&mut self.stops_in_flight) {
+            tracing::warn!(identity = %self.cfg.identity, cluster = %c, "still stopping at exit");
+            for _ in 0..n {
+                self.report(Ownership::Stopped(c.clone()), None);
+            }
+        }
         // Whatever happened, nothing runs after we return.
         for c in std::mem::take(&mut self.acting) {
             if let Some(hook) = &self.stop_hook {
@@ -417,6 +405,7 @@ impl Runner {
             self.stats.listed = true;
         }
         let current = self.fleet.borrow().clone();
+        self.step_fleet = current.clone();
         let fleet = FleetInput {
             clusters: &current.clusters,
             loads: &current.loads,
@@ -434,6 +423,19 @@ impl Runner {
         for w in self.replica.take_warnings() {
             tracing::warn!(identity = %self.cfg.identity, "{w}");
         }
+    }
+
+    /// A stop the hook finished: the replica may acknowledge, and it is reported.
+    fn stopped(&mut self, stop: StopDone) {
+        if let Some(n) = self.stops_in_flight.get_mut(&stop.cluster) {
+            *n -= 1;
+            if *n == 0 {
+                self.stops_in_flight.remove(&stop.cluster);
+            }
+        }
+        self.replica.on_stopped(&stop.cluster);
+        tracing::info!(identity = %self.cfg.identity, cluster = %stop.cluster, "stopped");
+        self.report(Ownership::Stopped(stop.cluster), stop.lapsed_at);
     }
 
     fn on_write(&mut self, done: WriteDone) {
@@ -474,6 +476,7 @@ impl Runner {
                         self.replica.on_stopped(&c);
                         continue;
                     }
+                    self.acting_epoch += 1;
                     match &self.stop_hook {
                         None => {
                             self.replica.on_stopped(&c);
@@ -481,6 +484,7 @@ impl Runner {
                             self.report(Ownership::Stopped(c), lapsed_at);
                         }
                         Some(hook) => {
+                            *self.stops_in_flight.entry(c.clone()).or_default() += 1;
                             let (stopping, tx) = (hook.stop(c.clone()), self.stops_tx.clone());
                             tokio::spawn(async move {
                                 stopping.await;
@@ -494,11 +498,13 @@ impl Runner {
                 }
                 Action::Start(c) => {
                     if self.acting.insert(c.clone()) {
+                        self.acting_epoch += 1;
                         tracing::info!(identity = %self.cfg.identity, cluster = %c, "started");
                         self.stats.handovers += 1;
                         self.report(Ownership::Started(c), None);
                     }
                 }
+                Action::Place(job) => self.place(*job),
                 Action::Write {
                     ticket,
                     purpose,
@@ -529,6 +535,18 @@ impl Runner {
         }
     }
 
+    /// Computes a placement off this task; its result comes back on `placed_tx`.
+    fn place(&self, job: PlacementJob) {
+        let fleet = self.step_fleet.clone();
+        debug_assert_eq!(fleet.revision, job.fleet_revision());
+        tracing::debug!(identity = %self.cfg.identity, ?job, "placing");
+        let (placing, tx) = (self.placer.place(job, fleet), self.placed_tx.clone());
+        tokio::spawn(async move {
+            // The runner may have returned; nobody needs the result then.
+            let _ = tx.send(placing.await);
+        });
+    }
+
     fn report(&self, change: Ownership, lapsed_at: Option<Instant>) {
         let _ = self.events.send(OwnershipChange {
             identity: self.cfg.identity.clone(),
@@ -544,7 +562,18 @@ impl Runner {
         let shard = self.replica.shard(now);
         self.stats.shard = shard;
         self.stats.is_distributor = self.replica.is_distributor(now);
-        self.stats.acting = self.replica.acting(now).map(str::to_owned).collect();
+        self.stats.distributor_valid_until = self
+            .replica
+            .distributor_valid_until(now)
+            .map(|m| self.start + m.0);
+        self.stats.placing = self.replica.is_placing();
+        // The list of clusters only when it changed: at fleet scale it is tens of
+        // thousands of strings, and this runs after every event.
+        let acting_key = (self.acting_epoch, shard.is_some());
+        if self.published_acting != Some(acting_key) {
+            self.published_acting = Some(acting_key);
+            self.stats.acting = Arc::new(self.replica.acting(now).map(str::to_owned).collect());
+        }
         self.stats.generation = self.replica.applied_generation();
         self.stats.lease_valid_until = self
             .replica

@@ -15,7 +15,7 @@ pub use records::{
     distributor_key, encode, incarnation_text, is_lease_key, presence_key, shard_key,
 };
 pub use replica::{
-    Action, FleetInput, MAX_SHARDS, Replica, ReplicaConfig, ShardCount, ShardCountError, Ticket,
-    WritePurpose,
+    Action, FleetInput, MAX_SHARDS, Placed, PlacementJob, Replica, ReplicaConfig, ShardCount,
+    ShardCountError, Ticket, WritePurpose,
 };
 pub use snapshot::{FencedSnapshot, RecordKey, decode_desired};

@@ -18,6 +18,7 @@ mod seen;
 mod tests;
 
 pub use count::{MAX_SHARDS, ShardCount, ShardCountError};
+pub use distribute::{Placed, PlacementJob};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -124,6 +125,11 @@ pub enum Action {
     },
     /// Start reconciling this cluster.
     Start(String),
+    /// Compute the distributor's placement — whole-fleet work — where it holds up nothing
+    /// else ([`PlacementJob::run`], e.g. on a blocking thread), and give the result to
+    /// [`Replica::on_placed`] (or report [`Replica::on_placement_failed`]). Only from a
+    /// replica built with [`Replica::place_off_step`].
+    Place(Box<PlacementJob>),
 }
 
 #[derive(Debug, Clone)]
@@ -221,6 +227,12 @@ pub struct Replica {
     last_desired: Option<u32>,
     /// The distributor's last placement that needed no commit.
     unchanged: Option<Unchanged>,
+    /// Placements are handed out ([`Action::Place`]) rather than computed in the step.
+    off_step: bool,
+    /// The inputs of the placement handed out and not back yet.
+    placing: Option<Unchanged>,
+    /// The placement inputs the distributor's last step saw.
+    wanted: Option<Unchanged>,
     /// Version of our newest confirmed write: listings older than it are stale.
     newest_write: u64,
     /// Shutting down: act on nothing, release what is held.
@@ -255,6 +267,9 @@ impl Replica {
             last_doc: None,
             last_desired: None,
             unchanged: None,
+            off_step: false,
+            placing: None,
+            wanted: None,
             newest_write: 0,
             stopping: false,
             takeovers: 0,
@@ -288,6 +303,15 @@ impl Replica {
     /// that has not claimed a free shard yet.
     pub fn is_spare(&self) -> bool {
         self.spare
+    }
+
+    /// When the distributor lease lapses unless a renew is confirmed first (`None`: not the
+    /// distributor at `now`).
+    pub fn distributor_valid_until(&self, now: Mono) -> Option<Mono> {
+        if !self.is_distributor(now) {
+            return None;
+        }
+        self.distributor.as_ref()?.lease.valid_until()
     }
 
     /// Whether this replica holds the distributor lease at `now`.

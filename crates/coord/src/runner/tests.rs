@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use fleetshard_core::placement::PlacementConfig;
 
 use super::*;
-use crate::fenced::ShardCount;
+use crate::fenced::{CorruptRecord, ShardCount};
 use crate::lease::LeaseTiming;
+use crate::ownership::ReplicaStatus as _;
 use crate::store::memory::MemoryStore;
 
 struct Node {
@@ -72,7 +73,7 @@ fn spawn(
 fn owners(nodes: &[&Node]) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for (i, n) in nodes.iter().enumerate() {
-        for c in &n.status.borrow().acting {
+        for c in n.status.borrow().acting.iter() {
             assert!(out.insert(c.clone(), i).is_none(), "{c} acted on twice");
         }
     }
@@ -368,6 +369,177 @@ async fn a_new_inventory_is_placed_without_a_restart() {
         ids,
         ["c02", "c03", "c04", "c05", "c06", "c07", "c08", "c09"]
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_start_is_reported_stopped_when_the_lease_lapses_during_shutdown() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let clusters: Vec<Cluster> = (0..2_000)
+        .map(|i| Cluster::new(format!("c{i:04}"), format!("https://c{i}")))
+        .collect();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (r, _status) = runner(&store, config("p", 1, None), &clusters, &tx);
+    let r = r.with_stop_hook(Arc::new(SlowStops(Duration::from_millis(300))));
+    let (run_tx, running) = watch::channel(true);
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let task = tokio::spawn(pausable(r.run(shutdown_rx), running));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let mut holder = BTreeMap::new();
+    replay(&mut rx, &mut holder);
+    assert_eq!(holder.len(), 2_000);
+    // Frozen (a long step, SIGSTOP) past its lease; SIGTERM arrives meanwhile. On resuming
+    // it releases, finds its lease lapsed (nothing left to release), and must still wait
+    // for the stops it has started before it returns.
+    run_tx.send(false).unwrap();
+    shutdown.send(true).unwrap();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    run_tx.send(true).unwrap();
+    task.await.unwrap();
+    let mut events = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        events.push(e);
+    }
+    // Ownership ended at the lapse, and the stops say so.
+    assert!(
+        events.iter().all(|e| e.lapsed_at.is_some()),
+        "{:?}",
+        events[0]
+    );
+    for e in events {
+        tx.send(e).unwrap();
+    }
+    replay(&mut rx, &mut holder);
+    assert!(holder.is_empty(), "{} starts without a stop", holder.len());
+}
+
+/// A placer whose placements take `took` (a large fleet on a slow machine), counting runs.
+struct SlowPlacer {
+    took: Duration,
+    runs: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Placer for SlowPlacer {
+    fn place(
+        &self,
+        job: crate::fenced::PlacementJob,
+        fleet: RunnerFleet,
+    ) -> BoxFuture<'static, Option<crate::fenced::Placed>> {
+        self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let took = self.took;
+        Box::pin(async move {
+            tokio::time::sleep(took).await;
+            Some(job.run(&fleet.clusters, &fleet.loads))
+        })
+    }
+}
+
+/// The renew counter of shard `n`'s record.
+async fn beat(store: &Arc<dyn Store>, n: u32) -> Option<u64> {
+    let entry = store
+        .get(&crate::fenced::shard_key("fs/", n))
+        .await
+        .ok()??;
+    let record: crate::fenced::ShardRecord = serde_json::from_slice(&entry.value).ok()?;
+    Some(record.beat)
+}
+
+#[tokio::test(start_paused = true)]
+async fn renewals_and_readiness_stay_on_time_while_a_placement_takes_ten_seconds() {
+    use crate::ownership::ReplicaStatus;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let clusters: Vec<Cluster> = (0..12)
+        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+        .collect();
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let placer = SlowPlacer {
+        took: Duration::from_secs(10),
+        runs: runs.clone(),
+    };
+    let (r, status) = runner(&store, config("a", 1, None), &clusters, &tx);
+    let node = start((r.with_placer(Arc::new(placer)), status));
+    // Claimed its shard and the distributor role; the first placement is under way.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(node.status.borrow().placing, "{:?}", node.status.borrow());
+    let renew_every = LeaseTiming::default().renew_every;
+    let (mut last_beat, mut changed_at) = (beat(&store, 0).await, Instant::now());
+    let mut renewals = 0;
+    // The first placement takes until 11 s; after its commit the distributor places once
+    // more (from the committed document, to find nothing changed), until 21 s.
+    for _ in 0..(22 * 20) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = Instant::now();
+        // The renew timer kept running: the record changes at least every renew period
+        // (plus one tick), and the lease, readiness and the distributor role never lapse.
+        let b = beat(&store, 0).await;
+        if b != last_beat {
+            (last_beat, changed_at) = (b, now);
+            renewals += 1;
+        }
+        assert!(
+            now - changed_at <= renew_every + RunnerTiming::default().tick,
+            "no renewal for {:?} while placing",
+            now - changed_at
+        );
+        let s = node.status.borrow().clone();
+        assert_eq!(s.readiness(now), Ok("holding shard 0".to_owned()));
+        assert!(s.is_distributor_at(now), "{s:?}");
+        assert!(s.shard_view().is_distributor);
+    }
+    assert!(renewals >= 15, "{renewals} renewals in 22 s");
+    // The first placement was committed and every cluster started; the second found
+    // nothing to change.
+    assert_eq!(owners(&[&node]).len(), 12);
+    let s = node.status.borrow().clone();
+    assert!(!s.placing && s.generation == 1, "{s:?}");
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    node.shutdown.send(true).unwrap();
+    assert!(node.task.await.unwrap());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_placement_for_an_inventory_that_changed_meanwhile_is_dropped_and_redone() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let fleet_of = |n: usize, revision: u64| {
+        let clusters: Vec<Cluster> = (0..n)
+            .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+            .collect();
+        RunnerFleet {
+            loads: Arc::new(vec![1; clusters.len()]),
+            clusters: Arc::new(clusters),
+            revision,
+        }
+    };
+    let (fleet_tx, fleet_rx) = watch::channel(fleet_of(4, 1));
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let placer = SlowPlacer {
+        took: Duration::from_secs(3),
+        runs: runs.clone(),
+    };
+    let runner = Runner::new(
+        store.clone(),
+        config("a", 1, None),
+        RunnerTiming::default(),
+        fleet_rx,
+        tx,
+    )
+    .unwrap();
+    let node = start((runner.0.with_placer(Arc::new(placer)), runner.1));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(node.status.borrow().placing);
+    // Mid-placement, the inventory grows: the first result is for revision 1 only.
+    fleet_tx.send(fleet_of(6, 2)).unwrap();
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let owned = owners(&[&node]);
+    assert_eq!(owned.len(), 6, "{owned:?}");
+    // Revision 1's result was dropped, revision 2 placed and committed, then placed once
+    // more from the committed document (nothing changed).
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 3);
+    // Generation 1 is the second placement's: the first was never committed.
+    assert_eq!(node.status.borrow().generation, 1);
+    node.shutdown.send(true).unwrap();
+    assert!(node.task.await.unwrap());
 }
 
 #[test]

@@ -3,7 +3,12 @@
 //! `decide.rs` (stay and place), `rebalance.rs` (shed and fill).
 
 mod decide;
+#[cfg(test)]
+mod equivalence;
+mod order;
 mod rebalance;
+#[cfg(test)]
+mod reference;
 mod state;
 
 use rustc_hash::FxHashMap;
@@ -26,6 +31,9 @@ pub struct BalancedPlacer {
     /// number (and so every cluster's preferences) for when they come back.
     vacant: Vec<bool>,
     state: State,
+    /// Tests: rebalance with the first, scanning implementation (`engine/reference.rs`).
+    #[cfg(test)]
+    reference: bool,
 }
 
 /// One cluster move made by an incremental update.
@@ -53,6 +61,8 @@ impl BalancedPlacer {
             salts,
             vacant,
             state: State::default(),
+            #[cfg(test)]
+            reference: false,
         }
     }
 

@@ -1,12 +1,21 @@
 //! The elected distributor's round: decide the shard count, judge which shards are
 //! vacant, place the fleet with the balanced engine, and commit a new generation when
 //! anything changed.
+//!
+//! The placement itself — whole-fleet work: the previous assignment rebuilt, the balanced
+//! placement, the comparison with the committed document and the next one encoded — is a
+//! [`PlacementJob`]. By default [`Replica::step`] runs it in place; a replica built with
+//! [`Replica::place_off_step`] hands it out as [`Action::Place`] instead, so a runner can
+//! compute it on another thread while it keeps renewing leases, and takes the result back
+//! with [`Replica::on_placed`]. The protocol's decisions stay here: whether to place,
+//! whether the result is still wanted (same inputs, still the distributor, when it comes
+//! back), and the commit.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use fleetshard_core::placement::{BalancedPlacer, PreviousPlacement};
-use fleetshard_core::{Assignment, ShardSpec};
+use fleetshard_core::placement::{BalancedPlacer, PlacementConfig, PreviousPlacement};
+use fleetshard_core::{Cluster, ShardSpec};
 
 use super::seen::View;
 use super::{
@@ -16,7 +25,118 @@ use crate::fenced::records::{AssignmentDoc, assignment_key, encode};
 use crate::lease::{Mono, Verdict};
 use crate::store::Precondition;
 
+/// The distributor's placement of one set of inputs (the committed document, the vacant
+/// shards, the shard count, the fleet revision, the shards' zones): pure, and the costly
+/// part of distributing. [`PlacementJob::run`] it over the fleet of
+/// [`PlacementJob::fleet_revision`] and give the result to [`Replica::on_placed`].
+#[derive(Clone)]
+pub struct PlacementJob {
+    inputs: Unchanged,
+    config: PlacementConfig,
+    /// The committed document placed from (empty when there is none).
+    doc: Arc<AssignmentDoc>,
+    /// The commit's compare-and-swap: on the document's version, or its absence.
+    pre: Precondition,
+    /// The highest generation known (last good, applied, acknowledged): the next is above.
+    floor: u64,
+    /// Write the next document even if it places as the committed one does (the stored
+    /// one is missing or unreadable).
+    rewrite: bool,
+}
+
+impl std::fmt::Debug for PlacementJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlacementJob")
+            .field("generation", &self.doc.generation)
+            .field("shards", &self.inputs.shards)
+            .field("vacant", &self.inputs.vacant)
+            .field("fleet_revision", &self.inputs.fleet)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Jobs are told apart by their inputs (the same inputs give the same placement).
+impl PartialEq for PlacementJob {
+    fn eq(&self, other: &Self) -> bool {
+        self.inputs == other.inputs
+    }
+}
+
+impl Eq for PlacementJob {}
+
+/// A [`PlacementJob`]'s result, for [`Replica::on_placed`].
+#[derive(Debug)]
+pub struct Placed {
+    inputs: Unchanged,
+    pre: Precondition,
+    /// The next document, encoded; `None` when the committed one already says it all.
+    next: Option<Vec<u8>>,
+}
+
+impl PlacementJob {
+    /// The fleet revision ([`FleetInput::revision`]) whose clusters and loads the job must
+    /// be run on.
+    pub fn fleet_revision(&self) -> u64 {
+        self.inputs.fleet
+    }
+
+    /// Places `clusters` (with `loads`, the fleet of [`PlacementJob::fleet_revision`]) and
+    /// compares the result with the committed document: O(N log N), pure.
+    pub fn run(&self, clusters: &[Cluster], loads: &[u64]) -> Placed {
+        let doc = &self.doc;
+        let previous = PreviousPlacement {
+            assignment: doc.clusters.iter().map(|(k, &v)| (k.clone(), v)).collect(),
+            homes: doc.homes.iter().map(|(k, &v)| (k.clone(), v)).collect(),
+            local_zones: Default::default(),
+        };
+        let specs: Vec<ShardSpec> = self
+            .inputs
+            .zones
+            .iter()
+            .map(|zone| ShardSpec {
+                zone: zone.clone(),
+                ..ShardSpec::default()
+            })
+            .collect();
+        let placement = BalancedPlacer::new(self.config.clone(), specs)
+            .with_vacant(self.inputs.vacant.iter().copied())
+            .place(clusters, loads, Some(&previous));
+        let pairs = |of: &[Option<u32>]| -> BTreeMap<String, u32> {
+            clusters
+                .iter()
+                .zip(of)
+                .filter_map(|(c, s)| s.map(|s| (c.id.clone(), s)))
+                .collect()
+        };
+        let (assigned, homes) = (pairs(&placement.shards), pairs(&placement.homes));
+        let shards = self.inputs.shards;
+        let same =
+            !self.rewrite && assigned == doc.clusters && homes == doc.homes && doc.shards == shards;
+        let next = (!same).then(|| {
+            encode(&AssignmentDoc {
+                generation: self.floor + 1,
+                shards,
+                clusters: assigned,
+                homes,
+            })
+        });
+        Placed {
+            inputs: self.inputs.clone(),
+            pre: self.pre,
+            next,
+        }
+    }
+}
+
 impl Replica {
+    /// Hands every placement out as [`Action::Place`] instead of computing it inside
+    /// [`Replica::step`]: a runner computes it where it does not hold up lease renewals and
+    /// gives the result back with [`Replica::on_placed`]. One placement is out at a time.
+    pub fn place_off_step(mut self) -> Self {
+        self.off_step = true;
+        self
+    }
+
     /// Places the fleet and commits the next generation if the placement, the homes or the
     /// shard count changed. The same inputs as last time (document version, vacant shards,
     /// count, fleet revision) are known to need nothing and are not recomputed.
@@ -50,60 +170,88 @@ impl Replica {
             .collect();
         let inputs = Unchanged {
             doc_version: version,
-            vacant: vacant.clone(),
+            vacant,
             shards,
             fleet: fleet.revision,
-            zones: zones.clone(),
+            zones,
         };
+        self.wanted = Some(inputs.clone());
         if self.unchanged.as_ref() == Some(&inputs) {
             return;
         }
-        let previous = PreviousPlacement {
-            assignment: doc.clusters.iter().map(|(k, &v)| (k.clone(), v)).collect(),
-            homes: doc.homes.iter().map(|(k, &v)| (k.clone(), v)).collect(),
-            local_zones: Default::default(),
-        };
-        let specs: Vec<ShardSpec> = zones
-            .into_iter()
-            .map(|zone| ShardSpec {
-                zone,
-                ..ShardSpec::default()
-            })
-            .collect();
-        let placement = BalancedPlacer::new(self.cfg.placement.clone(), specs)
-            .with_vacant(vacant)
-            .place(fleet.clusters, fleet.loads, Some(&previous));
-        let clusters = to_map(&placement.assignment(fleet.clusters));
-        let homes = to_map(&placement.as_previous(fleet.clusters).homes);
-        if view.assignment.is_some()
-            && !view.assignment_corrupt
-            && clusters == doc.clusters
-            && homes == doc.homes
-            && doc.shards == shards
-        {
-            self.unchanged = Some(inputs);
+        if self.placing.is_some() {
+            // One placement out at a time: a result for older inputs is dropped when it
+            // comes back, and the next step asks again.
             return;
         }
         // Generations only go up, also when the stored one was lost or unreadable: above
         // the last good one, what this replica applied, and what every holder acknowledged.
         let acked = view.shards.values().map(|s| s.record.acked).max();
         let floor = doc.generation.max(self.applied).max(acked.unwrap_or(0));
-        let next = AssignmentDoc {
-            generation: floor + 1,
-            shards,
-            clusters,
-            homes,
-        };
         let pre = view
             .assignment_version
             .map_or(Precondition::Absent, Precondition::Version);
+        let job = PlacementJob {
+            inputs,
+            config: self.cfg.placement.clone(),
+            doc,
+            pre,
+            floor,
+            // A missing or unreadable document is rewritten even if the placement equals
+            // the last good one.
+            rewrite: view.assignment.is_none() || view.assignment_corrupt,
+        };
+        if self.off_step {
+            self.placing = Some(job.inputs.clone());
+            out.push(Action::Place(Box::new(job)));
+        } else {
+            let placed = job.run(fleet.clusters, fleet.loads);
+            self.take_placement(placed, out);
+        }
+    }
+
+    /// The result of the [`Action::Place`] given out: committed (or found unchanged) if it
+    /// is still wanted at `now` — this replica is still the distributor, and its last step
+    /// saw the same inputs; otherwise dropped (the next step asks for a new one).
+    pub fn on_placed(&mut self, now: Mono, placed: Placed) -> Vec<Action> {
+        let mut out = Vec::new();
+        if self.placing.as_ref() != Some(&placed.inputs) {
+            return out;
+        }
+        self.placing = None;
+        let wanted = !self.stopping
+            && self.is_distributor(now)
+            && self.wanted.as_ref() == Some(&placed.inputs)
+            && !self.has_pending(|p| matches!(p, Pending::Commit));
+        if wanted {
+            self.take_placement(placed, &mut out);
+        }
+        out
+    }
+
+    /// The [`Action::Place`] given out will not come back (it failed): the next step asks
+    /// again.
+    pub fn on_placement_failed(&mut self) {
+        self.placing = None;
+    }
+
+    /// Whether a placement is out ([`Action::Place`] given, no result yet).
+    pub fn is_placing(&self) -> bool {
+        self.placing.is_some()
+    }
+
+    fn take_placement(&mut self, placed: Placed, out: &mut Vec<Action>) {
+        let Some(value) = placed.next else {
+            self.unchanged = Some(placed.inputs);
+            return;
+        };
         let ticket = self.ticket(Pending::Commit);
         out.push(Action::Write {
             ticket,
             purpose: WritePurpose::Commit,
             key: assignment_key(&self.cfg.root),
-            value: encode(&next),
-            pre,
+            value,
+            pre: placed.pre,
         });
     }
 
@@ -154,8 +302,4 @@ impl Replica {
         };
         n.clamp(1, MAX_SHARDS)
     }
-}
-
-fn to_map(a: &Assignment) -> BTreeMap<String, u32> {
-    a.iter().map(|(k, v)| (k.to_owned(), v)).collect()
 }

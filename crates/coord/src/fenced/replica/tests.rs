@@ -104,6 +104,7 @@ impl Bench {
             match a {
                 Action::Stop(c) => self.r.on_stopped(&c),
                 Action::Start(_) => {}
+                Action::Place(_) => unreachable!("these replicas place inside the step"),
                 Action::Write {
                     ticket,
                     purpose,

@@ -186,6 +186,11 @@ impl BalancedPlacer {
             st.load[t as usize] += st.w[i];
         }
         st.shard_of[i] = to;
+        if let Some(m) = st.members.as_ref().and_then(|index| index.member(st, i))
+            && let Some(index) = &mut st.members
+        {
+            index.moved(m, from, to);
+        }
         if let Some(log) = &mut st.log {
             log.push((i, from, to));
         }

@@ -1,18 +1,38 @@
 //! Steps 4 and 5 of the balanced placement: shed load from shards above their bound, fill
 //! shards below their floor, each with the fewest moves.
+//!
+//! Both repeatedly take "the first cluster, in a fixed order, that fits": shedding goes
+//! through a shard's clusters by weight, then id (up from the lightest that covers the
+//! excess alone, then down from the heaviest below it); filling through the candidates by
+//! weight, then preference. Whether a cluster fits depends only on its weight (and, with
+//! zones, its zone), and monotonically: a lighter one fits wherever a heavier one does. So
+//! the first that fits is found with range queries on ordered sets kept current as clusters
+//! move (`order.rs`), instead of re-sorting the shard for every move: O(log n) per move,
+//! plus O(shards) for the thresholds and the destination, and O(N log N) to build the sets
+//! — O(N log N) for a whole rebalance where it used to be O(moves × N log N). The result
+//! is exactly the scan's: the tests compare both on random fleets (`reference.rs`).
+
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
 
 use super::BalancedPlacer;
+use super::order::{MemberIndex, below, largest};
 use super::state::State;
 use crate::placement::rendezvous::score;
 
+/// A cluster that could fill a shard: (weight, preference for the shard reversed, index),
+/// in the order filling considers them.
+type Candidate = (u64, Reverse<u64>, usize);
+
 impl BalancedPlacer {
     pub(super) fn rebalance(&mut self) {
+        #[cfg(test)]
+        if self.reference {
+            self.rebalance_reference();
+            return;
+        }
         self.shed();
         self.fill();
-    }
-
-    fn movable(&self, i: usize) -> bool {
-        self.state.managed[i] && self.state.pin[i].is_none() && self.state.w[i] > 0
     }
 
     /// Brings every shard above its bound back under it, moving the fewest, smallest
@@ -31,52 +51,92 @@ impl BalancedPlacer {
                 .total_cmp(&over(&self.state, a))
                 .then(a.cmp(&b))
         });
-        for s in overloaded {
+        self.state.members = Some(MemberIndex::build(&self.state, &overloaded, n));
+        for &s in &overloaded {
             while over(&self.state, s) > 0.0 {
-                let members = self.members_by_weight(s);
+                let Some(index) = &self.state.members else {
+                    break;
+                };
                 // A cluster heavier than the bound can only be isolated: when nothing else
                 // is movable, there is nothing to do (and nothing to search for).
                 let hi = self.state.hi[s];
-                if members.iter().all(|&i| self.state.w[i] as f64 > hi) {
+                let lightest = index.classes(s).map(|m| m.1).min();
+                if lightest.is_none_or(|w| w as f64 > hi) {
                     break;
                 }
                 let excess = over(&self.state, s);
-                let st = &self.state;
-                let split = members.partition_point(|&i| (st.w[i] as f64) < excess);
-                let order = (split..members.len()).chain((0..split).rev());
-                let single = order.into_iter().find_map(|k| {
-                    self.choose(members[k], Some(s as u32), true)
-                        .map(|d| (members[k], d))
-                });
-                if let Some((i, d)) = single {
+                if let Some((i, d)) = self.single_move(s, excess) {
                     self.assign(i, Some(d));
-                } else if let Some((a, b, d)) = self.find_swap(s, &members) {
+                    continue;
+                }
+                let members = index.by_weight(s);
+                if let Some((a, b, d)) = self.find_swap(s, &members) {
                     self.assign(a, Some(d));
                     self.assign(b, Some(s as u32));
                 } else {
                     break;
                 }
             }
+            // Nothing comes back to a shard once shed (every move keeps its target within
+            // bound), so its order is no longer needed.
+            if let Some(index) = &mut self.state.members {
+                index.forget(s);
+            }
         }
+        self.state.members = None;
     }
 
-    /// The movable clusters on shard `s`, lightest first (ties by id).
-    fn members_by_weight(&self, s: usize) -> Vec<usize> {
+    /// The one cluster shard `s` (above its bound by `excess`) gives away, and where: of its
+    /// movable clusters by weight then id, the first that some other shard can take within
+    /// its bound (`choose`, strict), going up from the lightest that covers the excess
+    /// alone, then down from the heaviest below it.
+    fn single_move(&self, s: usize, excess: f64) -> Option<(usize, u32)> {
         let st = &self.state;
-        let mut members: Vec<usize> = (0..st.ids.len())
-            .filter(|&i| st.shard_of[i] == Some(s as u32) && self.movable(i))
+        let index = st.members.as_ref()?;
+        // Per shard, the heaviest cluster it could take within its bound (`choose`'s test).
+        let room: Vec<Option<u64>> = (0..self.shards.len())
+            .map(|d| {
+                if d == s || !self.usable(d) {
+                    return None;
+                }
+                let (load, hi) = (st.load[d] as f64, st.hi[d]);
+                largest(|w| load + w as f64 <= hi, hi - load)
+            })
             .collect();
-        self.sort_by_weight(&mut members);
-        members
-    }
-
-    fn sort_by_weight(&self, members: &mut [usize]) {
-        let st = &self.state;
-        members.sort_by(|&a, &b| {
-            st.w[a]
-                .cmp(&st.w[b])
-                .then_with(|| st.ids[a].cmp(&st.ids[b]))
-        });
+        // The heaviest cluster of zone class `z` that fits somewhere it may go.
+        let fits = |z: usize| -> Option<u64> {
+            match &st.layout {
+                None => room.iter().flatten().max().copied(),
+                Some(l) => (0..room.len())
+                    .filter(|&d| l.shard_zone[d] == z || !l.local[z])
+                    .filter_map(|d| room[d])
+                    .max(),
+            }
+        };
+        let classes: Vec<(usize, Option<u64>)> =
+            index.classes(s).map(|m| (m.0, fits(m.0))).collect();
+        // w covers the excess alone exactly when w ≥ `covers` (≥ 1: the excess is positive).
+        let covers = below(excess);
+        // Going up, only the first of each class can be the one: a heavier one fits
+        // nowhere it does not.
+        let up = classes
+            .iter()
+            .filter_map(|&(z, fit)| {
+                let m = index.first_from(s, z, covers)?;
+                (m.1 <= fit?).then_some(m)
+            })
+            .min_by_key(|m| (m.1, m.2));
+        let pick = up.or_else(|| {
+            // Going down, the heaviest of each class that fits.
+            let top = covers.checked_sub(1)?;
+            classes
+                .iter()
+                .filter_map(|&(z, fit)| index.last_up_to(s, z, top.min(fit?)))
+                .max_by_key(|m| (m.1, m.2))
+        })?;
+        let d = self.choose(pick.3, Some(s as u32), true);
+        debug_assert!(d.is_some(), "a cluster that fits has a destination");
+        d.map(|d| (pick.3, d))
     }
 
     /// A swap that brings overloaded shard `s` within its bound: `a` (of `members`, the
@@ -100,7 +160,7 @@ impl BalancedPlacer {
         for i in 0..st.ids.len() {
             if let Some(d) = st.shard_of[i]
                 && d as usize != s
-                && self.movable(i)
+                && st.movable(i)
             {
                 theirs[d as usize].push(i);
             }
@@ -111,7 +171,11 @@ impl BalancedPlacer {
             if d == s || room <= 0.0 || theirs.is_empty() {
                 continue;
             }
-            self.sort_by_weight(theirs);
+            theirs.sort_by(|&a, &b| {
+                st.w[a]
+                    .cmp(&st.w[b])
+                    .then_with(|| st.ids[a].cmp(&st.ids[b]))
+            });
             for &a in ours.iter().filter(|&&a| self.tier(a, d as u32).is_some()) {
                 let wa = st.w[a] as f64;
                 // s ends within bound: w_b ≤ w_a − excess; d too: w_b ≥ w_a − room.
@@ -154,56 +218,96 @@ impl BalancedPlacer {
                 .then(a.cmp(&b))
         });
         for s in under {
-            let su = s as u32;
-            let st = &self.state;
-            if st.load[s] as f64 >= st.lo[s] {
+            if self.state.load[s] as f64 >= self.state.lo[s] {
                 continue;
             }
-            let salt = self.salts[s];
-            // (weight, preference for s, index): ties in weight go to the cluster that
-            // prefers s most.
-            let mut candidates: Vec<(u64, std::cmp::Reverse<u64>, usize)> = (0..st.ids.len())
-                .filter(|&i| self.movable(i))
-                .filter_map(|i| {
-                    let d = st.shard_of[i]?;
-                    let to = self.tier(i, su)?;
-                    // Never pull a cluster further from its home zone.
-                    (d != su && self.tier(i, d).is_some_and(|from| to <= from))
-                        .then(|| (st.w[i], std::cmp::Reverse(score(st.keys[i], salt)), i))
-                })
-                .collect();
-            candidates.sort_unstable();
+            let mut donors = self.fill_candidates(s);
             for floor_is_target in [true, false] {
                 while (self.state.load[s] as f64) < self.state.lo[s] {
-                    let st = &self.state;
-                    let deficit = st.lo[s] - st.load[s] as f64;
-                    let allowed = |&(w, _, i): &(u64, std::cmp::Reverse<u64>, usize)| {
-                        let d = st.shard_of[i].map_or(s, |d| d as usize);
-                        let floor = if floor_is_target {
-                            st.target[d]
-                        } else {
-                            st.lo[d]
-                        };
-                        d != s
-                            && st.load[d] as f64 - w as f64 >= floor
-                            && st.load[s] as f64 + w as f64 <= st.hi[s]
+                    let Some((d, c)) = self.fill_pick(s, &donors, floor_is_target) else {
+                        break;
                     };
-                    let split = candidates.partition_point(|c| (c.0 as f64) < deficit);
-                    // The smallest that covers the deficit, else the heaviest below it; within
-                    // one weight, the cluster that prefers this shard most (list order).
-                    let pick = (split..candidates.len())
-                        .find(|&k| allowed(&candidates[k]))
-                        .or_else(|| {
-                            let k = (0..split).rev().find(|&k| allowed(&candidates[k]))?;
-                            let w = candidates[k].0;
-                            let group = candidates[..=k].partition_point(|c| c.0 < w);
-                            (group..=k).find(|&j| allowed(&candidates[j]))
-                        });
-                    let Some(k) = pick else { break };
-                    let (_, _, i) = candidates.remove(k);
-                    self.assign(i, Some(su));
+                    donors[d].remove(&c);
+                    self.assign(c.2, Some(s as u32));
                 }
             }
         }
+    }
+
+    /// The clusters that may fill shard `s`, by the shard they are on: movable, allowed on
+    /// `s`, and never pulled further from their home zone. Only they move while `s` fills,
+    /// so the grouping stays true.
+    fn fill_candidates(&self, s: usize) -> Vec<BTreeSet<Candidate>> {
+        let st = &self.state;
+        let (su, salt) = (s as u32, self.salts[s]);
+        let mut by_donor: Vec<Vec<Candidate>> = vec![Vec::new(); self.shards.len()];
+        for i in (0..st.ids.len()).filter(|&i| st.movable(i)) {
+            let (Some(d), Some(to)) = (st.shard_of[i], self.tier(i, su)) else {
+                continue;
+            };
+            // Never pull a cluster further from its home zone.
+            if d != su && self.tier(i, d).is_some_and(|from| to <= from) {
+                // Ties in weight go to the cluster that prefers s most.
+                by_donor[d as usize].push((st.w[i], Reverse(score(st.keys[i], salt)), i));
+            }
+        }
+        by_donor
+            .into_iter()
+            .map(|mut c| {
+                c.sort_unstable();
+                c.into_iter().collect()
+            })
+            .collect()
+    }
+
+    /// The next cluster to fill shard `s` with, and its shard: of every donor's candidates
+    /// in one order (weight, preference), the first allowed — its donor stays at its floor
+    /// (its target while `floor_is_target`), and `s` within its bound — that covers the
+    /// deficit alone; else the heaviest allowed below it, the most-preferring of that
+    /// weight.
+    fn fill_pick(
+        &self,
+        s: usize,
+        donors: &[BTreeSet<Candidate>],
+        floor_is_target: bool,
+    ) -> Option<(usize, Candidate)> {
+        let st = &self.state;
+        let (load, hi) = (st.load[s] as f64, st.hi[s]);
+        let fits_s = largest(|w| load + w as f64 <= hi, hi - load)?;
+        // Per donor, the heaviest candidate it may give.
+        let caps: Vec<(usize, u64)> = (0..donors.len())
+            .filter(|&d| d != s && !donors[d].is_empty())
+            .filter_map(|d| {
+                let floor = if floor_is_target {
+                    st.target[d]
+                } else {
+                    st.lo[d]
+                };
+                let load = st.load[d] as f64;
+                let cap = largest(|w| load - w as f64 >= floor, load - floor)?;
+                Some((d, cap.min(fits_s)))
+            })
+            .collect();
+        let first_of = |d: usize, w: u64| donors[d].range((w, Reverse(u64::MAX), 0)..).next();
+        let covers = below(st.lo[s] - load);
+        let up = caps
+            .iter()
+            .filter_map(|&(d, cap)| first_of(d, covers).filter(|c| c.0 <= cap).map(|c| (d, *c)))
+            .min_by_key(|&(_, c)| c);
+        if up.is_some() {
+            return up;
+        }
+        let top = covers.checked_sub(1)?;
+        let w = caps
+            .iter()
+            .filter_map(|&(d, cap)| {
+                let upto = (top.min(cap), Reverse(0), usize::MAX);
+                donors[d].range(..=upto).next_back().map(|c| c.0)
+            })
+            .max()?;
+        caps.iter()
+            .filter(|&&(_, cap)| cap >= w)
+            .filter_map(|&(d, _)| first_of(d, w).filter(|c| c.0 == w).map(|c| (d, *c)))
+            .min_by_key(|&(_, c)| c)
     }
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::BalancedPlacer;
+use super::order::MemberIndex;
 use crate::model::Cluster;
 use crate::model::ShardSpec;
 use crate::placement::PlacementWarning;
@@ -48,6 +49,8 @@ pub(super) struct State {
     pub index: FxHashMap<u64, usize>,
     /// Moves recorded while applying an incremental update.
     pub log: Option<Vec<LoggedMove>>,
+    /// While shedding: the movable clusters of the shards it works on, in order.
+    pub members: Option<MemberIndex>,
 }
 
 impl State {
@@ -143,6 +146,11 @@ impl State {
         }
         // Two ids share a key: find it the slow way.
         (0..self.ids.len()).find(|&j| self.managed[j] && self.ids[j] == id)
+    }
+
+    /// Whether cluster `i` may be moved by rebalancing: managed, not pinned, with load.
+    pub fn movable(&self, i: usize) -> bool {
+        self.managed[i] && self.pin[i].is_none() && self.w[i] > 0
     }
 
     /// Zones that kept their clusters local.
