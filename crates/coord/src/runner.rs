@@ -34,7 +34,7 @@ mod placer;
 mod status;
 
 use crate::store::{Listing, Store, StoreError};
-pub use placer::{BlockingPlacer, Placer};
+pub use placer::{BlockingPlacer, InlinePlacer, Placer};
 pub use status::Status;
 
 /// How often the runner lists and ticks, and how long it may spend releasing.

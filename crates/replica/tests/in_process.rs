@@ -1,6 +1,6 @@
 //! Replicas started in the test's own process, as `fleetshard run` starts them: the
-//! library assembly (settings → build → spawn → shutdown) over a shared `memory://` store
-//! under paused time, and over one SQLite file with audit logs.
+//! library assembly (settings → build → spawn → shutdown) over a shared `memory://` store,
+//! and over one SQLite file with audit logs.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -72,7 +72,9 @@ async fn until(
     }
 }
 
-#[tokio::test(start_paused = true)]
+// Real time: the distributor places on tokio's blocking pool, which a paused clock would
+// race; every wait below is for a condition, with a deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_share_a_memory_store_and_a_leaving_one_hands_over() {
     let store = StoreUrl::Memory.open().unwrap();
     let mut handles = Vec::new();

@@ -1,7 +1,9 @@
 //! Where the runner computes the distributor's placements: never on its own task, which
 //! must keep renewing leases, listing and publishing its status while a placement of a
 //! large fleet runs (O(N log N), tens of milliseconds at 50k clusters; it used to be
-//! seconds). [`BlockingPlacer`], tokio's blocking pool, unless a test injects another.
+//! seconds). [`BlockingPlacer`], tokio's blocking pool, unless a test injects another:
+//! under paused time a blocking thread races the paused clock (tokio advances it while
+//! the runtime waits for the thread), so paused-time tests use [`InlinePlacer`].
 
 use futures::future::BoxFuture;
 
@@ -32,5 +34,16 @@ impl Placer for BlockingPlacer {
                 }
             }
         })
+    }
+}
+
+/// Runs each placement inside the future that asks for it: deterministic under paused
+/// time (no real thread for the paused clock to race), for tests and simulations.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InlinePlacer;
+
+impl Placer for InlinePlacer {
+    fn place(&self, job: PlacementJob, fleet: RunnerFleet) -> BoxFuture<'static, Option<Placed>> {
+        Box::pin(async move { Some(job.run(&fleet.clusters, &fleet.loads)) })
     }
 }

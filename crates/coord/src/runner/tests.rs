@@ -38,14 +38,16 @@ fn runner(
     events: &mpsc::UnboundedSender<OwnershipChange>,
 ) -> (Runner, watch::Receiver<Status>) {
     let loads = vec![1; clusters.len()];
-    Runner::new(
+    let (runner, status) = Runner::new(
         store.clone(),
         cfg,
         RunnerTiming::default(),
         RunnerFleet::fixed(clusters.to_vec(), loads),
         events.clone(),
     )
-    .unwrap()
+    .unwrap();
+    // Paused time: placements inline, no blocking thread racing the paused clock.
+    (runner.with_placer(Arc::new(InlinePlacer)), status)
 }
 
 /// Runs a runner as a task.
@@ -228,15 +230,26 @@ async fn a_runner_paused_past_its_lease_dates_its_stops_at_the_lapse() {
             p_stops += 1;
             let lapsed = e.lapsed_at.expect("a stop after a pause is a lapse");
             assert!(lapsed > paused_at && lapsed < *at, "{lapsed:?} {at:?}");
-            // Nobody else started the cluster before the lapse.
+            // Nobody else started the cluster between p's start of it and the lapse.
             let Ownership::Stopped(c) = &e.change else {
                 unreachable!()
             };
+            let p_started = events
+                .iter()
+                .filter(|(t, e2)| {
+                    e2.identity == "p" && e2.change == Ownership::Started(c.clone()) && t <= at
+                })
+                .map(|(t, _)| *t)
+                .max()
+                .expect("p started what it stopped");
             for (at2, e2) in &events {
-                if e2.identity != "p" && e2.change == Ownership::Started(c.clone()) {
+                if e2.identity != "p"
+                    && e2.change == Ownership::Started(c.clone())
+                    && *at2 >= p_started
+                {
                     assert!(
                         *at2 >= lapsed,
-                        "{c} started by {} before p lapsed",
+                        "{c} started by {} before p lapsed: {e2:?} {e:?}",
                         e2.identity
                     );
                 }
@@ -345,14 +358,15 @@ async fn a_new_inventory_is_placed_without_a_restart() {
         .iter()
         .map(|name| {
             let cfg = config(name, 2, None);
-            let runner = Runner::new(
+            let (runner, status) = Runner::new(
                 store.clone(),
                 cfg,
                 RunnerTiming::default(),
                 fleet_rx.clone(),
                 tx.clone(),
-            );
-            start(runner.unwrap())
+            )
+            .unwrap();
+            start((runner.with_placer(Arc::new(InlinePlacer)), status))
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(8)).await;
