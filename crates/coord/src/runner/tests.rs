@@ -179,9 +179,12 @@ async fn pausable<F: std::future::Future>(fut: F, mut running: watch::Receiver<b
     futures::pin_mut!(fut);
     loop {
         if *running.borrow_and_update() {
+            // A pause takes effect before the future is polled again (an unbiased select
+            // could poll it once more after the pause, at random).
             tokio::select! {
-                out = &mut fut => return out,
+                biased;
                 _ = running.changed() => {}
+                out = &mut fut => return out,
             }
         } else {
             let _ = running.changed().await;
