@@ -195,6 +195,33 @@ impl ClusterConnections {
     }
 }
 
+/// The client configuration for a cluster Secret's credentials: a kubeconfig, which is
+/// the documented way to give kube a CA bundle as PEM and a token.
+async fn kubeconfig_config(access: &ClusterAccess) -> Result<Config, String> {
+    let c = &access.credentials;
+    let mut cluster = json!({"server": access.server});
+    if c.insecure {
+        cluster["insecure-skip-tls-verify"] = json!(true);
+    }
+    if let Some(ca) = &c.ca_data {
+        cluster["certificate-authority-data"] = json!(ca);
+    }
+    let mut user = json!({});
+    if let Some(token) = &c.bearer_token {
+        user["token"] = json!(token);
+    }
+    let kubeconfig: Kubeconfig = serde_json::from_value(json!({
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }))
+    .map_err(|e| e.to_string())?;
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// One cluster: client, discovery cache, and object caches.
 pub struct ClusterConn {
     access: ClusterAccess,
@@ -219,29 +246,20 @@ impl ClusterConn {
             cluster: access.server.clone(),
             message,
         };
-        let c = &access.credentials;
-        let mut cluster = json!({"server": access.server});
-        if c.insecure {
-            cluster["insecure-skip-tls-verify"] = json!(true);
-        }
-        if let Some(ca) = &c.ca_data {
-            cluster["certificate-authority-data"] = json!(ca);
-        }
-        let mut user = json!({});
-        if let Some(token) = &c.bearer_token {
-            user["token"] = json!(token);
-        }
-        // A kubeconfig is the documented way to give kube a CA bundle as PEM and a token.
-        let kubeconfig: Kubeconfig = serde_json::from_value(json!({
-            "clusters": [{"name": "c", "cluster": cluster}],
-            "users": [{"name": "u", "user": user}],
-            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-            "current-context": "x",
-        }))
-        .map_err(|e| config_err(e.to_string()))?;
-        let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .map_err(|e| config_err(e.to_string()))?;
+        let mut config = if access.credentials.pod_service_account {
+            // Argo CD's built-in in-cluster entry: the pod's own service account. kube
+            // re-reads the projected token as the kubelet rotates it.
+            Config::incluster().map_err(|e| {
+                config_err(format!(
+                    "the built-in in-cluster destination uses this pod's service account, \
+                     and none is usable here ({e}); run in a pod, add a cluster Secret for \
+                     {}, or disable the in-cluster destination (--in-cluster-enabled=false)",
+                    access.server
+                ))
+            })?
+        } else {
+            kubeconfig_config(&access).await.map_err(config_err)?
+        };
         config.connect_timeout = Some(options.call_timeout);
         // Watches stay open up to `watch_timeout`; other calls are bounded by
         // `call_timeout` around them.
@@ -459,4 +477,34 @@ pub(crate) fn live_value(resource: &ApiResource, obj: DynamicObject) -> Value {
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves its map consistent: a poisoned lock is still usable.
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Argo CD's built-in in-cluster entry is reached with the pod's service account, never
+    /// anonymously: outside a pod that is a configuration error naming the way out.
+    #[tokio::test]
+    async fn the_built_in_in_cluster_entry_needs_the_pods_service_account() {
+        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            // Inside a pod the service account exists; what this test checks cannot happen.
+            return;
+        }
+        let access = ClusterAccess {
+            id: String::new(),
+            server: fleetshard_core::argo::IN_CLUSTER_SERVER.to_owned(),
+            credentials: ClusterCredentials::pod_service_account(),
+        };
+        let Err(err) = ClusterConnections::new(LiveOptions::default())
+            .start(&access)
+            .await
+        else {
+            panic!("connected anonymously to the in-cluster server");
+        };
+        let message = err.to_string();
+        assert!(matches!(err, LiveError::Config { .. }), "{message}");
+        assert!(message.contains("service account"), "{message}");
+        assert!(message.contains("--in-cluster-enabled=false"), "{message}");
+    }
 }

@@ -23,6 +23,21 @@ pub struct ClusterCredentials {
     pub insecure: bool,
     /// `tlsClientConfig.caData`: base64 of the PEM CA bundle.
     pub ca_data: Option<String>,
+    /// Argo CD's built-in in-cluster entry, which has no Secret: reach the API server as
+    /// the pod's own service account (its token and CA as Kubernetes mounts them, the
+    /// address from `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT`), as Argo CD does.
+    /// The other fields are unused then.
+    pub pod_service_account: bool,
+}
+
+impl ClusterCredentials {
+    /// The credentials of Argo CD's built-in in-cluster entry: the pod's service account.
+    pub fn pod_service_account() -> Self {
+        ClusterCredentials {
+            pod_service_account: true,
+            ..ClusterCredentials::default()
+        }
+    }
 }
 
 impl fmt::Debug for ClusterCredentials {
@@ -34,6 +49,7 @@ impl fmt::Debug for ClusterCredentials {
             )
             .field("insecure", &self.insecure)
             .field("ca_data", &self.ca_data.as_ref().map(|c| c.len()))
+            .field("pod_service_account", &self.pod_service_account)
             .finish()
     }
 }
@@ -100,6 +116,7 @@ impl ClusterCredentials {
             bearer_token: text("/bearerToken")?,
             insecure,
             ca_data: text("/tlsClientConfig/caData")?,
+            pod_service_account: false,
         };
         let unsupported = UNSUPPORTED
             .iter()

@@ -151,6 +151,7 @@ fn fleet_file() -> impl Strategy<Value = FleetFile> {
                     .map(|(zone, capacity)| ShardSpec { zone, capacity })
                     .collect(),
                 credentials: Default::default(),
+                format: Default::default(),
             }
         })
 }
@@ -184,6 +185,7 @@ fn seeds() -> Vec<String> {
         .into(),
         shards: vec![ShardSpec::default()],
         credentials: Default::default(),
+        format: Default::default(),
     };
     vec![
         to_fleet_yaml(&f),
@@ -297,6 +299,7 @@ fn writers_produce_readable_examples() {
         specs: Default::default(),
         shards: vec![],
         credentials: Default::default(),
+        format: Default::default(),
     };
     let yaml = to_fleet_yaml(&f);
     assert!(yaml.contains("apps: 2"), "{yaml}");
