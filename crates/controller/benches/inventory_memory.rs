@@ -132,6 +132,7 @@ async fn directory(files: usize) {
     let config = DirectoryConfig {
         dir: dir.path().to_owned(),
         poll_interval: Duration::from_secs(1),
+        in_cluster_enabled: false,
     };
     let task = tokio::spawn(DirectorySource::new(config).run(inventory.clone()));
     let snap = rx

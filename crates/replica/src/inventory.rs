@@ -7,8 +7,7 @@
 use std::sync::Arc;
 
 use fleetshard_controller::inventory::{
-    DirectoryConfig, DirectorySource, Inventory, InventorySnapshot, KubernetesSource, Problem,
-    Severity,
+    DirectorySource, Inventory, InventorySnapshot, KubernetesSource, Problem, Severity,
 };
 use fleetshard_coord::runner::RunnerFleet;
 use tokio::sync::watch;
@@ -74,14 +73,14 @@ pub async fn start(
                 reporter,
             });
         }
-        FleetSource::Directory(dir) => {
-            if !dir.is_dir() {
+        FleetSource::Directory(config) => {
+            if !config.dir.is_dir() {
                 return Err(ReplicaError::Inventory(format!(
                     "--fleet-dir {}: not a directory",
-                    dir.display()
+                    config.dir.display()
                 )));
             }
-            let source = DirectorySource::new(DirectoryConfig::new(dir));
+            let source = DirectorySource::new(config);
             (tokio::spawn(source.run(inventory.clone())), None)
         }
         FleetSource::Kubernetes(config) => {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fleetshard_controller::inventory::{InventoryContent, KubernetesConfig};
+use fleetshard_controller::inventory::{DirectoryConfig, InventoryContent, KubernetesConfig};
 use fleetshard_coord::argocd_runner::ArgoConfig;
 use fleetshard_coord::fenced::ShardCount;
 use fleetshard_coord::lease::LeaseTiming;
@@ -51,7 +51,7 @@ pub enum FleetSource {
     /// A fleet loaded once (from files, or written by a test).
     Fixed(InventoryContent),
     /// A directory of Argo CD manifests or native fleet files, watched.
-    Directory(PathBuf),
+    Directory(DirectoryConfig),
     /// Argo CD's cluster Secrets and Applications through the Kubernetes API, watched;
     /// app statuses are written on the Applications.
     Kubernetes(KubernetesConfig),
@@ -62,7 +62,7 @@ impl std::fmt::Display for FleetSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FleetSource::Fixed(_) => f.write_str("the fleet files"),
-            FleetSource::Directory(dir) => write!(f, "--fleet-dir {}", dir.display()),
+            FleetSource::Directory(d) => write!(f, "--fleet-dir {}", d.dir.display()),
             FleetSource::Kubernetes(k) => {
                 write!(f, "--argocd-namespace {}", k.secrets_namespace)
             }

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use fleetshard_controller::inventory::{InventoryContent, KubernetesConfig, specs_by_app_key};
+use fleetshard_controller::inventory::{
+    DirectoryConfig, InventoryContent, KubernetesConfig, specs_by_app_key,
+};
 use fleetshard_replica::{
     ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, ReconcilerKind, Replica,
     ReplicaSettings,
@@ -257,7 +259,10 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
 /// Where the inventory comes from.
 fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
     if let Some(dir) = &args.fleet_dir {
-        return Ok(FleetSource::Directory(dir.clone()));
+        return Ok(FleetSource::Directory(DirectoryConfig {
+            in_cluster_enabled: args.input.in_cluster_enabled,
+            ..DirectoryConfig::new(dir.clone())
+        }));
     }
     if let Some(ns) = &args.argocd_namespace {
         let apps = match args.application_namespace.as_deref() {
@@ -268,6 +273,7 @@ fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
         return Ok(FleetSource::Kubernetes(KubernetesConfig {
             secrets_namespace: ns.clone(),
             apps_namespace: apps,
+            in_cluster_enabled: args.input.in_cluster_enabled,
         }));
     }
     let loaded = input::load(&args.input.source()?)?;
