@@ -18,7 +18,7 @@ use std::path::Path;
 use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
 
 pub use app_spec::{AppDefinition, AppSource, AppSpec, AutoSync, SyncRequest, spec_key};
-pub use credentials::{ClusterCredentials, ConfigProblem};
+pub use credentials::{ClusterCredentials, ConfigProblem, ExecProvider};
 use document::Accept;
 pub use document::yaml_options;
 pub use error::{LoadError, LoadWarning, Loaded};

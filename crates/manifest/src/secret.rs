@@ -254,8 +254,8 @@ pub(crate) fn to_cluster(
                 ctx.warn(
                     &object,
                     Some(&f),
-                    "not supported by fleetshard's reconciler; the cluster is reached \
-                     without it"
+                    "not supported by fleetshard's reconciler yet; its apps show an error \
+                     and nothing is applied to the cluster"
                         .to_owned(),
                 );
             }
