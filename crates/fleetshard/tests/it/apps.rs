@@ -73,6 +73,7 @@ fn populate(db: &Path) -> String {
             "team-a",
             "guestbook",
             StatusUpdate::Operation(OperationState {
+                operation: Default::default(),
                 phase: "Succeeded".to_owned(),
                 message: "successfully synced".to_owned(),
                 started_at: "2026-11-21T09:58:00Z".to_owned(),

@@ -69,7 +69,8 @@ fn application_list_maps_every_field() {
         sa.auto_sync,
         Some(AutoSync {
             prune: true,
-            self_heal: false
+            self_heal: false,
+            allow_empty: false,
         })
     );
     assert_eq!(b.destination.name.as_deref(), Some("prod-eu-1"));
@@ -105,7 +106,8 @@ fn json_single_and_disabled_automation() {
         spec_of(&file, &file.fleet.apps[0]).auto_sync,
         Some(AutoSync {
             prune: false,
-            self_heal: true
+            self_heal: true,
+            allow_empty: false,
         })
     );
 }
@@ -132,6 +134,12 @@ items:
         &loaded.warnings,
         &["Application argocd/multi: spec.sources"],
     );
+    let refused: Vec<&str> = spec_of(file, &file.fleet.apps[0])
+        .refusals
+        .iter()
+        .map(|r| r.field.as_str())
+        .collect();
+    assert_eq!(refused, ["spec.sources"]);
 }
 
 #[test]
