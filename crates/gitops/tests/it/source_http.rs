@@ -55,7 +55,7 @@ async fn manifests_over_http_at_a_branch_a_tag_and_a_commit() {
     git.run(&["tag", "-a", "v1", "-m", "release 1"]);
     git.write("app/cm.yaml", &config_map("cm", "2"));
     git.write(
-        "app/sub/other.json",
+        "app/other.json",
         r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ns"}}"#,
     );
     let c2 = git.commit("2");
