@@ -431,4 +431,58 @@ mod tests {
         assert_eq!(done["operation"], Value::Null, "{done}");
         assert!(done.as_object().unwrap().contains_key("operation"));
     }
+
+    /// What Argo CD's Application CRD requires of a written operation: `operationState`
+    /// with `operation` (the request, `initiatedBy` included), `phase` and `startedAt`, and
+    /// every `syncResult.resources[]` entry with `group, kind, name, namespace, version` —
+    /// `namespace` empty, not absent, for a cluster-scoped object.
+    #[test]
+    fn a_written_operation_has_what_argo_cds_crd_requires() {
+        let op = OperationState {
+            operation: OperationRecord {
+                sync: SyncOperation {
+                    prune: true,
+                    ..SyncOperation::default()
+                },
+                initiated_by: Initiator {
+                    username: String::new(),
+                    automated: true,
+                },
+            },
+            phase: "Succeeded".into(),
+            message: "ok".into(),
+            started_at: "2026-11-21T10:00:00Z".into(),
+            finished_at: Some("2026-11-21T10:00:01Z".into()),
+            sync_result: Some(SyncResult {
+                revision: "abc".into(),
+                resources: vec![SyncResultEntry {
+                    group: String::new(),
+                    version: "v1".into(),
+                    kind: "Namespace".into(),
+                    namespace: String::new(),
+                    name: "team".into(),
+                    status: "Synced".into(),
+                    message: "applied".into(),
+                }],
+            }),
+        };
+        let patch = StatusUpdate::Operation(op).merge_patch();
+        let state = &patch["status"]["operationState"];
+        for field in ["operation", "phase", "startedAt"] {
+            assert!(state.get(field).is_some(), "{field} missing: {state}");
+        }
+        assert_eq!(state["operation"]["initiatedBy"], json!({"automated": true}));
+        assert_eq!(state["operation"]["sync"], json!({"prune": true}));
+        let entry = &state["syncResult"]["resources"][0];
+        for field in ["group", "kind", "name", "namespace", "version"] {
+            assert!(entry.get(field).is_some(), "{field} missing: {entry}");
+        }
+        assert_eq!(entry["namespace"], "");
+        // A record written before `operation` existed still reads.
+        let old: OperationState = serde_json::from_value(json!({
+            "phase": "Succeeded", "message": "", "startedAt": "t"
+        }))
+        .unwrap();
+        assert_eq!(old.operation, OperationRecord::default());
+    }
 }
