@@ -210,7 +210,10 @@ pub async fn sync(
         let (status, message) = match outcome {
             Ok(_) if mode.dry_run => {
                 conn.heard_now();
-                (ResultCode::Synced, "valid (server-side dry run; not applied)".to_owned())
+                (
+                    ResultCode::Synced,
+                    "valid (server-side dry run; not applied)".to_owned(),
+                )
             }
             Ok(applied) => {
                 conn.heard_now();
@@ -305,7 +308,10 @@ async fn delete(
     match tokio::time::timeout_at(until.at, call).await {
         Ok(Ok(_)) if dry_run => {
             conn.heard_now();
-            (ResultCode::Pruned, "would be pruned (server-side dry run)".to_owned())
+            (
+                ResultCode::Pruned,
+                "would be pruned (server-side dry run)".to_owned(),
+            )
         }
         Ok(Ok(_)) => {
             conn.heard_now();

@@ -58,8 +58,8 @@ use problem::{COMPARISON_ERROR, Problem};
 pub use inventory::{AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory};
 pub use status::{
     AppStatus, ComparisonStatus, Condition, HealthInfo, Initiator, KubeStatusSink, MemorySink,
-    OperationRecord, OperationState, ResourceEntry, SinkError, StatusSink, StatusUpdate,
-    SyncInfo, SyncOperation, SyncOperationResource, SyncResult, SyncResultEntry,
+    OperationRecord, OperationState, ResourceEntry, SinkError, StatusSink, StatusUpdate, SyncInfo,
+    SyncOperation, SyncOperationResource, SyncResult, SyncResultEntry,
 };
 pub use store_sink::{
     DEFAULT_HEARTBEAT, RecordError, StoreStatusSink, StoredAppStatus, StoredStatusEntry,
@@ -221,10 +221,7 @@ impl GitOpsReconciler {
         if !refused.is_empty() {
             return Err(Problem::permanent(
                 RefusalKind::InvalidSpec.condition_type(),
-                format!(
-                    "application {key} is not synced: {}",
-                    refused.join("; ")
-                ),
+                format!("application {key} is not synced: {}", refused.join("; ")),
             ));
         }
         let manifests = self
@@ -257,8 +254,7 @@ impl GitOpsReconciler {
         let mut kinds: Vec<KindInfo> = Vec::new();
         for m in &manifests.objects {
             let id = &m.identity;
-            if let Some(why) = guard::object_refusal(&m.object, &format!("{id} ({})", m.location))
-            {
+            if let Some(why) = guard::object_refusal(&m.object, &format!("{id} ({})", m.location)) {
                 return Err(with_rev(Problem::permanent(COMPARISON_ERROR, why)));
             }
             let kind = conn

@@ -74,7 +74,8 @@ pub const APP_SYNC_OPTIONS: &[&str] = &[
 /// Per-object sync options (`argocd.argoproj.io/sync-options` on a manifest) accepted:
 /// `Prune=false` and `Delete=false` (the object is never pruned), defaults, and the
 /// application-level ones.
-pub const OBJECT_SYNC_OPTIONS: &[&str] = &["Prune=false", "Delete=false", "Prune=true", "Delete=true"];
+pub const OBJECT_SYNC_OPTIONS: &[&str] =
+    &["Prune=false", "Delete=false", "Prune=true", "Delete=true"];
 
 /// Annotations under Argo CD's and Helm's prefixes accepted on a manifest; any other key
 /// with prefix [`CONTROLLED_PREFIXES`] (sync waves, hooks, compare options) is refused.
@@ -106,8 +107,7 @@ pub fn refusals(value: &Value) -> Vec<Refusal> {
     };
     if let Some(Value::Object(annotations)) = value.pointer("/metadata/annotations") {
         for key in annotations.keys() {
-            if key.starts_with("argocd.argoproj.io/") && !APP_ANNOTATIONS.contains(&key.as_str())
-            {
+            if key.starts_with("argocd.argoproj.io/") && !APP_ANNOTATIONS.contains(&key.as_str()) {
                 out.push(spec(
                     format!("metadata.annotations[{key}]"),
                     "not implemented by fleetshard; the app is not synced".to_owned(),
@@ -200,7 +200,9 @@ pub fn unknown_options<'a>(
         other => vec![other],
     };
     items.into_iter().filter_map(move |o| {
-        let text = o.as_str().map_or_else(|| o.to_string(), |s| s.trim().to_owned());
+        let text = o
+            .as_str()
+            .map_or_else(|| o.to_string(), |s| s.trim().to_owned());
         (!allowed.contains(&text.as_str()) && !is_zero(o)).then(|| {
             format!("sync option {text:?} is not implemented by fleetshard; nothing is synced")
         })

@@ -33,8 +33,17 @@ pub(crate) fn handover_patch(live: &Value) -> Option<Value> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let main = |e: &Value| e.get("subresource").and_then(Value::as_str).is_none_or(str::is_empty);
-    let manager = |e: &Value| e.get("manager").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let main = |e: &Value| {
+        e.get("subresource")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+    };
+    let manager = |e: &Value| {
+        e.get("manager")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
     let is_legacy = |e: &Value| main(e) && LEGACY_MANAGERS.contains(&manager(e).as_str());
     let is_ours = |e: &Value| {
         main(e)
@@ -94,11 +103,9 @@ fn merge(into: &mut Value, from: &Value) {
 fn fields_of_applied(applied: &Value) -> Value {
     fn walk(v: &Value) -> Value {
         match v {
-            Value::Object(m) if !m.is_empty() => Value::Object(
-                m.iter()
-                    .map(|(k, x)| (format!("f:{k}"), walk(x)))
-                    .collect(),
-            ),
+            Value::Object(m) if !m.is_empty() => {
+                Value::Object(m.iter().map(|(k, x)| (format!("f:{k}"), walk(x))).collect())
+            }
             _ => json!({}),
         }
     }
@@ -147,20 +154,24 @@ mod tests {
             "metadata": {"name": "s", "labels": {"a": "1", "b": "2"}},
             "data": {"x": "1"}});
         let live = json!({"apiVersion": "v1", "metadata": {
-            "resourceVersion": "7",
-            "annotations": {LAST_APPLIED: applied.to_string()},
-            "managedFields": [
-                {"manager": "argocd-controller", "operation": "Apply",
-                 "fieldsV1": {"f:data": {"f:y": {}}}},
-                {"manager": "fleetshard", "operation": "Apply", "fieldsV1": {"f:data": {"f:z": {}}}},
-                {"manager": "argocd-controller", "operation": "Update", "subresource": "status",
-                 "fieldsV1": {"f:status": {}}},
-            ]}});
+        "resourceVersion": "7",
+        "annotations": {LAST_APPLIED: applied.to_string()},
+        "managedFields": [
+            {"manager": "argocd-controller", "operation": "Apply",
+             "fieldsV1": {"f:data": {"f:y": {}}}},
+            {"manager": "fleetshard", "operation": "Apply", "fieldsV1": {"f:data": {"f:z": {}}}},
+            {"manager": "argocd-controller", "operation": "Update", "subresource": "status",
+             "fieldsV1": {"f:status": {}}},
+        ]}});
         let patch = handover_patch(&live).unwrap();
         let meta = &patch["metadata"];
         assert_eq!(meta["resourceVersion"], "7");
         let entries = meta["managedFields"].as_array().unwrap();
-        assert_eq!(entries.len(), 2, "the status entry stays; one entry of ours");
+        assert_eq!(
+            entries.len(),
+            2,
+            "the status entry stays; one entry of ours"
+        );
         let ours = &entries[1];
         assert_eq!(ours["manager"], "fleetshard");
         assert_eq!(

@@ -131,7 +131,11 @@ impl GitOpsReconciler {
                 }
             }
         };
-        let how = if request.dry_run { "dry run of a sync" } else { "sync" };
+        let how = if request.dry_run {
+            "dry run of a sync"
+        } else {
+            "sync"
+        };
         let message = format!("{how} to {} (requested)", last.commit);
         // Ran (succeeded or failed, as operationState records): done, as Argo CD runs an
         // operation once. Not run (a lapsed lease, an unreachable store): retried.
@@ -152,7 +156,10 @@ impl GitOpsReconciler {
         request: &SyncRequest,
         refused: &[String],
     ) -> Result<(), ReconcileError> {
-        let message = format!("sync refused, nothing applied or pruned: {}", refused.join("; "));
+        let message = format!(
+            "sync refused, nothing applied or pruned: {}",
+            refused.join("; ")
+        );
         let now = self.clock.now_rfc3339();
         let state = OperationState {
             operation: Request::manual(request).record(),

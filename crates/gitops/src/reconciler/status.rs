@@ -471,7 +471,10 @@ mod tests {
         for field in ["operation", "phase", "startedAt"] {
             assert!(state.get(field).is_some(), "{field} missing: {state}");
         }
-        assert_eq!(state["operation"]["initiatedBy"], json!({"automated": true}));
+        assert_eq!(
+            state["operation"]["initiatedBy"],
+            json!({"automated": true})
+        );
         assert_eq!(state["operation"]["sync"], json!({"prune": true}));
         let entry = &state["syncResult"]["resources"][0];
         for field in ["group", "kind", "name", "namespace", "version"] {

@@ -182,7 +182,9 @@ impl RepoCache {
                     let task_repo = repo_url.clone();
                     let read = tokio::task::spawn_blocking(move || {
                         inner.reads_done.fetch_add(1, Ordering::Relaxed);
-                        repo::read_manifests(&opened, &task_repo, &revision, commit, &path, &directory)
+                        repo::read_manifests(
+                            &opened, &task_repo, &revision, commit, &path, &directory,
+                        )
                     })
                     .await;
                     match read {

@@ -388,7 +388,11 @@ pub(crate) fn read_manifests(
             }
             if entry.mode.is_tree() {
                 if directory.recurse {
-                    subdirs.push((entry.oid.to_owned(), file_path(&name), join(&rel_dir, &name)));
+                    subdirs.push((
+                        entry.oid.to_owned(),
+                        file_path(&name),
+                        join(&rel_dir, &name),
+                    ));
                 }
                 continue;
             }

@@ -332,7 +332,10 @@ async fn directories_are_read_as_argo_cd_reads_them() {
     let git = Git::init(&tmp.path().join("repo"));
     git.write("app/a.yaml", &config_map("a", "1"))
         .write("app/b.yaml", &config_map("b", "1"))
-        .write("app/config.json", r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"j"}}"#)
+        .write(
+            "app/config.json",
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"j"}}"#,
+        )
         .write("app/other-app/c.yaml", &config_map("c", "1"))
         .write("app/other-app/deeper/d.yaml", &config_map("d", "1"))
         .write("js/ok.yaml", &config_map("ok", "1"))
@@ -360,7 +363,10 @@ async fn directories_are_read_as_argo_cd_reads_them() {
     assert_eq!(read(true, "*.yaml", "").await, ["a", "b", "c", "d"]);
     assert_eq!(read(true, "", "other-app/*").await, ["a", "b", "j"]);
     assert_eq!(read(false, "{a.yaml,config.json}", "").await, ["a", "j"]);
-    assert_eq!(read(true, "*.yaml", "{b.yaml,*/deeper/*}").await, ["a", "c"]);
+    assert_eq!(
+        read(true, "*.yaml", "{b.yaml,*/deeper/*}").await,
+        ["a", "c"]
+    );
 
     let err = cache
         .manifests(&source(&repo, "main", "js"), Refresh::Normal)
@@ -373,7 +379,12 @@ async fn directories_are_read_as_argo_cd_reads_them() {
     let mut excluded = source(&repo, "main", "js");
     excluded.directory.exclude = "*.jsonnet".to_owned();
     assert_eq!(
-        cache.manifests(&excluded, Refresh::Normal).await.unwrap().objects.len(),
+        cache
+            .manifests(&excluded, Refresh::Normal)
+            .await
+            .unwrap()
+            .objects
+            .len(),
         1,
         "an excluded Jsonnet file is not read"
     );

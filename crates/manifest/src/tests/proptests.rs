@@ -104,7 +104,11 @@ fn app() -> impl Strategy<Value = (App, AppSpec)> {
                         path,
                         directory: Default::default(),
                     },
-                    auto_sync: auto.map(|(prune, self_heal)| AutoSync { prune, self_heal, allow_empty: false }),
+                    auto_sync: auto.map(|(prune, self_heal)| AutoSync {
+                        prune,
+                        self_heal,
+                        allow_empty: false,
+                    }),
                     sync_request: None,
                     refusals: Vec::new(),
                 };

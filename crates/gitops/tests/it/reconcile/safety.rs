@@ -88,10 +88,7 @@ impl Env {
             prune: true,
             ..SyncRequest::default()
         });
-        assert_eq!(
-            self.r.operate(&key("a")).await.unwrap(),
-            Operated::Finished
-        );
+        assert_eq!(self.r.operate(&key("a")).await.unwrap(), Operated::Finished);
         self.inventory
             .update(&key("a"), |t| t.spec.sync_request = None);
         self.r.operate(&key("a")).await.unwrap();
@@ -117,7 +114,10 @@ async fn a_dry_run_writes_nothing() {
     let e = env(&[("app/old.yaml", config_map("old", "1"))], None).await;
     e.sync_all().await;
     assert!(e.cm("old").is_some());
-    e.commit(&["app/old.yaml"], &[("app/new.yaml", config_map("new", "1"))]);
+    e.commit(
+        &["app/old.yaml"],
+        &[("app/new.yaml", config_map("new", "1"))],
+    );
     e.r.refresh(&key("a")).await.unwrap();
     e.request(SyncRequest {
         prune: true,
@@ -196,9 +196,16 @@ async fn protected_objects_are_never_pruned() {
             ),
             (
                 "app/d.yaml",
-                annotated("d", "argocd.argoproj.io/sync-options", "ServerSideApply=true,Delete=false"),
+                annotated(
+                    "d",
+                    "argocd.argoproj.io/sync-options",
+                    "ServerSideApply=true,Delete=false",
+                ),
             ),
-            ("app/h.yaml", annotated("h", "helm.sh/resource-policy", "keep")),
+            (
+                "app/h.yaml",
+                annotated("h", "helm.sh/resource-policy", "keep"),
+            ),
             ("app/gone.yaml", config_map("gone", "1")),
         ],
         Some(PRUNE),
@@ -249,7 +256,10 @@ async fn an_empty_render_is_not_pruned_to_unless_allowed() {
     let e = env(&[("app/cm.yaml", config_map("cm", "1"))], Some(PRUNE)).await;
     e.r.refresh(&key("a")).await.unwrap();
     assert_eq!(e.r.operate(&key("a")).await.unwrap(), Operated::Finished);
-    e.commit(&["app/cm.yaml"], &[("app/README.md", "nothing here\n".into())]);
+    e.commit(
+        &["app/cm.yaml"],
+        &[("app/README.md", "nothing here\n".into())],
+    );
     e.r.refresh(&key("a")).await.unwrap();
     assert_eq!(e.r.operate(&key("a")).await.unwrap(), Operated::Idle);
     assert!(e.cm("cm").is_some(), "everything was pruned");
@@ -271,7 +281,10 @@ async fn an_empty_render_is_not_pruned_to_unless_allowed() {
     assert!(e.cm("cm").is_some(), "a Jsonnet app was pruned to empty");
     let conditions = e.conditions();
     assert_eq!(conditions[0].0, "ComparisonError");
-    assert!(conditions[0].1.contains("app/main.jsonnet"), "{conditions:?}");
+    assert!(
+        conditions[0].1.contains("app/main.jsonnet"),
+        "{conditions:?}"
+    );
 
     // Allowed, and truly empty: pruned.
     e.commit(&["app/main.jsonnet"], &[]);
@@ -298,11 +311,14 @@ async fn an_app_setting_what_is_not_implemented_is_refused() {
         },
         "operation": {"sync": {"prune": true, "manifests": ["kind: ConfigMap"]}},
     });
-    let loaded =
-        fleetshard_manifest::parse_apps_with_specs(&app.to_string(), "apps.json").unwrap();
+    let loaded = fleetshard_manifest::parse_apps_with_specs(&app.to_string(), "apps.json").unwrap();
     let spec = loaded.value.specs.values().next().unwrap().clone();
-    e.inventory.update(&key("a"), |t| t.spec.refusals = spec.refusals.clone());
-    e.commit(&["app/cm.yaml"], &[("app/other.yaml", config_map("other", "1"))]);
+    e.inventory
+        .update(&key("a"), |t| t.spec.refusals = spec.refusals.clone());
+    e.commit(
+        &["app/cm.yaml"],
+        &[("app/other.yaml", config_map("other", "1"))],
+    );
     let writes = e.fake.write_count();
     e.r.refresh(&key("a")).await.unwrap();
     assert_eq!(e.r.operate(&key("a")).await.unwrap(), Operated::Idle);
@@ -320,7 +336,11 @@ async fn an_app_setting_what_is_not_implemented_is_refused() {
     assert_eq!(e.r.operate(&key("a")).await.unwrap(), Operated::Finished);
     let op = e.sink.get(&key("a")).unwrap().operation.unwrap();
     assert_eq!(op.phase, "Error");
-    assert!(op.message.contains("operation.sync.manifests"), "{}", op.message);
+    assert!(
+        op.message.contains("operation.sync.manifests"),
+        "{}",
+        op.message
+    );
     assert!(op.message.contains("spec.sources"), "{}", op.message);
     e.r.refresh(&key("a")).await.unwrap();
     assert!(
@@ -366,7 +386,13 @@ async fn fields_of_earlier_appliers_removed_from_git_are_removed_live() {
         .unwrap();
     e.r.refresh(&key("a")).await.unwrap();
     assert_eq!(
-        e.sink.get(&key("a")).unwrap().comparison.unwrap().sync.status,
+        e.sink
+            .get(&key("a"))
+            .unwrap()
+            .comparison
+            .unwrap()
+            .sync
+            .status,
         "OutOfSync"
     );
     assert_eq!(e.r.operate(&key("a")).await.unwrap(), Operated::Finished);
@@ -378,7 +404,13 @@ async fn fields_of_earlier_appliers_removed_from_git_are_removed_live() {
     assert_eq!(managers(&ssa), ["fleetshard"]);
     e.r.refresh(&key("a")).await.unwrap();
     assert_eq!(
-        e.sink.get(&key("a")).unwrap().comparison.unwrap().sync.status,
+        e.sink
+            .get(&key("a"))
+            .unwrap()
+            .comparison
+            .unwrap()
+            .sync
+            .status,
         "Synced"
     );
     assert_eq!(e.r.operate(&key("a")).await.unwrap(), Operated::Idle);
