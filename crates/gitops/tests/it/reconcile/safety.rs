@@ -68,6 +68,11 @@ impl Env {
         self.fake.get("v1", "ConfigMap", "default", name)
     }
 
+    fn sync_status(&self) -> String {
+        let c = self.sink.get(&key("a")).unwrap().comparison.unwrap();
+        c.sync.status
+    }
+
     fn conditions(&self) -> Vec<(String, String)> {
         let c = self.sink.get(&key("a")).unwrap().comparison.unwrap();
         c.conditions
@@ -325,8 +330,7 @@ async fn an_app_setting_what_is_not_implemented_is_refused() {
     let conditions = e.conditions();
     assert_eq!(conditions[0].0, "InvalidSpecError", "{conditions:?}");
     assert!(conditions[0].1.contains("spec.sources"), "{conditions:?}");
-    let status = e.sink.get(&key("a")).unwrap().comparison.unwrap();
-    assert_eq!(status.sync.status, "Unknown");
+    assert_eq!(e.sync_status(), "Unknown");
 
     // A request is refused too, naming its own field; it is ended (cleared), not retried.
     e.request(SyncRequest {
@@ -385,16 +389,7 @@ async fn fields_of_earlier_appliers_removed_from_git_are_removed_live() {
             "data": {"value": "1", "extra": "old"}}))
         .unwrap();
     e.r.refresh(&key("a")).await.unwrap();
-    assert_eq!(
-        e.sink
-            .get(&key("a"))
-            .unwrap()
-            .comparison
-            .unwrap()
-            .sync
-            .status,
-        "OutOfSync"
-    );
+    assert_eq!(e.sync_status(), "OutOfSync");
     assert_eq!(e.r.operate(&key("a")).await.unwrap(), Operated::Finished);
     let csa = e.cm("csa").unwrap();
     assert_eq!(csa["data"], json!({"value": "1"}), "{csa}");
@@ -403,15 +398,6 @@ async fn fields_of_earlier_appliers_removed_from_git_are_removed_live() {
     assert_eq!(ssa["data"], json!({"value": "1"}), "{ssa}");
     assert_eq!(managers(&ssa), ["fleetshard"]);
     e.r.refresh(&key("a")).await.unwrap();
-    assert_eq!(
-        e.sink
-            .get(&key("a"))
-            .unwrap()
-            .comparison
-            .unwrap()
-            .sync
-            .status,
-        "Synced"
-    );
+    assert_eq!(e.sync_status(), "Synced");
     assert_eq!(e.r.operate(&key("a")).await.unwrap(), Operated::Idle);
 }
