@@ -70,6 +70,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use key::{KeyError, ResourceKey};
+pub(crate) use owned::LAST_APPLIED;
 pub use tracking::{TRACKING_ANNOTATION, TrackingId, is_tracked_by, tracking_annotation};
 
 /// The field manager fleetshard's server-side apply uses.

@@ -5,6 +5,7 @@ mod application;
 mod credentials;
 mod document;
 mod error;
+pub mod implemented;
 mod native;
 mod secret;
 mod write;
@@ -17,7 +18,10 @@ use std::path::Path;
 
 use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
 
-pub use app_spec::{AppDefinition, AppSource, AppSpec, AutoSync, SyncRequest, spec_key};
+pub use app_spec::{
+    AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, Refusal,
+    RefusalKind, SyncRequest, SyncResource, spec_key,
+};
 pub use credentials::{ClusterCredentials, ConfigProblem, ExecProvider};
 use document::Accept;
 pub use document::yaml_options;

@@ -229,6 +229,7 @@ fn generated_specs(spec: &FleetSpec, fleet: &Fleet) -> BTreeMap<(String, String)
                     repo_url: REPO_URL.to_owned(),
                     target_revision: TARGET_REVISION.to_owned(),
                     path,
+                    directory: Default::default(),
                 },
                 ..AppSpec::default()
             };

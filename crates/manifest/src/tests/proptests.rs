@@ -102,9 +102,15 @@ fn app() -> impl Strategy<Value = (App, AppSpec)> {
                         repo_url,
                         target_revision,
                         path,
+                        directory: Default::default(),
                     },
-                    auto_sync: auto.map(|(prune, self_heal)| AutoSync { prune, self_heal }),
+                    auto_sync: auto.map(|(prune, self_heal)| AutoSync {
+                        prune,
+                        self_heal,
+                        allow_empty: false,
+                    }),
                     sync_request: None,
+                    refusals: Vec::new(),
                 };
                 (app, spec)
             },
@@ -177,9 +183,11 @@ fn seeds() -> Vec<String> {
                     repo_url: "https://git.example/a".into(),
                     target_revision: "HEAD".into(),
                     path: "a".into(),
+                    directory: Default::default(),
                 },
                 auto_sync: Some(AutoSync::default()),
                 sync_request: None,
+                refusals: Vec::new(),
             },
         )]
         .into(),

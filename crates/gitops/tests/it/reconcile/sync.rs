@@ -15,6 +15,7 @@ use serde_json::json;
 const AUTO: Option<AutoSync> = Some(AutoSync {
     prune: false,
     self_heal: false,
+    allow_empty: false,
 });
 
 struct Env {
@@ -168,6 +169,7 @@ async fn drift(self_heal: bool) -> (Env, Arc<fleetshard_gitops::reconciler::GitO
         Some(AutoSync {
             prune: false,
             self_heal,
+            allow_empty: false,
         }),
     );
     let r = e.reconciler();
@@ -282,7 +284,7 @@ async fn a_sync_asked_for_by_hand_runs_once_and_can_roll_back() {
         e.inventory.update(&key("a"), |t| {
             t.spec.sync_request = Some(fleetshard_manifest::SyncRequest {
                 revision,
-                prune: false,
+                ..Default::default()
             });
         });
     };
@@ -343,6 +345,7 @@ async fn removed_from_git(prune: bool) -> Env {
         Some(AutoSync {
             prune,
             self_heal: false,
+            allow_empty: false,
         }),
     );
     let r = e.reconciler();
