@@ -51,6 +51,7 @@ fn generate() -> (Fleet, BTreeMap<(String, String), AppSpec>) {
                 repo_url: "https://git.example.com/platform/apps.git".to_owned(),
                 path: format!("apps/{}", app.name),
                 target_revision: "HEAD".to_owned(),
+                directory: Default::default(),
             },
             ..AppSpec::default()
         };
