@@ -84,6 +84,13 @@ pub struct ShardView {
     pub shard_count: u32,
     /// Records of the last listing that could not be read (fenced mode; 0 otherwise).
     pub corrupt_records: u64,
+    /// Other live replicas whose published inventory digest differs from this one's
+    /// (fenced mode; 0 otherwise).
+    pub inventory_disagreement: u64,
+    /// Clusters the distributor keeps assigned although its inventory dropped them, until
+    /// the smaller inventory has held for the drop guard's grace (fenced mode; 0
+    /// otherwise).
+    pub held_back_clusters: u64,
 }
 
 /// What a coordination runner publishes (through a `watch`), seen by the replica: the
