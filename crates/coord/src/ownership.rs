@@ -55,6 +55,21 @@ pub trait RunnerMetrics: Send + Sync + 'static {
     }
 }
 
+/// Logs a write's outcome (debug level) the one way both runners do: the version written or
+/// the error as text, never Rust's `Debug` form of the result.
+pub(crate) fn log_write(
+    identity: &str,
+    key: &str,
+    result: &Result<u64, crate::store::StoreError>,
+    took: Duration,
+) {
+    let took_ms = took.as_secs_f64() * 1e3;
+    match result {
+        Ok(version) => tracing::debug!(identity, key, version, took_ms, "write"),
+        Err(e) => tracing::debug!(identity, key, error = %e, took_ms, "write failed"),
+    }
+}
+
 /// Measures nothing.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoMetrics;

@@ -541,7 +541,7 @@ impl Runner {
                             Err(StoreError::Unavailable(_) | StoreError::Backend(_))
                         );
                         metrics.store_call(purpose.as_str(), took, ok);
-                        tracing::debug!(%identity, %key, ?result, ?took, "write");
+                        crate::ownership::log_write(&identity, &key, &result, took);
                         // The runner may have returned; nobody needs the outcome then.
                         let _ = done.send(WriteDone { ticket, result });
                     });
@@ -554,7 +554,11 @@ impl Runner {
     fn place(&self, job: PlacementJob) {
         let fleet = self.step_fleet.clone();
         debug_assert_eq!(fleet.revision, job.fleet_revision());
-        tracing::debug!(identity = %self.cfg.identity, ?job, "placing");
+        tracing::debug!(
+            identity = %self.cfg.identity,
+            fleet_revision = job.fleet_revision(),
+            "placing"
+        );
         let (placing, tx) = (self.placer.place(job, fleet), self.placed_tx.clone());
         tokio::spawn(async move {
             // The runner may have returned; nobody needs the result then.
