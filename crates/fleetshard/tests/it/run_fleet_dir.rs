@@ -242,3 +242,76 @@ fn an_empty_fleet_is_refused_and_a_duplicate_id_is_reported() {
         "{stderr}"
     );
 }
+
+/// `fleetshard run --fleet-dir DIR` as `identity` on `store`, serving HTTP on `port`.
+fn spawn_replica(dir: &Path, identity: &str, store: &str, fleet: &Path, port: u16) -> KillOnDrop {
+    KillOnDrop(
+        fleetshard()
+            .args(["run", "--identity", identity, "--store", store])
+            .args(["--shards", "2", "--reconciler", "none"])
+            .arg("--fleet-dir")
+            .arg(fleet)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join(format!("{identity}.log"))).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Two replicas read different fleets (one has a cluster fewer and a duplicate id): every
+/// replica's `/metrics` counts the other as disagreeing, and `status` shows both digests,
+/// the disagreement, and the problem of the replica that has it.
+#[test]
+fn replicas_that_read_different_fleets_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    write_fleet(&a.join("fleet.json"), 0..4);
+    let mut clusters: Vec<Value> = (0..3)
+        .map(|i| json!({"name": format!("c{i}"), "server": format!("https://c{i}.example")}))
+        .collect();
+    clusters.push(json!({"name": "c0", "server": "https://other.example"}));
+    std::fs::write(
+        b.join("fleet.json"),
+        json!({ "clusters": clusters }).to_string(),
+    )
+    .unwrap();
+    let store = format!("sqlite://{}", dir.path().join("fs.db").display());
+    let ports = [http::free_port(), http::free_port()];
+    let _r0 = spawn_replica(dir.path(), "r0", &store, &a, ports[0]);
+    let _r1 = spawn_replica(dir.path(), "r1", &store, &b, ports[1]);
+    for port in ports {
+        wait_for("the disagreement counted", Duration::from_secs(60), || {
+            let (_, body) = http::get(port, "/metrics").ok_or("not serving yet")?;
+            match http::metric(&body, "fleetshard_inventory_disagreement") {
+                Some(1.0) => Ok(()),
+                other => Err(format!("disagreement: {other:?}")),
+            }
+        });
+    }
+    let status = wait_for("status to compare both", Duration::from_secs(30), || {
+        let v = status_json(&store)?;
+        (v["replicas"].as_array().map(Vec::len) == Some(2))
+            .then_some(v)
+            .ok_or("fewer than two inventories".to_owned())
+    });
+    assert_eq!(status["inventory_disagreement"], true, "{status}");
+    let replicas = status["replicas"].as_array().unwrap();
+    assert_ne!(replicas[0]["digest"], replicas[1]["digest"], "{status}");
+    assert_eq!(
+        replicas.iter().filter(|r| r["disagrees"] == true).count(),
+        1,
+        "{status}"
+    );
+    assert_eq!(replicas[1]["identity"], "r1", "{status}");
+    assert_eq!(replicas[1]["problems"], 1, "{status}");
+    let warnings = status["warnings"].to_string();
+    assert!(
+        warnings.contains("different inventories")
+            && warnings.contains("r1: its inventory has 1 problem"),
+        "{status}"
+    );
+}
