@@ -50,6 +50,19 @@ fn runner(
     (runner.with_placer(Arc::new(InlinePlacer)), status)
 }
 
+/// A fleet of `n` clusters `c00`, `c01`, … (load 1 each) at `revision`.
+fn fleet_of(n: usize, revision: u64) -> RunnerFleet {
+    let clusters: Vec<Cluster> = (0..n)
+        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+        .collect();
+    RunnerFleet {
+        loads: Arc::new(vec![1; clusters.len()]),
+        inventory: crate::fenced::InventorySummary::of(&clusters, 0),
+        clusters: Arc::new(clusters),
+        revision,
+    }
+}
+
 /// Runs a runner as a task.
 fn start((runner, status): (Runner, watch::Receiver<Status>)) -> Node {
     let (shutdown, rx) = watch::channel(false);
@@ -345,17 +358,6 @@ async fn replicas_with_zones_get_their_zones_clusters() {
 #[tokio::test(start_paused = true)]
 async fn a_new_inventory_is_placed_without_a_restart() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let fleet_of = |n: usize, revision: u64| {
-        let clusters: Vec<Cluster> = (0..n)
-            .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
-            .collect();
-        RunnerFleet {
-            loads: Arc::new(vec![1; clusters.len()]),
-            inventory: crate::fenced::InventorySummary::of(&clusters, 0),
-            clusters: Arc::new(clusters),
-            revision,
-        }
-    };
     let (fleet_tx, fleet_rx) = watch::channel(fleet_of(6, 1));
     let (tx, _rx) = mpsc::unbounded_channel();
     let nodes: Vec<Node> = ["a", "b"]
@@ -395,17 +397,6 @@ async fn a_new_inventory_is_placed_without_a_restart() {
 #[tokio::test(start_paused = true)]
 async fn an_emptied_or_halved_fleet_unassigns_nothing_until_the_grace_has_passed() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let fleet_of = |n: usize, revision: u64| {
-        let clusters: Vec<Cluster> = (0..n)
-            .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
-            .collect();
-        RunnerFleet {
-            loads: Arc::new(vec![1; clusters.len()]),
-            inventory: crate::fenced::InventorySummary::of(&clusters, 0),
-            clusters: Arc::new(clusters),
-            revision,
-        }
-    };
     let guard = DropGuard {
         max_drop_percent: 50,
         grace: Duration::from_secs(12),
@@ -595,17 +586,6 @@ async fn renewals_and_readiness_stay_on_time_while_a_placement_takes_ten_seconds
 #[tokio::test(start_paused = true)]
 async fn a_placement_for_an_inventory_that_changed_meanwhile_is_dropped_and_redone() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let fleet_of = |n: usize, revision: u64| {
-        let clusters: Vec<Cluster> = (0..n)
-            .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
-            .collect();
-        RunnerFleet {
-            loads: Arc::new(vec![1; clusters.len()]),
-            inventory: crate::fenced::InventorySummary::of(&clusters, 0),
-            clusters: Arc::new(clusters),
-            revision,
-        }
-    };
     let (fleet_tx, fleet_rx) = watch::channel(fleet_of(4, 1));
     let (tx, _rx) = mpsc::unbounded_channel();
     let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));

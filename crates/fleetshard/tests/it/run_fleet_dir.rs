@@ -93,29 +93,23 @@ fn a_fleet_emptied_under_the_distributor_is_held_back_for_the_grace() {
     let store = format!("sqlite://{}", dir.path().join("fs.db").display());
     let port = http::free_port();
     let log = dir.path().join("r0.log");
-    let _replica = KillOnDrop(
-        fleetshard()
-            .args([
-                "run",
-                "--identity",
-                "r0",
-                "--store",
-                &store,
-                "--shards",
-                "1",
-            ])
-            .args(["--reconciler", "none", "--fleet-drop-grace-ms", "6000"])
+    let _replica = spawn_replica(
+        dir.path(),
+        "r0",
+        &store,
+        &fleet_dir,
+        port,
+        &[
+            "--shards",
+            "1",
+            "--fleet-drop-grace-ms",
+            "6000",
             // Every field of every line, as a log shipper sees them.
-            .args(["--log-format", "json", "--log-level", "info,fleetshard=debug,fleetshard_coord=debug,fleetshard_replica=debug,fleetshard_controller=debug"])
-            .arg("--fleet-dir")
-            .arg(&fleet_dir)
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
+            "--log-format",
+            "json",
+            "--log-level",
+            "info,fleetshard=debug,fleetshard_coord=debug,fleetshard_replica=debug,fleetshard_controller=debug",
+        ],
     );
     wait_owned(&store, 6);
     // Five of six go at once: more than 50 %.
@@ -243,12 +237,21 @@ fn an_empty_fleet_is_refused_and_a_duplicate_id_is_reported() {
     );
 }
 
-/// `fleetshard run --fleet-dir DIR` as `identity` on `store`, serving HTTP on `port`.
-fn spawn_replica(dir: &Path, identity: &str, store: &str, fleet: &Path, port: u16) -> KillOnDrop {
+/// `fleetshard run --fleet-dir FLEET --reconciler none` as `identity` on `store`, serving
+/// HTTP on `port`, with `extra` arguments; its log is `DIR/IDENTITY.log`.
+fn spawn_replica(
+    dir: &Path,
+    identity: &str,
+    store: &str,
+    fleet: &Path,
+    port: u16,
+    extra: &[&str],
+) -> KillOnDrop {
     KillOnDrop(
         fleetshard()
             .args(["run", "--identity", identity, "--store", store])
-            .args(["--shards", "2", "--reconciler", "none"])
+            .args(["--reconciler", "none"])
+            .args(extra)
             .arg("--fleet-dir")
             .arg(fleet)
             .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -281,8 +284,8 @@ fn replicas_that_read_different_fleets_say_so() {
     .unwrap();
     let store = format!("sqlite://{}", dir.path().join("fs.db").display());
     let ports = [http::free_port(), http::free_port()];
-    let _r0 = spawn_replica(dir.path(), "r0", &store, &a, ports[0]);
-    let _r1 = spawn_replica(dir.path(), "r1", &store, &b, ports[1]);
+    let _r0 = spawn_replica(dir.path(), "r0", &store, &a, ports[0], &["--shards", "2"]);
+    let _r1 = spawn_replica(dir.path(), "r1", &store, &b, ports[1], &["--shards", "2"]);
     for port in ports {
         wait_for("the disagreement counted", Duration::from_secs(60), || {
             let (_, body) = http::get(port, "/metrics").ok_or("not serving yet")?;
