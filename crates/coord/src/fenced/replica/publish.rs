@@ -93,7 +93,16 @@ impl Replica {
             }),
         };
         let stored = view.inventories.get(&self.cfg.identity);
-        if stored.is_some_and(|(_, r)| r.as_ref() == Some(&record)) {
+        // Ours already; or another live process's with our identity (a misconfiguration
+        // its own lease records show): not fought over at every step.
+        let leave = stored.is_some_and(|(_, r)| {
+            r.as_ref().is_some_and(|r| {
+                *r == record
+                    || (r.incarnation != record.incarnation
+                        && live.contains(&(r.holder.as_str(), r.incarnation)))
+            })
+        });
+        if leave {
             return;
         }
         let pre = stored.map_or(Precondition::Absent, |(v, _)| Precondition::Version(*v));

@@ -109,3 +109,21 @@ fn an_unreadable_own_record_is_overwritten_at_its_version() {
     );
     assert_eq!(b.r.corrupt_records()[0].key, "f/inventory/a");
 }
+
+#[test]
+fn a_live_twin_with_the_same_identity_is_not_overwritten() {
+    let mut b = Bench::new("a", 2, 4);
+    b.r.set_inventory(summary(1));
+    // Another process named "a" (incarnation 1; ours is 7) holds shard 1, live.
+    b.put(&shard_key(ROOT, 1), shard_record("a", 0));
+    b.put(
+        &inventory_key(ROOT, "a"),
+        inventory("a", 1, "0000000000000002"),
+    );
+    let a = b.step(ms(0));
+    assert!(
+        !writes(&a).iter().any(|w| w.0 == WritePurpose::Inventory),
+        "{:?}",
+        writes(&a)
+    );
+}
