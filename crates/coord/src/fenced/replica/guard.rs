@@ -67,6 +67,9 @@ pub struct HeldBack {
     pub until: Mono,
     /// Which clusters it drops ([`ids_digest`]).
     pub(super) digest: u64,
+    /// The grace has passed and the drop is being committed (held back until the commit
+    /// shows: a commit that fails is retried, not a new episode).
+    pub(super) committing: bool,
 }
 
 /// What a placement found about drops, for [`Replica::note_drop`].
@@ -169,7 +172,9 @@ impl Replica {
     }
 
     /// What a placement found: an episode starts (said once), goes on (the grace restarts
-    /// when the dropped set changes), or ends (said once).
+    /// when the dropped set changes), is committed once it held for the grace (said once),
+    /// or ends — the committed generation no longer drops beyond the share, because the
+    /// drop is in it or the inventory came back (said, in the second case).
     pub(super) fn note_drop(&mut self, check: DropCheck, now: Mono) {
         let grace = self.guard.config.grace;
         let held = |s: DropSeen| HeldBack {
@@ -178,11 +183,24 @@ impl Replica {
             since: now,
             until: Mono(now.0 + grace),
             digest: s.digest,
+            committing: false,
         };
-        let (seen, allowed) = match check {
-            DropCheck::Held(s) => (Some(s), false),
-            DropCheck::Released => (None, true),
-            DropCheck::Within => (None, false),
+        let seen = match check {
+            DropCheck::Held(s) => Some(s),
+            DropCheck::Released => {
+                if let Some(h) = self.guard.held.as_mut().filter(|h| !h.committing) {
+                    h.committing = true;
+                    self.warnings.push(format!(
+                        "distributor: dropping {} of {} clusters: the smaller inventory held \
+                         for {}s",
+                        h.dropped,
+                        h.previous,
+                        grace.as_secs_f64()
+                    ));
+                }
+                return;
+            }
+            DropCheck::Within => None,
         };
         match (seen, self.guard.held) {
             (Some(s), Some(h)) if h.digest == s.digest => {}
@@ -200,21 +218,14 @@ impl Replica {
                 self.guard.held = Some(held(s));
             }
             (None, Some(h)) => {
-                self.warnings.push(if allowed {
-                    format!(
-                        "distributor: dropping {} of {} clusters: the smaller inventory held \
-                         for {}s",
-                        h.dropped,
-                        h.previous,
-                        grace.as_secs_f64()
-                    )
-                } else {
-                    format!(
+                // Committed (the drop is in the generation now), or the inventory is back.
+                if !h.committing {
+                    self.warnings.push(format!(
                         "distributor: the inventory no longer drops more than {} % of the \
                          committed clusters; nothing held back",
                         self.guard.config.max_drop_percent
-                    )
-                });
+                    ));
+                }
                 self.guard.held = None;
             }
             (None, None) => {}

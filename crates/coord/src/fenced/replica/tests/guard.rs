@@ -146,3 +146,26 @@ fn kept_clusters_stay_on_their_shard_or_go_to_a_live_one() {
     assert_eq!(check, DropCheck::Released);
     assert!(assigned.is_empty());
 }
+
+#[test]
+fn a_drop_whose_commit_fails_is_retried_not_held_again() {
+    let mut b = Bench::new("a", 1, 10);
+    b.settle(ms(0));
+    shrink_to(&mut b, 4);
+    settle_secs(&mut b, 1, 12);
+    drop_warnings(&mut b);
+    let a = b.step(ms(13_000));
+    assert!(writes(&a).iter().any(|w| w.0 == WritePurpose::Commit));
+    // Someone rewrites the assignment meanwhile: the commit conflicts.
+    let same = b.entries[&assignment_key(ROOT)].0.clone();
+    b.put(&assignment_key(ROOT), same);
+    let outcomes = b.run(a);
+    assert!(outcomes.iter().any(|o| o.0 == WritePurpose::Commit && !o.2));
+    assert_eq!(b.doc().clusters.len(), 10);
+    b.settle(ms(13_200));
+    assert_eq!(b.doc().clusters.len(), 4, "retried at once, no new grace");
+    let said = drop_warnings(&mut b);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].contains("dropping 6 of 10"), "{said:?}");
+    assert_eq!(b.r.held_back(), None);
+}
