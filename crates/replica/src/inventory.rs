@@ -9,6 +9,7 @@ use std::sync::Arc;
 use fleetshard_controller::inventory::{
     DirectorySource, Inventory, InventorySnapshot, KubernetesSource, Problem, Severity,
 };
+use fleetshard_coord::fenced::InventorySummary;
 use fleetshard_coord::runner::RunnerFleet;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -145,20 +146,24 @@ pub async fn start(
 pub fn follow_fleet(inventory: &Inventory) -> (watch::Receiver<RunnerFleet>, JoinHandle<()>) {
     let mut rx = inventory.subscribe();
     // The inventory's vectors are shared, not copied: only the loads are computed.
+    // The digest is O(N log N): computed here, never on the runner's task.
     let to_fleet = |s: &InventorySnapshot| RunnerFleet {
         loads: Arc::new(fleetshard_core::model::loads(&s.clusters, &s.apps)),
         clusters: s.clusters.clone(),
         revision: s.revision,
+        inventory: InventorySummary::of(&s.clusters, s.problems.len()),
     };
     let first = rx.borrow_and_update().clone();
     let (tx, fleet_rx) = watch::channel(to_fleet(&first));
     let task = tokio::spawn(async move {
-        let mut seen = first.revision;
+        let mut seen = (first.revision, first.problems.len());
         while rx.changed().await.is_ok() {
             let snap = rx.borrow_and_update().clone();
-            // Problems and readiness alone do not move the revision: nothing to place.
-            if snap.revision != seen {
-                seen = snap.revision;
+            // Readiness alone moves nothing; problems alone change only what the replica
+            // publishes (the revision, and so the placement, stays).
+            let now = (snap.revision, snap.problems.len());
+            if now != seen {
+                seen = now;
                 if tx.send(to_fleet(&snap)).is_err() {
                     return;
                 }

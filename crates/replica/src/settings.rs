@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fleetshard_controller::inventory::{DirectoryConfig, InventoryContent, KubernetesConfig};
 use fleetshard_coord::argocd_runner::ArgoConfig;
-use fleetshard_coord::fenced::ShardCount;
+use fleetshard_coord::fenced::{DropGuard, ShardCount};
 use fleetshard_coord::lease::LeaseTiming;
 use fleetshard_coord::runner::RunnerTiming;
 use fleetshard_core::placement::PlacementConfig;
@@ -143,6 +143,9 @@ pub struct FencedSettings {
     pub runner: RunnerTiming,
     /// Placement settings used as distributor.
     pub placement: PlacementConfig,
+    /// As distributor: how large a drop of clusters is committed at once, and how long a
+    /// larger one must hold first.
+    pub drop_guard: DropGuard,
 }
 
 impl Default for FencedSettings {
@@ -154,6 +157,7 @@ impl Default for FencedSettings {
             timing: LeaseTiming::default(),
             runner: RunnerTiming::default(),
             placement: PlacementConfig::default(),
+            drop_guard: DropGuard::default(),
         }
     }
 }
@@ -201,6 +205,9 @@ impl ReplicaSettings {
                 f.timing
                     .validate()
                     .map_err(|e| invalid("timing", e.to_string()))?;
+                f.drop_guard
+                    .validate()
+                    .map_err(|reason| invalid("drop_guard", reason))?;
                 if needs_kube(&f.deployment) {
                     return Err(invalid("shards", deployment_needs_kube(&self.store)));
                 }

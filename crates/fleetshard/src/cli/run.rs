@@ -11,6 +11,7 @@ use anyhow::{Context as _, bail};
 use fleetshard_controller::inventory::{
     DirectoryConfig, InventoryContent, KubernetesConfig, specs_by_app_key,
 };
+use fleetshard_coord::fenced::DropGuard;
 use fleetshard_replica::{
     ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, ReconcilerKind, Replica,
     ReplicaSettings,
@@ -102,6 +103,28 @@ pub struct RunArgs {
         env = "FLEETSHARD_GRACE_MS"
     )]
     pub grace_ms: u64,
+    /// The largest share of the committed clusters, in percent, that the distributor drops
+    /// at once when the inventory shrinks (100: no limit). A larger drop (an emptied or
+    /// truncated fleet file) keeps the clusters assigned until the smaller inventory has
+    /// held for `--fleet-drop-grace-ms`.
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value_t = 50,
+        value_parser = clap::value_parser!(u32).range(0..=100),
+        env = "FLEETSHARD_MAX_FLEET_DROP_PERCENT"
+    )]
+    pub max_fleet_drop_percent: u32,
+    /// How long an inventory that drops more than `--max-fleet-drop-percent` of the
+    /// committed clusters must hold, unchanged, before the distributor commits it, in
+    /// milliseconds.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 12_000,
+        env = "FLEETSHARD_FLEET_DROP_GRACE_MS"
+    )]
+    pub fleet_drop_grace_ms: u64,
     /// The protocol, and the argocd protocol's options (`protocol.rs`).
     #[command(flatten)]
     pub protocol: ProtocolArgs,
@@ -231,6 +254,10 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
             shards: args.shards.0,
             deployment: args.shards.1.as_ref().map(Deployment::resolve),
             grace: Duration::from_millis(args.grace_ms),
+            drop_guard: DropGuard {
+                max_drop_percent: args.max_fleet_drop_percent,
+                grace: Duration::from_millis(args.fleet_drop_grace_ms),
+            },
             ..FencedSettings::default()
         }),
         Protocol::Argocd => ProtocolSettings::Argocd(argo_settings(
