@@ -35,6 +35,8 @@ pub enum Operated {
     Idle,
     /// An operation (sync) finished: the app is refreshed again.
     Finished,
+    /// Nothing now: operate on the app again after this long (a self-heal backing off).
+    Wait(std::time::Duration),
 }
 
 /// Why a refresh or operation did not succeed.
@@ -219,6 +221,8 @@ async fn update_metrics(filter: Arc<ShardWork>, every: Duration) {
 enum Next {
     Operate,
     Refresh,
+    /// Operate again after a delay (on the operation queue itself).
+    OperateAfter(std::time::Duration),
     Nothing,
 }
 
@@ -260,6 +264,7 @@ async fn worker<R: Reconciler>(
                     r.map(|o| match o {
                         Operated::Finished => Next::Refresh,
                         Operated::Idle => Next::Nothing,
+                        Operated::Wait(after) => Next::OperateAfter(after),
                     })
                 }),
         };
@@ -276,6 +281,7 @@ async fn worker<R: Reconciler>(
                 queue.forget(&app);
                 match next {
                     Next::Operate | Next::Refresh => other.add(app.clone()),
+                    Next::OperateAfter(after) => queue.add_after(app.clone(), after),
                     Next::Nothing => {}
                 }
             }

@@ -199,11 +199,11 @@ impl ClusterConnections {
 /// the documented way to give kube a CA bundle as PEM and a token.
 async fn kubeconfig_config(access: &ClusterAccess) -> Result<Config, String> {
     let c = &access.credentials;
-    if !c.unsupported.is_empty() {
+    if !c.unusable.is_empty() {
         return Err(format!(
-            "the cluster Secret sets {}, which fleetshard does not support yet; nothing is \
-             sent to this cluster rather than reaching it without that authentication",
-            c.unsupported.join(", ")
+            "the cluster Secret's credentials cannot be used ({}); nothing is sent to this \
+             cluster rather than reaching it without them",
+            c.unusable.join("; ")
         ));
     }
     let mut cluster = json!({"server": access.server});

@@ -29,13 +29,17 @@
 //! `operationState` when an app is first operated on (after a restart or a move), so a
 //! new owner leaves drift alone without `selfHeal` as the previous one did.
 //!
-//! Limits: `ignoreDifferences`, sync waves and hooks,
-//! retry policies and selfHeal's back-off timer are not implemented.
+//! Consecutive self-heals of one commit back off as Argo CD's do
+//! ([`SelfHealBackoff`]: 2 s, ×3, at most 300 s; `Operated::Wait`).
+//!
+//! Limits: `ignoreDifferences`, sync waves and hooks and retry policies are not
+//! implemented.
 
 mod guard;
 mod inventory;
 mod operate;
 mod problem;
+mod self_heal;
 mod status;
 mod store_sink;
 
@@ -56,6 +60,7 @@ use fleetshard_manifest::RefusalKind;
 use problem::{COMPARISON_ERROR, Problem};
 
 pub use inventory::{AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory};
+pub use self_heal::SelfHealBackoff;
 pub use status::{
     AppStatus, ComparisonStatus, Condition, HealthInfo, Initiator, KubeStatusSink, MemorySink,
     OperationRecord, OperationState, ResourceEntry, SinkError, StatusSink, StatusUpdate, SyncInfo,
@@ -72,6 +77,8 @@ pub struct ReconcilerConfig {
     /// Argo CD's control-plane namespace: apps there are tracked by their name alone,
     /// apps elsewhere by `namespace_name` (Argo CD's instance name).
     pub control_plane_namespace: String,
+    /// How consecutive self-heals of one commit back off.
+    pub self_heal_backoff: SelfHealBackoff,
 }
 
 impl ReconcilerConfig {
@@ -105,6 +112,7 @@ impl Default for ReconcilerConfig {
     fn default() -> Self {
         ReconcilerConfig {
             control_plane_namespace: "argocd".to_owned(),
+            self_heal_backoff: SelfHealBackoff::default(),
         }
     }
 }
@@ -134,6 +142,8 @@ struct Memo {
     /// A sync request refused (`SyncError`), shown on the app's status until the next
     /// operation runs.
     sync_error: Option<String>,
+    /// Consecutive self-heals, for their back-off.
+    heals: self_heal::SelfHeals,
 }
 
 /// The GitOps reconciler of one replica.
@@ -486,10 +496,32 @@ impl GitOpsReconciler {
         if !to_do || (already && !auto.self_heal) || last.cluster != target.cluster.id {
             return Ok(Operated::Idle);
         }
-        let message = format!("automated sync to {}", last.commit);
+        // Healing drift of a commit already synced: consecutive heals back off.
+        let healing = already;
+        let now = tokio::time::Instant::now();
+        if healing {
+            let policy = self.config.self_heal_backoff;
+            let wait = self
+                .memos()
+                .get_mut(key)
+                .and_then(|m| m.heals.wait(&last.commit, now, &policy));
+            if let Some(wait) = wait {
+                return Ok(Operated::Wait(wait));
+            }
+        }
+        let message = if healing {
+            format!("self-heal: automated sync to {}", last.commit)
+        } else {
+            format!("automated sync to {}", last.commit)
+        };
         let request = operate::Request::automated(auto.prune);
         match self.sync(key, &target, &last, &request, message).await? {
-            Ok(()) => Ok(Operated::Finished),
+            Ok(()) => {
+                if healing && let Some(m) = self.memos().get_mut(key) {
+                    m.heals.healed(&last.commit, now);
+                }
+                Ok(Operated::Finished)
+            }
             // Retried with backoff until it succeeds (Argo CD's automated retries).
             Err(failed) => Err(ReconcileError::RetryLater(failed)),
         }

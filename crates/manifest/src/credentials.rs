@@ -5,7 +5,8 @@
 //! `certData`, `keyData`), `execProviderConfig` (`command`, `args`, `env`, `apiVersion`,
 //! `installHint`), `awsAuthConfig`, `disableCompression`, `proxyUrl`. fleetshard reads them
 //! all but `awsAuthConfig` and `disableCompression` (which changes nothing fleetshard
-//! sends). A set `awsAuthConfig` is kept as [`ClusterCredentials::unsupported`]: the
+//! sends). A set `awsAuthConfig`, or a token, username or password no HTTP header can carry
+//! (a newline), is kept in [`ClusterCredentials::unusable`]: the
 //! reconciler refuses to reach that cluster, with a condition naming the field, rather
 //! than reaching it without the authentication the Secret asks for. A field of the wrong
 //! type, or `config` that is not a JSON object, is an error naming the field.
@@ -40,9 +41,11 @@ pub struct ClusterCredentials {
     pub exec: Option<ExecProvider>,
     /// `proxyUrl`: an `http://` or `socks5://` proxy to reach the API server through.
     pub proxy_url: Option<String>,
-    /// Set authentication fields fleetshard cannot honour yet (`config.awsAuthConfig`):
-    /// the cluster is not reached at all while this is non-empty.
-    pub unsupported: Vec<String>,
+    /// Why these credentials cannot be used, one message per field (naming it, never its
+    /// value): authentication fleetshard cannot honour yet (`config.awsAuthConfig`), or a
+    /// secret no HTTP header can carry (a token with a newline). The cluster is not
+    /// reached at all while this is non-empty.
+    pub unusable: Vec<String>,
     /// Argo CD's built-in in-cluster entry, which has no Secret: reach the API server as
     /// the pod's own service account (its token and CA as Kubernetes mounts them, the
     /// address from `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT`), as Argo CD does.
@@ -100,7 +103,7 @@ impl fmt::Debug for ClusterCredentials {
             .field("key_data", &redacted(&self.key_data))
             .field("exec", &self.exec)
             .field("proxy_url", &self.proxy_url.as_ref().map(|_| "<set>"))
-            .field("unsupported", &self.unsupported)
+            .field("unusable", &self.unusable)
             .field("pod_service_account", &self.pod_service_account)
             .finish()
     }
@@ -121,14 +124,13 @@ pub struct ConfigProblem {
 
 impl ClusterCredentials {
     /// Reads an Argo CD cluster Secret's `config` JSON, found in the Secret's field `field`
-    /// (`stringData.config`, say). Returns the credentials and the set fields that are not
-    /// supported (named under `field`, for a warning; also kept in
-    /// [`ClusterCredentials::unsupported`]); a field of the wrong type is an error naming
-    /// it.
+    /// (`stringData.config`, say). Returns the credentials and what makes them unusable
+    /// (fields named under `field`, for warnings; also kept in
+    /// [`ClusterCredentials::unusable`]); a field of the wrong type is an error naming it.
     pub fn from_argo_config(
         config: &str,
         field: &str,
-    ) -> Result<(Self, Vec<String>), ConfigProblem> {
+    ) -> Result<(Self, Vec<ConfigProblem>), ConfigProblem> {
         let problem = |field: &str, message: String| ConfigProblem {
             field: field.to_owned(),
             message,
@@ -178,7 +180,7 @@ impl ClusterCredentials {
                     .to_owned(),
             ));
         }
-        let unsupported: Vec<String> = UNSUPPORTED
+        let mut unusable: Vec<ConfigProblem> = UNSUPPORTED
             .iter()
             .filter(|ptr| match v.pointer(ptr) {
                 None | Some(Value::Null) => false,
@@ -186,8 +188,29 @@ impl ClusterCredentials {
                 Some(Value::Object(o)) => !o.is_empty(),
                 Some(_) => true,
             })
-            .map(|ptr| name(ptr))
+            .map(|ptr| {
+                problem(
+                    &name(ptr),
+                    "not supported by fleetshard's reconciler yet; its apps show an error \
+                     and nothing is sent to the cluster"
+                        .to_owned(),
+                )
+            })
             .collect();
+        // What goes into an HTTP header must be one line of visible text: a token pasted
+        // with its newline would be refused by every request (and made the client panic).
+        for ptr in ["/bearerToken", "/username", "/password"] {
+            if let Some(text) = text(ptr)?
+                && text.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f)
+            {
+                unusable.push(problem(
+                    &name(ptr),
+                    "contains a control character (a trailing newline?), which no HTTP \
+                     header can carry; nothing is sent to the cluster"
+                        .to_owned(),
+                ));
+            }
+        }
         let credentials = ClusterCredentials {
             bearer_token: text("/bearerToken")?,
             username: text("/username")?,
@@ -199,7 +222,10 @@ impl ClusterCredentials {
             key_data: text("/tlsClientConfig/keyData")?,
             exec,
             proxy_url,
-            unsupported: unsupported.clone(),
+            unusable: unusable
+                .iter()
+                .map(|p| format!("{}: {}", p.field, p.message))
+                .collect(),
             pod_service_account: false,
         };
         if credentials.cert_data.is_some() != credentials.key_data.is_some() {
@@ -208,7 +234,7 @@ impl ClusterCredentials {
                 "certData and keyData go together: a client certificate needs its key".to_owned(),
             ));
         }
-        Ok((credentials, unsupported))
+        Ok((credentials, unusable))
     }
 }
 
@@ -286,8 +312,14 @@ mod tests {
             "config",
         )
         .unwrap();
-        assert_eq!(unsupported, ["config.awsAuthConfig"]);
-        assert_eq!(c.unsupported, unsupported, "kept: the cluster is refused");
+        let fields: Vec<&str> = unsupported.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(fields, ["config.awsAuthConfig"]);
+        assert_eq!(c.unusable.len(), 1, "kept: the cluster is refused");
+        assert!(
+            c.unusable[0].starts_with("config.awsAuthConfig: "),
+            "{:?}",
+            c.unusable
+        );
         assert_eq!(c.cert_data.as_deref(), Some("Yw=="));
     }
 
@@ -305,6 +337,20 @@ mod tests {
         assert_eq!(e.field, "config");
         let e = ClusterCredentials::from_argo_config("{", "config").unwrap_err();
         assert!(e.message.contains("invalid JSON"), "{e:?}");
+    }
+
+    #[test]
+    fn a_token_with_a_newline_makes_the_credentials_unusable() {
+        let (c, unusable) = ClusterCredentials::from_argo_config(
+            "{\"bearerToken\":\"s3cret-token\\n\",\"password\":\"p\\u0000w\"}",
+            "config",
+        )
+        .unwrap();
+        let fields: Vec<&str> = unusable.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(fields, ["config.bearerToken", "config.password"]);
+        assert_eq!(c.unusable.len(), 2);
+        let shown = format!("{:?} {:?}", c.unusable, unusable);
+        assert!(!shown.contains("s3cret"), "{shown}");
     }
 
     #[test]

@@ -250,14 +250,8 @@ pub(crate) fn to_cluster(
                     }
                     Err(p) => return Err(ctx.field_error(&object, &p.field, p.message)),
                 };
-            for f in unsupported {
-                ctx.warn(
-                    &object,
-                    Some(&f),
-                    "not supported by fleetshard's reconciler yet; its apps show an error \
-                     and nothing is applied to the cluster"
-                        .to_owned(),
-                );
+            for p in unsupported {
+                ctx.warn(&object, Some(&p.field), p.message);
             }
             // The default (anonymous, verified TLS) is the same as no config.
             Some(credentials).filter(|c| *c != ClusterCredentials::default())

@@ -148,6 +148,7 @@ fn gitops(
     }
     let config = ReconcilerConfig {
         control_plane_namespace: settings.control_plane_namespace.clone(),
+        ..ReconcilerConfig::default()
     };
     // A change of an app's object on its cluster queues the app's refresh (drift is seen,
     // and healed with selfHeal, within seconds).

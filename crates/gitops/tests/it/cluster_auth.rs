@@ -198,3 +198,21 @@ async fn proxy_url_routes_the_requests_through_the_proxy() {
         .expect("through the proxy");
     assert!(tunnels.load(Ordering::SeqCst) >= 1, "no tunnel was opened");
 }
+
+/// A token pasted with its newline cannot go into an HTTP header: the cluster is refused
+/// with an error naming the field (the client used to panic the worker), never the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_with_a_newline_is_refused_not_a_panic() {
+    let server = server_requiring("s3cret-tok").await;
+    let config = serde_json::json!({"bearerToken": "s3cret-tok\n"}).to_string();
+    let Err(err) = ClusterConnections::new(LiveOptions::default())
+        .start(&access(&server, &config))
+        .await
+    else {
+        panic!("connected with a token no header can carry");
+    };
+    let message = err.to_string();
+    assert!(matches!(err, LiveError::Config { .. }), "{message}");
+    assert!(message.contains("config.bearerToken"), "{message}");
+    assert!(!message.contains("s3cret"), "the token leaked: {message}");
+}

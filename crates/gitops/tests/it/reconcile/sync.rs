@@ -500,3 +500,41 @@ async fn a_secret_written_with_string_data_is_synced_and_not_rewritten() {
     }
     assert_eq!(e.fake.write_count(), writes, "nothing rewritten");
 }
+
+/// Drift that keeps coming back (another controller undoing the sync) is healed at once
+/// the first time, then with Argo CD's back-off (2 s, ×3, …), not as fast as it is seen.
+#[tokio::test]
+async fn self_heal_backs_off_when_drift_keeps_coming_back() {
+    let (e, r) = drift(true).await;
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    assert_eq!(e.settings_value(), Some(json!("v1")));
+    // Undone again at once.
+    e.fake
+        .modify("v1", "ConfigMap", "default", "settings", |cm| {
+            cm["data"]["value"] = json!("edited again");
+        })
+        .unwrap();
+    eventually(
+        std::time::Duration::from_secs(10),
+        "drift seen again",
+        || async {
+            r.refresh(&key("a")).await.unwrap();
+            (e.sync_status("a").0 == "OutOfSync").then_some(())
+        },
+    )
+    .await;
+    let writes = e.fake.write_count();
+    match r.operate(&key("a")).await.unwrap() {
+        Operated::Wait(after) => assert!(
+            after > std::time::Duration::from_secs(1) && after <= std::time::Duration::from_secs(2),
+            "{after:?}"
+        ),
+        other => panic!("healed again at once: {other:?}"),
+    }
+    assert_eq!(
+        e.fake.write_count(),
+        writes,
+        "nothing written while backing off"
+    );
+    assert_eq!(e.settings_value(), Some(json!("edited again")));
+}
