@@ -25,6 +25,8 @@ mod zones;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_targets;
 
 use std::collections::BTreeSet;
 
