@@ -27,6 +27,8 @@ mod zones;
 mod tests;
 #[cfg(test)]
 mod tests_targets;
+#[cfg(test)]
+mod tests_zones;
 
 use std::collections::BTreeSet;
 

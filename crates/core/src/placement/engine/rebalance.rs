@@ -108,7 +108,7 @@ impl BalancedPlacer {
             match &st.layout {
                 None => room.iter().flatten().max().copied(),
                 Some(l) => (0..room.len())
-                    .filter(|&d| l.shard_zone[d] == z || !l.local[z])
+                    .filter(|&d| l.may_host(z, l.shard_zone[d]))
                     .filter_map(|d| room[d])
                     .max(),
             }
