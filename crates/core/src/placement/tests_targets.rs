@@ -37,7 +37,11 @@ fn check_targets(capacities: &[u32], loads: &[u64]) -> Result<(), TestCaseError>
     prop_assert!(p.shards.iter().all(Option::is_some));
     // With no load at all, every cluster counts 1.
     let units = vec![1; loads.len()];
-    let loads = if loads.iter().all(|&w| w == 0) { &units } else { loads };
+    let loads = if loads.iter().all(|&w| w == 0) {
+        &units
+    } else {
+        loads
+    };
     let total: u64 = loads.iter().sum();
     let n = capacities.len() as f64;
     let sum: f64 = p.targets.iter().sum();
@@ -45,13 +49,20 @@ fn check_targets(capacities: &[u32], loads: &[u64]) -> Result<(), TestCaseError>
     // Hot in the end: heavier than an average shard's target.
     let hot: u64 = loads.iter().filter(|&&w| w as f64 * n > sum).sum();
     prop_assert!(sum <= total as f64 + slack, "{sum} > {total}");
-    prop_assert!(sum >= (total - hot) as f64 - slack, "{sum} < {total} − {hot}");
+    prop_assert!(
+        sum >= (total - hot) as f64 - slack,
+        "{sum} < {total} − {hot}"
+    );
     if loads.iter().all(|&w| w as f64 * n <= total as f64) {
         prop_assert!((sum - total as f64).abs() <= slack, "{sum} ≠ {total}");
     }
     let per_unit = p.targets[0] / f64::from(capacities[0]);
     for (t, &c) in p.targets.iter().zip(capacities) {
-        prop_assert!((t - per_unit * f64::from(c)).abs() <= slack, "{:?}", p.targets);
+        prop_assert!(
+            (t - per_unit * f64::from(c)).abs() <= slack,
+            "{:?}",
+            p.targets
+        );
     }
     Ok(())
 }
@@ -63,7 +74,11 @@ fn check_targets(capacities: &[u32], loads: &[u64]) -> Result<(), TestCaseError>
 #[test]
 fn water_filling_ends_at_a_cluster_exactly_at_the_level() {
     check_targets(&[1, 1, 1, 5, 10], &[26, 64, 5, 18, 17, 5, 7, 264]).unwrap();
-    check_targets(&[10, 10, 7, 2, 2], &[168, 650, 78, 110, 1214, 148, 330, 156]).unwrap();
+    check_targets(
+        &[10, 10, 7, 2, 2],
+        &[168, 650, 78, 110, 1214, 148, 330, 156],
+    )
+    .unwrap();
 }
 
 proptest! {

@@ -199,7 +199,11 @@ fn the_readme_example_spills_only_where_there_is_spare() {
     for (i, s) in j.p.shards.iter().enumerate() {
         let s = s.unwrap() as usize;
         if fleet[i].0 == b && fleet[i].2.is_none() {
-            assert_ne!(specs[s].zone.as_deref(), Some(a), "cluster {i} spilled into full {a}");
+            assert_ne!(
+                specs[s].zone.as_deref(),
+                Some(a),
+                "cluster {i} spilled into full {a}"
+            );
         }
     }
     // eu-west-1a's shards hold only their own zone's load and the pins: within bound.
