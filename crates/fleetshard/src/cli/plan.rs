@@ -7,7 +7,7 @@ use anyhow::{Context as _, bail};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, ValueEnum};
 use fleetshard_core::argo::ArgoAlgorithm;
-use fleetshard_core::placement::{PlacementConfig, ZonePolicy};
+use fleetshard_core::placement::{DEFAULT_CLUSTER_BASE_LOAD, PlacementConfig, ZonePolicy};
 use fleetshard_plan::{
     Algorithm, PlanInput, PlanOptions, PreviousPlan, Report, TableOptions, Warning, build_report,
     override_template, parse_capacities, parse_replicas, parse_zones, render_json, render_svg,
@@ -104,6 +104,15 @@ pub struct PlanArgs {
         allow_hyphen_values = true
     )]
     pub tolerance: f64,
+    /// Balanced placement: what owning a cluster costs beyond its apps, in apps (a
+    /// cluster's load is this plus its app count, unless it has a weight).
+    #[arg(
+        long,
+        value_name = "APPS",
+        default_value_t = DEFAULT_CLUSTER_BASE_LOAD,
+        env = "FLEETSHARD_CLUSTER_BASE_LOAD"
+    )]
+    pub cluster_base_load: u64,
     /// Zone-aware placement needs at least this many shards in every zone with clusters
     /// (2 keeps failover within the zone).
     #[arg(
@@ -170,6 +179,7 @@ pub fn run(args: PlanArgs, matches: &ArgMatches) -> anyhow::Result<()> {
             min_shards_per_zone: args.min_shards_per_zone,
             ..ZonePolicy::default()
         },
+        cluster_base_load: args.cluster_base_load,
     };
     if !(args.tolerance.is_finite() && (0.0..=10.0).contains(&args.tolerance)) {
         bail!(
