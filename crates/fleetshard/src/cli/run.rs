@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use fleetshard_controller::inventory::{InventoryContent, KubernetesConfig, specs_by_app_key};
-use fleetshard_core::placement::{DEFAULT_CLUSTER_BASE_LOAD, PlacementConfig};
+use fleetshard_core::placement::PlacementConfig;
 use fleetshard_replica::{
     ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, ReconcilerKind, Replica,
     ReplicaSettings,
@@ -17,6 +17,7 @@ use fleetshard_replica::{
 use fleetshard_util::duration::parse_go_duration;
 
 use super::input::{self, FleetArgs};
+use super::plan::LoadArgs;
 use super::protocol::{Protocol, ProtocolArgs, argo_settings, env_settings, protocol};
 use super::shards::{Deployment, ShardsArg};
 use super::store::StoreArgs;
@@ -54,15 +55,9 @@ pub struct RunArgs {
         env = "FLEETSHARD_APPLICATION_NAMESPACE"
     )]
     pub application_namespace: Option<String>,
-    /// Balanced placement (as distributor): what owning a cluster costs beyond its apps,
-    /// in apps (a cluster's load is this plus its app count, unless it has a weight).
-    #[arg(
-        long,
-        value_name = "APPS",
-        default_value_t = DEFAULT_CLUSTER_BASE_LOAD,
-        env = "FLEETSHARD_CLUSTER_BASE_LOAD"
-    )]
-    pub cluster_base_load: u64,
+    /// What a cluster costs, for balanced placement as distributor.
+    #[command(flatten)]
+    pub load: LoadArgs,
     /// Where the shard count comes from: `N` (exactly N), `stored[:N]` (what `fleetshard
     /// scale` wrote; N until then), or `auto[:MIN-MAX]` (one shard per live replica). The
     /// elected distributor's setting decides; give every replica the same.
@@ -240,7 +235,7 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
             deployment: args.shards.1.as_ref().map(Deployment::resolve),
             grace: Duration::from_millis(args.grace_ms),
             placement: PlacementConfig {
-                cluster_base_load: args.cluster_base_load,
+                cluster_base_load: args.load.cluster_base_load,
                 ..PlacementConfig::default()
             },
             ..FencedSettings::default()
