@@ -1,6 +1,6 @@
 //! Every path of the balanced placement the distributor takes, at 10k and 50k clusters:
 //! from scratch, and from the previous assignment after a change — the shard count ±1 and
-//! ×3 (1→3, 3→1, 10→30), one cluster more or fewer, a zone's replicas added; 1→3 also with
+//! ×3 (1→3, 3→1, 10→30, 30→90), one cluster more or fewer, a zone's replicas added; 1→3 also with
 //! no apps (every load ties) and with the default load (a base per cluster plus its apps). Each is one full
 //! `BalancedPlacer::place`, as the distributor runs it. Run:
 //! `cargo bench -p fleetshard-core --bench placement` (a filter such as `-- 1→3` picks
@@ -100,6 +100,14 @@ fn paths(size: usize) -> Vec<Path> {
             loads: loads.clone(),
             shards: plain(30),
             previous: from(10),
+        },
+        // The widest fill: 60 new shards, each filled from the 30 old ones.
+        Path {
+            name: "30→90",
+            clusters: clusters.clone(),
+            loads: loads.clone(),
+            shards: plain(90),
+            previous: from(30),
         },
         Path {
             name: "3→1",
