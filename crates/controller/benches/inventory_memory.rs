@@ -51,6 +51,7 @@ fn generate() -> (Fleet, BTreeMap<(String, String), AppSpec>) {
                 repo_url: "https://git.example.com/platform/apps.git".to_owned(),
                 path: format!("apps/{}", app.name),
                 target_revision: "HEAD".to_owned(),
+                directory: Default::default(),
             },
             ..AppSpec::default()
         };
@@ -132,6 +133,7 @@ async fn directory(files: usize) {
     let config = DirectoryConfig {
         dir: dir.path().to_owned(),
         poll_interval: Duration::from_secs(1),
+        in_cluster_enabled: false,
     };
     let task = tokio::spawn(DirectorySource::new(config).run(inventory.clone()));
     let snap = rx

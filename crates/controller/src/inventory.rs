@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
+use fleetshard_core::argo::{ArgoClusterList, IN_CLUSTER_SERVER};
 use fleetshard_core::{App, Cluster};
 use fleetshard_manifest::{AppSpec, ClusterCredentials};
 use tokio::sync::watch;
@@ -226,6 +227,39 @@ pub struct InventoryContent {
     pub specs: BTreeMap<AppKey, AppSpec>,
     /// How to reach each cluster, by cluster id.
     pub credentials: BTreeMap<String, ClusterCredentials>,
+}
+
+impl InventoryContent {
+    /// Completes clusters read from Argo CD's objects into Argo CD's cluster list
+    /// ([`ArgoClusterList`]): the built-in in-cluster entry, reached with the pod's service
+    /// account, when no Secret names the in-cluster server; or, with the in-cluster
+    /// destination disabled, such Secrets left out with a warning from `source` each.
+    pub fn complete_argo_cluster_list(
+        &mut self,
+        in_cluster_enabled: bool,
+        source: &str,
+        problems: &mut Vec<Problem>,
+    ) {
+        let list =
+            ArgoClusterList::from_secrets(std::mem::take(&mut self.clusters), in_cluster_enabled);
+        if list.built_in {
+            self.credentials
+                .insert(String::new(), ClusterCredentials::pod_service_account());
+        }
+        for c in &list.disabled {
+            self.credentials.remove(&c.id);
+            problems.push(Problem::warning(
+                source,
+                &format!("cluster {:?} (id {:?})", c.name, c.id),
+                Some("server"),
+                &format!(
+                    "{IN_CLUSTER_SERVER} while the in-cluster destination is disabled \
+                     (--in-cluster-enabled=false); left out, as Argo CD leaves it out"
+                ),
+            ));
+        }
+        self.clusters = list.clusters;
+    }
 }
 
 /// GitOps specs keyed as the manifest loaders key them (`(namespace, name)`, see

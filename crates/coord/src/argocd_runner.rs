@@ -416,7 +416,7 @@ impl ArgoRunner {
                     tokio::spawn(async move {
                         let sent = Instant::now();
                         let result = store.put(&key, value, pre).await;
-                        tracing::debug!(%identity, %key, ?result, took = ?sent.elapsed(), "write");
+                        crate::ownership::log_write(&identity, &key, &result, sent.elapsed());
                         // The runner may have returned; nobody needs the outcome then.
                         let _ = done.send(WriteDone { ticket, result });
                     });
@@ -428,7 +428,7 @@ impl ArgoRunner {
         }
         if self.machine.shard() != self.logged_shard {
             self.logged_shard = self.machine.shard();
-            tracing::info!(identity = %self.identity(), shard = ?self.logged_shard, pending = self.machine.pending(), "shard held");
+            tracing::info!(identity = %self.identity(), shard = self.logged_shard, pending = self.machine.pending(), "shard held");
         }
     }
 

@@ -55,6 +55,21 @@ pub trait RunnerMetrics: Send + Sync + 'static {
     }
 }
 
+/// Logs a write's outcome (debug level) the one way both runners do: the version written or
+/// the error as text, never Rust's `Debug` form of the result.
+pub(crate) fn log_write(
+    identity: &str,
+    key: &str,
+    result: &Result<u64, crate::store::StoreError>,
+    took: Duration,
+) {
+    let took_ms = took.as_secs_f64() * 1e3;
+    match result {
+        Ok(version) => tracing::debug!(identity, key, version, took_ms, "write"),
+        Err(e) => tracing::debug!(identity, key, error = %e, took_ms, "write failed"),
+    }
+}
+
 /// Measures nothing.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoMetrics;
@@ -84,6 +99,13 @@ pub struct ShardView {
     pub shard_count: u32,
     /// Records of the last listing that could not be read (fenced mode; 0 otherwise).
     pub corrupt_records: u64,
+    /// Other live replicas whose published inventory digest differs from this one's
+    /// (fenced mode; 0 otherwise).
+    pub inventory_disagreement: u64,
+    /// Clusters the distributor keeps assigned although its inventory dropped them, until
+    /// the smaller inventory has held for the drop guard's grace (fenced mode; 0
+    /// otherwise).
+    pub held_back_clusters: u64,
 }
 
 /// What a coordination runner publishes (through a `watch`), seen by the replica: the

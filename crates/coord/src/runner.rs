@@ -24,7 +24,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::fenced::{
-    Action, FleetInput, Placed, PlacementJob, Replica, ReplicaConfig, ShardCountError, Ticket,
+    Action, DropGuard, FleetInput, InventorySummary, Placed, PlacementJob, Replica, ReplicaConfig,
+    ShardCountError, Ticket,
 };
 use crate::lease::{Mono, TimingError};
 pub use crate::ownership::{NoMetrics, Ownership, OwnershipChange, RunnerMetrics, StopHook};
@@ -35,7 +36,7 @@ mod status;
 
 use crate::store::{Listing, Store, StoreError};
 pub use placer::{BlockingPlacer, InlinePlacer, Placer};
-pub use status::Status;
+pub use status::{HeldBackStatus, Status};
 
 /// How often the runner lists and ticks, and how long it may spend releasing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,12 +88,16 @@ pub struct RunnerFleet {
     pub loads: Arc<Vec<u64>>,
     /// Moves whenever the clusters or loads change (the inventory's revision).
     pub revision: u64,
+    /// The inventory's digest, cluster count and problems, published for other replicas
+    /// to compare with (computed where the fleet is built, not on the runner's task).
+    pub inventory: InventorySummary,
 }
 
 impl RunnerFleet {
     /// A fleet that never changes: `clusters` with their `loads` (same order).
     pub fn fixed(clusters: Vec<Cluster>, loads: Vec<u64>) -> watch::Receiver<RunnerFleet> {
         watch::channel(RunnerFleet {
+            inventory: InventorySummary::of(&clusters, 0),
             clusters: Arc::new(clusters),
             loads: Arc::new(loads),
             revision: 0,
@@ -216,6 +221,15 @@ impl Runner {
     /// Computes placements with `placer` (default: [`BlockingPlacer`]).
     pub fn with_placer(mut self, placer: Arc<dyn Placer>) -> Self {
         self.placer = placer;
+        self
+    }
+
+    /// Guards against a fleet that shrinks at once with `guard` (default:
+    /// [`DropGuard::default`]).
+    pub fn with_drop_guard(mut self, guard: DropGuard) -> Self {
+        self.replica = Replica::new(self.cfg.clone())
+            .place_off_step()
+            .with_drop_guard(guard);
         self
     }
 
@@ -406,6 +420,7 @@ impl Runner {
         }
         let current = self.fleet.borrow().clone();
         self.step_fleet = current.clone();
+        self.replica.set_inventory(current.inventory);
         let fleet = FleetInput {
             clusters: &current.clusters,
             loads: &current.loads,
@@ -526,7 +541,7 @@ impl Runner {
                             Err(StoreError::Unavailable(_) | StoreError::Backend(_))
                         );
                         metrics.store_call(purpose.as_str(), took, ok);
-                        tracing::debug!(%identity, %key, ?result, ?took, "write");
+                        crate::ownership::log_write(&identity, &key, &result, took);
                         // The runner may have returned; nobody needs the outcome then.
                         let _ = done.send(WriteDone { ticket, result });
                     });
@@ -539,7 +554,11 @@ impl Runner {
     fn place(&self, job: PlacementJob) {
         let fleet = self.step_fleet.clone();
         debug_assert_eq!(fleet.revision, job.fleet_revision());
-        tracing::debug!(identity = %self.cfg.identity, ?job, "placing");
+        tracing::debug!(
+            identity = %self.cfg.identity,
+            fleet_revision = job.fleet_revision(),
+            "placing"
+        );
         let (placing, tx) = (self.placer.place(job, fleet), self.placed_tx.clone());
         tokio::spawn(async move {
             // The runner may have returned; nobody needs the result then.
@@ -583,6 +602,12 @@ impl Runner {
         self.stats.failovers = self.replica.takeovers();
         self.stats.shard_count = self.replica.shard_count();
         self.stats.corrupt = self.replica.corrupt_records().to_vec();
+        self.stats.inventory_disagreement = self.replica.inventory_disagreement();
+        self.stats.held_back = self.replica.held_back().map(|h| HeldBackStatus {
+            previous: h.previous,
+            dropped: h.dropped,
+            until: self.start + h.until.0,
+        });
         let snapshot = self.stats.clone();
         self.status.send_if_modified(|s| {
             let changed = *s != snapshot;

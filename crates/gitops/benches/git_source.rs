@@ -42,6 +42,7 @@ async fn main() {
         repo_url: repo_url.to_owned(),
         target_revision: "main".into(),
         path: "apps".into(),
+        directory: Default::default(),
     };
 
     // The parts: resolving alone (open + refs), and parsing alone (the same files from disk).

@@ -133,12 +133,15 @@ async fn start_fleet(repo: &str, apps: usize, clusters: usize) -> Fleet {
                 repo_url: repo.to_owned(),
                 target_revision: "main".into(),
                 path: format!("apps/a{a}"),
+                directory: Default::default(),
             },
             auto_sync: Some(AutoSync {
                 prune: true,
                 self_heal: true,
+                allow_empty: false,
             }),
             sync_request: None,
+            refusals: Vec::new(),
         };
         keys.push((AppKey::of(&app), c));
         inventory.insert(AppTarget {

@@ -24,6 +24,11 @@ use tokio::time::Instant;
 use crate::compare::{FIELD_MANAGER, ResourceKey, TRACKING_ANNOTATION, tracking_annotation};
 use crate::live::{ClusterConn, KindInfo, live_value};
 
+mod handover;
+
+pub use handover::LEGACY_MANAGERS;
+pub(crate) use handover::handover_patch;
+
 /// How long before the lease deadline every request to a cluster is cut.
 pub const WRITE_MARGIN: Duration = Duration::from_millis(250);
 
@@ -94,6 +99,9 @@ pub struct DesiredObject {
     pub kind: KindInfo,
     /// The manifest, with `metadata.namespace` set as in `key`.
     pub object: Value,
+    /// The merge patch that first hands another applier's fields to fleetshard
+    /// ([`LEGACY_MANAGERS`], `handover`), when the live object has such fields.
+    pub handover: Option<Value>,
 }
 
 /// One live object to delete when pruning.
@@ -103,6 +111,18 @@ pub struct PruneTarget {
     pub key: ResourceKey,
     /// Its `apiVersion` as cached.
     pub api_version: String,
+    /// Why it must never be pruned (`Prune=false`, `Delete=false`, Helm's `keep`), if so.
+    pub keep: Option<String>,
+}
+
+/// How a sync runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SyncMode {
+    /// Delete the prune targets (without: they are reported as skipped).
+    pub prune: bool,
+    /// Server-side dry run (`dryRun=All`): every write is validated by the server and
+    /// nothing is persisted; no handover, nothing pruned.
+    pub dry_run: bool,
 }
 
 /// What happened to one resource.
@@ -143,22 +163,26 @@ pub enum ApplyError {
 }
 
 /// Applies `desired` in order (Namespaces first, then CustomResourceDefinitions, then the
-/// rest by key) and, when `prune`, deletes `to_prune`; without `prune` they are reported
-/// as skipped. A resource that fails is reported and the others still go on (one bad
-/// object does not block the app). The applied objects are recorded in the cluster's
-/// cache so that the refresh after the sync sees them.
+/// rest by key) and, when `mode.prune`, deletes `to_prune`; without it they are reported
+/// as skipped, and so is a target with a [`PruneTarget::keep`] reason always. A resource
+/// that fails is reported and the others still go on (one bad object does not block the
+/// app). The applied objects are recorded in the cluster's cache so that the refresh
+/// after the sync sees them. With `mode.dry_run` every apply and delete is sent with
+/// `dryRun=All` and nothing is recorded.
 pub async fn sync(
     conn: &ClusterConn,
     app_name: &str,
     desired: &[DesiredObject],
     to_prune: &[PruneTarget],
-    prune: bool,
+    mode: SyncMode,
     lease: &dyn LeaseCheck,
 ) -> Result<Vec<ResourceResult>, ApplyError> {
+    let prune = mode.prune;
     let mut order: Vec<&DesiredObject> = desired.iter().collect();
     order.sort_by_key(|d| (wave(&d.key), d.key.clone()));
     let mut results = Vec::with_capacity(desired.len() + to_prune.len());
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut params = PatchParams::apply(FIELD_MANAGER).force();
+    params.dry_run = mode.dry_run;
     let call_timeout = conn.options().call_timeout;
     for d in order {
         let Some(until) = request_deadline(Instant::now(), lease.write_deadline(), call_timeout)
@@ -168,17 +192,40 @@ pub async fn sync(
         let mut object = d.object.clone();
         annotate(&mut object, &tracking_annotation(app_name, &d.key));
         let api = api_for(conn, &d.kind, &d.key.namespace);
-        let patch = Patch::Apply(&object);
-        let call = api.patch(&d.key.name, &params, &patch);
-        let outcome = tokio::time::timeout_at(until.at, call).await;
+        let handed = match (&d.handover, mode.dry_run) {
+            (Some(ops), false) => hand_over(&api, &d.key.name, ops, until).await,
+            _ => Ok(()),
+        };
+        let outcome = match handed {
+            Ok(()) => {
+                let patch = Patch::Apply(&object);
+                let call = api.patch(&d.key.name, &params, &patch);
+                tokio::time::timeout_at(until.at, call)
+                    .await
+                    .map_err(|_| until.message(call_timeout))
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+            }
+            Err(why) => Err(why),
+        };
         let (status, message) = match outcome {
-            Ok(Ok(applied)) => {
+            Ok(_) if mode.dry_run => {
+                conn.heard_now();
+                (
+                    ResultCode::Synced,
+                    "valid (server-side dry run; not applied)".to_owned(),
+                )
+            }
+            Ok(applied) => {
                 conn.heard_now();
                 conn.observe(&d.key, live_value(&d.kind.resource, applied));
-                (ResultCode::Synced, "applied (server-side)".to_owned())
+                let how = if d.handover.is_some() {
+                    "applied (server-side; fields of earlier appliers taken over)"
+                } else {
+                    "applied (server-side)"
+                };
+                (ResultCode::Synced, how.to_owned())
             }
-            Ok(Err(e)) => (ResultCode::SyncFailed, e.to_string()),
-            Err(_) => (ResultCode::SyncFailed, until.message(call_timeout)),
+            Err(message) => (ResultCode::SyncFailed, message),
         };
         results.push(ResourceResult {
             key: d.key.clone(),
@@ -193,12 +240,17 @@ pub async fn sync(
             .rsplit_once('/')
             .map_or(p.api_version.as_str(), |(_, v)| v)
             .to_owned();
-        if !prune {
+        let skipped = match &p.keep {
+            Some(why) => Some(why.clone()),
+            None if !prune => Some("not in Git; prune is off".to_owned()),
+            None => None,
+        };
+        if let Some(message) = skipped {
             results.push(ResourceResult {
                 key: p.key.clone(),
                 version,
                 status: ResultCode::PruneSkipped,
-                message: "not in Git; prune is off".to_owned(),
+                message,
             });
             continue;
         }
@@ -206,7 +258,7 @@ pub async fn sync(
         else {
             return Err(ApplyError::LeaseLapsed { done: results });
         };
-        let (status, message) = delete(conn, p, until).await;
+        let (status, message) = delete(conn, p, until, mode.dry_run).await;
         results.push(ResourceResult {
             key: p.key.clone(),
             version,
@@ -217,19 +269,50 @@ pub async fn sync(
     Ok(results)
 }
 
+/// Sends the handover JSON patch; a failure (the object changed since it was read, a
+/// refusal) fails this object's sync rather than applying without it.
+async fn hand_over(
+    api: &Api<DynamicObject>,
+    name: &str,
+    ops: &Value,
+    until: RequestDeadline,
+) -> Result<(), String> {
+    let patch = Patch::Merge(ops);
+    let params = PatchParams::default();
+    let call = api.patch(name, &params, &patch);
+    match tokio::time::timeout_at(until.at, call).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!(
+            "taking over the fields of earlier appliers (retried at the next sync): {e}"
+        )),
+        Err(_) => Err("taking over the fields of earlier appliers: no answer".to_owned()),
+    }
+}
+
 async fn delete(
     conn: &ClusterConn,
     p: &PruneTarget,
     until: RequestDeadline,
+    dry_run: bool,
 ) -> (ResultCode, String) {
     let kind = match conn.kind_info(&p.api_version, &p.key.kind).await {
         Ok(kind) => kind,
         Err(e) => return (ResultCode::SyncFailed, e.to_string()),
     };
     let api = api_for(conn, &kind, &p.key.namespace);
-    let params = DeleteParams::default();
+    let params = DeleteParams {
+        dry_run,
+        ..DeleteParams::default()
+    };
     let call = api.delete(&p.key.name, &params);
     match tokio::time::timeout_at(until.at, call).await {
+        Ok(Ok(_)) if dry_run => {
+            conn.heard_now();
+            (
+                ResultCode::Pruned,
+                "would be pruned (server-side dry run)".to_owned(),
+            )
+        }
         Ok(Ok(_)) => {
             conn.heard_now();
             conn.forget(&p.key);

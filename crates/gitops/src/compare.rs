@@ -38,6 +38,8 @@
 //!   `nodePort`) are covered by the first rule: the manifest does not set them.
 //! - **Empty values.** `null`, `{}`, `[]`, `""`, `false` and `0` in a manifest equal an
 //!   absent live field: the API server's Go types drop them (`omitempty`).
+//! - **Secrets' `stringData`** is merged into `data` (base64) as the API server stores it
+//!   (`compare/secret.rs`).
 //! - **Numbers** compare by value (`1` = `1.0`). **Quantities** under
 //!   `resources.limits/requests` (containers, PVCs), ResourceQuota `spec.hard` and PV
 //!   `spec.capacity` compare as exact amounts: `"1000m"` = `"1"` = `1`, `"1Gi"` =
@@ -60,6 +62,7 @@ mod diff;
 mod key;
 mod owned;
 mod quantity;
+mod secret;
 mod tracking;
 
 use std::borrow::Borrow;
@@ -70,6 +73,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use key::{KeyError, ResourceKey};
+pub(crate) use owned::LAST_APPLIED;
 pub use tracking::{TRACKING_ANNOTATION, TrackingId, is_tracked_by, tracking_annotation};
 
 /// The field manager fleetshard's server-side apply uses.
@@ -245,7 +249,8 @@ pub fn compare_resource(
         };
     };
     let records = owned::Records::of(live, &opts.field_manager);
-    let differences = diff::Walker::new(&key.kind).run(desired, live, records.root());
+    let desired = secret::as_stored(&key.group, &key.kind, desired);
+    let differences = diff::Walker::new(&key.kind).run(&desired, live, records.root());
     let status = if differences.is_empty() {
         SyncStatus::Synced
     } else {

@@ -195,6 +195,64 @@ impl ClusterConnections {
     }
 }
 
+/// The client configuration for a cluster Secret's credentials: a kubeconfig, which is
+/// the documented way to give kube a CA bundle as PEM and a token.
+async fn kubeconfig_config(access: &ClusterAccess) -> Result<Config, String> {
+    let c = &access.credentials;
+    if !c.unsupported.is_empty() {
+        return Err(format!(
+            "the cluster Secret sets {}, which fleetshard does not support yet; nothing is \
+             sent to this cluster rather than reaching it without that authentication",
+            c.unsupported.join(", ")
+        ));
+    }
+    let mut cluster = json!({"server": access.server});
+    let mut user = json!({});
+    let set = |map: &mut serde_json::Value, key: &str, value: &Option<String>| {
+        if let Some(v) = value {
+            map[key] = json!(v);
+        }
+    };
+    set(&mut cluster, "certificate-authority-data", &c.ca_data);
+    set(&mut cluster, "tls-server-name", &c.server_name);
+    set(&mut cluster, "proxy-url", &c.proxy_url);
+    set(&mut user, "token", &c.bearer_token);
+    set(&mut user, "username", &c.username);
+    set(&mut user, "password", &c.password);
+    set(&mut user, "client-certificate-data", &c.cert_data);
+    set(&mut user, "client-key-data", &c.key_data);
+    if c.insecure {
+        cluster["insecure-skip-tls-verify"] = json!(true);
+    }
+    if let Some(exec) = &c.exec {
+        // As kubectl runs a credential plugin: its own environment plus `env`, never
+        // interactive; kube caches the credential until its `expirationTimestamp`.
+        let env: Vec<_> = exec
+            .env
+            .iter()
+            .map(|(name, value)| json!({"name": name, "value": value}))
+            .collect();
+        user["exec"] = json!({
+            "command": exec.command,
+            "args": exec.args,
+            "env": env,
+            "apiVersion": exec.api_version,
+            "installHint": exec.install_hint,
+            "interactiveMode": "Never",
+        });
+    }
+    let kubeconfig: Kubeconfig = serde_json::from_value(json!({
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }))
+    .map_err(|e| e.to_string())?;
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// One cluster: client, discovery cache, and object caches.
 pub struct ClusterConn {
     access: ClusterAccess,
@@ -219,29 +277,20 @@ impl ClusterConn {
             cluster: access.server.clone(),
             message,
         };
-        let c = &access.credentials;
-        let mut cluster = json!({"server": access.server});
-        if c.insecure {
-            cluster["insecure-skip-tls-verify"] = json!(true);
-        }
-        if let Some(ca) = &c.ca_data {
-            cluster["certificate-authority-data"] = json!(ca);
-        }
-        let mut user = json!({});
-        if let Some(token) = &c.bearer_token {
-            user["token"] = json!(token);
-        }
-        // A kubeconfig is the documented way to give kube a CA bundle as PEM and a token.
-        let kubeconfig: Kubeconfig = serde_json::from_value(json!({
-            "clusters": [{"name": "c", "cluster": cluster}],
-            "users": [{"name": "u", "user": user}],
-            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-            "current-context": "x",
-        }))
-        .map_err(|e| config_err(e.to_string()))?;
-        let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .map_err(|e| config_err(e.to_string()))?;
+        let mut config = if access.credentials.pod_service_account {
+            // Argo CD's built-in in-cluster entry: the pod's own service account. kube
+            // re-reads the projected token as the kubelet rotates it.
+            Config::incluster().map_err(|e| {
+                config_err(format!(
+                    "the built-in in-cluster destination uses this pod's service account, \
+                     and none is usable here ({e}); run in a pod, add a cluster Secret for \
+                     {}, or disable the in-cluster destination (--in-cluster-enabled=false)",
+                    access.server
+                ))
+            })?
+        } else {
+            kubeconfig_config(&access).await.map_err(config_err)?
+        };
         config.connect_timeout = Some(options.call_timeout);
         // Watches stay open up to `watch_timeout`; other calls are bounded by
         // `call_timeout` around them.
@@ -250,7 +299,18 @@ impl ClusterConn {
         // kube retries 429/503/504 by default for minutes: an unreachable cluster must
         // show on the app quickly, and the controller's queue owns the backoff.
         config.default_retry = false;
-        let client = Client::try_from(config).map_err(|e| config_err(e.to_string()))?;
+        let client = Client::try_from(config).map_err(|e| match &access.credentials.exec {
+            // The credential plugin runs while the client is built: name it.
+            Some(exec) => config_err(format!(
+                "credential plugin {:?} (execProviderConfig): {e}{}",
+                exec.command,
+                exec.install_hint
+                    .as_deref()
+                    .map(|hint| format!("; {hint}"))
+                    .unwrap_or_default()
+            )),
+            None => config_err(e.to_string()),
+        })?;
         Ok(ClusterConn {
             access,
             client,
@@ -459,4 +519,70 @@ pub(crate) fn live_value(resource: &ApiResource, obj: DynamicObject) -> Value {
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves its map consistent: a poisoned lock is still usable.
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every authentication field of an Argo CD cluster Secret reaches kube's client
+    /// configuration: basic auth, a client certificate and key, the server name to verify,
+    /// a proxy.
+    #[tokio::test]
+    async fn a_secrets_authentication_reaches_the_client_configuration() {
+        // A self-signed certificate is not needed: kube only decodes the PEM later, when it
+        // builds TLS; here the configuration is checked field by field.
+        let (credentials, unsupported) = ClusterCredentials::from_argo_config(
+            r#"{"username":"admin","password":"pw","proxyUrl":"socks5://127.0.0.1:1080",
+                "tlsClientConfig":{"serverName":"api.internal","certData":"Y2VydA==","keyData":"a2V5"}}"#,
+            "config",
+        )
+        .unwrap();
+        assert!(unsupported.is_empty());
+        let access = ClusterAccess {
+            id: "c".into(),
+            server: "https://10.0.0.1:6443".into(),
+            credentials,
+        };
+        let config = kubeconfig_config(&access).await.expect("config");
+        let auth = &config.auth_info;
+        assert_eq!(auth.username.as_deref(), Some("admin"));
+        assert!(auth.password.is_some());
+        assert_eq!(auth.client_certificate_data.as_deref(), Some("Y2VydA=="));
+        assert!(auth.client_key_data.is_some());
+        assert_eq!(config.tls_server_name.as_deref(), Some("api.internal"));
+        assert_eq!(
+            config
+                .proxy_url
+                .as_ref()
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("socks5://127.0.0.1:1080/")
+        );
+    }
+
+    /// Argo CD's built-in in-cluster entry is reached with the pod's service account, never
+    /// anonymously: outside a pod that is a configuration error naming the way out.
+    #[tokio::test]
+    async fn the_built_in_in_cluster_entry_needs_the_pods_service_account() {
+        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            // Inside a pod the service account exists; what this test checks cannot happen.
+            return;
+        }
+        let access = ClusterAccess {
+            id: String::new(),
+            server: fleetshard_core::argo::IN_CLUSTER_SERVER.to_owned(),
+            credentials: ClusterCredentials::pod_service_account(),
+        };
+        let Err(err) = ClusterConnections::new(LiveOptions::default())
+            .start(&access)
+            .await
+        else {
+            panic!("connected anonymously to the in-cluster server");
+        };
+        let message = err.to_string();
+        assert!(matches!(err, LiveError::Config { .. }), "{message}");
+        assert!(message.contains("service account"), "{message}");
+        assert!(message.contains("--in-cluster-enabled=false"), "{message}");
+    }
 }

@@ -32,6 +32,7 @@
 //! Limits: `ignoreDifferences`, sync waves and hooks,
 //! retry policies and selfHeal's back-off timer are not implemented.
 
+mod guard;
 mod inventory;
 mod operate;
 mod problem;
@@ -46,17 +47,19 @@ use fleetshard_coord::runner::StopHook;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use crate::apply::{DesiredObject, LeaseCheck, PruneTarget};
+use crate::apply::{DesiredObject, LeaseCheck, PruneTarget, handover_patch};
 use crate::compare::{AppComparison, CompareOptions, ResourceKey, SyncStatus, compare_app};
 use crate::health::{app_health, assess};
 use crate::live::{ClusterConnections, KindInfo};
 use crate::source::{Refresh, RepoCache};
-use problem::Problem;
+use fleetshard_manifest::RefusalKind;
+use problem::{COMPARISON_ERROR, Problem};
 
 pub use inventory::{AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory};
 pub use status::{
-    AppStatus, ComparisonStatus, Condition, HealthInfo, KubeStatusSink, MemorySink, OperationState,
-    ResourceEntry, SinkError, StatusSink, StatusUpdate, SyncInfo, SyncResult, SyncResultEntry,
+    AppStatus, ComparisonStatus, Condition, HealthInfo, Initiator, KubeStatusSink, MemorySink,
+    OperationRecord, OperationState, ResourceEntry, SinkError, StatusSink, StatusUpdate, SyncInfo,
+    SyncOperation, SyncOperationResource, SyncResult, SyncResultEntry,
 };
 pub use store_sink::{
     DEFAULT_HEARTBEAT, RecordError, StoreStatusSink, StoredAppStatus, StoredStatusEntry,
@@ -128,6 +131,9 @@ struct Memo {
     recorded_read: bool,
     /// The sync request last run; the same request is not run again until it is cleared.
     request_done: Option<fleetshard_manifest::SyncRequest>,
+    /// A sync request refused (`SyncError`), shown on the app's status until the next
+    /// operation runs.
+    sync_error: Option<String>,
 }
 
 /// The GitOps reconciler of one replica.
@@ -207,6 +213,17 @@ impl GitOpsReconciler {
         target: &AppTarget,
     ) -> Result<(Refreshed, ComparisonStatus), Problem> {
         let app = &target.app;
+        let refused: Vec<String> = target
+            .spec
+            .refusals_of(RefusalKind::InvalidSpec)
+            .map(ToString::to_string)
+            .collect();
+        if !refused.is_empty() {
+            return Err(Problem::permanent(
+                RefusalKind::InvalidSpec.condition_type(),
+                format!("application {key} is not synced: {}", refused.join("; ")),
+            ));
+        }
         let manifests = self
             .repos
             .manifests(&target.spec.source, Refresh::Normal)
@@ -237,6 +254,9 @@ impl GitOpsReconciler {
         let mut kinds: Vec<KindInfo> = Vec::new();
         for m in &manifests.objects {
             let id = &m.identity;
+            if let Some(why) = guard::object_refusal(&m.object, &format!("{id} ({})", m.location)) {
+                return Err(with_rev(Problem::permanent(COMPARISON_ERROR, why)));
+            }
             let kind = conn
                 .kind_info(&id.api_version, &id.kind)
                 .await
@@ -270,10 +290,11 @@ impl GitOpsReconciler {
         let keys: HashSet<ResourceKey> = placed.iter().map(|(k, _)| k.clone()).collect();
         let live = conn.live_objects(&app_name, &keys);
         let opts = CompareOptions::new(&app_name).with_destination_namespace(&dest_ns);
-        let comparison = compare_app(&values, &live, &opts).map_err(|e| Problem {
-            message: format!("comparing {key}: {e}"),
-            transient: false,
-            revision: revision.clone(),
+        let comparison = compare_app(&values, &live, &opts).map_err(|e| {
+            with_rev(Problem::permanent(
+                COMPARISON_ERROR,
+                format!("comparing {key}: {e}"),
+            ))
         })?;
         let live_by_key: HashMap<ResourceKey, &Value> = live
             .iter()
@@ -301,6 +322,7 @@ impl GitOpsReconciler {
                 prune.push(PruneTarget {
                     key: r.key.clone(),
                     api_version: live_api.to_owned(),
+                    keep: live.and_then(guard::keep_reason),
                 });
             }
             resources.push(ResourceEntry {
@@ -318,6 +340,22 @@ impl GitOpsReconciler {
             });
             healths.push(health);
         }
+        let mut conditions = Vec::new();
+        if let Some(auto) = target.spec.auto_sync
+            && manifests.objects.is_empty()
+            && !auto.allow_empty
+            && !prune.is_empty()
+        {
+            conditions.push(Condition {
+                kind: "SyncError".to_owned(),
+                message: format!(
+                    "automated sync refused: {} renders no objects and would prune every \
+                     resource of the app; set spec.syncPolicy.automated.allowEmpty to allow it",
+                    target.spec.source.path
+                ),
+                last_transition_time: self.clock.now_rfc3339(),
+            });
+        }
         let status = ComparisonStatus {
             sync: SyncInfo {
                 status: sync_word(comparison.status).to_owned(),
@@ -329,12 +367,17 @@ impl GitOpsReconciler {
             },
             resources,
             reconciled_at: self.clock.now_rfc3339(),
-            conditions: Vec::new(),
+            conditions,
         };
         let desired = placed
             .into_iter()
             .zip(values)
-            .map(|((key, kind), object)| DesiredObject { key, kind, object })
+            .map(|((key, kind), object)| DesiredObject {
+                handover: live_by_key.get(&key).and_then(|l| handover_patch(l)),
+                key,
+                kind,
+                object,
+            })
             .collect();
         let refreshed = Refreshed {
             commit: manifests.commit.clone(),
@@ -360,7 +403,7 @@ impl GitOpsReconciler {
             resources: Vec::new(),
             reconciled_at: now.clone(),
             conditions: vec![Condition {
-                kind: "ComparisonError".to_owned(),
+                kind: problem.condition.to_owned(),
                 message: problem.message.clone(),
                 last_transition_time: now,
             }],
@@ -372,15 +415,23 @@ impl GitOpsReconciler {
             self.memos().remove(key);
             return Ok(());
         };
-        let (last, status, problem) = match self.compare(key, &target).await {
+        let (last, mut status, problem) = match self.compare(key, &target).await {
             Ok((refreshed, status)) => (Some(Arc::new(refreshed)), status, None),
             Err(problem) => (None, self.error_status(&problem), Some(problem)),
         };
-        {
+        let sync_error = {
             let mut memos = self.memos();
             let m = memos.entry(key.clone()).or_default();
             m.cluster.clone_from(&target.cluster.id);
             m.last = last;
+            m.sync_error.clone()
+        };
+        if let Some(message) = sync_error {
+            status.conditions.push(Condition {
+                kind: RefusalKind::Sync.condition_type().to_owned(),
+                message,
+                last_transition_time: status.reconciled_at.clone(),
+            });
         }
         self.record(key, StatusUpdate::Comparison(status)).await?;
         match problem {
@@ -416,17 +467,28 @@ impl GitOpsReconciler {
                 m.synced.clone_from(&synced);
             }
         }
-        let to_do = last
-            .comparison
-            .resources
+        // Never prune to an empty render unless allowed (refused with a SyncError
+        // condition by the refresh); a protected object to prune is nothing to do.
+        if last.desired.is_empty() && !auto.allow_empty {
+            return Ok(Operated::Idle);
+        }
+        let protected: HashSet<&ResourceKey> = last
+            .prune
             .iter()
-            .any(|r| r.status == SyncStatus::OutOfSync && (!r.requires_pruning || auto.prune));
+            .filter(|p| p.keep.is_some())
+            .map(|p| &p.key)
+            .collect();
+        let to_do = last.comparison.resources.iter().any(|r| {
+            r.status == SyncStatus::OutOfSync
+                && (!r.requires_pruning || (auto.prune && !protected.contains(&r.key)))
+        });
         let already = synced.as_deref() == Some(last.commit.as_str());
         if !to_do || (already && !auto.self_heal) || last.cluster != target.cluster.id {
             return Ok(Operated::Idle);
         }
         let message = format!("automated sync to {}", last.commit);
-        match self.sync(key, &target, &last, auto.prune, message).await? {
+        let request = operate::Request::automated(auto.prune);
+        match self.sync(key, &target, &last, &request, message).await? {
             Ok(()) => Ok(Operated::Finished),
             // Retried with backoff until it succeeds (Argo CD's automated retries).
             Err(failed) => Err(ReconcileError::RetryLater(failed)),

@@ -14,9 +14,12 @@
 //!   reconciliation period) unless a [`Refresh::Hard`] asks; manifests are kept per commit
 //!   and path, which never change.
 //! - Manifests are plain YAML (`.yaml`, `.yml`, multi-document) and JSON (`.json`) files,
-//!   read recursively; `List` kinds are flattened; hidden entries, other files, symbolic
-//!   links and submodules are skipped; a Kustomize or Helm directory is refused
-//!   ([`SourceError::UnsupportedSource`]) rather than misread.
+//!   read as Argo CD reads a directory app: the top level of `path` only unless
+//!   `directory.recurse`, filtered by `directory.exclude`/`include` globs on the path
+//!   relative to `path`; `List` kinds are flattened; hidden entries, other files, symbolic
+//!   links and submodules are skipped; a Kustomize or Helm directory, or a Jsonnet file
+//!   (which Argo CD would render), is refused ([`SourceError::UnsupportedSource`]) rather
+//!   than misread.
 //! - Limits: a mirror keeps branches and tags deleted on the remote (fetches do not prune),
 //!   so such a revision still resolves to its last commit; one process owns a cache
 //!   directory (no locking between processes); submodules and Git LFS are not followed.
@@ -26,6 +29,7 @@
 
 mod cache;
 mod error;
+mod glob;
 mod parse;
 mod repo;
 mod url;

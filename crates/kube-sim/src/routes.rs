@@ -340,7 +340,20 @@ impl ResourceRequest<'_> {
     where
         T: DryRunResult,
     {
-        if self.q.get("dryRun").is_some_and(|v| v == "All") {
+        self.write_dry(false, f)
+    }
+
+    /// [`Self::write`], also as a dry run when `dry` (a DELETE's body asked for it:
+    /// `DeleteOptions.dryRun: ["All"]`, as client libraries send it).
+    fn write_dry<T>(
+        &self,
+        dry: bool,
+        f: impl FnOnce(&mut super::store::Store) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError>
+    where
+        T: DryRunResult,
+    {
+        if dry || self.q.get("dryRun").is_some_and(|v| v == "All") {
             let key = ops::key(&self.kind, self.ns(), &self.name);
             let stored = self.shared.read().get(&key).map(|o| ops::stored_rv(o));
             let mut out = self.shared.dry_run(f)?;
@@ -422,7 +435,12 @@ impl ResourceRequest<'_> {
                 } else {
                     self.body_json()?
                 };
-                let (body, _) = self.write(|s| ops::delete(s, &kind, &ns, &self.name, &options))?;
+                let dry = options
+                    .get("dryRun")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| a.iter().any(|v| v == "All"));
+                let (body, _) =
+                    self.write_dry(dry, |s| ops::delete(s, &kind, &ns, &self.name, &options))?;
                 Ok(ok(&body))
             }
             Verb::DeleteCollection => {

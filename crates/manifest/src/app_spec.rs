@@ -18,6 +18,21 @@ pub struct AppSource {
     pub target_revision: String,
     /// Directory inside the repository.
     pub path: String,
+    /// `directory`: how the directory is read.
+    pub directory: DirectoryOptions,
+}
+
+/// `spec.source.directory` of a plain-manifest directory app (Argo CD's defaults: top
+/// level only, every manifest file).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
+pub struct DirectoryOptions {
+    /// `recurse`: read subdirectories too (default false: the top level of `path` only).
+    pub recurse: bool,
+    /// `include`: a glob the file's path relative to `path` must match (empty: any).
+    pub include: String,
+    /// `exclude`: a glob that drops a file whose path relative to `path` matches it
+    /// (empty: none); it wins over `include`.
+    pub exclude: String,
 }
 
 /// Automated sync settings (`spec.syncPolicy.automated`).
@@ -27,6 +42,9 @@ pub struct AutoSync {
     pub prune: bool,
     /// Revert live drift even when Git did not change.
     pub self_heal: bool,
+    /// `allowEmpty`: an automated sync may prune every object when the source renders
+    /// none (default false: such a sync is refused).
+    pub allow_empty: bool,
 }
 
 /// A sync asked for by hand: the Application's `operation.sync` (Argo CD's "Sync" button
@@ -37,6 +55,71 @@ pub struct SyncRequest {
     pub revision: Option<String>,
     /// `operation.sync.prune`.
     pub prune: bool,
+    /// `operation.sync.dryRun`: validate only (server-side dry run), persist nothing.
+    pub dry_run: bool,
+    /// `operation.sync.resources`: sync only these objects (`None`: the whole app).
+    pub resources: Option<Vec<SyncResource>>,
+    /// `operation.initiatedBy`: who asked.
+    pub initiated_by: InitiatedBy,
+}
+
+/// One entry of `operation.sync.resources` (selective sync).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash, PartialOrd, Ord)]
+pub struct SyncResource {
+    /// API group (`""` for core).
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace (`""`: cluster-scoped, or the destination namespace's objects).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// `operation.initiatedBy`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct InitiatedBy {
+    /// The user who asked (empty when unknown).
+    pub username: String,
+    /// Started by the controller's automated sync.
+    pub automated: bool,
+}
+
+/// Which kind of Argo CD condition a refusal is shown as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// Something in `spec` (Argo CD's `InvalidSpecError`).
+    InvalidSpec,
+    /// Something in the sync request, `operation` (Argo CD's `SyncError`).
+    Sync,
+}
+
+impl RefusalKind {
+    /// The condition type Argo CD uses for it.
+    pub fn condition_type(self) -> &'static str {
+        match self {
+            RefusalKind::InvalidSpec => "InvalidSpecError",
+            RefusalKind::Sync => "SyncError",
+        }
+    }
+}
+
+/// A field an Application sets that fleetshard does not implement: the app is shown with
+/// a condition naming it, and nothing is applied or pruned for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Spec or request.
+    pub kind: RefusalKind,
+    /// The field, as a path in the Application (`spec.source.helm`).
+    pub field: String,
+    /// Why, in a sentence.
+    pub message: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
 }
 
 /// An application's GitOps spec: everything the reconciler reads of it that the
@@ -49,6 +132,17 @@ pub struct AppSpec {
     pub auto_sync: Option<AutoSync>,
     /// `operation.sync`, when a sync was asked for by hand.
     pub sync_request: Option<SyncRequest>,
+    /// What the Application sets that fleetshard does not implement
+    /// ([`crate::implemented`]); any refusal of kind [`RefusalKind::InvalidSpec`] stops
+    /// every sync of the app, one of kind [`RefusalKind::Sync`] the request.
+    pub refusals: Vec<Refusal>,
+}
+
+impl AppSpec {
+    /// The refusals of `kind`.
+    pub fn refusals_of(&self, kind: RefusalKind) -> impl Iterator<Item = &Refusal> {
+        self.refusals.iter().filter(move |r| r.kind == kind)
+    }
 }
 
 /// What an Application gives: the application as the distribution engine sees it, and its

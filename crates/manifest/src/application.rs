@@ -2,14 +2,15 @@
 //!
 //! Only what sharding and GitOps need is read. For sharding (the [`App`]):
 //! `metadata.{namespace,name}`, `spec.project` and `spec.destination.{server,name,namespace}`;
-//! for GitOps (the [`AppSpec`]): `spec.source.{repoURL,targetRevision,path}`
-//! (`targetRevision` defaults to `HEAD`), `spec.syncPolicy.automated` and `operation.sync`
-//! (a sync asked for by hand: `revision`, `prune`). The
+//! for GitOps (the [`AppSpec`]): `spec.source.{repoURL,targetRevision,path,directory}`
+//! (`targetRevision` defaults to `HEAD`), `spec.syncPolicy.automated` and `operation`
+//! (a sync asked for by hand: `sync.{revision,prune,dryRun,resources}`, `initiatedBy`). The
 //! destination server is kept exactly as written: Argo CD's load counting compares it raw
 //! (W5 in `docs/glossary.md`), so normalising here would hide the mismatch it produces.
 //!
-//! Multi-source Applications (`spec.sources`) take their first source, with a warning: the
-//! model has one. `spec.syncPolicy.automated` present means automated sync (`{}` is
+//! What fleetshard does not implement (helm, kustomize, `ignoreDifferences`, multi-source,
+//! most sync options, …) is listed in [`AppSpec::refusals`] by the allow-list of
+//! [`crate::implemented`]; the reconciler shows each as a condition and syncs nothing. `spec.syncPolicy.automated` present means automated sync (`{}` is
 //! automated without prune or self-heal) unless `automated.enabled` is `false`, which Argo
 //! CD 3.x honours as "configured but off".
 
@@ -17,7 +18,10 @@ use fleetshard_core::{App, Destination};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::app_spec::{AppDefinition, AppSource, AppSpec, AutoSync, SyncRequest};
+use crate::app_spec::{
+    AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, SyncRequest,
+    SyncResource,
+};
 use crate::document::{meta_names, typed};
 use crate::error::{Ctx, LoadError, object_name};
 use crate::secret::ObjectMeta;
@@ -40,6 +44,8 @@ struct ApplicationObject {
 struct Operation {
     #[serde(default)]
     sync: Option<OperationSync>,
+    #[serde(default, rename = "initiatedBy")]
+    initiated_by: Option<OperationInitiator>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -48,6 +54,30 @@ struct OperationSync {
     revision: Option<String>,
     #[serde(default)]
     prune: Option<bool>,
+    #[serde(default, rename = "dryRun")]
+    dry_run: Option<bool>,
+    #[serde(default)]
+    resources: Option<Vec<OperationResource>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct OperationResource {
+    #[serde(default)]
+    group: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct OperationInitiator {
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    automated: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -80,6 +110,18 @@ struct Source {
         skip_serializing_if = "Option::is_none"
     )]
     target_revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    directory: Option<Directory>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct Directory {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    recurse: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    include: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    exclude: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -106,6 +148,12 @@ struct Automated {
     prune: Option<bool>,
     #[serde(default, rename = "selfHeal", skip_serializing_if = "Option::is_none")]
     self_heal: Option<bool>,
+    #[serde(
+        default,
+        rename = "allowEmpty",
+        skip_serializing_if = "Option::is_none"
+    )]
+    allow_empty: Option<bool>,
 }
 
 /// Reads one Application.
@@ -128,6 +176,7 @@ pub(crate) fn to_app(
     let spec = obj.spec.unwrap_or_default();
 
     // Argo CD uses `sources` whenever it is non-empty, ignoring `source`.
+    // More than one is refused (`refusals`), and the first is kept for display only.
     let source = match spec.sources {
         Some(sources) if !sources.is_empty() => {
             if sources.len() > 1 {
@@ -135,7 +184,8 @@ pub(crate) fn to_app(
                     &object,
                     Some("spec.sources"),
                     format!(
-                        "{} sources; fleetshard models one and uses sources[0]",
+                        "{} sources; fleetshard does not implement multi-source applications: \
+                         the app is refused (InvalidSpecError), sources[0] is shown",
                         sources.len()
                     ),
                 );
@@ -145,6 +195,7 @@ pub(crate) fn to_app(
         _ => spec.source,
     }
     .unwrap_or_default();
+    let refusals = crate::implemented::refusals(value);
 
     let dest = spec.destination.unwrap_or_default();
     let auto_sync = spec
@@ -154,11 +205,32 @@ pub(crate) fn to_app(
         .map(|a| AutoSync {
             prune: a.prune.unwrap_or(false),
             self_heal: a.self_heal.unwrap_or(false),
+            allow_empty: a.allow_empty.unwrap_or(false),
         });
 
-    let sync_request = obj.operation.and_then(|o| o.sync).map(|s| SyncRequest {
+    let (op_sync, initiator) = obj
+        .operation
+        .map(|o| (o.sync, o.initiated_by))
+        .unwrap_or_default();
+    let initiator = initiator.unwrap_or_default();
+    let sync_request = op_sync.map(|s| SyncRequest {
         revision: s.revision.filter(|r| !r.is_empty()),
         prune: s.prune.unwrap_or(false),
+        dry_run: s.dry_run.unwrap_or(false),
+        resources: s.resources.filter(|r| !r.is_empty()).map(|list| {
+            list.into_iter()
+                .map(|r| SyncResource {
+                    group: r.group.unwrap_or_default(),
+                    kind: r.kind.unwrap_or_default(),
+                    namespace: r.namespace.unwrap_or_default(),
+                    name: r.name.unwrap_or_default(),
+                })
+                .collect()
+        }),
+        initiated_by: InitiatedBy {
+            username: initiator.username.unwrap_or_default(),
+            automated: initiator.automated.unwrap_or(false),
+        },
     });
 
     let app = App {
@@ -178,9 +250,18 @@ pub(crate) fn to_app(
                 .target_revision
                 .unwrap_or_else(|| DEFAULT_REVISION.to_owned()),
             path: source.path.unwrap_or_default(),
+            directory: source
+                .directory
+                .map(|d| DirectoryOptions {
+                    recurse: d.recurse.unwrap_or(false),
+                    include: d.include.unwrap_or_default(),
+                    exclude: d.exclude.unwrap_or_default(),
+                })
+                .unwrap_or_default(),
         },
         auto_sync,
         sync_request,
+        refusals,
     };
     Ok((app, spec))
 }
@@ -217,6 +298,13 @@ pub(crate) fn to_application(app: &App, spec: Option<&AppSpec>) -> ApplicationOu
                 repo_url: non_empty(&s.source.repo_url),
                 path: non_empty(&s.source.path),
                 target_revision: Some(s.source.target_revision.clone()),
+                directory: Some(&s.source.directory)
+                    .filter(|d| **d != DirectoryOptions::default())
+                    .map(|d| Directory {
+                        recurse: Some(d.recurse).filter(|r| *r),
+                        include: non_empty(&d.include),
+                        exclude: non_empty(&d.exclude),
+                    }),
             }),
             sources: None,
             destination: Some(Dest {
@@ -229,6 +317,7 @@ pub(crate) fn to_application(app: &App, spec: Option<&AppSpec>) -> ApplicationOu
                     enabled: None,
                     prune: Some(a.prune),
                     self_heal: Some(a.self_heal),
+                    allow_empty: Some(a.allow_empty).filter(|e| *e),
                 }),
             }),
         },

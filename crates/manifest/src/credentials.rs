@@ -1,53 +1,113 @@
-//! How to reach a cluster: the `config` key of an Argo CD cluster Secret, read as far as
-//! fleetshard's reconciler can use it.
+//! How to reach a cluster: the `config` key of an Argo CD cluster Secret.
 //!
 //! Argo CD's `config` is a JSON object (`ClusterConfig` in its API): `bearerToken`,
 //! `username`/`password`, `tlsClientConfig` (`insecure`, `serverName`, `caData`,
-//! `certData`, `keyData`), `execProviderConfig`, `awsAuthConfig`, `disableCompression`,
-//! `proxyUrl`. fleetshard reads `bearerToken`, `tlsClientConfig.insecure` and
-//! `tlsClientConfig.caData`. Any other authentication field that is set is named in a
-//! warning: the reconciler reaches that cluster without it, so a user sees why it is
-//! refused instead of guessing. A field of the wrong type, or `config` that is not a JSON
-//! object, is an error naming the field (the Secret keeps its last good version).
+//! `certData`, `keyData`), `execProviderConfig` (`command`, `args`, `env`, `apiVersion`,
+//! `installHint`), `awsAuthConfig`, `disableCompression`, `proxyUrl`. fleetshard reads them
+//! all but `awsAuthConfig` and `disableCompression` (which changes nothing fleetshard
+//! sends). A set `awsAuthConfig` is kept as [`ClusterCredentials::unsupported`]: the
+//! reconciler refuses to reach that cluster, with a condition naming the field, rather
+//! than reaching it without the authentication the Secret asks for. A field of the wrong
+//! type, or `config` that is not a JSON object, is an error naming the field.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde_json::Value;
 
-/// Credentials for one cluster's API server. `Debug` never prints the token.
+/// Credentials for one cluster's API server. `Debug` never prints a secret (token,
+/// password, key), nor the exec plugin's environment.
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct ClusterCredentials {
     /// `bearerToken`.
     pub bearer_token: Option<String>,
+    /// `username` (HTTP basic authentication, with `password`).
+    pub username: Option<String>,
+    /// `password`.
+    pub password: Option<String>,
     /// `tlsClientConfig.insecure`: do not verify the server's certificate.
     pub insecure: bool,
+    /// `tlsClientConfig.serverName`: the name to verify the server's certificate against
+    /// (and send as SNI) instead of the URL's host.
+    pub server_name: Option<String>,
     /// `tlsClientConfig.caData`: base64 of the PEM CA bundle.
     pub ca_data: Option<String>,
+    /// `tlsClientConfig.certData`: base64 of the PEM client certificate.
+    pub cert_data: Option<String>,
+    /// `tlsClientConfig.keyData`: base64 of the PEM client key.
+    pub key_data: Option<String>,
+    /// `execProviderConfig`: a credential plugin run as kubectl runs one.
+    pub exec: Option<ExecProvider>,
+    /// `proxyUrl`: an `http://` or `socks5://` proxy to reach the API server through.
+    pub proxy_url: Option<String>,
+    /// Set authentication fields fleetshard cannot honour yet (`config.awsAuthConfig`):
+    /// the cluster is not reached at all while this is non-empty.
+    pub unsupported: Vec<String>,
+    /// Argo CD's built-in in-cluster entry, which has no Secret: reach the API server as
+    /// the pod's own service account (its token and CA as Kubernetes mounts them, the
+    /// address from `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT`), as Argo CD does.
+    /// The other fields are unused then.
+    pub pod_service_account: bool,
 }
 
-impl fmt::Debug for ClusterCredentials {
+/// Argo CD's `execProviderConfig`: a client-go credential plugin.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct ExecProvider {
+    /// The program (looked up in `PATH` when it has no `/`).
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment variables.
+    pub env: BTreeMap<String, String>,
+    /// The `client.authentication.k8s.io` version it speaks.
+    pub api_version: String,
+    /// What to tell the user when the program is missing.
+    pub install_hint: Option<String>,
+}
+
+impl fmt::Debug for ExecProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClusterCredentials")
-            .field(
-                "bearer_token",
-                &self.bearer_token.as_ref().map(|_| "<redacted>"),
-            )
-            .field("insecure", &self.insecure)
-            .field("ca_data", &self.ca_data.as_ref().map(|c| c.len()))
+        f.debug_struct("ExecProvider")
+            .field("command", &self.command)
+            .field("args", &self.args.len())
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("api_version", &self.api_version)
             .finish()
     }
 }
 
-/// Set fields of `config` that fleetshard does not use to authenticate.
-const UNSUPPORTED: [&str; 7] = [
-    "/username",
-    "/password",
-    "/tlsClientConfig/certData",
-    "/tlsClientConfig/keyData",
-    "/execProviderConfig",
-    "/awsAuthConfig",
-    "/proxyUrl",
-];
+impl ClusterCredentials {
+    /// The credentials of Argo CD's built-in in-cluster entry: the pod's service account.
+    pub fn pod_service_account() -> Self {
+        ClusterCredentials {
+            pod_service_account: true,
+            ..ClusterCredentials::default()
+        }
+    }
+}
+
+impl fmt::Debug for ClusterCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redacted = |o: &Option<String>| o.as_ref().map(|_| "<redacted>");
+        f.debug_struct("ClusterCredentials")
+            .field("bearer_token", &redacted(&self.bearer_token))
+            .field("username", &self.username)
+            .field("password", &redacted(&self.password))
+            .field("insecure", &self.insecure)
+            .field("server_name", &self.server_name)
+            .field("ca_data", &self.ca_data.as_ref().map(|c| c.len()))
+            .field("cert_data", &self.cert_data.as_ref().map(|c| c.len()))
+            .field("key_data", &redacted(&self.key_data))
+            .field("exec", &self.exec)
+            .field("proxy_url", &self.proxy_url.as_ref().map(|_| "<set>"))
+            .field("unsupported", &self.unsupported)
+            .field("pod_service_account", &self.pod_service_account)
+            .finish()
+    }
+}
+
+/// Set fields of `config` that fleetshard cannot honour yet.
+const UNSUPPORTED: [&str; 1] = ["/awsAuthConfig"];
 
 /// Why a `config` could not be read: the field (`config`, `config.bearerToken`, …, under
 /// the name the caller gave `config`) and what is wrong with it.
@@ -62,8 +122,9 @@ pub struct ConfigProblem {
 impl ClusterCredentials {
     /// Reads an Argo CD cluster Secret's `config` JSON, found in the Secret's field `field`
     /// (`stringData.config`, say). Returns the credentials and the set fields that are not
-    /// supported (named under `field`, for a warning); a field of the wrong type is an
-    /// error naming it.
+    /// supported (named under `field`, for a warning; also kept in
+    /// [`ClusterCredentials::unsupported`]); a field of the wrong type is an error naming
+    /// it.
     pub fn from_argo_config(
         config: &str,
         field: &str,
@@ -96,12 +157,28 @@ impl ClusterCredentials {
                 ));
             }
         };
-        let credentials = ClusterCredentials {
-            bearer_token: text("/bearerToken")?,
-            insecure,
-            ca_data: text("/tlsClientConfig/caData")?,
+        let exec = match v.pointer("/execProviderConfig") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(o)) if o.is_empty() => None,
+            Some(Value::Object(_)) => Some(exec_provider(&v, &name, &text)?),
+            Some(_) => {
+                return Err(problem(
+                    &name("/execProviderConfig"),
+                    "not an object".to_owned(),
+                ));
+            }
         };
-        let unsupported = UNSUPPORTED
+        let proxy_url = text("/proxyUrl")?;
+        if let Some(url) = &proxy_url
+            && !(url.starts_with("http://") || url.starts_with("socks5://"))
+        {
+            return Err(problem(
+                &name("/proxyUrl"),
+                "not an http:// or socks5:// URL (the schemes fleetshard's client speaks)"
+                    .to_owned(),
+            ));
+        }
+        let unsupported: Vec<String> = UNSUPPORTED
             .iter()
             .filter(|ptr| match v.pointer(ptr) {
                 None | Some(Value::Null) => false,
@@ -111,8 +188,78 @@ impl ClusterCredentials {
             })
             .map(|ptr| name(ptr))
             .collect();
+        let credentials = ClusterCredentials {
+            bearer_token: text("/bearerToken")?,
+            username: text("/username")?,
+            password: text("/password")?,
+            insecure,
+            server_name: text("/tlsClientConfig/serverName")?,
+            ca_data: text("/tlsClientConfig/caData")?,
+            cert_data: text("/tlsClientConfig/certData")?,
+            key_data: text("/tlsClientConfig/keyData")?,
+            exec,
+            proxy_url,
+            unsupported: unsupported.clone(),
+            pod_service_account: false,
+        };
+        if credentials.cert_data.is_some() != credentials.key_data.is_some() {
+            return Err(problem(
+                &name("/tlsClientConfig"),
+                "certData and keyData go together: a client certificate needs its key".to_owned(),
+            ));
+        }
         Ok((credentials, unsupported))
     }
+}
+
+/// Reads `execProviderConfig` (known to be a non-empty object).
+fn exec_provider(
+    v: &Value,
+    name: &dyn Fn(&str) -> String,
+    text: &dyn Fn(&str) -> Result<Option<String>, ConfigProblem>,
+) -> Result<ExecProvider, ConfigProblem> {
+    let problem = |ptr: &str, message: &str| ConfigProblem {
+        field: name(ptr),
+        message: message.to_owned(),
+    };
+    let command = text("/execProviderConfig/command")?
+        .ok_or_else(|| problem("/execProviderConfig/command", "missing; the plugin to run"))?;
+    let args = match v.pointer("/execProviderConfig/args") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|a| a.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| problem("/execProviderConfig/args", "not a list of strings"))?,
+        Some(_) => return Err(problem("/execProviderConfig/args", "not a list of strings")),
+    };
+    let env = match v.pointer("/execProviderConfig/env") {
+        None | Some(Value::Null) => BTreeMap::new(),
+        Some(Value::Object(o)) => o
+            .iter()
+            .map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+            .collect::<Option<BTreeMap<_, _>>>()
+            .ok_or_else(|| problem("/execProviderConfig/env", "not a map of strings to strings"))?,
+        Some(_) => {
+            return Err(problem(
+                "/execProviderConfig/env",
+                "not a map of strings to strings",
+            ));
+        }
+    };
+    let api_version = text("/execProviderConfig/apiVersion")?.ok_or_else(|| {
+        problem(
+            "/execProviderConfig/apiVersion",
+            "missing; e.g. client.authentication.k8s.io/v1beta1",
+        )
+    })?;
+    Ok(ExecProvider {
+        command,
+        args,
+        env,
+        api_version,
+        install_hint: text("/execProviderConfig/installHint")?,
+    })
 }
 
 #[cfg(test)]
@@ -135,15 +282,13 @@ mod tests {
     #[test]
     fn names_unsupported_authentication() {
         let (c, unsupported) = ClusterCredentials::from_argo_config(
-            r#"{"awsAuthConfig":{"clusterName":"x"},"tlsClientConfig":{"certData":"Yw==","insecure":false},"username":""}"#,
+            r#"{"awsAuthConfig":{"clusterName":"x"},"tlsClientConfig":{"certData":"Yw==","keyData":"aw==","insecure":false},"username":""}"#,
             "config",
         )
         .unwrap();
-        assert_eq!(c, ClusterCredentials::default());
-        assert_eq!(
-            unsupported,
-            ["config.tlsClientConfig.certData", "config.awsAuthConfig"]
-        );
+        assert_eq!(unsupported, ["config.awsAuthConfig"]);
+        assert_eq!(c.unsupported, unsupported, "kept: the cluster is refused");
+        assert_eq!(c.cert_data.as_deref(), Some("Yw=="));
     }
 
     #[test]
@@ -163,11 +308,81 @@ mod tests {
     }
 
     #[test]
-    fn debug_never_shows_the_token() {
+    fn debug_never_shows_a_secret() {
         let c = ClusterCredentials {
-            bearer_token: Some("s3cret".into()),
+            bearer_token: Some("s3cret-token".into()),
+            password: Some("s3cret-password".into()),
+            key_data: Some("s3cret-key".into()),
+            proxy_url: Some("http://user:s3cret-proxy@proxy:3128".into()),
+            exec: Some(ExecProvider {
+                command: "plugin".into(),
+                args: vec!["--token=s3cret-arg".into()],
+                env: [("SECRET".to_owned(), "s3cret-env".to_owned())].into(),
+                ..ExecProvider::default()
+            }),
             ..ClusterCredentials::default()
         };
-        assert!(!format!("{c:?}").contains("s3cret"));
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    #[test]
+    fn reads_every_authentication_argo_cd_offers_but_aws() {
+        let (c, unsupported) = ClusterCredentials::from_argo_config(
+            r#"{"username":"u","password":"p","proxyUrl":"http://proxy:3128",
+                "tlsClientConfig":{"serverName":"api.internal","certData":"Yw==","keyData":"aw=="},
+                "execProviderConfig":{"command":"gke-gcloud-auth-plugin","args":["--x"],
+                  "env":{"A":"1"},"apiVersion":"client.authentication.k8s.io/v1beta1",
+                  "installHint":"install it"}}"#,
+            "config",
+        )
+        .unwrap();
+        assert!(unsupported.is_empty());
+        assert_eq!(
+            (c.username.as_deref(), c.password.as_deref()),
+            (Some("u"), Some("p"))
+        );
+        assert_eq!(c.server_name.as_deref(), Some("api.internal"));
+        assert_eq!(c.proxy_url.as_deref(), Some("http://proxy:3128"));
+        let exec = c.exec.unwrap();
+        assert_eq!(exec.command, "gke-gcloud-auth-plugin");
+        assert_eq!(exec.args, ["--x"]);
+        assert_eq!(exec.env["A"], "1");
+        assert_eq!(exec.install_hint.as_deref(), Some("install it"));
+    }
+
+    #[test]
+    fn malformed_authentication_names_the_field() {
+        for (config, field) in [
+            (
+                r#"{"execProviderConfig":{"apiVersion":"v"}}"#,
+                "config.execProviderConfig.command",
+            ),
+            (
+                r#"{"execProviderConfig":{"command":"c"}}"#,
+                "config.execProviderConfig.apiVersion",
+            ),
+            (
+                r#"{"execProviderConfig":{"command":"c","apiVersion":"v","args":[1]}}"#,
+                "config.execProviderConfig.args",
+            ),
+            (
+                r#"{"execProviderConfig":{"command":"c","apiVersion":"v","env":{"A":1}}}"#,
+                "config.execProviderConfig.env",
+            ),
+            (
+                r#"{"execProviderConfig":"gcloud"}"#,
+                "config.execProviderConfig",
+            ),
+            (r#"{"proxyUrl":"https://proxy"}"#, "config.proxyUrl"),
+            (
+                r#"{"tlsClientConfig":{"certData":"Yw=="}}"#,
+                "config.tlsClientConfig",
+            ),
+            (r#"{"password":7}"#, "config.password"),
+        ] {
+            let e = ClusterCredentials::from_argo_config(config, "config").unwrap_err();
+            assert_eq!(e.field, field, "{config}: {e:?}");
+        }
     }
 }

@@ -184,7 +184,9 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
     for (kind, value, locator) in objects {
         match kind {
             ObjectKind::Secret => {
-                if let Some((cluster, creds)) = secret::to_cluster(ctx, value, &locator)? {
+                if let Some((cluster, creds)) =
+                    secret::to_cluster(ctx, value, &locator, secret::UnreadableConfig::Skip)?
+                {
                     if let Some(creds) = creds {
                         credentials.insert(cluster.id.clone(), creds);
                     }
@@ -204,6 +206,7 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
         specs,
         shards: Vec::new(),
         credentials,
+        format: crate::InputFormat::Kubernetes,
     })
 }
 

@@ -5,6 +5,7 @@ mod application;
 mod credentials;
 mod document;
 mod error;
+pub mod implemented;
 mod native;
 mod secret;
 mod write;
@@ -17,8 +18,11 @@ use std::path::Path;
 
 use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
 
-pub use app_spec::{AppDefinition, AppSource, AppSpec, AutoSync, SyncRequest, spec_key};
-pub use credentials::{ClusterCredentials, ConfigProblem};
+pub use app_spec::{
+    AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, Refusal,
+    RefusalKind, SyncRequest, SyncResource, spec_key,
+};
+pub use credentials::{ClusterCredentials, ConfigProblem, ExecProvider};
 use document::Accept;
 pub use document::yaml_options;
 pub use error::{LoadError, LoadWarning, Loaded};
@@ -46,6 +50,21 @@ pub struct FleetFile {
     pub shards: Vec<ShardSpec>,
     /// How to reach each cluster whose Secret has a `config`, by cluster id.
     pub credentials: BTreeMap<String, ClusterCredentials>,
+    /// What the input was: a native fleet file, or Argo CD's Kubernetes objects (whose
+    /// clusters Argo CD would complete into its cluster list with the built-in in-cluster
+    /// entry, [`fleetshard_core::argo::ArgoClusterList`]).
+    pub format: InputFormat,
+}
+
+/// The two kinds of input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InputFormat {
+    /// A fleetshard fleet file: its clusters are the whole fleet.
+    #[default]
+    Native,
+    /// Argo CD's objects (cluster Secrets, Applications), as `kubectl get -o yaml` prints
+    /// them, even an empty list.
+    Kubernetes,
 }
 
 /// Reads any supported input: cluster Secrets, Applications (alone, in `List`s, mixed as
@@ -133,7 +152,7 @@ pub fn cluster_from_value(
     source: &str,
 ) -> Result<Loaded<Option<ClusterSecret>>, LoadError> {
     let mut ctx = error::Ctx::new(source);
-    let cluster = secret::to_cluster(&mut ctx, value, "Secret")?;
+    let cluster = secret::to_cluster(&mut ctx, value, "Secret", secret::UnreadableConfig::Error)?;
     Ok(ctx.finish(cluster))
 }
 

@@ -230,12 +230,15 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
                     .target_revision
                     .unwrap_or_else(|| DEFAULT_REVISION.to_owned()),
                 path: na.path.unwrap_or_default(),
+                directory: Default::default(),
             },
             auto_sync: na.auto_sync.map(|a| AutoSync {
                 prune: a.prune,
                 self_heal: a.self_heal,
+                allow_empty: false,
             }),
             sync_request: None,
+            refusals: Vec::new(),
         };
         // The first definition of a key is the one that counts (as in the fleet's loads).
         specs.entry(spec_key(&app)).or_insert(spec);
@@ -261,6 +264,7 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
         shards,
         // A fleet file names clusters for placement; it carries no credentials.
         credentials: Default::default(),
+        format: crate::InputFormat::Native,
     })
 }
 

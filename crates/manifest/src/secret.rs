@@ -47,7 +47,7 @@ pub const SKIP_RECONCILE_ANNOTATION: &str = "argocd.argoproj.io/skip-reconcile";
 /// Annotation carrying fleetshard's load weight for a cluster (a non-negative integer).
 pub const WEIGHT_ANNOTATION: &str = "fleetshard.io/weight";
 /// The in-cluster API server, whose built-in Argo CD entry has id `""`.
-pub const IN_CLUSTER_SERVER: &str = "https://kubernetes.default.svc";
+pub use fleetshard_core::argo::IN_CLUSTER_SERVER;
 
 /// The parts of `metadata` that fleetshard reads and writes.
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -105,12 +105,24 @@ impl SecretObject {
     }
 }
 
+/// What to do with a cluster Secret whose `config` cannot be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnreadableConfig {
+    /// Skip the Secret with a warning, as Argo CD's cluster list does: an export is read
+    /// as Argo CD would list it, so `plan` sees the clusters Argo CD shards.
+    Skip,
+    /// An error naming the field: a watcher keeps the Secret's last good version.
+    Error,
+}
+
 /// Reads one Secret: the cluster and, when the Secret has a `config`, how to reach it;
-/// `Ok(None)` when it is not a cluster Secret (skipped with a warning).
+/// `Ok(None)` when it is not a cluster Secret, or its `config` is unreadable and
+/// `unreadable` says skip (skipped with a warning).
 pub(crate) fn to_cluster(
     ctx: &mut Ctx,
     value: &Value,
     locator: &str,
+    unreadable: UnreadableConfig,
 ) -> Result<Option<crate::ClusterSecret>, LoadError> {
     let (ns, name) = meta_names(value);
     let object = object_name("Secret", ns, name, locator);
@@ -221,14 +233,29 @@ pub(crate) fn to_cluster(
     let credentials = match secret.get(ctx, &object, "config")? {
         None => None,
         Some((text, field)) => {
-            let (credentials, unsupported) = ClusterCredentials::from_argo_config(&text, &field)
-                .map_err(|p| ctx.field_error(&object, &p.field, p.message))?;
+            let (credentials, unsupported) =
+                match ClusterCredentials::from_argo_config(&text, &field) {
+                    Ok(read) => read,
+                    Err(p) if unreadable == UnreadableConfig::Skip => {
+                        ctx.warn(
+                            &object,
+                            Some(&p.field),
+                            format!(
+                                "{}; the Secret is skipped, as Argo CD skips a cluster \
+                                 Secret it cannot read",
+                                p.message
+                            ),
+                        );
+                        return Ok(None);
+                    }
+                    Err(p) => return Err(ctx.field_error(&object, &p.field, p.message)),
+                };
             for f in unsupported {
                 ctx.warn(
                     &object,
                     Some(&f),
-                    "not supported by fleetshard's reconciler; the cluster is reached \
-                     without it"
+                    "not supported by fleetshard's reconciler yet; its apps show an error \
+                     and nothing is applied to the cluster"
                         .to_owned(),
                 );
             }

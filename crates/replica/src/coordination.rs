@@ -115,6 +115,7 @@ pub async fn fenced(
             reason: e.to_string(),
         })?;
     let mut runner = runner
+        .with_drop_guard(settings.drop_guard)
         .with_metrics(inputs.metrics)
         .with_stop_hook(inputs.stop_hook);
     let deployment = match (&settings.deployment, settings.shards) {

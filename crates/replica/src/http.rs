@@ -41,6 +41,10 @@ pub struct View {
     pub store_replaced: Option<String>,
     /// Records of the last listing that could not be read.
     pub corrupt_records: u64,
+    /// Other live replicas whose inventory digest differs from this one's.
+    pub inventory_disagreement: u64,
+    /// Clusters the distributor keeps assigned although its inventory dropped them.
+    pub held_back_clusters: u64,
 }
 
 impl Default for View {
@@ -59,6 +63,8 @@ impl Default for View {
             shard_count: 0,
             store_replaced: None,
             corrupt_records: 0,
+            inventory_disagreement: 0,
+            held_back_clusters: 0,
         }
     }
 }
@@ -82,6 +88,8 @@ impl View {
             shard_count: v.shard_count,
             store_replaced: None,
             corrupt_records: v.corrupt_records,
+            inventory_disagreement: v.inventory_disagreement,
+            held_back_clusters: v.held_back_clusters,
         }
     }
 

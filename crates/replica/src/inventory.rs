@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use fleetshard_controller::inventory::{
-    DirectoryConfig, DirectorySource, Inventory, InventorySnapshot, KubernetesSource, Problem,
-    Severity,
+    DirectorySource, Inventory, InventorySnapshot, KubernetesSource, Problem, Severity,
 };
+use fleetshard_coord::fenced::InventorySummary;
 use fleetshard_coord::runner::RunnerFleet;
 use fleetshard_core::placement::PlacementConfig;
 use tokio::sync::watch;
@@ -75,14 +75,14 @@ pub async fn start(
                 reporter,
             });
         }
-        FleetSource::Directory(dir) => {
-            if !dir.is_dir() {
+        FleetSource::Directory(config) => {
+            if !config.dir.is_dir() {
                 return Err(ReplicaError::Inventory(format!(
                     "--fleet-dir {}: not a directory",
-                    dir.display()
+                    config.dir.display()
                 )));
             }
-            let source = DirectorySource::new(DirectoryConfig::new(dir));
+            let source = DirectorySource::new(config);
             (tokio::spawn(source.run(inventory.clone())), None)
         }
         FleetSource::Kubernetes(config) => {
@@ -151,20 +151,24 @@ pub fn follow_fleet(
     let mut rx = inventory.subscribe();
     let placement = placement.clone();
     // The inventory's vectors are shared, not copied: only the loads are computed.
+    // The digest is O(N log N): computed here, never on the runner's task.
     let to_fleet = move |s: &InventorySnapshot| RunnerFleet {
         loads: Arc::new(placement.loads(&s.clusters, &s.apps)),
         clusters: s.clusters.clone(),
         revision: s.revision,
+        inventory: InventorySummary::of(&s.clusters, s.problems.len()),
     };
     let first = rx.borrow_and_update().clone();
     let (tx, fleet_rx) = watch::channel(to_fleet(&first));
     let task = tokio::spawn(async move {
-        let mut seen = first.revision;
+        let mut seen = (first.revision, first.problems.len());
         while rx.changed().await.is_ok() {
             let snap = rx.borrow_and_update().clone();
-            // Problems and readiness alone do not move the revision: nothing to place.
-            if snap.revision != seen {
-                seen = snap.revision;
+            // Readiness alone moves nothing; problems alone change only what the replica
+            // publishes (the revision, and so the placement, stays).
+            let now = (snap.revision, snap.problems.len());
+            if now != seen {
+                seen = now;
                 if tx.send(to_fleet(&snap)).is_err() {
                     return;
                 }

@@ -96,6 +96,8 @@ pub struct Metrics {
     shard_count: Gauge,
     store_replaced: Gauge,
     corrupt_records: Gauge,
+    inventory_disagreement: Gauge,
+    held_back: Gauge,
     latency: StoreLatency,
     problems: ProblemGauges,
 }
@@ -122,6 +124,8 @@ impl Metrics {
             shard_count: Gauge::default(),
             store_replaced: Gauge::default(),
             corrupt_records: Gauge::default(),
+            inventory_disagreement: Gauge::default(),
+            held_back: Gauge::default(),
             latency: StoreLatency {
                 calls: Family::new_with_constructor(latency_histogram),
                 renew: latency_histogram(),
@@ -182,6 +186,18 @@ impl Metrics {
             m.corrupt_records.clone(),
         );
         r.register(
+            "inventory_disagreement",
+            "Other live replicas whose published inventory digest differs from this one's \
+             (fenced mode): they do not see the same fleet",
+            m.inventory_disagreement.clone(),
+        );
+        r.register(
+            "fleet_drop_held_back",
+            "Clusters the distributor keeps assigned although its inventory dropped them (a \
+             drop beyond the drop guard's share, until it has held for the grace)",
+            m.held_back.clone(),
+        );
+        r.register(
             "store_call_seconds",
             "Store call latency by operation and outcome",
             m.latency.calls.clone(),
@@ -232,6 +248,10 @@ impl Metrics {
         self.store_replaced
             .set(i64::from(v.store_replaced.is_some()));
         self.corrupt_records.set(v.corrupt_records as i64);
+        self.inventory_disagreement
+            .set(i64::try_from(v.inventory_disagreement).unwrap_or(i64::MAX));
+        self.held_back
+            .set(i64::try_from(v.held_back_clusters).unwrap_or(i64::MAX));
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -251,9 +271,16 @@ mod tests {
             store_errors: 3,
             handovers: 4,
             corrupt_records: 2,
+            inventory_disagreement: 1,
+            held_back_clusters: 6,
             ..View::default()
         };
         let text = m.render(&v);
+        assert!(
+            text.contains("fleetshard_inventory_disagreement 1"),
+            "{text}"
+        );
+        assert!(text.contains("fleetshard_fleet_drop_held_back 6"), "{text}");
         assert!(text.contains("fleetshard_corrupt_records 2"), "{text}");
         assert!(text.contains("fleetshard_shard 2"), "{text}");
         assert!(text.contains("fleetshard_store_errors_total 3"), "{text}");

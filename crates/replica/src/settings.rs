@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fleetshard_controller::inventory::{InventoryContent, KubernetesConfig};
+use fleetshard_controller::inventory::{DirectoryConfig, InventoryContent, KubernetesConfig};
 use fleetshard_coord::argocd_runner::ArgoConfig;
-use fleetshard_coord::fenced::ShardCount;
+use fleetshard_coord::fenced::{DropGuard, ShardCount};
 use fleetshard_coord::lease::LeaseTiming;
 use fleetshard_coord::runner::RunnerTiming;
 use fleetshard_core::placement::PlacementConfig;
@@ -51,7 +51,7 @@ pub enum FleetSource {
     /// A fleet loaded once (from files, or written by a test).
     Fixed(InventoryContent),
     /// A directory of Argo CD manifests or native fleet files, watched.
-    Directory(PathBuf),
+    Directory(DirectoryConfig),
     /// Argo CD's cluster Secrets and Applications through the Kubernetes API, watched;
     /// app statuses are written on the Applications.
     Kubernetes(KubernetesConfig),
@@ -62,7 +62,7 @@ impl std::fmt::Display for FleetSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FleetSource::Fixed(_) => f.write_str("the fleet files"),
-            FleetSource::Directory(dir) => write!(f, "--fleet-dir {}", dir.display()),
+            FleetSource::Directory(d) => write!(f, "--fleet-dir {}", d.dir.display()),
             FleetSource::Kubernetes(k) => {
                 write!(f, "--argocd-namespace {}", k.secrets_namespace)
             }
@@ -143,6 +143,9 @@ pub struct FencedSettings {
     pub runner: RunnerTiming,
     /// Placement settings used as distributor.
     pub placement: PlacementConfig,
+    /// As distributor: how large a drop of clusters is committed at once, and how long a
+    /// larger one must hold first.
+    pub drop_guard: DropGuard,
 }
 
 impl Default for FencedSettings {
@@ -154,6 +157,7 @@ impl Default for FencedSettings {
             timing: LeaseTiming::default(),
             runner: RunnerTiming::default(),
             placement: PlacementConfig::default(),
+            drop_guard: DropGuard::default(),
         }
     }
 }
@@ -201,6 +205,9 @@ impl ReplicaSettings {
                 f.timing
                     .validate()
                     .map_err(|e| invalid("timing", e.to_string()))?;
+                f.drop_guard
+                    .validate()
+                    .map_err(|reason| invalid("drop_guard", reason))?;
                 if needs_kube(&f.deployment) {
                     return Err(invalid("shards", deployment_needs_kube(&self.store)));
                 }

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_core::{App, Cluster};
-use fleetshard_manifest::{AppSpec, ClusterCredentials, LoadError};
+use fleetshard_manifest::{AppSpec, ClusterCredentials, InputFormat, LoadError};
 use tokio::time::MissedTickBehavior;
 
 use super::{Inventory, InventoryContent, Problem, Severity, check_app, specs_by_app_key};
@@ -40,6 +40,10 @@ pub struct DirectoryConfig {
     pub dir: PathBuf,
     /// Time between scans (default 1 s).
     pub poll_interval: Duration,
+    /// Argo CD's in-cluster destination (default true): when the directory holds Argo CD's
+    /// objects and no native fleet file, its clusters are completed into Argo CD's cluster
+    /// list ([`InventoryContent::complete_argo_cluster_list`]).
+    pub in_cluster_enabled: bool,
 }
 
 impl DirectoryConfig {
@@ -48,6 +52,7 @@ impl DirectoryConfig {
         DirectoryConfig {
             dir: dir.into(),
             poll_interval: Duration::from_secs(1),
+            in_cluster_enabled: true,
         }
     }
 }
@@ -134,6 +139,7 @@ struct Content {
     apps: Vec<App>,
     specs: BTreeMap<AppKey, AppSpec>,
     credentials: BTreeMap<String, ClusterCredentials>,
+    format: InputFormat,
 }
 
 #[derive(Debug)]
@@ -288,6 +294,7 @@ impl<F: Files> DirectorySource<F> {
                 apps: file.fleet.apps,
                 specs: specs_by_app_key(file.specs),
                 credentials: file.credentials,
+                format: file.format,
             }),
             problems,
         }
@@ -299,9 +306,12 @@ impl<F: Files> DirectorySource<F> {
         let mut content = InventoryContent::default();
         let mut problems: Vec<Problem> = self.listing_problem.iter().cloned().collect();
         let mut seen: HashMap<(&str, &str), &Path> = HashMap::new();
+        let (mut argo_objects, mut native) = (false, false);
         for (path, entry) in &self.entries {
             problems.extend(entry.problems.iter().cloned());
             let Some(good) = &entry.good else { continue };
+            argo_objects |= good.format == InputFormat::Kubernetes;
+            native |= good.format == InputFormat::Native;
             content.clusters.extend(good.clusters.iter().cloned());
             content.credentials.extend(
                 good.credentials
@@ -327,6 +337,16 @@ impl<F: Files> DirectorySource<F> {
                 }
                 content.apps.push(app.clone());
             }
+        }
+        // Argo CD's objects alone are Argo CD's view, built-in in-cluster entry included;
+        // a native fleet file names the whole fleet.
+        if argo_objects && !native {
+            let source = self.config.dir.display().to_string();
+            content.complete_argo_cluster_list(
+                self.config.in_cluster_enabled,
+                &source,
+                &mut problems,
+            );
         }
         (content, problems)
     }

@@ -36,6 +36,11 @@ pub struct KubernetesConfig {
     /// Namespace of the Applications; `None` watches all namespaces (apps in any
     /// namespace).
     pub apps_namespace: Option<String>,
+    /// Argo CD's in-cluster destination (argocd-cm `cluster.inClusterEnabled`, default
+    /// true): the inventory carries the built-in in-cluster entry when no Secret names the
+    /// in-cluster server, as Argo CD's cluster list does
+    /// ([`InventoryContent::complete_argo_cluster_list`]).
+    pub in_cluster_enabled: bool,
 }
 
 impl Default for KubernetesConfig {
@@ -43,6 +48,7 @@ impl Default for KubernetesConfig {
         KubernetesConfig {
             secrets_namespace: "argocd".to_owned(),
             apps_namespace: None,
+            in_cluster_enabled: true,
         }
     }
 }
@@ -131,7 +137,7 @@ impl KubernetesSource {
                 };
             }
             if changed {
-                let (content, problems) = state.assemble();
+                let (content, problems) = state.assemble(self.config.in_cluster_enabled);
                 let ready = state.secrets.synced && state.apps.synced;
                 inventory.publish(content, problems, ready);
             }
@@ -299,7 +305,7 @@ struct State {
 }
 
 impl State {
-    fn assemble(&self) -> (InventoryContent, Vec<Problem>) {
+    fn assemble(&self, in_cluster_enabled: bool) -> (InventoryContent, Vec<Problem>) {
         let mut content = InventoryContent::default();
         for (cluster, credentials) in self.secrets.values() {
             if let Some(c) = credentials {
@@ -311,12 +317,13 @@ impl State {
             content.specs.insert(AppKey::of(app), spec.clone());
             content.apps.push(app.clone());
         }
-        let problems = self
+        let mut problems = self
             .secrets
             .problems()
             .chain(self.apps.problems())
             .cloned()
             .collect();
+        content.complete_argo_cluster_list(in_cluster_enabled, SOURCE, &mut problems);
         (content, problems)
     }
 }

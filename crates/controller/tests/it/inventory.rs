@@ -23,6 +23,7 @@ fn spec_at(revision: &str) -> AppSpec {
             repo_url: "https://git.example/apps".into(),
             target_revision: revision.into(),
             path: "app".into(),
+            directory: Default::default(),
         },
         ..AppSpec::default()
     }

@@ -35,10 +35,20 @@ fn names(snap: &InventorySnapshot) -> (Vec<String>, Vec<String>) {
 }
 
 fn start(files: &MemoryFiles) -> (Inventory, tokio::task::JoinHandle<()>) {
+    // These fleets model no in-cluster destination (see
+    // `argo_objects_alone_get_the_built_in_in_cluster_entry`).
+    start_with(files, false)
+}
+
+fn start_with(
+    files: &MemoryFiles,
+    in_cluster_enabled: bool,
+) -> (Inventory, tokio::task::JoinHandle<()>) {
     let inventory = Inventory::new();
     let config = DirectoryConfig {
         dir: "/fleet".into(),
         poll_interval: Duration::from_secs(1),
+        in_cluster_enabled,
     };
     let source = DirectorySource::with_files(config, files.clone());
     let task = tokio::spawn(source.run(inventory.clone()));
@@ -255,6 +265,7 @@ async fn real_directory() {
     let config = DirectoryConfig {
         dir: path.to_owned(),
         poll_interval: Duration::from_millis(50),
+        in_cluster_enabled: false,
     };
     let task = tokio::spawn(DirectorySource::new(config).run(inventory.clone()));
     let snap = wait_for(&mut rx, "first load", |s| s.ready).await;
@@ -275,5 +286,59 @@ async fn real_directory() {
     std::fs::remove_file(path.join("sub/apps.json")).expect("rm");
     let snap = wait_for(&mut rx, "deleted file", |s| s.apps.is_empty()).await;
     assert_eq!(snap.clusters.len(), 2);
+    task.abort();
+}
+
+/// A directory of Argo CD's objects is Argo CD's cluster list: the built-in in-cluster entry
+/// is part of it unless a Secret names the in-cluster server; a native fleet file names the
+/// whole fleet; disabled, a Secret for the in-cluster server is left out with a warning.
+#[tokio::test(start_paused = true)]
+async fn argo_objects_alone_get_the_built_in_in_cluster_entry() {
+    const LOCAL: &str = "https://kubernetes.default.svc";
+    let files = MemoryFiles::default();
+    files.write("/fleet/clusters.yaml", &secret("a", "u-a", "https://a"));
+    files.write(
+        "/fleet/apps.yaml",
+        &app("guestbook", &format!("server: {LOCAL}")),
+    );
+    let (inventory, task) = start_with(&files, true);
+    let mut rx = inventory.subscribe();
+    let snap = wait_for(&mut rx, "first load", |s| s.ready).await;
+    assert_eq!(names(&snap).0, ["https://a", LOCAL]);
+    assert_eq!(snap.clusters[1].id, "");
+    assert!(snap.credentials[""].pod_service_account);
+    assert!(snap.problems.is_empty(), "{:?}", snap.problems);
+
+    // A native fleet file beside them: the files name the whole fleet.
+    files.write(
+        "/fleet/native.yaml",
+        "clusters:\n- name: n1\n  server: https://n1\n",
+    );
+    let snap = wait_for(&mut rx, "a native file", |s| {
+        s.clusters.len() == 2 && s.clusters[1].id == "n1"
+    })
+    .await;
+    assert!(!snap.credentials.contains_key(""));
+    task.abort();
+
+    // Disabled: a Secret for the in-cluster server is left out, and said so.
+    let files = MemoryFiles::default();
+    files.write(
+        "/fleet/clusters.yaml",
+        &docs(&[
+            secret("a", "u-a", "https://a"),
+            secret("local", "u-l", LOCAL),
+        ]),
+    );
+    let (inventory, task) = start_with(&files, false);
+    let mut rx = inventory.subscribe();
+    let snap = wait_for(&mut rx, "first load", |s| s.ready).await;
+    assert_eq!(names(&snap).0, ["https://a"]);
+    assert!(
+        snap.problems.iter().any(|p| p.severity == Severity::Warning
+            && p.message.contains("in-cluster destination is disabled")),
+        "{:?}",
+        snap.problems
+    );
     task.abort();
 }

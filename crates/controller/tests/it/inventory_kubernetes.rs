@@ -31,6 +31,15 @@ fn app(ns: &str, name: &str, destination: Value) -> Value {
     })
 }
 
+/// These tests' fleets model no in-cluster destination: the built-in entry is off
+/// (`built_in_in_cluster_entry_completes_argo_cds_list` covers it).
+fn without_in_cluster() -> KubernetesConfig {
+    KubernetesConfig {
+        in_cluster_enabled: false,
+        ..KubernetesConfig::default()
+    }
+}
+
 fn start(
     server: &FakeApiServer,
     config: KubernetesConfig,
@@ -75,7 +84,7 @@ async fn follows_secrets_and_applications() {
         .insert(app("team", "two", json!({"name": "b", "namespace": "x"})))
         .expect("insert");
 
-    let (inventory, task) = start(&server, KubernetesConfig::default());
+    let (inventory, task) = start(&server, without_in_cluster());
     let mut rx = inventory.subscribe();
     let snap = wait_for(&mut rx, "initial listing", |s| s.ready).await;
     assert_eq!(servers(&snap), ["https://a", "https://b"]);
@@ -173,7 +182,7 @@ async fn bad_objects_are_reported_and_the_last_good_version_kept() {
     server
         .insert(app("argocd", "nowhere", json!({"namespace": "x"})))
         .expect("insert");
-    let (inventory, task) = start(&server, KubernetesConfig::default());
+    let (inventory, task) = start(&server, without_in_cluster());
     let mut rx = inventory.subscribe();
     let snap = wait_for(&mut rx, "initial listing", |s| s.ready).await;
     assert_eq!(app_keys(&snap), ["argocd/good"]);
@@ -228,7 +237,7 @@ async fn recovers_after_compaction_and_closed_watches() {
         .expect("insert");
     let config = KubernetesConfig {
         apps_namespace: Some("argocd".to_owned()),
-        ..KubernetesConfig::default()
+        ..without_in_cluster()
     };
     let (inventory, task) = start(&server, config);
     let mut rx = inventory.subscribe();
@@ -273,7 +282,7 @@ async fn connectivity_problems_are_reported_and_cleared() {
     server.insert(secret("a", "https://a")).expect("insert");
     // The first listings of Applications fail: the source reports it and keeps trying.
     server.fail_next(2, 503, |r| r.is(Verb::List, "applications"));
-    let (inventory, task) = start(&server, KubernetesConfig::default());
+    let (inventory, task) = start(&server, without_in_cluster());
     let mut rx = inventory.subscribe();
     let snap = wait_for(&mut rx, "connectivity problem", |s| {
         s.problems.iter().any(|p| p.object.contains("Applications"))
@@ -288,5 +297,35 @@ async fn connectivity_problems_are_reported_and_cleared() {
     assert_eq!(p.severity, Severity::Error);
     let snap = wait_for(&mut rx, "recovered", |s| s.ready && s.problems.is_empty()).await;
     assert_eq!(servers(&snap), ["https://a"]);
+    task.abort();
+}
+
+/// Argo CD's cluster list carries a built-in in-cluster entry (id "", the pod's service
+/// account) while no Secret names `https://kubernetes.default.svc`; a Secret for that server
+/// replaces it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn built_in_in_cluster_entry_completes_argo_cds_list() {
+    let server = FakeApiServer::start().await.expect("fake");
+    server.insert(secret("a", "https://a")).expect("insert");
+    let (inventory, task) = start(&server, KubernetesConfig::default());
+    let mut rx = inventory.subscribe();
+    let snap = wait_for(&mut rx, "initial listing", |s| s.ready).await;
+    assert_eq!(
+        servers(&snap),
+        ["https://a", "https://kubernetes.default.svc"]
+    );
+    let entry = &snap.clusters[1];
+    assert_eq!((entry.id.as_str(), entry.name.as_str()), ("", "in-cluster"));
+    assert!(snap.credentials[""].pod_service_account);
+
+    server
+        .insert(secret("local", "https://kubernetes.default.svc"))
+        .expect("insert");
+    let snap = wait_for(&mut rx, "a Secret for the in-cluster server", |s| {
+        s.clusters.iter().all(|c| !c.id.is_empty()) && s.clusters.len() == 2
+    })
+    .await;
+    assert_eq!(snap.clusters[1].name, "local");
+    assert!(!snap.credentials.contains_key(""));
     task.abort();
 }

@@ -29,6 +29,8 @@ impl ReplicaStatus for ArgoStatus {
             failovers: 0,
             shard_count: self.replicas,
             corrupt_records: 0,
+            inventory_disagreement: 0,
+            held_back_clusters: 0,
         }
     }
 }

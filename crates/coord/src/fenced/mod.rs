@@ -5,17 +5,21 @@
 //! mode"); this module is that protocol as a pure state machine ([`Replica`]), driven by a
 //! runner (or by the deterministic simulation, `crate::sim`, in tests).
 
+mod inventory;
 mod records;
 mod replica;
 mod snapshot;
 
+pub use inventory::{
+    HeldBackRecord, InventoryRecord, InventorySummary, digest_text, inventory_digest, inventory_key,
+};
 pub use records::{
     AssignmentDoc, CorruptRecord, DesiredShards, DistributorRecord, MAX_LEASE_RECORD_BYTES,
     PresenceRecord, ShardRecord, assignment_key, decode, decode_lease, desired_shards_key,
     distributor_key, encode, incarnation_text, is_lease_key, presence_key, shard_key,
 };
 pub use replica::{
-    Action, FleetInput, MAX_SHARDS, Placed, PlacementJob, Replica, ReplicaConfig, ShardCount,
-    ShardCountError, Ticket, WritePurpose,
+    Action, DropGuard, FleetInput, HeldBack, MAX_SHARDS, Placed, PlacementJob, Replica,
+    ReplicaConfig, ShardCount, ShardCountError, Ticket, WritePurpose,
 };
 pub use snapshot::{FencedSnapshot, RecordKey, decode_desired};

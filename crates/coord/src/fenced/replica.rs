@@ -11,14 +11,17 @@
 
 mod count;
 mod distribute;
+mod guard;
 mod handover;
 mod leases;
+mod publish;
 mod seen;
 #[cfg(test)]
 mod tests;
 
 pub use count::{MAX_SHARDS, ShardCount, ShardCountError};
 pub use distribute::{Placed, PlacementJob};
+pub use guard::{DropGuard, HeldBack};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -83,6 +86,8 @@ pub enum WritePurpose {
     Presence,
     /// Committing an assignment generation.
     Commit,
+    /// This replica's inventory record (its digest, problems, a drop held back).
+    Inventory,
 }
 
 impl WritePurpose {
@@ -95,6 +100,7 @@ impl WritePurpose {
             WritePurpose::Distributor => "distributor",
             WritePurpose::Presence => "presence",
             WritePurpose::Commit => "commit",
+            WritePurpose::Inventory => "inventory",
         }
     }
 }
@@ -187,6 +193,7 @@ enum Pending {
         released: bool,
     },
     Commit,
+    Inventory,
     ReleaseShard,
     ReleaseDistributor,
 }
@@ -201,6 +208,8 @@ struct Unchanged {
     shards: u32,
     fleet: u64,
     zones: Vec<Option<String>>,
+    /// The drop the guard lets through (it held for the grace).
+    allow_drop: Option<u64>,
 }
 
 /// One replica's protocol state.
@@ -246,6 +255,10 @@ pub struct Replica {
     warnings: Vec<String>,
     /// The records the last listing held that could not be read.
     corrupt: Vec<CorruptRecord>,
+    /// The distributor's drop guard (`guard.rs`).
+    guard: guard::GuardState,
+    /// This replica's inventory as published, and how others' compare (`publish.rs`).
+    inventory: publish::InventoryState,
 }
 
 impl Replica {
@@ -277,6 +290,8 @@ impl Replica {
             spare: false,
             warnings: Vec::new(),
             corrupt: Vec::new(),
+            guard: guard::GuardState::default(),
+            inventory: publish::InventoryState::default(),
         }
     }
 
@@ -395,7 +410,10 @@ impl Replica {
         self.claim_or_renew_distributor(&seen, now, &mut out);
         if self.is_distributor(now) {
             self.distribute(&seen, now, fleet, &mut out);
+        } else {
+            self.forget_drop();
         }
+        self.publish_inventory(&seen, &mut out);
         self.start(&seen, now, &mut out);
         out
     }
@@ -521,7 +539,7 @@ impl Replica {
             }
             Pending::ReleaseShard => self.shard = None,
             Pending::ReleaseDistributor => self.distributor = None,
-            Pending::Commit => {}
+            Pending::Commit | Pending::Inventory => {}
         }
     }
 

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::MAX_SHARDS;
+use super::inventory::InventoryRecord;
 use super::records::{
     AssignmentDoc, CorruptRecord, DesiredShards, DistributorRecord, PresenceRecord, ShardRecord,
     decode, decode_lease,
@@ -25,6 +26,8 @@ pub enum RecordKey<'a> {
     Shard(u32),
     /// A spare's presence record, by identity.
     Presence(&'a str),
+    /// A replica's inventory record, by identity (`inventory.rs`).
+    Inventory(&'a str),
     /// Under `shards/` but not a shard number below [`MAX_SHARDS`]: reported, never read.
     NotAShard,
     /// Anything else (another fleet's keys, app statuses beside the root): ignored.
@@ -48,6 +51,9 @@ impl<'a> RecordKey<'a> {
                         .ok()
                         .filter(|&num| num < MAX_SHARDS && num.to_string() == n)
                         .map_or(RecordKey::NotAShard, RecordKey::Shard);
+                }
+                if let Some(id) = rest.strip_prefix("inventory/").filter(|id| !id.is_empty()) {
+                    return RecordKey::Inventory(id);
                 }
                 match rest.strip_prefix("replicas/") {
                     Some(id) if !id.is_empty() => RecordKey::Presence(id),
@@ -88,6 +94,8 @@ pub struct FencedSnapshot {
     pub distributor: Option<(u64, DistributorRecord)>,
     /// Presence records by identity.
     pub presence: BTreeMap<String, (u64, PresenceRecord)>,
+    /// Inventory records by identity.
+    pub inventories: BTreeMap<String, (u64, InventoryRecord)>,
     /// The committed assignment.
     pub assignment: Option<(u64, AssignmentDoc)>,
     /// The desired shard count (`fleetshard scale`).
@@ -114,6 +122,9 @@ impl FencedSnapshot {
                 }),
                 RecordKey::Presence(id) => decode_lease::<PresenceRecord>(key, value).map(|r| {
                     s.presence.insert(id.to_owned(), (version, r));
+                }),
+                RecordKey::Inventory(id) => decode_lease::<InventoryRecord>(key, value).map(|r| {
+                    s.inventories.insert(id.to_owned(), (version, r));
                 }),
                 RecordKey::NotAShard => Err(not_a_shard(key)),
                 RecordKey::Other => Ok(()),
@@ -157,6 +168,10 @@ mod tests {
             RecordKey::classify(root, &presence_key(root, "pod-a")),
             RecordKey::Presence("pod-a")
         );
+        assert_eq!(
+            RecordKey::classify(root, &crate::fenced::inventory_key(root, "pod-a")),
+            RecordKey::Inventory("pod-a")
+        );
         for bad in ["f/shards/x", "f/shards/4096", "f/shards/01", "f/shards/"] {
             assert_eq!(
                 RecordKey::classify(root, bad),
@@ -167,6 +182,7 @@ mod tests {
         for other in [
             "g/distributor",
             "f/replicas/",
+            "f/inventory/",
             "f/assignments",
             "fleetshard-status/apps/a/b",
         ] {

@@ -51,6 +51,21 @@ pub struct Status {
     pub store_replaced: Option<String>,
     /// Records of the last listing that could not be read: the store is degraded.
     pub corrupt: Vec<CorruptRecord>,
+    /// Other live replicas whose published inventory digest differs from this one's.
+    pub inventory_disagreement: u64,
+    /// As distributor: a drop of clusters held back by the drop guard.
+    pub held_back: Option<HeldBackStatus>,
+}
+
+/// A drop of clusters the distributor holds back (`Replica::held_back`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldBackStatus {
+    /// The committed generation's clusters.
+    pub previous: u64,
+    /// How many of them the inventory dropped (kept assigned meanwhile).
+    pub dropped: u64,
+    /// When the smaller inventory may be committed, if it holds until then.
+    pub until: Instant,
 }
 
 impl Status {
@@ -128,6 +143,8 @@ impl ReplicaStatus for Status {
             failovers: self.failovers,
             shard_count: self.shard_count,
             corrupt_records: self.corrupt.len() as u64,
+            inventory_disagreement: self.inventory_disagreement,
+            held_back_clusters: self.held_back.map_or(0, |h| h.dropped),
         }
     }
 }

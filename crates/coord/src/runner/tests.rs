@@ -50,6 +50,19 @@ fn runner(
     (runner.with_placer(Arc::new(InlinePlacer)), status)
 }
 
+/// A fleet of `n` clusters `c00`, `c01`, … (load 1 each) at `revision`.
+fn fleet_of(n: usize, revision: u64) -> RunnerFleet {
+    let clusters: Vec<Cluster> = (0..n)
+        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+        .collect();
+    RunnerFleet {
+        loads: Arc::new(vec![1; clusters.len()]),
+        inventory: crate::fenced::InventorySummary::of(&clusters, 0),
+        clusters: Arc::new(clusters),
+        revision,
+    }
+}
+
 /// Runs a runner as a task.
 fn start((runner, status): (Runner, watch::Receiver<Status>)) -> Node {
     let (shutdown, rx) = watch::channel(false);
@@ -345,16 +358,6 @@ async fn replicas_with_zones_get_their_zones_clusters() {
 #[tokio::test(start_paused = true)]
 async fn a_new_inventory_is_placed_without_a_restart() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let fleet_of = |n: usize, revision: u64| {
-        let clusters: Vec<Cluster> = (0..n)
-            .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
-            .collect();
-        RunnerFleet {
-            loads: Arc::new(vec![1; clusters.len()]),
-            clusters: Arc::new(clusters),
-            revision,
-        }
-    };
     let (fleet_tx, fleet_rx) = watch::channel(fleet_of(6, 1));
     let (tx, _rx) = mpsc::unbounded_channel();
     let nodes: Vec<Node> = ["a", "b"]
@@ -386,6 +389,72 @@ async fn a_new_inventory_is_placed_without_a_restart() {
         ids,
         ["c02", "c03", "c04", "c05", "c06", "c07", "c08", "c09"]
     );
+}
+
+/// An operator empties the fleet file, then halves it, under a running distributor: no
+/// cluster is unassigned until the smaller inventory has held for the drop guard's grace,
+/// and the distributor says so meanwhile (status, metrics view).
+#[tokio::test(start_paused = true)]
+async fn an_emptied_or_halved_fleet_unassigns_nothing_until_the_grace_has_passed() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let guard = DropGuard {
+        max_drop_percent: 50,
+        grace: Duration::from_secs(12),
+    };
+    let (fleet_tx, fleet_rx) = watch::channel(fleet_of(8, 1));
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let nodes: Vec<Node> = ["a", "b"]
+        .iter()
+        .map(|name| {
+            let (runner, status) = Runner::new(
+                store.clone(),
+                config(name, 2, None),
+                RunnerTiming::default(),
+                fleet_rx.clone(),
+                tx.clone(),
+            )
+            .unwrap();
+            let runner = runner.with_drop_guard(guard);
+            start((runner.with_placer(Arc::new(InlinePlacer)), status))
+        })
+        .collect();
+    let all = || nodes.iter().collect::<Vec<_>>();
+    let held_back = || {
+        nodes
+            .iter()
+            .find_map(|n| n.status.borrow().held_back)
+            .map(|h| (h.previous, h.dropped))
+    };
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(owners(&all()).len(), 8);
+    assert_eq!(held_back(), None);
+    // Emptied: nothing moves for the grace.
+    fleet_tx.send(fleet_of(0, 2)).unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        owners(&all()).len(),
+        8,
+        "an empty inventory unassigned clusters"
+    );
+    assert_eq!(held_back(), Some((8, 8)));
+    // Back to half of it before the grace ends: a new view (3 of 8 kept), a new grace.
+    fleet_tx.send(fleet_of(3, 3)).unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        owners(&all()).len(),
+        8,
+        "a halved inventory unassigned clusters"
+    );
+    assert_eq!(held_back(), Some((8, 5)));
+    // The halved view has held for its grace: committed, and nothing held back.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let owned = owners(&all());
+    assert_eq!(owned.keys().collect::<Vec<_>>(), ["c00", "c01", "c02"]);
+    assert_eq!(held_back(), None);
+    for n in nodes {
+        n.shutdown.send(true).unwrap();
+        assert!(n.task.await.unwrap());
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -517,16 +586,6 @@ async fn renewals_and_readiness_stay_on_time_while_a_placement_takes_ten_seconds
 #[tokio::test(start_paused = true)]
 async fn a_placement_for_an_inventory_that_changed_meanwhile_is_dropped_and_redone() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let fleet_of = |n: usize, revision: u64| {
-        let clusters: Vec<Cluster> = (0..n)
-            .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
-            .collect();
-        RunnerFleet {
-            loads: Arc::new(vec![1; clusters.len()]),
-            clusters: Arc::new(clusters),
-            revision,
-        }
-    };
     let (fleet_tx, fleet_rx) = watch::channel(fleet_of(4, 1));
     let (tx, _rx) = mpsc::unbounded_channel();
     let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));

@@ -13,6 +13,7 @@
 //! CD: ring-key collisions, apps keyed by name only, load keyed by the raw destination
 //! server, running-total bounds. fleetshard's own placement lives in `crate::placement`.
 
+mod cluster_list;
 mod consistent;
 mod controller;
 mod legacy;
@@ -22,6 +23,9 @@ use rustc_hash::FxHashMap;
 
 use crate::model::{App, Cluster};
 
+pub use cluster_list::{
+    ArgoClusterList, IN_CLUSTER_NAME, IN_CLUSTER_SERVER, in_cluster_entry, is_built_in_in_cluster,
+};
 pub use consistent::{ConsistentHashRing, argo_hash};
 
 pub use controller::ArgoControllerAssignment;

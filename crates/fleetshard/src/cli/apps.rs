@@ -48,11 +48,21 @@ pub struct AppsArgs {
     pub health: Option<String>,
 }
 
-/// One app in the `--output json` document.
+/// One app in the `--output json` document: its sync and health status and its
+/// conditions at the top (a contract of automated checks), then the record as stored.
 #[derive(Debug, Serialize)]
 struct JsonApp {
     /// `namespace/name`.
     app: String,
+    /// `Synced`, `OutOfSync` or `Unknown` (absent: no refresh recorded, or unreadable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sync: Option<String>,
+    /// The app's health (absent as `sync`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    health: Option<String>,
+    /// The conditions of the last refresh (`InvalidSpecError`, `ComparisonError`,
+    /// `SyncError`), each with `type` and `message`; empty when none.
+    conditions: Vec<JsonCondition>,
     key: String,
     version: u64,
     /// The stored JSON as it is (absent when the bytes are not JSON).
@@ -61,6 +71,14 @@ struct JsonApp {
     /// Why the record could not be read (absent when it could).
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+}
+
+/// One condition: its `type` and `message`.
+#[derive(Debug, Serialize)]
+struct JsonCondition {
+    #[serde(rename = "type")]
+    kind: String,
+    message: String,
 }
 
 /// The `--output json` document.
@@ -107,7 +125,21 @@ fn matches(args: &AppsArgs, e: &StoredStatusEntry) -> bool {
 }
 
 fn json_app(e: StoredStatusEntry) -> JsonApp {
+    let comparison = e.status.as_ref().ok().and_then(|s| s.comparison.as_ref());
     JsonApp {
+        sync: comparison.map(|c| c.sync.status.clone()),
+        health: comparison.map(|c| c.health.status.clone()),
+        conditions: comparison
+            .map(|c| {
+                c.conditions
+                    .iter()
+                    .map(|k| JsonCondition {
+                        kind: k.kind.clone(),
+                        message: k.message.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         record: serde_json::from_slice(&e.raw).ok(),
         error: e.status.err().map(|err| err.to_string()),
         app: e.app,

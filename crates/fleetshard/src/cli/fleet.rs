@@ -176,6 +176,7 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
                 fleet,
                 specs,
                 credentials: Default::default(),
+                format: Default::default(),
             };
             let target = match (&args.out, &args.output) {
                 (Some(dir), _) => Some(dir.join("fleet.yaml")),
@@ -228,6 +229,7 @@ fn generated_specs(spec: &FleetSpec, fleet: &Fleet) -> BTreeMap<(String, String)
                     repo_url: REPO_URL.to_owned(),
                     target_revision: TARGET_REVISION.to_owned(),
                     path,
+                    directory: Default::default(),
                 },
                 ..AppSpec::default()
             };

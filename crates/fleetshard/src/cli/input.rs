@@ -5,9 +5,10 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use fleetshard_core::argo::{ArgoClusterList, IN_CLUSTER_SERVER};
 use fleetshard_core::{Fleet, ShardSpec};
 use fleetshard_manifest::{
-    self as manifest, AppSpec, ClusterCredentials, LoadError, LoadWarning, Loaded,
+    self as manifest, AppSpec, ClusterCredentials, InputFormat, LoadError, LoadWarning, Loaded,
 };
 use fleetshard_plan::Warning;
 
@@ -33,6 +34,19 @@ pub struct FleetArgs {
     /// --fleet: added to the file's applications); their counts are the clusters' loads.
     #[arg(long, value_name = "FILE", env = "FLEETSHARD_APPS")]
     pub apps: Option<PathBuf>,
+    /// Argo CD's in-cluster destination (argocd-cm `cluster.inClusterEnabled`): with
+    /// cluster Secrets as input, the fleet carries Argo CD's built-in in-cluster entry
+    /// (id "", server https://kubernetes.default.svc) unless a Secret names that server,
+    /// as Argo CD's cluster list does; `false` leaves it out, and leaves out a Secret for
+    /// that server too, as Argo CD does.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        env = "FLEETSHARD_IN_CLUSTER_ENABLED",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub in_cluster_enabled: bool,
 }
 
 impl FleetArgs {
@@ -46,6 +60,7 @@ impl FleetArgs {
             (None, Some(clusters)) => Ok(FleetSource::Argo {
                 clusters: clusters.clone(),
                 apps: self.apps.clone(),
+                in_cluster_enabled: self.in_cluster_enabled,
             }),
             (None, None) => anyhow::bail!("give the fleet with --fleet FILE or --clusters FILE"),
         }
@@ -68,6 +83,8 @@ pub enum FleetSource {
         clusters: PathBuf,
         /// Applications.
         apps: Option<PathBuf>,
+        /// Whether Argo CD's in-cluster destination is enabled (`--in-cluster-enabled`).
+        in_cluster_enabled: bool,
     },
 }
 
@@ -126,6 +143,40 @@ fn load_apps(path: &Path) -> anyhow::Result<Loaded<manifest::FleetFile>> {
     )
 }
 
+/// Argo CD's cluster list from the clusters of its Secrets: the built-in in-cluster entry
+/// added (logged) or, with the in-cluster destination disabled, its Secrets left out (a
+/// warning each).
+fn argo_cluster_list(
+    secrets: Vec<fleetshard_core::Cluster>,
+    in_cluster_enabled: bool,
+    out: &mut LoadedFleet,
+) -> Vec<fleetshard_core::Cluster> {
+    let list = ArgoClusterList::from_secrets(secrets, in_cluster_enabled);
+    if list.built_in {
+        let entry = list.clusters.last().expect("the built-in entry");
+        out.credentials
+            .insert(entry.id.clone(), ClusterCredentials::pod_service_account());
+        tracing::info!(
+            server = IN_CLUSTER_SERVER,
+            "no cluster Secret names the in-cluster server: Argo CD's built-in in-cluster \
+             entry (id \"\") is part of the fleet, as in Argo CD's cluster list \
+             (--in-cluster-enabled=false leaves it out)"
+        );
+    }
+    for c in &list.disabled {
+        out.warnings.push(Warning::new(
+            "input",
+            format!(
+                "cluster {:?} (id {:?}) names the in-cluster server {IN_CLUSTER_SERVER} while \
+                 the in-cluster destination is disabled (--in-cluster-enabled=false); left \
+                 out, as Argo CD leaves it out",
+                c.name, c.id
+            ),
+        ));
+    }
+    list.clusters
+}
+
 /// Loads the fleet. Errors name the file, object and field (the loaders' messages).
 pub fn load(source: &FleetSource) -> anyhow::Result<LoadedFleet> {
     let mut out = LoadedFleet::default();
@@ -138,11 +189,21 @@ pub fn load(source: &FleetSource) -> anyhow::Result<LoadedFleet> {
             out.warnings.extend(warnings(file.warnings));
             apps
         }
-        FleetSource::Argo { clusters, apps } => {
+        FleetSource::Argo {
+            clusters,
+            apps,
+            in_cluster_enabled,
+        } => {
             let c = load_clusters(clusters)?;
-            out.fleet.clusters = c.value.fleet.clusters;
-            out.credentials = c.value.credentials;
             out.warnings.extend(warnings(c.warnings));
+            out.credentials = c.value.credentials;
+            out.fleet.clusters = match c.value.format {
+                // A fleet file's clusters are the whole fleet.
+                InputFormat::Native => c.value.fleet.clusters,
+                InputFormat::Kubernetes => {
+                    argo_cluster_list(c.value.fleet.clusters, *in_cluster_enabled, &mut out)
+                }
+            };
             apps
         }
     };

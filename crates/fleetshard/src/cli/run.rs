@@ -8,7 +8,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use fleetshard_controller::inventory::{InventoryContent, KubernetesConfig, specs_by_app_key};
+use fleetshard_controller::inventory::{
+    DirectoryConfig, InventoryContent, KubernetesConfig, specs_by_app_key,
+};
+use fleetshard_coord::fenced::DropGuard;
 use fleetshard_core::placement::PlacementConfig;
 use fleetshard_replica::{
     ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, ReconcilerKind, Replica,
@@ -105,6 +108,28 @@ pub struct RunArgs {
         env = "FLEETSHARD_GRACE_MS"
     )]
     pub grace_ms: u64,
+    /// The largest share of the committed clusters, in percent, that the distributor drops
+    /// at once when the inventory shrinks (100: no limit). A larger drop (an emptied or
+    /// truncated fleet file) keeps the clusters assigned until the smaller inventory has
+    /// held for `--fleet-drop-grace-ms`.
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value_t = 50,
+        value_parser = clap::value_parser!(u32).range(0..=100),
+        env = "FLEETSHARD_MAX_FLEET_DROP_PERCENT"
+    )]
+    pub max_fleet_drop_percent: u32,
+    /// How long an inventory that drops more than `--max-fleet-drop-percent` of the
+    /// committed clusters must hold, unchanged, before the distributor commits it, in
+    /// milliseconds.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 12_000,
+        env = "FLEETSHARD_FLEET_DROP_GRACE_MS"
+    )]
+    pub fleet_drop_grace_ms: u64,
     /// The protocol, and the argocd protocol's options (`protocol.rs`).
     #[command(flatten)]
     pub protocol: ProtocolArgs,
@@ -238,6 +263,10 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
                 cluster_base_load: args.load.cluster_base_load,
                 ..PlacementConfig::default()
             },
+            drop_guard: DropGuard {
+                max_drop_percent: args.max_fleet_drop_percent,
+                grace: Duration::from_millis(args.fleet_drop_grace_ms),
+            },
             ..FencedSettings::default()
         }),
         Protocol::Argocd => ProtocolSettings::Argocd(argo_settings(
@@ -266,7 +295,10 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
 /// Where the inventory comes from.
 fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
     if let Some(dir) = &args.fleet_dir {
-        return Ok(FleetSource::Directory(dir.clone()));
+        return Ok(FleetSource::Directory(DirectoryConfig {
+            in_cluster_enabled: args.input.in_cluster_enabled,
+            ..DirectoryConfig::new(dir.clone())
+        }));
     }
     if let Some(ns) = &args.argocd_namespace {
         let apps = match args.application_namespace.as_deref() {
@@ -277,6 +309,7 @@ fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
         return Ok(FleetSource::Kubernetes(KubernetesConfig {
             secrets_namespace: ns.clone(),
             apps_namespace: apps,
+            in_cluster_enabled: args.input.in_cluster_enabled,
         }));
     }
     let loaded = input::load(&args.input.source()?)?;

@@ -10,7 +10,8 @@
 //!   one lease duration later like any abandoned lease. Never "released" or deleted: a
 //!   holder whose record was overwritten moments ago may still be acting until its own
 //!   deadline, and a free record would be claimed at once;
-//! - a presence record, or a key under `shards/` that is not a shard, is deleted;
+//! - a presence or inventory record, or a key under `shards/` that is not a shard, is
+//!   deleted (its replica writes it again);
 //! - the desired shard count is rewritten with the committed assignment's count (deleted
 //!   when that is unreadable too);
 //! - the assignment is deleted: the distributor commits a new one, from scratch, with a
@@ -27,6 +28,7 @@ use fleetshard_coord::store::{Listing, Precondition, StoreError};
 use fleetshard_replica::store::OpenMode;
 
 use super::print_stdout;
+use super::status::Output;
 use super::store::StoreArgs;
 
 /// The holder named in a lease record `repair` rewrote.
@@ -53,6 +55,9 @@ pub struct CheckArgs {
     /// The store.
     #[command(flatten)]
     pub store: StoreArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Table, env = "FLEETSHARD_OUTPUT")]
+    pub output: Output,
 }
 
 /// `fleetshard store repair` options.
@@ -87,14 +92,28 @@ async fn read(args: &StoreArgs) -> anyhow::Result<(String, Listing, String)> {
 
 async fn check(args: &CheckArgs) -> anyhow::Result<()> {
     let (root, listing, describe) = read(&args.store).await?;
-    let problems = problems(&root, &listing);
-    let mut out = format!("store: {describe} (revision {})\n", listing.revision);
-    for p in &problems {
-        out.push_str(&format!("{p}\n"));
-    }
-    if problems.is_empty() {
-        out.push_str("every record is readable\n");
-    }
+    let problems = findings(&root, &listing);
+    let out = match args.output {
+        Output::Json => {
+            let report = CheckReport {
+                store: describe,
+                revision: listing.revision,
+                ok: problems.is_empty(),
+                problems: &problems,
+            };
+            format!("{}\n", serde_json::to_string_pretty(&report)?)
+        }
+        Output::Table => {
+            let mut out = format!("store: {describe} (revision {})\n", listing.revision);
+            for p in &problems {
+                out.push_str(&format!("{p}\n"));
+            }
+            if problems.is_empty() {
+                out.push_str("every record is readable\n");
+            }
+            out
+        }
+    };
     print_stdout(&out)?;
     if !problems.is_empty() {
         bail!(
@@ -105,9 +124,56 @@ async fn check(args: &CheckArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One line per problem: unreadable records (key, version, reason), and an assignment
-/// whose generation is below one a holder acknowledged (generations went backwards).
+/// `store check --output json`.
+#[derive(Debug, serde::Serialize)]
+struct CheckReport<'a> {
+    store: String,
+    /// The store revision read.
+    revision: u64,
+    /// No problem found (the exit status is 1 otherwise).
+    ok: bool,
+    problems: &'a [Finding],
+}
+
+/// One problem `store check` finds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    /// `corrupt` (a record no replica can read) or `inconsistent` (records that contradict
+    /// each other).
+    pub kind: &'static str,
+    /// The record's key.
+    pub key: String,
+    /// The version read (`None` for an inconsistency between records).
+    pub version: Option<u64>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.version {
+            Some(v) => write!(
+                f,
+                "{}: {} (version {v}): {}",
+                self.kind, self.key, self.reason
+            ),
+            None => write!(f, "{}: {}", self.kind, self.reason),
+        }
+    }
+}
+
+/// One line per problem ([`findings`] as text).
+#[cfg(test)]
 pub fn problems(root: &str, listing: &Listing) -> Vec<String> {
+    findings(root, listing)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// The problems of `listing`: unreadable records (key, version, reason), and an assignment
+/// whose generation is below one a holder acknowledged (generations went backwards).
+pub fn findings(root: &str, listing: &Listing) -> Vec<Finding> {
     let snap = FencedSnapshot::decode(root, listing);
     let version = |key: &str| {
         listing
@@ -116,25 +182,28 @@ pub fn problems(root: &str, listing: &Listing) -> Vec<String> {
             .find(|e| e.key == key)
             .map_or(0, |e| e.version)
     };
-    let mut out: Vec<String> = snap
+    let mut out: Vec<Finding> = snap
         .corrupt
         .iter()
-        .map(|c| {
-            format!(
-                "corrupt: {} (version {}): {}",
-                c.key,
-                version(&c.key),
-                c.reason
-            )
+        .map(|c| Finding {
+            kind: "corrupt",
+            key: c.key.clone(),
+            version: Some(version(&c.key)),
+            reason: c.reason.clone(),
         })
         .collect();
     if let Some((_, doc)) = &snap.assignment {
         for (n, (_, s)) in &snap.shards {
             if s.acked > doc.generation {
-                out.push(format!(
-                    "inconsistent: shard {n} acknowledged generation {} but the assignment is generation {}",
-                    s.acked, doc.generation
-                ));
+                out.push(Finding {
+                    kind: "inconsistent",
+                    key: fleetshard_coord::fenced::shard_key(root, *n),
+                    version: None,
+                    reason: format!(
+                        "shard {n} acknowledged generation {} but the assignment is generation {}",
+                        s.acked, doc.generation
+                    ),
+                });
             }
         }
     }
@@ -188,6 +257,7 @@ pub fn plan(root: &str, listing: &Listing) -> Vec<Fix> {
                 "a lease of an unknown holder: vacant once unchanged for the lease duration",
             ),
             RecordKey::Presence(_) => (None, "its replica writes it again if it is a spare"),
+            RecordKey::Inventory(_) => (None, "its replica writes it again if it is running"),
             RecordKey::NotAShard => (None, "not a shard any replica reads"),
             RecordKey::DesiredShards => match &snap.assignment {
                 Some((_, doc)) => (

@@ -14,7 +14,7 @@ use fleetshard_gitops::reconciler::{
     StoreStatusSink, SyncInfo, status_key,
 };
 use fleetshard_store_sqlite::SqliteStore;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const ROOT: &str = "fleetshard/";
 
@@ -73,6 +73,7 @@ fn populate(db: &Path) -> String {
             "team-a",
             "guestbook",
             StatusUpdate::Operation(OperationState {
+                operation: Default::default(),
                 phase: "Succeeded".to_owned(),
                 message: "successfully synced".to_owned(),
                 started_at: "2026-11-21T09:58:00Z".to_owned(),
@@ -182,6 +183,21 @@ fn apps_lists_statuses_as_a_table_and_as_json() {
         ]
     );
     assert_eq!(apps[0]["record"]["comparison"]["sync"]["status"], "Synced");
+    // The contract: each app's sync and health status and its conditions (type, message).
+    assert_eq!(
+        (&apps[0]["sync"], &apps[0]["health"], &apps[0]["conditions"]),
+        (&json!("Synced"), &json!("Healthy"), &json!([]))
+    );
+    assert_eq!(apps[1]["sync"], "Unknown");
+    assert_eq!(apps[1]["conditions"][0]["type"], "ComparisonError");
+    assert!(
+        apps[1]["conditions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("manifests/deploy.yaml: document 2: "),
+        "{}",
+        apps[1]
+    );
     assert_eq!(apps[0]["record"]["operation"]["phase"], "Succeeded");
     assert_eq!(apps[0].get("error"), None);
     // The unreadable record: as stored, with what is wrong.

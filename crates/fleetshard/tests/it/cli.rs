@@ -4,7 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use fleetshard_core::argo::{ArgoAlgorithm, ArgoControllerAssignment};
+use fleetshard_core::App;
+use fleetshard_core::argo::{
+    ArgoAlgorithm, ArgoClusterList, ArgoControllerAssignment, IN_CLUSTER_SERVER,
+};
 use serde_json::Value;
 
 fn repo() -> PathBuf {
@@ -224,6 +227,153 @@ fn argo_export_gives_the_controllers_shards() {
             );
         }
     }
+}
+
+/// Argo CD's cluster list always carries the built-in in-cluster entry when no Secret names
+/// `https://kubernetes.default.svc` (argo-compat §1); `plan` on an export must too, or
+/// round-robin shifts every cluster and consistent hashing loses the in-cluster apps' load.
+#[test]
+fn an_export_without_an_in_cluster_secret_gets_argo_cds_built_in_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let argo = dir.path().join("argo");
+    let out = run(fleetshard()
+        .args(["fleet", "generate", "--clusters", "40", "--seed", "5"])
+        .args(["--format", "argocd", "--out"])
+        .arg(&argo));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let clusters_path = argo.join("clusters.yaml");
+    let secrets = fleetshard_manifest::load_clusters(&clusters_path)
+        .unwrap()
+        .value;
+    assert!(
+        secrets.iter().all(|c| c.server != IN_CLUSTER_SERVER),
+        "the generated export has no in-cluster Secret"
+    );
+    // Apps on the in-cluster destination, as every getting-started install has.
+    let mut apps = fleetshard_manifest::load_apps(&argo.join("apps.yaml"))
+        .unwrap()
+        .value;
+    for i in 0..7 {
+        apps.push(App::to_server(
+            "argocd",
+            &format!("local-{i}"),
+            IN_CLUSTER_SERVER,
+        ));
+    }
+    let apps_path = dir.path().join("apps.yaml");
+    let specs = Default::default();
+    std::fs::write(
+        &apps_path,
+        fleetshard_manifest::to_application_list_yaml(&apps, &specs),
+    )
+    .unwrap();
+    let argo_list = ArgoClusterList::from_secrets(secrets.clone(), true);
+    assert!(argo_list.built_in);
+
+    for alg in ArgoAlgorithm::ALL {
+        for replicas in [2u32, 3] {
+            let v = ok_json(
+                fleetshard()
+                    .args(["plan", "--clusters"])
+                    .arg(&clusters_path)
+                    .arg("--apps")
+                    .arg(&apps_path)
+                    .args([
+                        "-a",
+                        alg.name(),
+                        "-r",
+                        &replicas.to_string(),
+                        "--output",
+                        "json",
+                    ]),
+            );
+            let rows = v["clusters"].as_array().unwrap();
+            assert_eq!(rows.len(), secrets.len() + 1, "{} × {replicas}", alg.name());
+            let entry = rows
+                .iter()
+                .find(|c| c["server"] == IN_CLUSTER_SERVER)
+                .expect("the in-cluster entry is listed like any cluster");
+            assert_eq!(entry["id"], "");
+            assert_eq!(entry["name"], "in-cluster");
+            assert_eq!(entry["apps"], 7);
+            let expected =
+                ArgoControllerAssignment::compute(alg, replicas, &argo_list.clusters, &apps);
+            let got: Vec<i64> = rows.iter().map(|c| c["shard"].as_i64().unwrap()).collect();
+            assert_eq!(got, expected.shards(), "{} × {replicas}", alg.name());
+            if alg == ArgoAlgorithm::RoundRobin {
+                // Id "" sorts first: rank 0.
+                assert_eq!(entry["shard"], 0);
+            }
+        }
+    }
+
+    // Disabled, as argocd-cm's cluster.inClusterEnabled: "false" does: no entry.
+    let v = ok_json(
+        fleetshard()
+            .args(["plan", "--clusters"])
+            .arg(&clusters_path)
+            .args(["-a", "round-robin", "-r", "2", "--output", "json"])
+            .arg("--in-cluster-enabled=false"),
+    );
+    assert_eq!(v["clusters"].as_array().unwrap().len(), secrets.len());
+}
+
+/// A Secret whose `config` Argo CD cannot read is not in its cluster list: `plan` skips it
+/// with a warning naming it, instead of failing the whole run.
+#[test]
+fn a_secret_with_an_unreadable_config_is_skipped_as_argo_cd_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("clusters.yaml");
+    std::fs::write(
+        &path,
+        r#"apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Secret
+  metadata:
+    name: good
+    namespace: argocd
+    uid: u-good
+    labels: {argocd.argoproj.io/secret-type: cluster}
+  stringData: {server: "https://good.example", config: '{"bearerToken":"t"}'}
+- apiVersion: v1
+  kind: Secret
+  metadata:
+    name: broken
+    namespace: argocd
+    uid: u-broken
+    labels: {argocd.argoproj.io/secret-type: cluster}
+  stringData: {server: "https://broken.example", config: 'not json'}
+"#,
+    )
+    .unwrap();
+    let out = run(fleetshard()
+        .args(["plan", "--clusters"])
+        .arg(&path)
+        .args(["-a", "legacy", "-r", "2", "--output", "json"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let servers: Vec<&str> = v["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["server"].as_str().unwrap())
+        .collect();
+    assert_eq!(servers, ["https://good.example", IN_CLUSTER_SERVER]);
+    let warnings = v["warnings"].to_string();
+    assert!(
+        warnings.contains("broken") && warnings.contains("skipped"),
+        "{warnings}"
+    );
 }
 
 #[test]
@@ -481,7 +631,9 @@ fn generated_fleets_round_trip_through_plan() {
             ])
             .arg(argo.join("clusters.yaml"))
             .arg("--apps")
-            .arg(argo.join("apps.yaml")),
+            .arg(argo.join("apps.yaml"))
+            // A native fleet has no built-in in-cluster entry; Argo CD's list would.
+            .arg("--in-cluster-enabled=false"),
     );
     assert_eq!(from_native["fleet"]["apps"], 600);
     for key in ["id", "server", "apps", "zone", "shard"] {

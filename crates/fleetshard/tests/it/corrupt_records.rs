@@ -78,9 +78,26 @@ fn corrupt_records_are_loud_repaired_and_do_not_stop_failover() {
         "{}",
         text(&check)
     );
+    let json = store_cmd(&h, &["check", "--output", "json"]);
+    assert_eq!(json.status.code(), Some(1), "{}", text(&json));
+    let found: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(found["ok"], false, "{found}");
+    assert_eq!(found["problems"][0]["kind"], "corrupt", "{found}");
+    assert_eq!(
+        found["problems"][0]["key"], "fleetshard/replicas/ghost",
+        "{found}"
+    );
+    assert!(found["problems"][0]["version"].is_u64(), "{found}");
     let status = h.status().unwrap();
     assert_eq!(
         status["corrupt_records"][0]["key"], "fleetshard/replicas/ghost",
+        "{status}"
+    );
+    // Every replica published the same inventory.
+    assert_eq!(status["inventory_disagreement"], false, "{status}");
+    assert_eq!(
+        status["replicas"].as_array().map(Vec::len),
+        Some(3),
         "{status}"
     );
     wait_for(

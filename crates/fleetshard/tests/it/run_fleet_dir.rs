@@ -16,12 +16,16 @@ fn write_fleet(path: &Path, ids: std::ops::Range<usize>) {
     std::fs::write(path, json!({"clusters": clusters}).to_string()).unwrap();
 }
 
-fn owned(store: &str) -> Result<usize, String> {
+fn status_json(store: &str) -> Result<Value, String> {
     let out = fleetshard()
         .args(["status", "--output", "json", "--store", store])
         .output()
         .map_err(|e| e.to_string())?;
-    let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+}
+
+fn owned(store: &str) -> Result<usize, String> {
+    let v = status_json(store)?;
     let clusters = v["clusters"].as_array().ok_or("no clusters yet")?;
     if clusters.iter().any(|c| c["owner"].is_null()) {
         return Err(format!("{} clusters, some unowned", clusters.len()));
@@ -75,6 +79,77 @@ fn a_watched_directory_is_followed() {
     wait_owned(&store, 6);
     write_fleet(&fleet_dir.join("a.json"), 0..2);
     wait_owned(&store, 4);
+}
+
+/// An operator empties most of the fleet under a running distributor: the clusters stay
+/// assigned and owned while the distributor says it holds the drop back (`status`,
+/// `/metrics`, one log line), and go once the smaller fleet has held for the grace.
+#[test]
+fn a_fleet_emptied_under_the_distributor_is_held_back_for_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet_dir = dir.path().join("fleet");
+    std::fs::create_dir(&fleet_dir).unwrap();
+    write_fleet(&fleet_dir.join("a.json"), 0..6);
+    let store = format!("sqlite://{}", dir.path().join("fs.db").display());
+    let port = http::free_port();
+    let log = dir.path().join("r0.log");
+    let _replica = spawn_replica(
+        dir.path(),
+        "r0",
+        &store,
+        &fleet_dir,
+        port,
+        &[
+            "--shards",
+            "1",
+            "--fleet-drop-grace-ms",
+            "6000",
+            // Every field of every line, as a log shipper sees them.
+            "--log-format",
+            "json",
+            "--log-level",
+            "info,fleetshard=debug,fleetshard_coord=debug,fleetshard_replica=debug,fleetshard_controller=debug",
+        ],
+    );
+    wait_owned(&store, 6);
+    // Five of six go at once: more than 50 %.
+    write_fleet(&fleet_dir.join("a.json"), 0..1);
+    let status = wait_for("the drop to be held back", Duration::from_secs(30), || {
+        let v = status_json(&store)?;
+        (!v["held_back"].is_null())
+            .then_some(v)
+            .ok_or("nothing held back yet".to_owned())
+    });
+    assert_eq!(status["held_back"]["dropped"], 5, "{status}");
+    assert_eq!(status["held_back"]["previous"], 6, "{status}");
+    // Held back means kept: every cluster is still assigned and owned.
+    let clusters = status["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 6, "{status}");
+    assert!(clusters.iter().all(|c| c["owner"] == "r0"), "{status}");
+    let (_, metrics) = http::get(port, "/metrics").unwrap();
+    assert_eq!(
+        http::metric(&metrics, "fleetshard_fleet_drop_held_back"),
+        Some(5.0),
+        "{metrics}"
+    );
+    // Once the smaller fleet has held for the grace, it is committed.
+    wait_owned(&store, 1);
+    assert!(status_json(&store).unwrap()["held_back"].is_null());
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        said.matches("drops 5 of the 6 clusters").count(),
+        1,
+        "{said}"
+    );
+    assert_eq!(
+        said.matches("dropping 5 of 6 clusters").count(),
+        1,
+        "{said}"
+    );
+    // Values, never Rust's `Debug` text of an option or a result.
+    for debug in ["Some(", "Ok(", "Err("] {
+        assert!(!said.contains(debug), "{debug} in the log:\n{said}");
+    }
 }
 
 /// What `run` says about a bad inventory, whatever its source: an empty fleet is refused at
@@ -159,5 +234,87 @@ fn an_empty_fleet_is_refused_and_a_duplicate_id_is_reported() {
     assert!(
         stderr.contains("cluster dup") && stderr.contains("not placed"),
         "{stderr}"
+    );
+}
+
+/// `fleetshard run --fleet-dir FLEET --reconciler none` as `identity` on `store`, serving
+/// HTTP on `port`, with `extra` arguments; its log is `DIR/IDENTITY.log`.
+fn spawn_replica(
+    dir: &Path,
+    identity: &str,
+    store: &str,
+    fleet: &Path,
+    port: u16,
+    extra: &[&str],
+) -> KillOnDrop {
+    KillOnDrop(
+        fleetshard()
+            .args(["run", "--identity", identity, "--store", store])
+            .args(["--reconciler", "none"])
+            .args(extra)
+            .arg("--fleet-dir")
+            .arg(fleet)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join(format!("{identity}.log"))).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Two replicas read different fleets (one has a cluster fewer and a duplicate id): every
+/// replica's `/metrics` counts the other as disagreeing, and `status` shows both digests,
+/// the disagreement, and the problem of the replica that has it.
+#[test]
+fn replicas_that_read_different_fleets_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    write_fleet(&a.join("fleet.json"), 0..4);
+    let mut clusters: Vec<Value> = (0..3)
+        .map(|i| json!({"name": format!("c{i}"), "server": format!("https://c{i}.example")}))
+        .collect();
+    clusters.push(json!({"name": "c0", "server": "https://other.example"}));
+    std::fs::write(
+        b.join("fleet.json"),
+        json!({ "clusters": clusters }).to_string(),
+    )
+    .unwrap();
+    let store = format!("sqlite://{}", dir.path().join("fs.db").display());
+    let ports = [http::free_port(), http::free_port()];
+    let _r0 = spawn_replica(dir.path(), "r0", &store, &a, ports[0], &["--shards", "2"]);
+    let _r1 = spawn_replica(dir.path(), "r1", &store, &b, ports[1], &["--shards", "2"]);
+    for port in ports {
+        wait_for("the disagreement counted", Duration::from_secs(60), || {
+            let (_, body) = http::get(port, "/metrics").ok_or("not serving yet")?;
+            match http::metric(&body, "fleetshard_inventory_disagreement") {
+                Some(1.0) => Ok(()),
+                other => Err(format!("disagreement: {other:?}")),
+            }
+        });
+    }
+    let status = wait_for("status to compare both", Duration::from_secs(30), || {
+        let v = status_json(&store)?;
+        (v["replicas"].as_array().map(Vec::len) == Some(2))
+            .then_some(v)
+            .ok_or("fewer than two inventories".to_owned())
+    });
+    assert_eq!(status["inventory_disagreement"], true, "{status}");
+    let replicas = status["replicas"].as_array().unwrap();
+    assert_ne!(replicas[0]["digest"], replicas[1]["digest"], "{status}");
+    assert_eq!(
+        replicas.iter().filter(|r| r["disagrees"] == true).count(),
+        1,
+        "{status}"
+    );
+    assert_eq!(replicas[1]["identity"], "r1", "{status}");
+    assert_eq!(replicas[1]["problems"], 1, "{status}");
+    let warnings = status["warnings"].to_string();
+    assert!(
+        warnings.contains("different inventories")
+            && warnings.contains("r1: its inventory has 1 problem"),
+        "{status}"
     );
 }

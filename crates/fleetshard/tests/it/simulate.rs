@@ -324,28 +324,34 @@ fn run_manages_simulated_clusters() {
             .unwrap(),
     );
 
-    // The three clusters, with the Secrets' uids as ids, all owned.
-    wait_for("3 simulated clusters owned", SETTLE, || {
-        let out = fleetshard()
-            .args(["status", "--output", "json", "--store", &store])
-            .output()
-            .map_err(|e| e.to_string())?;
-        let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
-        let clusters = v["clusters"].as_array().ok_or("no clusters yet")?;
-        let mut owned: Vec<&str> = clusters
-            .iter()
-            .filter(|c| !c["owner"].is_null())
-            .filter_map(|c| c["id"].as_str())
-            .collect();
-        owned.sort_unstable();
-        let mut want: Vec<&str> = sims.iter().map(|s| s.uid.as_str()).collect();
-        want.sort_unstable();
-        if owned == want {
-            Ok(())
-        } else {
-            Err(v.to_string())
-        }
-    });
+    // The three clusters, with the Secrets' uids as ids, all owned, and Argo CD's built-in
+    // in-cluster entry (id ""): a directory of Argo CD's objects is Argo CD's cluster list.
+    wait_for(
+        "3 simulated clusters and the in-cluster entry owned",
+        SETTLE,
+        || {
+            let out = fleetshard()
+                .args(["status", "--output", "json", "--store", &store])
+                .output()
+                .map_err(|e| e.to_string())?;
+            let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+            let clusters = v["clusters"].as_array().ok_or("no clusters yet")?;
+            let mut owned: Vec<&str> = clusters
+                .iter()
+                .filter(|c| !c["owner"].is_null())
+                .filter_map(|c| c["id"].as_str())
+                .collect();
+            owned.sort_unstable();
+            let mut want: Vec<&str> = sims.iter().map(|s| s.uid.as_str()).collect();
+            want.push("");
+            want.sort_unstable();
+            if owned == want {
+                Ok(())
+            } else {
+                Err(v.to_string())
+            }
+        },
+    );
 
     // The app is synced to sim-1, over its token: the objects are there, read with plain
     // HTTP, and on no other cluster.

@@ -204,9 +204,11 @@ mod tests {
                 repo_url: "https://git.example/apps".into(),
                 target_revision: "v1".into(),
                 path: "guestbook".into(),
+                directory: Default::default(),
             },
             auto_sync: Some(AutoSync::default()),
             sync_request: None,
+            refusals: Vec::new(),
         };
         content.specs.insert(key.clone(), spec.clone());
         published.publish(content.clone(), vec![], true);

@@ -1,15 +1,84 @@
 //! Operations: a sync asked for by hand, the sync itself (apply, prune, record), and what
 //! a new owner learns of the last one.
+//!
+//! A request that sets what fleetshard does not implement, or a request for an app whose
+//! spec is refused, is not run: it is recorded as an operation in phase `Error` naming the
+//! fields (which clears the request, as Argo CD ends an operation) and shown as a
+//! `SyncError` condition until the next operation runs. `dryRun` sends every write with
+//! `dryRun=All` (validated by the server, nothing persisted or pruned, the synced commit
+//! not remembered); `resources` (selective sync) applies and prunes only the objects named.
 
 use std::sync::Arc;
 
 use fleetshard_controller::{AppKey, Operated, ReconcileError};
+use fleetshard_manifest::{RefusalKind, SyncRequest, SyncResource};
 
+use super::guard::selected;
 use super::{
-    AppTarget, GitOpsReconciler, OperationState, Refreshed, SinkError, StatusUpdate, SyncResult,
-    SyncResultEntry,
+    AppTarget, GitOpsReconciler, Initiator, OperationRecord, OperationState, Refreshed, SinkError,
+    StatusUpdate, SyncOperation, SyncOperationResource, SyncResult, SyncResultEntry,
 };
-use crate::apply::{self, ApplyError, ResultCode};
+use crate::apply::{self, ApplyError, DesiredObject, PruneTarget, ResultCode, SyncMode};
+
+/// What one sync runs: an automated sync or a request.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Request {
+    revision: String,
+    prune: bool,
+    dry_run: bool,
+    resources: Option<Vec<SyncResource>>,
+    initiated_by: Initiator,
+}
+
+impl Request {
+    /// An automated sync.
+    pub(super) fn automated(prune: bool) -> Self {
+        Request {
+            prune,
+            initiated_by: Initiator {
+                username: String::new(),
+                automated: true,
+            },
+            ..Request::default()
+        }
+    }
+
+    fn manual(r: &SyncRequest) -> Self {
+        Request {
+            revision: r.revision.clone().unwrap_or_default(),
+            prune: r.prune,
+            dry_run: r.dry_run,
+            resources: r.resources.clone(),
+            initiated_by: Initiator {
+                username: r.initiated_by.username.clone(),
+                automated: r.initiated_by.automated,
+            },
+        }
+    }
+
+    /// `operationState.operation` for it.
+    fn record(&self) -> OperationRecord {
+        OperationRecord {
+            sync: SyncOperation {
+                revision: self.revision.clone(),
+                prune: self.prune,
+                dry_run: self.dry_run,
+                resources: self
+                    .resources
+                    .iter()
+                    .flatten()
+                    .map(|r| SyncOperationResource {
+                        group: r.group.clone(),
+                        kind: r.kind.clone(),
+                        name: r.name.clone(),
+                        namespace: r.namespace.clone(),
+                    })
+                    .collect(),
+            },
+            initiated_by: self.initiated_by.clone(),
+        }
+    }
+}
 
 impl GitOpsReconciler {
     /// Runs the sync asked for by hand (`operation.sync`), once per request: whatever
@@ -37,6 +106,16 @@ impl GitOpsReconciler {
         let Some(request) = pending else {
             return Ok(None);
         };
+        let refused: Vec<String> = target
+            .spec
+            .refusals_of(RefusalKind::InvalidSpec)
+            .chain(target.spec.refusals_of(RefusalKind::Sync))
+            .map(ToString::to_string)
+            .collect();
+        if !refused.is_empty() {
+            self.refuse(key, &request, &refused).await?;
+            return Ok(Some(Operated::Finished));
+        }
         let last = match (&request.revision, last) {
             (None, Some(last)) => last,
             (Some(rev), Some(last)) if *rev == last.commit => last,
@@ -52,11 +131,16 @@ impl GitOpsReconciler {
                 }
             }
         };
-        let message = format!("sync to {} (requested)", last.commit);
+        let how = if request.dry_run {
+            "dry run of a sync"
+        } else {
+            "sync"
+        };
+        let message = format!("{how} to {} (requested)", last.commit);
         // Ran (succeeded or failed, as operationState records): done, as Argo CD runs an
         // operation once. Not run (a lapsed lease, an unreachable store): retried.
         let _outcome = self
-            .sync(key, target, &last, request.prune, message)
+            .sync(key, target, &last, &Request::manual(&request), message)
             .await?;
         if let Some(m) = self.memos().get_mut(key) {
             m.request_done = Some(request);
@@ -64,15 +148,45 @@ impl GitOpsReconciler {
         Ok(Some(Operated::Finished))
     }
 
-    /// Applies `last`'s desired objects (and prunes with `prune`), recording the
-    /// operation's progress and result: `Ok(Err(why))` when it ran and some object
-    /// failed, `Err` when it could not run or be recorded (a lapsed lease, say).
+    /// Records `request` as refused (phase `Error`, naming the `refused` fields; this
+    /// clears it) and remembers the `SyncError` condition the next refresh shows.
+    async fn refuse(
+        &self,
+        key: &AppKey,
+        request: &SyncRequest,
+        refused: &[String],
+    ) -> Result<(), ReconcileError> {
+        let message = format!(
+            "sync refused, nothing applied or pruned: {}",
+            refused.join("; ")
+        );
+        let now = self.clock.now_rfc3339();
+        let state = OperationState {
+            operation: Request::manual(request).record(),
+            phase: "Error".to_owned(),
+            message: message.clone(),
+            started_at: now.clone(),
+            finished_at: Some(now),
+            sync_result: None,
+        };
+        self.record(key, StatusUpdate::Operation(state)).await?;
+        if let Some(m) = self.memos().get_mut(key) {
+            m.request_done = Some(request.clone());
+            m.sync_error = Some(message);
+        }
+        Ok(())
+    }
+
+    /// Applies `last`'s desired objects (and prunes with `request.prune`; only the objects
+    /// `request.resources` names, when it does; validated only with `request.dry_run`),
+    /// recording the operation's progress and result: `Ok(Err(why))` when it ran and
+    /// some object failed, `Err` when it could not run or be recorded (a lapsed lease).
     pub(super) async fn sync(
         &self,
         key: &AppKey,
         target: &AppTarget,
         last: &Refreshed,
-        prune: bool,
+        request: &Request,
         message: String,
     ) -> Result<Result<(), String>, ReconcileError> {
         let conn = self
@@ -81,7 +195,9 @@ impl GitOpsReconciler {
             .await
             .map_err(|e| ReconcileError::RetryLater(e.to_string()))?;
         let started_at = self.clock.now_rfc3339();
+        let operation = request.record();
         let running = OperationState {
+            operation: operation.clone(),
             phase: "Running".to_owned(),
             message,
             started_at: started_at.clone(),
@@ -90,12 +206,29 @@ impl GitOpsReconciler {
         };
         self.record(key, StatusUpdate::Operation(running)).await?;
         let app_name = self.instance_name(key);
+        let only = request.resources.as_deref();
+        let desired: Vec<DesiredObject> = last
+            .desired
+            .iter()
+            .filter(|d| selected(only, &d.key))
+            .cloned()
+            .collect();
+        let to_prune: Vec<PruneTarget> = last
+            .prune
+            .iter()
+            .filter(|p| selected(only, &p.key))
+            .cloned()
+            .collect();
+        let mode = SyncMode {
+            prune: request.prune,
+            dry_run: request.dry_run,
+        };
         let results = match apply::sync(
             &conn,
             &app_name,
-            &last.desired,
-            &last.prune,
-            prune,
+            &desired,
+            &to_prune,
+            mode,
             self.lease.as_ref(),
         )
         .await
@@ -116,7 +249,14 @@ impl GitOpsReconciler {
                 )
             })
             .collect();
-        let (phase, message) = if failed.is_empty() {
+        let (phase, message) = if failed.is_empty() && request.dry_run {
+            (
+                "Succeeded",
+                "dry run succeeded: the server validated every object; nothing was applied or \
+                 pruned"
+                    .to_owned(),
+            )
+        } else if failed.is_empty() {
             (
                 "Succeeded",
                 "successfully synced (all tasks run)".to_owned(),
@@ -128,6 +268,7 @@ impl GitOpsReconciler {
             )
         };
         let done = OperationState {
+            operation,
             phase: phase.to_owned(),
             message: message.clone(),
             started_at,
@@ -138,11 +279,15 @@ impl GitOpsReconciler {
             }),
         };
         self.record(key, StatusUpdate::Operation(done)).await?;
+        if let Some(m) = self.memos().get_mut(key) {
+            m.sync_error = None;
+            // A dry run or a selective sync does not make the commit synced.
+            if failed.is_empty() && !request.dry_run && request.resources.is_none() {
+                m.synced = Some(last.commit.clone());
+            }
+        }
         if !failed.is_empty() {
             return Ok(Err(message));
-        }
-        if let Some(m) = self.memos().get_mut(key) {
-            m.synced = Some(last.commit.clone());
         }
         Ok(Ok(()))
     }
@@ -154,7 +299,11 @@ impl GitOpsReconciler {
     ) -> Result<Option<String>, ReconcileError> {
         match self.sink.last_operation(key).await {
             Ok(op) => Ok(op
-                .filter(|o| o.phase == "Succeeded")
+                .filter(|o| {
+                    o.phase == "Succeeded"
+                        && !o.operation.sync.dry_run
+                        && o.operation.sync.resources.is_empty()
+                })
                 .and_then(|o| o.sync_result)
                 .map(|r| r.revision)),
             Err(SinkError::NotFound(_)) => Ok(None),

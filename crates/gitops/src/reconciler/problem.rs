@@ -9,14 +9,30 @@ pub(super) struct Problem {
     /// Waiting may fix it: retried with backoff.
     pub(super) transient: bool,
     pub(super) revision: Option<String>,
+    /// The condition type it is shown as (`ComparisonError`, `InvalidSpecError`).
+    pub(super) condition: &'static str,
 }
 
+/// Argo CD's condition type for a failed comparison.
+pub(super) const COMPARISON_ERROR: &str = "ComparisonError";
+
 impl Problem {
+    /// A problem only a change to the app or its repository can fix, shown as `condition`.
+    pub(super) fn permanent(condition: &'static str, message: impl ToString) -> Problem {
+        Problem {
+            message: message.to_string(),
+            transient: false,
+            revision: None,
+            condition,
+        }
+    }
+
     pub(super) fn transient(message: impl ToString) -> Problem {
         Problem {
             message: message.to_string(),
             transient: true,
             revision: None,
+            condition: COMPARISON_ERROR,
         }
     }
 }
@@ -43,6 +59,7 @@ impl From<SourceError> for Problem {
             message: e.to_string(),
             transient,
             revision: None,
+            condition: COMPARISON_ERROR,
         }
     }
 }

@@ -62,7 +62,9 @@ pub struct ResourceEntry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
-    /// `ComparisonError` (desired or live state could not be read or compared).
+    /// `ComparisonError` (desired or live state could not be read or compared),
+    /// `InvalidSpecError` (the spec sets what fleetshard does not implement) or
+    /// `SyncError` (a sync was refused).
     #[serde(rename = "type")]
     pub kind: String,
     /// What happened, naming the repository, object or cluster.
@@ -96,8 +98,9 @@ pub struct SyncResultEntry {
     pub version: String,
     /// Kind.
     pub kind: String,
-    /// Namespace.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    /// Namespace (`""` for cluster-scoped kinds: always written, Argo CD's CRD requires
+    /// it).
+    #[serde(default)]
     pub namespace: String,
     /// Name.
     pub name: String,
@@ -116,11 +119,69 @@ pub struct SyncResult {
     pub resources: Vec<SyncResultEntry>,
 }
 
+/// `operationState.operation`: the request the operation runs, as Argo CD records it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationRecord {
+    /// `sync`.
+    pub sync: SyncOperation,
+    /// `initiatedBy`.
+    pub initiated_by: Initiator,
+}
+
+/// `operation.sync`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncOperation {
+    /// The revision asked for (absent: the target revision).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub revision: String,
+    /// `prune`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prune: bool,
+    /// `dryRun`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+    /// `resources` of a selective sync (empty: the whole app).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<SyncOperationResource>,
+}
+
+/// One entry of `operation.sync.resources`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SyncOperationResource {
+    /// API group.
+    #[serde(default)]
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// Namespace (empty: any).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+}
+
+/// `operation.initiatedBy`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Initiator {
+    /// Who asked (a manual sync).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub username: String,
+    /// Started by automated sync.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub automated: bool,
+}
+
 /// `status.operationState`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationState {
-    /// `Running`, `Succeeded` or `Failed`.
+    /// The request run (Argo CD's CRD requires it). Records written before it was
+    /// recorded read as an empty one.
+    #[serde(default)]
+    pub operation: OperationRecord,
+    /// `Running`, `Succeeded`, `Failed` or `Error` (the request was refused).
     pub phase: String,
     /// A summary.
     pub message: String,
@@ -354,6 +415,7 @@ mod tests {
     #[test]
     fn a_finished_operation_clears_the_request_and_a_running_one_does_not() {
         let mut op = OperationState {
+            operation: OperationRecord::default(),
             phase: "Running".into(),
             message: "sync".into(),
             started_at: "2026-11-21T10:00:00Z".into(),
@@ -368,5 +430,62 @@ mod tests {
         let done = StatusUpdate::Operation(op).merge_patch();
         assert_eq!(done["operation"], Value::Null, "{done}");
         assert!(done.as_object().unwrap().contains_key("operation"));
+    }
+
+    /// What Argo CD's Application CRD requires of a written operation: `operationState`
+    /// with `operation` (the request, `initiatedBy` included), `phase` and `startedAt`, and
+    /// every `syncResult.resources[]` entry with `group, kind, name, namespace, version` —
+    /// `namespace` empty, not absent, for a cluster-scoped object.
+    #[test]
+    fn a_written_operation_has_what_argo_cds_crd_requires() {
+        let op = OperationState {
+            operation: OperationRecord {
+                sync: SyncOperation {
+                    prune: true,
+                    ..SyncOperation::default()
+                },
+                initiated_by: Initiator {
+                    username: String::new(),
+                    automated: true,
+                },
+            },
+            phase: "Succeeded".into(),
+            message: "ok".into(),
+            started_at: "2026-11-21T10:00:00Z".into(),
+            finished_at: Some("2026-11-21T10:00:01Z".into()),
+            sync_result: Some(SyncResult {
+                revision: "abc".into(),
+                resources: vec![SyncResultEntry {
+                    group: String::new(),
+                    version: "v1".into(),
+                    kind: "Namespace".into(),
+                    namespace: String::new(),
+                    name: "team".into(),
+                    status: "Synced".into(),
+                    message: "applied".into(),
+                }],
+            }),
+        };
+        let patch = StatusUpdate::Operation(op).merge_patch();
+        let state = &patch["status"]["operationState"];
+        for field in ["operation", "phase", "startedAt"] {
+            assert!(state.get(field).is_some(), "{field} missing: {state}");
+        }
+        assert_eq!(
+            state["operation"]["initiatedBy"],
+            json!({"automated": true})
+        );
+        assert_eq!(state["operation"]["sync"], json!({"prune": true}));
+        let entry = &state["syncResult"]["resources"][0];
+        for field in ["group", "kind", "name", "namespace", "version"] {
+            assert!(entry.get(field).is_some(), "{field} missing: {entry}");
+        }
+        assert_eq!(entry["namespace"], "");
+        // A record written before `operation` existed still reads.
+        let old: OperationState = serde_json::from_value(json!({
+            "phase": "Succeeded", "message": "", "startedAt": "t"
+        }))
+        .unwrap();
+        assert_eq!(old.operation, OperationRecord::default());
     }
 }

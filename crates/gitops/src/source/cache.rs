@@ -158,7 +158,20 @@ impl RepoCache {
         let (slot, commit, opened) = self
             .resolve_inner(repo_url, &source.target_revision, refresh)
             .await?;
-        let key = (slot.key.clone(), commit, path.join("/"));
+        let dir = &source.directory;
+        // The directory options change what is read, so they are part of the key.
+        let key = (
+            slot.key.clone(),
+            commit,
+            format!(
+                "{}\0{}\0{}\0{}",
+                path.join("/"),
+                dir.recurse,
+                dir.include,
+                dir.exclude
+            ),
+        );
+        let directory = dir.clone();
         let cell = self.read_cell(&key);
         let result = cell
             .get_or_init(|| {
@@ -169,7 +182,9 @@ impl RepoCache {
                     let task_repo = repo_url.clone();
                     let read = tokio::task::spawn_blocking(move || {
                         inner.reads_done.fetch_add(1, Ordering::Relaxed);
-                        repo::read_manifests(&opened, &task_repo, &revision, commit, &path)
+                        repo::read_manifests(
+                            &opened, &task_repo, &revision, commit, &path, &directory,
+                        )
                     })
                     .await;
                     match read {

@@ -151,7 +151,8 @@ pub enum SourceError {
         /// Where it is defined again.
         second: Box<Location>,
     },
-    /// The directory holds a source type this reader does not render (Kustomize, Helm).
+    /// The directory holds a source type this reader does not render (Kustomize, Helm,
+    /// Jsonnet).
     #[error(
         "repository {repo:?} at {revision:?} ({commit}): {file} is a {tool} source, which is not supported (only plain YAML/JSON manifests)"
     )]
@@ -164,7 +165,7 @@ pub enum SourceError {
         commit: String,
         /// The file that marks it (`kustomization.yaml`, `Chart.yaml`).
         file: String,
-        /// `Kustomize` or `Helm`.
+        /// `Kustomize`, `Helm` or `Jsonnet`.
         tool: &'static str,
     },
     /// The repository's data could not be read (a missing or corrupt object, an I/O error).

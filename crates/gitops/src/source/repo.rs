@@ -10,7 +10,10 @@ use std::sync::atomic::AtomicBool;
 
 use gix::ObjectId;
 
+use fleetshard_manifest::DirectoryOptions;
+
 use super::error::{Location, SourceError};
+use super::glob;
 use super::parse::{FileFormat, Manifest, parse_file};
 
 /// The reference a mirror keeps the remote's `HEAD` commit in (a bare mirror's own `HEAD`
@@ -307,15 +310,20 @@ pub(crate) fn clean_path(repo_url: &str, path: &str) -> Result<Vec<String>, Sour
     Ok(parts)
 }
 
-/// Reads every manifest under `path` of `commit` (depth first; in a directory, files in
-/// name order before subdirectories), skipping hidden entries (`.`-prefixed), files of
-/// other extensions, symbolic links and submodules.
+/// Reads the manifests under `path` of `commit` as Argo CD reads a directory app: the top
+/// level only unless `directory.recurse` (then depth first; in a directory, files in name
+/// order before subdirectories), each file's path relative to `path` filtered by
+/// `directory.exclude` and then `directory.include` ([`super::glob`]); hidden entries
+/// (`.`-prefixed), files of other extensions, symbolic links and submodules are skipped.
+/// A Jsonnet file that passes the filters is refused ([`SourceError::UnsupportedSource`]):
+/// Argo CD would render it, so skipping it would render too little.
 pub(crate) fn read_manifests(
     opened: &Opened,
     repo_url: &str,
     revision: &str,
     commit: ObjectId,
     path: &[String],
+    directory: &DirectoryOptions,
 ) -> Result<Vec<Manifest>, SourceError> {
     let repo = opened.repo.to_thread_local();
     let git = |e: gix::Error| SourceError::Git {
@@ -350,17 +358,18 @@ pub(crate) fn read_manifests(
 
     let mut out = Vec::new();
     // An explicit stack: a hostile repository may nest trees deeper than the thread's stack.
-    let mut stack = vec![(start, path.join("/"))];
-    while let Some((tree_id, dir)) = stack.pop() {
+    let mut stack = vec![(start, path.join("/"), String::new())];
+    while let Some((tree_id, dir, rel_dir)) = stack.pop() {
         let tree = repo.find_tree(tree_id).map_err(git)?;
         let decoded = tree.decode().map_err(git)?;
-        let file_path = |name: &str| {
+        let join = |dir: &str, name: &str| {
             if dir.is_empty() {
                 name.to_owned()
             } else {
                 format!("{dir}/{name}")
             }
         };
+        let file_path = |name: &str| join(&dir, name);
         let mut files = Vec::new();
         let mut subdirs = Vec::new();
         for entry in &decoded.entries {
@@ -378,10 +387,34 @@ pub(crate) fn read_manifests(
                 });
             }
             if entry.mode.is_tree() {
-                subdirs.push((entry.oid.to_owned(), file_path(&name)));
-            } else if entry.mode.is_blob()
-                && let Some(format) = FileFormat::of(&name)
-            {
+                if directory.recurse {
+                    subdirs.push((
+                        entry.oid.to_owned(),
+                        file_path(&name),
+                        join(&rel_dir, &name),
+                    ));
+                }
+                continue;
+            }
+            if !entry.mode.is_blob() {
+                continue;
+            }
+            let rel = join(&rel_dir, &name);
+            let excluded = !directory.exclude.is_empty() && glob::matches(&directory.exclude, &rel);
+            let included = directory.include.is_empty() || glob::matches(&directory.include, &rel);
+            if excluded || !included {
+                continue;
+            }
+            if name.ends_with(".jsonnet") {
+                return Err(SourceError::UnsupportedSource {
+                    repo: repo_url.to_owned(),
+                    revision: revision.to_owned(),
+                    commit: commit.to_string(),
+                    file: file_path(&name),
+                    tool: "Jsonnet",
+                });
+            }
+            if let Some(format) = FileFormat::of(&name) {
                 files.push((entry.oid.to_owned(), file_path(&name), format));
             }
         }

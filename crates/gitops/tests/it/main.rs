@@ -1,8 +1,10 @@
 //! The GitOps crate's integration tests, as one test binary: comparison and health rules
 //! (`compare`, `compare_props`, `health`), the Git source (`source`, `source_cache`, and
 //! `source_http` against a real `git http-backend`), and the reconciler against fake API
-//! servers (`reconcile`). `compare_bench` holds `#[ignore]`d measurements.
+//! servers (`reconcile`), and cluster authentication from a Secret's `config`
+//! (`cluster_auth`). `compare_bench` holds `#[ignore]`d measurements.
 
+mod cluster_auth;
 mod compare;
 mod compare_bench;
 mod compare_props;

@@ -11,7 +11,15 @@ fn source(repo: &str, revision: &str, path: &str) -> AppSource {
         repo_url: repo.to_owned(),
         target_revision: revision.to_owned(),
         path: path.to_owned(),
+        directory: Default::default(),
     }
+}
+
+/// `source` with `directory.recurse: true`.
+fn recursive(repo: &str, revision: &str, path: &str) -> AppSource {
+    let mut s = source(repo, revision, path);
+    s.directory.recurse = true;
+    s
 }
 
 fn cache(dir: &tempfile::TempDir) -> RepoCache {
@@ -120,7 +128,7 @@ async fn trees_are_read_recursively_with_multi_document_yaml_json_and_lists() {
     git.commit("tree");
     let cache = cache(&tmp);
     let m = cache
-        .manifests(&source(&git.path(), "HEAD", "apps"), Refresh::Normal)
+        .manifests(&recursive(&git.path(), "HEAD", "apps"), Refresh::Normal)
         .await
         .unwrap();
     assert_eq!(
@@ -137,7 +145,7 @@ async fn trees_are_read_recursively_with_multi_document_yaml_json_and_lists() {
     assert_eq!(m.objects[2].identity.group(), "apps");
     // The root reads everything but hidden entries.
     let all = cache
-        .manifests(&source(&git.path(), "HEAD", "."), Refresh::Normal)
+        .manifests(&recursive(&git.path(), "HEAD", "."), Refresh::Normal)
         .await
         .unwrap();
     assert_eq!(all.objects.len(), 6);
@@ -173,7 +181,7 @@ async fn bad_manifests_name_file_and_document_and_are_typed() {
         let repo = repo.clone();
         async move {
             cache
-                .manifests(&source(&repo, "main", path), Refresh::Normal)
+                .manifests(&recursive(&repo, "main", path), Refresh::Normal)
                 .await
         }
     };
@@ -312,5 +320,72 @@ async fn missing_repositories_and_revisions_are_typed_errors() {
     assert!(
         matches!(&err, SourceError::UnsupportedUrl { .. }),
         "{err:?}"
+    );
+}
+
+/// Argo CD's directory defaults and options: the top level only unless `recurse`;
+/// `exclude` then `include` globs on the path relative to `path` (`*` crosses `/`); a
+/// Jsonnet file is refused rather than skipped (Argo CD would render it).
+#[tokio::test]
+async fn directories_are_read_as_argo_cd_reads_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    git.write("app/a.yaml", &config_map("a", "1"))
+        .write("app/b.yaml", &config_map("b", "1"))
+        .write(
+            "app/config.json",
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"j"}}"#,
+        )
+        .write("app/other-app/c.yaml", &config_map("c", "1"))
+        .write("app/other-app/deeper/d.yaml", &config_map("d", "1"))
+        .write("js/ok.yaml", &config_map("ok", "1"))
+        .write("js/main.jsonnet", "{}\n");
+    git.commit("tree");
+    let cache = cache(&tmp);
+    let repo = git.path();
+    let read = |recurse: bool, include: &str, exclude: &str| {
+        let mut s = source(&repo, "main", "app");
+        s.directory.recurse = recurse;
+        s.directory.include = include.to_owned();
+        s.directory.exclude = exclude.to_owned();
+        let cache = cache.clone();
+        async move {
+            let m = cache.manifests(&s, Refresh::Normal).await.unwrap();
+            m.objects
+                .iter()
+                .map(|o| o.identity.name.clone())
+                .collect::<Vec<_>>()
+        }
+    };
+    // The default: subfolders (often other apps' paths) are not this app's.
+    assert_eq!(read(false, "", "").await, ["a", "b", "j"]);
+    assert_eq!(read(true, "", "").await, ["a", "b", "j", "c", "d"]);
+    assert_eq!(read(true, "*.yaml", "").await, ["a", "b", "c", "d"]);
+    assert_eq!(read(true, "", "other-app/*").await, ["a", "b", "j"]);
+    assert_eq!(read(false, "{a.yaml,config.json}", "").await, ["a", "j"]);
+    assert_eq!(
+        read(true, "*.yaml", "{b.yaml,*/deeper/*}").await,
+        ["a", "c"]
+    );
+
+    let err = cache
+        .manifests(&source(&repo, "main", "js"), Refresh::Normal)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SourceError::UnsupportedSource { file, tool: "Jsonnet", .. } if file == "js/main.jsonnet"),
+        "{err:?}"
+    );
+    let mut excluded = source(&repo, "main", "js");
+    excluded.directory.exclude = "*.jsonnet".to_owned();
+    assert_eq!(
+        cache
+            .manifests(&excluded, Refresh::Normal)
+            .await
+            .unwrap()
+            .objects
+            .len(),
+        1,
+        "an excluded Jsonnet file is not read"
     );
 }

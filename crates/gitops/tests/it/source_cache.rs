@@ -15,6 +15,7 @@ fn source(repo: &str, revision: &str, path: &str) -> AppSource {
         repo_url: repo.to_owned(),
         target_revision: revision.to_owned(),
         path: path.to_owned(),
+        directory: Default::default(),
     }
 }
 

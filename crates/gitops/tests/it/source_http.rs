@@ -14,6 +14,7 @@ fn source(repo: &str, revision: &str, path: &str) -> AppSource {
         repo_url: repo.to_owned(),
         target_revision: revision.to_owned(),
         path: path.to_owned(),
+        directory: Default::default(),
     }
 }
 
@@ -54,7 +55,7 @@ async fn manifests_over_http_at_a_branch_a_tag_and_a_commit() {
     git.run(&["tag", "-a", "v1", "-m", "release 1"]);
     git.write("app/cm.yaml", &config_map("cm", "2"));
     git.write(
-        "app/sub/other.json",
+        "app/other.json",
         r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ns"}}"#,
     );
     let c2 = git.commit("2");

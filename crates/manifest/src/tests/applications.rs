@@ -1,5 +1,7 @@
 use super::{assert_warned, field_of, spec_of};
-use crate::{AutoSync, LoadError, parse_apps, parse_apps_with_specs};
+use crate::{
+    AutoSync, DirectoryOptions, LoadError, SyncResource, parse_apps, parse_apps_with_specs,
+};
 
 /// `kubectl get applications -A -o yaml`, abridged.
 const APP_LIST_YAML: &str = r#"
@@ -69,7 +71,8 @@ fn application_list_maps_every_field() {
         sa.auto_sync,
         Some(AutoSync {
             prune: true,
-            self_heal: false
+            self_heal: false,
+            allow_empty: false,
         })
     );
     assert_eq!(b.destination.name.as_deref(), Some("prod-eu-1"));
@@ -105,7 +108,8 @@ fn json_single_and_disabled_automation() {
         spec_of(&file, &file.fleet.apps[0]).auto_sync,
         Some(AutoSync {
             prune: false,
-            self_heal: true
+            self_heal: true,
+            allow_empty: false,
         })
     );
 }
@@ -132,6 +136,12 @@ items:
         &loaded.warnings,
         &["Application argocd/multi: spec.sources"],
     );
+    let refused: Vec<&str> = spec_of(file, &file.fleet.apps[0])
+        .refusals
+        .iter()
+        .map(|r| r.field.as_str())
+        .collect();
+    assert_eq!(refused, ["spec.sources"]);
 }
 
 #[test]
@@ -255,4 +265,54 @@ fn an_app_written_without_a_spec_reads_back_with_the_default_source() {
         ("", "HEAD")
     );
     assert_eq!((spec.auto_sync, &spec.sync_request), (None, &None));
+}
+
+#[test]
+fn directory_allow_empty_and_request_fields_are_read() {
+    let yaml = r#"
+kind: Application
+metadata: {name: a, namespace: argocd}
+spec:
+  source:
+    repoURL: https://git.example/r
+    path: apps
+    directory: {recurse: true, include: "*.yaml", exclude: "{x,y}.yaml", jsonnet: {}}
+  destination: {server: https://a}
+  syncPolicy: {automated: {prune: true, allowEmpty: true}}
+operation:
+  initiatedBy: {username: alice}
+  sync:
+    dryRun: true
+    prune: true
+    resources:
+    - {kind: ConfigMap, name: one}
+    - {group: apps, kind: Deployment, namespace: web, name: two}
+"#;
+    let loaded = parse_apps_with_specs(yaml, "a.yaml").unwrap();
+    let file = &loaded.value;
+    let spec = spec_of(file, &file.fleet.apps[0]);
+    assert_eq!(spec.refusals, []);
+    assert_eq!(
+        spec.source.directory,
+        DirectoryOptions {
+            recurse: true,
+            include: "*.yaml".into(),
+            exclude: "{x,y}.yaml".into(),
+        }
+    );
+    assert!(spec.auto_sync.unwrap().allow_empty);
+    let request = spec.sync_request.clone().unwrap();
+    assert!(request.dry_run && request.prune);
+    assert_eq!(request.initiated_by.username, "alice");
+    let resources = request.resources.unwrap();
+    assert_eq!(resources.len(), 2);
+    assert_eq!(
+        resources[1],
+        SyncResource {
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            namespace: "web".into(),
+            name: "two".into(),
+        }
+    );
 }

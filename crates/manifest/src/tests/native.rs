@@ -96,7 +96,8 @@ fn native_yaml_maps_every_field() {
         gs.auto_sync,
         Some(AutoSync {
             prune: false,
-            self_heal: true
+            self_heal: true,
+            allow_empty: false,
         })
     );
     assert_eq!(f.fleet.app_counts(), vec![3, 1]);

@@ -102,9 +102,15 @@ fn app() -> impl Strategy<Value = (App, AppSpec)> {
                         repo_url,
                         target_revision,
                         path,
+                        directory: Default::default(),
                     },
-                    auto_sync: auto.map(|(prune, self_heal)| AutoSync { prune, self_heal }),
+                    auto_sync: auto.map(|(prune, self_heal)| AutoSync {
+                        prune,
+                        self_heal,
+                        allow_empty: false,
+                    }),
                     sync_request: None,
+                    refusals: Vec::new(),
                 };
                 (app, spec)
             },
@@ -151,6 +157,7 @@ fn fleet_file() -> impl Strategy<Value = FleetFile> {
                     .map(|(zone, capacity)| ShardSpec { zone, capacity })
                     .collect(),
                 credentials: Default::default(),
+                format: Default::default(),
             }
         })
 }
@@ -176,14 +183,17 @@ fn seeds() -> Vec<String> {
                     repo_url: "https://git.example/a".into(),
                     target_revision: "HEAD".into(),
                     path: "a".into(),
+                    directory: Default::default(),
                 },
                 auto_sync: Some(AutoSync::default()),
                 sync_request: None,
+                refusals: Vec::new(),
             },
         )]
         .into(),
         shards: vec![ShardSpec::default()],
         credentials: Default::default(),
+        format: Default::default(),
     };
     vec![
         to_fleet_yaml(&f),
@@ -297,6 +307,7 @@ fn writers_produce_readable_examples() {
         specs: Default::default(),
         shards: vec![],
         credentials: Default::default(),
+        format: Default::default(),
     };
     let yaml = to_fleet_yaml(&f);
     assert!(yaml.contains("apps: 2"), "{yaml}");

@@ -310,7 +310,7 @@ fn secret_with_config(config: &str) -> String {
 #[test]
 fn config_gives_the_cluster_credentials() {
     let text = secret_with_config(
-        r#"{"bearerToken":"tok","tlsClientConfig":{"insecure":true},"execProviderConfig":{"command":"x"}}"#,
+        r#"{"bearerToken":"tok","tlsClientConfig":{"insecure":true},"awsAuthConfig":{"clusterName":"x"}}"#,
     );
     let loaded = parse_input(&text, "secret.json").unwrap();
     let creds = &loaded.value.credentials["u1"];
@@ -318,7 +318,7 @@ fn config_gives_the_cluster_credentials() {
     assert!(creds.insecure);
     assert_warned(
         &loaded.warnings,
-        &["stringData.config.execProviderConfig: not supported"],
+        &["stringData.config.awsAuthConfig: not supported"],
     );
     // The exported Secret's default config (verified TLS, no token) adds no entry.
     let loaded = parse_input(SECRET_LIST_YAML, "secrets.yaml").unwrap();
@@ -326,11 +326,36 @@ fn config_gives_the_cluster_credentials() {
 }
 
 #[test]
-fn bad_config_names_the_field_inside_it() {
-    let text = secret_with_config(r#"{"bearerToken":["not","a","string"]}"#);
-    let e = parse_input(&text, "secret.json").unwrap_err();
+fn bad_config_in_an_export_skips_the_secret_as_argo_cd_does() {
+    // Argo CD's cluster list leaves out a Secret it cannot read; so does an export.
+    for (config, field) in [
+        (
+            r#"{"bearerToken":["not","a","string"]}"#,
+            "stringData.config.bearerToken",
+        ),
+        ("not json", "stringData.config"),
+    ] {
+        let loaded = parse_input(&secret_with_config(config), "secret.json").unwrap();
+        assert!(loaded.value.fleet.clusters.is_empty(), "{config}");
+        assert!(loaded.value.credentials.is_empty(), "{config}");
+        assert_warned(&loaded.warnings, &[&format!("{field}: ")]);
+        assert_warned(&loaded.warnings, &["the Secret is skipped"]);
+    }
+}
+
+#[test]
+fn bad_config_from_a_watcher_names_the_field_inside_it() {
+    // A watcher keeps the Secret's last good version, so a bad one is an error.
+    let value = |config: &str| -> serde_json::Value {
+        serde_json::from_str(&secret_with_config(config)).unwrap()
+    };
+    let e = crate::cluster_from_value(
+        &value(r#"{"bearerToken":["not","a","string"]}"#),
+        "kubernetes",
+    )
+    .unwrap_err();
     assert_eq!(field_of(&e).1, "stringData.config.bearerToken");
-    let e = parse_input(&secret_with_config("not json"), "secret.json").unwrap_err();
+    let e = crate::cluster_from_value(&value("not json"), "kubernetes").unwrap_err();
     assert_eq!(field_of(&e).1, "stringData.config");
     assert!(e.to_string().contains("invalid JSON"), "{e}");
 }

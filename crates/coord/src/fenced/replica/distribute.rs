@@ -17,6 +17,7 @@ use std::sync::Arc;
 use fleetshard_core::placement::{BalancedPlacer, PlacementConfig, PreviousPlacement};
 use fleetshard_core::{Cluster, ShardSpec};
 
+use super::guard::{DropCheck, DropGuard, keep_dropped};
 use super::seen::View;
 use super::{
     Action, FleetInput, MAX_SHARDS, Pending, Replica, ShardCount, Unchanged, WritePurpose,
@@ -42,6 +43,8 @@ pub struct PlacementJob {
     /// Write the next document even if it places as the committed one does (the stored
     /// one is missing or unreadable).
     rewrite: bool,
+    /// The drop guard (`guard.rs`).
+    guard: DropGuard,
 }
 
 impl std::fmt::Debug for PlacementJob {
@@ -71,6 +74,8 @@ pub struct Placed {
     pre: Precondition,
     /// The next document, encoded; `None` when the committed one already says it all.
     next: Option<Vec<u8>>,
+    /// What the drop guard did.
+    drop: DropCheck,
 }
 
 impl PlacementJob {
@@ -108,8 +113,17 @@ impl PlacementJob {
                 .filter_map(|(c, s)| s.map(|s| (c.id.clone(), s)))
                 .collect()
         };
-        let (assigned, homes) = (pairs(&placement.shards), pairs(&placement.homes));
+        let (mut assigned, mut homes) = (pairs(&placement.shards), pairs(&placement.homes));
         let shards = self.inputs.shards;
+        let drop = keep_dropped(
+            &self.guard,
+            self.inputs.allow_drop,
+            doc,
+            shards,
+            &self.inputs.vacant,
+            &mut assigned,
+            &mut homes,
+        );
         let same =
             !self.rewrite && assigned == doc.clusters && homes == doc.homes && doc.shards == shards;
         let next = (!same).then(|| {
@@ -124,6 +138,7 @@ impl PlacementJob {
             inputs: self.inputs.clone(),
             pre: self.pre,
             next,
+            drop,
         }
     }
 }
@@ -174,6 +189,7 @@ impl Replica {
             shards,
             fleet: fleet.revision,
             zones,
+            allow_drop: self.drop_allowed(now),
         };
         self.wanted = Some(inputs.clone());
         if self.unchanged.as_ref() == Some(&inputs) {
@@ -200,13 +216,14 @@ impl Replica {
             // A missing or unreadable document is rewritten even if the placement equals
             // the last good one.
             rewrite: view.assignment.is_none() || view.assignment_corrupt,
+            guard: self.guard.config,
         };
         if self.off_step {
             self.placing = Some(job.inputs.clone());
             out.push(Action::Place(Box::new(job)));
         } else {
             let placed = job.run(fleet.clusters, fleet.loads);
-            self.take_placement(placed, out);
+            self.take_placement(placed, now, out);
         }
     }
 
@@ -224,7 +241,7 @@ impl Replica {
             && self.wanted.as_ref() == Some(&placed.inputs)
             && !self.has_pending(|p| matches!(p, Pending::Commit));
         if wanted {
-            self.take_placement(placed, &mut out);
+            self.take_placement(placed, now, &mut out);
         }
         out
     }
@@ -240,7 +257,8 @@ impl Replica {
         self.placing.is_some()
     }
 
-    fn take_placement(&mut self, placed: Placed, out: &mut Vec<Action>) {
+    fn take_placement(&mut self, placed: Placed, now: Mono, out: &mut Vec<Action>) {
+        self.note_drop(placed.drop, now);
         let Some(value) = placed.next else {
             self.unchanged = Some(placed.inputs);
             return;

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use super::Replica;
+use crate::fenced::inventory::InventoryRecord;
 use crate::fenced::records::{
     AssignmentDoc, CorruptRecord, DistributorRecord, PresenceRecord, ShardRecord, decode,
     decode_lease,
@@ -36,6 +37,8 @@ pub(super) struct View {
     pub distributor: Option<Seen<DistributorRecord>>,
     /// Presence records by identity.
     pub presence: BTreeMap<String, Seen<PresenceRecord>>,
+    /// Inventory records by identity, with their versions (`None`: unreadable).
+    pub inventories: BTreeMap<String, (u64, Option<InventoryRecord>)>,
     pub assignment: Option<(u64, Arc<AssignmentDoc>)>,
     /// The stored assignment's version, readable or not (what a commit overwrites).
     pub assignment_version: Option<u64>,
@@ -146,6 +149,12 @@ impl Replica {
                         verdict,
                     };
                     view.presence.insert(id.to_owned(), seen);
+                }
+                RecordKey::Inventory(id) => {
+                    let record = decode_lease::<InventoryRecord>(&e.key, &e.value)
+                        .map_err(|c| view.corrupt.push(c))
+                        .ok();
+                    view.inventories.insert(id.to_owned(), (e.version, record));
                 }
                 RecordKey::NotAShard => view.corrupt.push(not_a_shard(&e.key)),
                 RecordKey::Other => {}

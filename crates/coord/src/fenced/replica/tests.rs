@@ -46,6 +46,8 @@ struct Bench {
     revision: u64,
     clusters: Vec<Cluster>,
     loads: Vec<u64>,
+    /// The fleet's revision: bump it with every change of `clusters`.
+    fleet_revision: u64,
 }
 
 impl Bench {
@@ -56,6 +58,7 @@ impl Bench {
             revision: 0,
             clusters: clusters(n_clusters),
             loads: vec![1; n_clusters],
+            fleet_revision: 0,
         }
     }
 
@@ -90,7 +93,7 @@ impl Bench {
         let fleet = FleetInput {
             clusters: &self.clusters,
             loads: &self.loads,
-            revision: 0,
+            revision: self.fleet_revision,
             external_shards: None,
         };
         self.r.step(now, Some(&listing), fleet)
@@ -517,3 +520,6 @@ fn a_corrupt_desired_count_keeps_the_last_good_one() {
     );
     assert_eq!(b.r.corrupt_records()[0].key, "f/desired-shards");
 }
+
+mod guard;
+mod publish;

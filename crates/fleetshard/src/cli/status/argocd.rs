@@ -30,7 +30,8 @@ pub struct ArgoStatusArgs {
     /// shard mapping and no fenced records under --root, else fenced.
     #[arg(long, value_enum, env = "FLEETSHARD_PROTOCOL")]
     pub protocol: Option<Protocol>,
-    /// argocd: the fleet, to show each cluster's shard and owner.
+    /// The fleet: each cluster's name and server beside its id (argocd: also its shard
+    /// and owner, computed as Argo CD does).
     #[command(flatten)]
     pub fleet: FleetArgs,
     /// argocd: Argo CD's distribution algorithm (default legacy).
@@ -55,6 +56,7 @@ struct EntryRow {
 #[derive(Debug, Serialize)]
 struct ClusterRow {
     id: String,
+    name: String,
     server: String,
     shard: i64,
     owner: Option<String>,
@@ -108,14 +110,14 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
     };
     let store = args.store.open(OpenMode::ReadOnly)?;
     let (entries, ages) = crate::cli::runtime(crate::cli::Runtime::OneShot)?
-        .block_on(read(store.as_ref(), args.observe))?;
+        .block_on(read(store.as_ref(), args.observe.unwrap_or(0)))?;
     let replicas = args
         .shards
         .or(u32::try_from(settings.replicas).ok().filter(|n| *n > 0))
         .unwrap_or(u32::try_from(entries.len()).unwrap_or(u32::MAX));
     let mut report = build(&entries, ages.as_deref(), replicas, fleet.as_ref(), alg);
     report.store = store.describe();
-    report.observed_secs = (args.observe > 0).then_some(args.observe);
+    report.observed_secs = args.observe.filter(|&s| s > 0);
     let text = match args.output {
         Output::Json => format!("{}\n", serde_json::to_string_pretty(&report)?),
         Output::Table => table(&report),
@@ -202,6 +204,7 @@ fn build(
                 .zip(a.shards())
                 .map(|(c, &shard)| ClusterRow {
                     id: c.id.clone(),
+                    name: c.name.clone(),
                     server: c.server.clone(),
                     shard,
                     owner: if c.skip_reconcile {
@@ -265,10 +268,15 @@ fn table(r: &Report) -> String {
         );
     }
     if !r.clusters.is_empty() {
-        let rows = r
-            .clusters
-            .iter()
-            .map(|c| (c.id.as_str(), c.shard, c.owner.as_deref(), None));
+        let rows = r.clusters.iter().map(|c| super::ClusterLine {
+            id: &c.id,
+            name: Some(&c.name),
+            server: Some(&c.server),
+            shard: c.shard.to_string(),
+            owner: c.owner.as_deref(),
+            state: "free shard",
+            home: None,
+        });
         super::write_clusters(&mut out, rows, r.unowned.len());
     }
     for w in &r.warnings {

@@ -37,6 +37,7 @@ fn comparison(sync: &str, at: &str, conditions: &[&str]) -> ComparisonStatus {
 
 fn operation(phase: &str, started: &str, finished: Option<&str>) -> OperationState {
     OperationState {
+        operation: Default::default(),
         phase: phase.to_owned(),
         message: format!("sync {phase}"),
         started_at: started.to_owned(),

@@ -16,6 +16,7 @@ use serde_json::Value;
 const AUTO: Option<AutoSync> = Some(AutoSync {
     prune: true,
     self_heal: true,
+    allow_empty: false,
 });
 
 fn kube_client(fake: &FakeApiServer) -> kube::Client {

@@ -3,5 +3,6 @@
 
 mod errors;
 mod runtime;
+mod safety;
 mod support;
 mod sync;

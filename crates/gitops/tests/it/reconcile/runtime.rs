@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, watch};
 const AUTO: Option<AutoSync> = Some(AutoSync {
     prune: true,
     self_heal: false,
+    allow_empty: false,
 });
 const LIMIT: Duration = Duration::from_secs(30);
 

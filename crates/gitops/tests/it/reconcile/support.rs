@@ -56,9 +56,11 @@ pub fn target(
                 repo_url: repo.into(),
                 target_revision: revision.into(),
                 path: path.into(),
+                directory: Default::default(),
             },
             auto_sync: auto,
             sync_request: None,
+            refusals: Vec::new(),
         },
         cluster,
     }

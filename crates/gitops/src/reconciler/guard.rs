@@ -1,0 +1,134 @@
+//! What stops a sync before it writes: per-object annotations fleetshard does not
+//! implement (refused, naming the object and the annotation, from the allow-list in
+//! [`fleetshard_manifest::implemented`]), the annotations that protect a live object from
+//! pruning, and selective sync's choice of objects.
+
+use fleetshard_manifest::SyncResource;
+use fleetshard_manifest::implemented::{
+    APP_SYNC_OPTIONS, CONTROLLED_PREFIXES, OBJECT_ANNOTATIONS, OBJECT_SYNC_OPTIONS,
+};
+use serde_json::Value;
+
+use crate::compare::ResourceKey;
+
+/// Argo CD's per-object sync options annotation.
+pub(crate) const SYNC_OPTIONS: &str = "argocd.argoproj.io/sync-options";
+/// Helm's annotation that keeps an object when its release is removed.
+pub(crate) const RESOURCE_POLICY: &str = "helm.sh/resource-policy";
+
+fn annotations(object: &Value) -> impl Iterator<Item = (&String, &str)> {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k, v.as_str().unwrap_or_default()))
+}
+
+/// Argo CD's sync options of an annotation value: comma-separated, trimmed.
+fn options(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim).filter(|o| !o.is_empty())
+}
+
+/// Why the manifest `object` (shown as `what`) cannot be synced by fleetshard: an
+/// annotation under Argo CD's or Helm's prefix, or a sync option, it does not implement.
+pub(crate) fn object_refusal(object: &Value, what: &str) -> Option<String> {
+    for (key, value) in annotations(object) {
+        if !CONTROLLED_PREFIXES.iter().any(|p| key.starts_with(p)) {
+            continue;
+        }
+        if !OBJECT_ANNOTATIONS.contains(&key.as_str()) {
+            return Some(format!(
+                "{what}: annotation {key} is not implemented by fleetshard (sync waves, hooks \
+                 and compare options are not); nothing is synced"
+            ));
+        }
+        if key == RESOURCE_POLICY && value != "keep" {
+            return Some(format!(
+                "{what}: annotation {key}: {value:?} is not implemented by fleetshard (only \
+                 \"keep\"); nothing is synced"
+            ));
+        }
+        if key == SYNC_OPTIONS
+            && let Some(bad) = options(value)
+                .find(|o| !OBJECT_SYNC_OPTIONS.contains(o) && !APP_SYNC_OPTIONS.contains(o))
+        {
+            return Some(format!(
+                "{what}: annotation {key}: sync option {bad:?} is not implemented by \
+                 fleetshard; nothing is synced"
+            ));
+        }
+    }
+    None
+}
+
+/// Why the live object must never be pruned (`None`: it may be): `Prune=false` or
+/// `Delete=false` in its sync options, or Helm's `resource-policy: keep`.
+pub(crate) fn keep_reason(live: &Value) -> Option<String> {
+    for (key, value) in annotations(live) {
+        if key == SYNC_OPTIONS
+            && let Some(o) = options(value).find(|o| *o == "Prune=false" || *o == "Delete=false")
+        {
+            return Some(format!("ignored: {SYNC_OPTIONS}: {o}"));
+        }
+        if key == RESOURCE_POLICY && value.trim() == "keep" {
+            return Some(format!("ignored: {RESOURCE_POLICY}: keep"));
+        }
+    }
+    None
+}
+
+/// Whether selective sync's `resources` name `key` (as Argo CD matches them: group, kind
+/// and name equal, and the namespace equal unless the request leaves it empty).
+pub(crate) fn selected(resources: Option<&[SyncResource]>, key: &ResourceKey) -> bool {
+    resources.is_none_or(|list| {
+        list.iter().any(|r| {
+            r.group == key.group
+                && r.kind == key.kind
+                && r.name == key.name
+                && (r.namespace.is_empty() || r.namespace == key.namespace)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn with(annotations: Value) -> Value {
+        json!({"metadata": {"name": "x", "annotations": annotations}})
+    }
+
+    #[test]
+    fn unimplemented_annotations_are_refused_by_default() {
+        for ok in [
+            json!({"argocd.argoproj.io/sync-options": "Prune=false,ServerSideApply=true"}),
+            json!({"helm.sh/resource-policy": "keep"}),
+            json!({"example.com/anything": "x"}),
+        ] {
+            assert_eq!(object_refusal(&with(ok.clone()), "o"), None, "{ok}");
+        }
+        for bad in [
+            json!({"argocd.argoproj.io/sync-wave": "1"}),
+            json!({"argocd.argoproj.io/hook": "PreSync"}),
+            json!({"helm.sh/hook": "pre-install"}),
+            json!({"argocd.argoproj.io/sync-options": "Replace=true"}),
+            json!({"argocd.argoproj.io/sync-options": "Prune=confirm"}),
+            json!({"argocd.argoproj.io/some-future-annotation": "x"}),
+        ] {
+            let why = object_refusal(&with(bad.clone()), "ConfigMap default/x").unwrap();
+            assert!(why.starts_with("ConfigMap default/x: annotation "), "{why}");
+        }
+    }
+
+    #[test]
+    fn protected_objects_say_why() {
+        let keep = |a: Value| keep_reason(&with(a));
+        assert!(keep(json!({SYNC_OPTIONS: "Prune=false"})).is_some());
+        assert!(keep(json!({SYNC_OPTIONS: "ServerSideApply=true, Delete=false"})).is_some());
+        assert!(keep(json!({RESOURCE_POLICY: "keep"})).is_some());
+        assert_eq!(keep(json!({SYNC_OPTIONS: "Prune=true"})), None);
+        assert_eq!(keep_reason(&json!({"metadata": {}})), None);
+    }
+}

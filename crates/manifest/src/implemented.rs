@@ -1,0 +1,303 @@
+//! The one list of what fleetshard implements of an Argo CD Application: every field,
+//! sync option and annotation not listed here is refused (a [`Refusal`] naming it), so a
+//! field Argo CD adds later is refused by default rather than silently ignored.
+//!
+//! A field set to its zero value (`null`, `false`, `0`, `""`, `{}`, `[]`, or an object of
+//! only such values) counts as absent: Argo CD's Go types cannot tell the two apart
+//! either, and its CLI and UI write such empty values (`directory: {jsonnet: {}}`).
+//!
+//! Per-object annotations of the rendered manifests (sync waves, hooks, per-object sync
+//! options) are checked by the reconciler against [`OBJECT_SYNC_OPTIONS`] and
+//! [`OBJECT_ANNOTATIONS`].
+
+use serde_json::Value;
+
+use crate::app_spec::{Refusal, RefusalKind};
+
+/// The `spec` fields fleetshard implements, as dotted paths. A path names a leaf taken as
+/// is (its type is checked by the loader); the objects on the way are walked.
+/// `spec.sources` is read as a list of one source (each entry against the `source.`
+/// paths); more than one is refused. `syncPolicy.syncOptions` values are checked against
+/// [`APP_SYNC_OPTIONS`].
+pub const SPEC_FIELDS: &[&str] = &[
+    "project",
+    "destination.server",
+    "destination.name",
+    "destination.namespace",
+    "source.repoURL",
+    "source.path",
+    "source.targetRevision",
+    "source.directory.recurse",
+    "source.directory.include",
+    "source.directory.exclude",
+    "syncPolicy.automated.enabled",
+    "syncPolicy.automated.prune",
+    "syncPolicy.automated.selfHeal",
+    "syncPolicy.automated.allowEmpty",
+    "syncPolicy.syncOptions",
+    // Informational only: shown by Argo CD's UI, never read by its controller.
+    "info",
+    // Bounds `status.history`, which fleetshard does not write (so never exceeds it).
+    "revisionHistoryLimit",
+];
+
+/// The `operation` fields fleetshard implements (a sync asked for by hand).
+/// `sync.syncOptions` values are checked against [`APP_SYNC_OPTIONS`]. `syncStrategy`
+/// passes only empty (`{hook: {}}`, `{apply: {force: false}}`): `force` is refused.
+pub const OPERATION_FIELDS: &[&str] = &[
+    "sync.revision",
+    "sync.prune",
+    "sync.dryRun",
+    "sync.resources",
+    "sync.syncOptions",
+    "initiatedBy.username",
+    "initiatedBy.automated",
+    "info",
+];
+
+/// Application-level sync options accepted: what fleetshard does anyway (server-side
+/// apply, validation) and options set to their default. Anything else is refused.
+pub const APP_SYNC_OPTIONS: &[&str] = &[
+    "ServerSideApply=true",
+    "ServerSideApply=false",
+    "Validate=true",
+    "CreateNamespace=false",
+    "PruneLast=false",
+    "ApplyOutOfSyncOnly=false",
+    "Replace=false",
+    "Force=false",
+    "RespectIgnoreDifferences=false",
+    "FailOnSharedResource=false",
+    "SkipDryRunOnMissingResource=false",
+];
+
+/// Per-object sync options (`argocd.argoproj.io/sync-options` on a manifest) accepted:
+/// `Prune=false` and `Delete=false` (the object is never pruned), defaults, and the
+/// application-level ones.
+pub const OBJECT_SYNC_OPTIONS: &[&str] =
+    &["Prune=false", "Delete=false", "Prune=true", "Delete=true"];
+
+/// Annotations under Argo CD's and Helm's prefixes accepted on a manifest; any other key
+/// with prefix [`CONTROLLED_PREFIXES`] (sync waves, hooks, compare options) is refused.
+/// `helm.sh/resource-policy` is accepted with the value `keep` only.
+pub const OBJECT_ANNOTATIONS: &[&str] = &[
+    "argocd.argoproj.io/tracking-id",
+    "argocd.argoproj.io/sync-options",
+    "helm.sh/resource-policy",
+];
+
+/// Annotation prefixes whose keys steer Argo CD's controller.
+pub const CONTROLLED_PREFIXES: &[&str] = &["argocd.argoproj.io/", "helm.sh/"];
+
+/// Annotations under `argocd.argoproj.io/` accepted on an Application: the refresh request
+/// (served by fleetshard's own periodic refresh; the annotation is not removed) and the
+/// path hint (only an optimisation of Argo CD's).
+pub const APP_ANNOTATIONS: &[&str] = &[
+    "argocd.argoproj.io/refresh",
+    "argocd.argoproj.io/manifest-generate-paths",
+];
+
+/// Everything the Application `value` sets that fleetshard does not implement.
+pub fn refusals(value: &Value) -> Vec<Refusal> {
+    let mut out = Vec::new();
+    let spec = |field: String, message: String| Refusal {
+        kind: RefusalKind::InvalidSpec,
+        field,
+        message,
+    };
+    if let Some(Value::Object(annotations)) = value.pointer("/metadata/annotations") {
+        for key in annotations.keys() {
+            if key.starts_with("argocd.argoproj.io/") && !APP_ANNOTATIONS.contains(&key.as_str()) {
+                out.push(spec(
+                    format!("metadata.annotations[{key}]"),
+                    "not implemented by fleetshard; the app is not synced".to_owned(),
+                ));
+            }
+        }
+    }
+    if let Some(s) = value.get("spec") {
+        let mut fields = Vec::new();
+        let mut walk_spec = |node: &Value| {
+            let Value::Object(map) = node else { return };
+            for (k, v) in map {
+                if k == "sources" {
+                    continue;
+                }
+                walk(SPEC_FIELDS, k, v, &mut fields);
+            }
+        };
+        walk_spec(s);
+        match s.get("sources") {
+            Some(Value::Array(list)) if list.len() > 1 => out.push(spec(
+                "spec.sources".to_owned(),
+                format!(
+                    "{} sources: multi-source applications are not implemented by fleetshard \
+                     (syncing one source would prune the others' objects)",
+                    list.len()
+                ),
+            )),
+            Some(Value::Array(list)) => {
+                for (i, one) in list.iter().enumerate() {
+                    let mut inner = Vec::new();
+                    walk(SPEC_FIELDS, "source", one, &mut inner);
+                    fields.extend(
+                        inner
+                            .into_iter()
+                            .map(|f| f.replacen("source", &format!("sources[{i}]"), 1)),
+                    );
+                }
+            }
+            _ => {}
+        }
+        out.extend(fields.into_iter().map(|f| {
+            spec(
+                format!("spec.{f}"),
+                "not implemented by fleetshard; the app is not synced".to_owned(),
+            )
+        }));
+        if let Some(opts) = s.pointer("/syncPolicy/syncOptions") {
+            out.extend(
+                unknown_options(opts, APP_SYNC_OPTIONS)
+                    .map(|o| spec("spec.syncPolicy.syncOptions".to_owned(), o)),
+            );
+        }
+    }
+    if let Some(op) = value.get("operation") {
+        let mut fields = Vec::new();
+        if let Value::Object(map) = op {
+            for (k, v) in map {
+                walk(OPERATION_FIELDS, k, v, &mut fields);
+            }
+        }
+        let sync = |field: String, message: String| Refusal {
+            kind: RefusalKind::Sync,
+            field,
+            message,
+        };
+        out.extend(fields.into_iter().map(|f| {
+            sync(
+                format!("operation.{f}"),
+                "not implemented by fleetshard; the sync request is not run".to_owned(),
+            )
+        }));
+        if let Some(opts) = op.pointer("/sync/syncOptions") {
+            out.extend(
+                unknown_options(opts, APP_SYNC_OPTIONS)
+                    .map(|o| sync("operation.sync.syncOptions".to_owned(), o)),
+            );
+        }
+    }
+    out
+}
+
+/// The refusal messages of sync options (a list of `Name=value` strings) not in `allowed`.
+pub fn unknown_options<'a>(
+    opts: &'a Value,
+    allowed: &'a [&'a str],
+) -> impl Iterator<Item = String> + 'a {
+    let items: Vec<&Value> = match opts {
+        Value::Array(a) => a.iter().collect(),
+        other => vec![other],
+    };
+    items.into_iter().filter_map(move |o| {
+        let text = o
+            .as_str()
+            .map_or_else(|| o.to_string(), |s| s.trim().to_owned());
+        (!allowed.contains(&text.as_str()) && !is_zero(o)).then(|| {
+            format!("sync option {text:?} is not implemented by fleetshard; nothing is synced")
+        })
+    })
+}
+
+/// Walks `value` at `path` against `allowed`, adding each field set but not implemented.
+fn walk(allowed: &[&str], path: &str, value: &Value, out: &mut Vec<String>) {
+    if allowed.contains(&path) || is_zero(value) {
+        return;
+    }
+    let prefix = format!("{path}.");
+    let inner = allowed.iter().any(|a| a.starts_with(&prefix));
+    match value {
+        Value::Object(map) if inner => {
+            for (k, v) in map {
+                walk(allowed, &format!("{path}.{k}"), v, out);
+            }
+        }
+        _ => out.push(path.to_owned()),
+    }
+}
+
+/// A Go zero value: what Argo CD's types cannot tell from an absent field.
+pub fn is_zero(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.values().all(is_zero),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields(app: &Value) -> Vec<String> {
+        refusals(app).into_iter().map(|r| r.field).collect()
+    }
+
+    #[test]
+    fn implemented_and_empty_fields_pass_and_everything_else_is_named() {
+        let ok = json!({"spec": {
+            "project": "default",
+            "source": {"repoURL": "r", "path": "p", "targetRevision": "HEAD",
+                       "directory": {"recurse": true, "jsonnet": {}}, "helm": {}},
+            "syncPolicy": {"automated": {"prune": true, "allowEmpty": true},
+                           "syncOptions": ["ServerSideApply=true"]},
+        }});
+        assert_eq!(fields(&ok), Vec::<String>::new());
+        let bad = json!({
+            "metadata": {"annotations": {"argocd.argoproj.io/skip-reconcile": "true",
+                                         "argocd.argoproj.io/refresh": "hard"}},
+            "spec": {
+                "source": {"repoURL": "r", "helm": {"valueFiles": ["v.yaml"]},
+                           "directory": {"jsonnet": {"libs": ["vendor"]}}},
+                "ignoreDifferences": [{"kind": "Deployment"}],
+                "syncPolicy": {"retry": {"limit": 5}, "syncOptions": ["CreateNamespace=true"]},
+                "someFieldOfTomorrow": {"x": 1},
+            },
+            "operation": {"sync": {"manifests": ["a"], "syncStrategy": {"apply": {"force": true}}}},
+        });
+        let mut got = fields(&bad);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "metadata.annotations[argocd.argoproj.io/skip-reconcile]",
+                "operation.sync.manifests",
+                "operation.sync.syncStrategy",
+                "spec.ignoreDifferences",
+                "spec.someFieldOfTomorrow",
+                "spec.source.directory.jsonnet",
+                "spec.source.helm",
+                "spec.syncPolicy.retry",
+                "spec.syncPolicy.syncOptions",
+            ]
+        );
+        let kinds: Vec<RefusalKind> = refusals(&bad)
+            .into_iter()
+            .filter(|r| r.field.starts_with("operation"))
+            .map(|r| r.kind)
+            .collect();
+        assert_eq!(kinds, [RefusalKind::Sync, RefusalKind::Sync]);
+    }
+
+    #[test]
+    fn more_than_one_source_is_refused_and_one_is_read_as_source() {
+        let two = json!({"spec": {"sources": [{"repoURL": "a"}, {"repoURL": "b"}]}});
+        assert_eq!(fields(&two), ["spec.sources"]);
+        let one = json!({"spec": {"sources": [{"repoURL": "a", "chart": "c"}]}});
+        assert_eq!(fields(&one), ["spec.sources[0].chart"]);
+    }
+}
