@@ -11,6 +11,7 @@ use fleetshard_controller::inventory::{
 };
 use fleetshard_coord::fenced::InventorySummary;
 use fleetshard_coord::runner::RunnerFleet;
+use fleetshard_core::placement::PlacementConfig;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -141,14 +142,18 @@ pub async fn start(
     })
 }
 
-/// The fleet the distributor places, kept current from the inventory by the returned
-/// task.
-pub fn follow_fleet(inventory: &Inventory) -> (watch::Receiver<RunnerFleet>, JoinHandle<()>) {
+/// The fleet the distributor places, with the loads `placement` gives its clusters, kept
+/// current from the inventory by the returned task.
+pub fn follow_fleet(
+    inventory: &Inventory,
+    placement: &PlacementConfig,
+) -> (watch::Receiver<RunnerFleet>, JoinHandle<()>) {
     let mut rx = inventory.subscribe();
+    let placement = placement.clone();
     // The inventory's vectors are shared, not copied: only the loads are computed.
     // The digest is O(N log N): computed here, never on the runner's task.
-    let to_fleet = |s: &InventorySnapshot| RunnerFleet {
-        loads: Arc::new(fleetshard_core::model::loads(&s.clusters, &s.apps)),
+    let to_fleet = move |s: &InventorySnapshot| RunnerFleet {
+        loads: Arc::new(placement.loads(&s.clusters, &s.apps)),
         clusters: s.clusters.clone(),
         revision: s.revision,
         inventory: InventorySummary::of(&s.clusters, s.problems.len()),
