@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use fleetshard_controller::inventory::{
-    DirectoryConfig, InventoryContent, KubernetesConfig, specs_by_app_key,
+    DirectoryConfig, InventoryContent, KubernetesConfig, shared_projects, specs_by_app_key,
 };
 use fleetshard_replica::{
     ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, ReconcilerKind, Replica,
@@ -293,6 +293,7 @@ fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
         apps: loaded.fleet.apps,
         specs: specs_by_app_key(loaded.specs),
         credentials: loaded.credentials,
+        projects: shared_projects(loaded.projects),
     }))
 }
 
