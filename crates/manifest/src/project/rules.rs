@@ -32,6 +32,21 @@ impl fmt::Display for Violation {
 pub struct ControlPlane<'a> {
     /// Argo CD's namespace (`argocd`).
     pub namespace: &'a str,
+    /// The destination is the cluster Argo CD runs on: the built-in in-cluster entry or a
+    /// cluster whose server is the in-cluster address.
+    pub local: bool,
+}
+
+impl<'a> ControlPlane<'a> {
+    /// The control plane in `namespace`, for a destination with cluster id `cluster_id`
+    /// and server `server` (local when the id is the built-in entry's, empty, or the
+    /// server is the in-cluster address).
+    pub fn new(namespace: &'a str, cluster_id: &str, server: &str) -> Self {
+        ControlPlane {
+            namespace,
+            local: cluster_id.is_empty() || server.trim_end_matches('/') == IN_CLUSTER_SERVER,
+        }
+    }
 }
 
 /// The kinds of the control plane, as (group, kind).
@@ -170,7 +185,7 @@ impl<'a> ProjectCheck<'a> {
 
     fn is_control_plane(&self, r: &ResourceRef<'_>) -> bool {
         r.namespace == self.control_plane.namespace
-            && self.cluster_server.trim_end_matches('/') == IN_CLUSTER_SERVER
+            && self.control_plane.local
             && CONTROL_PLANE_KINDS.contains(&(r.group, r.kind))
     }
 

@@ -17,9 +17,7 @@ fn check<'a>(p: &'a AppProject, server: &'a str, name: &'a str) -> ProjectCheck<
     ProjectCheck {
         name: &p.name,
         project: Some(p),
-        control_plane: ControlPlane {
-            namespace: "argocd",
-        },
+        control_plane: ControlPlane::new("argocd", "id", server),
         cluster_server: server,
         cluster_name: name,
     }
@@ -290,9 +288,7 @@ fn a_missing_project_and_unimplemented_fields_refuse_the_app() {
     let c = ProjectCheck {
         name: "ghost",
         project: None,
-        control_plane: ControlPlane {
-            namespace: "argocd",
-        },
+        control_plane: ControlPlane::new("argocd", "id", "https://c"),
         cluster_server: "https://c",
         cluster_name: "c",
     };
