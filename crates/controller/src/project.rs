@@ -133,3 +133,108 @@ async fn worker(
         queue.done(&name);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use fleetshard_core::{App, Cluster};
+    use fleetshard_manifest::AppProject;
+
+    use super::*;
+    use crate::inventory::{Inventory, InventoryContent, follow_inventory};
+
+    /// Records the projects whose finalizer it was asked to remove.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<String>>);
+
+    impl ProjectFinalizer for Recorder {
+        fn release(&self, name: &str) -> BoxFuture<'static, Result<(), String>> {
+            self.0.lock().unwrap().push(name.to_owned());
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    fn content(apps: Vec<App>, team: AppProject) -> InventoryContent {
+        InventoryContent {
+            clusters: vec![Cluster::new("c1", "https://c1")],
+            apps,
+            projects: BTreeMap::from([("team".to_owned(), Arc::new(team))]),
+            ..InventoryContent::default()
+        }
+    }
+
+    fn app(name: &str, project: &str) -> App {
+        App {
+            project: project.into(),
+            ..App::to_server("argocd", name, "https://c1")
+        }
+    }
+
+    /// Drains the refresh queue: the keys queued since the last drain.
+    async fn drain(work: &ShardWork) -> Vec<String> {
+        let mut out = Vec::new();
+        while !work.refresh_queue().is_empty() {
+            let k = work.refresh_queue().get().await.unwrap();
+            work.refresh_queue().done(&k);
+            out.push(k.to_string());
+        }
+        out.sort();
+        out
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_project_change_requeues_its_apps_and_a_deleted_project_is_released_when_unused() {
+        let work = ShardWork::new(
+            crate::WorkQueue::with_default_limits(),
+            crate::WorkQueue::with_default_limits(),
+            crate::shard_work::WorkMetrics::default(),
+        );
+        work.start_cluster("c1");
+        let inventory = Inventory::new();
+        let team = AppProject {
+            name: "team".into(),
+            ..AppProject::default()
+        };
+        let apps = vec![app("a", "team"), app("b", "other"), app("c", "")];
+        inventory.publish(content(apps.clone(), team.clone()), vec![], true);
+        let recorder = Arc::new(Recorder::default());
+        let follow = tokio::spawn(follow_inventory(work.clone(), inventory.subscribe()));
+        let projects = ProjectProcessor::start(
+            2,
+            work.clone(),
+            inventory.subscribe(),
+            Some(recorder.clone()),
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        drain(&work).await;
+
+        // The project's rules change: its one app is re-queued, no other.
+        let narrowed = AppProject {
+            source_repos: vec!["https://git.example/*".into()],
+            ..team.clone()
+        };
+        inventory.publish(content(apps.clone(), narrowed.clone()), vec![], true);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(drain(&work).await, ["argocd/a"]);
+        assert_eq!(projects.stats().apps_requeued.load(Ordering::Relaxed), 1);
+
+        // Deleted while app `a` references it: the finalizer stays.
+        let deleting = AppProject {
+            deleting: true,
+            has_finalizer: true,
+            ..narrowed
+        };
+        inventory.publish(content(apps.clone(), deleting.clone()), vec![], true);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(recorder.0.lock().unwrap().is_empty(), "still referenced");
+        // The app goes: the finalizer is removed.
+        inventory.publish(content(apps[1..].to_vec(), deleting), vec![], true);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(*recorder.0.lock().unwrap(), ["team"]);
+        follow.abort();
+        projects.shutdown().await;
+    }
+}
