@@ -68,6 +68,8 @@ pub struct PoolConfig {
     pub operation_processors: usize,
     /// How often the queues' running-time gauges are refreshed (client-go: 500 ms).
     pub metrics_every: Duration,
+    /// Project queue workers ([`crate::project`]).
+    pub project_processors: usize,
 }
 
 impl Default for PoolConfig {
@@ -76,6 +78,7 @@ impl Default for PoolConfig {
             status_processors: 20,
             operation_processors: 10,
             metrics_every: Duration::from_millis(500),
+            project_processors: 2,
         }
     }
 }
@@ -212,6 +215,7 @@ async fn update_metrics(filter: Arc<ShardWork>, every: Duration) {
         }
         r.update_metrics();
         o.update_metrics();
+        filter.project_queue().update_metrics();
     }
 }
 

@@ -29,7 +29,7 @@
 
 mod cache;
 mod error;
-mod glob;
+use fleetshard_manifest::glob;
 mod parse;
 mod repo;
 mod url;

@@ -28,6 +28,7 @@ pub(crate) struct Accept {
     /// The native fleet file.
     pub(crate) native: bool,
 }
+// AppProjects are accepted wherever Applications are: they come with them.
 
 impl Accept {
     pub(crate) const ANY: Accept = Accept {
@@ -58,7 +59,7 @@ impl Accept {
             parts.push("Secret, SecretList or List of cluster Secrets");
         }
         if self.apps {
-            parts.push("Application, ApplicationList or List of Applications");
+            parts.push("Application, ApplicationList, AppProject, AppProjectList or List of them");
         }
         if self.native {
             parts.push("a fleetshard fleet file (clusters/apps/shards, no kind)");
@@ -116,6 +117,7 @@ fn is_json(text: &str) -> bool {
 enum ObjectKind {
     Secret,
     Application,
+    AppProject,
 }
 
 /// Reads any accepted format into a [`FleetFile`].
@@ -181,6 +183,7 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
     let mut apps: Vec<App> = Vec::new();
     let mut specs = std::collections::BTreeMap::new();
     let mut credentials = std::collections::BTreeMap::new();
+    let mut projects = std::collections::BTreeMap::new();
     for (kind, value, locator) in objects {
         match kind {
             ObjectKind::Secret => {
@@ -199,6 +202,18 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
                 specs.entry(spec_key(&app)).or_insert(spec);
                 apps.push(app);
             }
+            ObjectKind::AppProject => {
+                let project = crate::project::to_project(ctx, value, &locator)?;
+                if projects.contains_key(&project.name) {
+                    ctx.warn(
+                        &format!("AppProject {}", project.name),
+                        None,
+                        "defined more than once; the first definition is used".to_owned(),
+                    );
+                } else {
+                    projects.insert(project.name.clone(), project);
+                }
+            }
         }
     }
     Ok(FleetFile {
@@ -206,6 +221,7 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
         specs,
         shards: Vec::new(),
         credentials,
+        projects,
         format: crate::InputFormat::Kubernetes,
     })
 }
@@ -225,6 +241,7 @@ fn collect_objects<'a>(
         "List" => None,
         "SecretList" if accept.secrets => Some(ObjectKind::Secret),
         "ApplicationList" if accept.apps => Some(ObjectKind::Application),
+        "AppProjectList" if accept.apps => Some(ObjectKind::AppProject),
         _ => {
             out.push((
                 object_kind(ctx, kind, locator, accept)?,
@@ -292,6 +309,7 @@ fn object_kind(
     match kind {
         "Secret" if accept.secrets => Ok(ObjectKind::Secret),
         "Application" if accept.apps => Ok(ObjectKind::Application),
+        "AppProject" if accept.apps => Ok(ObjectKind::AppProject),
         _ => Err(unknown_kind(ctx, locator, kind, accept)),
     }
 }

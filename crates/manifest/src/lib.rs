@@ -5,8 +5,10 @@ mod application;
 mod credentials;
 mod document;
 mod error;
+pub mod glob;
 pub mod implemented;
 mod native;
+pub mod project;
 mod secret;
 mod write;
 
@@ -27,6 +29,7 @@ use document::Accept;
 pub use document::yaml_options;
 pub use error::{LoadError, LoadWarning, Loaded};
 pub use native::{DEFAULT_APP_NAMESPACE, DEFAULT_PROJECT, MAX_PLACEHOLDER_APPS};
+pub use project::{AppProject, DEFAULT_PROJECT_NAME, PROJECT_FINALIZER};
 pub use secret::{
     IN_CLUSTER_SERVER, SECRET_TYPE_LABEL, SKIP_RECONCILE_ANNOTATION, WEIGHT_ANNOTATION,
 };
@@ -50,6 +53,8 @@ pub struct FleetFile {
     pub shards: Vec<ShardSpec>,
     /// How to reach each cluster whose Secret has a `config`, by cluster id.
     pub credentials: BTreeMap<String, ClusterCredentials>,
+    /// Argo CD AppProjects, by name (of projects that share a name, the first one).
+    pub projects: BTreeMap<String, AppProject>,
     /// What the input was: a native fleet file, or Argo CD's Kubernetes objects (whose
     /// clusters Argo CD would complete into its cluster list with the built-in in-cluster
     /// entry, [`fleetshard_core::argo::ArgoClusterList`]).
@@ -154,6 +159,17 @@ pub fn cluster_from_value(
     let mut ctx = error::Ctx::new(source);
     let cluster = secret::to_cluster(&mut ctx, value, "Secret", secret::UnreadableConfig::Error)?;
     Ok(ctx.finish(cluster))
+}
+
+/// Reads one Argo CD AppProject already decoded into JSON (as a Kubernetes client returns
+/// it). `source` names where it came from in messages.
+pub fn project_from_value(
+    value: &serde_json::Value,
+    source: &str,
+) -> Result<Loaded<AppProject>, LoadError> {
+    let mut ctx = error::Ctx::new(source);
+    let project = project::to_project(&mut ctx, value, "AppProject")?;
+    Ok(ctx.finish(project))
 }
 
 /// Reads one Argo CD Application already decoded into JSON (as a Kubernetes client returns

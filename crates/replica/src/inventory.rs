@@ -6,8 +6,10 @@
 
 use std::sync::Arc;
 
+use fleetshard_controller::ProjectFinalizer;
 use fleetshard_controller::inventory::{
-    DirectorySource, Inventory, InventorySnapshot, KubernetesSource, Problem, Severity,
+    DirectorySource, Inventory, InventorySnapshot, KubernetesProjectFinalizer, KubernetesSource,
+    Problem, Severity,
 };
 use fleetshard_coord::fenced::InventorySummary;
 use fleetshard_coord::runner::RunnerFleet;
@@ -25,6 +27,9 @@ pub struct StartedInventory {
     /// The Kubernetes client the source watches through (its retries off), for writing
     /// app statuses on the Applications.
     pub kube: Option<kube::Client>,
+    /// Removes Argo CD's finalizer from an AppProject being deleted once no app
+    /// references it (the Kubernetes source only).
+    pub project_finalizer: Option<Arc<dyn ProjectFinalizer>>,
     /// The source's task (a watched directory or Kubernetes watches); `None` for a fixed
     /// fleet.
     pub source: Option<JoinHandle<()>>,
@@ -64,6 +69,7 @@ pub async fn start(
     problems: ProblemGauges,
 ) -> Result<StartedInventory, ReplicaError> {
     let inventory = Inventory::new();
+    let mut finalizer: Option<Arc<dyn ProjectFinalizer>> = None;
     let (mut source, kube) = match input {
         FleetSource::Fixed(content) => {
             inventory.publish(content, Vec::new(), true);
@@ -71,6 +77,7 @@ pub async fn start(
             return Ok(StartedInventory {
                 inventory,
                 kube: None,
+                project_finalizer: None,
                 source: None,
                 reporter,
             });
@@ -103,8 +110,12 @@ pub async fn start(
             tracing::info!(
                 secrets = %config.secrets_namespace,
                 applications = config.apps_namespace.as_deref().unwrap_or("*"),
-                "watching Argo CD's cluster Secrets and Applications"
+                "watching Argo CD's cluster Secrets, AppProjects and Applications"
             );
+            finalizer = Some(Arc::new(KubernetesProjectFinalizer::new(
+                client.clone(),
+                &config.secrets_namespace,
+            )) as Arc<dyn ProjectFinalizer>);
             let source = KubernetesSource::new(client.clone(), config);
             (tokio::spawn(source.run(inventory.clone())), Some(client))
         }
@@ -137,6 +148,7 @@ pub async fn start(
     Ok(StartedInventory {
         inventory,
         kube,
+        project_finalizer: finalizer,
         source: Some(source),
         reporter,
     })

@@ -266,6 +266,7 @@ fn spawn_with<S: ReplicaStatus>(
         stops,
         status: status.clone(),
         inventory: inventory.inventory.subscribe(),
+        project_finalizer: inventory.project_finalizer.clone(),
     };
     let (runtime, audited) = match controller.reconciler {
         ReconcilerPart::Noop => start_controller(

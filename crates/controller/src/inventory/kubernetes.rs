@@ -1,6 +1,7 @@
 //! Argo CD's own objects as an inventory source: cluster Secrets (label
-//! `argocd.argoproj.io/secret-type=cluster`, in one namespace, `argocd` by default) and
-//! `argoproj.io/v1alpha1` Applications (all namespaces or one), through kube-rs watchers, so
+//! `argocd.argoproj.io/secret-type=cluster`, in one namespace, `argocd` by default),
+//! AppProjects (in that namespace) and `argoproj.io/v1alpha1` Applications (all namespaces
+//! or one), through kube-rs watchers, so
 //! fleetshard can run beside or instead of Argo CD's controller on the same objects.
 //!
 //! Objects are converted with the manifest crate's Argo CD semantics
@@ -16,7 +17,9 @@
 
 use std::collections::BTreeMap;
 
-use fleetshard_manifest::{AppDefinition, ClusterSecret};
+use std::sync::Arc;
+
+use fleetshard_manifest::{AppDefinition, AppProject, ClusterSecret};
 use futures::StreamExt as _;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt as _;
@@ -116,7 +119,17 @@ impl KubernetesSource {
             .default_backoff()
             .map(|e| (Kind::App, e))
             .boxed();
-        let mut events = futures::stream::select(secrets, apps).ready_chunks(4096);
+        // AppProjects live in Argo CD's namespace, beside the cluster Secrets.
+        let projects_api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &self.config.secrets_namespace,
+            &app_project_resource(),
+        );
+        let projects = watcher::watcher(projects_api, watcher::Config::default())
+            .default_backoff()
+            .map(|e| (Kind::Project, e))
+            .boxed();
+        let mut events = futures::stream::select_all([secrets, apps, projects]).ready_chunks(4096);
 
         let mut state = State {
             secrets: Objects::new(format!(
@@ -127,6 +140,10 @@ impl KubernetesSource {
                 Some(ns) => format!("watch of Applications in namespace {ns}"),
                 None => "watch of Applications in all namespaces".to_owned(),
             }),
+            projects: Objects::new(format!(
+                "watch of AppProjects in namespace {}",
+                self.config.secrets_namespace
+            )),
         };
         while let Some(batch) = events.next().await {
             let mut changed = false;
@@ -134,11 +151,13 @@ impl KubernetesSource {
                 changed |= match kind {
                     Kind::Secret => state.secrets.handle(event, convert_secret),
                     Kind::App => state.apps.handle(event, convert_app),
+                    Kind::Project => state.projects.handle(event, convert_project),
                 };
             }
             if changed {
                 let (content, problems) = state.assemble(self.config.in_cluster_enabled);
-                let ready = state.secrets.synced && state.apps.synced;
+                // Until the projects are listed, no app can be checked against its project.
+                let ready = state.secrets.synced && state.apps.synced && state.projects.synced;
                 inventory.publish(content, problems, ready);
             }
         }
@@ -166,10 +185,22 @@ pub fn application_resource() -> ApiResource {
     }
 }
 
+/// Argo CD's `argoproj.io/v1alpha1` AppProject, for dynamic API calls.
+pub fn app_project_resource() -> ApiResource {
+    ApiResource {
+        group: "argoproj.io".to_owned(),
+        version: "v1alpha1".to_owned(),
+        api_version: "argoproj.io/v1alpha1".to_owned(),
+        kind: "AppProject".to_owned(),
+        plural: "appprojects".to_owned(),
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Kind {
     Secret,
     App,
+    Project,
 }
 
 /// Namespace and name.
@@ -302,6 +333,7 @@ fn key_of(obj: &DynamicObject) -> Key {
 struct State {
     secrets: Objects<ClusterSecret>,
     apps: Objects<AppDefinition>,
+    projects: Objects<Arc<AppProject>>,
 }
 
 impl State {
@@ -317,10 +349,16 @@ impl State {
             content.specs.insert(AppKey::of(app), spec.clone());
             content.apps.push(app.clone());
         }
+        for project in self.projects.values() {
+            content
+                .projects
+                .insert(project.name.clone(), project.clone());
+        }
         let mut problems = self
             .secrets
             .problems()
             .chain(self.apps.problems())
+            .chain(self.projects.problems())
             .cloned()
             .collect();
         content.complete_argo_cluster_list(in_cluster_enabled, SOURCE, &mut problems);
@@ -356,4 +394,12 @@ fn convert_app(obj: &DynamicObject) -> Converted<AppDefinition> {
     check_app(&definition.0, SOURCE)?;
     let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
     Ok((Some(definition), warnings))
+}
+
+fn convert_project(obj: &DynamicObject) -> Converted<Arc<AppProject>> {
+    let value = to_value(obj, "AppProject")?;
+    let loaded = fleetshard_manifest::project_from_value(&value, SOURCE)
+        .map_err(|e| Problem::from_load_error(&e))?;
+    let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
+    Ok((Some(Arc::new(loaded.value)), warnings))
 }

@@ -101,6 +101,8 @@ pub struct LoadedFleet {
     pub shards: Vec<ShardSpec>,
     /// How to reach each cluster, by id, from the cluster Secrets' `config`.
     pub credentials: BTreeMap<String, ClusterCredentials>,
+    /// Argo CD AppProjects given with the applications, by name.
+    pub projects: BTreeMap<String, manifest::AppProject>,
     /// What the loaders worked around.
     pub warnings: Vec<Warning>,
 }
@@ -210,6 +212,7 @@ pub fn load(source: &FleetSource) -> anyhow::Result<LoadedFleet> {
     if let Some(path) = extra_apps {
         let a = load_apps(path)?;
         out.fleet.apps.extend(a.value.fleet.apps);
+        out.projects = a.value.projects;
         for (key, spec) in a.value.specs {
             // The fleet file's definition of a key comes first, and counts.
             out.specs.entry(key).or_insert(spec);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use fleetshard_controller::inventory::{
-    DirectoryConfig, InventoryContent, KubernetesConfig, specs_by_app_key,
+    DirectoryConfig, InventoryContent, KubernetesConfig, shared_projects, specs_by_app_key,
 };
 use fleetshard_coord::fenced::DropGuard;
 use fleetshard_core::placement::PlacementConfig;
@@ -329,6 +329,7 @@ fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
         apps: loaded.fleet.apps,
         specs: specs_by_app_key(loaded.specs),
         credentials: loaded.credentials,
+        projects: shared_projects(loaded.projects),
     }))
 }
 
