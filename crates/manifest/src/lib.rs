@@ -6,6 +6,7 @@ mod credentials;
 mod document;
 mod error;
 mod native;
+mod repository;
 mod secret;
 mod write;
 
@@ -23,6 +24,10 @@ use document::Accept;
 pub use document::yaml_options;
 pub use error::{LoadError, LoadWarning, Loaded};
 pub use native::{DEFAULT_APP_NAMESPACE, DEFAULT_PROJECT, MAX_PLACEHOLDER_APPS};
+pub use repository::{
+    KNOWN_HOSTS_CONFIG_MAP, KNOWN_HOSTS_KEY, RepoCredentials, RepoSecret, RepoSecretKind,
+    RepoSettings, TLS_CERTS_CONFIG_MAP,
+};
 pub use secret::{
     IN_CLUSTER_SERVER, SECRET_TYPE_LABEL, SKIP_RECONCILE_ANNOTATION, WEIGHT_ANNOTATION,
 };
@@ -46,6 +51,9 @@ pub struct FleetFile {
     pub shards: Vec<ShardSpec>,
     /// How to reach each cluster whose Secret has a `config`, by cluster id.
     pub credentials: BTreeMap<String, ClusterCredentials>,
+    /// How to reach private Git repositories: repository Secrets, credential templates,
+    /// known hosts and TLS certificates (Argo CD's objects only).
+    pub repositories: RepoSettings,
     /// What the input was: a native fleet file, or Argo CD's Kubernetes objects (whose
     /// clusters Argo CD would complete into its cluster list with the built-in in-cluster
     /// entry, [`fleetshard_core::argo::ArgoClusterList`]).
@@ -150,6 +158,40 @@ pub fn cluster_from_value(
     let mut ctx = error::Ctx::new(source);
     let cluster = secret::to_cluster(&mut ctx, value, "Secret", secret::UnreadableConfig::Error)?;
     Ok(ctx.finish(cluster))
+}
+
+/// Reads one repository Secret or credential template already decoded into JSON (label
+/// `argocd.argoproj.io/secret-type` `repository` or `repo-creds`). `Ok(None)` (with a
+/// warning) for a Secret of another type, or a repository that is not Git.
+pub fn repo_secret_from_value(
+    value: &serde_json::Value,
+    source: &str,
+) -> Result<Loaded<Option<RepoSecret>>, LoadError> {
+    let mut ctx = error::Ctx::new(source);
+    if !repository::is_repo_secret(value) {
+        let (ns, name) = document::meta_names(value);
+        let object = error::object_name("Secret", ns, name, "Secret");
+        ctx.warn(
+            &object,
+            None,
+            "not a repository Secret or credential template; skipped".to_owned(),
+        );
+        return Ok(ctx.finish(None));
+    }
+    let repo = repository::to_repo_secret(&mut ctx, value, "Secret")?;
+    Ok(ctx.finish(repo))
+}
+
+/// Reads `argocd-ssh-known-hosts-cm` or `argocd-tls-certs-cm` already decoded into JSON:
+/// the settings holding only what it says (another ConfigMap: empty, with a warning).
+pub fn repo_config_map_from_value(
+    value: &serde_json::Value,
+    source: &str,
+) -> Result<Loaded<RepoSettings>, LoadError> {
+    let mut ctx = error::Ctx::new(source);
+    let mut settings = RepoSettings::default();
+    repository::read_config_map(&mut ctx, value, "ConfigMap", &mut settings)?;
+    Ok(ctx.finish(settings))
 }
 
 /// Reads one Argo CD Application already decoded into JSON (as a Kubernetes client returns

@@ -151,6 +151,7 @@ fn fleet_file() -> impl Strategy<Value = FleetFile> {
                     .map(|(zone, capacity)| ShardSpec { zone, capacity })
                     .collect(),
                 credentials: Default::default(),
+                repositories: Default::default(),
                 format: Default::default(),
             }
         })
@@ -185,6 +186,7 @@ fn seeds() -> Vec<String> {
         .into(),
         shards: vec![ShardSpec::default()],
         credentials: Default::default(),
+        repositories: Default::default(),
         format: Default::default(),
     };
     vec![
@@ -299,6 +301,7 @@ fn writers_produce_readable_examples() {
         specs: Default::default(),
         shards: vec![],
         credentials: Default::default(),
+        repositories: Default::default(),
         format: Default::default(),
     };
     let yaml = to_fleet_yaml(&f);
