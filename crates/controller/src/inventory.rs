@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use fleetshard_core::argo::{ArgoClusterList, IN_CLUSTER_SERVER};
 use fleetshard_core::{App, Cluster};
-use fleetshard_manifest::{AppSpec, ClusterCredentials};
+use fleetshard_manifest::{AppSpec, ClusterCredentials, RepoSettings};
 use tokio::sync::watch;
 
 use crate::{AppKey, ShardWork};
@@ -186,7 +186,7 @@ pub fn check_app(app: &App, source: &str) -> Result<(), Problem> {
 #[derive(Debug, Clone, Default)]
 pub struct InventorySnapshot {
     /// Counts content changes: it moves when, and only when, the clusters, the
-    /// applications, their specs or the credentials change (problems and `ready` alone do
+    /// applications, their specs or the credentials (of clusters or repositories) change (problems and `ready` alone do
     /// not move it). 0 is the empty inventory before any load.
     pub revision: u64,
     /// The source has loaded everything once (first scan, or first complete listing of
@@ -203,6 +203,9 @@ pub struct InventorySnapshot {
     /// How to reach each cluster, by cluster id (from the cluster Secret's `config`); a
     /// cluster without an entry is reached anonymously with verified TLS.
     pub credentials: Arc<BTreeMap<String, ClusterCredentials>>,
+    /// How to reach private Git repositories (repository Secrets, credential templates,
+    /// known hosts, TLS certificates); empty: every repository is read anonymously.
+    pub repositories: Arc<RepoSettings>,
     /// Current problems of the source; objects named here keep their last good version.
     pub problems: Arc<Vec<Problem>>,
 }
@@ -227,6 +230,8 @@ pub struct InventoryContent {
     pub specs: BTreeMap<AppKey, AppSpec>,
     /// How to reach each cluster, by cluster id.
     pub credentials: BTreeMap<String, ClusterCredentials>,
+    /// How to reach private Git repositories (see [`InventorySnapshot::repositories`]).
+    pub repositories: RepoSettings,
 }
 
 impl InventoryContent {
@@ -316,19 +321,22 @@ impl Inventory {
             apps,
             specs,
             credentials,
+            repositories,
         } = content;
         let mut moved = false;
         self.tx.send_if_modified(|snap| {
             let content = *snap.clusters != clusters
                 || *snap.apps != apps
                 || *snap.specs != specs
-                || *snap.credentials != credentials;
+                || *snap.credentials != credentials
+                || *snap.repositories != repositories;
             if content {
                 snap.revision += 1;
                 snap.clusters = Arc::new(clusters);
                 snap.apps = Arc::new(apps);
                 snap.specs = Arc::new(specs);
                 snap.credentials = Arc::new(credentials);
+                snap.repositories = Arc::new(repositories);
                 moved = true;
             }
             let others = *snap.problems != problems || snap.ready != ready;

@@ -145,6 +145,7 @@ async fn start_fleet(repo: &str, apps: usize, clusters: usize) -> Fleet {
             app,
             spec,
             cluster: access[c].clone(),
+            repositories: Default::default(),
         });
     }
     Fleet {

@@ -50,7 +50,7 @@ use crate::apply::{DesiredObject, LeaseCheck, PruneTarget};
 use crate::compare::{AppComparison, CompareOptions, ResourceKey, SyncStatus, compare_app};
 use crate::health::{app_health, assess};
 use crate::live::{ClusterConnections, KindInfo};
-use crate::source::{Refresh, RepoCache};
+use crate::source::{Refresh, RepoAccess, RepoCache};
 use problem::Problem;
 
 pub use inventory::{AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory};
@@ -207,9 +207,11 @@ impl GitOpsReconciler {
         target: &AppTarget,
     ) -> Result<(Refreshed, ComparisonStatus), Problem> {
         let app = &target.app;
+        let source = &target.spec.source;
+        let access = RepoAccess::resolve(&target.repositories, &source.repo_url, &app.project);
         let manifests = self
             .repos
-            .manifests(&target.spec.source, Refresh::Normal)
+            .manifests_with(source, &access, Refresh::Normal)
             .await?;
         let revision = Some(manifests.commit.clone());
         let with_rev = |mut p: Problem| {

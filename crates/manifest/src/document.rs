@@ -45,6 +45,10 @@ impl Accept {
         apps: false,
         native: true,
     };
+    pub(crate) const CLUSTERS_AND_REPOSITORIES: Accept = Accept {
+        repositories: true,
+        ..Accept::CLUSTERS
+    };
     pub(crate) const APPS: Accept = Accept {
         secrets: false,
         repositories: false,

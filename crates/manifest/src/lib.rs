@@ -81,17 +81,28 @@ pub fn parse_input(text: &str, source: &str) -> Result<Loaded<FleetFile>, LoadEr
 /// Reads clusters from Argo CD cluster Secrets or a native fleet file. Applications in the
 /// input are an error (a swapped argument, most likely); applications and shards of a
 /// fleet file are dropped with a warning.
+/// Repository Secrets and ConfigMaps are skipped (with a warning, or refused as an
+/// unknown kind).
 pub fn parse_clusters(text: &str, source: &str) -> Result<Loaded<Vec<Cluster>>, LoadError> {
-    Ok(parse_clusters_with_credentials(text, source)?.map(|f| f.fleet.clusters))
+    Ok(parse_clusters_as(text, source, Accept::CLUSTERS)?.map(|f| f.fleet.clusters))
 }
 
-/// [`parse_clusters`], keeping the Secrets' credentials: a [`FleetFile`] with clusters
-/// and credentials only.
+/// [`parse_clusters`], keeping the Secrets' credentials, and reading repository Secrets,
+/// credential templates and the repository ConfigMaps too: a [`FleetFile`] with clusters,
+/// credentials and repositories only.
 pub fn parse_clusters_with_credentials(
     text: &str,
     source: &str,
 ) -> Result<Loaded<FleetFile>, LoadError> {
-    let mut loaded = parse(text, source, Accept::CLUSTERS)?;
+    parse_clusters_as(text, source, Accept::CLUSTERS_AND_REPOSITORIES)
+}
+
+fn parse_clusters_as(
+    text: &str,
+    source: &str,
+    accept: Accept,
+) -> Result<Loaded<FleetFile>, LoadError> {
+    let mut loaded = parse(text, source, accept)?;
     let FleetFile {
         fleet,
         specs,

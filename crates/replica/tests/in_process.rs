@@ -26,6 +26,7 @@ fn fleet(clusters: usize) -> FleetSource {
         apps,
         specs: BTreeMap::new(),
         credentials: BTreeMap::new(),
+        repositories: Default::default(),
     })
 }
 

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_core::{App, Cluster};
-use fleetshard_manifest::{AppSpec, ClusterCredentials, InputFormat, LoadError};
+use fleetshard_manifest::{AppSpec, ClusterCredentials, InputFormat, LoadError, RepoSettings};
 use tokio::time::MissedTickBehavior;
 
 use super::{Inventory, InventoryContent, Problem, Severity, check_app, specs_by_app_key};
@@ -139,6 +139,7 @@ struct Content {
     apps: Vec<App>,
     specs: BTreeMap<AppKey, AppSpec>,
     credentials: BTreeMap<String, ClusterCredentials>,
+    repositories: RepoSettings,
     format: InputFormat,
 }
 
@@ -294,6 +295,7 @@ impl<F: Files> DirectorySource<F> {
                 apps: file.fleet.apps,
                 specs: specs_by_app_key(file.specs),
                 credentials: file.credentials,
+                repositories: file.repositories,
                 format: file.format,
             }),
             problems,
@@ -318,6 +320,8 @@ impl<F: Files> DirectorySource<F> {
                     .iter()
                     .map(|(id, c)| (id.clone(), c.clone())),
             );
+            // Files in path order: a later file's ConfigMap replaces an earlier one's.
+            content.repositories.merge(good.repositories.clone());
             for app in &good.apps {
                 let key = (app.namespace.as_str(), app.name.as_str());
                 if let Some(first) = seen.get(&key) {

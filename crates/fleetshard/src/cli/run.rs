@@ -293,6 +293,7 @@ fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
         apps: loaded.fleet.apps,
         specs: specs_by_app_key(loaded.specs),
         credentials: loaded.credentials,
+        repositories: loaded.repositories,
     }))
 }
 

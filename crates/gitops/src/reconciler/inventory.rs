@@ -5,13 +5,13 @@
 //! timestamps.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use fleetshard_controller::AppKey;
 use fleetshard_controller::inventory::InventorySnapshot;
 use fleetshard_core::App;
 use fleetshard_core::model::DestinationIndex;
-use fleetshard_manifest::AppSpec;
+use fleetshard_manifest::{AppSpec, RepoSettings};
 use tokio::sync::watch;
 
 use crate::live::ClusterAccess;
@@ -25,6 +25,9 @@ pub struct AppTarget {
     pub spec: AppSpec,
     /// Its destination cluster.
     pub cluster: ClusterAccess,
+    /// Argo CD's repository Secrets, credential templates, known hosts and TLS
+    /// certificates, which say how its repository is fetched (empty: anonymously).
+    pub repositories: Arc<RepoSettings>,
 }
 
 /// The app inventory as the reconciler reads it: `None` for an app that does not exist
@@ -164,6 +167,7 @@ impl Inventory for InventoryTargets {
                     .cloned()
                     .unwrap_or_default(),
             },
+            repositories: Arc::clone(&snap.repositories),
         })
     }
 }

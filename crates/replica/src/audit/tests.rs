@@ -39,6 +39,7 @@ fn settings(identity: &str, shards: u32, audit: std::path::PathBuf) -> ReplicaSe
             apps,
             specs: BTreeMap::new(),
             credentials: BTreeMap::new(),
+            repositories: Default::default(),
         }),
         controller: ControllerSettings {
             reconciler: ReconcilerKind::None,

@@ -61,6 +61,7 @@ pub fn target(
             sync_request: None,
         },
         cluster,
+        repositories: Default::default(),
     }
 }
 
