@@ -82,16 +82,19 @@ impl RepoAccess {
         for s in settings.secrets.iter().filter(|s| applies(s)) {
             let prefix = normalize(&s.url);
             match s.kind {
-                RepoSecretKind::Repository if prefix == url => {
-                    if repository.is_none_or(|r| better(s, r)) {
-                        repository = Some(s);
-                    }
+                RepoSecretKind::Repository
+                    if prefix == url && repository.is_none_or(|r| better(s, r)) =>
+                {
+                    repository = Some(s);
                 }
-                RepoSecretKind::Template if !prefix.is_empty() && url.starts_with(&prefix) => {
-                    let len = prefix.len();
-                    if template.is_none_or(|(l, t)| len > l || (len == l && better(s, t))) {
-                        template = Some((len, s));
-                    }
+                RepoSecretKind::Template
+                    if !prefix.is_empty()
+                        && url.starts_with(&prefix)
+                        && template.is_none_or(|(l, t)| {
+                            prefix.len() > l || (prefix.len() == l && better(s, t))
+                        }) =>
+                {
+                    template = Some((prefix.len(), s));
                 }
                 _ => {}
             }

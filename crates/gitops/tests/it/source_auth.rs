@@ -223,7 +223,7 @@ async fn a_silent_server_is_an_error_not_a_hang() {
     let mut config = RepoCacheConfig::new(tmp.path().join("cache"));
     config.fetch_timeout = Duration::from_secs(2);
     let cache = RepoCache::new(config);
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let err = cache
         .resolve(&url, "main", Refresh::Normal)
         .await
