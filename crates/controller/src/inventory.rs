@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 use fleetshard_core::argo::{ArgoClusterList, IN_CLUSTER_SERVER};
 use fleetshard_core::{App, Cluster};
-use fleetshard_manifest::{AppProject, AppSpec, ClusterCredentials, DEFAULT_PROJECT_NAME};
+use fleetshard_manifest::{
+    AppProject, AppSpec, ClusterCredentials, DEFAULT_PROJECT_NAME, RepoSettings,
+};
 use tokio::sync::watch;
 
 use crate::{AppKey, ShardWork};
@@ -189,7 +191,7 @@ pub fn check_app(app: &App, source: &str) -> Result<(), Problem> {
 #[derive(Debug, Clone, Default)]
 pub struct InventorySnapshot {
     /// Counts content changes: it moves when, and only when, the clusters, the
-    /// applications, their specs, the credentials or the projects change (problems and `ready` alone do
+    /// applications, their specs, the credentials (of clusters or repositories) or the projects change (problems and `ready` alone do
     /// not move it). 0 is the empty inventory before any load.
     pub revision: u64,
     /// The source has loaded everything once (first scan, or first complete listing of
@@ -206,6 +208,9 @@ pub struct InventorySnapshot {
     /// How to reach each cluster, by cluster id (from the cluster Secret's `config`); a
     /// cluster without an entry is reached anonymously with verified TLS.
     pub credentials: Arc<BTreeMap<String, ClusterCredentials>>,
+    /// How to reach private Git repositories (repository Secrets, credential templates,
+    /// known hosts, TLS certificates); empty: every repository is read anonymously.
+    pub repositories: Arc<RepoSettings>,
     /// Current problems of the source; objects named here keep their last good version.
     pub problems: Arc<Vec<Problem>>,
     /// Argo CD AppProjects, by name.
@@ -243,6 +248,8 @@ pub struct InventoryContent {
     pub specs: BTreeMap<AppKey, AppSpec>,
     /// How to reach each cluster, by cluster id.
     pub credentials: BTreeMap<String, ClusterCredentials>,
+    /// How to reach private Git repositories (see [`InventorySnapshot::repositories`]).
+    pub repositories: RepoSettings,
     /// Argo CD AppProjects, by name.
     pub projects: BTreeMap<String, Arc<AppProject>>,
 }
@@ -360,6 +367,7 @@ impl Inventory {
             specs,
             credentials,
             projects,
+            repositories,
         } = content;
         let mut moved = false;
         self.tx.send_if_modified(|snap| {
@@ -367,7 +375,8 @@ impl Inventory {
                 || *snap.apps != apps
                 || *snap.specs != specs
                 || *snap.credentials != credentials
-                || *snap.projects != projects;
+                || *snap.projects != projects
+                || *snap.repositories != repositories;
             if content {
                 snap.revision += 1;
                 snap.clusters = Arc::new(clusters);
@@ -375,6 +384,7 @@ impl Inventory {
                 snap.specs = Arc::new(specs);
                 snap.credentials = Arc::new(credentials);
                 snap.projects = Arc::new(projects);
+                snap.repositories = Arc::new(repositories);
                 moved = true;
             }
             let others = *snap.problems != problems || snap.ready != ready;

@@ -152,6 +152,7 @@ async fn start_fleet(repo: &str, apps: usize, clusters: usize) -> Fleet {
             cluster: access[c].clone(),
             cluster_name: access[c].id.clone(),
             project: Some(default_project.clone()),
+            repositories: Default::default(),
         });
     }
     Fleet {

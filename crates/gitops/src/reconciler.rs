@@ -52,7 +52,7 @@ use crate::apply::{DesiredObject, LeaseCheck, PruneTarget, handover_patch};
 use crate::compare::{AppComparison, CompareOptions, ResourceKey, SyncStatus, compare_app};
 use crate::health::{app_health, assess};
 use crate::live::{ClusterConnections, KindInfo};
-use crate::source::{Refresh, RepoCache};
+use crate::source::{Refresh, RepoAccess, RepoCache};
 use fleetshard_manifest::RefusalKind;
 use fleetshard_manifest::project::WindowVerdict;
 use problem::{COMPARISON_ERROR, Problem};
@@ -228,9 +228,11 @@ impl GitOpsReconciler {
         }
         // Before anything is read: a repository the project does not permit is not fetched.
         self.check_project(target)?;
+        let source = &target.spec.source;
+        let access = RepoAccess::resolve(&target.repositories, &source.repo_url, &app.project);
         let manifests = self
             .repos
-            .manifests(&target.spec.source, Refresh::Normal)
+            .manifests_with(source, &access, Refresh::Normal)
             .await?;
         let revision = Some(manifests.commit.clone());
         let with_rev = |mut p: Problem| {

@@ -183,7 +183,10 @@ fn verb_of(method: &Method, t: &Target, q: &HashMap<String, String>) -> Option<V
     })
 }
 
-fn info_of(path: &str, t: &Target, verb: Option<Verb>) -> RequestInfo {
+/// The request's attributes, as Kubernetes' request-info factory makes them: a list or
+/// watch whose field selector is exactly `metadata.name=NAME` (or `==`) carries NAME, so
+/// that RBAC `resourceNames` can grant it.
+fn info_of(path: &str, t: &Target, verb: Option<Verb>, q: &HashMap<String, String>) -> RequestInfo {
     let mut info = RequestInfo {
         verb,
         path: path.to_string(),
@@ -201,6 +204,16 @@ fn info_of(path: &str, t: &Target, verb: Option<Verb>) -> RequestInfo {
         info.namespace = namespace.clone();
         info.name = name.clone();
         info.subresource = sub.clone();
+        if name.is_none() && matches!(verb, Some(Verb::List | Verb::Watch)) {
+            info.name = q
+                .get("fieldSelector")
+                .and_then(|f| {
+                    f.strip_prefix("metadata.name==")
+                        .or_else(|| f.strip_prefix("metadata.name="))
+                })
+                .filter(|n| !n.is_empty() && !n.contains([',', '=', '!']))
+                .map(str::to_owned);
+        }
     }
     info
 }
@@ -231,7 +244,7 @@ async fn handle(
         Err(e) => return e.into_response(),
     };
     let verb = verb_of(&method, &target, &q);
-    let info = info_of(&path, &target, verb);
+    let info = info_of(&path, &target, verb, &q);
     shared.faults.count(&info);
     if let Err(e) = shared.faults.apply(&info).await {
         return e.into_response();

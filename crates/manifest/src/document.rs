@@ -16,13 +16,16 @@ use serde_json::Value;
 
 use crate::app_spec::spec_key;
 use crate::error::{Ctx, LoadError};
-use crate::{FleetFile, application, native, secret};
+use crate::{FleetFile, application, native, repository, secret};
 
 /// Which formats an entry point accepts.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Accept {
     /// Argo CD cluster Secrets (single, `SecretList`, `List`).
     pub(crate) secrets: bool,
+    /// Argo CD repository Secrets and credential templates (read, not skipped as
+    /// non-cluster Secrets) and the repository ConfigMaps (known hosts, TLS certificates).
+    pub(crate) repositories: bool,
     /// Argo CD Applications (single, `ApplicationList`, `List`).
     pub(crate) apps: bool,
     /// The native fleet file.
@@ -33,21 +36,29 @@ pub(crate) struct Accept {
 impl Accept {
     pub(crate) const ANY: Accept = Accept {
         secrets: true,
+        repositories: true,
         apps: true,
         native: true,
     };
     pub(crate) const CLUSTERS: Accept = Accept {
         secrets: true,
+        repositories: false,
         apps: false,
         native: true,
     };
+    pub(crate) const CLUSTERS_AND_REPOSITORIES: Accept = Accept {
+        repositories: true,
+        ..Accept::CLUSTERS
+    };
     pub(crate) const APPS: Accept = Accept {
         secrets: false,
+        repositories: false,
         apps: true,
         native: true,
     };
     pub(crate) const NATIVE: Accept = Accept {
         secrets: false,
+        repositories: false,
         apps: false,
         native: true,
     };
@@ -57,6 +68,11 @@ impl Accept {
         let mut parts = Vec::new();
         if self.secrets {
             parts.push("Secret, SecretList or List of cluster Secrets");
+        }
+        if self.repositories {
+            parts.push(
+                "repository Secrets and ConfigMaps argocd-ssh-known-hosts-cm, argocd-tls-certs-cm",
+            );
         }
         if self.apps {
             parts.push("Application, ApplicationList, AppProject, AppProjectList or List of them");
@@ -118,6 +134,7 @@ enum ObjectKind {
     Secret,
     Application,
     AppProject,
+    ConfigMap,
 }
 
 /// Reads any accepted format into a [`FleetFile`].
@@ -184,8 +201,17 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
     let mut specs = std::collections::BTreeMap::new();
     let mut credentials = std::collections::BTreeMap::new();
     let mut projects = std::collections::BTreeMap::new();
+    let mut repositories = crate::RepoSettings::default();
     for (kind, value, locator) in objects {
         match kind {
+            ObjectKind::Secret if accept.repositories && repository::is_repo_secret(value) => {
+                if let Some(repo) = repository::to_repo_secret(ctx, value, &locator)? {
+                    repositories.secrets.push(repo);
+                }
+            }
+            ObjectKind::ConfigMap => {
+                repository::read_config_map(ctx, value, &locator, &mut repositories)?;
+            }
             ObjectKind::Secret => {
                 if let Some((cluster, creds)) =
                     secret::to_cluster(ctx, value, &locator, secret::UnreadableConfig::Skip)?
@@ -222,6 +248,10 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
         shards: Vec::new(),
         credentials,
         projects,
+        repositories: {
+            repositories.secrets.sort_by(|a, b| a.secret.cmp(&b.secret));
+            repositories
+        },
         format: crate::InputFormat::Kubernetes,
     })
 }
@@ -308,6 +338,7 @@ fn object_kind(
 ) -> Result<ObjectKind, LoadError> {
     match kind {
         "Secret" if accept.secrets => Ok(ObjectKind::Secret),
+        "ConfigMap" if accept.repositories => Ok(ObjectKind::ConfigMap),
         "Application" if accept.apps => Ok(ObjectKind::Application),
         "AppProject" if accept.apps => Ok(ObjectKind::AppProject),
         _ => Err(unknown_kind(ctx, locator, kind, accept)),

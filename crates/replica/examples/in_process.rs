@@ -30,6 +30,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         credentials: BTreeMap::new(),
         specs: BTreeMap::new(),
         projects: BTreeMap::new(),
+        repositories: Default::default(),
     };
     let store = StoreUrl::Memory.open()?;
     let mut replicas = Vec::new();

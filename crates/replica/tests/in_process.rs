@@ -27,6 +27,7 @@ fn fleet(clusters: usize) -> FleetSource {
         specs: BTreeMap::new(),
         credentials: BTreeMap::new(),
         projects: BTreeMap::new(),
+        repositories: Default::default(),
     })
 }
 

@@ -27,7 +27,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_core::{App, Cluster};
-use fleetshard_manifest::{AppProject, AppSpec, ClusterCredentials, InputFormat, LoadError};
+use fleetshard_manifest::{
+    AppProject, AppSpec, ClusterCredentials, InputFormat, LoadError, RepoSettings,
+};
 use tokio::time::MissedTickBehavior;
 
 use super::{Inventory, InventoryContent, Problem, Severity, check_app, specs_by_app_key};
@@ -140,6 +142,7 @@ struct Content {
     specs: BTreeMap<AppKey, AppSpec>,
     credentials: BTreeMap<String, ClusterCredentials>,
     projects: BTreeMap<String, Arc<AppProject>>,
+    repositories: RepoSettings,
     format: InputFormat,
 }
 
@@ -296,6 +299,7 @@ impl<F: Files> DirectorySource<F> {
                 specs: specs_by_app_key(file.specs),
                 credentials: file.credentials,
                 projects: super::shared_projects(file.projects),
+                repositories: file.repositories,
                 format: file.format,
             }),
             problems,
@@ -333,6 +337,8 @@ impl<F: Files> DirectorySource<F> {
                 }
                 content.projects.insert(name.clone(), project.clone());
             }
+            // Files in path order: a later file's ConfigMap replaces an earlier one's.
+            content.repositories.merge(good.repositories.clone());
             for app in &good.apps {
                 let key = (app.namespace.as_str(), app.name.as_str());
                 if let Some(first) = seen.get(&key) {

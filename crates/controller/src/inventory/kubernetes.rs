@@ -1,8 +1,12 @@
 //! Argo CD's own objects as an inventory source: cluster Secrets (label
 //! `argocd.argoproj.io/secret-type=cluster`, in one namespace, `argocd` by default),
 //! AppProjects (in that namespace) and `argoproj.io/v1alpha1` Applications (all namespaces
-//! or one), through kube-rs watchers, so
-//! fleetshard can run beside or instead of Argo CD's controller on the same objects.
+//! or one), through kube-rs watchers, so fleetshard can run beside or instead of Argo CD's
+//! controller on the same objects. In the same namespace, what the Git source needs for
+//! private repositories: repository Secrets and credential templates (`secret-type in
+//! (repository, repo-creds)`) and the ConfigMaps `argocd-ssh-known-hosts-cm` and
+//! `argocd-tls-certs-cm` (each watched by name, a field selector, so RBAC can grant exactly
+//! those two).
 //!
 //! Objects are converted with the manifest crate's Argo CD semantics
 //! ([`cluster_from_value`](fleetshard_manifest::cluster_from_value),
@@ -19,7 +23,10 @@ use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
-use fleetshard_manifest::{AppDefinition, AppProject, ClusterSecret};
+use fleetshard_manifest::{
+    AppDefinition, AppProject, ClusterSecret, KNOWN_HOSTS_CONFIG_MAP, RepoSecret, RepoSettings,
+    TLS_CERTS_CONFIG_MAP,
+};
 use futures::StreamExt as _;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt as _;
@@ -111,10 +118,41 @@ impl KubernetesSource {
             None => Api::all_with(self.client.clone(), &application_resource()),
         };
         let selector = format!("{}=cluster", fleetshard_manifest::SECRET_TYPE_LABEL);
-        let secrets = watcher::watcher(secrets_api, watcher::Config::default().labels(&selector))
+        let repo_selector = format!(
+            "{} in (repository,repo-creds)",
+            fleetshard_manifest::SECRET_TYPE_LABEL
+        );
+        let secrets = watcher::watcher(
+            secrets_api.clone(),
+            watcher::Config::default().labels(&selector),
+        )
+        .default_backoff()
+        .map(|e| (Kind::Secret, e))
+        .boxed();
+        let repos = watcher::watcher(
+            secrets_api,
+            watcher::Config::default().labels(&repo_selector),
+        )
+        .default_backoff()
+        .map(|e| (Kind::Repo, e))
+        .boxed();
+        let config_maps_api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &self.config.secrets_namespace,
+            &config_map_resource(),
+        );
+        let config_map = |name: &str, kind: Kind| {
+            let fields = format!("metadata.name={name}");
+            watcher::watcher(
+                config_maps_api.clone(),
+                watcher::Config::default().fields(&fields),
+            )
             .default_backoff()
-            .map(|e| (Kind::Secret, e))
-            .boxed();
+            .map(move |e| (kind, e))
+            .boxed()
+        };
+        let known_hosts = config_map(KNOWN_HOSTS_CONFIG_MAP, Kind::KnownHosts);
+        let tls_certs = config_map(TLS_CERTS_CONFIG_MAP, Kind::TlsCerts);
         let apps = watcher::watcher(apps_api, watcher::Config::default())
             .default_backoff()
             .map(|e| (Kind::App, e))
@@ -129,7 +167,15 @@ impl KubernetesSource {
             .default_backoff()
             .map(|e| (Kind::Project, e))
             .boxed();
-        let mut events = futures::stream::select_all([secrets, apps, projects]).ready_chunks(4096);
+        let mut events = futures::stream::select_all([
+            secrets,
+            repos,
+            known_hosts,
+            tls_certs,
+            apps,
+            projects,
+        ])
+        .ready_chunks(4096);
 
         let mut state = State {
             secrets: Objects::new(format!(
@@ -140,6 +186,18 @@ impl KubernetesSource {
                 Some(ns) => format!("watch of Applications in namespace {ns}"),
                 None => "watch of Applications in all namespaces".to_owned(),
             }),
+            repos: Objects::new(format!(
+                "watch of Secrets in namespace {} ({repo_selector})",
+                self.config.secrets_namespace
+            )),
+            known_hosts: Objects::new(format!(
+                "watch of ConfigMap {}/{KNOWN_HOSTS_CONFIG_MAP}",
+                self.config.secrets_namespace
+            )),
+            tls_certs: Objects::new(format!(
+                "watch of ConfigMap {}/{TLS_CERTS_CONFIG_MAP}",
+                self.config.secrets_namespace
+            )),
             projects: Objects::new(format!(
                 "watch of AppProjects in namespace {}",
                 self.config.secrets_namespace
@@ -152,12 +210,20 @@ impl KubernetesSource {
                     Kind::Secret => state.secrets.handle(event, convert_secret),
                     Kind::App => state.apps.handle(event, convert_app),
                     Kind::Project => state.projects.handle(event, convert_project),
+                    Kind::Repo => state.repos.handle(event, convert_repo),
+                    Kind::KnownHosts => state.known_hosts.handle(event, convert_config_map),
+                    Kind::TlsCerts => state.tls_certs.handle(event, convert_config_map),
                 };
             }
             if changed {
                 let (content, problems) = state.assemble(self.config.in_cluster_enabled);
                 // Until the projects are listed, no app can be checked against its project.
-                let ready = state.secrets.synced && state.apps.synced && state.projects.synced;
+                let ready = state.secrets.synced
+                    && state.apps.synced
+                    && state.repos.synced
+                    && state.known_hosts.synced
+                    && state.tls_certs.synced
+                    && state.projects.synced;
                 inventory.publish(content, problems, ready);
             }
         }
@@ -171,6 +237,16 @@ fn secret_resource() -> ApiResource {
         api_version: "v1".to_owned(),
         kind: "Secret".to_owned(),
         plural: "secrets".to_owned(),
+    }
+}
+
+fn config_map_resource() -> ApiResource {
+    ApiResource {
+        group: String::new(),
+        version: "v1".to_owned(),
+        api_version: "v1".to_owned(),
+        kind: "ConfigMap".to_owned(),
+        plural: "configmaps".to_owned(),
     }
 }
 
@@ -201,6 +277,9 @@ enum Kind {
     Secret,
     App,
     Project,
+    Repo,
+    KnownHosts,
+    TlsCerts,
 }
 
 /// Namespace and name.
@@ -334,6 +413,9 @@ struct State {
     secrets: Objects<ClusterSecret>,
     apps: Objects<AppDefinition>,
     projects: Objects<Arc<AppProject>>,
+    repos: Objects<RepoSecret>,
+    known_hosts: Objects<RepoSettings>,
+    tls_certs: Objects<RepoSettings>,
 }
 
 impl State {
@@ -354,11 +436,20 @@ impl State {
                 .projects
                 .insert(project.name.clone(), project.clone());
         }
+        for repo in self.repos.values() {
+            content.repositories.secrets.push(repo.clone());
+        }
+        for settings in self.known_hosts.values().chain(self.tls_certs.values()) {
+            content.repositories.merge(settings.clone());
+        }
         let mut problems = self
             .secrets
             .problems()
             .chain(self.apps.problems())
             .chain(self.projects.problems())
+            .chain(self.repos.problems())
+            .chain(self.known_hosts.problems())
+            .chain(self.tls_certs.problems())
             .cloned()
             .collect();
         content.complete_argo_cluster_list(in_cluster_enabled, SOURCE, &mut problems);
@@ -402,4 +493,20 @@ fn convert_project(obj: &DynamicObject) -> Converted<Arc<AppProject>> {
         .map_err(|e| Problem::from_load_error(&e))?;
     let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
     Ok((Some(Arc::new(loaded.value)), warnings))
+}
+
+fn convert_repo(obj: &DynamicObject) -> Converted<RepoSecret> {
+    let value = to_value(obj, "Secret")?;
+    let loaded = fleetshard_manifest::repo_secret_from_value(&value, SOURCE)
+        .map_err(|e| Problem::from_load_error(&e))?;
+    let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
+    Ok((loaded.value, warnings))
+}
+
+fn convert_config_map(obj: &DynamicObject) -> Converted<RepoSettings> {
+    let value = to_value(obj, "ConfigMap")?;
+    let loaded = fleetshard_manifest::repo_config_map_from_value(&value, SOURCE)
+        .map_err(|e| Problem::from_load_error(&e))?;
+    let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
+    Ok((Some(loaded.value), warnings))
 }

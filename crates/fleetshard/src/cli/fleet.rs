@@ -177,6 +177,7 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
                 specs,
                 credentials: Default::default(),
                 projects: Default::default(),
+                repositories: Default::default(),
                 format: Default::default(),
             };
             let target = match (&args.out, &args.output) {

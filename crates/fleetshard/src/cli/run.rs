@@ -330,6 +330,7 @@ fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
         specs: specs_by_app_key(loaded.specs),
         credentials: loaded.credentials,
         projects: shared_projects(loaded.projects),
+        repositories: loaded.repositories,
     }))
 }
 

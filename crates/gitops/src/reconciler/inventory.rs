@@ -11,7 +11,7 @@ use fleetshard_controller::AppKey;
 use fleetshard_controller::inventory::InventorySnapshot;
 use fleetshard_core::App;
 use fleetshard_core::model::DestinationIndex;
-use fleetshard_manifest::{AppProject, AppSpec};
+use fleetshard_manifest::{AppProject, AppSpec, RepoSettings};
 use tokio::sync::watch;
 
 use crate::live::ClusterAccess;
@@ -30,6 +30,9 @@ pub struct AppTarget {
     pub cluster_name: String,
     /// Its AppProject (`None`: the project does not exist, and the app is refused).
     pub project: Option<Arc<AppProject>>,
+    /// Argo CD's repository Secrets, credential templates, known hosts and TLS
+    /// certificates, which say how its repository is fetched (empty: anonymously).
+    pub repositories: Arc<RepoSettings>,
 }
 
 /// The app inventory as the reconciler reads it: `None` for an app that does not exist
@@ -172,6 +175,7 @@ impl Inventory for InventoryTargets {
                     .cloned()
                     .unwrap_or_default(),
             },
+            repositories: Arc::clone(&snap.repositories),
         })
     }
 }

@@ -158,6 +158,7 @@ fn fleet_file() -> impl Strategy<Value = FleetFile> {
                     .collect(),
                 credentials: Default::default(),
                 projects: Default::default(),
+                repositories: Default::default(),
                 format: Default::default(),
             }
         })
@@ -195,6 +196,7 @@ fn seeds() -> Vec<String> {
         shards: vec![ShardSpec::default()],
         credentials: Default::default(),
         projects: Default::default(),
+        repositories: Default::default(),
         format: Default::default(),
     };
     vec![
@@ -310,6 +312,7 @@ fn writers_produce_readable_examples() {
         shards: vec![],
         credentials: Default::default(),
         projects: Default::default(),
+        repositories: Default::default(),
         format: Default::default(),
     };
     let yaml = to_fleet_yaml(&f);

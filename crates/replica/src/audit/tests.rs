@@ -40,6 +40,7 @@ fn settings(identity: &str, shards: u32, audit: std::path::PathBuf) -> ReplicaSe
             specs: BTreeMap::new(),
             credentials: BTreeMap::new(),
             projects: BTreeMap::new(),
+            repositories: Default::default(),
         }),
         controller: ControllerSettings {
             reconciler: ReconcilerKind::None,

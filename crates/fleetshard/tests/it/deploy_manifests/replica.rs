@@ -20,6 +20,9 @@ use super::{POD_NAME, argo, container, rendered, statefulset, support, volume};
 const CONTROLLER: &[(&str, &str, &str)] = &[
     ("", "secrets", "list"),
     ("", "secrets", "watch"),
+    // Only argocd-ssh-known-hosts-cm and argocd-tls-certs-cm (resourceNames).
+    ("", "configmaps", "list"),
+    ("", "configmaps", "watch"),
     ("argoproj.io", "applications", "get"),
     ("argoproj.io", "applications", "list"),
     ("argoproj.io", "applications", "watch"),
@@ -325,9 +328,12 @@ pub fn run_overlay_against_rbac(overlay: &str) {
             }
             // The controller's Role and the store's are reviewed apart: neither may grant
             // what the other needs.
+            // Except ConfigMaps: the store's own and the controller's two repository
+            // ConfigMaps (a rule restricted by name) share the resource.
+            let shared = t.1 == "configmaps" && role != "fleetshard";
             assert_eq!(
                 role == "fleetshard",
-                CONTROLLER.contains(&t),
+                CONTROLLER.contains(&t) && !shared,
                 "{overlay}: {role} grants {t:?}"
             );
             if role == "fleetshard" {

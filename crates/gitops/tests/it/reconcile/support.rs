@@ -65,6 +65,7 @@ pub fn target(
         cluster_name: cluster.id.clone(),
         cluster,
         project: Some(Arc::new(AppProject::builtin_default("argocd"))),
+        repositories: Default::default(),
     }
 }
 
