@@ -137,12 +137,18 @@ impl Sim {
                 gap: (s + 2 * h, s + 5 * h),
                 // Longer than the coverage bound: a window that never closes is caught.
                 tail: 2 * s + 5 * h,
+                outages: sim.cfg.outages,
+                concurrent: sim.cfg.concurrent,
             };
             let faults = plan.draw(&mut sim.rng, sim.cfg.nodes);
             sim.checker.out.faults = FaultPlan::count(&faults);
             for (t, n, f) in faults {
-                if f != Fault::Restart {
+                if f != Fault::Restart || sim.cfg.concurrent {
                     sim.checker.out.disruptions.push(t);
+                }
+                if sim.cfg.outages || sim.cfg.concurrent {
+                    // Failures at once: bounded from the last one to begin or end.
+                    sim.checker.out.disruptions.extend(f.ends());
                 }
                 sim.queue.at(t, Ev::Fault(n, f));
             }
@@ -386,13 +392,22 @@ impl Sim {
                 self.schedule_wake(n, self.t);
             }
             Fault::Pause(until) => self.nodes[n].life.paused_until = until,
-            Fault::Partition(until) => {
-                self.nodes[n].life.partitioned_until = until;
-                if self.nodes[n].watch.take().is_some() {
-                    let inc = self.nodes[n].life.incarnation;
-                    self.queue.at(self.t + 1_000, Ev::WatchFailed(n, inc));
+            Fault::Partition(until) => self.partition(n, until),
+            Fault::Outage(until) => {
+                for m in 0..self.nodes.len() {
+                    let until = until.max(self.nodes[m].life.partitioned_until);
+                    self.partition(m, until);
                 }
             }
+        }
+    }
+
+    /// Cuts replica `n` off from the store until `until`: its watch fails.
+    fn partition(&mut self, n: usize, until: u64) {
+        self.nodes[n].life.partitioned_until = until;
+        if self.nodes[n].watch.take().is_some() {
+            let inc = self.nodes[n].life.incarnation;
+            self.queue.at(self.t + 1_000, Ev::WatchFailed(n, inc));
         }
     }
 
