@@ -481,7 +481,8 @@ impl Sim {
         let inc = self.nodes[n].life.incarnation;
         let mut queue = VecDeque::from(actions);
         let now = self.nodes[n].life.local(self.t);
-        if !self.nodes[n].machine.is_valid(now) {
+        self.publish(n);
+        if !self.nodes[n].life.gate_open(self.t) {
             // No validity: whatever was still draining is cancelled now.
             for c in std::mem::take(&mut self.nodes[n].life.draining) {
                 queue.extend(self.nodes[n].machine.on_stopped(&c, now));
@@ -499,7 +500,8 @@ impl Sim {
                     // Work in flight drains for a while (0–1.5 s) while the holder is valid;
                     // without validity it is cancelled at once.
                     let node = &mut self.nodes[n];
-                    if self.cfg.slow_stops && node.machine.is_valid(now) {
+                    node.life.started.remove(&cluster);
+                    if self.cfg.slow_stops && node.life.gate_open(self.t) {
                         node.life.draining.insert(cluster.clone());
                         let took = self.rng.between(0, 1_500);
                         self.queue.at(self.t + took, Ev::Stopped(n, inc, cluster));
@@ -507,7 +509,8 @@ impl Sim {
                         queue.extend(node.machine.on_stopped(&cluster, now));
                     }
                 }
-                Action::Start { .. } => {
+                Action::Start { cluster, .. } => {
+                    self.nodes[n].life.started.insert(cluster);
                     if self.t >= self.cfg.warmup_ms {
                         self.checker.out.handovers += 1;
                     }
@@ -528,6 +531,7 @@ impl Sim {
                 }
             }
         }
+        self.publish(n);
         if let Some(wake) = self.nodes[n].machine.next_wake() {
             let at = self.nodes[n].life.clock.real(wake).max(self.t);
             self.schedule_wake(n, at);
@@ -553,21 +557,38 @@ impl Sim {
         self.queue.at(at, Ev::Wake(n, inc));
     }
 
-    /// At this instant: no cluster acted on by two replicas; coverage windows.
+    /// What the runner publishes after each step: the end of its validity, which the
+    /// controller's gate follows.
+    fn publish(&mut self, n: usize) {
+        let node = &mut self.nodes[n];
+        node.life.gate_until = node.machine.valid_until();
+    }
+
+    /// At this instant: no cluster acted on by two replicas (who acts comes from the starts
+    /// and stops executed and the validity published; the machine's own view must agree);
+    /// coverage windows.
     fn check(&mut self) {
         self.checker.begin();
         for (i, node) in self.nodes.iter().enumerate() {
+            for c in node.life.acting(self.t) {
+                self.checker.add(i, c);
+            }
             if !node.life.alive {
                 continue;
             }
             let now = node.life.local(self.t);
-            for c in node.machine.acting(now) {
-                self.checker.add(i, c);
-            }
-            if node.machine.is_valid(now) {
-                for c in &node.life.draining {
-                    self.checker.add(i, c);
-                }
+            let executed: Vec<&str> = if node.life.gate_open(self.t) {
+                node.life.started.iter().map(String::as_str).collect()
+            } else {
+                Vec::new()
+            };
+            let mut machine: Vec<&str> = node.machine.acting(now).collect();
+            machine.sort_unstable();
+            if machine != executed {
+                self.checker.out.disagreements.push(format!(
+                    "{} at {}: the machine acts on {machine:?}, the executed actions on {executed:?}",
+                    node.life.identity, self.t
+                ));
             }
         }
         let nodes = &self.nodes;

@@ -75,6 +75,12 @@ fn check_configuration(name: &str, test: &str, cfg: &SimConfig, runs: u64) -> To
             &out.overlaps[..out.overlaps.len().min(5)],
             replay(seed, test)
         );
+        assert!(
+            out.disagreements.is_empty(),
+            "{name}, seed {seed}: the driver's executed actions and the machine disagree: {:?} ({})",
+            &out.disagreements[..out.disagreements.len().min(3)],
+            replay(seed, test)
+        );
         let w = out.longest_since_disruption();
         totals.worst = totals.worst.max(w);
         assert!(
@@ -185,6 +191,27 @@ fn scaling_under_failures() {
         "sim::argocd::tests::scaling_under_failures",
         &cfg,
         400,
+    );
+}
+
+#[test]
+fn concurrent_faults_and_store_outages() {
+    // Failures at once (one to three replicas) and store outages for every replica at
+    // once, with the count changing: no overlap, and every window within the coverage bound
+    // of the last failure to begin or end.
+    let cfg = SimConfig {
+        nodes: 5,
+        replicas: 3,
+        scale: vec![(100_000, 4), (190_000, 2), (280_000, 3)],
+        outages: true,
+        concurrent: true,
+        ..SimConfig::default()
+    };
+    check_configuration(
+        "argocd, 5 replicas, count 3→4→2→3, concurrent faults, outages",
+        "sim::argocd::tests::concurrent_faults_and_store_outages",
+        &cfg,
+        200,
     );
 }
 
