@@ -9,10 +9,11 @@
 //!
 //! Checked at every change of who acts: no cluster has two acting owners (a replica acts on
 //! a cluster while it has started it and its validity lasts on its own clock; work still
-//! draining counts while valid), except right after a replica missed a map length that came
-//! and went between two of its reads, which the guarantee excludes (recorded from the
-//! store's history; `FLEETSHARD_SIM_STRICT=1` fails on those too). Measured: every window in
-//! which a cluster has no acting owner (bounded in `tests.rs`).
+//! draining counts while valid; derived from the starts and stops executed, and checked
+//! against the machine's own view), with no exclusion: a replica that missed a map length
+//! that came and went between two of its reads is recorded (from the store's history) and
+//! must not overlap either. Measured: every window in which a cluster has no acting owner
+//! (bounded in `tests.rs`).
 
 use std::collections::VecDeque;
 use std::time::Duration;
