@@ -578,18 +578,8 @@ impl Sim {
                 continue;
             }
             let now = node.life.local(self.t);
-            let executed: Vec<&str> = if node.life.gate_open(self.t) {
-                node.life.started.iter().map(String::as_str).collect()
-            } else {
-                Vec::new()
-            };
-            let mut machine: Vec<&str> = node.machine.acting(now).collect();
-            machine.sort_unstable();
-            if machine != executed {
-                self.checker.out.disagreements.push(format!(
-                    "{} at {}: the machine acts on {machine:?}, the executed actions on {executed:?}",
-                    node.life.identity, self.t
-                ));
+            if let Some(d) = node.life.disagreement(self.t, node.machine.acting(now)) {
+                self.checker.out.disagreements.push(d);
             }
         }
         let nodes = &self.nodes;

@@ -657,18 +657,9 @@ impl Sim {
             }
             if node.life.alive && !node.life.runner_stopped {
                 let now = node.life.local(self.t);
-                let executed: Vec<&str> = if node.life.gate_open(self.t) {
-                    node.life.started.iter().map(String::as_str).collect()
-                } else {
-                    Vec::new()
-                };
-                let mut machine: Vec<&str> = node.replica.acting(now).collect();
-                machine.sort_unstable();
-                if machine != executed {
-                    self.checker.out.disagreements.push(format!(
-                        "{} at {}: the machine acts on {machine:?}, the executed actions on {executed:?}",
-                        node.life.identity, self.t
-                    ));
+                let machine = node.replica.acting(now);
+                if let Some(d) = node.life.disagreement(self.t, machine) {
+                    self.checker.out.disagreements.push(d);
                 }
             }
         }

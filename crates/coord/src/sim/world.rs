@@ -189,6 +189,28 @@ impl Life {
         self.alive && self.gate_until.is_some_and(|until| self.local(t) < until)
     }
 
+    /// How the machine's own view of what it acts on at real time `t` (`machine`) differs
+    /// from what the executed starts and stops say, if it does.
+    pub(crate) fn disagreement<'a>(
+        &self,
+        t: u64,
+        machine: impl Iterator<Item = &'a str>,
+    ) -> Option<String> {
+        let executed: Vec<&str> = if self.gate_open(t) {
+            self.started.iter().map(String::as_str).collect()
+        } else {
+            Vec::new()
+        };
+        let mut machine: Vec<&str> = machine.collect();
+        machine.sort_unstable();
+        (machine != executed).then(|| {
+            format!(
+                "{} at {t}: the machine acts on {machine:?}, the executed actions on {executed:?}",
+                self.identity
+            )
+        })
+    }
+
     /// What this process acts on at real time `t`, from the starts and stops it executed:
     /// started or still draining, while its gate is open.
     pub(crate) fn acting(&self, t: u64) -> impl Iterator<Item = &String> {

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::support::replicas::fleetshard;
 use crate::support::{KillOnDrop, http, signal, wait_for};
+use crate::write_overlap::{assert_writes_well_formed, identity_of};
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::{FakeApiServer, FaultAction, Verb};
 use serde_json::{Value, json};
@@ -233,6 +234,15 @@ fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
             Some(json!("2"))
         );
     }
+    // Judged from the clusters' side: every write names its replica, both replicas wrote,
+    // and no two replicas' writes ever overlapped on a cluster (`write_overlap`).
+    let mut writers = std::collections::BTreeSet::new();
+    for cluster in &fakes.clusters {
+        assert_writes_well_formed(cluster);
+        let writes = cluster.writes();
+        writers.extend(writes.iter().filter_map(identity_of).map(str::to_owned));
+    }
+    assert_eq!(writers.into_iter().collect::<Vec<_>>(), ["r0", "r1"]);
 
     drift_is_healed(&fakes, "2");
 
