@@ -23,6 +23,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use http::HeaderValue;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::Scope;
@@ -134,6 +135,7 @@ pub struct ClusterConnections {
     options: LiveOptions,
     clusters: Mutex<HashMap<String, Arc<ClusterConn>>>,
     listener: Option<ChangeListener>,
+    user_agent: Option<HeaderValue>,
 }
 
 impl ClusterConnections {
@@ -143,7 +145,20 @@ impl ClusterConnections {
             options,
             clusters: Mutex::new(HashMap::new()),
             listener: None,
+            user_agent: None,
         }
+    }
+
+    /// Sends `agent` as the `User-Agent` of every request to the clusters (which replica
+    /// wrote shows in each cluster's audit log). An agent a header cannot carry is an
+    /// error naming it.
+    pub fn with_user_agent(mut self, agent: &str) -> Result<Self, LiveError> {
+        let value = HeaderValue::from_str(agent).map_err(|e| LiveError::Config {
+            cluster: "(every cluster)".to_owned(),
+            message: format!("User-Agent {agent:?}: {e}"),
+        })?;
+        self.user_agent = Some(value);
+        Ok(self)
     }
 
     /// Tells `listener` about every change of a tracked object on the started clusters.
@@ -161,7 +176,13 @@ impl ClusterConnections {
             return Ok(conn.clone());
         }
         let conn = Arc::new(
-            ClusterConn::connect(access.clone(), self.options, self.listener.clone()).await?,
+            ClusterConn::connect(
+                access.clone(),
+                self.options,
+                self.listener.clone(),
+                self.user_agent.clone(),
+            )
+            .await?,
         );
         let mut clusters = lock(&self.clusters);
         // Another task may have connected meanwhile: keep the first, so one cache exists.
@@ -272,6 +293,7 @@ impl ClusterConn {
         access: ClusterAccess,
         options: LiveOptions,
         listener: Option<ChangeListener>,
+        user_agent: Option<HeaderValue>,
     ) -> Result<Self, LiveError> {
         let config_err = |message: String| LiveError::Config {
             cluster: access.server.clone(),
@@ -299,6 +321,9 @@ impl ClusterConn {
         // kube retries 429/503/504 by default for minutes: an unreachable cluster must
         // show on the app quickly, and the controller's queue owns the backoff.
         config.default_retry = false;
+        if let Some(agent) = user_agent {
+            config.headers.push((http::header::USER_AGENT, agent));
+        }
         let client = Client::try_from(config).map_err(|e| match &access.credentials.exec {
             // The credential plugin runs while the client is built: name it.
             Some(exec) => config_err(format!(

@@ -62,6 +62,8 @@ pub struct RequestInfo {
     pub name: Option<String>,
     /// The request path.
     pub path: String,
+    /// The `User-Agent` header (which client sent it).
+    pub user_agent: Option<String>,
 }
 
 impl RequestInfo {

@@ -22,6 +22,7 @@ use super::state::Shared;
 use super::status::ApiError;
 use super::store::EventType;
 use super::watch::{self, WatchRequest};
+use super::writes::{WriteOutcome, WriteRecord, WriteTicket};
 
 /// The router: every path goes through [`handle`].
 pub fn router(shared: Arc<Shared>) -> axum::Router {
@@ -244,8 +245,72 @@ async fn handle(
         Err(e) => return e.into_response(),
     };
     let verb = verb_of(&method, &target, &q);
-    let info = info_of(&path, &target, verb, &q);
+    let mut info = info_of(&path, &target, verb, &q);
+    info.user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     shared.faults.count(&info);
+    // A write is logged from its arrival; dropped unanswered (the client closed the
+    // connection during a delay or a partition), it is logged as abandoned.
+    let ticket = verb.filter(|v| v.is_write()).map(|v| {
+        WriteTicket::new(
+            shared.clone(),
+            WriteRecord {
+                seq: 0,
+                verb: v,
+                method: method.to_string(),
+                path: path.clone(),
+                object: serde_json::from_slice(&body).ok(),
+                field_manager: q.get("fieldManager").cloned(),
+                user_agent: info.user_agent.clone(),
+                received: tokio::time::Instant::now(),
+                completed: None,
+                outcome: WriteOutcome::InFlight,
+            },
+        )
+    });
+    let incoming = Incoming {
+        method,
+        path,
+        target,
+        verb,
+        info,
+        q,
+        headers,
+        body,
+    };
+    let response = respond(&shared, incoming).await;
+    if let Some(ticket) = ticket {
+        ticket.answered(response.status().as_u16());
+    }
+    response
+}
+
+/// A request, parsed.
+struct Incoming {
+    method: Method,
+    path: String,
+    target: Target,
+    verb: Option<Verb>,
+    info: RequestInfo,
+    q: HashMap<String, String>,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+/// Faults, then the request served.
+async fn respond(shared: &Arc<Shared>, incoming: Incoming) -> Response {
+    let Incoming {
+        method,
+        path,
+        target,
+        verb,
+        info,
+        q,
+        headers,
+        body,
+    } = incoming;
     if let Err(e) = shared.faults.apply(&info).await {
         return e.into_response();
     }
@@ -292,7 +357,7 @@ async fn handle(
             sub,
         } => {
             let req = ResourceRequest {
-                shared: &shared,
+                shared,
                 kind,
                 namespace,
                 name: name.unwrap_or_default(),

@@ -67,6 +67,7 @@ pub fn report_problems(inventory: &Inventory, gauges: ProblemGauges) -> JoinHand
 pub async fn start(
     input: FleetSource,
     problems: ProblemGauges,
+    user_agent: &str,
 ) -> Result<StartedInventory, ReplicaError> {
     let inventory = Inventory::new();
     let mut finalizer: Option<Arc<dyn ProjectFinalizer>> = None;
@@ -102,6 +103,9 @@ pub async fn start(
             // kube's default retry can hold a call for minutes; the watchers retry with
             // backoff themselves and a status write is retried by the queue.
             kube_config.default_retry = false;
+            let agent = http::HeaderValue::from_str(user_agent)
+                .map_err(|e| ReplicaError::Inventory(format!("User-Agent {user_agent:?}: {e}")))?;
+            kube_config.headers.push((http::header::USER_AGENT, agent));
             let client = kube::Client::try_from(kube_config).map_err(|e| {
                 ReplicaError::Inventory(format!(
                     "--argocd-namespace: cannot build a Kubernetes client: {e}"
