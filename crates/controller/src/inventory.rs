@@ -17,18 +17,23 @@ use std::sync::Arc;
 
 use fleetshard_core::argo::{ArgoClusterList, IN_CLUSTER_SERVER};
 use fleetshard_core::{App, Cluster};
-use fleetshard_manifest::{AppSpec, ClusterCredentials};
+use fleetshard_manifest::{
+    AppProject, AppSpec, ClusterCredentials, DEFAULT_PROJECT_NAME, RepoSettings,
+};
 use tokio::sync::watch;
 
 use crate::{AppKey, ShardWork};
 
 mod directory;
 mod kubernetes;
+mod project_finalizer;
 
 pub use directory::{DirectoryConfig, DirectorySource, FileStamp, Files, MemoryFiles, RealFiles};
 pub use kubernetes::{
-    KubernetesConfig, KubernetesSource, KubernetesSourceError, application_resource,
+    KubernetesConfig, KubernetesSource, KubernetesSourceError, app_project_resource,
+    application_resource,
 };
+pub use project_finalizer::KubernetesProjectFinalizer;
 
 /// How serious a [`Problem`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -186,7 +191,7 @@ pub fn check_app(app: &App, source: &str) -> Result<(), Problem> {
 #[derive(Debug, Clone, Default)]
 pub struct InventorySnapshot {
     /// Counts content changes: it moves when, and only when, the clusters, the
-    /// applications, their specs or the credentials change (problems and `ready` alone do
+    /// applications, their specs, the credentials (of clusters or repositories) or the projects change (problems and `ready` alone do
     /// not move it). 0 is the empty inventory before any load.
     pub revision: u64,
     /// The source has loaded everything once (first scan, or first complete listing of
@@ -203,11 +208,27 @@ pub struct InventorySnapshot {
     /// How to reach each cluster, by cluster id (from the cluster Secret's `config`); a
     /// cluster without an entry is reached anonymously with verified TLS.
     pub credentials: Arc<BTreeMap<String, ClusterCredentials>>,
+    /// How to reach private Git repositories (repository Secrets, credential templates,
+    /// known hosts, TLS certificates); empty: every repository is read anonymously.
+    pub repositories: Arc<RepoSettings>,
     /// Current problems of the source; objects named here keep their last good version.
     pub problems: Arc<Vec<Problem>>,
+    /// Argo CD AppProjects, by name.
+    pub projects: Arc<BTreeMap<String, Arc<AppProject>>>,
 }
 
 impl InventorySnapshot {
+    /// The project an application naming `name` belongs to (`default` when empty):
+    /// the AppProject of that name, or, for `default` when none exists, the permissive
+    /// project Argo CD creates in that case. `None`: the project does not exist.
+    pub fn project(&self, name: &str) -> Option<Arc<AppProject>> {
+        let name = effective_project(name);
+        if let Some(p) = self.projects.get(name) {
+            return Some(p.clone());
+        }
+        (name == DEFAULT_PROJECT_NAME).then(|| builtin_default().clone())
+    }
+
     /// Problems of severity [`Severity::Error`].
     pub fn errors(&self) -> impl Iterator<Item = &Problem> {
         self.problems
@@ -227,6 +248,35 @@ pub struct InventoryContent {
     pub specs: BTreeMap<AppKey, AppSpec>,
     /// How to reach each cluster, by cluster id.
     pub credentials: BTreeMap<String, ClusterCredentials>,
+    /// How to reach private Git repositories (see [`InventorySnapshot::repositories`]).
+    pub repositories: RepoSettings,
+    /// Argo CD AppProjects, by name.
+    pub projects: BTreeMap<String, Arc<AppProject>>,
+}
+
+/// The project name an application's `spec.project` stands for: `default` when empty.
+pub fn effective_project(name: &str) -> &str {
+    if name.is_empty() {
+        DEFAULT_PROJECT_NAME
+    } else {
+        name
+    }
+}
+
+/// The `default` project Argo CD creates when none exists, shared.
+fn builtin_default() -> &'static Arc<AppProject> {
+    static DEFAULT: std::sync::OnceLock<Arc<AppProject>> = std::sync::OnceLock::new();
+    DEFAULT.get_or_init(|| Arc::new(AppProject::builtin_default("")))
+}
+
+/// AppProjects as the loaders return them, shared as the inventory keeps them.
+pub fn shared_projects(
+    projects: impl IntoIterator<Item = (String, AppProject)>,
+) -> BTreeMap<String, Arc<AppProject>> {
+    projects
+        .into_iter()
+        .map(|(name, p)| (name, Arc::new(p)))
+        .collect()
 }
 
 impl InventoryContent {
@@ -316,19 +366,25 @@ impl Inventory {
             apps,
             specs,
             credentials,
+            projects,
+            repositories,
         } = content;
         let mut moved = false;
         self.tx.send_if_modified(|snap| {
             let content = *snap.clusters != clusters
                 || *snap.apps != apps
                 || *snap.specs != specs
-                || *snap.credentials != credentials;
+                || *snap.credentials != credentials
+                || *snap.projects != projects
+                || *snap.repositories != repositories;
             if content {
                 snap.revision += 1;
                 snap.clusters = Arc::new(clusters);
                 snap.apps = Arc::new(apps);
                 snap.specs = Arc::new(specs);
                 snap.credentials = Arc::new(credentials);
+                snap.projects = Arc::new(projects);
+                snap.repositories = Arc::new(repositories);
                 moved = true;
             }
             let others = *snap.problems != problems || snap.ready != ready;
@@ -343,7 +399,8 @@ impl Inventory {
 }
 
 /// Feeds `filter` from the inventory: [`ShardWork::set_inventory`] with the current
-/// content now, then again whenever the revision moves. An app whose definition (the app
+/// content now, then again whenever the revision moves. A project that changed goes to
+/// the project queue ([`ShardWork::project_queue`]), which re-queues its applications. An app whose definition (the app
 /// or its GitOps spec) changed, and every app of a cluster whose address or credentials
 /// changed, is queued for refresh if this replica owns it (Argo CD refreshes an app on
 /// every change of its object).
@@ -357,7 +414,18 @@ pub async fn follow_inventory(filter: Arc<ShardWork>, mut rx: watch::Receiver<In
             if let Some(old) = &seen {
                 filter.refresh_apps(changed_apps(old, &snap));
                 filter.refresh_clusters(changed_clusters(old, &snap));
+                filter
+                    .project_queue()
+                    .add_many(changed_projects(old, &snap));
             }
+            // A project being deleted waits for its last application to go: any change
+            // may be that one.
+            filter.project_queue().add_many(
+                snap.projects
+                    .values()
+                    .filter(|p| p.deleting)
+                    .map(|p| p.name.clone()),
+            );
             seen = Some(snap);
         }
         if rx.changed().await.is_err() {
@@ -394,6 +462,26 @@ fn changed_apps(old: &InventorySnapshot, new: &InventorySnapshot) -> BTreeSet<Ap
         changed.extend(specs(old, new));
     }
     changed
+}
+
+/// Names of projects that are new, changed or gone between the snapshots: the project
+/// queue re-checks their applications.
+fn changed_projects(old: &InventorySnapshot, new: &InventorySnapshot) -> Vec<String> {
+    if old.projects == new.projects {
+        return Vec::new();
+    }
+    let mut names: BTreeSet<&String> = BTreeSet::new();
+    for (a, b) in [
+        (&old.projects, &new.projects),
+        (&new.projects, &old.projects),
+    ] {
+        names.extend(
+            a.iter()
+                .filter(|(n, p)| b.get(*n) != Some(*p))
+                .map(|(n, _)| n),
+        );
+    }
+    names.into_iter().cloned().collect()
 }
 
 /// Ids of clusters whose definition or credentials differ between the snapshots.

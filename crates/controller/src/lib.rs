@@ -10,6 +10,8 @@
 //!   cluster each app deploys to, both queues, the items in flight and the lease gate, and
 //!   the wait that lets a handover be acknowledged only after the work on a cluster has
 //!   really stopped (G1);
+//! - [`project`]: the project queue's workers: a changed AppProject re-queues its apps, and
+//!   a project being deleted keeps its finalizer until no app references it;
 //! - [`runtime`]: the one composition point: [`ControllerRuntime::start`] takes the work,
 //!   the reconciler and every input (ownership feed, lease deadlines, inventory) at once.
 //!
@@ -22,11 +24,13 @@ use std::sync::Arc;
 
 pub mod inventory;
 pub mod processor;
+pub mod project;
 pub mod queue;
 pub mod runtime;
 pub mod shard_work;
 
 pub use processor::{Operated, PoolConfig, Processors, ReconcileError, Reconciler};
+pub use project::{ProjectFinalizer, ProjectProcessor, ProjectStats};
 pub use queue::{QueueMetrics, RateLimiterConfig, WorkQueue, WorkQueueMetrics};
 pub use runtime::{
     ControllerInputs, ControllerRuntime, DEFAULT_RESYNC, DEFAULT_RESYNC_JITTER, NoopReconciler,

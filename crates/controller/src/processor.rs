@@ -70,6 +70,8 @@ pub struct PoolConfig {
     pub operation_processors: usize,
     /// How often the queues' running-time gauges are refreshed (client-go: 500 ms).
     pub metrics_every: Duration,
+    /// Project queue workers ([`crate::project`]).
+    pub project_processors: usize,
 }
 
 impl Default for PoolConfig {
@@ -78,6 +80,7 @@ impl Default for PoolConfig {
             status_processors: 20,
             operation_processors: 10,
             metrics_every: Duration::from_millis(500),
+            project_processors: 2,
         }
     }
 }
@@ -214,6 +217,7 @@ async fn update_metrics(filter: Arc<ShardWork>, every: Duration) {
         }
         r.update_metrics();
         o.update_metrics();
+        filter.project_queue().update_metrics();
     }
 }
 

@@ -100,6 +100,15 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         metrics: Option<QueueMetrics>,
     ) -> Result<Self, ConfigError> {
         limits.validate()?;
+        Ok(Self::build(limits, metrics))
+    }
+
+    /// A queue with the default limits (valid by construction) and no metrics.
+    pub fn with_default_limits() -> Self {
+        Self::build(RateLimiterConfig::default(), None)
+    }
+
+    fn build(limits: RateLimiterConfig, metrics: Option<QueueMetrics>) -> Self {
         let state = State {
             queue: VecDeque::new(),
             live: 0,
@@ -112,14 +121,14 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
             limiter: RateLimiter::new(limits, Instant::now()),
             shutting_down: false,
         };
-        Ok(WorkQueue {
+        WorkQueue {
             inner: Arc::new(Inner {
                 state: Mutex::new(state),
                 ready: Notify::new(),
                 idle: Notify::new(),
                 metrics,
             }),
-        })
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State<K>> {

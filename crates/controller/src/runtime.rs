@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use crate::ConfigError;
 use crate::inventory::{InventorySnapshot, follow_inventory};
 use crate::processor::{PoolConfig, Processors, Reconciler};
+use crate::project::{ProjectFinalizer, ProjectProcessor};
 use crate::queue::RateLimiterConfig;
 use crate::shard_work::ShardWork;
 
@@ -101,12 +102,16 @@ pub struct ControllerInputs<S> {
     pub status: watch::Receiver<S>,
     /// The inventory: each revision is re-indexed, and changed apps re-queued.
     pub inventory: watch::Receiver<InventorySnapshot>,
+    /// Removes the finalizer of an AppProject being deleted once no app references it
+    /// (the Kubernetes source's; `None`: projects have no finalizers to remove).
+    pub project_finalizer: Option<Arc<dyn ProjectFinalizer>>,
 }
 
 /// The running controller of one replica.
 #[derive(Debug)]
 pub struct ControllerRuntime {
     processors: Processors,
+    projects: ProjectProcessor,
     /// Follows the ownership feed; ends when the runner drops its sender.
     feed: JoinHandle<()>,
     /// Follow the lease deadline, the inventory and the resync timer; cancelled at
@@ -142,11 +147,18 @@ impl ControllerRuntime {
             stops,
             status,
             inventory,
+            project_finalizer,
         } = inputs;
         // The inventory first, so the first ownership events find their apps.
         let first = inventory.borrow().clone();
         work.set_inventory(&first.clusters, &first.apps);
         let processors = Processors::start(cfg.pools, work.clone(), reconciler)?;
+        let projects = ProjectProcessor::start(
+            cfg.pools.project_processors,
+            work.clone(),
+            inventory.clone(),
+            project_finalizer,
+        );
         let (events, feed) = feed(work.clone(), ownership, stops);
         let mut followers = vec![
             tokio::spawn(follow_lease(work.clone(), status)),
@@ -157,6 +169,7 @@ impl ControllerRuntime {
         }
         let runtime = ControllerRuntime {
             processors,
+            projects,
             feed,
             followers,
         };
@@ -179,7 +192,13 @@ impl ControllerRuntime {
         for task in self.followers {
             let _ = task.await;
         }
+        self.projects.shutdown().await;
         self.processors.shutdown().await;
+    }
+
+    /// What the project workers did.
+    pub fn project_stats(&self) -> &Arc<crate::project::ProjectStats> {
+        self.projects.stats()
     }
 }
 
@@ -309,6 +328,7 @@ mod tests {
             stops: stops(&work),
             status: status_rx,
             inventory: inventory.subscribe(),
+            project_finalizer: None,
         };
         let (rt, out) = ControllerRuntime::start(cfg, work, rec, inputs).unwrap();
         Rig {

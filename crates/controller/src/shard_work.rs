@@ -182,14 +182,31 @@ pub struct ShardWork {
     idle: Notify,
     refresh: WorkQueue<AppKey>,
     operation: WorkQueue<AppKey>,
+    project: WorkQueue<String>,
     metrics: WorkMetrics,
 }
 
 impl ShardWork {
-    /// A filter owning nothing, feeding `refresh` and cleaning both queues.
+    /// A filter owning nothing, feeding `refresh` and cleaning both queues, with an
+    /// unmetered project queue.
     pub fn new(
         refresh: WorkQueue<AppKey>,
         operation: WorkQueue<AppKey>,
+        metrics: WorkMetrics,
+    ) -> Arc<Self> {
+        Self::with_project_queue(
+            refresh,
+            operation,
+            WorkQueue::with_default_limits(),
+            metrics,
+        )
+    }
+
+    /// [`ShardWork::new`] with its project queue.
+    pub fn with_project_queue(
+        refresh: WorkQueue<AppKey>,
+        operation: WorkQueue<AppKey>,
+        project: WorkQueue<String>,
         metrics: WorkMetrics,
     ) -> Arc<Self> {
         Arc::new(ShardWork {
@@ -197,12 +214,13 @@ impl ShardWork {
             idle: Notify::new(),
             refresh,
             operation,
+            project,
             metrics,
         })
     }
 
-    /// The replica's work with both queues — `app_refresh` and `app_operation`, as Argo CD
-    /// names them — and its own metrics registered in `registry`. Built first, as a plain
+    /// The replica's work with its queues — `app_refresh`, `app_operation` and
+    /// `project_refresh` (Argo CD's three) — and its own metrics registered in `registry`. Built first, as a plain
     /// value: the reconciler takes it as an argument (its lease check, its refresh
     /// triggers), then [`crate::ControllerRuntime::start`] runs the workers on it.
     pub fn registered(
@@ -212,9 +230,12 @@ impl ShardWork {
         let queue_metrics = WorkQueueMetrics::register(registry);
         let refresh = WorkQueue::new(limits, Some(queue_metrics.queue("app_refresh")))?;
         let operation = WorkQueue::new(limits, Some(queue_metrics.queue("app_operation")))?;
+        let project = WorkQueue::new(limits, Some(queue_metrics.queue("project_refresh")))?;
         let metrics = WorkMetrics::default();
         metrics.register(registry);
-        Ok(ShardWork::new(refresh, operation, metrics))
+        Ok(ShardWork::with_project_queue(
+            refresh, operation, project, metrics,
+        ))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -230,6 +251,12 @@ impl ShardWork {
     /// The operation queue.
     pub fn operation_queue(&self) -> &WorkQueue<AppKey> {
         &self.operation
+    }
+
+    /// The project queue: names of AppProjects whose applications are to be re-checked
+    /// ([`crate::project`]).
+    pub fn project_queue(&self) -> &WorkQueue<String> {
+        &self.project
     }
 
     /// The metrics.

@@ -1,6 +1,7 @@
 //! Every path of the balanced placement the distributor takes, at 10k and 50k clusters:
 //! from scratch, and from the previous assignment after a change — the shard count ±1 and
-//! ×3 (1→3, 3→1), one cluster more or fewer, a zone's replicas added. Each is one full
+//! ×3 (1→3, 3→1, 10→30, 30→90), one cluster more or fewer, a zone's replicas added; 1→3 also with
+//! no apps (every load ties) and with the default load (a base per cluster plus its apps). Each is one full
 //! `BalancedPlacer::place`, as the distributor runs it. Run:
 //! `cargo bench -p fleetshard-core --bench placement` (a filter such as `-- 1→3` picks
 //! paths). Results and machine: `docs/performance.md`.
@@ -37,6 +38,7 @@ fn place(
 fn paths(size: usize) -> Vec<Path> {
     let fleet = FleetSpec::new(size).with_seed(7).generate();
     let (clusters, loads) = (fleet.clusters.clone(), fleet.loads());
+    let based = PlacementConfig::default().loads(&fleet.clusters, &fleet.apps);
     let plain = |n: usize| vec![ShardSpec::default(); n];
     let from = |n: usize| Some(place(&clusters, &loads, &plain(n), None));
     let mut out = vec![
@@ -82,6 +84,30 @@ fn paths(size: usize) -> Vec<Path> {
             loads: vec![0; size],
             shards: plain(3),
             previous: Some(place(&clusters, &vec![0; size], &plain(1), None)),
+        },
+        // The default load: a base per cluster plus its apps (what `plan` and `run` use).
+        Path {
+            name: "1→3 base load",
+            clusters: clusters.clone(),
+            loads: based.clone(),
+            shards: plain(3),
+            previous: Some(place(&clusters, &based, &plain(1), None)),
+        },
+        // ×3 at a larger count: 20 new shards fill at once.
+        Path {
+            name: "10→30",
+            clusters: clusters.clone(),
+            loads: loads.clone(),
+            shards: plain(30),
+            previous: from(10),
+        },
+        // The widest fill: 60 new shards, each filled from the 30 old ones.
+        Path {
+            name: "30→90",
+            clusters: clusters.clone(),
+            loads: loads.clone(),
+            shards: plain(90),
+            previous: from(30),
         },
         Path {
             name: "3→1",

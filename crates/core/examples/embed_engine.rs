@@ -21,9 +21,10 @@ fn main() {
                 .map(move |a| App::to_server("argocd", &format!("{}-{a}", c.id), &c.server))
         })
         .collect();
-    let loads = fleetshard_core::model::loads(&clusters, &apps);
     let shards = |n: u32| -> Vec<ShardSpec> { (0..n).map(|_| ShardSpec::default()).collect() };
     let config = PlacementConfig::default();
+    // A cluster's load: a base cost plus its apps (or its weight, when set).
+    let loads = config.loads(&clusters, &apps);
 
     let three = place(&clusters, &loads, &shards(3), None, &config);
     println!(

@@ -116,6 +116,8 @@ async fn start_fleet(repo: &str, apps: usize, clusters: usize) -> Fleet {
     }
     let inventory = Arc::new(StaticInventory::default());
     let mut keys = Vec::new();
+    let default_project =
+        std::sync::Arc::new(fleetshard_manifest::AppProject::builtin_default("argocd"));
     for a in 0..apps {
         let c = a % clusters;
         let app = App {
@@ -148,6 +150,9 @@ async fn start_fleet(repo: &str, apps: usize, clusters: usize) -> Fleet {
             app,
             spec,
             cluster: access[c].clone(),
+            cluster_name: access[c].id.clone(),
+            project: Some(default_project.clone()),
+            repositories: Default::default(),
         });
     }
     Fleet {

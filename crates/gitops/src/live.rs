@@ -23,6 +23,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use http::HeaderValue;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::Scope;
@@ -134,6 +135,7 @@ pub struct ClusterConnections {
     options: LiveOptions,
     clusters: Mutex<HashMap<String, Arc<ClusterConn>>>,
     listener: Option<ChangeListener>,
+    user_agent: Option<HeaderValue>,
 }
 
 impl ClusterConnections {
@@ -143,7 +145,20 @@ impl ClusterConnections {
             options,
             clusters: Mutex::new(HashMap::new()),
             listener: None,
+            user_agent: None,
         }
+    }
+
+    /// Sends `agent` as the `User-Agent` of every request to the clusters (which replica
+    /// wrote shows in each cluster's audit log). An agent a header cannot carry is an
+    /// error naming it.
+    pub fn with_user_agent(mut self, agent: &str) -> Result<Self, LiveError> {
+        let value = HeaderValue::from_str(agent).map_err(|e| LiveError::Config {
+            cluster: "(every cluster)".to_owned(),
+            message: format!("User-Agent {agent:?}: {e}"),
+        })?;
+        self.user_agent = Some(value);
+        Ok(self)
     }
 
     /// Tells `listener` about every change of a tracked object on the started clusters.
@@ -161,7 +176,13 @@ impl ClusterConnections {
             return Ok(conn.clone());
         }
         let conn = Arc::new(
-            ClusterConn::connect(access.clone(), self.options, self.listener.clone()).await?,
+            ClusterConn::connect(
+                access.clone(),
+                self.options,
+                self.listener.clone(),
+                self.user_agent.clone(),
+            )
+            .await?,
         );
         let mut clusters = lock(&self.clusters);
         // Another task may have connected meanwhile: keep the first, so one cache exists.
@@ -272,6 +293,7 @@ impl ClusterConn {
         access: ClusterAccess,
         options: LiveOptions,
         listener: Option<ChangeListener>,
+        user_agent: Option<HeaderValue>,
     ) -> Result<Self, LiveError> {
         let config_err = |message: String| LiveError::Config {
             cluster: access.server.clone(),
@@ -299,6 +321,9 @@ impl ClusterConn {
         // kube retries 429/503/504 by default for minutes: an unreachable cluster must
         // show on the app quickly, and the controller's queue owns the backoff.
         config.default_retry = false;
+        if let Some(agent) = user_agent {
+            config.headers.push((http::header::USER_AGENT, agent));
+        }
         let client = Client::try_from(config).map_err(|e| match &access.credentials.exec {
             // The credential plugin runs while the client is built: name it.
             Some(exec) => config_err(format!(
@@ -522,67 +547,4 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every authentication field of an Argo CD cluster Secret reaches kube's client
-    /// configuration: basic auth, a client certificate and key, the server name to verify,
-    /// a proxy.
-    #[tokio::test]
-    async fn a_secrets_authentication_reaches_the_client_configuration() {
-        // A self-signed certificate is not needed: kube only decodes the PEM later, when it
-        // builds TLS; here the configuration is checked field by field.
-        let (credentials, unsupported) = ClusterCredentials::from_argo_config(
-            r#"{"username":"admin","password":"pw","proxyUrl":"socks5://127.0.0.1:1080",
-                "tlsClientConfig":{"serverName":"api.internal","certData":"Y2VydA==","keyData":"a2V5"}}"#,
-            "config",
-        )
-        .unwrap();
-        assert!(unsupported.is_empty());
-        let access = ClusterAccess {
-            id: "c".into(),
-            server: "https://10.0.0.1:6443".into(),
-            credentials,
-        };
-        let config = kubeconfig_config(&access).await.expect("config");
-        let auth = &config.auth_info;
-        assert_eq!(auth.username.as_deref(), Some("admin"));
-        assert!(auth.password.is_some());
-        assert_eq!(auth.client_certificate_data.as_deref(), Some("Y2VydA=="));
-        assert!(auth.client_key_data.is_some());
-        assert_eq!(config.tls_server_name.as_deref(), Some("api.internal"));
-        assert_eq!(
-            config
-                .proxy_url
-                .as_ref()
-                .map(ToString::to_string)
-                .as_deref(),
-            Some("socks5://127.0.0.1:1080/")
-        );
-    }
-
-    /// Argo CD's built-in in-cluster entry is reached with the pod's service account, never
-    /// anonymously: outside a pod that is a configuration error naming the way out.
-    #[tokio::test]
-    async fn the_built_in_in_cluster_entry_needs_the_pods_service_account() {
-        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
-            // Inside a pod the service account exists; what this test checks cannot happen.
-            return;
-        }
-        let access = ClusterAccess {
-            id: String::new(),
-            server: fleetshard_core::argo::IN_CLUSTER_SERVER.to_owned(),
-            credentials: ClusterCredentials::pod_service_account(),
-        };
-        let Err(err) = ClusterConnections::new(LiveOptions::default())
-            .start(&access)
-            .await
-        else {
-            panic!("connected anonymously to the in-cluster server");
-        };
-        let message = err.to_string();
-        assert!(matches!(err, LiveError::Config { .. }), "{message}");
-        assert!(message.contains("service account"), "{message}");
-        assert!(message.contains("--in-cluster-enabled=false"), "{message}");
-    }
-}
+mod tests;

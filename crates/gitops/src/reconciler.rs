@@ -39,6 +39,7 @@ mod guard;
 mod inventory;
 mod operate;
 mod problem;
+mod project;
 mod self_heal;
 mod status;
 mod store_sink;
@@ -55,8 +56,9 @@ use crate::apply::{DesiredObject, LeaseCheck, PruneTarget, handover_patch};
 use crate::compare::{AppComparison, CompareOptions, ResourceKey, SyncStatus, compare_app};
 use crate::health::{app_health, assess};
 use crate::live::{ClusterConnections, KindInfo};
-use crate::source::{Refresh, RepoCache};
+use crate::source::{Refresh, RepoAccess, RepoCache};
 use fleetshard_manifest::RefusalKind;
+use fleetshard_manifest::project::WindowVerdict;
 use problem::{COMPARISON_ERROR, Problem};
 
 pub use inventory::{AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory};
@@ -234,9 +236,13 @@ impl GitOpsReconciler {
                 format!("application {key} is not synced: {}", refused.join("; ")),
             ));
         }
+        // Before anything is read: a repository the project does not permit is not fetched.
+        self.check_project(target)?;
+        let source = &target.spec.source;
+        let access = RepoAccess::resolve(&target.repositories, &source.repo_url, &app.project);
         let manifests = self
             .repos
-            .manifests(&target.spec.source, Refresh::Normal)
+            .manifests_with(source, &access, Refresh::Normal)
             .await?;
         let revision = Some(manifests.commit.clone());
         let with_rev = |mut p: Problem| {
@@ -287,10 +293,11 @@ impl GitOpsReconciler {
             if !kinds.contains(&kind) {
                 kinds.push(kind.clone());
             }
-            placed.push((
-                ResourceKey::new(id.group(), &id.kind, &namespace, &id.name),
-                kind,
-            ));
+            let resource = ResourceKey::new(id.group(), &id.kind, &namespace, &id.name);
+            // Its kind, and its own namespace, against the project (a manifest's namespace
+            // does not escape it; Argo CD's control plane is not written).
+            self.check_resource(target, &resource).map_err(&with_rev)?;
+            placed.push((resource, kind));
             values.push(object);
         }
         conn.watch_kinds(&kinds)
@@ -329,6 +336,8 @@ impl GitOpsReconciler {
                 .copied()
                 .unwrap_or_else(|| live_api.rsplit_once('/').map_or(live_api, |(_, v)| v));
             if r.requires_pruning {
+                // Pruning is a write too: never outside the project.
+                self.check_resource(target, &r.key).map_err(&with_rev)?;
                 prune.push(PruneTarget {
                     key: r.key.clone(),
                     api_version: live_api.to_owned(),
@@ -494,6 +503,11 @@ impl GitOpsReconciler {
         });
         let already = synced.as_deref() == Some(last.commit.as_str());
         if !to_do || (already && !auto.self_heal) || last.cluster != target.cluster.id {
+            return Ok(Operated::Idle);
+        }
+        if let WindowVerdict::Blocked(why) = self.window_verdict(&target, false) {
+            // Tried again at the next refresh (events, the periodic resync).
+            tracing::info!(app = %key, %why, "automated sync not run");
             return Ok(Operated::Idle);
         }
         // Healing drift of a commit already synced: consecutive heals back off.

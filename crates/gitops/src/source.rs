@@ -27,17 +27,20 @@
 //!   manifest, the file and document; it concerns one application, which the controller
 //!   retries with backoff.
 
+mod access;
+mod auth;
 mod cache;
 mod error;
-mod glob;
+use fleetshard_manifest::glob;
 mod parse;
 mod repo;
 mod url;
 
+pub use access::RepoAccess;
 pub use cache::{
-    CacheStats, DEFAULT_MAX_CACHED_READS, DEFAULT_REFRESH_INTERVAL, Manifests, Refresh, RepoCache,
-    RepoCacheConfig,
+    CacheStats, DEFAULT_FETCH_TIMEOUT, DEFAULT_MAX_CACHED_READS, DEFAULT_REFRESH_INTERVAL,
+    Manifests, Refresh, RepoCache, RepoCacheConfig,
 };
 pub use error::{Location, ManifestError, SourceError};
 pub use parse::{FileFormat, Manifest, ObjectIdentity, parse_file};
-pub use url::{RepoLocation, cache_key, normalize};
+pub use url::{RepoLocation, cache_key, exact_form, normalize};

@@ -57,10 +57,13 @@ pub struct RequestInfo {
     pub subresource: Option<String>,
     /// Namespace from the path.
     pub namespace: Option<String>,
-    /// Object name from the path.
+    /// Object name from the path (for a list or watch, from a `metadata.name=` field
+    /// selector, as the real server's request info has it).
     pub name: Option<String>,
     /// The request path.
     pub path: String,
+    /// The `User-Agent` header (which client sent it).
+    pub user_agent: Option<String>,
 }
 
 impl RequestInfo {

@@ -55,6 +55,7 @@ mod state;
 mod status;
 mod store;
 mod watch;
+mod writes;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -67,6 +68,7 @@ use serde_json::{Value, json};
 pub use faults::{FaultAction, FaultId, RequestInfo, Verb};
 pub use registry::{DEFAULT_RESOURCES, ResourceKind};
 pub use status::ApiError;
+pub use writes::{WriteOutcome, WriteRecord, overlaps};
 
 use state::Shared;
 use store::Store;
@@ -103,6 +105,8 @@ pub struct FakeConfig {
     /// server with anonymous access off) before anything else, faults and counters
     /// included. None (the default): no authentication.
     pub bearer_token: Option<String>,
+    /// How many write requests [`FakeApiServer::writes`] keeps (the newest).
+    pub write_log_limit: usize,
 }
 
 impl Default for FakeConfig {
@@ -112,6 +116,7 @@ impl Default for FakeConfig {
             history_limit: 10_000,
             bookmark_interval: Duration::from_secs(1),
             bearer_token: None,
+            write_log_limit: 100_000,
         }
     }
 }
@@ -153,6 +158,7 @@ impl FakeApiServer {
             config.bookmark_interval,
             addr.to_string(),
             config.bearer_token.filter(|t| !t.is_empty()),
+            config.write_log_limit,
         ));
         let app = routes::router(shared.clone());
         let mut stop = shared.shutdown.subscribe();
@@ -505,6 +511,27 @@ impl FakeApiServer {
     /// Zeroes the counters.
     pub fn reset_request_counts(&self) {
         self.shared.faults.reset_counts();
+    }
+
+    // ----- the write log -----
+
+    /// Every write request received over HTTP (direct access is not a request), oldest
+    /// first: who sent it, what, when it arrived and how and when it ended (the newest
+    /// [`FakeConfig::write_log_limit`] kept).
+    pub fn writes(&self) -> Vec<WriteRecord> {
+        self.shared.writes.snapshot()
+    }
+
+    /// Pairs of writes from different User-Agents that were on this server at one instant
+    /// ([`overlaps`]: G1 judged from the cluster's side). Empty when writers never
+    /// interleave.
+    pub fn write_overlaps(&self) -> Vec<(WriteRecord, WriteRecord)> {
+        overlaps(&self.writes(), |w| w.user_agent.clone())
+    }
+
+    /// Forgets the write log.
+    pub fn clear_writes(&self) {
+        self.shared.writes.clear();
     }
 }
 

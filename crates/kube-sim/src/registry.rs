@@ -249,6 +249,15 @@ pub const DEFAULT_RESOURCES: &[ResourceKind] = &[
     )
     // Argo CD's CRD declares no subresources: status is a plain field of the object.
     .returning_deleted(),
+    // Installed with Argo CD beside Applications (the controller watches both).
+    ResourceKind::namespaced(
+        "argoproj.io",
+        "v1alpha1",
+        "AppProject",
+        "appprojects",
+        "appproject",
+    )
+    .returning_deleted(),
 ];
 
 /// The served kinds, with lookups by path and by apiVersion/kind. Immutable: the server

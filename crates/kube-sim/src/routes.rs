@@ -22,6 +22,11 @@ use super::state::Shared;
 use super::status::ApiError;
 use super::store::EventType;
 use super::watch::{self, WatchRequest};
+use super::writes::{WriteOutcome, WriteRecord, WriteTicket};
+
+mod target;
+
+use target::{Target, authenticate, flag, info_of, not_found_path, parse_target, verb_of};
 
 /// The router: every path goes through [`handle`].
 pub fn router(shared: Arc<Shared>) -> axum::Router {
@@ -60,151 +65,6 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// A parsed path.
-enum Target {
-    Version,
-    CoreVersions,
-    Groups,
-    Group(String),
-    ResourceList(String, String),
-    Resource {
-        kind: ResourceKind,
-        namespace: Option<String>,
-        name: Option<String>,
-        sub: Option<String>,
-    },
-}
-
-fn not_found_path() -> ApiError {
-    ApiError::new(
-        404,
-        "NotFound",
-        "the server could not find the requested resource",
-    )
-}
-
-fn parse_target(shared: &Shared, path: &str) -> Result<Target, ApiError> {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (group, version, rest) = match segs.as_slice() {
-        ["version"] => return Ok(Target::Version),
-        ["api"] => return Ok(Target::CoreVersions),
-        ["apis"] => return Ok(Target::Groups),
-        ["apis", g] => return Ok(Target::Group(g.to_string())),
-        ["api", v] => return Ok(Target::ResourceList(String::new(), v.to_string())),
-        ["apis", g, v] => return Ok(Target::ResourceList(g.to_string(), v.to_string())),
-        ["api", v, rest @ ..] => ("", *v, rest),
-        ["apis", g, v, rest @ ..] => (*g, *v, rest),
-        _ => return Err(not_found_path()),
-    };
-    let reg = shared.registry();
-    let namespaced_plural = |p: &str| {
-        reg.by_plural(group, version, p)
-            .is_some_and(|k| k.namespaced)
-    };
-    let (namespace, rest) = match rest {
-        ["namespaces", ns, plural, ..] if namespaced_plural(plural) => {
-            (Some(ns.to_string()), &rest[2..])
-        }
-        _ => (None, rest),
-    };
-    let (plural, name, sub) = match rest {
-        [p] => (*p, None, None),
-        [p, n] => (*p, Some(n.to_string()), None),
-        [p, n, s] => (*p, Some(n.to_string()), Some(s.to_string())),
-        _ => return Err(not_found_path()),
-    };
-    let kind = *reg
-        .by_plural(group, version, plural)
-        .ok_or_else(not_found_path)?;
-    // A namespaced object is addressed only inside its namespace.
-    if kind.namespaced && namespace.is_none() && name.is_some() {
-        return Err(not_found_path());
-    }
-    match sub.as_deref() {
-        None => {}
-        Some("status") if kind.status => {}
-        Some("scale") if kind.scale => {}
-        Some(_) => return Err(not_found_path()),
-    }
-    Ok(Target::Resource {
-        kind,
-        namespace,
-        name,
-        sub,
-    })
-}
-
-/// With a required token: `Authorization: Bearer TOKEN` or 401, checked before anything
-/// else (faults and counters included), as the real server authenticates first. The
-/// comparison takes the same time wherever the tokens differ.
-fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(want) = &shared.bearer_token else {
-        return Ok(());
-    };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim().as_bytes());
-    match given {
-        Some(token)
-            if token.len() == want.len()
-                && token
-                    .iter()
-                    .zip(want.as_bytes())
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                    == 0 =>
-        {
-            Ok(())
-        }
-        _ => Err(ApiError::new(401, "Unauthorized", "Unauthorized")),
-    }
-}
-
-fn flag(q: &HashMap<String, String>, key: &str) -> bool {
-    q.get(key).is_some_and(|v| v == "true" || v == "1")
-}
-
-fn verb_of(method: &Method, t: &Target, q: &HashMap<String, String>) -> Option<Verb> {
-    let Target::Resource { name, .. } = t else {
-        return (method == Method::GET).then_some(Verb::Discovery);
-    };
-    Some(match (method.as_str(), name.is_some()) {
-        ("GET", true) => Verb::Get,
-        ("GET", false) if flag(q, "watch") => Verb::Watch,
-        ("GET", false) => Verb::List,
-        ("POST", false) => Verb::Create,
-        ("PUT", true) => Verb::Update,
-        ("PATCH", true) => Verb::Patch,
-        ("DELETE", true) => Verb::Delete,
-        ("DELETE", false) => Verb::DeleteCollection,
-        _ => return None,
-    })
-}
-
-fn info_of(path: &str, t: &Target, verb: Option<Verb>) -> RequestInfo {
-    let mut info = RequestInfo {
-        verb,
-        path: path.to_string(),
-        ..RequestInfo::default()
-    };
-    if let Target::Resource {
-        kind,
-        namespace,
-        name,
-        sub,
-    } = t
-    {
-        info.group = kind.group.to_string();
-        info.resource = kind.plural.to_string();
-        info.namespace = namespace.clone();
-        info.name = name.clone();
-        info.subresource = sub.clone();
-    }
-    info
-}
-
 async fn handle(
     State(shared): State<Arc<Shared>>,
     method: Method,
@@ -231,8 +91,72 @@ async fn handle(
         Err(e) => return e.into_response(),
     };
     let verb = verb_of(&method, &target, &q);
-    let info = info_of(&path, &target, verb);
+    let mut info = info_of(&path, &target, verb, &q);
+    info.user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     shared.faults.count(&info);
+    // A write is logged from its arrival; dropped unanswered (the client closed the
+    // connection during a delay or a partition), it is logged as abandoned.
+    let ticket = verb.filter(|v| v.is_write()).map(|v| {
+        WriteTicket::new(
+            shared.clone(),
+            WriteRecord {
+                seq: 0,
+                verb: v,
+                method: method.to_string(),
+                path: path.clone(),
+                object: serde_json::from_slice(&body).ok(),
+                field_manager: q.get("fieldManager").cloned(),
+                user_agent: info.user_agent.clone(),
+                received: tokio::time::Instant::now(),
+                completed: None,
+                outcome: WriteOutcome::InFlight,
+            },
+        )
+    });
+    let incoming = Incoming {
+        method,
+        path,
+        target,
+        verb,
+        info,
+        q,
+        headers,
+        body,
+    };
+    let response = respond(&shared, incoming).await;
+    if let Some(ticket) = ticket {
+        ticket.answered(response.status().as_u16());
+    }
+    response
+}
+
+/// A request, parsed.
+struct Incoming {
+    method: Method,
+    path: String,
+    target: Target,
+    verb: Option<Verb>,
+    info: RequestInfo,
+    q: HashMap<String, String>,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+/// Faults, then the request served.
+async fn respond(shared: &Arc<Shared>, incoming: Incoming) -> Response {
+    let Incoming {
+        method,
+        path,
+        target,
+        verb,
+        info,
+        q,
+        headers,
+        body,
+    } = incoming;
     if let Err(e) = shared.faults.apply(&info).await {
         return e.into_response();
     }
@@ -279,7 +203,7 @@ async fn handle(
             sub,
         } => {
             let req = ResourceRequest {
-                shared: &shared,
+                shared,
                 kind,
                 namespace,
                 name: name.unwrap_or_default(),

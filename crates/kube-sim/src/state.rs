@@ -10,6 +10,7 @@ use super::crd;
 use super::faults::Faults;
 use super::registry::{Registry, ResourceKind};
 use super::store::Store;
+use super::writes::WriteLog;
 
 /// Shared server state.
 #[derive(Debug)]
@@ -35,6 +36,8 @@ pub struct Shared {
     pub address: String,
     /// The token every request must carry (`Authorization: Bearer …`), if any.
     pub bearer_token: Option<String>,
+    /// Every write request received (the newest ones).
+    pub writes: WriteLog,
 }
 
 impl Shared {
@@ -45,6 +48,7 @@ impl Shared {
         bookmark_interval: Duration,
         address: String,
         bearer_token: Option<String>,
+        write_log_limit: usize,
     ) -> Self {
         let rev = store.revision();
         Self {
@@ -59,6 +63,7 @@ impl Shared {
             faults: Faults::default(),
             address,
             bearer_token,
+            writes: WriteLog::new(write_log_limit),
         }
     }
 

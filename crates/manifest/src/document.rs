@@ -16,37 +16,49 @@ use serde_json::Value;
 
 use crate::app_spec::spec_key;
 use crate::error::{Ctx, LoadError};
-use crate::{FleetFile, application, native, secret};
+use crate::{FleetFile, application, native, repository, secret};
 
 /// Which formats an entry point accepts.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Accept {
     /// Argo CD cluster Secrets (single, `SecretList`, `List`).
     pub(crate) secrets: bool,
+    /// Argo CD repository Secrets and credential templates (read, not skipped as
+    /// non-cluster Secrets) and the repository ConfigMaps (known hosts, TLS certificates).
+    pub(crate) repositories: bool,
     /// Argo CD Applications (single, `ApplicationList`, `List`).
     pub(crate) apps: bool,
     /// The native fleet file.
     pub(crate) native: bool,
 }
+// AppProjects are accepted wherever Applications are: they come with them.
 
 impl Accept {
     pub(crate) const ANY: Accept = Accept {
         secrets: true,
+        repositories: true,
         apps: true,
         native: true,
     };
     pub(crate) const CLUSTERS: Accept = Accept {
         secrets: true,
+        repositories: false,
         apps: false,
         native: true,
     };
+    pub(crate) const CLUSTERS_AND_REPOSITORIES: Accept = Accept {
+        repositories: true,
+        ..Accept::CLUSTERS
+    };
     pub(crate) const APPS: Accept = Accept {
         secrets: false,
+        repositories: false,
         apps: true,
         native: true,
     };
     pub(crate) const NATIVE: Accept = Accept {
         secrets: false,
+        repositories: false,
         apps: false,
         native: true,
     };
@@ -57,8 +69,13 @@ impl Accept {
         if self.secrets {
             parts.push("Secret, SecretList or List of cluster Secrets");
         }
+        if self.repositories {
+            parts.push(
+                "repository Secrets and ConfigMaps argocd-ssh-known-hosts-cm, argocd-tls-certs-cm",
+            );
+        }
         if self.apps {
-            parts.push("Application, ApplicationList or List of Applications");
+            parts.push("Application, ApplicationList, AppProject, AppProjectList or List of them");
         }
         if self.native {
             parts.push("a fleetshard fleet file (clusters/apps/shards, no kind)");
@@ -116,6 +133,8 @@ fn is_json(text: &str) -> bool {
 enum ObjectKind {
     Secret,
     Application,
+    AppProject,
+    ConfigMap,
 }
 
 /// Reads any accepted format into a [`FleetFile`].
@@ -181,8 +200,18 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
     let mut apps: Vec<App> = Vec::new();
     let mut specs = std::collections::BTreeMap::new();
     let mut credentials = std::collections::BTreeMap::new();
+    let mut projects = std::collections::BTreeMap::new();
+    let mut repositories = crate::RepoSettings::default();
     for (kind, value, locator) in objects {
         match kind {
+            ObjectKind::Secret if accept.repositories && repository::is_repo_secret(value) => {
+                if let Some(repo) = repository::to_repo_secret(ctx, value, &locator)? {
+                    repositories.secrets.push(repo);
+                }
+            }
+            ObjectKind::ConfigMap => {
+                repository::read_config_map(ctx, value, &locator, &mut repositories)?;
+            }
             ObjectKind::Secret => {
                 if let Some((cluster, creds)) =
                     secret::to_cluster(ctx, value, &locator, secret::UnreadableConfig::Skip)?
@@ -199,6 +228,18 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
                 specs.entry(spec_key(&app)).or_insert(spec);
                 apps.push(app);
             }
+            ObjectKind::AppProject => {
+                let project = crate::project::to_project(ctx, value, &locator)?;
+                if projects.contains_key(&project.name) {
+                    ctx.warn(
+                        &format!("AppProject {}", project.name),
+                        None,
+                        "defined more than once; the first definition is used".to_owned(),
+                    );
+                } else {
+                    projects.insert(project.name.clone(), project);
+                }
+            }
         }
     }
     Ok(FleetFile {
@@ -206,6 +247,11 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
         specs,
         shards: Vec::new(),
         credentials,
+        projects,
+        repositories: {
+            repositories.secrets.sort_by(|a, b| a.secret.cmp(&b.secret));
+            repositories
+        },
         format: crate::InputFormat::Kubernetes,
     })
 }
@@ -225,6 +271,7 @@ fn collect_objects<'a>(
         "List" => None,
         "SecretList" if accept.secrets => Some(ObjectKind::Secret),
         "ApplicationList" if accept.apps => Some(ObjectKind::Application),
+        "AppProjectList" if accept.apps => Some(ObjectKind::AppProject),
         _ => {
             out.push((
                 object_kind(ctx, kind, locator, accept)?,
@@ -291,7 +338,9 @@ fn object_kind(
 ) -> Result<ObjectKind, LoadError> {
     match kind {
         "Secret" if accept.secrets => Ok(ObjectKind::Secret),
+        "ConfigMap" if accept.repositories => Ok(ObjectKind::ConfigMap),
         "Application" if accept.apps => Ok(ObjectKind::Application),
+        "AppProject" if accept.apps => Ok(ObjectKind::AppProject),
         _ => Err(unknown_kind(ctx, locator, kind, accept)),
     }
 }

@@ -210,7 +210,7 @@ pub fn unknown_options<'a>(
 }
 
 /// Walks `value` at `path` against `allowed`, adding each field set but not implemented.
-fn walk(allowed: &[&str], path: &str, value: &Value, out: &mut Vec<String>) {
+pub(crate) fn walk(allowed: &[&str], path: &str, value: &Value, out: &mut Vec<String>) {
     if allowed.contains(&path) || is_zero(value) {
         return;
     }

@@ -5,8 +5,11 @@ mod application;
 mod credentials;
 mod document;
 mod error;
+pub mod glob;
 pub mod implemented;
 mod native;
+pub mod project;
+mod repository;
 mod secret;
 mod write;
 
@@ -27,6 +30,11 @@ use document::Accept;
 pub use document::yaml_options;
 pub use error::{LoadError, LoadWarning, Loaded};
 pub use native::{DEFAULT_APP_NAMESPACE, DEFAULT_PROJECT, MAX_PLACEHOLDER_APPS};
+pub use project::{AppProject, DEFAULT_PROJECT_NAME, PROJECT_FINALIZER};
+pub use repository::{
+    KNOWN_HOSTS_CONFIG_MAP, KNOWN_HOSTS_KEY, RepoCredentials, RepoSecret, RepoSecretKind,
+    RepoSettings, TLS_CERTS_CONFIG_MAP,
+};
 pub use secret::{
     IN_CLUSTER_SERVER, SECRET_TYPE_LABEL, SKIP_RECONCILE_ANNOTATION, WEIGHT_ANNOTATION,
 };
@@ -50,6 +58,11 @@ pub struct FleetFile {
     pub shards: Vec<ShardSpec>,
     /// How to reach each cluster whose Secret has a `config`, by cluster id.
     pub credentials: BTreeMap<String, ClusterCredentials>,
+    /// Argo CD AppProjects, by name (of projects that share a name, the first one).
+    pub projects: BTreeMap<String, AppProject>,
+    /// How to reach private Git repositories: repository Secrets, credential templates,
+    /// known hosts and TLS certificates (Argo CD's objects only).
+    pub repositories: RepoSettings,
     /// What the input was: a native fleet file, or Argo CD's Kubernetes objects (whose
     /// clusters Argo CD would complete into its cluster list with the built-in in-cluster
     /// entry, [`fleetshard_core::argo::ArgoClusterList`]).
@@ -77,17 +90,28 @@ pub fn parse_input(text: &str, source: &str) -> Result<Loaded<FleetFile>, LoadEr
 /// Reads clusters from Argo CD cluster Secrets or a native fleet file. Applications in the
 /// input are an error (a swapped argument, most likely); applications and shards of a
 /// fleet file are dropped with a warning.
+/// Repository Secrets and ConfigMaps are skipped (with a warning, or refused as an
+/// unknown kind).
 pub fn parse_clusters(text: &str, source: &str) -> Result<Loaded<Vec<Cluster>>, LoadError> {
-    Ok(parse_clusters_with_credentials(text, source)?.map(|f| f.fleet.clusters))
+    Ok(parse_clusters_as(text, source, Accept::CLUSTERS)?.map(|f| f.fleet.clusters))
 }
 
-/// [`parse_clusters`], keeping the Secrets' credentials: a [`FleetFile`] with clusters
-/// and credentials only.
+/// [`parse_clusters`], keeping the Secrets' credentials, and reading repository Secrets,
+/// credential templates and the repository ConfigMaps too: a [`FleetFile`] with clusters,
+/// credentials and repositories only.
 pub fn parse_clusters_with_credentials(
     text: &str,
     source: &str,
 ) -> Result<Loaded<FleetFile>, LoadError> {
-    let mut loaded = parse(text, source, Accept::CLUSTERS)?;
+    parse_clusters_as(text, source, Accept::CLUSTERS_AND_REPOSITORIES)
+}
+
+fn parse_clusters_as(
+    text: &str,
+    source: &str,
+    accept: Accept,
+) -> Result<Loaded<FleetFile>, LoadError> {
+    let mut loaded = parse(text, source, accept)?;
     let FleetFile {
         fleet,
         specs,
@@ -154,6 +178,51 @@ pub fn cluster_from_value(
     let mut ctx = error::Ctx::new(source);
     let cluster = secret::to_cluster(&mut ctx, value, "Secret", secret::UnreadableConfig::Error)?;
     Ok(ctx.finish(cluster))
+}
+
+/// Reads one Argo CD AppProject already decoded into JSON (as a Kubernetes client returns
+/// it). `source` names where it came from in messages.
+pub fn project_from_value(
+    value: &serde_json::Value,
+    source: &str,
+) -> Result<Loaded<AppProject>, LoadError> {
+    let mut ctx = error::Ctx::new(source);
+    let project = project::to_project(&mut ctx, value, "AppProject")?;
+    Ok(ctx.finish(project))
+}
+
+/// Reads one repository Secret or credential template already decoded into JSON (label
+/// `argocd.argoproj.io/secret-type` `repository` or `repo-creds`). `Ok(None)` (with a
+/// warning) for a Secret of another type, or a repository that is not Git.
+pub fn repo_secret_from_value(
+    value: &serde_json::Value,
+    source: &str,
+) -> Result<Loaded<Option<RepoSecret>>, LoadError> {
+    let mut ctx = error::Ctx::new(source);
+    if !repository::is_repo_secret(value) {
+        let (ns, name) = document::meta_names(value);
+        let object = error::object_name("Secret", ns, name, "Secret");
+        ctx.warn(
+            &object,
+            None,
+            "not a repository Secret or credential template; skipped".to_owned(),
+        );
+        return Ok(ctx.finish(None));
+    }
+    let repo = repository::to_repo_secret(&mut ctx, value, "Secret")?;
+    Ok(ctx.finish(repo))
+}
+
+/// Reads `argocd-ssh-known-hosts-cm` or `argocd-tls-certs-cm` already decoded into JSON:
+/// the settings holding only what it says (another ConfigMap: empty, with a warning).
+pub fn repo_config_map_from_value(
+    value: &serde_json::Value,
+    source: &str,
+) -> Result<Loaded<RepoSettings>, LoadError> {
+    let mut ctx = error::Ctx::new(source);
+    let mut settings = RepoSettings::default();
+    repository::read_config_map(&mut ctx, value, "ConfigMap", &mut settings)?;
+    Ok(ctx.finish(settings))
 }
 
 /// Reads one Argo CD Application already decoded into JSON (as a Kubernetes client returns

@@ -264,6 +264,8 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
         shards,
         // A fleet file names clusters for placement; it carries no credentials.
         credentials: Default::default(),
+        projects: Default::default(),
+        repositories: Default::default(),
         format: crate::InputFormat::Native,
     })
 }

@@ -24,8 +24,9 @@
 //! the uid Argo CD would hash, so `legacy` and `round-robin` results can differ from the
 //! live controller's.
 //!
-//! Secrets without the label `argocd.argoproj.io/secret-type: cluster` (repository
-//! credentials, say, exported by a broad selector) are skipped with a warning.
+//! Secrets without the label `argocd.argoproj.io/secret-type: cluster` are skipped with a
+//! warning, except repository Secrets and credential templates, which `repository.rs`
+//! reads.
 
 use std::collections::BTreeMap;
 
@@ -66,13 +67,13 @@ pub(crate) struct ObjectMeta {
 
 /// A Secret as far as fleetshard cares. Other fields (`type`, `status`, …) are ignored.
 #[derive(Debug, Default, Deserialize)]
-struct SecretObject {
+pub(crate) struct SecretObject {
     #[serde(default)]
-    metadata: Option<ObjectMeta>,
+    pub(crate) metadata: Option<ObjectMeta>,
     #[serde(default)]
-    data: Option<BTreeMap<String, String>>,
+    pub(crate) data: Option<BTreeMap<String, String>>,
     #[serde(default, rename = "stringData")]
-    string_data: Option<BTreeMap<String, String>>,
+    pub(crate) string_data: Option<BTreeMap<String, String>>,
 }
 
 impl SecretObject {

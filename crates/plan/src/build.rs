@@ -39,10 +39,12 @@ struct FleetFacts<'a> {
 }
 
 impl<'a> FleetFacts<'a> {
-    fn new(input: &'a PlanInput, template: &[ShardSpec]) -> Self {
-        let fleet = &input.fleet;
+    fn new(input: &'a PlanInput, options: &PlanOptions) -> Self {
+        let (fleet, template) = (&input.fleet, &options.shard_template);
         let apps = fleet.app_counts();
-        let loads = fleet.loads();
+        // What a cluster costs (its apps plus a base), for every algorithm's figures alike;
+        // Argo CD's algorithms place by app counts all the same.
+        let loads = options.config.loads(&fleet.clusters, &fleet.apps);
         let mut load_by_id = HashMap::with_capacity(fleet.clusters.len());
         for (c, &l) in fleet.clusters.iter().zip(&loads) {
             load_by_id.entry(c.id.as_str()).or_insert(l);
@@ -95,7 +97,7 @@ pub fn build_report(
     stopwatch: &mut impl Stopwatch,
 ) -> Result<Report, PlanError> {
     options.validate()?;
-    let facts = FleetFacts::new(input, &options.shard_template);
+    let facts = FleetFacts::new(input, options);
     // Argo CD's app counts and rings, shared by every Argo plan; prepared inside the first
     // Argo plan's timing, so its `distribute_ms` includes them.
     let mut argo: Option<ArgoPrepared> = None;

@@ -88,7 +88,7 @@ pub struct ClusterRow {
     pub shard: Option<i64>,
     /// Applications that resolve to the cluster.
     pub apps: u64,
-    /// Its load (configured weight, or else `apps`).
+    /// Its load (configured weight, or else `apps` plus the cluster base load).
     pub load: u64,
     /// Whether the cluster Secret carries a `shard` pin.
     pub pinned: bool,

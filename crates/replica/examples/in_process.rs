@@ -29,6 +29,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         apps,
         credentials: BTreeMap::new(),
         specs: BTreeMap::new(),
+        projects: BTreeMap::new(),
+        repositories: Default::default(),
     };
     let store = StoreUrl::Memory.open()?;
     let mut replicas = Vec::new();

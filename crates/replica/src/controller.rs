@@ -79,6 +79,7 @@ pub(crate) fn build(
     inventory: &Inventory,
     sink: Arc<dyn StatusSink>,
     registry: &mut Registry,
+    user_agent: &str,
 ) -> Result<ControllerPart, ReplicaError> {
     let config = runtime_config(settings);
     let work = ShardWork::registered(config.limits, registry).map_err(|e| ReplicaError::Start {
@@ -89,7 +90,7 @@ pub(crate) fn build(
     let (reconciler, stop_hook) = match settings.reconciler {
         ReconcilerKind::None => (ReconcilerPart::Noop, work_stop),
         ReconcilerKind::Gitops => {
-            let reconciler = gitops(settings, inventory, sink, &work);
+            let reconciler = gitops(settings, inventory, sink, &work, user_agent)?;
             let stop_hook = Arc::new(GitOpsStopHook {
                 inner: work_stop,
                 reconciler: reconciler.clone(),
@@ -134,7 +135,8 @@ fn gitops(
     inventory: &Inventory,
     sink: Arc<dyn StatusSink>,
     work: &Arc<ShardWork>,
-) -> Arc<GitOpsReconciler> {
+    user_agent: &str,
+) -> Result<Arc<GitOpsReconciler>, ReplicaError> {
     let cache = settings
         .repo_cache
         .clone()
@@ -164,15 +166,21 @@ fn gitops(
         let work = work.clone();
         Arc::new(move || work.write_deadline())
     };
-    Arc::new(GitOpsReconciler::new(
+    Ok(Arc::new(GitOpsReconciler::new(
         Arc::new(InventoryTargets::new(inventory.subscribe())),
         RepoCache::new(repo_config),
-        ClusterConnections::new(LiveOptions::default()).with_listener(listener),
+        ClusterConnections::new(LiveOptions::default())
+            .with_listener(listener)
+            .with_user_agent(user_agent)
+            .map_err(|e| ReplicaError::Start {
+                part: "the connections to the clusters",
+                reason: e.to_string(),
+            })?,
         sink,
         lease,
         Arc::new(SystemClock),
         config,
-    ))
+    )))
 }
 
 #[cfg(test)]

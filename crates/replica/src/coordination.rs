@@ -107,7 +107,7 @@ pub async fn fenced(
         zone: inputs.zone,
     };
     let (events_tx, events) = mpsc::unbounded_channel();
-    let (fleet, follower) = follow_fleet(inputs.inventory);
+    let (fleet, follower) = follow_fleet(inputs.inventory, &settings.placement);
     let (store, hold) = (inputs.store.clone(), settings.timing.duration);
     let (runner, status) = Runner::new(inputs.store, cfg, settings.runner, fleet, events_tx)
         .map_err(|e| ReplicaError::Start {

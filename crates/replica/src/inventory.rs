@@ -6,11 +6,14 @@
 
 use std::sync::Arc;
 
+use fleetshard_controller::ProjectFinalizer;
 use fleetshard_controller::inventory::{
-    DirectorySource, Inventory, InventorySnapshot, KubernetesSource, Problem, Severity,
+    DirectorySource, Inventory, InventorySnapshot, KubernetesProjectFinalizer, KubernetesSource,
+    Problem, Severity,
 };
 use fleetshard_coord::fenced::InventorySummary;
 use fleetshard_coord::runner::RunnerFleet;
+use fleetshard_core::placement::PlacementConfig;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -24,6 +27,9 @@ pub struct StartedInventory {
     /// The Kubernetes client the source watches through (its retries off), for writing
     /// app statuses on the Applications.
     pub kube: Option<kube::Client>,
+    /// Removes Argo CD's finalizer from an AppProject being deleted once no app
+    /// references it (the Kubernetes source only).
+    pub project_finalizer: Option<Arc<dyn ProjectFinalizer>>,
     /// The source's task (a watched directory or Kubernetes watches); `None` for a fixed
     /// fleet.
     pub source: Option<JoinHandle<()>>,
@@ -61,8 +67,10 @@ pub fn report_problems(inventory: &Inventory, gauges: ProblemGauges) -> JoinHand
 pub async fn start(
     input: FleetSource,
     problems: ProblemGauges,
+    user_agent: &str,
 ) -> Result<StartedInventory, ReplicaError> {
     let inventory = Inventory::new();
+    let mut finalizer: Option<Arc<dyn ProjectFinalizer>> = None;
     let (mut source, kube) = match input {
         FleetSource::Fixed(content) => {
             inventory.publish(content, Vec::new(), true);
@@ -70,6 +78,7 @@ pub async fn start(
             return Ok(StartedInventory {
                 inventory,
                 kube: None,
+                project_finalizer: None,
                 source: None,
                 reporter,
             });
@@ -94,6 +103,9 @@ pub async fn start(
             // kube's default retry can hold a call for minutes; the watchers retry with
             // backoff themselves and a status write is retried by the queue.
             kube_config.default_retry = false;
+            let agent = http::HeaderValue::from_str(user_agent)
+                .map_err(|e| ReplicaError::Inventory(format!("User-Agent {user_agent:?}: {e}")))?;
+            kube_config.headers.push((http::header::USER_AGENT, agent));
             let client = kube::Client::try_from(kube_config).map_err(|e| {
                 ReplicaError::Inventory(format!(
                     "--argocd-namespace: cannot build a Kubernetes client: {e}"
@@ -102,8 +114,12 @@ pub async fn start(
             tracing::info!(
                 secrets = %config.secrets_namespace,
                 applications = config.apps_namespace.as_deref().unwrap_or("*"),
-                "watching Argo CD's cluster Secrets and Applications"
+                "watching Argo CD's cluster Secrets, AppProjects and Applications"
             );
+            finalizer = Some(Arc::new(KubernetesProjectFinalizer::new(
+                client.clone(),
+                &config.secrets_namespace,
+            )) as Arc<dyn ProjectFinalizer>);
             let source = KubernetesSource::new(client.clone(), config);
             (tokio::spawn(source.run(inventory.clone())), Some(client))
         }
@@ -136,19 +152,24 @@ pub async fn start(
     Ok(StartedInventory {
         inventory,
         kube,
+        project_finalizer: finalizer,
         source: Some(source),
         reporter,
     })
 }
 
-/// The fleet the distributor places, kept current from the inventory by the returned
-/// task.
-pub fn follow_fleet(inventory: &Inventory) -> (watch::Receiver<RunnerFleet>, JoinHandle<()>) {
+/// The fleet the distributor places, with the loads `placement` gives its clusters, kept
+/// current from the inventory by the returned task.
+pub fn follow_fleet(
+    inventory: &Inventory,
+    placement: &PlacementConfig,
+) -> (watch::Receiver<RunnerFleet>, JoinHandle<()>) {
     let mut rx = inventory.subscribe();
+    let placement = placement.clone();
     // The inventory's vectors are shared, not copied: only the loads are computed.
     // The digest is O(N log N): computed here, never on the runner's task.
-    let to_fleet = |s: &InventorySnapshot| RunnerFleet {
-        loads: Arc::new(fleetshard_core::model::loads(&s.clusters, &s.apps)),
+    let to_fleet = move |s: &InventorySnapshot| RunnerFleet {
+        loads: Arc::new(placement.loads(&s.clusters, &s.apps)),
         clusters: s.clusters.clone(),
         revision: s.revision,
         inventory: InventorySummary::of(&s.clusters, s.problems.len()),

@@ -52,7 +52,7 @@ impl Replica {
     /// tokio runtime.
     pub async fn build(settings: ReplicaSettings) -> Result<Replica, ReplicaError> {
         settings.validate()?;
-        let store = settings.store.open()?;
+        let store = settings.store.open_as(&settings.user_agent())?;
         Self::build_on(settings, store).await
     }
 
@@ -64,9 +64,14 @@ impl Replica {
     ) -> Result<Replica, ReplicaError> {
         settings.validate()?;
         let identity = settings.identity.trim().to_owned();
+        let user_agent = settings.user_agent();
         let mut metrics = Metrics::new();
-        let inventory =
-            inventory::start(settings.fleet.clone(), metrics.inventory_problems()).await?;
+        let inventory = inventory::start(
+            settings.fleet.clone(),
+            metrics.inventory_problems(),
+            &user_agent,
+        )
+        .await?;
         // An empty fleet placed by the distributor unassigns every cluster: refused unless
         // the operator says it is meant (a new install, say).
         if inventory.inventory.snapshot().clusters.is_empty() && !settings.allow_empty_fleet {
@@ -92,6 +97,7 @@ impl Replica {
             &inventory.inventory,
             sink,
             metrics.registry_mut(),
+            &user_agent,
         )?;
         let inputs = CoordinationInputs {
             identity: &identity,
@@ -266,6 +272,7 @@ fn spawn_with<S: ReplicaStatus>(
         stops,
         status: status.clone(),
         inventory: inventory.inventory.subscribe(),
+        project_finalizer: inventory.project_finalizer.clone(),
     };
     let (runtime, audited) = match controller.reconciler {
         ReconcilerPart::Noop => start_controller(

@@ -175,6 +175,29 @@ pub struct ArgoSettings {
 }
 
 impl ReplicaSettings {
+    /// The `User-Agent` of every request this replica sends to a Kubernetes API server
+    /// (destination clusters, the control plane, the Kubernetes store):
+    /// `fleetshard/VERSION IDENTITY/INCARNATION`, so that a cluster's audit log (and the
+    /// tests' fake clusters) tell replicas and their restarts apart. Characters a header
+    /// cannot carry become `_`. The server-side apply field manager stays `fleetshard` for
+    /// every replica: a per-replica manager would make each new owner of a cluster a second
+    /// manager of every field, so fields the new owner's manifests no longer set would stay
+    /// owned by the old one and never be removed (SSA ownership must hand over with the
+    /// cluster).
+    pub fn user_agent(&self) -> String {
+        let identity: String = self
+            .identity
+            .trim()
+            .chars()
+            .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+            .collect();
+        format!(
+            "fleetshard/{} {identity}/{}",
+            env!("CARGO_PKG_VERSION"),
+            fleetshard_coord::fenced::incarnation_text(self.incarnation)
+        )
+    }
+
     /// Checks what can be checked before anything starts.
     pub fn validate(&self) -> Result<(), ReplicaError> {
         let invalid =

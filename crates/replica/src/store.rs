@@ -16,7 +16,7 @@ use fleetshard_coord::store::Store;
 use fleetshard_coord::store::chunked::{self, ChunkedStore};
 use fleetshard_coord::store::guard::{self, GuardedStore};
 use fleetshard_coord::store::memory::MemoryStore;
-use fleetshard_store_kube::KubeStore;
+use fleetshard_store_kube::{KubeOptions, KubeStore};
 /// How a store is opened: [`OpenMode::Create`] (replicas), [`OpenMode::Existing`]
 /// (`fleetshard scale`), [`OpenMode::ReadOnly`] (`status`, `apps`). Only SQLite has a
 /// store to create or a file to open read-only; an etcd cluster or a namespace is there or
@@ -130,10 +130,24 @@ impl StoreUrl {
         self.open_in(OpenMode::Create)
     }
 
+    /// [`StoreUrl::open`] for a replica that names itself with `user_agent` in every
+    /// request to a Kubernetes store (other backends have no such header).
+    pub fn open_as(&self, user_agent: &str) -> Result<OpenedStore, ReplicaError> {
+        self.open_with(OpenMode::Create, Some(user_agent))
+    }
+
     /// Opens the store in `mode`: a one-shot command opens an existing store, read-only
     /// when it only reads, and never creates one (a missing SQLite file is an error
     /// naming its path).
     pub fn open_in(&self, mode: OpenMode) -> Result<OpenedStore, ReplicaError> {
+        self.open_with(mode, None)
+    }
+
+    fn open_with(
+        &self,
+        mode: OpenMode,
+        user_agent: Option<&str>,
+    ) -> Result<OpenedStore, ReplicaError> {
         let opening = |e: &dyn fmt::Display| ReplicaError::Store {
             url: self.to_string(),
             reason: e.to_string(),
@@ -162,7 +176,12 @@ impl StoreUrl {
             }
             // Connects on first use: configuration errors surface from the first operation.
             StoreUrl::Kubernetes { .. } => {
-                let store = KubeStore::from_url(&self.to_string()).map_err(|e| opening(&e))?;
+                let options = KubeOptions {
+                    user_agent: user_agent.map(str::to_owned),
+                    ..KubeOptions::default()
+                };
+                let store = KubeStore::from_url_with(&self.to_string(), options)
+                    .map_err(|e| opening(&e))?;
                 kube = Some(store.clone());
                 Arc::new(store)
             }

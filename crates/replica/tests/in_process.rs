@@ -26,6 +26,8 @@ fn fleet(clusters: usize) -> FleetSource {
         apps,
         specs: BTreeMap::new(),
         credentials: BTreeMap::new(),
+        projects: BTreeMap::new(),
+        repositories: Default::default(),
     })
 }
 

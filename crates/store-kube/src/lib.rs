@@ -159,6 +159,9 @@ pub struct KubeOptions {
     pub write_attempts: u32,
     /// Pause before the second attempt, doubled up to 200 ms (default 10 ms).
     pub retry_backoff: Duration,
+    /// The `User-Agent` of every request (a replica names itself with it); None: the
+    /// client's default.
+    pub user_agent: Option<String>,
 }
 
 impl Default for KubeOptions {
@@ -170,6 +173,7 @@ impl Default for KubeOptions {
             cache_freshness: Duration::from_secs(10),
             write_attempts: 8,
             retry_backoff: Duration::from_millis(10),
+            user_agent: None,
         }
     }
 }
@@ -315,6 +319,12 @@ impl KubeStore {
         // `Unavailable` into a timeout, and could resend a compare-and-swap whose first try
         // applied (then reported as a conflict). The caller (the runner) owns retries.
         config.default_retry = false;
+        if let Some(agent) = &self.inner.options.user_agent {
+            let value = http::HeaderValue::from_str(agent).map_err(|e| {
+                StoreError::Backend(format!("{}: User-Agent {agent:?}: {e}", self.describe()))
+            })?;
+            config.headers.push((http::header::USER_AGENT, value));
+        }
         let namespace = self
             .inner
             .namespace

@@ -12,7 +12,8 @@
 //! Every repository under the root is exported (`GIT_HTTP_EXPORT_ALL`), bare or not (a
 //! worktree's `.git` is found as `git clone` finds it). Requests are logged
 //! ([`GitHttpServer::requests`]) so that tests can count fetches, and a path prefix can be
-//! made to answer 401 or 403 ([`GitHttpServer::deny`]) as a private repository would.
+//! made to answer 401 or 403 ([`GitHttpServer::deny`]) as a private repository would, or
+//! to require HTTP basic authentication ([`GitHttpServer::require_basic_auth`]).
 //! Git runs isolated from the user's and the system's configuration. Responses are
 //! buffered whole (fine for test repositories).
 
@@ -45,6 +46,8 @@ struct Shared {
     root: PathBuf,
     requests: Mutex<Vec<String>>,
     denied: Mutex<Vec<(String, u16)>>,
+    /// Path prefix → the `Authorization` value it requires.
+    protected: Mutex<Vec<(String, String)>>,
 }
 
 impl GitHttpServer {
@@ -58,6 +61,7 @@ impl GitHttpServer {
             root: root.into(),
             requests: Mutex::new(Vec::new()),
             denied: Mutex::new(Vec::new()),
+            protected: Mutex::new(Vec::new()),
         });
         let app = axum::Router::new()
             .fallback(handle)
@@ -106,6 +110,22 @@ impl GitHttpServer {
     }
 }
 
+impl GitHttpServer {
+    /// From now on, requests whose path starts with `/<prefix>` need HTTP basic
+    /// authentication as `user` with `password`: without it, or with other credentials,
+    /// they are answered 401 with a `WWW-Authenticate: Basic` challenge, as a private
+    /// repository on a Git host is.
+    pub fn require_basic_auth(&self, prefix: &str, user: &str, password: &str) {
+        use base64::Engine as _;
+        let prefix = format!("/{}", prefix.trim_start_matches('/'));
+        let expected = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+        );
+        lock(&self.shared.protected).push((prefix, expected));
+    }
+}
+
 impl Drop for GitHttpServer {
     fn drop(&mut self) {
         self.shutdown.send_replace(true);
@@ -128,10 +148,20 @@ async fn handle(
     } else {
         format!("{method} {path}?{query}")
     });
-    let denied = lock(&shared.denied)
+    let mut denied = lock(&shared.denied)
         .iter()
         .find(|(prefix, _)| path.starts_with(prefix.as_str()))
         .map(|(_, status)| *status);
+    let given = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let refused = lock(&shared.protected)
+        .iter()
+        .any(|(prefix, expected)| path.starts_with(prefix.as_str()) && given != expected);
+    if refused {
+        denied = denied.or(Some(401));
+    }
     if let Some(status) = denied {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = Response::builder().status(status);

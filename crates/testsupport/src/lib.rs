@@ -4,7 +4,10 @@
 //! - [`etcd`]: a real `etcd` process (Debian's `etcd-server`) on free loopback ports, with
 //!   its data in a temporary directory, stopped when dropped;
 //! - [`git`]: real Git repositories made with the `git` CLI;
-//! - [`git_http`]: a real smart-HTTP Git server on 127.0.0.1 (`git http-backend` as CGI);
+//! - [`git_http`]: a real smart-HTTP Git server on 127.0.0.1 (`git http-backend` as CGI),
+//!   optionally behind HTTP basic authentication;
+//! - [`git_ssh`]: a real OpenSSH server on 127.0.0.1 with its own host key and one
+//!   authorized client key;
 //! - [`kube_api`]: a fake Kubernetes API server over real HTTP on 127.0.0.1 — strict
 //!   `resourceVersion` compare-and-swap (409 Conflict), watch streams with bookmarks and
 //!   410 Gone. It is the crate `fleetshard-kube-sim`, re-exported under this name, so
@@ -13,4 +16,5 @@
 pub mod etcd;
 pub mod git;
 pub mod git_http;
+pub mod git_ssh;
 pub use fleetshard_kube_sim as kube_api;

@@ -27,7 +27,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_core::{App, Cluster};
-use fleetshard_manifest::{AppSpec, ClusterCredentials, InputFormat, LoadError};
+use fleetshard_manifest::{
+    AppProject, AppSpec, ClusterCredentials, InputFormat, LoadError, RepoSettings,
+};
 use tokio::time::MissedTickBehavior;
 
 use super::{Inventory, InventoryContent, Problem, Severity, check_app, specs_by_app_key};
@@ -139,6 +141,8 @@ struct Content {
     apps: Vec<App>,
     specs: BTreeMap<AppKey, AppSpec>,
     credentials: BTreeMap<String, ClusterCredentials>,
+    projects: BTreeMap<String, Arc<AppProject>>,
+    repositories: RepoSettings,
     format: InputFormat,
 }
 
@@ -294,6 +298,8 @@ impl<F: Files> DirectorySource<F> {
                 apps: file.fleet.apps,
                 specs: specs_by_app_key(file.specs),
                 credentials: file.credentials,
+                projects: super::shared_projects(file.projects),
+                repositories: file.repositories,
                 format: file.format,
             }),
             problems,
@@ -318,6 +324,21 @@ impl<F: Files> DirectorySource<F> {
                     .iter()
                     .map(|(id, c)| (id.clone(), c.clone())),
             );
+            for (name, project) in &good.projects {
+                if content.projects.contains_key(name) {
+                    let source = path.display().to_string();
+                    problems.push(Problem::error(
+                        &source,
+                        &format!("AppProject {name}"),
+                        None,
+                        "also defined in an earlier file; the first file's definition is used",
+                    ));
+                    continue;
+                }
+                content.projects.insert(name.clone(), project.clone());
+            }
+            // Files in path order: a later file's ConfigMap replaces an earlier one's.
+            content.repositories.merge(good.repositories.clone());
             for app in &good.apps {
                 let key = (app.namespace.as_str(), app.name.as_str());
                 if let Some(first) = seen.get(&key) {

@@ -1,7 +1,12 @@
 //! Argo CD's own objects as an inventory source: cluster Secrets (label
-//! `argocd.argoproj.io/secret-type=cluster`, in one namespace, `argocd` by default) and
-//! `argoproj.io/v1alpha1` Applications (all namespaces or one), through kube-rs watchers, so
-//! fleetshard can run beside or instead of Argo CD's controller on the same objects.
+//! `argocd.argoproj.io/secret-type=cluster`, in one namespace, `argocd` by default),
+//! AppProjects (in that namespace) and `argoproj.io/v1alpha1` Applications (all namespaces
+//! or one), through kube-rs watchers, so fleetshard can run beside or instead of Argo CD's
+//! controller on the same objects. In the same namespace, what the Git source needs for
+//! private repositories: repository Secrets and credential templates (`secret-type in
+//! (repository, repo-creds)`) and the ConfigMaps `argocd-ssh-known-hosts-cm` and
+//! `argocd-tls-certs-cm` (each watched by name, a field selector, so RBAC can grant exactly
+//! those two).
 //!
 //! Objects are converted with the manifest crate's Argo CD semantics
 //! ([`cluster_from_value`](fleetshard_manifest::cluster_from_value),
@@ -16,7 +21,12 @@
 
 use std::collections::BTreeMap;
 
-use fleetshard_manifest::{AppDefinition, ClusterSecret};
+use std::sync::Arc;
+
+use fleetshard_manifest::{
+    AppDefinition, AppProject, ClusterSecret, KNOWN_HOSTS_CONFIG_MAP, RepoSecret, RepoSettings,
+    TLS_CERTS_CONFIG_MAP,
+};
 use futures::StreamExt as _;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt as _;
@@ -108,15 +118,64 @@ impl KubernetesSource {
             None => Api::all_with(self.client.clone(), &application_resource()),
         };
         let selector = format!("{}=cluster", fleetshard_manifest::SECRET_TYPE_LABEL);
-        let secrets = watcher::watcher(secrets_api, watcher::Config::default().labels(&selector))
+        let repo_selector = format!(
+            "{} in (repository,repo-creds)",
+            fleetshard_manifest::SECRET_TYPE_LABEL
+        );
+        let secrets = watcher::watcher(
+            secrets_api.clone(),
+            watcher::Config::default().labels(&selector),
+        )
+        .default_backoff()
+        .map(|e| (Kind::Secret, e))
+        .boxed();
+        let repos = watcher::watcher(
+            secrets_api,
+            watcher::Config::default().labels(&repo_selector),
+        )
+        .default_backoff()
+        .map(|e| (Kind::Repo, e))
+        .boxed();
+        let config_maps_api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &self.config.secrets_namespace,
+            &config_map_resource(),
+        );
+        let config_map = |name: &str, kind: Kind| {
+            let fields = format!("metadata.name={name}");
+            watcher::watcher(
+                config_maps_api.clone(),
+                watcher::Config::default().fields(&fields),
+            )
             .default_backoff()
-            .map(|e| (Kind::Secret, e))
-            .boxed();
+            .map(move |e| (kind, e))
+            .boxed()
+        };
+        let known_hosts = config_map(KNOWN_HOSTS_CONFIG_MAP, Kind::KnownHosts);
+        let tls_certs = config_map(TLS_CERTS_CONFIG_MAP, Kind::TlsCerts);
         let apps = watcher::watcher(apps_api, watcher::Config::default())
             .default_backoff()
             .map(|e| (Kind::App, e))
             .boxed();
-        let mut events = futures::stream::select(secrets, apps).ready_chunks(4096);
+        // AppProjects live in Argo CD's namespace, beside the cluster Secrets.
+        let projects_api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &self.config.secrets_namespace,
+            &app_project_resource(),
+        );
+        let projects = watcher::watcher(projects_api, watcher::Config::default())
+            .default_backoff()
+            .map(|e| (Kind::Project, e))
+            .boxed();
+        let mut events = futures::stream::select_all([
+            secrets,
+            repos,
+            known_hosts,
+            tls_certs,
+            apps,
+            projects,
+        ])
+        .ready_chunks(4096);
 
         let mut state = State {
             secrets: Objects::new(format!(
@@ -127,6 +186,22 @@ impl KubernetesSource {
                 Some(ns) => format!("watch of Applications in namespace {ns}"),
                 None => "watch of Applications in all namespaces".to_owned(),
             }),
+            repos: Objects::new(format!(
+                "watch of Secrets in namespace {} ({repo_selector})",
+                self.config.secrets_namespace
+            )),
+            known_hosts: Objects::new(format!(
+                "watch of ConfigMap {}/{KNOWN_HOSTS_CONFIG_MAP}",
+                self.config.secrets_namespace
+            )),
+            tls_certs: Objects::new(format!(
+                "watch of ConfigMap {}/{TLS_CERTS_CONFIG_MAP}",
+                self.config.secrets_namespace
+            )),
+            projects: Objects::new(format!(
+                "watch of AppProjects in namespace {}",
+                self.config.secrets_namespace
+            )),
         };
         while let Some(batch) = events.next().await {
             let mut changed = false;
@@ -134,11 +209,21 @@ impl KubernetesSource {
                 changed |= match kind {
                     Kind::Secret => state.secrets.handle(event, convert_secret),
                     Kind::App => state.apps.handle(event, convert_app),
+                    Kind::Project => state.projects.handle(event, convert_project),
+                    Kind::Repo => state.repos.handle(event, convert_repo),
+                    Kind::KnownHosts => state.known_hosts.handle(event, convert_config_map),
+                    Kind::TlsCerts => state.tls_certs.handle(event, convert_config_map),
                 };
             }
             if changed {
                 let (content, problems) = state.assemble(self.config.in_cluster_enabled);
-                let ready = state.secrets.synced && state.apps.synced;
+                // Until the projects are listed, no app can be checked against its project.
+                let ready = state.secrets.synced
+                    && state.apps.synced
+                    && state.repos.synced
+                    && state.known_hosts.synced
+                    && state.tls_certs.synced
+                    && state.projects.synced;
                 inventory.publish(content, problems, ready);
             }
         }
@@ -155,6 +240,16 @@ fn secret_resource() -> ApiResource {
     }
 }
 
+fn config_map_resource() -> ApiResource {
+    ApiResource {
+        group: String::new(),
+        version: "v1".to_owned(),
+        api_version: "v1".to_owned(),
+        kind: "ConfigMap".to_owned(),
+        plural: "configmaps".to_owned(),
+    }
+}
+
 /// Argo CD's `argoproj.io/v1alpha1` Application, for dynamic API calls.
 pub fn application_resource() -> ApiResource {
     ApiResource {
@@ -166,10 +261,25 @@ pub fn application_resource() -> ApiResource {
     }
 }
 
+/// Argo CD's `argoproj.io/v1alpha1` AppProject, for dynamic API calls.
+pub fn app_project_resource() -> ApiResource {
+    ApiResource {
+        group: "argoproj.io".to_owned(),
+        version: "v1alpha1".to_owned(),
+        api_version: "argoproj.io/v1alpha1".to_owned(),
+        kind: "AppProject".to_owned(),
+        plural: "appprojects".to_owned(),
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Kind {
     Secret,
     App,
+    Project,
+    Repo,
+    KnownHosts,
+    TlsCerts,
 }
 
 /// Namespace and name.
@@ -302,6 +412,10 @@ fn key_of(obj: &DynamicObject) -> Key {
 struct State {
     secrets: Objects<ClusterSecret>,
     apps: Objects<AppDefinition>,
+    projects: Objects<Arc<AppProject>>,
+    repos: Objects<RepoSecret>,
+    known_hosts: Objects<RepoSettings>,
+    tls_certs: Objects<RepoSettings>,
 }
 
 impl State {
@@ -317,10 +431,25 @@ impl State {
             content.specs.insert(AppKey::of(app), spec.clone());
             content.apps.push(app.clone());
         }
+        for project in self.projects.values() {
+            content
+                .projects
+                .insert(project.name.clone(), project.clone());
+        }
+        for repo in self.repos.values() {
+            content.repositories.secrets.push(repo.clone());
+        }
+        for settings in self.known_hosts.values().chain(self.tls_certs.values()) {
+            content.repositories.merge(settings.clone());
+        }
         let mut problems = self
             .secrets
             .problems()
             .chain(self.apps.problems())
+            .chain(self.projects.problems())
+            .chain(self.repos.problems())
+            .chain(self.known_hosts.problems())
+            .chain(self.tls_certs.problems())
             .cloned()
             .collect();
         content.complete_argo_cluster_list(in_cluster_enabled, SOURCE, &mut problems);
@@ -356,4 +485,28 @@ fn convert_app(obj: &DynamicObject) -> Converted<AppDefinition> {
     check_app(&definition.0, SOURCE)?;
     let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
     Ok((Some(definition), warnings))
+}
+
+fn convert_project(obj: &DynamicObject) -> Converted<Arc<AppProject>> {
+    let value = to_value(obj, "AppProject")?;
+    let loaded = fleetshard_manifest::project_from_value(&value, SOURCE)
+        .map_err(|e| Problem::from_load_error(&e))?;
+    let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
+    Ok((Some(Arc::new(loaded.value)), warnings))
+}
+
+fn convert_repo(obj: &DynamicObject) -> Converted<RepoSecret> {
+    let value = to_value(obj, "Secret")?;
+    let loaded = fleetshard_manifest::repo_secret_from_value(&value, SOURCE)
+        .map_err(|e| Problem::from_load_error(&e))?;
+    let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
+    Ok((loaded.value, warnings))
+}
+
+fn convert_config_map(obj: &DynamicObject) -> Converted<RepoSettings> {
+    let value = to_value(obj, "ConfigMap")?;
+    let loaded = fleetshard_manifest::repo_config_map_from_value(&value, SOURCE)
+        .map_err(|e| Problem::from_load_error(&e))?;
+    let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
+    Ok((Some(loaded.value), warnings))
 }

@@ -61,13 +61,14 @@
 //! is not this machine (an Argo CD controller sharing the map applies its own rules,
 //! W11/W12; mixing is unsafe); replicas given different counts for longer than `D` (their
 //! maps disagree, each acts only on clusters both counts give it, and gained clusters wait
-//! until the counts agree, so liveness suffers, not safety); length changes that come and go
-//! between two reads of one replica. `docs/argocd-compatibility.md` states the same. The last
-//! one is not rare: replicas learn a new count at different moments, so one shrinks the map
-//! and another, still at the old count, extends it again; a replica that missed the shorter
-//! map may take a re-added free entry for a release it saw and start at once. The simulation
-//! sees such misses in most runs with count changes and that overlap in about one in 200
-//! (`sim/argocd.rs`; `FLEETSHARD_SIM_STRICT=1` counts it as a failure).
+//! until the counts agree, so liveness suffers, not safety). `docs/argocd-compatibility.md`
+//! states the same. Length changes that come and go between two reads of one replica are
+//! covered: replicas learn a new count at different moments, so one shrinks the map and
+//! another, still at the old count, extends it again, and a replica that missed the shorter
+//! map sees a free entry where its holder was. A release therefore frees the entry keeping
+//! the holder's last heartbeat, and only a free entry with a heartbeat counts as a release
+//! seen; one the map gained (or a repair freed) has none, and its clusters wait `D` (the
+//! simulation saw the overlap this prevents in about one run in 200 with count changes).
 //!
 //! # Coverage
 //!

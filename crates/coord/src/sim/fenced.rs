@@ -35,6 +35,11 @@ const LATENCY: Latency = Latency {
 struct Node {
     replica: Replica,
     life: Life,
+    /// The fleet as this replica's inventory has it (churn reaches each one at its own
+    /// moment): clusters, loads, revision.
+    fleet: Vec<Cluster>,
+    loads: Vec<u64>,
+    fleet_rev: u64,
 }
 
 enum Ev {
@@ -53,6 +58,10 @@ enum Ev {
     /// The store replaced by an empty one (a restore, a new cluster): every record gone,
     /// its revision continuing.
     ReplaceStore,
+    /// A cluster joins or leaves the fleet.
+    Churn,
+    /// A replica's inventory catches up with fleet revision `rev`.
+    Fleet(usize, u64, u64),
 }
 
 /// Which record a corruption hits.
@@ -88,6 +97,17 @@ pub(super) struct SimConfig {
     /// Half the failures are replaced by a corrupt record of any kind (garbage, a newer
     /// schema, oversized) or the store replaced by an empty one.
     pub corruption: bool,
+    /// Some failures are a store outage for every replica at once.
+    pub outages: bool,
+    /// Half the failures come with one or two more on other replicas at once.
+    pub concurrent: bool,
+    /// Clusters join and leave the fleet every 3–8 s; each replica's inventory sees a
+    /// change 0–2 s after it happened.
+    pub churn: bool,
+    /// A SIGTERM's stops drain for 0–3 s (stop hooks slower than the runner's 2 s release
+    /// bound): the runner gives up, the process drains on until its work ends or its lease
+    /// deadline, and exits.
+    pub long_drains: bool,
 }
 
 impl Default for SimConfig {
@@ -108,6 +128,10 @@ impl Default for SimConfig {
             count: None,
             scale: Vec::new(),
             corruption: false,
+            outages: false,
+            concurrent: false,
+            churn: false,
+            long_drains: false,
         }
     }
 }
@@ -119,18 +143,23 @@ pub(super) struct Sim {
     queue: Queue<Ev>,
     pub(super) store: SimStore,
     nodes: Vec<Node>,
-    clusters: Vec<Cluster>,
-    loads: Vec<u64>,
+    /// Every cluster that is ever in the fleet (the first `cfg.clusters` at the start).
+    pool: Vec<Cluster>,
+    pool_loads: Vec<u64>,
+    /// Each fleet revision's members (indexes into `pool`); the last is the truth.
+    fleets: Vec<Vec<usize>>,
     pub(super) checker: Checker,
 }
 
 impl Sim {
     pub(super) fn new(cfg: SimConfig, seed: u64) -> Self {
         let mut rng = Rng::new(seed);
-        let clusters: Vec<Cluster> = (0..cfg.clusters)
+        // With churn, a third more clusters come and go.
+        let pool_size = cfg.clusters + if cfg.churn { cfg.clusters / 3 + 1 } else { 0 };
+        let pool: Vec<Cluster> = (0..pool_size)
             .map(|i| Cluster::new(format!("c{i:03}"), format!("https://c{i}")))
             .collect();
-        let loads = (0..cfg.clusters).map(|_| rng.between(1, 10)).collect();
+        let pool_loads: Vec<u64> = (0..cfg.clusters).map(|_| rng.between(1, 10)).collect();
         let mut sim = Sim {
             cfg: cfg.clone(),
             rng,
@@ -138,11 +167,21 @@ impl Sim {
             queue: Queue::new(),
             store: SimStore::default(),
             nodes: Vec::new(),
-            clusters,
-            loads,
+            pool,
+            pool_loads,
+            fleets: vec![(0..cfg.clusters).collect()],
             checker: Checker::new(cfg.warmup_ms, 0, &[]),
         };
-        sim.checker = Checker::new(cfg.warmup_ms, 0, &sim.clusters);
+        // Loads of the clusters that may join, drawn after the others' (so that a
+        // configuration without churn replays as before).
+        for _ in cfg.clusters..pool_size {
+            let load = sim.rng.between(1, 10);
+            sim.pool_loads.push(load);
+        }
+        sim.checker = Checker::new(cfg.warmup_ms, 0, &sim.pool);
+        for c in &sim.pool[cfg.clusters..] {
+            sim.checker.set_present(&c.id, false);
+        }
         for i in 0..cfg.nodes {
             let node = sim.fresh_node(format!("replica-{i}"), 1);
             sim.nodes.push(node);
@@ -159,9 +198,20 @@ impl Sim {
                 len: (500, 9_000),
                 gap: (7_000, 10_000),
                 tail: 8_000,
+                outages: cfg.outages,
+                concurrent: cfg.concurrent,
             };
             let faults = plan.draw(&mut sim.rng, cfg.nodes);
             sim.checker.out.faults = FaultPlan::count(&faults);
+            if cfg.outages || cfg.concurrent {
+                // With failures at once, a window is bounded from the last failure to
+                // begin or end (a restart, the end of a pause, a partition or an outage):
+                // until then, nobody may have been able to take over.
+                for &(t, _, f) in &faults {
+                    sim.checker.out.disruptions.push(t);
+                    sim.checker.out.disruptions.extend(f.ends());
+                }
+            }
             let mut replaced = vec![false; cfg.nodes];
             for (t, n, f) in faults {
                 if cfg.corruption && f != Fault::Restart && sim.rng.chance(0.5) {
@@ -179,7 +229,57 @@ impl Sim {
         for &(t, n) in &cfg.scale {
             sim.queue.at(t, Ev::Scale(n));
         }
+        if cfg.churn {
+            let mut t = cfg.warmup_ms;
+            loop {
+                t += sim.rng.between(3_000, 8_000);
+                if t + 8_000 >= cfg.run_ms {
+                    break;
+                }
+                sim.queue.at(t, Ev::Churn);
+            }
+        }
         sim
+    }
+
+    /// One cluster joins or leaves (never below two thirds of the starting fleet).
+    fn churn(&mut self) {
+        let mut members = self.fleets.last().cloned().unwrap_or_default();
+        let absent: Vec<usize> = (0..self.pool.len())
+            .filter(|i| !members.contains(i))
+            .collect();
+        let remove = absent.is_empty()
+            || (members.len() > self.cfg.clusters * 2 / 3 && self.rng.chance(0.5));
+        if remove {
+            let at = self.rng.below(members.len() as u64) as usize;
+            let gone = members.remove(at);
+            self.checker.set_present(&self.pool[gone].id, false);
+        } else {
+            let joins = absent[self.rng.below(absent.len() as u64) as usize];
+            members.push(joins);
+            members.sort_unstable();
+            self.checker.set_present(&self.pool[joins].id, true);
+        }
+        if tracing() {
+            eprintln!("{:>6} fleet now {members:?}", self.t);
+        }
+        self.fleets.push(members);
+        self.checker.out.disruptions.push(self.t);
+        let rev = self.fleets.len() as u64 - 1;
+        for n in 0..self.nodes.len() {
+            let inc = self.nodes[n].life.incarnation;
+            let after = self.rng.between(0, 2_000);
+            self.queue.at(self.t + after, Ev::Fleet(n, inc, rev));
+        }
+    }
+
+    /// Fleet revision `rev`: its clusters and loads.
+    fn fleet(&self, rev: u64) -> (Vec<Cluster>, Vec<u64>) {
+        let members = &self.fleets[rev as usize];
+        (
+            members.iter().map(|&i| self.pool[i].clone()).collect(),
+            members.iter().map(|&i| self.pool_loads[i]).collect(),
+        )
     }
 
     fn draw_corruption(&mut self) -> Ev {
@@ -241,9 +341,14 @@ impl Sim {
             zone: None,
         };
         let clock = Clock::drawn(&mut self.rng, self.cfg.drift);
+        let fleet_rev = self.fleets.len() as u64 - 1;
+        let (fleet, loads) = self.fleet(fleet_rev);
         Node {
             replica: Replica::new(cfg),
             life: Life::new(identity, incarnation, clock),
+            fleet,
+            loads,
+            fleet_rev,
         }
     }
 
@@ -263,13 +368,19 @@ impl Sim {
             self.t = t;
             self.handle(ev);
             for node in &mut self.nodes {
-                if node
-                    .life
+                let life = &mut node.life;
+                if life
                     .exit_by
                     .is_some_and(|by| t >= by || node.replica.is_released())
                 {
-                    node.life.alive = false;
-                    node.life.exit_by = None;
+                    // The runner is done (released, or its 2 s ran out); the controller
+                    // drains what is still stopping, until its lease deadline at most.
+                    life.exit_by = None;
+                    life.runner_stopped = true;
+                }
+                if life.runner_stopped && (life.draining.is_empty() || !life.gate_open(t)) {
+                    life.alive = false;
+                    life.runner_stopped = false;
                 }
             }
             self.check();
@@ -287,9 +398,10 @@ impl Sim {
         }
     }
 
-    /// Whether node `n` is alive in incarnation `inc`.
+    /// Whether node `n`'s runner runs in incarnation `inc`.
     fn current(&self, n: usize, inc: u64) -> bool {
-        self.nodes[n].life.alive && self.nodes[n].life.incarnation == inc
+        let life = &self.nodes[n].life;
+        life.alive && !life.runner_stopped && life.incarnation == inc
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -306,7 +418,7 @@ impl Sim {
         };
         match ev {
             Ev::Poll(n) => {
-                if !self.nodes[n].life.alive {
+                if !self.nodes[n].life.alive || self.nodes[n].life.runner_stopped {
                     return;
                 }
                 let inc = self.nodes[n].life.incarnation;
@@ -318,7 +430,7 @@ impl Sim {
                 self.queue.at(self.t + self.cfg.poll_ms, Ev::Poll(n));
             }
             Ev::Tick(n) => {
-                if !self.nodes[n].life.alive {
+                if !self.nodes[n].life.alive || self.nodes[n].life.runner_stopped {
                     return;
                 }
                 let inc = self.nodes[n].life.incarnation;
@@ -332,13 +444,14 @@ impl Sim {
                     return;
                 }
                 let now = self.nodes[n].life.local(self.t);
+                let node = &mut self.nodes[n];
                 let fleet = FleetInput {
-                    clusters: &self.clusters,
-                    loads: &self.loads,
-                    revision: 0,
+                    clusters: &node.fleet,
+                    loads: &node.loads,
+                    revision: node.fleet_rev,
                     external_shards: None,
                 };
-                let actions = self.nodes[n].replica.step(now, view.as_ref(), fleet);
+                let actions = node.replica.step(now, view.as_ref(), fleet);
                 if self.t >= self.cfg.warmup_ms {
                     self.checker.out.handovers += actions
                         .iter()
@@ -368,15 +481,28 @@ impl Sim {
             Ev::Reply(n, inc, ticket, result) => {
                 if self.current(n, inc) {
                     self.nodes[n].replica.on_write(ticket, result);
+                    self.publish(n);
                 }
             }
             Ev::Stopped(n, inc, cluster) => {
+                let life = &mut self.nodes[n].life;
+                if life.alive && life.incarnation == inc {
+                    life.draining.remove(&cluster);
+                }
                 if self.current(n, inc) {
-                    self.nodes[n].life.draining.remove(&cluster);
                     self.nodes[n].replica.on_stopped(&cluster);
                     let now = self.nodes[n].life.local(self.t);
                     let actions = self.nodes[n].replica.tick(now);
                     self.send(n, inc, actions);
+                }
+            }
+            Ev::Churn => self.churn(),
+            Ev::Fleet(n, inc, rev) => {
+                let node = &self.nodes[n];
+                if node.life.incarnation == inc && rev > node.fleet_rev {
+                    let (fleet, loads) = self.fleet(rev);
+                    let node = &mut self.nodes[n];
+                    (node.fleet, node.loads, node.fleet_rev) = (fleet, loads, rev);
                 }
             }
             Ev::Fault(n, fault) => self.fault(n, fault),
@@ -405,15 +531,22 @@ impl Sim {
             Fault::Shutdown => {
                 // SIGTERM: release, keep stepping until released (2 s at most), then exit.
                 let life = &self.nodes[n].life;
-                if life.alive && self.t >= life.paused_until {
+                if life.alive && !life.runner_stopped && self.t >= life.paused_until {
                     let inc = life.incarnation;
+                    // Stopping from here on: the gate admits nothing new, and work in
+                    // flight keeps the deadline it was given.
+                    self.nodes[n].life.exit_by = Some(self.t + 2_000);
                     let actions = self.nodes[n].replica.release();
                     self.send(n, inc, actions);
                     self.checker.out.graceful.push(self.t);
-                    self.nodes[n].life.exit_by = Some(self.t + 2_000);
                 } else {
                     self.nodes[n].life.alive = false;
                 }
+            }
+            Fault::Restart if self.nodes[n].life.alive => {
+                // The old process is still draining (a SIGTERM): a pod under the same
+                // name starts once it has exited.
+                self.queue.at(self.t + 100, Ev::Fault(n, Fault::Restart));
             }
             Fault::Restart => {
                 let identity = self.nodes[n].life.identity.clone();
@@ -424,6 +557,23 @@ impl Sim {
             }
             Fault::Pause(until) => self.nodes[n].life.paused_until = until,
             Fault::Partition(until) => self.nodes[n].life.partitioned_until = until,
+            Fault::Outage(until) => {
+                for node in &mut self.nodes {
+                    node.life.partitioned_until = node.life.partitioned_until.max(until);
+                }
+            }
+        }
+    }
+
+    /// What the runner publishes after each step: its lease deadline, which the
+    /// controller's gate follows. While stopping (SIGTERM) the machine no longer counts
+    /// the shard as its own, but work in flight still runs until the last published
+    /// deadline (its requests carry it): that one is kept.
+    fn publish(&mut self, n: usize) {
+        let node = &mut self.nodes[n];
+        let now = node.life.local(self.t);
+        if node.life.exit_by.is_none() && !node.life.runner_stopped {
+            node.life.gate_until = node.replica.shard_valid_until(now);
         }
     }
 
@@ -444,21 +594,31 @@ impl Sim {
                 }
             }
         }
-        let now = self.nodes[n].life.local(self.t);
-        if self.nodes[n].replica.shard(now).is_none() {
-            // No lease: whatever was still draining is cancelled now.
+        self.publish(n);
+        if !self.nodes[n].life.gate_open(self.t) {
+            // The gate closed (the lease lapsed or was lost): whatever was still draining
+            // is cancelled now.
             for c in std::mem::take(&mut self.nodes[n].life.draining) {
                 self.nodes[n].replica.on_stopped(&c);
             }
         }
         for a in actions {
+            if let Action::Start(c) = &a {
+                self.nodes[n].life.started.insert(c.clone());
+            }
             if let Action::Stop(c) = &a {
-                // Work in flight drains for a while after a handover (0–1.5 s), but is
-                // cancelled at once when the lease lapses or is lost (the controller's
-                // contract: nothing runs past the deadline).
-                let now = self.nodes[n].life.local(self.t);
-                if self.nodes[n].replica.shard(now).is_some() && self.cfg.slow_stops {
-                    let took = self.rng.between(0, 1_500);
+                self.nodes[n].life.started.remove(c);
+                // Work in flight drains for a while after a handover (0–1.5 s; after a
+                // SIGTERM with long drains 0–3 s), but is cancelled at once when the
+                // lease lapses or is lost (the controller's contract: nothing runs past
+                // the deadline).
+                if self.nodes[n].life.gate_open(self.t) && self.cfg.slow_stops {
+                    let most = if self.cfg.long_drains && self.nodes[n].life.exit_by.is_some() {
+                        3_000
+                    } else {
+                        1_500
+                    };
+                    let took = self.rng.between(0, most);
                     self.nodes[n].life.draining.insert(c.clone());
                     self.queue.at(self.t + took, Ev::Stopped(n, inc, c.clone()));
                 } else {
@@ -486,24 +646,20 @@ impl Sim {
         }
     }
 
-    /// G1 at this instant, and coverage bookkeeping for G2.
+    /// G1 at this instant, and coverage bookkeeping for G2. Who acts comes from the starts
+    /// and stops the driver executed and the deadline the runner published (`Life::acting`);
+    /// the machine's own view must agree with it.
     fn check(&mut self) {
         self.checker.begin();
         for (i, node) in self.nodes.iter().enumerate() {
-            if !node.life.alive {
-                continue;
-            }
-            let now = node.life.local(self.t);
-            for c in node.replica.acting(now) {
+            for c in node.life.acting(self.t) {
                 self.checker.add(i, c);
             }
-            // Work still draining counts while the lease is valid: the controller's
-            // contract is that work in flight checks the lease and ends at its deadline (a
-            // paused process resumes past it and stops). A cluster given back while it
-            // still drains counts once for its node.
-            if node.replica.shard(now).is_some() {
-                for c in &node.life.draining {
-                    self.checker.add(i, c);
+            if node.life.alive && !node.life.runner_stopped {
+                let now = node.life.local(self.t);
+                let machine = node.replica.acting(now);
+                if let Some(d) = node.life.disagreement(self.t, machine) {
+                    self.checker.out.disagreements.push(d);
                 }
             }
         }

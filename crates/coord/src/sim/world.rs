@@ -149,6 +149,16 @@ pub(crate) struct Life {
     pub(crate) exit_by: Option<u64>,
     /// Clusters whose work is still stopping (items in flight): they count as acting.
     pub(crate) draining: BTreeSet<String>,
+    /// Clusters whose work the driver started (an executed `Start`) and has not stopped
+    /// (an executed `Stop`): with `draining`, what this process acts on while its gate is
+    /// open. Derived from the actions executed, never read from the machine.
+    pub(crate) started: BTreeSet<String>,
+    /// The lease deadline (local clock) as the runner last published it after a step: the
+    /// controller's gate closes there, and no work of this process runs past it.
+    pub(crate) gate_until: Option<Mono>,
+    /// SIGTERM: the runner gave up (released, or its 2 s ran out) and handles nothing
+    /// more; the process exits once its draining work has ended or its gate closed.
+    pub(crate) runner_stopped: bool,
     pub(crate) clock: Clock,
 }
 
@@ -162,12 +172,53 @@ impl Life {
             partitioned_until: 0,
             exit_by: None,
             draining: BTreeSet::new(),
+            started: BTreeSet::new(),
+            gate_until: None,
+            runner_stopped: false,
             clock,
         }
     }
 
     pub(crate) fn local(&self, t: u64) -> Mono {
         self.clock.local(t)
+    }
+
+    /// Whether the work gate is open at real time `t`: the process is alive and its
+    /// published lease deadline is ahead on its own clock.
+    pub(crate) fn gate_open(&self, t: u64) -> bool {
+        self.alive && self.gate_until.is_some_and(|until| self.local(t) < until)
+    }
+
+    /// How the machine's own view of what it acts on at real time `t` (`machine`) differs
+    /// from what the executed starts and stops say, if it does.
+    pub(crate) fn disagreement<'a>(
+        &self,
+        t: u64,
+        machine: impl Iterator<Item = &'a str>,
+    ) -> Option<String> {
+        let executed: Vec<&str> = if self.gate_open(t) {
+            self.started.iter().map(String::as_str).collect()
+        } else {
+            Vec::new()
+        };
+        let mut machine: Vec<&str> = machine.collect();
+        machine.sort_unstable();
+        (machine != executed).then(|| {
+            format!(
+                "{} at {t}: the machine acts on {machine:?}, the executed actions on {executed:?}",
+                self.identity
+            )
+        })
+    }
+
+    /// What this process acts on at real time `t`, from the starts and stops it executed:
+    /// started or still draining, while its gate is open.
+    pub(crate) fn acting(&self, t: u64) -> impl Iterator<Item = &String> {
+        let open = self.gate_open(t);
+        self.started
+            .iter()
+            .chain(&self.draining)
+            .filter(move |_| open)
     }
 }
 
@@ -207,6 +258,18 @@ pub(crate) enum Fault {
     Pause(u64),
     /// Cut off from the store until then (ms).
     Partition(u64),
+    /// Every replica cut off from the store until then (ms): a store outage.
+    Outage(u64),
+}
+
+impl Fault {
+    /// When the failure ends (ms), for those that last: a pause, a partition, an outage.
+    pub(crate) fn ends(self) -> Option<u64> {
+        match self {
+            Fault::Pause(until) | Fault::Partition(until) | Fault::Outage(until) => Some(until),
+            Fault::Crash | Fault::Shutdown | Fault::Restart => None,
+        }
+    }
 }
 
 /// How failures are spread over a run: one at a time, each `len` long, `gap` apart, none
@@ -218,11 +281,15 @@ pub(crate) struct FaultPlan {
     pub(crate) len: (u64, u64),
     pub(crate) gap: (u64, u64),
     pub(crate) tail: u64,
+    /// Some failures are a store outage for every replica at once.
+    pub(crate) outages: bool,
+    /// Half the failures come with one or two more on other replicas, starting within 2 s.
+    pub(crate) concurrent: bool,
 }
 
 impl FaultPlan {
     /// The failures, as (time, replica, fault): a crash or a shutdown is followed by a
-    /// restart `len` later.
+    /// restart `len` later. With `concurrent`, a failure may come with others at once.
     pub(crate) fn draw(&self, rng: &mut Rng, nodes: usize) -> Vec<(u64, usize, Fault)> {
         let mut out = Vec::new();
         let mut t = self.from;
@@ -233,21 +300,44 @@ impl FaultPlan {
             if t + len + self.tail >= self.until {
                 break;
             }
-            match rng.below(4) {
-                0 => {
-                    out.push((t, n, Fault::Crash));
-                    out.push((t + len, n, Fault::Restart));
+            let mut end = t + len;
+            self.one(rng, &mut out, t, n, len);
+            if self.concurrent && nodes > 1 && rng.chance(0.5) {
+                // One or two more, on other replicas, beginning within 2 s.
+                for _ in 0..rng.between(1, 2.min(nodes as u64 - 1)) {
+                    let other = (n + 1 + rng.below(nodes as u64 - 1) as usize) % nodes;
+                    let at = t + rng.between(0, 2_000);
+                    let len = rng.between(self.len.0, self.len.1);
+                    if at + len + self.tail >= self.until
+                        || out.iter().any(|&(s, m, _)| m == other && s >= t)
+                    {
+                        continue;
+                    }
+                    self.one(rng, &mut out, at, other, len);
+                    end = end.max(at + len);
                 }
-                3 => {
-                    out.push((t, n, Fault::Shutdown));
-                    out.push((t + len, n, Fault::Restart));
-                }
-                1 => out.push((t, n, Fault::Pause(t + len))),
-                _ => out.push((t, n, Fault::Partition(t + len))),
             }
-            t += len + rng.between(self.gap.0, self.gap.1);
+            t = end + rng.between(self.gap.0, self.gap.1);
         }
+        out.sort_by_key(|&(t, _, _)| t);
         out
+    }
+
+    /// One failure of replica `n` at `t`, lasting `len`.
+    fn one(&self, rng: &mut Rng, out: &mut Vec<(u64, usize, Fault)>, t: u64, n: usize, len: u64) {
+        match rng.below(if self.outages { 5 } else { 4 }) {
+            0 => {
+                out.push((t, n, Fault::Crash));
+                out.push((t + len, n, Fault::Restart));
+            }
+            3 => {
+                out.push((t, n, Fault::Shutdown));
+                out.push((t + len, n, Fault::Restart));
+            }
+            1 => out.push((t, n, Fault::Pause(t + len))),
+            4 => out.push((t, n, Fault::Outage(t + len))),
+            _ => out.push((t, n, Fault::Partition(t + len))),
+        }
     }
 
     /// How many failures `events` holds (restarts are part of theirs).
@@ -280,6 +370,9 @@ pub(crate) struct Outcome {
     pub(crate) open_at_end: Vec<u64>,
     /// Clusters started after warm-up (handovers: each is a cluster changing hands).
     pub(crate) handovers: usize,
+    /// Instants where a machine's own view of what it acts on differed from what the
+    /// driver executed (starts and stops) within its published deadline.
+    pub(crate) disagreements: Vec<String>,
 }
 
 impl Outcome {
@@ -317,6 +410,8 @@ pub(crate) struct Checker {
     owners: Vec<Vec<usize>>,
     /// Per cluster, since when it has had no acting owner.
     uncovered_since: Vec<Option<u64>>,
+    /// Per cluster, whether it is in the fleet now (coverage is measured only then).
+    present: Vec<bool>,
     pub(crate) out: Outcome,
 }
 
@@ -334,7 +429,23 @@ impl Checker {
             ids,
             owners: vec![Vec::new(); clusters.len()],
             uncovered_since: vec![None; clusters.len()],
+            present: vec![true; clusters.len()],
             out: Outcome::default(),
+        }
+    }
+
+    /// A cluster joins (`true`) or leaves the fleet: a cluster not in the fleet needs no
+    /// owner (one still acting on it counts for G1 all the same).
+    pub(crate) fn set_present(&mut self, cluster: &str, present: bool) {
+        if let Ok(at) = self
+            .ids
+            .binary_search_by(|(id, _)| id.as_str().cmp(cluster))
+        {
+            let i = self.ids[at].1;
+            self.present[i] = present;
+            if !present {
+                self.uncovered_since[i] = None;
+            }
         }
     }
 
@@ -367,6 +478,9 @@ impl Checker {
             if owners.len() > 1 {
                 let who = owners.iter().map(|&n| name(n)).collect();
                 self.out.overlaps.push((t, id.clone(), who));
+            }
+            if !self.present[*i] {
+                continue;
             }
             match (owners.is_empty(), self.uncovered_since[*i]) {
                 (false, Some(since)) => {

@@ -25,11 +25,17 @@ mod zones;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cost;
+#[cfg(test)]
+mod tests_targets;
+#[cfg(test)]
+mod tests_zones;
 
 use std::collections::BTreeSet;
 
 use crate::assignment::Assignment;
-use crate::model::{Cluster, ShardSpec};
+use crate::model::{App, Cluster, ShardSpec, app_counts};
 
 pub use engine::BalancedPlacer;
 pub use rendezvous::stable_hash;
@@ -38,6 +44,11 @@ pub use zones::{ZoneFallback, ZonePlan, ZoneReport};
 /// Name of this algorithm on the command line and in reports.
 pub const BALANCED: &str = "balanced";
 
+/// What owning a cluster costs a replica beyond its apps, in apps: the default of
+/// [`PlacementConfig::cluster_base_load`]. Chosen from measurement; `docs/performance.md`,
+/// "What a cluster costs", explains the figure.
+pub const DEFAULT_CLUSTER_BASE_LOAD: u64 = 5;
+
 /// Knobs of the balanced placement.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlacementConfig {
@@ -45,6 +56,11 @@ pub struct PlacementConfig {
     pub tolerance: f64,
     /// Zone-aware placement settings.
     pub zones: ZonePolicy,
+    /// The load of a cluster without a `weight` is this base plus its app count
+    /// ([`PlacementConfig::loads`]), so that clusters spread as well as apps: an owned
+    /// cluster costs a replica something even without apps. Argo CD's algorithms do not
+    /// use it (they count apps, as Argo CD does).
+    pub cluster_base_load: u64,
 }
 
 impl Default for PlacementConfig {
@@ -52,7 +68,23 @@ impl Default for PlacementConfig {
         PlacementConfig {
             tolerance: 0.10,
             zones: ZonePolicy::default(),
+            cluster_base_load: DEFAULT_CLUSTER_BASE_LOAD,
         }
+    }
+}
+
+impl PlacementConfig {
+    /// The load balanced placement gives each cluster (same order as `clusters`): its
+    /// `weight` when set, else [`PlacementConfig::cluster_base_load`] plus its app count.
+    pub fn loads(&self, clusters: &[Cluster], apps: &[App]) -> Vec<u64> {
+        app_counts(clusters, apps)
+            .into_iter()
+            .zip(clusters)
+            .map(|(apps, c)| {
+                c.weight
+                    .unwrap_or(apps.saturating_add(self.cluster_base_load))
+            })
+            .collect()
     }
 }
 

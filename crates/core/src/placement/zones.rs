@@ -85,10 +85,22 @@ pub(super) struct ZoneLayout {
     pub cluster_zone: Vec<usize>,
     /// Per zone: keeps its clusters local.
     pub local: Vec<bool>,
+    /// Per zone: takes spill from other zones (local, with spare capacity).
+    pub receives: Vec<bool>,
     /// Per shard: target load.
     pub targets: Vec<f64>,
     /// The report.
     pub reports: Vec<ZoneReport>,
+}
+
+impl ZoneLayout {
+    /// Whether a cluster of zone `cluster_zone` may run on a shard of zone `shard_zone`:
+    /// at home always; elsewhere only when its zone spills and that zone takes spill. (A
+    /// vacant shard has no zone here, `usize::MAX`, and hosts nothing from elsewhere.)
+    pub fn may_host(&self, cluster_zone: usize, shard_zone: usize) -> bool {
+        cluster_zone == shard_zone
+            || (!self.local[cluster_zone] && self.receives.get(shard_zone) == Some(&true))
+    }
 }
 
 /// What zone planning needs to know about the clusters (parallel slices).
@@ -269,10 +281,14 @@ pub(super) fn plan(
             target_load: zone_target[z],
         })
         .collect();
+    // Spill goes only where there is spare: never to another spilling zone, nor to a
+    // local zone already at or above its fair share.
+    let receives = (0..zones).map(|z| spare[z] > 0.0).collect();
     Ok(ZoneLayout {
         shard_zone,
         cluster_zone,
         local,
+        receives,
         targets,
         reports,
     })

@@ -176,6 +176,8 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
                 fleet,
                 specs,
                 credentials: Default::default(),
+                projects: Default::default(),
+                repositories: Default::default(),
                 format: Default::default(),
             };
             let target = match (&args.out, &args.output) {

@@ -9,6 +9,7 @@ use fleetshard_core::argo::{ArgoClusterList, IN_CLUSTER_SERVER};
 use fleetshard_core::{Fleet, ShardSpec};
 use fleetshard_manifest::{
     self as manifest, AppSpec, ClusterCredentials, InputFormat, LoadError, LoadWarning, Loaded,
+    RepoSettings,
 };
 use fleetshard_plan::Warning;
 
@@ -101,6 +102,11 @@ pub struct LoadedFleet {
     pub shards: Vec<ShardSpec>,
     /// How to reach each cluster, by id, from the cluster Secrets' `config`.
     pub credentials: BTreeMap<String, ClusterCredentials>,
+    /// Argo CD AppProjects given with the applications, by name.
+    pub projects: BTreeMap<String, manifest::AppProject>,
+    /// How to reach private Git repositories, from repository Secrets, credential
+    /// templates and Argo CD's known-hosts and TLS-certificate ConfigMaps in `--clusters`.
+    pub repositories: RepoSettings,
     /// What the loaders worked around.
     pub warnings: Vec<Warning>,
 }
@@ -197,6 +203,7 @@ pub fn load(source: &FleetSource) -> anyhow::Result<LoadedFleet> {
             let c = load_clusters(clusters)?;
             out.warnings.extend(warnings(c.warnings));
             out.credentials = c.value.credentials;
+            out.repositories = c.value.repositories;
             out.fleet.clusters = match c.value.format {
                 // A fleet file's clusters are the whole fleet.
                 InputFormat::Native => c.value.fleet.clusters,
@@ -210,6 +217,7 @@ pub fn load(source: &FleetSource) -> anyhow::Result<LoadedFleet> {
     if let Some(path) = extra_apps {
         let a = load_apps(path)?;
         out.fleet.apps.extend(a.value.fleet.apps);
+        out.projects = a.value.projects;
         for (key, spec) in a.value.specs {
             // The fleet file's definition of a key comes first, and counts.
             out.specs.entry(key).or_insert(spec);

@@ -7,7 +7,7 @@ use anyhow::{Context as _, bail};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, ValueEnum};
 use fleetshard_core::argo::ArgoAlgorithm;
-use fleetshard_core::placement::{PlacementConfig, ZonePolicy};
+use fleetshard_core::placement::{DEFAULT_CLUSTER_BASE_LOAD, PlacementConfig, ZonePolicy};
 use fleetshard_plan::{
     Algorithm, PlanInput, PlanOptions, PreviousPlan, Report, TableOptions, Warning, build_report,
     override_template, parse_capacities, parse_replicas, parse_zones, render_json, render_svg,
@@ -104,6 +104,9 @@ pub struct PlanArgs {
         allow_hyphen_values = true
     )]
     pub tolerance: f64,
+    /// What a cluster costs.
+    #[command(flatten)]
+    pub load: LoadArgs,
     /// Zone-aware placement needs at least this many shards in every zone with clusters
     /// (2 keeps failover within the zone).
     #[arg(
@@ -130,6 +133,20 @@ pub struct PlanArgs {
     /// Table output: list every warning (default: the first 25).
     #[arg(long, env = "FLEETSHARD_ALL_WARNINGS")]
     pub all_warnings: bool,
+}
+
+/// How balanced placement weighs a cluster (`plan` and `run` alike).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadArgs {
+    /// Balanced placement: what owning a cluster costs beyond its apps, in apps (a
+    /// cluster's load is this plus its app count, unless it has a weight).
+    #[arg(
+        long,
+        value_name = "APPS",
+        default_value_t = DEFAULT_CLUSTER_BASE_LOAD,
+        env = "FLEETSHARD_CLUSTER_BASE_LOAD"
+    )]
+    pub cluster_base_load: u64,
 }
 
 /// Runs `fleetshard plan`. `matches` are this subcommand's, to see where values came from.
@@ -170,6 +187,7 @@ pub fn run(args: PlanArgs, matches: &ArgMatches) -> anyhow::Result<()> {
             min_shards_per_zone: args.min_shards_per_zone,
             ..ZonePolicy::default()
         },
+        cluster_base_load: args.load.cluster_base_load,
     };
     if !(args.tolerance.is_finite() && (0.0..=10.0).contains(&args.tolerance)) {
         bail!(

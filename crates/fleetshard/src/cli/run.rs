@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use fleetshard_controller::inventory::{
-    DirectoryConfig, InventoryContent, KubernetesConfig, specs_by_app_key,
+    DirectoryConfig, InventoryContent, KubernetesConfig, shared_projects, specs_by_app_key,
 };
 use fleetshard_coord::fenced::DropGuard;
+use fleetshard_core::placement::PlacementConfig;
 use fleetshard_replica::{
     ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, ReconcilerKind, Replica,
     ReplicaSettings,
@@ -19,6 +20,7 @@ use fleetshard_replica::{
 use fleetshard_util::duration::parse_go_duration;
 
 use super::input::{self, FleetArgs};
+use super::plan::LoadArgs;
 use super::protocol::{Protocol, ProtocolArgs, argo_settings, env_settings, protocol};
 use super::shards::{Deployment, ShardsArg};
 use super::store::StoreArgs;
@@ -56,6 +58,9 @@ pub struct RunArgs {
         env = "FLEETSHARD_APPLICATION_NAMESPACE"
     )]
     pub application_namespace: Option<String>,
+    /// What a cluster costs, for balanced placement as distributor.
+    #[command(flatten)]
+    pub load: LoadArgs,
     /// Where the shard count comes from: `N` (exactly N), `stored[:N]` (what `fleetshard
     /// scale` wrote; N until then), or `auto[:MIN-MAX]` (one shard per live replica). The
     /// elected distributor's setting decides; give every replica the same.
@@ -254,6 +259,10 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
             shards: args.shards.0,
             deployment: args.shards.1.as_ref().map(Deployment::resolve),
             grace: Duration::from_millis(args.grace_ms),
+            placement: PlacementConfig {
+                cluster_base_load: args.load.cluster_base_load,
+                ..PlacementConfig::default()
+            },
             drop_guard: DropGuard {
                 max_drop_percent: args.max_fleet_drop_percent,
                 grace: Duration::from_millis(args.fleet_drop_grace_ms),
@@ -320,6 +329,8 @@ fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
         apps: loaded.fleet.apps,
         specs: specs_by_app_key(loaded.specs),
         credentials: loaded.credentials,
+        projects: shared_projects(loaded.projects),
+        repositories: loaded.repositories,
     }))
 }
 

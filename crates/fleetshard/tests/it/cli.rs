@@ -139,6 +139,50 @@ fn json_contract_on_the_native_example() {
     assert!(v.get("plans").is_none());
 }
 
+/// A cluster's load is the base (flag, environment, default 5) plus its apps; a weight
+/// replaces both.
+#[test]
+fn cluster_base_load_from_flag_env_and_default() {
+    let loads = |extra: &[&str], env: Option<&str>| -> Vec<(u64, u64, bool)> {
+        let mut cmd = fleetshard();
+        cmd.args([
+            "plan",
+            "--fleet",
+            &example("fleet.yaml"),
+            "--output",
+            "json",
+        ])
+        .args(extra);
+        if let Some(v) = env {
+            cmd.env("FLEETSHARD_CLUSTER_BASE_LOAD", v);
+        }
+        let v = ok_json(&mut cmd);
+        v["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let weighted = c["name"] == "prod-ledger-eu1";
+                (
+                    c["apps"].as_u64().unwrap(),
+                    c["load"].as_u64().unwrap(),
+                    weighted,
+                )
+            })
+            .collect()
+    };
+    for (extra, env, base) in [
+        (&[][..], None, 5),
+        (&["--cluster-base-load", "0"][..], None, 0),
+        (&[][..], Some("2"), 2),
+    ] {
+        for (apps, load, weighted) in loads(extra, env) {
+            let want = if weighted { 60 } else { apps + base };
+            assert_eq!(load, want, "base {base}: apps {apps}");
+        }
+    }
+}
+
 #[test]
 fn replicas_default_to_the_fleet_files_shards() {
     let v = ok_json(fleetshard().args([

@@ -24,3 +24,4 @@ mod run_sqlite;
 mod simulate;
 mod store_identity;
 mod support;
+mod write_overlap;

@@ -12,18 +12,19 @@ use std::time::Duration;
 
 use crate::support::replicas::fleetshard;
 use crate::support::{KillOnDrop, http, signal, wait_for};
+use crate::write_overlap::{assert_writes_well_formed, identity_of};
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::{FakeApiServer, FaultAction, Verb};
 use serde_json::{Value, json};
 
-const APPS: &str = "argoproj.io/v1alpha1";
-const SETTLE: Duration = Duration::from_secs(90);
+pub(crate) const APPS: &str = "argoproj.io/v1alpha1";
+pub(crate) const SETTLE: Duration = Duration::from_secs(90);
 
 /// The fakes on a runtime of their own, so the test can block on processes.
-struct Fakes {
+pub(crate) struct Fakes {
     _rt: tokio::runtime::Runtime,
-    control: FakeApiServer,
-    clusters: Vec<FakeApiServer>,
+    pub(crate) control: FakeApiServer,
+    pub(crate) clusters: Vec<FakeApiServer>,
 }
 
 fn start_fakes(n: usize) -> Fakes {
@@ -99,7 +100,7 @@ fn replica(dir: &Path, kubeconfig: &Path, id: &str, protocol: &[&str]) -> KillOn
 }
 
 /// The app's status once it is Synced to `commit` by a finished operation.
-fn synced(fakes: &Fakes, app: &str, commit: &str) -> Result<Value, String> {
+pub(crate) fn synced(fakes: &Fakes, app: &str, commit: &str) -> Result<Value, String> {
     let obj = fakes
         .control
         .get(APPS, "Application", "argocd", app)
@@ -115,7 +116,7 @@ fn synced(fakes: &Fakes, app: &str, commit: &str) -> Result<Value, String> {
     Ok(status.clone())
 }
 
-fn config_value(fake: &FakeApiServer, name: &str) -> Option<Value> {
+pub(crate) fn config_value(fake: &FakeApiServer, name: &str) -> Option<Value> {
     fake.get("v1", "ConfigMap", "default", name)
         .map(|cm| cm["data"]["value"].clone())
 }
@@ -123,15 +124,15 @@ fn config_value(fake: &FakeApiServer, name: &str) -> Option<Value> {
 /// A control plane with two cluster Secrets and two Applications (app0 → c0, app1 → c1)
 /// on a Git repository with one ConfigMap per app; two replicas started with `protocol`;
 /// waits until both apps are synced by a finished operation. Returns the first commit.
-struct World {
-    dir: tempfile::TempDir,
-    fakes: Fakes,
-    git: Git,
-    replicas: Vec<KillOnDrop>,
-    first: String,
+pub(crate) struct World {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) fakes: Fakes,
+    pub(crate) git: Git,
+    pub(crate) replicas: Vec<KillOnDrop>,
+    pub(crate) first: String,
 }
 
-fn world(protocol: &[&str]) -> World {
+pub(crate) fn world(protocol: &[&str]) -> World {
     let dir = tempfile::tempdir().unwrap();
     let fakes = start_fakes(2);
     let kubeconfig = dir.path().join("kubeconfig");
@@ -233,6 +234,15 @@ fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
             Some(json!("2"))
         );
     }
+    // Judged from the clusters' side: every write names its replica, both replicas wrote,
+    // and no two replicas' writes ever overlapped on a cluster (`write_overlap`).
+    let mut writers = std::collections::BTreeSet::new();
+    for cluster in &fakes.clusters {
+        assert_writes_well_formed(cluster);
+        let writes = cluster.writes();
+        writers.extend(writes.iter().filter_map(identity_of).map(str::to_owned));
+    }
+    assert_eq!(writers.into_iter().collect::<Vec<_>>(), ["r0", "r1"]);
 
     drift_is_healed(&fakes, "2");
 

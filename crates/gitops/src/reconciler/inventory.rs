@@ -5,13 +5,13 @@
 //! timestamps.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use fleetshard_controller::AppKey;
 use fleetshard_controller::inventory::InventorySnapshot;
 use fleetshard_core::App;
 use fleetshard_core::model::DestinationIndex;
-use fleetshard_manifest::AppSpec;
+use fleetshard_manifest::{AppProject, AppSpec, RepoSettings};
 use tokio::sync::watch;
 
 use crate::live::ClusterAccess;
@@ -25,6 +25,14 @@ pub struct AppTarget {
     pub spec: AppSpec,
     /// Its destination cluster.
     pub cluster: ClusterAccess,
+    /// The destination cluster's name (Argo CD's `name`, matched by project destinations
+    /// and sync windows).
+    pub cluster_name: String,
+    /// Its AppProject (`None`: the project does not exist, and the app is refused).
+    pub project: Option<Arc<AppProject>>,
+    /// Argo CD's repository Secrets, credential templates, known hosts and TLS
+    /// certificates, which say how its repository is fetched (empty: anonymously).
+    pub repositories: Arc<RepoSettings>,
 }
 
 /// The app inventory as the reconciler reads it: `None` for an app that does not exist
@@ -152,8 +160,11 @@ impl Inventory for InventoryTargets {
         let &(a, c) = index.apps.get(key)?;
         let snap = &index.snapshot;
         let cluster = &snap.clusters[c];
+        let app = &snap.apps[a];
         Some(AppTarget {
-            app: snap.apps[a].clone(),
+            project: snap.project(&app.project),
+            cluster_name: cluster.name.clone(),
+            app: app.clone(),
             spec: snap.specs.get(key).cloned().unwrap_or_default(),
             cluster: ClusterAccess {
                 id: cluster.id.clone(),
@@ -164,6 +175,7 @@ impl Inventory for InventoryTargets {
                     .cloned()
                     .unwrap_or_default(),
             },
+            repositories: Arc::clone(&snap.repositories),
         })
     }
 }

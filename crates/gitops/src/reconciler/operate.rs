@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use fleetshard_controller::{AppKey, Operated, ReconcileError};
+use fleetshard_manifest::project::WindowVerdict;
 use fleetshard_manifest::{RefusalKind, SyncRequest, SyncResource};
 
 use super::guard::selected;
@@ -115,6 +116,15 @@ impl GitOpsReconciler {
         if !refused.is_empty() {
             self.refuse(key, &request, &refused).await?;
             return Ok(Some(Operated::Finished));
+        }
+        if let WindowVerdict::Blocked(why) = self.window_verdict(target, true) {
+            // The request stays pending (as Argo CD keeps the operation running) and is
+            // tried again at the next refresh; the status shows why.
+            tracing::info!(app = %key, %why, "requested sync not run");
+            if let Some(m) = self.memos().get_mut(key) {
+                m.sync_error = Some(why);
+            }
+            return Ok(Some(Operated::Idle));
         }
         let last = match (&request.revision, last) {
             (None, Some(last)) => last,

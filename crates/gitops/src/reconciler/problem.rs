@@ -51,6 +51,7 @@ impl From<SourceError> for Problem {
             e,
             SourceError::RepoNotFound { .. }
                 | SourceError::Fetch { .. }
+                | SourceError::Credentials { .. }
                 | SourceError::RevisionNotFound { .. }
                 | SourceError::Git { .. }
                 | SourceError::Task { .. }

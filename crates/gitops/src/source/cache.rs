@@ -1,12 +1,17 @@
 //! [`RepoCache`]: the async face of the Git source, shared by every application of a
-//! replica. One slot per repository (single-flight through a tokio mutex: N applications
-//! asking at once cause one fetch), revision resolutions kept for `refresh_interval`, and
-//! manifests kept per (repository, commit, path), which never change.
+//! replica. One slot per repository and credentials (single-flight through a tokio mutex:
+//! N applications asking at once cause one fetch), revision resolutions kept for
+//! `refresh_interval`, and manifests kept per (slot, commit, path), which never change.
+//!
+//! A remote slot is keyed by the URL's exact form ([`exact_form`]) and everything the
+//! fetch authenticates with ([`RepoAccess`]), hashed with a random salt kept in the cache
+//! directory (`.salt`, mode 0600): two applications share a mirror only when they fetch
+//! the same URL with the same credentials, and a mirror's name says nothing about them.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use fleetshard_manifest::AppSource;
@@ -14,10 +19,11 @@ use gix::ObjectId;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+use super::access::RepoAccess;
 use super::error::SourceError;
 use super::parse::Manifest;
 use super::repo::{self, Opened};
-use super::url::{RepoLocation, cache_key, normalize};
+use super::url::{RepoLocation, cache_key, exact_form};
 
 /// Parsed manifest sets (repository, commit, path) kept by default: at least the apps one
 /// replica owns, or every refresh reads Git again.
@@ -25,6 +31,10 @@ pub const DEFAULT_MAX_CACHED_READS: usize = 16_384;
 
 /// Argo CD's default reconciliation period (`timeout.reconciliation`).
 pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(180);
+
+/// The longest one fetch may take, whatever the transport does (a server that trickles
+/// data, a `git://` daemon that never answers): the application gets a condition.
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How [`RepoCache`] behaves.
 #[derive(Debug, Clone)]
@@ -39,17 +49,21 @@ pub struct RepoCacheConfig {
     pub mirror_local: bool,
     /// How many (repository, commit, path) reads are kept; the oldest go first.
     pub max_cached_reads: usize,
+    /// The longest one fetch may take ([`DEFAULT_FETCH_TIMEOUT`]).
+    pub fetch_timeout: Duration,
 }
 
 impl RepoCacheConfig {
     /// Defaults: refresh every [`DEFAULT_REFRESH_INTERVAL`], local repositories read in
-    /// place, [`DEFAULT_MAX_CACHED_READS`] reads kept.
+    /// place, [`DEFAULT_MAX_CACHED_READS`] reads kept, fetches bounded by
+    /// [`DEFAULT_FETCH_TIMEOUT`].
     pub fn new(cache_dir: impl Into<PathBuf>) -> Self {
         RepoCacheConfig {
             cache_dir: cache_dir.into(),
             refresh_interval: DEFAULT_REFRESH_INTERVAL,
             mirror_local: false,
             max_cached_reads: DEFAULT_MAX_CACHED_READS,
+            fetch_timeout: DEFAULT_FETCH_TIMEOUT,
         }
     }
 }
@@ -99,13 +113,19 @@ struct Inner {
     fetches: AtomicU64,
     resolutions: AtomicU64,
     reads_done: AtomicU64,
+    /// The key of the slot names' hash, read (or made) once.
+    salt: OnceLock<Vec<u8>>,
 }
 
-/// One repository.
+/// One repository fetched with one set of credentials.
 struct Slot {
     key: String,
     location: RepoLocation,
+    access: RepoAccess,
     state: tokio::sync::Mutex<SlotState>,
+    /// Held by the blocking fetch itself: a fetch abandoned at its timeout still owns the
+    /// mirror directory until its transport gives up, and the next one waits for it.
+    disk: Arc<Mutex<()>>,
 }
 
 #[derive(Default)]
@@ -137,6 +157,7 @@ impl RepoCache {
                 fetches: AtomicU64::new(0),
                 resolutions: AtomicU64::new(0),
                 reads_done: AtomicU64::new(0),
+                salt: OnceLock::new(),
             }),
         }
     }
@@ -150,13 +171,25 @@ impl RepoCache {
         }
     }
 
-    /// The desired objects of `source`: its `targetRevision` resolved (see
-    /// [`RepoCache::resolve`]), and the manifests under its `path` at that commit.
+    /// The desired objects of `source`, read anonymously ([`RepoCache::manifests_with`]).
     pub async fn manifests(&self, source: &AppSource, refresh: Refresh) -> ReadResult {
+        self.manifests_with(source, &RepoAccess::anonymous(), refresh)
+            .await
+    }
+
+    /// The desired objects of `source`: its `targetRevision` resolved (see
+    /// [`RepoCache::resolve`]), and the manifests under its `path` at that commit, fetched
+    /// with `access`.
+    pub async fn manifests_with(
+        &self,
+        source: &AppSource,
+        access: &RepoAccess,
+        refresh: Refresh,
+    ) -> ReadResult {
         let repo_url = source.repo_url.as_str();
         let path = repo::clean_path(repo_url, &source.path)?;
         let (slot, commit, opened) = self
-            .resolve_inner(repo_url, &source.target_revision, refresh)
+            .resolve_inner(repo_url, access, &source.target_revision, refresh)
             .await?;
         let dir = &source.directory;
         // The directory options change what is read, so they are part of the key.
@@ -212,31 +245,47 @@ impl RepoCache {
         result.map_err(|e| with_revision(e, &source.target_revision))
     }
 
-    /// Resolves `revision` of `repo_url` to a commit (full hex id).
-    ///
-    /// A resolution younger than `refresh_interval` is reused (a full commit id, forever);
-    /// otherwise the repository is fetched (a remote one, or a local one with
-    /// `mirror_local`) or its references re-read (a local one), at most once per interval
-    /// whatever the number of revisions and callers. A revision not found in data older
-    /// than this call is looked for again after one more fetch.
+    /// Resolves `revision` of `repo_url` to a commit (full hex id), anonymously
+    /// ([`RepoCache::resolve_with`]).
     pub async fn resolve(
         &self,
         repo_url: &str,
         revision: &str,
         refresh: Refresh,
     ) -> Result<String, SourceError> {
-        let (_, commit, _) = self.resolve_inner(repo_url, revision, refresh).await?;
+        self.resolve_with(repo_url, &RepoAccess::anonymous(), revision, refresh)
+            .await
+    }
+
+    /// Resolves `revision` of `repo_url`, fetched with `access`, to a commit (full hex id).
+    ///
+    /// A resolution younger than `refresh_interval` is reused (a full commit id, forever);
+    /// otherwise the repository is fetched (a remote one, or a local one with
+    /// `mirror_local`) or its references re-read (a local one), at most once per interval
+    /// whatever the number of revisions and callers. A revision not found in data older
+    /// than this call is looked for again after one more fetch.
+    pub async fn resolve_with(
+        &self,
+        repo_url: &str,
+        access: &RepoAccess,
+        revision: &str,
+        refresh: Refresh,
+    ) -> Result<String, SourceError> {
+        let (_, commit, _) = self
+            .resolve_inner(repo_url, access, revision, refresh)
+            .await?;
         Ok(commit.to_string())
     }
 
     async fn resolve_inner(
         &self,
         repo_url: &str,
+        access: &RepoAccess,
         revision: &str,
         refresh: Refresh,
     ) -> Result<(Arc<Slot>, ObjectId, Opened), SourceError> {
         let requested_at = Instant::now();
-        let slot = self.slot(repo_url)?;
+        let slot = self.slot(repo_url, access)?;
         let interval = self.inner.config.refresh_interval;
         // Held across the fetch: this is the single flight. Other repositories have their
         // own slot and are not held up.
@@ -291,17 +340,40 @@ impl RepoCache {
             .join(format!("{}.git", slot.key));
         let mirror_local = self.inner.config.mirror_local;
         let task_repo = repo_url.to_owned();
+        let access = slot.access.clone();
+        let disk = Arc::clone(&slot.disk);
+        let interrupt = Arc::new(AtomicBool::new(false));
+        let task_interrupt = Arc::clone(&interrupt);
         self.inner.fetches.fetch_add(1, Ordering::Relaxed);
-        let opened = tokio::task::spawn_blocking(move || match location {
-            RepoLocation::Local(path) if !mirror_local => repo::open_local(&task_repo, &path),
-            RepoLocation::Local(path) => {
-                let url = path.to_string_lossy();
-                repo::fetch_mirror(&task_repo, &url, &mirror_dir)
+        let task = tokio::task::spawn_blocking(move || {
+            let _disk = lock(&disk);
+            let interrupt = &*task_interrupt;
+            match location {
+                RepoLocation::Local(path) if !mirror_local => repo::open_local(&task_repo, &path),
+                RepoLocation::Local(path) => {
+                    let url = path.to_string_lossy();
+                    let anonymous = RepoAccess::anonymous();
+                    repo::fetch_mirror(&task_repo, &url, &mirror_dir, &anonymous, interrupt)
+                }
+                RepoLocation::Remote(url) => {
+                    repo::fetch_mirror(&task_repo, &url, &mirror_dir, &access, interrupt)
+                }
             }
-            RepoLocation::Remote(url) => repo::fetch_mirror(&task_repo, &url, &mirror_dir),
-        })
-        .await
-        .map_err(|join| SourceError::Task {
+        });
+        let timeout = self.inner.config.fetch_timeout;
+        let Ok(joined) = tokio::time::timeout(timeout, task).await else {
+            // The transfer stops at its next read; the transports' own timeouts end a
+            // connection that sends nothing.
+            interrupt.store(true, Ordering::Relaxed);
+            return Err(SourceError::Fetch {
+                repo: repo_url.to_owned(),
+                message: format!(
+                    "no answer within {} s (the fetch timeout); the server is unreachable or too slow",
+                    timeout.as_secs()
+                ),
+            });
+        };
+        let opened = joined.map_err(|join| SourceError::Task {
             repo: repo_url.to_owned(),
             message: join.to_string(),
         })??;
@@ -334,23 +406,49 @@ impl RepoCache {
         })?
     }
 
-    /// The slot of `repo_url`, created on first use. Spellings that normalise alike share
-    /// one slot.
-    fn slot(&self, repo_url: &str) -> Result<Arc<Slot>, SourceError> {
+    /// The slot of `repo_url` fetched with `access`, created on first use. Spellings
+    /// with the same exact form share one slot, with the same credentials only.
+    fn slot(&self, repo_url: &str, access: &RepoAccess) -> Result<Arc<Slot>, SourceError> {
         let location = RepoLocation::parse(repo_url)?;
-        let key = match &location {
-            RepoLocation::Local(path) => cache_key(&format!("local:{}", path.display())),
-            RepoLocation::Remote(url) => cache_key(&normalize(url)),
+        let (key, access) = match &location {
+            RepoLocation::Local(path) => (
+                cache_key(&[format!("local:{}", path.display()).as_bytes()], b""),
+                RepoAccess::anonymous(),
+            ),
+            RepoLocation::Remote(url) => {
+                let salt = self.salt(repo_url)?;
+                let (exact, digest) = (exact_form(url), access.digest_input());
+                let parts: [&[u8]; 2] = [exact.as_bytes(), &digest];
+                (cache_key(&parts, salt), access.clone())
+            }
         };
         let mut slots = lock(&self.inner.slots);
         let slot = slots.entry(key.clone()).or_insert_with(|| {
             Arc::new(Slot {
                 key,
                 location,
+                access,
                 state: tokio::sync::Mutex::new(SlotState::default()),
+                disk: Arc::new(Mutex::new(())),
             })
         });
         Ok(Arc::clone(slot))
+    }
+
+    /// The cache directory's salt (`.salt`, 32 random bytes, made on first use).
+    fn salt(&self, repo_url: &str) -> Result<&[u8], SourceError> {
+        if let Some(salt) = self.inner.salt.get() {
+            return Ok(salt);
+        }
+        let salt =
+            read_or_make_salt(&self.inner.config.cache_dir).map_err(|e| SourceError::Git {
+                repo: repo_url.to_owned(),
+                message: format!(
+                    "cannot read or create the cache's salt in {}: {e}",
+                    self.inner.config.cache_dir.display()
+                ),
+            })?;
+        Ok(self.inner.salt.get_or_init(|| salt))
     }
 
     /// The read cell of `key`, created (and the oldest evicted) on first use.
@@ -379,6 +477,37 @@ impl RepoCache {
             reads.cells.remove(key);
             reads.order.retain(|k| k != key);
         }
+    }
+}
+
+/// `dir/.salt`: its bytes, or 32 new random bytes written there (mode 0600) first.
+fn read_or_make_salt(dir: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read as _, Write as _};
+    let path = dir.join(".salt");
+    match std::fs::read(&path) {
+        Ok(salt) if salt.len() >= 16 => return Ok(salt),
+        Ok(_) => std::fs::remove_file(&path)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::create_dir_all(dir)?;
+    let mut salt = vec![0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut salt)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    match options.open(&path) {
+        Ok(mut file) => {
+            file.write_all(&salt)?;
+            Ok(salt)
+        }
+        // Made meanwhile by another cache on the same directory: that one counts.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => std::fs::read(&path),
+        Err(e) => Err(e),
     }
 }
 

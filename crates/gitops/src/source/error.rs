@@ -77,13 +77,23 @@ pub enum SourceError {
         /// What Git said.
         message: String,
     },
-    /// Cloning or fetching the repository failed (network, TLS, remote, or an HTTP server
-    /// asking for credentials, which this build never sends).
+    /// Cloning or fetching the repository failed (network, TLS, a timeout, the server
+    /// refusing the credentials, an unknown SSH host key).
     #[error("repository {repo:?}: fetch failed: {message}")]
     Fetch {
         /// `repoURL` as given.
         repo: String,
         /// What Git said.
+        message: String,
+    },
+    /// The repository's credentials cannot be used: a repository Secret sets a key
+    /// fleetshard does not implement, or its key material is unusable. Names the Secret
+    /// and the key, never a value.
+    #[error("repository {repo:?}: credentials: {message}")]
+    Credentials {
+        /// `repoURL` as given.
+        repo: String,
+        /// What is wrong, naming the Secret and the key.
         message: String,
     },
     /// `targetRevision` names no branch, tag, reference or commit of the repository.
@@ -194,6 +204,7 @@ impl SourceError {
             SourceError::UnsupportedUrl { repo, .. }
             | SourceError::RepoNotFound { repo, .. }
             | SourceError::Fetch { repo, .. }
+            | SourceError::Credentials { repo, .. }
             | SourceError::RevisionNotFound { repo, .. }
             | SourceError::InvalidPath { repo, .. }
             | SourceError::PathNotFound { repo, .. }

@@ -12,6 +12,8 @@ use gix::ObjectId;
 
 use fleetshard_manifest::DirectoryOptions;
 
+use super::access::RepoAccess;
+use super::auth::{self, FetchAuth};
 use super::error::{Location, SourceError};
 use super::glob;
 use super::parse::{FileFormat, Manifest, parse_file};
@@ -59,12 +61,19 @@ pub(crate) fn open_local(repo_url: &str, path: &Path) -> Result<Opened, SourceEr
     })
 }
 
-/// Brings the bare mirror at `dir` up to date with `url`, creating it first if needed.
+/// Brings the bare mirror at `dir` up to date with `url`, creating it first if needed,
+/// authenticating with `access`; `interrupt` stops the transfer between reads.
 ///
 /// A new mirror is initialised and fetched in a temporary sibling directory and renamed
 /// into place only once complete, so an interrupted first clone leaves no half mirror; a
 /// mirror that no longer opens is removed and cloned again.
-pub(crate) fn fetch_mirror(repo_url: &str, url: &str, dir: &Path) -> Result<Opened, SourceError> {
+pub(crate) fn fetch_mirror(
+    repo_url: &str,
+    url: &str,
+    dir: &Path,
+    access: &RepoAccess,
+    interrupt: &AtomicBool,
+) -> Result<Opened, SourceError> {
     let fetch_error = |message: String| SourceError::Fetch {
         repo: repo_url.to_owned(),
         message,
@@ -72,7 +81,7 @@ pub(crate) fn fetch_mirror(repo_url: &str, url: &str, dir: &Path) -> Result<Open
     if dir.exists() {
         match gix::open_opts(dir, gix::open::Options::isolated()) {
             Ok(repo) => {
-                fetch_into(&repo, repo_url, url)?;
+                fetch_into(&repo, repo_url, url, access, interrupt)?;
                 return Ok(Opened {
                     repo: repo.into_sync(),
                     mirror: true,
@@ -104,7 +113,7 @@ pub(crate) fn fetch_mirror(repo_url: &str, url: &str, dir: &Path) -> Result<Open
     let result = (|| {
         let repo = gix::init_bare(&tmp)
             .map_err(|e| fetch_error(format!("cannot create a mirror: {}", message(&e))))?;
-        fetch_into(&repo, repo_url, url)?;
+        fetch_into(&repo, repo_url, url, access, interrupt)?;
         drop(repo);
         std::fs::rename(&tmp, dir)
             .map_err(|e| fetch_error(format!("cannot move the mirror into place: {e}")))
@@ -121,87 +130,96 @@ pub(crate) fn fetch_mirror(repo_url: &str, url: &str, dir: &Path) -> Result<Open
     })
 }
 
-/// One fetch of [`MIRROR_REFSPECS`] from `url` into `repo`, anonymously.
-fn fetch_into(repo: &gix::Repository, repo_url: &str, url: &str) -> Result<(), SourceError> {
+/// One fetch of [`MIRROR_REFSPECS`] from `url` into `repo`, with `access`'s credentials
+/// ([`FetchAuth`]).
+fn fetch_into(
+    repo: &gix::Repository,
+    repo_url: &str,
+    url: &str,
+    access: &RepoAccess,
+    interrupt: &AtomicBool,
+) -> Result<(), SourceError> {
     let fetch_error = |message: String| SourceError::Fetch {
         repo: repo_url.to_owned(),
         message,
     };
     install_crypto_provider();
+    let base = repo
+        .transport_options(url, None)
+        .ok()
+        .flatten()
+        .and_then(|options| {
+            options
+                .downcast::<gix::protocol::transport::client::blocking_io::http::Options>()
+                .ok()
+        })
+        .map(|options| *options);
+    let auth = FetchAuth::prepare(repo_url, url, access, base)?;
+    // The SSH command is this fetch's only: set on a handle of its own, never on disk.
+    let mut repo = repo.clone();
+    if let Some(command) = &auth.ssh_command {
+        let mut config = repo.config_snapshot_mut();
+        config
+            .set_value(&gix::config::tree::Core::SSH_COMMAND, command.as_str())
+            .and_then(|_| config.set_value(&gix::config::tree::Ssh::VARIANT, "ssh"))
+            .map_err(|e| fetch_error(format!("cannot configure ssh: {e}")))?;
+        config
+            .commit()
+            .map_err(|e| fetch_error(format!("cannot configure ssh: {e}")))?;
+    }
     let remote = repo
         .remote_at(url)
         .and_then(|r| r.with_refspecs(MIRROR_REFSPECS, gix::remote::Direction::Fetch))
         .map_err(|e| fetch_error(format!("invalid remote URL: {}", message(&e))))?
         // Tags come through the refspec; no extra tag-following round.
         .with_fetch_tags(gix::remote::fetch::Tags::None);
-    // gix asks for credentials only when an HTTP server answers 401. Without this callback
-    // it would run the configured helpers and then prompt on a terminal; credentials
-    // (Argo CD's repository Secrets) are not supported, so the request is refused and
-    // remembered to say why the fetch failed.
+    // gix asks for credentials only when an HTTP server answers 401 (the credentials of
+    // a repository Secret are already in every request, see `auth`). Without this
+    // callback it would run the configured helpers and then prompt on a terminal: the
+    // request is refused and remembered to say why the fetch failed.
     let asked_for_credentials = Cell::new(false);
-    let connection = remote
+    let mut connection = remote
         .connect(gix::remote::Direction::Fetch)
         .map_err(|e| fetch_error(format!("cannot connect: {}", message(&e))))?
         .with_credentials(|_| {
             asked_for_credentials.set(true);
             Ok(None)
         });
+    if let Some(options) = auth.http.clone() {
+        connection = connection.with_transport_options(Box::new(options));
+    }
+    let failure =
+        |step: &str, e: &gix::Error, asked: bool| fetch_failure(repo_url, step, e, asked, &auth);
     let prepared = connection
         .prepare_fetch(gix::progress::Discard, Default::default())
-        .map_err(|e| {
-            fetch_failure(
-                repo_url,
-                "cannot list references",
-                &e,
-                asked_for_credentials.get(),
-            )
-        })?;
-    // Nothing interrupts a fetch from inside; the caller's backoff bounds retries.
-    let interrupt = AtomicBool::new(false);
+        .map_err(|e| failure("cannot list references", &e, asked_for_credentials.get()))?;
     prepared
-        .receive(gix::progress::Discard, &interrupt)
-        .map_err(|e| {
-            fetch_failure(
-                repo_url,
-                "cannot receive objects",
-                &e,
-                asked_for_credentials.get(),
-            )
-        })?;
+        .receive(gix::progress::Discard, interrupt)
+        .map_err(|e| failure("cannot receive objects", &e, asked_for_credentials.get()))?;
     Ok(())
 }
 
-/// The error of a failed fetch step, saying plainly what an HTTP server's refusal means.
+/// The error of a failed fetch step, saying plainly what a refusal means.
 fn fetch_failure(
     repo_url: &str,
     step: &str,
     e: &gix::Error,
     asked_for_credentials: bool,
+    auth: &FetchAuth,
 ) -> SourceError {
     let text = message(e);
-    let fetch_error = |message: String| SourceError::Fetch {
-        repo: repo_url.to_owned(),
-        message,
-    };
-    if asked_for_credentials {
-        // GitHub and GitLab answer 401 for a missing repository too, not only a private one.
-        return fetch_error(
-            "the server asks for credentials (HTTP 401): the repository is private or does not \
-             exist; only anonymous access is supported (repository credentials, Argo CD's \
-             repository Secrets, are not)"
-                .to_owned(),
-        );
-    }
-    match http_status(&text) {
-        Some(403) => fetch_error(format!(
-            "access denied (HTTP 403): only anonymous access is supported (repository \
-             credentials, Argo CD's repository Secrets, are not): {text}"
-        )),
-        Some(404) => SourceError::RepoNotFound {
+    let status = http_status(&text);
+    if status == Some(404) && !asked_for_credentials {
+        return SourceError::RepoNotFound {
             repo: repo_url.to_owned(),
             message: format!("the server has no such repository (HTTP 404): {text}"),
-        },
-        _ => fetch_error(format!("{step}: {text}")),
+        };
+    }
+    let message = auth::explain(auth, &text, asked_for_credentials, status)
+        .unwrap_or_else(|| format!("{step}: {text}"));
+    SourceError::Fetch {
+        repo: repo_url.to_owned(),
+        message,
     }
 }
 

@@ -1,5 +1,6 @@
 //! `repoURL` → where the repository is: a local path (read in place) or a remote URL
-//! (mirrored into the cache), and the normalised form that keys the cache.
+//! (mirrored into the cache); the exact form that keys the cache ([`exact_form`]) and
+//! Argo CD's looser form that matches repository Secrets ([`normalize`]).
 
 use std::path::PathBuf;
 
@@ -64,7 +65,7 @@ impl RepoLocation {
 
 /// `user@host:path` or `host:path` (git's scp-like syntax): a `:` before any `/`, and not
 /// a Windows drive letter.
-fn is_scp_like(url: &str) -> bool {
+pub(crate) fn is_scp_like(url: &str) -> bool {
     match (url.find(':'), url.find('/')) {
         (Some(colon), slash) => colon > 1 && slash.is_none_or(|s| colon < s),
         (None, _) => false,
@@ -72,21 +73,62 @@ fn is_scp_like(url: &str) -> bool {
 }
 
 /// The form two spellings of one repository share, as Argo CD's `NormalizeGitURL`: lower
-/// case, no trailing `/`, no `.git` suffix.
+/// case, no trailing `/`, no `.git` suffix. It matches repository Secrets to URLs; it
+/// never keys the cache (two repositories can differ only in case or `.git`).
 pub fn normalize(url: &str) -> String {
     let lower = url.trim().to_ascii_lowercase();
     let trimmed = lower.trim_end_matches('/');
     trimmed.strip_suffix(".git").unwrap_or(trimmed).to_owned()
 }
 
-/// The cache directory name of a remote repository: a hash of its normalised URL, so any
-/// URL (with `/`, `:` or `@`) makes a safe, fixed-length name.
-pub fn cache_key(normalized_url: &str) -> String {
-    let hash = blake2b_simd::Params::new()
-        .hash_length(16)
-        .personal(b"fleetshard-repo")
-        .hash(normalized_url.as_bytes());
-    hash.to_hex().to_string()
+/// The exact form of a remote URL that keys the cache: the scheme and the host in lower
+/// case (they are case-insensitive), trailing `/` removed, everything else as written.
+pub fn exact_form(url: &str) -> String {
+    let url = url.trim().trim_end_matches('/');
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme.to_ascii_lowercase()), rest),
+        None => (None, url),
+    };
+    // The authority (`user@host:port`, or scp-like `user@host`) ends at the first `/`
+    // (or, scp-like, at the first `:`); only its host part is folded.
+    let end = match scheme {
+        Some(_) => rest.find('/').unwrap_or(rest.len()),
+        None => rest.find(':').unwrap_or(rest.len()),
+    };
+    let (authority, path) = rest.split_at(end);
+    let (user, host) = match authority.rsplit_once('@') {
+        Some((user, host)) => (Some(user), host),
+        None => (None, authority),
+    };
+    let mut out = String::with_capacity(url.len());
+    if let Some(scheme) = scheme {
+        out.push_str(&scheme);
+        out.push_str("://");
+    }
+    if let Some(user) = user {
+        out.push_str(user);
+        out.push('@');
+    }
+    out.push_str(&host.to_ascii_lowercase());
+    out.push_str(path);
+    out
+}
+
+/// A cache directory name: a keyed hash of `parts` (the exact URL and what the fetch
+/// authenticates with), so any URL makes a safe, fixed-length name and the name says
+/// nothing about the credentials to someone without `salt`.
+pub fn cache_key(parts: &[&[u8]], salt: &[u8]) -> String {
+    let mut params = blake2b_simd::Params::new();
+    params.hash_length(16).personal(b"fleetshard-repo");
+    if !salt.is_empty() {
+        params.key(&salt[..salt.len().min(64)]);
+    }
+    let mut state = params.to_state();
+    for part in parts {
+        state.update(&(part.len() as u64).to_le_bytes());
+        state.update(part);
+    }
+    state.finalize().to_hex().to_string()
 }
 
 /// Decodes `%XX` escapes; `None` on a malformed escape or non-UTF-8 result.
@@ -170,26 +212,50 @@ mod tests {
     }
 
     #[test]
-    fn https_spellings_of_one_repository_share_a_key() {
-        let key = cache_key(&normalize("https://github.com/Org/Repo"));
+    fn only_case_insensitive_parts_and_trailing_slashes_share_a_key() {
+        let key = |url: &str| cache_key(&[exact_form(url).as_bytes()], b"");
+        let base = key("https://github.com/Org/Repo");
         for spelling in [
-            "https://GitHub.com/org/repo.git",
-            "https://github.com/org/repo/",
-            "https://github.com/org/repo.git/",
+            "https://GitHub.com/Org/Repo",
+            "HTTPS://github.com/Org/Repo/",
+            " https://github.com/Org/Repo// ",
         ] {
-            assert_eq!(cache_key(&normalize(spelling)), key, "{spelling}");
+            assert_eq!(key(spelling), base, "{spelling}");
         }
-        // The scheme is part of the repository's name: http and https are two mirrors.
-        assert_ne!(cache_key(&normalize("http://github.com/org/repo")), key);
+        // A path is case-sensitive and `.git` names another directory on many servers:
+        // one tenant's spelling never serves another's repository.
+        for other in [
+            "https://github.com/org/repo",
+            "https://github.com/Org/Repo.git",
+            "http://github.com/Org/Repo",
+        ] {
+            assert_ne!(key(other), base, "{other}");
+        }
+        assert_eq!(
+            exact_form("Git@GitHub.com:Org/Repo.git"),
+            "Git@github.com:Org/Repo.git"
+        );
+        assert_eq!(
+            exact_form("ssh://Git@Host:22/Org/Repo/"),
+            "ssh://Git@host:22/Org/Repo"
+        );
     }
 
     #[test]
-    fn cache_keys_are_fixed_length_hex_and_follow_normalisation() {
-        let a = cache_key(&normalize("ssh://host/Org/Repo.git"));
-        let b = cache_key(&normalize("ssh://host/org/repo/"));
-        assert_eq!(a, b);
+    fn cache_keys_are_fixed_length_hex_and_depend_on_every_part_and_the_salt() {
+        let a = cache_key(&[b"ssh://host/Org/Repo", b"creds-a"], b"salt");
         assert_eq!(a.len(), 32);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
-        assert_ne!(a, cache_key("ssh://host/org/other"));
+        assert_ne!(a, cache_key(&[b"ssh://host/Org/Repo", b"creds-b"], b"salt"));
+        assert_ne!(
+            a,
+            cache_key(&[b"ssh://host/Org/Repo", b"creds-a"], b"other")
+        );
+        // Parts are length-prefixed: moving a byte across the boundary changes the key.
+        assert_ne!(
+            cache_key(&[b"ab", b"c"], b"salt"),
+            cache_key(&[b"a", b"bc"], b"salt")
+        );
+        assert_eq!(normalize("https://H/Org/Repo.git/"), "https://h/org/repo");
     }
 }

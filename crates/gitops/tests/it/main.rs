@@ -1,8 +1,9 @@
 //! The GitOps crate's integration tests, as one test binary: comparison and health rules
 //! (`compare`, `compare_props`, `health`), the Git source (`source`, `source_cache`, and
-//! `source_http` against a real `git http-backend`), and the reconciler against fake API
-//! servers (`reconcile`), and cluster authentication from a Secret's `config`
-//! (`cluster_auth`). `compare_bench` holds `#[ignore]`d measurements.
+//! `source_http` against a real `git http-backend`, `source_auth` with credentials against
+//! it and a real `sshd`), the reconciler against fake API servers (`reconcile`), and cluster
+//! authentication from a Secret's `config` (`cluster_auth`). `compare_bench` holds
+//! `#[ignore]`d measurements.
 
 mod cluster_auth;
 mod compare;
@@ -11,5 +12,6 @@ mod compare_props;
 mod health;
 mod reconcile;
 mod source;
+mod source_auth;
 mod source_cache;
 mod source_http;

@@ -1,5 +1,6 @@
 //! The Git source over smart HTTP, against Git's own `git http-backend` served on a
 //! loopback port: revisions, refresh, single flight, and what a refusing server means.
+//! Credentials (basic authentication, repository Secrets) are in `source_auth`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,10 +40,12 @@ fn ref_listings(server: &GitHttpServer, repo: &str) -> usize {
         .count()
 }
 
+/// The mirrors (and half mirrors) in the cache directory: everything but the salt.
 fn cache_entries(tmp: &tempfile::TempDir) -> Vec<String> {
     match std::fs::read_dir(tmp.path().join("cache")) {
         Ok(dir) => dir
             .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|name| name != ".salt")
             .collect(),
         Err(_) => Vec::new(),
     }
@@ -83,8 +86,9 @@ async fn manifests_over_http_at_a_branch_a_tag_and_a_commit() {
         assert_eq!(m.objects.len(), objects, "{revision:?}");
         assert_eq!(m.objects[0].object["data"]["value"], value, "{revision:?}");
     }
-    // One clone served every revision; another spelling of the URL shares the mirror.
-    let other_spelling = format!("HTTP://{}/Repo.git/", server.addr());
+    // One clone served every revision; a spelling that differs only in the scheme's and
+    // host's case or a trailing slash shares the mirror.
+    let other_spelling = format!("HTTP://{}/repo/", server.addr());
     assert_eq!(
         cache
             .resolve(&other_spelling, "main", Refresh::Normal)
@@ -270,7 +274,8 @@ async fn a_server_asking_for_credentials_is_refused_with_a_clear_error() {
     };
     assert_eq!(repo, &private);
     assert!(
-        message.contains("HTTP 401") && message.contains("only anonymous access"),
+        message.contains("HTTP 401")
+            && message.contains("no repository Secret or credential template matches"),
         "{message}"
     );
     assert!(err.to_string().contains(&private), "{err}");
@@ -289,7 +294,7 @@ async fn a_server_asking_for_credentials_is_refused_with_a_clear_error() {
         .unwrap_err();
     assert!(
         matches!(&err, SourceError::Fetch { repo, message }
-            if *repo == forbidden && message.contains("HTTP 403") && message.contains("only anonymous access")),
+            if *repo == forbidden && message.contains("HTTP 403") && message.contains("no repository Secret or credential template matches")),
         "{err:?}"
     );
     assert_eq!(cache_entries(&tmp), Vec::<String>::new(), "no half mirror");

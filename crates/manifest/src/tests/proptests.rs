@@ -157,6 +157,8 @@ fn fleet_file() -> impl Strategy<Value = FleetFile> {
                     .map(|(zone, capacity)| ShardSpec { zone, capacity })
                     .collect(),
                 credentials: Default::default(),
+                projects: Default::default(),
+                repositories: Default::default(),
                 format: Default::default(),
             }
         })
@@ -193,6 +195,8 @@ fn seeds() -> Vec<String> {
         .into(),
         shards: vec![ShardSpec::default()],
         credentials: Default::default(),
+        projects: Default::default(),
+        repositories: Default::default(),
         format: Default::default(),
     };
     vec![
@@ -307,6 +311,8 @@ fn writers_produce_readable_examples() {
         specs: Default::default(),
         shards: vec![],
         credentials: Default::default(),
+        projects: Default::default(),
+        repositories: Default::default(),
         format: Default::default(),
     };
     let yaml = to_fleet_yaml(&f);

@@ -39,6 +39,8 @@ fn settings(identity: &str, shards: u32, audit: std::path::PathBuf) -> ReplicaSe
             apps,
             specs: BTreeMap::new(),
             credentials: BTreeMap::new(),
+            projects: BTreeMap::new(),
+            repositories: Default::default(),
         }),
         controller: ControllerSettings {
             reconciler: ReconcilerKind::None,

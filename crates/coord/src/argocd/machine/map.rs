@@ -88,7 +88,12 @@ impl ArgoReplica {
                             .iter()
                             .any(|n| n.controller_name == p.controller_name)
                 });
-                if !e.is_free() {
+                // …and only if the free entry carries a heartbeat: its holder released it
+                // (`release_entries`). A free entry without one was added or repaired
+                // (the map shrank and grew again between two of our reads, say: its
+                // holder may not have read the shorter map yet).
+                let released = e.heartbeat_time != WallTime::ZERO;
+                if !e.is_free() || !released {
                     self.freed.remove(&n);
                 } else if was_held_by_other {
                     self.freed.insert(n);

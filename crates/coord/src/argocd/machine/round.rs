@@ -121,7 +121,10 @@ impl ArgoReplica {
             .iter()
             .position(|e| e.shard_number == s && e.controller_name == self.cfg.identity)?;
         let mut entries = map.entries.clone();
-        entries[at] = ShardEntry::free(s);
+        // Free, keeping our last heartbeat: a free entry with a time is one its holder
+        // released after its stops (an entry the map gained, or a repair freed, has none),
+        // which is what lets a replica that saw the release start at once.
+        entries[at].controller_name.clear();
         Some((entries, version))
     }
 

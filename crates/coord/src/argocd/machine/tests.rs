@@ -346,7 +346,12 @@ fn a_graceful_release_seen_starts_at_once_but_only_once_the_shape_is_stable() {
             run(&mut b, &mut map, secs(t), vec![Action::Read]);
             t += 5;
         }
-        map.set(&[ShardEntry::free(0)]);
+        // A release frees the entry and keeps the holder's last heartbeat.
+        let released = ShardEntry {
+            controller_name: String::new(),
+            ..x(t as i64)
+        };
+        map.set(&[released]);
         let now = release_at.after(Duration::from_secs(10));
         let claimed = run(&mut b, &mut map, now, vec![Action::Read]);
         assert_eq!(b.shard(), Some(0), "stable {stable}");
@@ -360,6 +365,47 @@ fn a_graceful_release_seen_starts_at_once_but_only_once_the_shape_is_stable() {
             assert_eq!(started(&later), expected(4, 1, 0));
         }
     }
+}
+
+/// A free entry without a heartbeat is not a release: between two reads of `b` the map
+/// shrank (x's entry dropped: x may not have read that yet, and still acts) and grew again
+/// with a free entry. `b` must not start x's clusters at once (seed 462 of the scaling
+/// simulation overlapped this way).
+#[test]
+fn a_free_entry_without_a_heartbeat_is_no_release() {
+    let x = |t: i64| ShardEntry::held(0, "x", WallTime::from_unix_seconds(t));
+    let mut map = Map::default();
+    map.set(&[x(1)]);
+    let mut b = replica("b", 1, 4, secs(0));
+    advance(&mut b, &mut map, secs(0));
+    let mut t = 0;
+    while t < 30 {
+        map.set(&[x(t as i64 + 1)]);
+        run(&mut b, &mut map, secs(t), vec![Action::Read]);
+        t += 5;
+    }
+    // Shrunk and grown again between two reads: the entry is free, with no heartbeat.
+    map.set(&[ShardEntry::free(0)]);
+    let now = secs(40);
+    let claimed = run(&mut b, &mut map, now, vec![Action::Read]);
+    assert_eq!(b.shard(), Some(0));
+    assert!(started(&claimed).is_empty(), "x may still act: wait S");
+    let later = advance(&mut b, &mut map, now.after(S));
+    assert_eq!(started(&later), expected(4, 1, 0));
+}
+
+/// Our own release frees the entry and keeps our last heartbeat (the mark of a release).
+#[test]
+fn a_release_keeps_the_last_heartbeat() {
+    let (mut r, mut map) = settled(1, 4);
+    let beat = map.entries()[0].heartbeat_time;
+    assert_ne!(beat, WallTime::ZERO);
+    let t = secs(41);
+    let actions = r.shutdown(t);
+    run(&mut r, &mut map, t, actions);
+    let entry = &map.entries()[0];
+    assert!(entry.is_free(), "{entry:?}");
+    assert_ne!(entry.heartbeat_time, WallTime::ZERO, "{entry:?}");
 }
 
 #[test]

@@ -28,6 +28,10 @@ pub(crate) struct SimConfig {
     pub(crate) slow_stops: bool,
     /// The replica count changes at these times (ms); each replica learns it within 1 s.
     pub(crate) scale: Vec<(u64, u32)>,
+    /// Some failures are a store outage for every replica at once.
+    pub(crate) outages: bool,
+    /// Half the failures come with one or two more on other replicas at once.
+    pub(crate) concurrent: bool,
 }
 
 impl Default for SimConfig {
@@ -51,6 +55,8 @@ impl Default for SimConfig {
             },
             slow_stops: std::env::var("FLEETSHARD_SIM_SLOW_STOPS").as_deref() != Ok("0"),
             scale: Vec::new(),
+            outages: false,
+            concurrent: false,
         }
     }
 }

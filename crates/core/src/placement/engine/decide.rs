@@ -84,18 +84,19 @@ impl BalancedPlacer {
     }
 
     /// Whether cluster `i` may go to shard `s`: `Some(0)` at home, `Some(1)` elsewhere
-    /// (only clusters of a spilling zone), `None` not at all.
+    /// (only clusters of a spilling zone, only to a zone that takes spill), `None` not at
+    /// all.
     pub(super) fn tier(&self, i: usize, s: u32) -> Option<u8> {
         let Some(layout) = &self.state.layout else {
             return Some(0);
         };
-        let cz = layout.cluster_zone[i];
-        if cz == layout.shard_zone[s as usize] {
+        let (cz, sz) = (layout.cluster_zone[i], layout.shard_zone[s as usize]);
+        if cz == sz {
             Some(0)
-        } else if layout.local[cz] {
-            None
-        } else {
+        } else if layout.may_host(cz, sz) {
             Some(1)
+        } else {
+            None
         }
     }
 
@@ -110,10 +111,7 @@ impl BalancedPlacer {
         let w = st.w[i] as f64;
         let key = st.keys[i];
         let exclude = exclude.map_or(usize::MAX, |e| e as usize);
-        let zones = st
-            .layout
-            .as_ref()
-            .map(|l| (l, l.cluster_zone[i], l.local[l.cluster_zone[i]]));
+        let zones = st.layout.as_ref().map(|l| (l, l.cluster_zone[i]));
         let mut best = [(0u64, NONE); 4];
         let shards = st.load.iter().zip(&st.target).zip(&st.hi).zip(&self.salts);
         for (s, (((&load, &target), &hi), &salt)) in shards.enumerate() {
@@ -123,12 +121,11 @@ impl BalancedPlacer {
             }
             let away = match zones {
                 None => false,
-                Some((l, cz, local)) => {
-                    let away = l.shard_zone[s] != cz;
-                    if away && local {
+                Some((l, cz)) => {
+                    if !l.may_host(cz, l.shard_zone[s]) {
                         continue;
                     }
-                    away
+                    l.shard_zone[s] != cz
                 }
             };
             let sc = score(key, salt);

@@ -6,17 +6,17 @@
 //! excess alone, then down from the heaviest below it); filling through the candidates by
 //! weight, then preference. Whether a cluster fits depends only on its weight (and, with
 //! zones, its zone), and monotonically: a lighter one fits wherever a heavier one does. So
-//! the first that fits is found with range queries on ordered sets kept current as clusters
-//! move (`order.rs`), instead of re-sorting the shard for every move: O(log n) per move,
+//! the first that fits is found with range queries on ordered views kept current as
+//! clusters move (`order.rs`: sets for shedding, sorted vectors with skip links for
+//! filling), instead of re-sorting the shard for every move: O(log n) per move,
 //! plus O(shards) for the thresholds and the destination, and O(N log N) to build the sets
 //! — O(N log N) for a whole rebalance where it used to be O(moves × N log N). The result
 //! is exactly the scan's: the tests compare both on random fleets (`reference.rs`).
 
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
 
 use super::BalancedPlacer;
-use super::order::{MemberIndex, below, largest};
+use super::order::{MemberIndex, Skiplist, below, largest};
 use super::state::State;
 use crate::placement::rendezvous::score;
 
@@ -108,7 +108,7 @@ impl BalancedPlacer {
             match &st.layout {
                 None => room.iter().flatten().max().copied(),
                 Some(l) => (0..room.len())
-                    .filter(|&d| l.shard_zone[d] == z || !l.local[z])
+                    .filter(|&d| l.may_host(z, l.shard_zone[d]))
                     .filter_map(|d| room[d])
                     .max(),
             }
@@ -224,10 +224,10 @@ impl BalancedPlacer {
             let mut donors = self.fill_candidates(s);
             for floor_is_target in [true, false] {
                 while (self.state.load[s] as f64) < self.state.lo[s] {
-                    let Some((d, c)) = self.fill_pick(s, &donors, floor_is_target) else {
+                    let Some((d, k, c)) = self.fill_pick(s, &mut donors, floor_is_target) else {
                         break;
                     };
-                    donors[d].remove(&c);
+                    donors[d].remove(k);
                     self.assign(c.2, Some(s as u32));
                 }
             }
@@ -237,7 +237,7 @@ impl BalancedPlacer {
     /// The clusters that may fill shard `s`, by the shard they are on: movable, allowed on
     /// `s`, and never pulled further from their home zone. Only they move while `s` fills,
     /// so the grouping stays true.
-    fn fill_candidates(&self, s: usize) -> Vec<BTreeSet<Candidate>> {
+    fn fill_candidates(&self, s: usize) -> Vec<Skiplist<Candidate>> {
         let st = &self.state;
         let (su, salt) = (s as u32, self.salts[s]);
         let mut by_donor: Vec<Vec<Candidate>> = vec![Vec::new(); self.shards.len()];
@@ -251,26 +251,20 @@ impl BalancedPlacer {
                 by_donor[d as usize].push((st.w[i], Reverse(score(st.keys[i], salt)), i));
             }
         }
-        by_donor
-            .into_iter()
-            .map(|mut c| {
-                c.sort_unstable();
-                c.into_iter().collect()
-            })
-            .collect()
+        by_donor.into_iter().map(Skiplist::new).collect()
     }
 
-    /// The next cluster to fill shard `s` with, and its shard: of every donor's candidates
-    /// in one order (weight, preference), the first allowed — its donor stays at its floor
-    /// (its target while `floor_is_target`), and `s` within its bound — that covers the
-    /// deficit alone; else the heaviest allowed below it, the most-preferring of that
-    /// weight.
+    /// The next cluster to fill shard `s` with, its shard and its place there: of every
+    /// donor's candidates in one order (weight, preference), the first allowed — its donor
+    /// stays at its floor (its target while `floor_is_target`), and `s` within its bound —
+    /// that covers the deficit alone; else the heaviest allowed below it, the
+    /// most-preferring of that weight.
     fn fill_pick(
         &self,
         s: usize,
-        donors: &[BTreeSet<Candidate>],
+        donors: &mut [Skiplist<Candidate>],
         floor_is_target: bool,
-    ) -> Option<(usize, Candidate)> {
+    ) -> Option<(usize, usize, Candidate)> {
         let st = &self.state;
         let (load, hi) = (st.load[s] as f64, st.hi[s]);
         let fits_s = largest(|w| load + w as f64 <= hi, hi - load)?;
@@ -288,12 +282,11 @@ impl BalancedPlacer {
                 Some((d, cap.min(fits_s)))
             })
             .collect();
-        let first_of = |d: usize, w: u64| donors[d].range((w, Reverse(u64::MAX), 0)..).next();
         let covers = below(st.lo[s] - load);
         let up = caps
             .iter()
-            .filter_map(|&(d, cap)| first_of(d, covers).filter(|c| c.0 <= cap).map(|c| (d, *c)))
-            .min_by_key(|&(_, c)| c);
+            .filter_map(|&(d, cap)| first_of(donors, d, covers).filter(|m| m.2.0 <= cap))
+            .min_by_key(|m| m.2);
         if up.is_some() {
             return up;
         }
@@ -301,13 +294,22 @@ impl BalancedPlacer {
         let w = caps
             .iter()
             .filter_map(|&(d, cap)| {
-                let upto = (top.min(cap), Reverse(0), usize::MAX);
-                donors[d].range(..=upto).next_back().map(|c| c.0)
+                let upto = top.min(cap);
+                donors[d].last_upto(|c| c.0 <= upto).map(|c| c.0)
             })
             .max()?;
         caps.iter()
             .filter(|&&(_, cap)| cap >= w)
-            .filter_map(|&(d, _)| first_of(d, w).filter(|c| c.0 == w).map(|c| (d, *c)))
-            .min_by_key(|&(_, c)| c)
+            .filter_map(|&(d, _)| first_of(donors, d, w).filter(|m| m.2.0 == w))
+            .min_by_key(|m| m.2)
     }
+}
+
+/// The first candidate of donor `d` weighing at least `w`: (donor, place, candidate).
+fn first_of(
+    donors: &mut [Skiplist<Candidate>],
+    d: usize,
+    w: u64,
+) -> Option<(usize, usize, Candidate)> {
+    donors[d].first_from(|c| c.0 < w).map(|(k, c)| (d, k, c))
 }

@@ -241,6 +241,15 @@ impl BalancedPlacer {
     /// (with one average shard each) and the level is computed over the rest. Without this,
     /// one hot cluster would leave every other shard "below target" and nothing would ever
     /// count as a donor.
+    ///
+    /// With `hot` clusters of total load `H` taken out, the level per unit of capacity is
+    /// `(T − H) / (C − hot × C/n)`, and a cluster is hot when heavier than the level times
+    /// an average shard's capacity `C/n`, that is when `w × (n − hot) > T − H`: integers,
+    /// compared exactly. Each round's hot clusters are heavier than the level, so taking
+    /// them out lowers it and the hot set only grows: at most `n` rounds. (The comparison
+    /// used to be in floating point, where a cluster exactly at the level could be hot in
+    /// one round and not in the next, and the loop then alternated forever with some mixed
+    /// capacities; the rounds now also stop as soon as the set would not grow.)
     pub(super) fn agnostic_targets(&mut self) {
         let usable: Vec<bool> = (0..self.shards.len()).map(|s| self.usable(s)).collect();
         let st = &mut self.state;
@@ -256,19 +265,19 @@ impl BalancedPlacer {
             .filter(|(_, u)| **u)
             .map(|(s, _)| f64::from(s.capacity))
             .sum();
-        let slot = if n > 0 { capacity / n as f64 } else { 1.0 };
-        let mut hot = 0usize;
-        let mut level = total as f64 / capacity;
+        let (mut hot, mut hot_load) = (0usize, 0u64);
         while hot + 1 < n {
-            let (k, hot_load) = (0..st.w.len())
-                .filter(|&i| st.managed[i] && st.w[i] as f64 > level * slot)
+            let (rest, slots) = (u128::from(total - hot_load), (n - hot) as u128);
+            let (k, load) = (0..st.w.len())
+                .filter(|&i| st.managed[i] && u128::from(st.w[i]) * slots > rest)
                 .fold((0usize, 0u64), |(k, h), i| (k + 1, h + st.w[i]));
-            if k == hot || k + 1 > n {
+            if k <= hot || k + 1 > n {
                 break;
             }
-            hot = k;
-            level = (total - hot_load) as f64 / (capacity - hot as f64 * slot);
+            (hot, hot_load) = (k, load);
         }
+        let slot = if n > 0 { capacity / n as f64 } else { 1.0 };
+        let level = (total - hot_load) as f64 / (capacity - hot as f64 * slot);
         st.target = self
             .shards
             .iter()

@@ -2,6 +2,7 @@
 //! `support`, and a helper no module uses any more shows as dead code.
 
 mod errors;
+mod projects;
 mod runtime;
 mod safety;
 mod support;

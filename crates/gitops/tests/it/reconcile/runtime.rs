@@ -86,6 +86,7 @@ fn replica(
         stops: StopMode::Gated,
         status: status_rx,
         inventory: app_inventory.subscribe(),
+        project_finalizer: None,
     };
     let (runtime, audit) =
         ControllerRuntime::start(RuntimeConfig::default(), work, reconciler.clone(), inputs)

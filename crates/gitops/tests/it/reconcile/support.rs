@@ -15,7 +15,7 @@ use fleetshard_gitops::reconciler::{
     StatusUpdate,
 };
 use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
-use fleetshard_manifest::{AppSource, AppSpec, AutoSync};
+use fleetshard_manifest::{AppProject, AppSource, AppSpec, AutoSync};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -62,7 +62,10 @@ pub fn target(
             sync_request: None,
             refusals: Vec::new(),
         },
+        cluster_name: cluster.id.clone(),
         cluster,
+        project: Some(Arc::new(AppProject::builtin_default("argocd"))),
+        repositories: Default::default(),
     }
 }
 

@@ -1,16 +1,98 @@
-//! Glob patterns as Argo CD matches `directory.include` / `directory.exclude`: against the
-//! file's path relative to the app's `path`, with no path separator, so `*` also matches
-//! `/` (`*.yaml` matches `sub/a.yaml`). `?` is one character, `[abc]`, `[a-z]` and
-//! `[!abc]` a class, `{a,b}` alternatives (nesting allowed), `\` escapes the next
-//! character. A pattern that does not parse (an unclosed `[` or `{`) matches nothing.
+//! Glob patterns as Argo CD matches them (its glob library's syntax): `?` is one
+//! character, `[abc]`, `[a-z]` and `[!abc]` a class, `{a,b}` alternatives (nesting
+//! allowed), `\` escapes the next character. A pattern that does not parse (an unclosed
+//! `[` or `{`) matches nothing.
+//!
+//! Two flavours, as Argo CD uses both: [`matches`] has no path separator, so `*` also
+//! matches `/` (`directory.include`/`exclude` against the file's path relative to the
+//! app's `path`, `*.yaml` matches `sub/a.yaml`; project destinations, resource kinds, sync
+//! window selectors); [`matches_with_separator`] stops `*` and `?` at the separator while
+//! `**` crosses it (a project's `sourceRepos`, with `/`).
 
-/// Whether `text` matches `pattern`.
-pub(crate) fn matches(pattern: &str, text: &str) -> bool {
+/// Whether `text` matches `pattern` (no separator: `*` matches any run of characters).
+pub fn matches(pattern: &str, text: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
     expand(&p)
         .into_iter()
         .any(|alt| simple_match(&alt, &t).unwrap_or(false))
+}
+
+/// Whether `text` matches `pattern` where `*` and `?` never match `separator` and `**`
+/// matches any run of characters, separators included.
+pub fn matches_with_separator(pattern: &str, text: &str, separator: char) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    expand(&p)
+        .into_iter()
+        .any(|alt| separated_match(&alt, &t, separator).unwrap_or(false))
+}
+
+/// A brace-free pattern against `t` with separators: dynamic programming over (pattern
+/// position, text position), `None` for an unclosed class. Quadratic in the lengths,
+/// which are URLs.
+fn separated_match(p: &[char], t: &[char], sep: char) -> Option<bool> {
+    // `ok[j]`: the pattern consumed so far matches `t[..j]`.
+    let mut ok = vec![false; t.len() + 1];
+    ok[0] = true;
+    let mut pi = 0;
+    while pi < p.len() {
+        let mut next = vec![false; t.len() + 1];
+        let width;
+        match p[pi] {
+            '*' => {
+                let double = p.get(pi + 1) == Some(&'*');
+                width = if double { 2 } else { 1 };
+                for j in 0..=t.len() {
+                    if !ok[j] {
+                        continue;
+                    }
+                    next[j] = true;
+                    let mut k = j;
+                    while k < t.len() && (double || t[k] != sep) {
+                        k += 1;
+                        next[k] = true;
+                    }
+                }
+            }
+            '[' => {
+                let mut end = None;
+                for j in 0..t.len() {
+                    let (e, hit) = class(p, pi, t[j])?;
+                    end = Some(e);
+                    if ok[j] && hit && t[j] != sep {
+                        next[j + 1] = true;
+                    }
+                }
+                let end = match end {
+                    Some(e) => e,
+                    // Validate the class even against an empty text.
+                    None => class(p, pi, '\0')?.0,
+                };
+                width = end - pi + 1;
+            }
+            c => {
+                let (lit, w) = match c {
+                    '\\' if pi + 1 < p.len() => (Some(p[pi + 1]), 2),
+                    '?' => (None, 1),
+                    c => (Some(c), 1),
+                };
+                width = w;
+                for j in 0..t.len() {
+                    let hit = match lit {
+                        Some(l) => t[j] == l,
+                        None => t[j] != sep,
+                    };
+                    if ok[j] && hit {
+                        next[j + 1] = true;
+                    }
+                }
+            }
+        }
+        ok = next;
+        pi += width;
+    }
+    Some(ok[t.len()])
 }
 
 /// The patterns without braces that `p` stands for (`a{b,c}` → `ab`, `ac`).
@@ -154,7 +236,7 @@ fn class(p: &[char], open: usize, c: char) -> Option<(usize, bool)> {
 
 #[cfg(test)]
 mod tests {
-    use super::matches;
+    use super::{matches, matches_with_separator};
 
     #[test]
     fn argo_cd_glob_cases() {
@@ -175,5 +257,21 @@ mod tests {
         assert!(!matches("[ab", "a"));
         assert!(matches("a\\*b", "a*b"));
         assert!(!matches("a\\*b", "axb"));
+    }
+
+    #[test]
+    fn with_a_separator_star_stays_within_a_segment() {
+        let m = |p, t| matches_with_separator(p, t, '/');
+        assert!(m("https://github.com/org/*", "https://github.com/org/repo"));
+        assert!(!m("https://github.com/org/*", "https://github.com/org/a/b"));
+        assert!(m("https://github.com/org/**", "https://github.com/org/a/b"));
+        assert!(m("https://github.com/*/repo", "https://github.com/x/repo"));
+        assert!(!m("https://github.com/?", "https://github.com//"));
+        assert!(m("https://git.example/{a,b}", "https://git.example/b"));
+        assert!(m("https://git.example/[ab]x", "https://git.example/ax"));
+        assert!(!m("https://git.example/[ab", "https://git.example/a"));
+        assert!(m("", ""));
+        assert!(!m("", "x"));
+        assert!(m("a\\*", "a*"));
     }
 }
