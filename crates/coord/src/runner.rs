@@ -18,16 +18,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetshard_core::Cluster;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::fenced::{
-    Action, DropGuard, FleetInput, InventorySummary, Placed, PlacementJob, Replica, ReplicaConfig,
-    ShardCountError, Ticket,
+    Action, DropGuard, FleetInput, Placed, PlacementJob, Replica, ReplicaConfig, Ticket,
 };
-use crate::lease::{Mono, TimingError};
+use crate::lease::Mono;
 pub use crate::ownership::{NoMetrics, Ownership, OwnershipChange, RunnerMetrics, StopHook};
 use crate::select::{poll_opt, sleep_until_opt};
 

@@ -167,15 +167,9 @@ impl KubernetesSource {
             .default_backoff()
             .map(|e| (Kind::Project, e))
             .boxed();
-        let mut events = futures::stream::select_all([
-            secrets,
-            repos,
-            known_hosts,
-            tls_certs,
-            apps,
-            projects,
-        ])
-        .ready_chunks(4096);
+        let mut events =
+            futures::stream::select_all([secrets, repos, known_hosts, tls_certs, apps, projects])
+                .ready_chunks(4096);
 
         let mut state = State {
             secrets: Objects::new(format!(

@@ -68,4 +68,3 @@ impl RunnerFleet {
         .1
     }
 }
-

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use fleetshard_core::Cluster;
 use fleetshard_core::placement::PlacementConfig;
 
 use super::*;

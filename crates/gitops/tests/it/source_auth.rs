@@ -20,6 +20,7 @@ fn source(repo: &str) -> AppSource {
         repo_url: repo.to_owned(),
         target_revision: "main".to_owned(),
         path: "app".to_owned(),
+        directory: Default::default(),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use axum::http::{HeaderMap, Method};
+use axum::http::{HeaderMap, Method, header};
 
 use super::super::faults::{RequestInfo, Verb};
 use super::super::registry::ResourceKind;
@@ -136,7 +136,12 @@ pub(super) fn verb_of(method: &Method, t: &Target, q: &HashMap<String, String>) 
 /// The request's attributes, as Kubernetes' request-info factory makes them: a list or
 /// watch whose field selector is exactly `metadata.name=NAME` (or `==`) carries NAME, so
 /// that RBAC `resourceNames` can grant it.
-pub(super) fn info_of(path: &str, t: &Target, verb: Option<Verb>, q: &HashMap<String, String>) -> RequestInfo {
+pub(super) fn info_of(
+    path: &str,
+    t: &Target,
+    verb: Option<Verb>,
+    q: &HashMap<String, String>,
+) -> RequestInfo {
     let mut info = RequestInfo {
         verb,
         path: path.to_string(),
@@ -167,4 +172,3 @@ pub(super) fn info_of(path: &str, t: &Target, verb: Option<Verb>, q: &HashMap<St
     }
     info
 }
-
