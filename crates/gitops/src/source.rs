@@ -39,7 +39,7 @@ mod url;
 pub use access::RepoAccess;
 pub use cache::{
     CacheStats, DEFAULT_FETCH_TIMEOUT, DEFAULT_MAX_CACHED_READS, DEFAULT_REFRESH_INTERVAL,
-    Manifests, Refresh, RepoCache, RepoCacheConfig,
+    Manifests, ReadLimits, Refresh, RepoCache, RepoCacheConfig,
 };
 pub use error::{Location, ManifestError, SourceError};
 pub use parse::{FileFormat, Manifest, ObjectIdentity, parse_file};

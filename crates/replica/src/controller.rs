@@ -80,6 +80,7 @@ pub(crate) fn build(
     sink: Arc<dyn StatusSink>,
     registry: &mut Registry,
     user_agent: &str,
+    argo_objects: bool,
 ) -> Result<ControllerPart, ReplicaError> {
     let config = runtime_config(settings);
     let work = ShardWork::registered(config.limits, registry).map_err(|e| ReplicaError::Start {
@@ -90,7 +91,7 @@ pub(crate) fn build(
     let (reconciler, stop_hook) = match settings.reconciler {
         ReconcilerKind::None => (ReconcilerPart::Noop, work_stop),
         ReconcilerKind::Gitops => {
-            let reconciler = gitops(settings, inventory, sink, &work, user_agent)?;
+            let reconciler = gitops(settings, inventory, sink, &work, user_agent, argo_objects)?;
             let stop_hook = Arc::new(GitOpsStopHook {
                 inner: work_stop,
                 reconciler: reconciler.clone(),
@@ -136,6 +137,7 @@ fn gitops(
     sink: Arc<dyn StatusSink>,
     work: &Arc<ShardWork>,
     user_agent: &str,
+    argo_objects: bool,
 ) -> Result<Arc<GitOpsReconciler>, ReplicaError> {
     let cache = settings
         .repo_cache
@@ -143,6 +145,8 @@ fn gitops(
         .unwrap_or_else(|| std::env::temp_dir().join("fleetshard-repos"));
     let mut repo_config = RepoCacheConfig::new(cache);
     repo_config.max_cached_reads = settings.manifest_cache.max(1);
+    repo_config.limits = settings.read_limits;
+    repo_config.allow_local = settings.allow_local_repositories.unwrap_or(!argo_objects);
     if !settings.resync.is_zero() {
         // A resync must see a new commit on a branch: the resolved commit is trusted for
         // one period.

@@ -98,6 +98,7 @@ impl Replica {
             sink,
             metrics.registry_mut(),
             &user_agent,
+            matches!(settings.fleet, crate::FleetSource::Kubernetes(_)),
         )?;
         let inputs = CoordinationInputs {
             identity: &identity,

@@ -100,6 +100,12 @@ pub struct ControllerSettings {
     pub manifest_cache: usize,
     /// Argo CD's control-plane namespace (tracking ids of its apps are their names).
     pub control_plane_namespace: String,
+    /// Whether apps may read `file://` URLs and local paths: `None` decides by the fleet
+    /// source — refused when the apps are Argo CD's objects (`FleetSource::Kubernetes`: a
+    /// tenant could read the replica's own files), allowed in local mode.
+    pub allow_local_repositories: Option<bool>,
+    /// How much one app's manifests may be.
+    pub read_limits: fleetshard_gitops::source::ReadLimits,
 }
 
 impl Default for ControllerSettings {
@@ -114,6 +120,8 @@ impl Default for ControllerSettings {
             repo_cache: None,
             manifest_cache: fleetshard_gitops::source::DEFAULT_MAX_CACHED_READS,
             control_plane_namespace: "argocd".to_owned(),
+            allow_local_repositories: None,
+            read_limits: Default::default(),
         }
     }
 }

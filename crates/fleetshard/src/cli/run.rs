@@ -216,6 +216,33 @@ pub struct ReconcileArgs {
         env = "FLEETSHARD_CONTROL_PLANE_NAMESPACE"
     )]
     pub control_plane_namespace: String,
+    /// Whether apps may read `file://` URLs and local paths. Default: refused with
+    /// --argocd-namespace (a tenant's Application could read the replica's own files),
+    /// allowed with local fleet files and directories.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        env = "FLEETSHARD_ALLOW_LOCAL_REPOSITORIES",
+        action = clap::ArgAction::Set
+    )]
+    pub allow_local_repositories: Option<bool>,
+    /// Bytes of manifest files one app may read (Argo CD's repo-server bounds a
+    /// directory's combined manifests at 10 MiB by default).
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 10 * 1024 * 1024,
+        env = "FLEETSHARD_MAX_MANIFEST_BYTES"
+    )]
+    pub max_manifest_bytes: u64,
+    /// Objects one app may render to.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 10_000,
+        env = "FLEETSHARD_MAX_OBJECTS"
+    )]
+    pub max_objects: usize,
 }
 
 impl ReconcileArgs {
@@ -232,6 +259,11 @@ impl ReconcileArgs {
             repo_cache: self.repo_cache.clone(),
             manifest_cache: self.manifest_cache,
             control_plane_namespace: self.control_plane_namespace.clone(),
+            allow_local_repositories: self.allow_local_repositories,
+            read_limits: fleetshard_gitops::source::ReadLimits {
+                max_manifest_bytes: self.max_manifest_bytes,
+                max_objects: self.max_objects,
+            },
         }
     }
 }

@@ -82,6 +82,9 @@ fn replica(dir: &Path, kubeconfig: &Path, id: &str, protocol: &[&str]) -> KillOn
                 "kubernetes://argocd",
                 "--argocd-namespace",
                 "argocd",
+                // The test's repositories are local (file://), refused by default on
+                // Argo CD's objects.
+                "--allow-local-repositories=true",
                 "--shards",
                 "2",
                 "--resync",
@@ -436,7 +439,11 @@ fn what_holds_up_the_first_load_is_logged() {
                 "--shards",
                 "1",
             ])
-            .args(["--argocd-namespace", "argocd"])
+            .args([
+                "--argocd-namespace",
+                "argocd",
+                "--allow-local-repositories=true",
+            ])
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
             .stdin(Stdio::null())

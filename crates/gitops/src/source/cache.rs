@@ -51,6 +51,31 @@ pub struct RepoCacheConfig {
     pub max_cached_reads: usize,
     /// The longest one fetch may take ([`DEFAULT_FETCH_TIMEOUT`]).
     pub fetch_timeout: Duration,
+    /// How much one app's manifests may be.
+    pub limits: ReadLimits,
+    /// Whether `file://` URLs and local paths may be read at all. Off when the apps are
+    /// Argo CD's objects (a tenant could otherwise read the replica's own files); a local
+    /// path inside `cache_dir` is refused even when on.
+    pub allow_local: bool,
+}
+
+/// How much one app's manifests may be: one app cannot exhaust the replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// Bytes of manifest files read for one app (Argo CD's repo-server bounds a
+    /// directory's combined manifests at 10 MiB by default; so does this).
+    pub max_manifest_bytes: u64,
+    /// Objects one app may render to.
+    pub max_objects: usize,
+}
+
+impl Default for ReadLimits {
+    fn default() -> Self {
+        ReadLimits {
+            max_manifest_bytes: 10 * 1024 * 1024,
+            max_objects: 10_000,
+        }
+    }
 }
 
 impl RepoCacheConfig {
@@ -64,6 +89,8 @@ impl RepoCacheConfig {
             mirror_local: false,
             max_cached_reads: DEFAULT_MAX_CACHED_READS,
             fetch_timeout: DEFAULT_FETCH_TIMEOUT,
+            limits: ReadLimits::default(),
+            allow_local: true,
         }
     }
 }
@@ -205,6 +232,7 @@ impl RepoCache {
             ),
         );
         let directory = dir.clone();
+        let limits = self.inner.config.limits;
         let cell = self.read_cell(&key);
         let result = cell
             .get_or_init(|| {
@@ -216,7 +244,7 @@ impl RepoCache {
                     let read = tokio::task::spawn_blocking(move || {
                         inner.reads_done.fetch_add(1, Ordering::Relaxed);
                         repo::read_manifests(
-                            &opened, &task_repo, &revision, commit, &path, &directory,
+                            &opened, &task_repo, &revision, commit, &path, &directory, &limits,
                         )
                     })
                     .await;
@@ -406,10 +434,37 @@ impl RepoCache {
         })?
     }
 
+    /// Refuses a local repository when local reads are off, and always one inside the
+    /// cache directory (another app's mirror, or the cache's salt).
+    fn check_local(&self, repo_url: &str, path: &std::path::Path) -> Result<(), SourceError> {
+        let refused = |reason: &str| SourceError::UnsupportedUrl {
+            repo: repo_url.to_owned(),
+            reason: reason.to_owned(),
+        };
+        if !self.inner.config.allow_local {
+            return Err(refused(
+                "a local repository (file:// or a path) is refused when the apps are Argo CD's \
+                 objects: it would read the replica's own files (--allow-local-repositories \
+                 allows it)",
+            ));
+        }
+        let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or(p.to_owned());
+        if canonical(path).starts_with(canonical(&self.inner.config.cache_dir)) {
+            return Err(refused(
+                "a path inside the repository cache is never read: it holds other apps' \
+                 repositories",
+            ));
+        }
+        Ok(())
+    }
+
     /// The slot of `repo_url` fetched with `access`, created on first use. Spellings
     /// with the same exact form share one slot, with the same credentials only.
     fn slot(&self, repo_url: &str, access: &RepoAccess) -> Result<Arc<Slot>, SourceError> {
         let location = RepoLocation::parse(repo_url)?;
+        if let RepoLocation::Local(path) = &location {
+            self.check_local(repo_url, path)?;
+        }
         let (key, access) = match &location {
             RepoLocation::Local(path) => (
                 cache_key(&[format!("local:{}", path.display()).as_bytes()], b""),

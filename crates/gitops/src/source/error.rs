@@ -178,6 +178,21 @@ pub enum SourceError {
         /// `Kustomize`, `Helm` or `Jsonnet`.
         tool: &'static str,
     },
+    /// The app's manifests exceed a limit ([`ReadLimits`](super::ReadLimits)): one app
+    /// cannot exhaust the replica that reads it.
+    #[error(
+        "repository {repo:?} at {revision:?} ({commit}): {what}; the limit keeps one app from exhausting the replica"
+    )]
+    TooLarge {
+        /// `repoURL` as given.
+        repo: String,
+        /// `targetRevision` as given.
+        revision: String,
+        /// The resolved commit.
+        commit: String,
+        /// What is too large, with the limit and the setting that raises it.
+        what: String,
+    },
     /// The repository's data could not be read (a missing or corrupt object, an I/O error).
     #[error("repository {repo:?}: {message}")]
     Git {
@@ -211,6 +226,7 @@ impl SourceError {
             | SourceError::Manifest { repo, .. }
             | SourceError::DuplicateObject { repo, .. }
             | SourceError::UnsupportedSource { repo, .. }
+            | SourceError::TooLarge { repo, .. }
             | SourceError::Git { repo, .. }
             | SourceError::Task { repo, .. } => repo,
         }

@@ -342,6 +342,7 @@ pub(crate) fn read_manifests(
     commit: ObjectId,
     path: &[String],
     directory: &DirectoryOptions,
+    limits: &super::ReadLimits,
 ) -> Result<Vec<Manifest>, SourceError> {
     let repo = opened.repo.to_thread_local();
     let git = |e: gix::Error| SourceError::Git {
@@ -375,6 +376,13 @@ pub(crate) fn read_manifests(
     };
 
     let mut out = Vec::new();
+    let mut read_bytes = 0u64;
+    let too_large = |what: String| SourceError::TooLarge {
+        repo: repo_url.to_owned(),
+        revision: revision.to_owned(),
+        commit: commit.to_string(),
+        what,
+    };
     // An explicit stack: a hostile repository may nest trees deeper than the thread's stack.
     let mut stack = vec![(start, path.join("/"), String::new())];
     while let Some((tree_id, dir, rel_dir)) = stack.pop() {
@@ -437,6 +445,15 @@ pub(crate) fn read_manifests(
             }
         }
         for (oid, file, format) in files {
+            let size = repo.find_header(oid).map_err(git)?.size();
+            read_bytes = read_bytes.saturating_add(size);
+            if read_bytes > limits.max_manifest_bytes {
+                return Err(too_large(format!(
+                    "{file} brings the app's manifests to {read_bytes} bytes or more, over \
+                     the {} allowed (--max-manifest-bytes)",
+                    limits.max_manifest_bytes
+                )));
+            }
             let blob = repo.find_blob(oid).map_err(git)?;
             let objects =
                 parse_file(&file, format, &blob.data).map_err(|error| SourceError::Manifest {
@@ -446,6 +463,12 @@ pub(crate) fn read_manifests(
                     error: Box::new(error),
                 })?;
             out.extend(objects);
+            if out.len() > limits.max_objects {
+                return Err(too_large(format!(
+                    "{file} brings the app to more than {} objects (--max-objects)",
+                    limits.max_objects
+                )));
+            }
         }
         // Reversed so that the first subdirectory is read first.
         stack.extend(subdirs.into_iter().rev());

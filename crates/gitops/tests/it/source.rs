@@ -389,3 +389,86 @@ async fn directories_are_read_as_argo_cd_reads_them() {
         "an excluded Jsonnet file is not read"
     );
 }
+
+/// One app cannot exhaust the replica: manifests over the byte budget or over the object
+/// limit are refused with an error naming the file and the setting, and nothing is read
+/// past the limit.
+#[tokio::test]
+async fn an_app_over_its_limits_is_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    git.write("app/a.yaml", &config_map("a", "1"));
+    git.write("app/big.yaml", &config_map("big", &"x".repeat(64 * 1024)));
+    let many: Vec<String> = (0..30).map(|i| config_map(&format!("m{i}"), "v")).collect();
+    git.write("many/all.yaml", &many.join("---\n"));
+    git.commit("limits");
+    let mut config = RepoCacheConfig::new(tmp.path().join("cache"));
+    config.limits.max_manifest_bytes = 16 * 1024;
+    config.limits.max_objects = 20;
+    let cache = RepoCache::new(config);
+    let repo = git.path();
+
+    let err = cache
+        .manifests(&source(&repo, "main", "app"), Refresh::Normal)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SourceError::TooLarge { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("app/big.yaml") && message.contains("--max-manifest-bytes"),
+        "{message}"
+    );
+
+    let err = cache
+        .manifests(&source(&repo, "main", "many"), Refresh::Normal)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SourceError::TooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("--max-objects"), "{err}");
+
+    // Within the limits, the same repository reads.
+    let ok = cache(&tmp)
+        .manifests(&source(&repo, "main", "many"), Refresh::Normal)
+        .await
+        .unwrap();
+    assert_eq!(ok.objects.len(), 30);
+}
+
+/// On Argo CD's objects a tenant's `file://` or plain-path repoURL would read the replica's
+/// own files: refused unless allowed; and a path into the repository cache (another app's
+/// mirror) is refused even in local mode.
+#[tokio::test]
+async fn local_repositories_are_refused_where_they_would_reach_the_replica() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (git, _, _) = two_commits(&tmp);
+    let repo = git.path();
+    let mut config = RepoCacheConfig::new(tmp.path().join("cache"));
+    config.allow_local = false;
+    let refused = RepoCache::new(config);
+    for url in [repo.clone(), format!("file://{repo}")] {
+        let err = refused
+            .manifests(&source(&url, "main", "app"), Refresh::Normal)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, SourceError::UnsupportedUrl { .. }), "{err}");
+        assert!(
+            err.to_string().contains("--allow-local-repositories"),
+            "{err}"
+        );
+    }
+
+    // Local mode: allowed, but never into the cache directory.
+    let local = cache(&tmp);
+    local
+        .manifests(&source(&repo, "main", "app"), Refresh::Normal)
+        .await
+        .expect("a local repository in local mode");
+    let cached = Git::init(&tmp.path().join("cache").join("someone-elses"));
+    cached.write("app/cm.yaml", &config_map("secret-stuff", "x"));
+    cached.commit("theirs");
+    let err = local
+        .manifests(&source(&cached.path(), "main", "app"), Refresh::Normal)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("repository cache"), "{err}");
+}

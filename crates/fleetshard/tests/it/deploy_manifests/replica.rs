@@ -27,8 +27,10 @@ const CONTROLLER: &[(&str, &str, &str)] = &[
     ("argoproj.io", "applications", "list"),
     ("argoproj.io", "applications", "watch"),
     ("argoproj.io", "applications", "patch"),
+    ("argoproj.io", "appprojects", "get"),
     ("argoproj.io", "appprojects", "list"),
     ("argoproj.io", "appprojects", "watch"),
+    ("argoproj.io", "appprojects", "update"),
 ];
 
 /// Rules used only in situations a short run with a small fleet does not reach. For every
