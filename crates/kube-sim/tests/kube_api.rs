@@ -11,4 +11,5 @@ mod kube_api {
     mod list_watch;
     mod measure;
     mod raw;
+    mod schema;
 }
