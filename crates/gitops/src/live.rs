@@ -253,6 +253,23 @@ async fn kubeconfig_config(access: &ClusterAccess) -> Result<Config, String> {
         .map_err(|e| e.to_string())
 }
 
+/// `e` and its causes, `: `-joined: kube's own message for a failed connection says only
+/// "client error (Connect)", its causes say why (an unknown certificate issuer, a refused
+/// client certificate, a refused connection).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = c.source();
+    }
+    text
+}
+
 /// One cluster: client, discovery cache, and object caches.
 pub struct ClusterConn {
     access: ClusterAccess,
@@ -363,7 +380,7 @@ impl ClusterConn {
                 self.heard_now();
                 Ok(())
             }
-            Ok(Err(e)) => Err(self.unreachable(e.to_string())),
+            Ok(Err(e)) => Err(self.unreachable(with_causes(&e))),
             Err(_) => {
                 Err(self.unreachable(format!("no answer within {:?}", self.options.call_timeout)))
             }

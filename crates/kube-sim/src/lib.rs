@@ -190,7 +190,7 @@ impl FakeApiServer {
                 None
             }
             Some(options) => {
-                let tls = tls::generate(options)?;
+                let tls = tls::generate(options, addr)?;
                 let listener = tls::TlsListener::new(listener, addr, &tls);
                 tokio::spawn(async move {
                     let served = axum::serve(listener, app)

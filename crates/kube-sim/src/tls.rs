@@ -65,12 +65,15 @@ fn tls_err(what: &str) -> impl Fn(String) -> FakeApiError + '_ {
     move |e| FakeApiError::Tls(format!("{what}: {e}"))
 }
 
-/// Generates a CA, server and client certificates, and the server's TLS configuration.
-pub fn generate(options: &TlsOptions) -> Result<Tls, FakeApiError> {
+/// Generates a CA, server and client certificates, and the server's TLS configuration,
+/// for the server at `addr` (named in the CA's name: each server's CA is another issuer).
+pub fn generate(options: &TlsOptions, addr: SocketAddr) -> Result<Tls, FakeApiError> {
     let cert_err = |e: rcgen::Error| tls_err("generating certificates")(e.to_string());
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(cert_err)?;
-    ca.distinguished_name
-        .push(DnType::CommonName, "fleetshard fake API server CA");
+    ca.distinguished_name.push(
+        DnType::CommonName,
+        format!("fleetshard fake API server CA for {addr}"),
+    );
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,

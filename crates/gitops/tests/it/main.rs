@@ -2,9 +2,10 @@
 //! (`compare`, `compare_props`, `health`), the Git source (`source`, `source_cache`, and
 //! `source_http` against a real `git http-backend`), and the reconciler against fake API
 //! servers (`reconcile`), and cluster authentication from a Secret's `config`
-//! (`cluster_auth`). `compare_bench` holds `#[ignore]`d measurements.
+//! (`cluster_auth`) and over TLS (`cluster_tls`). `compare_bench` holds `#[ignore]`d measurements.
 
 mod cluster_auth;
+mod cluster_tls;
 mod compare;
 mod compare_bench;
 mod compare_props;
