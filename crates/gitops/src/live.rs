@@ -253,19 +253,14 @@ async fn kubeconfig_config(access: &ClusterAccess) -> Result<Config, String> {
         .map_err(|e| e.to_string())
 }
 
-/// `e` and its causes, `: `-joined: kube's own message for a failed connection says only
-/// "client error (Connect)", its causes say why (an unknown certificate issuer, a refused
-/// client certificate, a refused connection).
+/// `e` and its causes: kube's message for a failed connection alone does not say why.
 fn with_causes(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let said = c.to_string();
+    for cause in std::iter::successors(e.source(), |c| c.source()) {
+        let said = cause.to_string();
         if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
+            text = format!("{text}: {said}");
         }
-        cause = c.source();
     }
     text
 }

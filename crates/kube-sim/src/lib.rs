@@ -133,6 +133,25 @@ impl Default for FakeConfig {
     }
 }
 
+/// Serves `app` on `listener` (plain TCP or TLS) until `stopped`, in a task of its own.
+fn serve<L>(
+    listener: L,
+    app: axum::Router,
+    stopped: impl std::future::Future<Output = ()> + Send + 'static,
+) where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(stopped)
+            .await;
+        if let Err(e) = served {
+            tracing::warn!(error = %e, "fake API server stopped with an error");
+        }
+    });
+}
+
 /// A running fake API server; shut down when dropped.
 #[derive(Debug)]
 pub struct FakeApiServer {
@@ -179,27 +198,12 @@ impl FakeApiServer {
         };
         let tls = match &config.tls {
             None => {
-                tokio::spawn(async move {
-                    let served = axum::serve(listener, app)
-                        .with_graceful_shutdown(stopped)
-                        .await;
-                    if let Err(e) = served {
-                        tracing::warn!(error = %e, "fake API server stopped with an error");
-                    }
-                });
+                serve(listener, app, stopped);
                 None
             }
             Some(options) => {
                 let tls = tls::generate(options, addr)?;
-                let listener = tls::TlsListener::new(listener, addr, &tls);
-                tokio::spawn(async move {
-                    let served = axum::serve(listener, app)
-                        .with_graceful_shutdown(stopped)
-                        .await;
-                    if let Err(e) = served {
-                        tracing::warn!(error = %e, "fake API server stopped with an error");
-                    }
-                });
+                serve(tls::TlsListener::new(listener, addr, &tls), app, stopped);
                 Some(tls.material)
             }
         };
