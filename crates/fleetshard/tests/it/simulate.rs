@@ -425,11 +425,11 @@ fn with_tls_the_secrets_carry_the_ca_that_reaches_the_cluster() {
     let addr = server.strip_prefix("https://").unwrap();
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
+    // The server may close before the whole request is written (its handshake failed).
+    let _ = write!(
         s,
         "GET /version HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    );
     let mut answer = Vec::new();
     let _ = s.read_to_end(&mut answer);
     assert!(!answer.starts_with(b"HTTP/1.1 200"), "plain HTTP answered");
