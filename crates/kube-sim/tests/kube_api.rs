@@ -12,4 +12,5 @@ mod kube_api {
     mod measure;
     mod raw;
     mod schema;
+    mod tls;
 }
