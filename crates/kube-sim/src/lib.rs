@@ -28,6 +28,9 @@
 //!   discovery (plain and aggregated);
 //! - every error is a `Status` object with the real reason and code;
 //! - with [`FakeConfig::bearer_token`], every request needs that token (401 otherwise);
+//! - with [`FakeConfig::tls`], HTTPS with a CA generated for the server (see the `tls`
+//!   module), optionally requiring a client certificate signed by it; the kubeconfig it
+//!   writes carries the CA and the client certificate;
 //! - a CustomResourceDefinition written to it makes its custom resource servable at once,
 //!   with discovery, the CRD's status conditions, and deletion of the custom resources
 //!   with the CRD (see the `crd` module for what is simplified);
