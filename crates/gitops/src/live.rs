@@ -274,6 +274,18 @@ async fn kubeconfig_config(access: &ClusterAccess) -> Result<Config, String> {
         .map_err(|e| e.to_string())
 }
 
+/// `e` and its causes: kube's message for a failed connection alone does not say why.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    for cause in std::iter::successors(e.source(), |c| c.source()) {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text = format!("{text}: {said}");
+        }
+    }
+    text
+}
+
 /// One cluster: client, discovery cache, and object caches.
 pub struct ClusterConn {
     access: ClusterAccess,
@@ -388,7 +400,7 @@ impl ClusterConn {
                 self.heard_now();
                 Ok(())
             }
-            Ok(Err(e)) => Err(self.unreachable(e.to_string())),
+            Ok(Err(e)) => Err(self.unreachable(with_causes(&e))),
             Err(_) => {
                 Err(self.unreachable(format!("no answer within {:?}", self.options.call_timeout)))
             }

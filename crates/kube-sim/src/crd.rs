@@ -12,11 +12,12 @@
 //! resourceVersion and a MODIFIED event, as the real controller writes it); deleting a CRD
 //! deletes its custom resources (DELETED events).
 //!
-//! What is simplified: no schema validation, pruning or defaulting (objects are stored as
-//! sent); no conversion between versions (an object reads back with the apiVersion it was
+//! What is simplified: a served version's `openAPIV3Schema` prunes and validates its
+//! custom resources (the `schema` module) but nothing is defaulted; no conversion between versions (an object reads back with the apiVersion it was
 //! written with); no name conflicts between CRDs; the scale subresource maps
 //! `spec.replicas` whatever the CRD's `specReplicasPath`; a resource the server serves built
-//! in (Argo CD's Application) keeps its built-in definition. The names of custom resources
+//! in (Argo CD's Application) keeps its built-in definition (its CRD's schema still
+//! applies). The names of custom resources
 //! are interned for the life of the process ([`ResourceKind`] holds `&'static str`), so
 //! memory grows with the number of distinct names ever served, not with writes.
 

@@ -28,19 +28,28 @@
 //!   discovery (plain and aggregated);
 //! - every error is a `Status` object with the real reason and code;
 //! - with [`FakeConfig::bearer_token`], every request needs that token (401 otherwise);
+//! - with [`FakeConfig::tls`], HTTPS with a CA generated for the server (see the `tls`
+//!   module), optionally requiring a client certificate signed by it; the kubeconfig it
+//!   writes carries the CA and the client certificate;
 //! - a CustomResourceDefinition written to it makes its custom resource servable at once,
 //!   with discovery, the CRD's status conditions, and deletion of the custom resources
-//!   with the CRD (see the `crd` module for what is simplified).
+//!   with the CRD (see the `crd` module for what is simplified);
+//! - a CRD's structural schema prunes unknown fields and validates every write of its
+//!   custom resources (required, types, enums, date-times; 422 Invalid with a cause per
+//!   field; see the `schema` module); Argo CD's Application and AppProject CRDs, with a
+//!   schema written from Argo CD's, are one call away
+//!   ([`FakeApiServer::install_argocd_crds`]).
 //!
 //! What is simplified: strategic merge patch is a JSON merge patch (lists replaced);
 //! server-side apply deep-merges maps and replaces lists (no associative list keys) and
 //! tracks only Apply managers' fields (no `Update` entries, so no conflicts with fields
-//! set by PUT or patches); no admission, defaulting, validation beyond names and sizes,
+//! set by PUT or patches); no admission, defaulting, validation of built-in kinds beyond names and sizes,
 //! owner references or garbage collection; deleting a namespace deletes its contents at
 //! once; LIST/WATCH do not serve protobuf or Table; watches without `timeoutSeconds` stay
 //! open until closed; a partition holds new requests and stalls open watches that match.
 
 mod apply;
+mod argocd;
 mod crd;
 mod discovery;
 mod faults;
@@ -50,10 +59,12 @@ mod ops;
 mod patch;
 mod registry;
 mod routes;
+mod schema;
 mod selectors;
 mod state;
 mod status;
 mod store;
+mod tls;
 mod watch;
 mod writes;
 
@@ -65,9 +76,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+pub use argocd::{APPLICATION_CRD_YAML, APPPROJECT_CRD_YAML, argocd_crds};
 pub use faults::{FaultAction, FaultId, RequestInfo, Verb};
 pub use registry::{DEFAULT_RESOURCES, ResourceKind};
-pub use status::ApiError;
+pub use status::{ApiError, Cause};
+pub use tls::{TlsMaterial, TlsOptions};
 pub use writes::{WriteOutcome, WriteRecord, overlaps};
 
 use state::Shared;
@@ -79,6 +92,9 @@ pub enum FakeApiError {
     /// Binding or inspecting the loopback listener failed.
     #[error("fake API server: cannot listen on 127.0.0.1: {0}")]
     Bind(#[source] std::io::Error),
+    /// Generating the certificates or the TLS configuration failed.
+    #[error("fake API server: TLS: {0}")]
+    Tls(String),
     /// Writing the kubeconfig file failed.
     #[error("fake API server: cannot write kubeconfig {path}: {source}")]
     Kubeconfig {
@@ -107,6 +123,9 @@ pub struct FakeConfig {
     pub bearer_token: Option<String>,
     /// How many write requests [`FakeApiServer::writes`] keeps (the newest).
     pub write_log_limit: usize,
+    /// Serve HTTPS with a CA generated for this server (see [`TlsOptions`]); None (the
+    /// default): plain HTTP.
+    pub tls: Option<TlsOptions>,
 }
 
 impl Default for FakeConfig {
@@ -117,8 +136,28 @@ impl Default for FakeConfig {
             bookmark_interval: Duration::from_secs(1),
             bearer_token: None,
             write_log_limit: 100_000,
+            tls: None,
         }
     }
+}
+
+/// Serves `app` on `listener` (plain TCP or TLS) until `stopped`, in a task of its own.
+fn serve<L>(
+    listener: L,
+    app: axum::Router,
+    stopped: impl std::future::Future<Output = ()> + Send + 'static,
+) where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(stopped)
+            .await;
+        if let Err(e) = served {
+            tracing::warn!(error = %e, "fake API server stopped with an error");
+        }
+    });
 }
 
 /// A running fake API server; shut down when dropped.
@@ -126,6 +165,7 @@ impl Default for FakeConfig {
 pub struct FakeApiServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
+    tls: Option<TlsMaterial>,
 }
 
 impl FakeApiServer {
@@ -162,17 +202,21 @@ impl FakeApiServer {
         ));
         let app = routes::router(shared.clone());
         let mut stop = shared.shutdown.subscribe();
-        tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                })
-                .await;
-            if let Err(e) = served {
-                tracing::warn!(error = %e, "fake API server stopped with an error");
+        let stopped = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        let tls = match &config.tls {
+            None => {
+                serve(listener, app, stopped);
+                None
             }
-        });
-        Ok(Self { shared, addr })
+            Some(options) => {
+                let tls = tls::generate(options, addr)?;
+                serve(tls::TlsListener::new(listener, addr, &tls), app, stopped);
+                Some(tls.material)
+            }
+        };
+        Ok(Self { shared, addr, tls })
     }
 
     /// The token requests must carry ([`FakeConfig::bearer_token`]), if any.
@@ -180,9 +224,15 @@ impl FakeApiServer {
         self.shared.bearer_token.as_deref()
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://…` when serving TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The CA and client certificate of a TLS server ([`FakeConfig::tls`]).
+    pub fn tls(&self) -> Option<&TlsMaterial> {
+        self.tls.as_ref()
     }
 
     /// The listening address.
@@ -190,19 +240,26 @@ impl FakeApiServer {
         self.addr
     }
 
-    /// A kubeconfig (YAML) for this server: cluster, user (with the bearer token when the
-    /// server requires one, else without credentials), and a current context with
-    /// namespace "default".
+    /// A kubeconfig (YAML) for this server: cluster (with the CA when serving TLS), user
+    /// (with the bearer token when the server requires one, and the client certificate
+    /// when serving TLS; else without credentials), and a current context with namespace
+    /// "default".
     pub fn kubeconfig_yaml(&self) -> String {
-        // The token is generated or chosen by the test: no YAML escaping needed for the
-        // characters a bearer token uses; quoted anyway.
-        let user = match self.bearer_token() {
-            Some(t) => format!("{{token: {}}}", json!(t)),
-            None => "{}".to_owned(),
-        };
+        use base64::Engine as _;
+        let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
+        // JSON is YAML: the values need no escaping rules of their own.
+        let mut cluster = json!({"server": self.url()});
+        let mut user = json!({});
+        if let Some(t) = self.bearer_token() {
+            user["token"] = json!(t);
+        }
+        if let Some(tls) = &self.tls {
+            cluster["certificate-authority-data"] = json!(b64(&tls.ca_pem));
+            user["client-certificate-data"] = json!(b64(&tls.client_cert_pem));
+            user["client-key-data"] = json!(b64(&tls.client_key_pem));
+        }
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {url}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\ncurrent-context: fake\nusers:\n- name: fake\n  user: {user}\npreferences: {{}}\n",
-            url = self.url()
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {cluster}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\ncurrent-context: fake\nusers:\n- name: fake\n  user: {user}\npreferences: {{}}\n"
         )
     }
 

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use super::crd;
 use super::meta::{check_size, name_suffix, new_uid, normalize_secret, now_rfc3339, validate_name};
 use super::registry::ResourceKind;
+use super::schema;
 use super::status::{ApiError, success_status};
 use super::store::{Event, ObjKey, Store};
 
@@ -181,6 +182,7 @@ pub fn create(
             body["status"] = json!({"phase": "Active"});
         }
     }
+    schema::check(store, kind, &name, &mut body, None, Sub::Main)?;
     let meta = meta_mut(&mut body);
     meta.insert("name".into(), json!(name));
     meta.insert("uid".into(), json!(new_uid()));
@@ -304,6 +306,7 @@ pub fn update_object(
     if crd::is_crd(kind) {
         crd::validate(&new, name)?;
     }
+    schema::check(store, kind, name, &mut new, Some(&**existing), sub)?;
     let old_meta = existing
         .get("metadata")
         .cloned()

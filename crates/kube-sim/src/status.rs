@@ -31,6 +31,20 @@ pub struct ErrorDetails {
     pub field: Option<String>,
     /// `Retry-After` seconds to send (429 and 503 faults).
     pub retry_after: Option<u64>,
+    /// `details.causes` of a validation error with several (schema validation); when
+    /// empty, `field` makes the one cause.
+    pub causes: Vec<Cause>,
+}
+
+/// One entry of `details.causes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// `FieldValueRequired`, `FieldValueInvalid`, `FieldValueNotSupported`, …
+    pub reason: &'static str,
+    /// The error without its field: `Required value`, `Invalid value: …`.
+    pub message: String,
+    /// The field's path, `spec.a.b[0].c`.
+    pub field: String,
 }
 
 impl ApiError {
@@ -108,6 +122,34 @@ impl ApiError {
         e
     }
 
+    /// 422 Invalid with every cause, worded as the real server words a custom resource's
+    /// validation errors: `Kind.group "name" is invalid: field: message`, or
+    /// `… is invalid: [f1: m1, f2: m2]` for several.
+    pub fn invalid_causes(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let listed: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let errors = match listed.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!(
+                "{} \"{name}\" is invalid: {errors}",
+                qualified_kind(group, kind)
+            ),
+        );
+        e.details.group = Some(group.to_string());
+        e.details.kind = Some(kind.to_string());
+        e.details.name = Some(name.to_string());
+        e.details.field = causes.first().map(|c| c.field.clone());
+        e.details.causes = causes;
+        e
+    }
+
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
@@ -171,7 +213,15 @@ impl ApiError {
         if let Some(k) = &self.details.kind {
             details.insert("kind".into(), json!(k));
         }
-        if let Some(f) = &self.details.field {
+        if !self.details.causes.is_empty() {
+            let causes: Vec<Value> = self
+                .details
+                .causes
+                .iter()
+                .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                .collect();
+            details.insert("causes".into(), Value::Array(causes));
+        } else if let Some(f) = &self.details.field {
             details.insert(
                 "causes".into(),
                 json!([{"reason": "FieldValueInvalid", "message": self.message, "field": f}]),
@@ -202,6 +252,15 @@ fn qualified(group: &str, plural: &str) -> String {
         plural.to_string()
     } else {
         format!("{plural}.{group}")
+    }
+}
+
+/// `Kind` or `Kind.group`, as the real server names a kind in validation errors.
+fn qualified_kind(group: &str, kind: &str) -> String {
+    if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
     }
 }
 

@@ -12,4 +12,6 @@ mod kube_api {
     mod measure;
     mod raw;
     mod writes;
+    mod schema;
+    mod tls;
 }

@@ -65,6 +65,8 @@ fn app_keys(snap: &InventorySnapshot) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_secrets_and_applications() {
     let server = FakeApiServer::start().await.expect("fake");
+    // Argo CD's CRDs: every Application and status written is checked against their schema.
+    server.install_argocd_crds().unwrap();
     server.insert(secret("a", "https://a/")).expect("insert");
     server.insert(secret("b", "https://b")).expect("insert");
     // Not a cluster Secret: no label (a repository credential, say).
@@ -175,6 +177,8 @@ async fn follows_secrets_and_applications() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_objects_are_reported_and_the_last_good_version_kept() {
     let server = FakeApiServer::start().await.expect("fake");
+    // Argo CD's CRDs: every Application and status written is checked against their schema.
+    server.install_argocd_crds().unwrap();
     server.insert(secret("a", "https://a")).expect("insert");
     server
         .insert(app("argocd", "good", json!({"server": "https://a"})))
@@ -231,6 +235,8 @@ async fn bad_objects_are_reported_and_the_last_good_version_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovers_after_compaction_and_closed_watches() {
     let server = FakeApiServer::start().await.expect("fake");
+    // Argo CD's CRDs: every Application and status written is checked against their schema.
+    server.install_argocd_crds().unwrap();
     server.insert(secret("a", "https://a")).expect("insert");
     server
         .insert(app("argocd", "one", json!({"server": "https://a"})))
@@ -279,6 +285,8 @@ async fn recovers_after_compaction_and_closed_watches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connectivity_problems_are_reported_and_cleared() {
     let server = FakeApiServer::start().await.expect("fake");
+    // Argo CD's CRDs: every Application and status written is checked against their schema.
+    server.install_argocd_crds().unwrap();
     server.insert(secret("a", "https://a")).expect("insert");
     // The first listings of Applications fail: the source reports it and keeps trying.
     server.fail_next(2, 503, |r| r.is(Verb::List, "applications"));
@@ -306,6 +314,8 @@ async fn connectivity_problems_are_reported_and_cleared() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn built_in_in_cluster_entry_completes_argo_cds_list() {
     let server = FakeApiServer::start().await.expect("fake");
+    // Argo CD's CRDs: every Application and status written is checked against their schema.
+    server.install_argocd_crds().unwrap();
     server.insert(secret("a", "https://a")).expect("insert");
     let (inventory, task) = start(&server, KubernetesConfig::default());
     let mut rx = inventory.subscribe();

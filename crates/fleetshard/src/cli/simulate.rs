@@ -3,7 +3,8 @@
 //! Serves N simulated Kubernetes API servers (`fleetshard_kube_sim`, the fake the tests
 //! run against: discovery, CRUD, server-side apply, watch, strict resourceVersion, the
 //! common built-in kinds and any CRD applied to it) on free 127.0.0.1 ports, over plain
-//! HTTP, each requiring its own random bearer token. Writes `OUT/clusters.yaml`, a `List`
+//! HTTP (or, with `--tls`, HTTPS with a CA generated per cluster, written in its Secret
+//! as `tlsClientConfig.caData`), each requiring its own random bearer token. Writes `OUT/clusters.yaml`, a `List`
 //! of Argo CD cluster Secrets `sim-0`, `sim-1`, … that reach them (what `fleetshard run
 //! --fleet-dir OUT` reads), prints `ready` on stdout once every server answers, and runs
 //! until SIGINT or SIGTERM (exit 0). Objects live in memory: they are gone when it stops.
@@ -15,9 +16,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use fleetshard_core::model::ZONE_LABEL;
-use fleetshard_kube_sim::{FakeApiServer, FakeConfig};
+use fleetshard_kube_sim::{FakeApiServer, FakeConfig, TlsOptions};
 use fleetshard_manifest::SECRET_TYPE_LABEL;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// The file written under `--out`.
 pub const CLUSTERS_FILE: &str = "clusters.yaml";
@@ -58,6 +58,10 @@ pub struct SimulateArgs {
         env = "FLEETSHARD_SIMULATE_ZONES"
     )]
     pub zones: Vec<String>,
+    /// Serve HTTPS, each cluster with a CA of its own, given in its Secret as
+    /// `tlsClientConfig.caData` (default: plain HTTP).
+    #[arg(long, env = "FLEETSHARD_SIMULATE_TLS")]
+    pub tls: bool,
 }
 
 /// One simulated cluster as its Secret describes it.
@@ -67,8 +71,10 @@ pub struct SimCluster {
     pub name: String,
     /// The Secret's `metadata.uid` (the cluster's id).
     pub uid: String,
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` with `--tls`).
     pub server: String,
+    /// With `--tls`: the base64 of the PEM CA that signed the server's certificate.
+    pub ca_data: Option<String>,
     /// The bearer token the server requires.
     pub token: String,
     /// Its zone, if zones were given.
@@ -92,6 +98,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             let token = hex(&random_bytes(&mut random, 32)?);
             let server = FakeApiServer::start_with(FakeConfig {
                 bearer_token: Some(token.clone()),
+                tls: args.tls.then(TlsOptions::default),
                 ..FakeConfig::default()
             })
             .await
@@ -100,6 +107,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
                 name: format!("sim-{i}"),
                 uid: uuid(&random_bytes(&mut random, 16)?),
                 server: server.url(),
+                ca_data: server.tls().map(|t| {
+                    use base64::Engine as _;
+                    base64::engine::general_purpose::STANDARD.encode(&t.ca_pem)
+                }),
                 token,
                 zone: (!args.zones.is_empty()).then(|| args.zones[i % args.zones.len()].clone()),
             });
@@ -107,13 +118,18 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         }
         eprintln!(
             "fleetshard simulate: {} SIMULATED Kubernetes API servers (in memory, not real \
-             clusters) on 127.0.0.1, plain HTTP with a bearer token each; their Argo CD \
+             clusters) on 127.0.0.1, {} with a bearer token each; their Argo CD \
              cluster Secrets are in {}. SIGINT or SIGTERM stops them.",
             clusters.len(),
+            if args.tls {
+                "HTTPS (a CA of their own, in the Secrets)"
+            } else {
+                "plain HTTP"
+            },
             file.display()
         );
         for (server, cluster) in servers.iter().zip(&clusters) {
-            probe(server, &cluster.token)
+            probe(server)
                 .await
                 .with_context(|| format!("simulated cluster {} does not answer", cluster.name))?;
         }
@@ -201,8 +217,13 @@ pub fn secrets_yaml(namespace: &str, clusters: &[SimCluster]) -> String {
          apiVersion: v1\nkind: List\nitems:\n",
     );
     for c in clusters {
+        let ca = c
+            .ca_data
+            .as_ref()
+            .map(|ca| format!(r#","caData":"{ca}""#))
+            .unwrap_or_default();
         let config = format!(
-            r#"{{"bearerToken":"{}","tlsClientConfig":{{"insecure":false}}}}"#,
+            r#"{{"bearerToken":"{}","tlsClientConfig":{{"insecure":false{ca}}}}}"#,
             c.token
         );
         let _ = write!(
@@ -244,28 +265,22 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
         .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
 
-/// `GET /version` with the token answers 200: the server serves and takes its token.
-async fn probe(server: &FakeApiServer, token: &str) -> anyhow::Result<()> {
-    let exchange = async {
-        let mut s = tokio::net::TcpStream::connect(server.addr()).await?;
-        let request = format!(
-            "GET /version HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
-             Connection: close\r\n\r\n",
-            server.addr()
-        );
-        s.write_all(request.as_bytes()).await?;
-        let mut answer = Vec::new();
-        s.read_to_end(&mut answer).await?;
-        Ok::<_, std::io::Error>(answer)
-    };
-    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), exchange)
+/// `GET /version` answers, through kube with the server's own kubeconfig (its token, and
+/// its CA with `--tls`): the server serves and takes its token.
+async fn probe(server: &FakeApiServer) -> anyhow::Result<()> {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml())
+        .context("reading the simulated cluster's kubeconfig")?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
-        .context("no answer in 10 s")??;
-    let status = String::from_utf8_lossy(&answer);
-    let status = status.lines().next().unwrap_or_default();
-    if status.split_whitespace().nth(1) != Some("200") {
-        bail!("GET /version answered {status:?}");
-    }
+        .context("the simulated cluster's kubeconfig")?;
+    let client = kube::Client::try_from(config).context("a client for the simulated cluster")?;
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        client.apiserver_version(),
+    )
+    .await
+    .context("no answer in 10 s")?
+    .context("GET /version")?;
     Ok(())
 }
 
@@ -288,6 +303,7 @@ mod tests {
             name: format!("sim-{i}"),
             uid: uuid(&[i as u8; 16]),
             server: format!("http://127.0.0.1:{}", 40000 + i),
+            ca_data: (i == 1).then(|| "Q0E=".to_owned()),
             token: hex(&[0xab; 32]),
             zone: zone.map(str::to_owned),
         }
@@ -313,6 +329,7 @@ mod tests {
             let creds = &loaded.value.credentials[&sim.uid];
             assert_eq!(creds.bearer_token.as_deref(), Some(sim.token.as_str()));
             assert!(!creds.insecure);
+            assert_eq!(creds.ca_data, sim.ca_data);
         }
     }
 

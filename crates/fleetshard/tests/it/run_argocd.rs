@@ -457,6 +457,8 @@ fn argocd_processes_share_argo_cds_configmap_over_kubernetes() {
         .build()
         .unwrap();
     let server = rt.block_on(FakeApiServer::start()).unwrap();
+    // Argo CD's CRDs: every Application and status written is checked against their schema.
+    server.install_argocd_crds().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();
     // The example of argo-compat §5.3 (`docs/glossary.md`), byte for byte, plus a key

@@ -34,6 +34,8 @@ fn start_fakes(n: usize) -> Fakes {
         .build()
         .unwrap();
     let control = rt.block_on(FakeApiServer::start()).unwrap();
+    // Argo CD's CRDs: every Application and status written is checked against their schema.
+    control.install_argocd_crds().unwrap();
     control.create_namespace("argocd").unwrap();
     let clusters = (0..n)
         .map(|_| rt.block_on(FakeApiServer::start()).unwrap())

@@ -25,6 +25,8 @@ fn start_fake(dir: &Path) -> (tokio::runtime::Runtime, FakeApiServer, std::path:
         .build()
         .unwrap();
     let server = rt.block_on(FakeApiServer::start()).unwrap();
+    // Argo CD's CRDs: every Application and status written is checked against their schema.
+    server.install_argocd_crds().unwrap();
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();
     (rt, server, kubeconfig)

@@ -45,6 +45,8 @@ fn the_shard_count_follows_the_deployment() {
         .build()
         .unwrap();
     let server = rt.block_on(FakeApiServer::start()).unwrap();
+    // Argo CD's CRDs: every Application and status written is checked against their schema.
+    server.install_argocd_crds().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();
     server.insert(deployment(2)).unwrap();

@@ -400,3 +400,52 @@ fn run_manages_simulated_clusters() {
     assert!(!text.contains("ERROR"), "{text}");
     assert!(terminate(&mut sim.0).success());
 }
+
+#[test]
+fn with_tls_the_secrets_carry_the_ca_that_reaches_the_cluster() {
+    use fleetshard_gitops::live::{ClusterAccess, ClusterConnections, LiveOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sim");
+    let _sim = simulate(
+        &["--clusters", "1", "--tls"],
+        &out,
+        &dir.path().join("simulate.log"),
+    );
+    let text = std::fs::read_to_string(out.join("clusters.yaml")).unwrap();
+    let list: Value = serde_saphyr::from_str(&text).unwrap();
+    let data = &list["items"][0]["stringData"];
+    let server = data["server"].as_str().unwrap().to_owned();
+    assert!(server.starts_with("https://127.0.0.1:"), "{server}");
+    let config = data["config"].as_str().unwrap();
+    let (credentials, warnings) =
+        fleetshard_manifest::ClusterCredentials::from_argo_config(config, "config").unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(credentials.ca_data.is_some() && !credentials.insecure);
+    // Plain HTTP to the TLS port gets no HTTP answer.
+    let addr = server.strip_prefix("https://").unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // The server may close before the whole request is written (its handshake failed).
+    let _ = write!(
+        s,
+        "GET /version HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    );
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    assert!(!answer.starts_with(b"HTTP/1.1 200"), "plain HTTP answered");
+    // fleetshard's own client path, with the Secret's CA and token: reached.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        ClusterConnections::new(LiveOptions::default())
+            .start(&ClusterAccess {
+                id: "sim-0".into(),
+                server,
+                credentials,
+            })
+            .await
+            .expect("a client")
+            .check_reachable()
+            .await
+            .expect("reached with the Secret's CA");
+    });
+}

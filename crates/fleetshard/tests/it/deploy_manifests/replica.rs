@@ -100,6 +100,8 @@ pub fn run_overlay_against_rbac(overlay: &str) {
         .build()
         .unwrap();
     let server = rt.block_on(FakeApiServer::start()).unwrap();
+    // Argo CD's CRDs: every Application and status written is checked against their schema.
+    server.install_argocd_crds().unwrap();
     server.create_namespace(&namespace).unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();

@@ -44,6 +44,8 @@ async fn a_bad_manifest_a_missing_repo_or_revision_shows_on_the_app_and_others_g
     git.commit("initial");
     let cluster = FakeApiServer::start().await.unwrap();
     let control = FakeApiServer::start().await.unwrap();
+    // Argo CD's CRD: every status written is checked against its schema.
+    control.install_argocd_crds().unwrap();
     let inventory = Arc::new(StaticInventory::default());
     let c1 = access("c1", &cluster);
     let missing_repo = tmp.path().join("no-such-repo").display().to_string();

@@ -1,0 +1,155 @@
+//! Reaching a cluster over HTTPS as Argo CD does, from a cluster Secret's `config`
+//! (`tlsClientConfig`: `caData`, `insecure`, `serverName`, `certData`/`keyData`, and
+//! `bearerToken`), against the fake API server serving TLS with a CA of its own: the
+//! right CA is accepted, another refused with an error naming the certificate problem;
+//! `insecure` skips the check; a wrong token is a 401; a client certificate the server
+//! requires is accepted, and its absence refused.
+
+use fleetshard_gitops::live::{ClusterAccess, ClusterConnections, LiveError, LiveOptions};
+use fleetshard_manifest::ClusterCredentials;
+use fleetshard_testsupport::kube_api::{FakeApiServer, FakeConfig, TlsOptions};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "tls-test-token";
+
+async fn tls_server(require_client_cert: bool) -> FakeApiServer {
+    FakeApiServer::start_with(FakeConfig {
+        bearer_token: Some(TOKEN.to_owned()),
+        tls: Some(TlsOptions {
+            require_client_cert,
+        }),
+        ..FakeConfig::default()
+    })
+    .await
+    .expect("fake API server")
+}
+
+fn b64(pem: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(pem)
+}
+
+/// `caData` trusting `server`'s CA.
+fn ca_of(server: &FakeApiServer) -> String {
+    b64(&server.tls().expect("a TLS server").ca_pem)
+}
+
+/// `certData`/`keyData` of `server`'s CA-signed client certificate.
+fn client_cert_of(server: &FakeApiServer) -> Value {
+    let tls = server.tls().expect("a TLS server");
+    json!({"certData": b64(&tls.client_cert_pem), "keyData": b64(&tls.client_key_pem)})
+}
+
+/// Connects to `url` with a Secret `config` and asks the server for its version, as the
+/// reconciler checks a cluster.
+async fn reach(url: String, config: Value) -> Result<(), LiveError> {
+    let (credentials, _) = ClusterCredentials::from_argo_config(&config.to_string(), "config")
+        .expect("a valid config");
+    let access = ClusterAccess {
+        id: "c1".into(),
+        server: url,
+        credentials,
+    };
+    ClusterConnections::new(LiveOptions::default())
+        .start(&access)
+        .await?
+        .check_reachable()
+        .await
+}
+
+fn tls_config(tls: Value) -> Value {
+    json!({"bearerToken": TOKEN, "tlsClientConfig": tls})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_ca_is_accepted_and_another_refused() {
+    let server = tls_server(false).await;
+    assert!(
+        server.url().starts_with("https://127.0.0.1:"),
+        "{}",
+        server.url()
+    );
+    reach(server.url(), tls_config(json!({"caData": ca_of(&server)})))
+        .await
+        .expect("the server's own CA is trusted");
+
+    let other = tls_server(false).await;
+    let err = reach(server.url(), tls_config(json!({"caData": ca_of(&other)})))
+        .await
+        .expect_err("another CA must not be trusted");
+    assert!(matches!(err, LiveError::Unreachable { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("invalid peer certificate: UnknownIssuer"),
+        "{err}"
+    );
+
+    // No CA at all: the system roots do not know the fake's CA either.
+    let err = reach(server.url(), tls_config(json!({})))
+        .await
+        .expect_err("an unknown CA must not be trusted");
+    assert!(err.to_string().contains("certificate"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insecure_skips_verification() {
+    let server = tls_server(false).await;
+    reach(server.url(), tls_config(json!({"insecure": true})))
+        .await
+        .expect("insecure: the server's certificate is not checked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_name_is_the_name_checked() {
+    let server = tls_server(false).await;
+    let ca = ca_of(&server);
+    reach(
+        server.url(),
+        tls_config(json!({"caData": ca, "serverName": "localhost"})),
+    )
+    .await
+    .expect("the certificate names localhost");
+    let err = reach(
+        server.url(),
+        tls_config(json!({"caData": ca, "serverName": "api.example.com"})),
+    )
+    .await
+    .expect_err("the certificate does not name api.example.com");
+    assert!(err.to_string().contains("certificate"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_is_unauthorized() {
+    let server = tls_server(false).await;
+    let config = json!({"bearerToken": "not-the-token",
+                        "tlsClientConfig": {"caData": ca_of(&server)}});
+    let err = reach(server.url(), config)
+        .await
+        .expect_err("a wrong token must be refused");
+    assert!(
+        err.to_string().contains("401") || err.to_string().contains("Unauthorized"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_client_certificate_is_accepted_and_its_absence_refused() {
+    let server = tls_server(true).await;
+    let mut with_cert = client_cert_of(&server);
+    with_cert["caData"] = json!(ca_of(&server));
+    reach(server.url(), tls_config(with_cert))
+        .await
+        .expect("the CA-signed client certificate is accepted");
+
+    let err = reach(server.url(), tls_config(json!({"caData": ca_of(&server)})))
+        .await
+        .expect_err("no client certificate: refused");
+    assert!(matches!(err, LiveError::Unreachable { .. }), "{err}");
+
+    let other = tls_server(true).await;
+    let mut foreign = client_cert_of(&other);
+    foreign["caData"] = json!(ca_of(&server));
+    reach(server.url(), tls_config(foreign))
+        .await
+        .expect_err("a client certificate of another CA: refused");
+}
