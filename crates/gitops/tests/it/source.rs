@@ -405,10 +405,10 @@ async fn an_app_over_its_limits_is_refused_by_name() {
     let mut config = RepoCacheConfig::new(tmp.path().join("cache"));
     config.limits.max_manifest_bytes = 16 * 1024;
     config.limits.max_objects = 20;
-    let cache = RepoCache::new(config);
+    let limited = RepoCache::new(config);
     let repo = git.path();
 
-    let err = cache
+    let err = limited
         .manifests(&source(&repo, "main", "app"), Refresh::Normal)
         .await
         .unwrap_err();
@@ -419,7 +419,7 @@ async fn an_app_over_its_limits_is_refused_by_name() {
         "{message}"
     );
 
-    let err = cache
+    let err = limited
         .manifests(&source(&repo, "main", "many"), Refresh::Normal)
         .await
         .unwrap_err();
