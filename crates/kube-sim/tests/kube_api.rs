@@ -11,7 +11,7 @@ mod kube_api {
     mod list_watch;
     mod measure;
     mod raw;
-    mod writes;
     mod schema;
     mod tls;
+    mod writes;
 }

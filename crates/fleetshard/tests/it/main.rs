@@ -21,6 +21,7 @@ mod run_gitops;
 mod run_kube;
 mod run_kube_deployment;
 mod run_sqlite;
+mod secrets;
 mod simulate;
 mod store_identity;
 mod support;

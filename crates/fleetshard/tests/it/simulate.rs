@@ -16,22 +16,22 @@ use crate::support::{KillOnDrop, http, signal, unix_ms, wait_for};
 use fleetshard_testsupport::git::{Git, config_map};
 use serde_json::{Value, json};
 
-const SETTLE: Duration = Duration::from_secs(90);
+pub(crate) const SETTLE: Duration = Duration::from_secs(90);
 
 /// A simulated cluster as its Secret in `clusters.yaml` says.
 #[derive(Debug)]
-struct Sim {
-    name: String,
-    uid: String,
-    zone: Option<String>,
+pub(crate) struct Sim {
+    pub(crate) name: String,
+    pub(crate) uid: String,
+    pub(crate) zone: Option<String>,
     /// `127.0.0.1:PORT`.
-    addr: String,
-    token: String,
+    pub(crate) addr: String,
+    pub(crate) token: String,
 }
 
 /// Starts `fleetshard simulate` with `args`, its stderr in `log`, and waits (with a
 /// deadline) for `ready` on its stdout.
-fn simulate(args: &[&str], out: &Path, log: &Path) -> KillOnDrop {
+pub(crate) fn simulate(args: &[&str], out: &Path, log: &Path) -> KillOnDrop {
     let mut child = fleetshard()
         .arg("simulate")
         .args(args)
@@ -65,7 +65,7 @@ fn simulate(args: &[&str], out: &Path, log: &Path) -> KillOnDrop {
 }
 
 /// The clusters of `DIR/clusters.yaml`.
-fn read_sims(out: &Path) -> Vec<Sim> {
+pub(crate) fn read_sims(out: &Path) -> Vec<Sim> {
     let text = std::fs::read_to_string(out.join("clusters.yaml")).unwrap();
     let list: Value = serde_saphyr::from_str(&text).unwrap();
     assert_eq!(list["kind"], "List");
