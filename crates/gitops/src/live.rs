@@ -102,6 +102,9 @@ pub struct LiveOptions {
     /// After this long without hearing from a cluster, its reachability is probed before
     /// its cache is trusted.
     pub probe_after: Duration,
+    /// Refuse clusters whose server is plaintext `http://` (their token would cross the
+    /// network in clear); otherwise such a connection is warned about once.
+    pub refuse_plaintext: bool,
 }
 
 impl Default for LiveOptions {
@@ -111,6 +114,7 @@ impl Default for LiveOptions {
             watch_timeout: Duration::from_secs(60),
             sync_timeout: Duration::from_secs(10),
             probe_after: Duration::from_secs(5),
+            refuse_plaintext: false,
         }
     }
 }
@@ -311,6 +315,21 @@ impl ClusterConn {
             cluster: access.server.clone(),
             message,
         };
+        if access.server.starts_with("http://") {
+            if options.refuse_plaintext {
+                return Err(config_err(
+                    "the server is plaintext http://, refused by --refuse-plaintext-http: its \
+                     credentials would cross the network in clear"
+                        .to_owned(),
+                ));
+            }
+            tracing::warn!(
+                cluster = %access.id,
+                server = %access.server,
+                "plaintext http:// cluster: its credentials cross the network in clear \
+                 (--refuse-plaintext-http refuses such clusters)"
+            );
+        }
         let mut config = if access.credentials.pod_service_account {
             // Argo CD's built-in in-cluster entry: the pod's own service account. kube
             // re-reads the projected token as the kubelet rotates it.

@@ -30,6 +30,7 @@
 mod access;
 mod auth;
 mod cache;
+mod config;
 mod error;
 use fleetshard_manifest::glob;
 mod parse;

@@ -50,6 +50,7 @@
 
 mod apply;
 mod argocd;
+mod config;
 mod crd;
 mod discovery;
 mod faults;
@@ -77,6 +78,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 pub use argocd::{APPLICATION_CRD_YAML, APPPROJECT_CRD_YAML, argocd_crds};
+pub use config::{FakeApiError, FakeConfig};
 pub use faults::{FaultAction, FaultId, RequestInfo, Verb};
 pub use registry::{DEFAULT_RESOURCES, ResourceKind};
 pub use status::{ApiError, Cause};
@@ -85,61 +87,6 @@ pub use writes::{WriteOutcome, WriteRecord, overlaps};
 
 use state::Shared;
 use store::Store;
-
-/// Failures starting the fake or writing its kubeconfig.
-#[derive(Debug, thiserror::Error)]
-pub enum FakeApiError {
-    /// Binding or inspecting the loopback listener failed.
-    #[error("fake API server: cannot listen on 127.0.0.1: {0}")]
-    Bind(#[source] std::io::Error),
-    /// Generating the certificates or the TLS configuration failed.
-    #[error("fake API server: TLS: {0}")]
-    Tls(String),
-    /// Writing the kubeconfig file failed.
-    #[error("fake API server: cannot write kubeconfig {path}: {source}")]
-    Kubeconfig {
-        /// The file.
-        path: String,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// Settings of a fake server.
-#[derive(Debug, Clone)]
-pub struct FakeConfig {
-    /// The kinds served.
-    pub resources: Vec<ResourceKind>,
-    /// How many events are retained for watches and exact reads; older revisions answer
-    /// 410 Expired.
-    pub history_limit: usize,
-    /// How often watches that allow bookmarks get one.
-    pub bookmark_interval: Duration,
-    /// The token every request must carry as `Authorization: Bearer TOKEN`; a request
-    /// without it, or with another, answers 401 Unauthorized (a `Status`, as the real
-    /// server with anonymous access off) before anything else, faults and counters
-    /// included. None (the default): no authentication.
-    pub bearer_token: Option<String>,
-    /// How many write requests [`FakeApiServer::writes`] keeps (the newest).
-    pub write_log_limit: usize,
-    /// Serve HTTPS with a CA generated for this server (see [`TlsOptions`]); None (the
-    /// default): plain HTTP.
-    pub tls: Option<TlsOptions>,
-}
-
-impl Default for FakeConfig {
-    fn default() -> Self {
-        Self {
-            resources: DEFAULT_RESOURCES.to_vec(),
-            history_limit: 10_000,
-            bookmark_interval: Duration::from_secs(1),
-            bearer_token: None,
-            write_log_limit: 100_000,
-            tls: None,
-        }
-    }
-}
 
 /// Serves `app` on `listener` (plain TCP or TLS) until `stopped`, in a task of its own.
 fn serve<L>(

@@ -147,6 +147,7 @@ fn gitops(
     repo_config.max_cached_reads = settings.manifest_cache.max(1);
     repo_config.limits = settings.read_limits;
     repo_config.allow_local = settings.allow_local_repositories.unwrap_or(!argo_objects);
+    repo_config.refuse_plaintext = settings.refuse_plaintext_http;
     if !settings.resync.is_zero() {
         // A resync must see a new commit on a branch: the resolved commit is trusted for
         // one period.
@@ -173,13 +174,16 @@ fn gitops(
     Ok(Arc::new(GitOpsReconciler::new(
         Arc::new(InventoryTargets::new(inventory.subscribe())),
         RepoCache::new(repo_config),
-        ClusterConnections::new(LiveOptions::default())
-            .with_listener(listener)
-            .with_user_agent(user_agent)
-            .map_err(|e| ReplicaError::Start {
-                part: "the connections to the clusters",
-                reason: e.to_string(),
-            })?,
+        ClusterConnections::new(LiveOptions {
+            refuse_plaintext: settings.refuse_plaintext_http,
+            ..LiveOptions::default()
+        })
+        .with_listener(listener)
+        .with_user_agent(user_agent)
+        .map_err(|e| ReplicaError::Start {
+            part: "the connections to the clusters",
+            reason: e.to_string(),
+        })?,
         sink,
         lease,
         Arc::new(SystemClock),

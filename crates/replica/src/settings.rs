@@ -106,6 +106,9 @@ pub struct ControllerSettings {
     pub allow_local_repositories: Option<bool>,
     /// How much one app's manifests may be.
     pub read_limits: fleetshard_gitops::source::ReadLimits,
+    /// Refuse plaintext `http://` clusters and repositories (otherwise each is warned
+    /// about once).
+    pub refuse_plaintext_http: bool,
 }
 
 impl Default for ControllerSettings {
@@ -122,6 +125,7 @@ impl Default for ControllerSettings {
             control_plane_namespace: "argocd".to_owned(),
             allow_local_repositories: None,
             read_limits: Default::default(),
+            refuse_plaintext_http: false,
         }
     }
 }

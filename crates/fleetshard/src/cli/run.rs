@@ -243,6 +243,10 @@ pub struct ReconcileArgs {
         env = "FLEETSHARD_MAX_OBJECTS"
     )]
     pub max_objects: usize,
+    /// Refuse plaintext `http://` destination clusters and repositories: their credentials
+    /// would cross the network in clear. Without it, each is warned about once.
+    #[arg(long, env = "FLEETSHARD_REFUSE_PLAINTEXT_HTTP")]
+    pub refuse_plaintext_http: bool,
 }
 
 impl ReconcileArgs {
@@ -264,6 +268,7 @@ impl ReconcileArgs {
                 max_manifest_bytes: self.max_manifest_bytes,
                 max_objects: self.max_objects,
             },
+            refuse_plaintext_http: self.refuse_plaintext_http,
         }
     }
 }

@@ -9,10 +9,8 @@
 //! the same URL with the same credentials, and a mirror's name says nothing about them.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use fleetshard_manifest::AppSource;
 use gix::ObjectId;
@@ -25,75 +23,10 @@ use super::parse::Manifest;
 use super::repo::{self, Opened};
 use super::url::{RepoLocation, cache_key, exact_form};
 
-/// Parsed manifest sets (repository, commit, path) kept by default: at least the apps one
-/// replica owns, or every refresh reads Git again.
-pub const DEFAULT_MAX_CACHED_READS: usize = 16_384;
-
-/// Argo CD's default reconciliation period (`timeout.reconciliation`).
-pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(180);
-
-/// The longest one fetch may take, whatever the transport does (a server that trickles
-/// data, a `git://` daemon that never answers): the application gets a condition.
-pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// How [`RepoCache`] behaves.
-#[derive(Debug, Clone)]
-pub struct RepoCacheConfig {
-    /// Where remote repositories are mirrored (one bare repository per URL).
-    pub cache_dir: PathBuf,
-    /// How long a resolved branch or tag is trusted before the repository is fetched (or,
-    /// for a local repository, its references read) again.
-    pub refresh_interval: Duration,
-    /// Mirror local repositories into `cache_dir` too, as remote ones (through
-    /// `git-upload-pack`, like Argo CD's clones), instead of reading them in place.
-    pub mirror_local: bool,
-    /// How many (repository, commit, path) reads are kept; the oldest go first.
-    pub max_cached_reads: usize,
-    /// The longest one fetch may take ([`DEFAULT_FETCH_TIMEOUT`]).
-    pub fetch_timeout: Duration,
-    /// How much one app's manifests may be.
-    pub limits: ReadLimits,
-    /// Whether `file://` URLs and local paths may be read at all. Off when the apps are
-    /// Argo CD's objects (a tenant could otherwise read the replica's own files); a local
-    /// path inside `cache_dir` is refused even when on.
-    pub allow_local: bool,
-}
-
-/// How much one app's manifests may be: one app cannot exhaust the replica.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadLimits {
-    /// Bytes of manifest files read for one app (Argo CD's repo-server bounds a
-    /// directory's combined manifests at 10 MiB by default; so does this).
-    pub max_manifest_bytes: u64,
-    /// Objects one app may render to.
-    pub max_objects: usize,
-}
-
-impl Default for ReadLimits {
-    fn default() -> Self {
-        ReadLimits {
-            max_manifest_bytes: 10 * 1024 * 1024,
-            max_objects: 10_000,
-        }
-    }
-}
-
-impl RepoCacheConfig {
-    /// Defaults: refresh every [`DEFAULT_REFRESH_INTERVAL`], local repositories read in
-    /// place, [`DEFAULT_MAX_CACHED_READS`] reads kept, fetches bounded by
-    /// [`DEFAULT_FETCH_TIMEOUT`].
-    pub fn new(cache_dir: impl Into<PathBuf>) -> Self {
-        RepoCacheConfig {
-            cache_dir: cache_dir.into(),
-            refresh_interval: DEFAULT_REFRESH_INTERVAL,
-            mirror_local: false,
-            max_cached_reads: DEFAULT_MAX_CACHED_READS,
-            fetch_timeout: DEFAULT_FETCH_TIMEOUT,
-            limits: ReadLimits::default(),
-            allow_local: true,
-        }
-    }
-}
+pub use super::config::{
+    DEFAULT_FETCH_TIMEOUT, DEFAULT_MAX_CACHED_READS, DEFAULT_REFRESH_INTERVAL, ReadLimits,
+    RepoCacheConfig,
+};
 
 /// Whether a request may use what the cache already knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -465,6 +398,17 @@ impl RepoCache {
         if let RepoLocation::Local(path) = &location {
             self.check_local(repo_url, path)?;
         }
+        if let RepoLocation::Remote(url) = &location
+            && url.starts_with("http://")
+            && self.inner.config.refuse_plaintext
+        {
+            return Err(SourceError::UnsupportedUrl {
+                repo: repo_url.to_owned(),
+                reason: "plaintext http:// is refused by --refuse-plaintext-http: credentials \
+                         and manifests would cross the network in clear"
+                    .to_owned(),
+            });
+        }
         let (key, access) = match &location {
             RepoLocation::Local(path) => (
                 cache_key(&[format!("local:{}", path.display()).as_bytes()], b""),
@@ -479,6 +423,16 @@ impl RepoCache {
         };
         let mut slots = lock(&self.inner.slots);
         let slot = slots.entry(key.clone()).or_insert_with(|| {
+            if let RepoLocation::Remote(url) = &location
+                && url.starts_with("http://")
+            {
+                // Once per repository and credentials: when its slot is made.
+                tracing::warn!(
+                    repo = %url,
+                    "plaintext http:// repository: credentials and manifests cross the \
+                     network in clear (--refuse-plaintext-http refuses it)"
+                );
+            }
             Arc::new(Slot {
                 key,
                 location,

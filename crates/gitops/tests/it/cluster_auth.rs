@@ -216,3 +216,22 @@ async fn a_token_with_a_newline_is_refused_not_a_panic() {
     assert!(message.contains("config.bearerToken"), "{message}");
     assert!(!message.contains("s3cret"), "the token leaked: {message}");
 }
+
+/// A plaintext `http://` cluster is refused with --refuse-plaintext-http: its token would
+/// cross the network in clear.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plaintext_clusters_are_refused_when_asked() {
+    let server = server_requiring("tok").await;
+    let options = LiveOptions {
+        refuse_plaintext: true,
+        ..LiveOptions::default()
+    };
+    let Err(err) = ClusterConnections::new(options)
+        .start(&access(&server, r#"{"bearerToken":"tok"}"#))
+        .await
+    else {
+        panic!("connected over plaintext http while refused");
+    };
+    assert!(matches!(err, LiveError::Config { .. }), "{err}");
+    assert!(err.to_string().contains("--refuse-plaintext-http"), "{err}");
+}

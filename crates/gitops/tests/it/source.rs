@@ -472,3 +472,21 @@ async fn local_repositories_are_refused_where_they_would_reach_the_replica() {
         .unwrap_err();
     assert!(err.to_string().contains("repository cache"), "{err}");
 }
+
+/// A plaintext `http://` repository is refused with --refuse-plaintext-http, before anything
+/// is fetched.
+#[tokio::test]
+async fn plaintext_repositories_are_refused_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = RepoCacheConfig::new(tmp.path().join("cache"));
+    config.refuse_plaintext = true;
+    let err = RepoCache::new(config)
+        .manifests(
+            &source("http://127.0.0.1:1/repo.git", "main", "app"),
+            Refresh::Normal,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SourceError::UnsupportedUrl { .. }), "{err}");
+    assert!(err.to_string().contains("--refuse-plaintext-http"), "{err}");
+}

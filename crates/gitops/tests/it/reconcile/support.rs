@@ -80,6 +80,7 @@ pub fn live_options() -> LiveOptions {
         watch_timeout: Duration::from_secs(30),
         sync_timeout: Duration::from_secs(5),
         probe_after: Duration::from_secs(5),
+        refuse_plaintext: false,
     }
 }
 

@@ -1,0 +1,79 @@
+//! How a [`RepoCache`](super::RepoCache) is set up: where it mirrors, how long it trusts a
+//! resolution, how long a fetch may take, what one app may read, and which URLs it refuses.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Parsed manifest sets (repository, commit, path) kept by default: at least the apps one
+/// replica owns, or every refresh reads Git again.
+pub const DEFAULT_MAX_CACHED_READS: usize = 16_384;
+
+/// Argo CD's default reconciliation period (`timeout.reconciliation`).
+pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(180);
+
+/// The longest one fetch may take, whatever the transport does (a server that trickles
+/// data, a `git://` daemon that never answers): the application gets a condition.
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How [`RepoCache`] behaves.
+#[derive(Debug, Clone)]
+pub struct RepoCacheConfig {
+    /// Where remote repositories are mirrored (one bare repository per URL).
+    pub cache_dir: PathBuf,
+    /// How long a resolved branch or tag is trusted before the repository is fetched (or,
+    /// for a local repository, its references read) again.
+    pub refresh_interval: Duration,
+    /// Mirror local repositories into `cache_dir` too, as remote ones (through
+    /// `git-upload-pack`, like Argo CD's clones), instead of reading them in place.
+    pub mirror_local: bool,
+    /// How many (repository, commit, path) reads are kept; the oldest go first.
+    pub max_cached_reads: usize,
+    /// The longest one fetch may take ([`DEFAULT_FETCH_TIMEOUT`]).
+    pub fetch_timeout: Duration,
+    /// How much one app's manifests may be.
+    pub limits: ReadLimits,
+    /// Whether `file://` URLs and local paths may be read at all. Off when the apps are
+    /// Argo CD's objects (a tenant could otherwise read the replica's own files); a local
+    /// path inside `cache_dir` is refused even when on.
+    pub allow_local: bool,
+    /// Refuse plaintext `http://` repositories (credentials and content would cross the
+    /// network in clear); otherwise each is warned about once.
+    pub refuse_plaintext: bool,
+}
+
+/// How much one app's manifests may be: one app cannot exhaust the replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// Bytes of manifest files read for one app (Argo CD's repo-server bounds a
+    /// directory's combined manifests at 10 MiB by default; so does this).
+    pub max_manifest_bytes: u64,
+    /// Objects one app may render to.
+    pub max_objects: usize,
+}
+
+impl Default for ReadLimits {
+    fn default() -> Self {
+        ReadLimits {
+            max_manifest_bytes: 10 * 1024 * 1024,
+            max_objects: 10_000,
+        }
+    }
+}
+
+impl RepoCacheConfig {
+    /// Defaults: refresh every [`DEFAULT_REFRESH_INTERVAL`], local repositories read in
+    /// place, [`DEFAULT_MAX_CACHED_READS`] reads kept, fetches bounded by
+    /// [`DEFAULT_FETCH_TIMEOUT`].
+    pub fn new(cache_dir: impl Into<PathBuf>) -> Self {
+        RepoCacheConfig {
+            cache_dir: cache_dir.into(),
+            refresh_interval: DEFAULT_REFRESH_INTERVAL,
+            mirror_local: false,
+            max_cached_reads: DEFAULT_MAX_CACHED_READS,
+            fetch_timeout: DEFAULT_FETCH_TIMEOUT,
+            limits: ReadLimits::default(),
+            allow_local: true,
+            refuse_plaintext: false,
+        }
+    }
+}
