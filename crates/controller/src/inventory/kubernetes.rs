@@ -153,6 +153,8 @@ impl KubernetesSource {
         };
         let known_hosts = config_map(KNOWN_HOSTS_CONFIG_MAP, Kind::KnownHosts);
         let tls_certs = config_map(TLS_CERTS_CONFIG_MAP, Kind::TlsCerts);
+        // argocd-cm, for `cluster.inClusterEnabled` only.
+        let argocd_cm = config_map(ARGOCD_CM, Kind::ArgocdCm);
         let apps = watcher::watcher(apps_api, watcher::Config::default())
             .default_backoff()
             .map(|e| (Kind::App, e))
@@ -167,9 +169,16 @@ impl KubernetesSource {
             .default_backoff()
             .map(|e| (Kind::Project, e))
             .boxed();
-        let mut events =
-            futures::stream::select_all([secrets, repos, known_hosts, tls_certs, apps, projects])
-                .ready_chunks(4096);
+        let mut events = futures::stream::select_all([
+            secrets,
+            repos,
+            known_hosts,
+            tls_certs,
+            argocd_cm,
+            apps,
+            projects,
+        ])
+        .ready_chunks(4096);
 
         let mut state = State {
             secrets: Objects::new(format!(
@@ -182,6 +191,10 @@ impl KubernetesSource {
             }),
             repos: Objects::new(format!(
                 "watch of Secrets in namespace {} ({repo_selector})",
+                self.config.secrets_namespace
+            )),
+            argocd_cm: Objects::new(format!(
+                "watch of ConfigMap {}/{ARGOCD_CM}",
                 self.config.secrets_namespace
             )),
             known_hosts: Objects::new(format!(
@@ -206,6 +219,7 @@ impl KubernetesSource {
                     Kind::Project => state.projects.handle(event, convert_project),
                     Kind::Repo => state.repos.handle(event, convert_repo),
                     Kind::KnownHosts => state.known_hosts.handle(event, convert_config_map),
+                    Kind::ArgocdCm => state.argocd_cm.handle(event, convert_argocd_cm),
                     Kind::TlsCerts => state.tls_certs.handle(event, convert_config_map),
                 };
             }
@@ -216,6 +230,7 @@ impl KubernetesSource {
                     && state.apps.synced
                     && state.repos.synced
                     && state.known_hosts.synced
+                    && state.argocd_cm.synced
                     && state.tls_certs.synced
                     && state.projects.synced;
                 inventory.publish(content, problems, ready);
@@ -274,6 +289,7 @@ enum Kind {
     Repo,
     KnownHosts,
     TlsCerts,
+    ArgocdCm,
 }
 
 /// Namespace and name.
@@ -410,6 +426,8 @@ struct State {
     repos: Objects<RepoSecret>,
     known_hosts: Objects<RepoSettings>,
     tls_certs: Objects<RepoSettings>,
+    /// argocd-cm's `cluster.inClusterEnabled` (`false` only when it says `"false"`).
+    argocd_cm: Objects<bool>,
 }
 
 impl State {
@@ -444,9 +462,12 @@ impl State {
             .chain(self.repos.problems())
             .chain(self.known_hosts.problems())
             .chain(self.tls_certs.problems())
+            .chain(self.argocd_cm.problems())
             .cloned()
             .collect();
-        content.complete_argo_cluster_list(in_cluster_enabled, SOURCE, &mut problems);
+        // Off when the flag says so, or when argocd-cm does (as Argo CD reads it).
+        let enabled = in_cluster_enabled && self.argocd_cm.values().all(|&on| on);
+        content.complete_argo_cluster_list(enabled, SOURCE, &mut problems);
         (content, problems)
     }
 }
@@ -495,6 +516,19 @@ fn convert_repo(obj: &DynamicObject) -> Converted<RepoSecret> {
         .map_err(|e| Problem::from_load_error(&e))?;
     let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
     Ok((loaded.value, warnings))
+}
+
+/// Argo CD's settings ConfigMap.
+const ARGOCD_CM: &str = "argocd-cm";
+
+/// argocd-cm's `cluster.inClusterEnabled`: the in-cluster destination is off only when it
+/// is exactly `"false"`, as Argo CD reads it.
+fn convert_argocd_cm(obj: &DynamicObject) -> Converted<bool> {
+    let value = to_value(obj, "ConfigMap")?;
+    let setting = value
+        .pointer("/data/cluster.inClusterEnabled")
+        .and_then(serde_json::Value::as_str);
+    Ok((Some(setting != Some("false")), Vec::new()))
 }
 
 fn convert_config_map(obj: &DynamicObject) -> Converted<RepoSettings> {

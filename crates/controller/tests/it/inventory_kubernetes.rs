@@ -339,3 +339,30 @@ async fn built_in_in_cluster_entry_completes_argo_cds_list() {
     assert!(!snap.credentials.contains_key(""));
     task.abort();
 }
+
+/// argocd-cm's `cluster.inClusterEnabled: "false"` turns the built-in in-cluster entry off,
+/// as in Argo CD; any other value, or no argocd-cm, leaves it on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argocd_cm_turns_the_in_cluster_entry_off() {
+    let server = FakeApiServer::start().await.expect("fake");
+    server.insert(secret("a", "https://a")).expect("insert");
+    let argocd_cm = |value: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "argocd-cm", "namespace": "argocd"},
+               "data": {"cluster.inClusterEnabled": value}})
+    };
+    server.insert(argocd_cm("false")).expect("insert");
+    let (inventory, task) = start(&server, KubernetesConfig::default());
+    let mut rx = inventory.subscribe();
+    let snap = wait_for(&mut rx, "initial listing", |s| s.ready).await;
+    assert_eq!(servers(&snap), ["https://a"], "off in argocd-cm");
+
+    server
+        .modify("v1", "ConfigMap", "argocd", "argocd-cm", |cm| {
+            cm["data"]["cluster.inClusterEnabled"] = json!("true");
+        })
+        .expect("modify");
+    let snap = wait_for(&mut rx, "the entry back", |s| s.clusters.len() == 2).await;
+    assert_eq!(snap.clusters[1].server, "https://kubernetes.default.svc");
+    task.abort();
+}

@@ -20,7 +20,7 @@ use super::{POD_NAME, argo, container, rendered, statefulset, support, volume};
 const CONTROLLER: &[(&str, &str, &str)] = &[
     ("", "secrets", "list"),
     ("", "secrets", "watch"),
-    // Only argocd-ssh-known-hosts-cm and argocd-tls-certs-cm (resourceNames).
+    // Only argocd-ssh-known-hosts-cm, argocd-tls-certs-cm and argocd-cm (resourceNames).
     ("", "configmaps", "list"),
     ("", "configmaps", "watch"),
     ("argoproj.io", "applications", "get"),
