@@ -12,7 +12,7 @@
 //! - `operate(app)`: with `syncPolicy.automated`, when the last refresh found something to
 //!   do — a resource OutOfSync, or to prune with `prune: true` — and either the commit was
 //!   not synced successfully before or `selfHeal` is on, server-side apply (+ prune)
-//!   ([`apply::sync`]) → `Finished` (the controller refreshes again). Without `selfHeal`,
+//!   ([`apply::sync`](crate::apply::sync)) → `Finished` (the controller refreshes again). Without `selfHeal`,
 //!   drift after a successful sync of the same commit is left (OutOfSync), as Argo CD. A
 //!   sync with failed resources is recorded (`Failed`) and returns `RetryLater`, so it is
 //!   retried with backoff.

@@ -40,7 +40,8 @@ pub struct FakeConfig {
     /// server with anonymous access off) before anything else, faults and counters
     /// included. None (the default): no authentication.
     pub bearer_token: Option<String>,
-    /// How many write requests [`FakeApiServer::writes`] keeps (the newest).
+    /// How many write requests [`FakeApiServer::writes`](crate::FakeApiServer::writes) keeps
+    /// (the newest).
     pub write_log_limit: usize,
     /// Serve HTTPS with a CA generated for this server (see [`TlsOptions`]); None (the
     /// default): plain HTTP.

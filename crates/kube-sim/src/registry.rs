@@ -126,7 +126,7 @@ impl ResourceKind {
 /// Every kind fleetshard reads or writes, and the common kinds a GitOps reconciler
 /// applies: core/v1, apps/v1, batch/v1, networking.k8s.io/v1, policy/v1, autoscaling/v2,
 /// rbac.authorization.k8s.io/v1 and apiextensions.k8s.io/v1 (a CustomResourceDefinition
-/// written to the server makes its custom resource servable, see [`crate::crd`]).
+/// written to the server makes its custom resource servable, see `crd.rs`).
 pub const DEFAULT_RESOURCES: &[ResourceKind] = &[
     ResourceKind::namespaced("", "v1", "ConfigMap", "configmaps", "configmap"),
     ResourceKind::namespaced("", "v1", "Secret", "secrets", "secret"),

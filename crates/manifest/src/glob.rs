@@ -3,7 +3,7 @@
 //! allowed), `\` escapes the next character. A pattern that does not parse (an unclosed
 //! `[` or `{`) matches nothing.
 //!
-//! Two flavours, as Argo CD uses both: [`matches`] has no path separator, so `*` also
+//! Two flavours, as Argo CD uses both: [`matches()`] has no path separator, so `*` also
 //! matches `/` (`directory.include`/`exclude` against the file's path relative to the
 //! app's `path`, `*.yaml` matches `sub/a.yaml`; project destinations, resource kinds, sync
 //! window selectors); [`matches_with_separator`] stops `*` and `?` at the separator while

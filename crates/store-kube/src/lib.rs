@@ -99,7 +99,7 @@
 //! # Permissions
 //! In the namespace: `leases` (coordination.k8s.io) get, list, watch, create, patch, delete;
 //! `configmaps` get, list, watch, create, update, delete; `namespaces` get (the namespace's
-//! own object, for its uid; a Role in the namespace grants it); for [`DeploymentReplicas`],
+//! own object, for its uid; a Role in the namespace grants it); for the replica crate's `DeploymentReplicas`,
 //! `deployments` (apps) get, list, watch. A refusal (403) is a [`StoreError::Backend`]
 //! naming the call.
 //!
@@ -279,7 +279,7 @@ impl KubeStore {
         &self.inner.options
     }
 
-    /// The client, built on first use (for [`DeploymentReplicas`] and other readers of the
+    /// The client, built on first use (for the replica crate's `DeploymentReplicas` and other readers of the
     /// same cluster).
     pub async fn client(&self) -> Result<kube::Client, StoreError> {
         Ok(self.ctx().await?.client.clone())

@@ -15,7 +15,7 @@ pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(180);
 /// data, a `git://` daemon that never answers): the application gets a condition.
 pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// How [`RepoCache`] behaves.
+/// How [`RepoCache`](super::RepoCache) behaves.
 #[derive(Debug, Clone)]
 pub struct RepoCacheConfig {
     /// Where remote repositories are mirrored (one bare repository per URL).
