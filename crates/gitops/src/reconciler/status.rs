@@ -219,11 +219,39 @@ impl StatusUpdate {
             // A finished operation clears the request (`operation`), as Argo CD's
             // controller does; a merge patch with null removes it (harmless when unset).
             StatusUpdate::Operation(o) if o.finished_at.is_some() => {
-                json!({ "status": { "operationState": o }, "operation": null })
+                json!({ "status": { "operationState": replacing(o) }, "operation": null })
             }
-            StatusUpdate::Operation(o) => json!({ "status": { "operationState": o } }),
+            StatusUpdate::Operation(o) => {
+                json!({ "status": { "operationState": replacing(o) } })
+            }
         }
     }
+}
+
+/// `state` as a merge patch that replaces the recorded `operationState`: a merge patch
+/// merges into what is there, so every optional field this state leaves out is set to null
+/// (removed). Otherwise a `Running` state would keep the previous operation's
+/// `finishedAt` and `syncResult`, and a whole-app sync its predecessor's selective
+/// `resources`.
+fn replacing(state: &OperationState) -> Value {
+    let mut v = serde_json::to_value(state).unwrap_or_else(|_| json!({}));
+    let null_absent = |v: &mut Value, keys: &[&str]| {
+        if let Some(map) = v.as_object_mut() {
+            for key in keys {
+                map.entry(*key).or_insert(Value::Null);
+            }
+        }
+    };
+    null_absent(&mut v, &["finishedAt", "syncResult"]);
+    null_absent(
+        &mut v["operation"]["sync"],
+        &["revision", "prune", "dryRun", "resources"],
+    );
+    null_absent(
+        &mut v["operation"]["initiatedBy"],
+        &["username", "automated"],
+    );
+    v
 }
 
 /// An app's status as a [`MemorySink`] keeps it.
@@ -425,6 +453,17 @@ mod tests {
         let running = StatusUpdate::Operation(op.clone()).merge_patch();
         assert!(running.get("operation").is_none(), "{running}");
         assert_eq!(running["status"]["operationState"]["phase"], "Running");
+        // It replaces the previous operation's state: what it leaves out is removed.
+        let state = running["status"]["operationState"].as_object().unwrap();
+        assert_eq!(state.get("finishedAt"), Some(&Value::Null), "{running}");
+        assert_eq!(state.get("syncResult"), Some(&Value::Null), "{running}");
+        assert_eq!(
+            running["status"]["operationState"]["operation"]["sync"]
+                .as_object()
+                .and_then(|s| s.get("resources")),
+            Some(&Value::Null),
+            "{running}"
+        );
         op.phase = "Succeeded".into();
         op.finished_at = Some("2026-11-21T10:00:01Z".into());
         let done = StatusUpdate::Operation(op).merge_patch();
@@ -466,7 +505,9 @@ mod tests {
                 }],
             }),
         };
-        let patch = StatusUpdate::Operation(op).merge_patch();
+        // What the patch records on an Application with no operation yet: its nulls
+        // (removals of what an earlier operation may have left) remove nothing.
+        let patch = without_nulls(StatusUpdate::Operation(op).merge_patch());
         let state = &patch["status"]["operationState"];
         for field in ["operation", "phase", "startedAt"] {
             assert!(state.get(field).is_some(), "{field} missing: {state}");
@@ -487,5 +528,18 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(old.operation, OperationRecord::default());
+    }
+
+    /// A merge patch applied to an empty object: null members removed, recursively.
+    fn without_nulls(v: Value) -> Value {
+        match v {
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, v)| (k, without_nulls(v)))
+                    .collect(),
+            ),
+            other => other,
+        }
     }
 }
