@@ -15,7 +15,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
-use fleetshard_core::argo::{ArgoClusterList, IN_CLUSTER_SERVER};
 use fleetshard_core::{App, Cluster};
 use fleetshard_manifest::{
     AppProject, AppSpec, ClusterCredentials, DEFAULT_PROJECT_NAME, RepoSettings,
@@ -290,22 +289,17 @@ impl InventoryContent {
         source: &str,
         problems: &mut Vec<Problem>,
     ) {
-        let list =
-            ArgoClusterList::from_secrets(std::mem::take(&mut self.clusters), in_cluster_enabled);
-        if list.built_in {
-            self.credentials
-                .insert(String::new(), ClusterCredentials::pod_service_account());
-        }
+        let list = fleetshard_manifest::complete_argo_cluster_list(
+            std::mem::take(&mut self.clusters),
+            &mut self.credentials,
+            in_cluster_enabled,
+        );
         for c in &list.disabled {
-            self.credentials.remove(&c.id);
             problems.push(Problem::warning(
                 source,
                 &format!("cluster {:?} (id {:?})", c.name, c.id),
                 Some("server"),
-                &format!(
-                    "{IN_CLUSTER_SERVER} while the in-cluster destination is disabled \
-                     (--in-cluster-enabled=false); left out, as Argo CD leaves it out"
-                ),
+                fleetshard_manifest::IN_CLUSTER_DISABLED,
             ));
         }
         self.clusters = list.clusters;

@@ -19,6 +19,7 @@ mod tests;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use fleetshard_core::argo::ArgoClusterList;
 use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
 
 pub use app_spec::{
@@ -39,6 +40,32 @@ pub use secret::{
     IN_CLUSTER_SERVER, SECRET_TYPE_LABEL, SKIP_RECONCILE_ANNOTATION, WEIGHT_ANNOTATION,
 };
 pub use write::{to_application_list_yaml, to_fleet_json, to_fleet_yaml, to_secret_list_yaml};
+
+/// Completes clusters read from Argo CD's cluster Secrets into Argo CD's cluster list
+/// ([`ArgoClusterList`]), keeping `credentials` in step: the built-in in-cluster entry is
+/// reached with the pod's service account, and a Secret left out (the in-cluster
+/// destination disabled) loses its credentials. The one place both `plan`'s inputs and the
+/// replicas' inventories do it; callers report `disabled` with [`IN_CLUSTER_DISABLED`].
+pub fn complete_argo_cluster_list(
+    clusters: Vec<Cluster>,
+    credentials: &mut BTreeMap<String, ClusterCredentials>,
+    in_cluster_enabled: bool,
+) -> ArgoClusterList {
+    let list = ArgoClusterList::from_secrets(clusters, in_cluster_enabled);
+    if list.built_in {
+        credentials.insert(String::new(), ClusterCredentials::pod_service_account());
+    }
+    for c in &list.disabled {
+        credentials.remove(&c.id);
+    }
+    list
+}
+
+/// Why a Secret naming the in-cluster server is left out of the cluster list.
+pub const IN_CLUSTER_DISABLED: &str = "names the in-cluster server \
+     https://kubernetes.default.svc while the in-cluster destination is disabled \
+     (--in-cluster-enabled=false, or argocd-cm's cluster.inClusterEnabled); left out, as Argo \
+     CD leaves it out";
 
 /// What a cluster Secret gives: the cluster, and how to reach it when the Secret has a
 /// `config` (`None`: anonymously, with verified TLS).

@@ -5,7 +5,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use fleetshard_core::argo::{ArgoClusterList, IN_CLUSTER_SERVER};
+use fleetshard_core::argo::IN_CLUSTER_SERVER;
 use fleetshard_core::{Fleet, ShardSpec};
 use fleetshard_manifest::{
     self as manifest, AppSpec, ClusterCredentials, InputFormat, LoadError, LoadWarning, Loaded,
@@ -149,19 +149,17 @@ fn load_apps(path: &Path) -> anyhow::Result<Loaded<manifest::FleetFile>> {
     )
 }
 
-/// Argo CD's cluster list from the clusters of its Secrets: the built-in in-cluster entry
-/// added (logged) or, with the in-cluster destination disabled, its Secrets left out (a
-/// warning each).
+/// Argo CD's cluster list from the clusters of its Secrets
+/// ([`manifest::complete_argo_cluster_list`]): the built-in entry logged, Secrets left out
+/// warned about.
 fn argo_cluster_list(
     secrets: Vec<fleetshard_core::Cluster>,
     in_cluster_enabled: bool,
     out: &mut LoadedFleet,
 ) -> Vec<fleetshard_core::Cluster> {
-    let list = ArgoClusterList::from_secrets(secrets, in_cluster_enabled);
+    let list =
+        manifest::complete_argo_cluster_list(secrets, &mut out.credentials, in_cluster_enabled);
     if list.built_in {
-        let entry = list.clusters.last().expect("the built-in entry");
-        out.credentials
-            .insert(entry.id.clone(), ClusterCredentials::pod_service_account());
         tracing::info!(
             server = IN_CLUSTER_SERVER,
             "no cluster Secret names the in-cluster server: Argo CD's built-in in-cluster \
@@ -173,10 +171,10 @@ fn argo_cluster_list(
         out.warnings.push(Warning::new(
             "input",
             format!(
-                "cluster {:?} (id {:?}) names the in-cluster server {IN_CLUSTER_SERVER} while \
-                 the in-cluster destination is disabled (--in-cluster-enabled=false); left \
-                 out, as Argo CD leaves it out",
-                c.name, c.id
+                "cluster {:?} (id {:?}) {}",
+                c.name,
+                c.id,
+                manifest::IN_CLUSTER_DISABLED
             ),
         ));
     }

@@ -367,48 +367,55 @@ impl RepoCache {
         })?
     }
 
-    /// Refuses a local repository when local reads are off, and always one inside the
-    /// cache directory (another app's mirror, or the cache's salt).
-    fn check_local(&self, repo_url: &str, path: &std::path::Path) -> Result<(), SourceError> {
+    /// Refuses what this cache may never read, once per new slot (the settings do not
+    /// change): a local repository when local reads are off, and always one inside the
+    /// cache directory (another app's mirror, or the cache's salt); plaintext `http://`
+    /// when refused, else warned about.
+    fn admit(&self, repo_url: &str, location: &RepoLocation) -> Result<(), SourceError> {
         let refused = |reason: &str| SourceError::UnsupportedUrl {
             repo: repo_url.to_owned(),
             reason: reason.to_owned(),
         };
-        if !self.inner.config.allow_local {
-            return Err(refused(
+        let config = &self.inner.config;
+        match location {
+            RepoLocation::Local(_) if !config.allow_local => Err(refused(
                 "a local repository (file:// or a path) is refused when the apps are Argo CD's \
                  objects: it would read the replica's own files (--allow-local-repositories \
                  allows it)",
-            ));
+            )),
+            RepoLocation::Local(path) => {
+                let canonical =
+                    |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or(p.to_owned());
+                if canonical(path).starts_with(canonical(&config.cache_dir)) {
+                    return Err(refused(
+                        "a path inside the repository cache is never read: it holds other \
+                         apps' repositories",
+                    ));
+                }
+                Ok(())
+            }
+            RepoLocation::Remote(url) if url.starts_with("http://") => {
+                if config.refuse_plaintext {
+                    return Err(refused(
+                        "plaintext http:// is refused by --refuse-plaintext-http: credentials \
+                         and manifests would cross the network in clear",
+                    ));
+                }
+                tracing::warn!(
+                    repo = %url,
+                    "plaintext http:// repository: credentials and manifests cross the \
+                     network in clear (--refuse-plaintext-http refuses it)"
+                );
+                Ok(())
+            }
+            RepoLocation::Remote(_) => Ok(()),
         }
-        let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or(p.to_owned());
-        if canonical(path).starts_with(canonical(&self.inner.config.cache_dir)) {
-            return Err(refused(
-                "a path inside the repository cache is never read: it holds other apps' \
-                 repositories",
-            ));
-        }
-        Ok(())
     }
 
     /// The slot of `repo_url` fetched with `access`, created on first use. Spellings
     /// with the same exact form share one slot, with the same credentials only.
     fn slot(&self, repo_url: &str, access: &RepoAccess) -> Result<Arc<Slot>, SourceError> {
         let location = RepoLocation::parse(repo_url)?;
-        if let RepoLocation::Local(path) = &location {
-            self.check_local(repo_url, path)?;
-        }
-        if let RepoLocation::Remote(url) = &location
-            && url.starts_with("http://")
-            && self.inner.config.refuse_plaintext
-        {
-            return Err(SourceError::UnsupportedUrl {
-                repo: repo_url.to_owned(),
-                reason: "plaintext http:// is refused by --refuse-plaintext-http: credentials \
-                         and manifests would cross the network in clear"
-                    .to_owned(),
-            });
-        }
         let (key, access) = match &location {
             RepoLocation::Local(path) => (
                 cache_key(&[format!("local:{}", path.display()).as_bytes()], b""),
@@ -421,18 +428,13 @@ impl RepoCache {
                 (cache_key(&parts, salt), access.clone())
             }
         };
+        if let Some(slot) = lock(&self.inner.slots).get(&key) {
+            return Ok(Arc::clone(slot));
+        }
+        // A new slot: checked once, outside the lock (the checks may touch the disk).
+        self.admit(repo_url, &location)?;
         let mut slots = lock(&self.inner.slots);
         let slot = slots.entry(key.clone()).or_insert_with(|| {
-            if let RepoLocation::Remote(url) = &location
-                && url.starts_with("http://")
-            {
-                // Once per repository and credentials: when its slot is made.
-                tracing::warn!(
-                    repo = %url,
-                    "plaintext http:// repository: credentials and manifests cross the \
-                     network in clear (--refuse-plaintext-http refuses it)"
-                );
-            }
             Arc::new(Slot {
                 key,
                 location,
