@@ -36,8 +36,8 @@ impl Replica {
     }
 
     /// Starts the clusters the applied generation gives us, once every other live holder
-    /// has acknowledged it (their old clusters are stopped). Holders of shards beyond the
-    /// count take part until they have let go.
+    /// has acknowledged it (their old clusters are stopped) and our own stop of each has
+    /// ended. Holders of shards beyond the count take part until they have let go.
     pub(super) fn start(&mut self, view: &View, now: Mono, out: &mut Vec<Action>) {
         let (Some(me), Some((_, doc))) = (self.shard(now), &view.assignment) else {
             return;
@@ -51,7 +51,13 @@ impl Replica {
         if !barrier {
             return;
         }
+        // A cluster whose stop (after a lapse, say) is still running starts at a later step,
+        // once [`Replica::on_stopped`] said so: a start before the stop ends would be undone
+        // by it.
         for (c, _) in doc.clusters.iter().filter(|&(_, &s)| s == me) {
+            if self.stopping_clusters.contains(c) {
+                continue;
+            }
             if self.active.insert(c.clone()) {
                 out.push(Action::Start(c.clone()));
             }

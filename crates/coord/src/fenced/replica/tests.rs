@@ -228,6 +228,44 @@ fn a_lease_not_renewed_in_time_lapses_and_stops_everything() {
     assert_eq!(b.r.take_lapse(), Some(ms(3_000)));
 }
 
+/// A lapse's stops run on the stop hook, off the step; the shard may be claimed again
+/// before they end. A cluster is started again only once its stop has ended: a start
+/// reported first would be undone by the late stop (the controller would drop the
+/// restarted cluster's work while the replica believes it acts on it), and the audit log
+/// would show two acquires in a row.
+#[test]
+fn a_cluster_still_stopping_after_a_lapse_is_not_started_again_until_stopped() {
+    let mut b = Bench::new("a", 1, 3);
+    b.settle(ms(0));
+    b.settle(ms(10));
+    assert_eq!(b.r.acting(ms(20)).count(), 3);
+    let _ = b.r.tick(ms(1_250));
+    let _ = b.r.tick(ms(2_500));
+    let lapse = b.r.tick(ms(3_000));
+    assert_eq!(stops(&lapse), 3);
+    // The stops are still running: claim the shard again, commit, start.
+    let mut started = 0;
+    for t in (3_010..3_100).step_by(10) {
+        let a = b.step(ms(t));
+        started += starts(&a);
+        let writes_only = a
+            .into_iter()
+            .filter(|a| matches!(a, Action::Write { .. }))
+            .collect();
+        b.run(writes_only);
+    }
+    assert_eq!(b.r.shard(ms(3_100)), Some(0), "claimed again");
+    assert_eq!(started, 0, "started while its stop was still running");
+    // The stops end: the clusters start again.
+    for a in lapse {
+        if let Action::Stop(c) = a {
+            b.r.on_stopped(&c);
+        }
+    }
+    let a = b.step(ms(3_110));
+    assert_eq!(starts(&a), 3);
+}
+
 #[test]
 fn release_stops_first_then_marks_the_records_released() {
     let mut b = Bench::new("a", 1, 2);
