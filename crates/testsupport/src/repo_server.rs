@@ -240,8 +240,9 @@ fn accept_tls(
     addr: SocketAddr,
 ) -> Result<(Conns, String), FakeRepoServerError> {
     let tls_err = |e: String| FakeRepoServerError::Tls(e);
-    let pki = fleetshard_kube_sim::generate_pki(&format!("fleetshard fake repo-server CA for {addr}"))
-        .map_err(|e| tls_err(e.to_string()))?;
+    let pki =
+        fleetshard_kube_sim::generate_pki(&format!("fleetshard fake repo-server CA for {addr}"))
+            .map_err(|e| tls_err(e.to_string()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -314,17 +315,13 @@ impl UnaryService<Vec<u8>> for Generate {
         let shared = self.0.clone();
         Box::pin(async move {
             let bytes = request.into_inner();
-            let decoded = WireMessage::decode(&bytes)
-                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            let decoded =
+                WireMessage::decode(&bytes).map_err(|e| Status::invalid_argument(e.to_string()))?;
             let app = decoded.str_or_empty(5);
             let scripted = {
                 let mut state = shared.lock();
                 state.requests.push(bytes);
-                state
-                    .by_app
-                    .get(&app)
-                    .or(state.default.as_ref())
-                    .cloned()
+                state.by_app.get(&app).or(state.default.as_ref()).cloned()
             };
             let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             shared.max_in_flight.fetch_max(now, Ordering::SeqCst);

@@ -91,7 +91,10 @@ impl WireMessage {
 
     /// Every value of field `n`.
     pub fn all(&self, n: u32) -> impl Iterator<Item = &WireValue> {
-        self.fields.iter().filter(move |(f, _)| *f == n).map(|(_, v)| v)
+        self.fields
+            .iter()
+            .filter(move |(f, _)| *f == n)
+            .map(|(_, v)| v)
     }
 
     /// The field numbers present, in order, without repeats.

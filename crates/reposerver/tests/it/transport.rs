@@ -1,0 +1,1 @@
+//! Transport: TLS modes, timeouts, the concurrency bound, errors.
