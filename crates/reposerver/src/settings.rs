@@ -172,8 +172,8 @@ mod tests {
             ("installationID", "prod-1"),
         ]))
         .unwrap();
-        assert_eq!(s.enabled_source_types["Helm"], false);
-        assert_eq!(s.enabled_source_types["Directory"], true);
+        assert!(!s.enabled_source_types["Helm"]);
+        assert!(s.enabled_source_types["Directory"]);
         assert_eq!(s.helm_values_file_schemes, ["https", "s3"]);
         assert_eq!(s.kustomize_options.build_options, "--enable-helm");
         assert_eq!(

@@ -104,7 +104,7 @@ async fn kustomize_overlay() {
     );
     assert_eq!(target.str_or_empty(2), "a=b", "annotationSelector is 2");
     assert_eq!(target.str_or_empty(3), "tier=front", "labelSelector is 3");
-    assert_eq!(patches[0].bool_map(4)["allowNameChange"], true);
+    assert!(patches[0].bool_map(4)["allowNameChange"]);
     assert_eq!(patches[1].str_or_empty(1), "patches/limits.yaml");
     assert_eq!(k.strings(13), ["../../components/monitoring"]);
     assert!(k.bool(14) && k.bool(17) && k.bool(18));
