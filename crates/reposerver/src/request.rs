@@ -386,44 +386,31 @@ pub fn build_request(inputs: &ManifestInputs) -> Result<ManifestRequest, Request
 /// keys, proxies), for [`crate::redact`].
 pub(crate) fn secrets(request: &ManifestRequest) -> Vec<String> {
     let mut out = Vec::new();
-    let mut repo = |r: &Repository| {
-        out.extend(
-            [
-                &r.password,
-                &r.ssh_private_key,
-                &r.tls_client_cert_key,
-                &r.bearer_token,
-                &r.github_app_private_key,
-                &r.gcp_service_account_key,
-                &r.proxy,
-            ]
-            .into_iter()
-            .filter(|s| !s.is_empty())
-            .cloned(),
-        );
+    let mut add = |fields: [&String; 7]| {
+        out.extend(fields.into_iter().filter(|s| !s.is_empty()).cloned());
     };
-    request.repo.iter().for_each(&mut repo);
-    request.repos.iter().for_each(&mut repo);
-    request
-        .ref_sources
-        .values()
-        .filter_map(|t| t.repo.as_ref())
-        .for_each(&mut repo);
+    let ref_repos = request.ref_sources.values().filter_map(|t| t.repo.as_ref());
+    for r in request.repo.iter().chain(&request.repos).chain(ref_repos) {
+        add([
+            &r.password,
+            &r.ssh_private_key,
+            &r.tls_client_cert_key,
+            &r.bearer_token,
+            &r.github_app_private_key,
+            &r.gcp_service_account_key,
+            &r.proxy,
+        ]);
+    }
     for c in &request.helm_repo_creds {
-        out.extend(
-            [
-                &c.password,
-                &c.ssh_private_key,
-                &c.tls_client_cert_key,
-                &c.bearer_token,
-                &c.github_app_private_key,
-                &c.gcp_service_account_key,
-                &c.proxy,
-            ]
-            .into_iter()
-            .filter(|s| !s.is_empty())
-            .cloned(),
-        );
+        add([
+            &c.password,
+            &c.ssh_private_key,
+            &c.tls_client_cert_key,
+            &c.bearer_token,
+            &c.github_app_private_key,
+            &c.gcp_service_account_key,
+            &c.proxy,
+        ]);
     }
     out
 }

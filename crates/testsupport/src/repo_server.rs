@@ -133,10 +133,10 @@ impl FakeRepoServer {
         });
         let (stop, stopped) = oneshot::channel::<()>();
         let (conns, ca_pem) = match transport {
-            Transport::Plaintext => (accept_plain(listener), None),
+            Transport::Plaintext => (accept(listener, None), None),
             Transport::Tls => {
-                let (conns, ca) = accept_tls(listener, addr)?;
-                (conns, Some(ca))
+                let (acceptor, ca) = tls_acceptor(addr)?;
+                (accept(listener, Some(acceptor)), Some(ca))
             }
         };
         let service = FakeService(shared.clone());
@@ -217,7 +217,10 @@ impl Connected for Box<dyn Io> {
 
 type Conns = mpsc::Receiver<Box<dyn Io>>;
 
-fn accept_plain(listener: TcpListener) -> Conns {
+/// Hands out `listener`'s connections, through TLS when `acceptor` is given (each
+/// handshake in a task of its own; one that fails or lacks ALPN `h2` is dropped, as gRPC
+/// servers drop a TLS client that did not ask for HTTP/2).
+fn accept(listener: TcpListener, acceptor: Option<tokio_rustls::TlsAcceptor>) -> Conns {
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(async move {
         loop {
@@ -225,20 +228,31 @@ fn accept_plain(listener: TcpListener) -> Conns {
                 c = listener.accept() => c,
                 () = tx.closed() => return,
             };
-            if let Ok((tcp, _)) = conn
-                && tx.send(Box::new(tcp) as Box<dyn Io>).await.is_err()
-            {
-                return;
-            }
+            let Ok((tcp, peer)) = conn else { continue };
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                let conn: Box<dyn Io> = match acceptor {
+                    None => Box::new(tcp),
+                    Some(acceptor) => match acceptor.accept(tcp).await {
+                        Ok(tls) if tls.get_ref().1.alpn_protocol() == Some(b"h2") => Box::new(tls),
+                        Ok(_) => return tracing::debug!(%peer, "fake repo-server: no ALPN h2"),
+                        Err(e) => {
+                            return tracing::debug!(%peer, error = %e, "fake repo-server: TLS failed");
+                        }
+                    },
+                };
+                let _ = tx.send(conn).await;
+            });
         }
     });
     rx
 }
 
-fn accept_tls(
-    listener: TcpListener,
+/// A TLS acceptor with a certificate for 127.0.0.1 signed by a CA generated for the
+/// server at `addr`, and that CA in PEM.
+fn tls_acceptor(
     addr: SocketAddr,
-) -> Result<(Conns, String), FakeRepoServerError> {
+) -> Result<(tokio_rustls::TlsAcceptor, String), FakeRepoServerError> {
     let tls_err = |e: String| FakeRepoServerError::Tls(e);
     let pki =
         fleetshard_kube_sim::generate_pki(&format!("fleetshard fake repo-server CA for {addr}"))
@@ -251,29 +265,10 @@ fn accept_tls(
         .with_single_cert(vec![pki.server_cert], pki.server_key.into())
         .map_err(|e| tls_err(e.to_string()))?;
     config.alpn_protocols = vec![b"h2".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(async move {
-        loop {
-            let conn = tokio::select! {
-                c = listener.accept() => c,
-                () = tx.closed() => return,
-            };
-            let Ok((tcp, peer)) = conn else { continue };
-            let (acceptor, tx) = (acceptor.clone(), tx.clone());
-            tokio::spawn(async move {
-                match acceptor.accept(tcp).await {
-                    // gRPC servers refuse a TLS client that did not ask for HTTP/2.
-                    Ok(tls) if tls.get_ref().1.alpn_protocol() == Some(b"h2") => {
-                        let _ = tx.send(Box::new(tls) as Box<dyn Io>).await;
-                    }
-                    Ok(_) => tracing::debug!(%peer, "fake repo-server: no ALPN h2"),
-                    Err(e) => tracing::debug!(%peer, error = %e, "fake repo-server: TLS failed"),
-                }
-            });
-        }
-    });
-    Ok((rx, pki.material.ca_pem))
+    Ok((
+        tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        pki.material.ca_pem,
+    ))
 }
 
 /// The gRPC service: routes the one method, answers `Unimplemented` to any other.
