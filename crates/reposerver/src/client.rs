@@ -1,5 +1,11 @@
 //! The repo-server client: one lazily connected HTTP/2 channel (gRPC reconnects by
-//! itself), a per-call timeout, a bound on calls in flight, and typed errors.
+//! itself), a timeout per attempt, Argo CD's retries, a bound on calls in flight, and
+//! typed errors.
+//!
+//! Retries are Argo CD's client's (`reposerver/apiclient/clientset.go`): up to 3 attempts,
+//! 1 s apart, when the repo-server is unreachable or answers `Unavailable` or
+//! `ResourceExhausted`; each attempt has the whole timeout; a timeout or any other status
+//! is not retried.
 
 use std::error::Error as _;
 use std::sync::Arc;
@@ -13,8 +19,8 @@ use tokio_rustls::TlsConnector;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::error::ClientError;
-use crate::proto::ManifestRequest;
 use crate::proto::repo_server_service_client::RepoServerServiceClient;
+use crate::proto::{ManifestRequest, ManifestResponse};
 use crate::redact::redact;
 use crate::request::secrets;
 use crate::response::{Rendered, parse};
@@ -32,6 +38,10 @@ pub const MAX_MESSAGE_BYTES: usize = 100 * 1024 * 1024;
 /// more than that either. Renders are CPU-heavy on a repo-server that Argo CD deploys
 /// with one replica and no parallelism limit.
 pub const DEFAULT_MAX_CONCURRENT: usize = 20;
+/// Attempts per call, as Argo CD's client (`grpc_retry.WithMax(3)`).
+pub const DEFAULT_ATTEMPTS: u32 = 3;
+/// The wait between attempts, as Argo CD's client (`BackoffLinear(1s)`).
+pub const DEFAULT_RETRY_WAIT: Duration = Duration::from_secs(1);
 
 /// How to reach the repo-server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,10 +50,15 @@ pub struct ClientConfig {
     pub addr: String,
     /// Transport security.
     pub tls: TlsMode,
-    /// How long one call may take once it is sent (waiting for a free slot not counted).
+    /// How long one attempt may take once it is sent (waiting for a free slot not
+    /// counted).
     pub timeout: Duration,
     /// Calls in flight at once; further calls wait for a slot. At least 1.
     pub max_concurrent: usize,
+    /// Attempts per call (at least 1); see the module's doc for what is retried.
+    pub attempts: u32,
+    /// The wait between two attempts.
+    pub retry_wait: Duration,
 }
 
 impl ClientConfig {
@@ -54,6 +69,8 @@ impl ClientConfig {
             tls: TlsMode::default(),
             timeout: DEFAULT_TIMEOUT,
             max_concurrent: DEFAULT_MAX_CONCURRENT,
+            attempts: DEFAULT_ATTEMPTS,
+            retry_wait: DEFAULT_RETRY_WAIT,
         }
     }
 }
@@ -64,6 +81,8 @@ impl ClientConfig {
 pub struct RepoServerClient {
     addr: String,
     timeout: Duration,
+    attempts: u32,
+    retry_wait: Duration,
     slots: Arc<Semaphore>,
     client: RepoServerServiceClient<Channel>,
 }
@@ -78,6 +97,9 @@ impl RepoServerClient {
     /// A client for `config`. Nothing is dialled until the first call; must be called
     /// inside a tokio runtime.
     pub fn new(config: &ClientConfig) -> Result<Self, ClientError> {
+        if config.attempts == 0 {
+            return Err(ClientError::Config("attempts must be at least 1".into()));
+        }
         if config.max_concurrent == 0 {
             return Err(ClientError::Config(
                 "max_concurrent must be at least 1".into(),
@@ -138,6 +160,8 @@ impl RepoServerClient {
         Ok(RepoServerClient {
             addr,
             timeout: config.timeout,
+            attempts: config.attempts,
+            retry_wait: config.retry_wait,
             slots: Arc::new(Semaphore::new(config.max_concurrent)),
             client,
         })
@@ -149,7 +173,7 @@ impl RepoServerClient {
     }
 
     /// Calls `GenerateManifest` with `request` (see [`crate::build_request`]): waits for a
-    /// free slot, then for the answer at most the timeout.
+    /// free slot, then makes up to the configured attempts, each bounded by the timeout.
     pub async fn generate_manifest(
         &self,
         request: ManifestRequest,
@@ -160,22 +184,39 @@ impl RepoServerClient {
             .acquire()
             .await
             .map_err(|_| ClientError::Config("the client was closed".into()))?;
-        let mut client = self.client.clone();
-        let call = client.generate_manifest(request);
-        let response = match tokio::time::timeout(self.timeout, call).await {
-            Err(_) => {
-                return Err(ClientError::Timeout {
-                    addr: self.addr.clone(),
-                    after: self.timeout,
-                });
+        let mut attempt = 1;
+        let response = loop {
+            match self.attempt(request.clone(), &secrets).await {
+                Ok(response) => break response,
+                Err(e) if attempt < self.attempts && retried(&e) => {
+                    tracing::debug!(attempt, error = %e, "repo-server call retried");
+                    attempt += 1;
+                    tokio::time::sleep(self.retry_wait).await;
+                }
+                Err(e) => return Err(e),
             }
-            Ok(Err(status)) => return Err(self.status_error(&status, &secrets)),
-            Ok(Ok(response)) => response.into_inner(),
         };
         parse(response).map_err(|message| ClientError::BadResponse {
             addr: self.addr.clone(),
             message: redact(&message, &secrets),
         })
+    }
+
+    /// One attempt, bounded by the timeout.
+    async fn attempt(
+        &self,
+        request: ManifestRequest,
+        secrets: &[String],
+    ) -> Result<ManifestResponse, ClientError> {
+        let mut client = self.client.clone();
+        match tokio::time::timeout(self.timeout, client.generate_manifest(request)).await {
+            Err(_) => Err(ClientError::Timeout {
+                addr: self.addr.clone(),
+                after: self.timeout,
+            }),
+            Ok(Err(status)) => Err(self.status_error(&status, secrets)),
+            Ok(Ok(response)) => Ok(response.into_inner()),
+        }
     }
 
     /// A status made here (it has a source: the connection failed) is `Unreachable`; one
@@ -203,6 +244,20 @@ impl RepoServerClient {
                 message: redact(status.message(), secrets),
             },
         }
+    }
+}
+
+/// Whether Argo CD's client retries after `e`.
+fn retried(e: &ClientError) -> bool {
+    match e {
+        ClientError::Unreachable { .. } => true,
+        ClientError::Status { code, .. } => {
+            matches!(
+                code,
+                tonic::Code::Unavailable | tonic::Code::ResourceExhausted
+            )
+        }
+        _ => false,
     }
 }
 

@@ -95,7 +95,8 @@ pub enum FakeRepoServerError {
 #[derive(Default)]
 struct State {
     requests: Vec<Vec<u8>>,
-    by_app: BTreeMap<String, Scripted>,
+    /// Per app: the answers in order, the last one repeated.
+    by_app: BTreeMap<String, (Vec<Scripted>, usize)>,
     default: Option<Scripted>,
 }
 
@@ -179,10 +180,18 @@ impl FakeRepoServer {
 
     /// Answers requests whose `appName` (field 5) is `app` with `answer` after `delay`.
     pub fn answer_app(&self, app: &str, answer: Answer, delay: Duration) {
-        self.shared
-            .lock()
-            .by_app
-            .insert(app.to_owned(), Scripted { answer, delay });
+        self.answer_app_in_turn(app, vec![Scripted { answer, delay }]);
+    }
+
+    /// Answers the requests of `app` with `answers` in turn, the last one from then on
+    /// (an empty list removes the app's answers).
+    pub fn answer_app_in_turn(&self, app: &str, answers: Vec<Scripted>) {
+        let mut state = self.shared.lock();
+        if answers.is_empty() {
+            state.by_app.remove(app);
+        } else {
+            state.by_app.insert(app.to_owned(), (answers, 0));
+        }
     }
 
     /// Every request received so far, decoded by field number, in arrival order.
@@ -316,7 +325,14 @@ impl UnaryService<Vec<u8>> for Generate {
             let scripted = {
                 let mut state = shared.lock();
                 state.requests.push(bytes);
-                state.by_app.get(&app).or(state.default.as_ref()).cloned()
+                match state.by_app.get_mut(&app) {
+                    Some((answers, next)) => {
+                        let answer = answers.get(*next).or(answers.last()).cloned();
+                        *next += 1;
+                        answer
+                    }
+                    None => state.default.clone(),
+                }
             };
             let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             shared.max_in_flight.fetch_max(now, Ordering::SeqCst);

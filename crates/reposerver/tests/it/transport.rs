@@ -8,7 +8,7 @@ use fleetshard_reposerver::{
     ClientConfig, ClientError, ManifestInputs, RepoServerClient, RepositoryInput, TlsMode,
     build_request,
 };
-use fleetshard_testsupport::repo_server::{Answer, FakeRepoServer, Transport};
+use fleetshard_testsupport::repo_server::{Answer, FakeRepoServer, Scripted, Transport};
 use serde_json::json;
 use tonic::Code;
 
@@ -40,9 +40,12 @@ async fn call(client: &RepoServerClient, app: &str) -> Result<String, ClientErro
     client.generate_manifest(request).await.map(|r| r.revision)
 }
 
+/// A client of `fake`. Its retries come at once: TLS handshakes run in real time (under
+/// paused time tokio may move the clock on while a handshake is between two packets).
 fn client(fake: &FakeRepoServer, tls: TlsMode) -> RepoServerClient {
     let mut config = ClientConfig::new(&fake.addr());
     config.tls = tls;
+    config.retry_wait = Duration::ZERO;
     RepoServerClient::new(&config).unwrap()
 }
 
@@ -96,7 +99,8 @@ async fn strict_tls_verifies_against_the_roots_given() {
     ));
 }
 
-#[tokio::test]
+// Paused time: an unreachable server is tried three times, 1 s apart.
+#[tokio::test(start_paused = true)]
 async fn plaintext_talks_to_a_plaintext_server_and_not_tls() {
     let (fake, client) = plaintext().await;
     assert_eq!(call(&client, "a").await.unwrap(), "0000000");
@@ -105,7 +109,8 @@ async fn plaintext_talks_to_a_plaintext_server_and_not_tls() {
     assert!(matches!(err, ClientError::Unreachable { .. }), "{err:?}");
 }
 
-#[tokio::test]
+// Paused time: an unreachable server is tried three times, 1 s apart.
+#[tokio::test(start_paused = true)]
 async fn a_closed_port_is_unreachable() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
@@ -113,7 +118,12 @@ async fn a_closed_port_is_unreachable() {
     let mut config = ClientConfig::new(&addr);
     config.tls = TlsMode::Plaintext;
     let client = RepoServerClient::new(&config).unwrap();
+    let started = tokio::time::Instant::now();
     let err = call(&client, "a").await.unwrap_err();
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "retried as Argo CD retries"
+    );
     match err {
         ClientError::Unreachable { addr: a, message } => {
             assert_eq!(a, addr);
@@ -236,4 +246,75 @@ async fn a_manifest_that_is_not_an_object_is_a_bad_response() {
         }
         other => panic!("expected BadResponse, got {other:?}"),
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn unavailable_is_retried_as_argo_cd_retries() {
+    let (fake, client) = plaintext().await;
+    let unavailable = Scripted {
+        answer: Answer::Error {
+            code: Code::Unavailable,
+            message: "repo-server is restarting".into(),
+        },
+        delay: Duration::ZERO,
+    };
+    let rendered = Scripted {
+        answer: Answer::rendered(&[], "third", "Helm"),
+        delay: Duration::ZERO,
+    };
+    fake.answer_app_in_turn(
+        "flaky",
+        vec![unavailable.clone(), unavailable.clone(), rendered],
+    );
+    let started = tokio::time::Instant::now();
+    assert_eq!(call(&client, "flaky").await.unwrap(), "third");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "1 s between attempts"
+    );
+    assert_eq!(fake.requests().len(), 3);
+
+    fake.answer_app_in_turn("down", vec![unavailable]);
+    let err = call(&client, "down").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ClientError::Status {
+                code: Code::Unavailable,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(fake.requests().len(), 6, "three attempts, no more");
+
+    fake.answer_app(
+        "broken",
+        Answer::Error {
+            code: Code::InvalidArgument,
+            message: "bad source".into(),
+        },
+        Duration::ZERO,
+    );
+    let err = call(&client, "broken").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ClientError::Status {
+                code: Code::InvalidArgument,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(fake.requests().len(), 7, "other statuses are not retried");
+
+    fake.answer_app(
+        "slow",
+        Answer::rendered(&[], "late", "Helm"),
+        Duration::from_secs(3600),
+    );
+    let err = call(&client, "slow").await.unwrap_err();
+    assert!(matches!(err, ClientError::Timeout { .. }), "{err:?}");
+    assert_eq!(fake.requests().len(), 8, "a timeout is not retried");
 }
