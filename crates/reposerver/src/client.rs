@@ -24,7 +24,7 @@ use crate::proto::{ManifestRequest, ManifestResponse};
 use crate::redact::redact;
 use crate::request::secrets;
 use crate::response::{Rendered, parse};
-use crate::tls::{TlsMode, client_config};
+use crate::tls::{ClientIdentity, TlsMode, client_config};
 
 /// Argo CD's default repo-server address (`--repo-server`).
 pub const DEFAULT_ADDR: &str = "argocd-repo-server:8081";
@@ -50,6 +50,9 @@ pub struct ClientConfig {
     pub addr: String,
     /// Transport security.
     pub tls: TlsMode,
+    /// A client certificate, for a repo-server that requires mutual TLS (ignored in plain
+    /// text).
+    pub client_identity: Option<ClientIdentity>,
     /// How long one attempt may take once it is sent (waiting for a free slot not
     /// counted).
     pub timeout: Duration,
@@ -67,6 +70,7 @@ impl ClientConfig {
         ClientConfig {
             addr: addr.to_owned(),
             tls: TlsMode::default(),
+            client_identity: None,
             timeout: DEFAULT_TIMEOUT,
             max_concurrent: DEFAULT_MAX_CONCURRENT,
             attempts: DEFAULT_ATTEMPTS,
@@ -116,7 +120,7 @@ impl RepoServerClient {
             .to_owned();
         let bad_uri =
             |e: http::uri::InvalidUri| ClientError::Config(format!("address {addr:?}: {e}"));
-        let tls = client_config(&config.tls)?;
+        let tls = client_config(&config.tls, config.client_identity.as_ref())?;
         let scheme = if tls.is_some() { "https" } else { "http" };
         // The connector does TLS itself, so tonic is given an http:// URI to dial and the
         // real scheme as the requests' origin.

@@ -35,4 +35,4 @@ pub use request::{
 };
 pub use response::Rendered;
 pub use settings::{DEFAULT_APP_LABEL_KEY, RenderSettings, TrackingMethod};
-pub use tls::TlsMode;
+pub use tls::{ClientIdentity, TlsMode};

@@ -1,6 +1,6 @@
 //! A fake of Argo CD's repo-server: `repository.RepoServerService/GenerateManifest` over
 //! real gRPC (HTTP/2) on 127.0.0.1, in plain text or TLS (a CA generated per server, ALPN
-//! `h2` required as gRPC servers require it). It decodes every request by field number
+//! `h2` required as gRPC servers require it; optionally a client certificate required). It decodes every request by field number
 //! ([`wire`]), never through generated types, records it, and answers from a scripted
 //! table: by `appName` (field 5), else the default answer — rendered manifests with a
 //! revision and source type, or an error status, each after an optional delay (a
@@ -79,6 +79,9 @@ pub enum Transport {
     Plaintext,
     /// TLS with a certificate for 127.0.0.1 and localhost signed by a CA of its own.
     Tls,
+    /// As `Tls`, and every client must present a certificate signed by that CA
+    /// ([`FakeRepoServer::client_identity`]).
+    MutualTls,
 }
 
 /// Why the fake did not start.
@@ -115,7 +118,7 @@ impl Shared {
 /// A running fake; stops when dropped.
 pub struct FakeRepoServer {
     addr: SocketAddr,
-    ca_pem: Option<String>,
+    tls: Option<fleetshard_kube_sim::TlsMaterial>,
     shared: Arc<Shared>,
     _stop: oneshot::Sender<()>,
 }
@@ -133,11 +136,12 @@ impl FakeRepoServer {
             max_in_flight: AtomicUsize::new(0),
         });
         let (stop, stopped) = oneshot::channel::<()>();
-        let (conns, ca_pem) = match transport {
+        let (conns, tls) = match transport {
             Transport::Plaintext => (accept(listener, None), None),
-            Transport::Tls => {
-                let (acceptor, ca) = tls_acceptor(addr)?;
-                (accept(listener, Some(acceptor)), Some(ca))
+            Transport::Tls | Transport::MutualTls => {
+                let mutual = transport == Transport::MutualTls;
+                let (acceptor, material) = tls_acceptor(addr, mutual)?;
+                (accept(listener, Some(acceptor)), Some(material))
             }
         };
         let service = FakeService(shared.clone());
@@ -157,7 +161,7 @@ impl FakeRepoServer {
         });
         Ok(FakeRepoServer {
             addr,
-            ca_pem,
+            tls,
             shared,
             _stop: stop,
         })
@@ -170,7 +174,15 @@ impl FakeRepoServer {
 
     /// The PEM CA that signed a TLS fake's certificate (for strict TLS).
     pub fn ca_pem(&self) -> Option<&str> {
-        self.ca_pem.as_deref()
+        self.tls.as_ref().map(|t| t.ca_pem.as_str())
+    }
+
+    /// A client certificate and key (PEM) signed by a TLS fake's CA: what a
+    /// [`Transport::MutualTls`] fake accepts.
+    pub fn client_identity(&self) -> Option<(&str, &str)> {
+        self.tls
+            .as_ref()
+            .map(|t| (t.client_cert_pem.as_str(), t.client_key_pem.as_str()))
     }
 
     /// Answers every request without an answer of its own with `answer` after `delay`.
@@ -258,25 +270,38 @@ fn accept(listener: TcpListener, acceptor: Option<tokio_rustls::TlsAcceptor>) ->
 }
 
 /// A TLS acceptor with a certificate for 127.0.0.1 signed by a CA generated for the
-/// server at `addr`, and that CA in PEM.
+/// server at `addr`, requiring a client certificate of that CA when `mutual`; and the CA,
+/// client certificate and key.
 fn tls_acceptor(
     addr: SocketAddr,
-) -> Result<(tokio_rustls::TlsAcceptor, String), FakeRepoServerError> {
+    mutual: bool,
+) -> Result<(tokio_rustls::TlsAcceptor, fleetshard_kube_sim::TlsMaterial), FakeRepoServerError> {
     let tls_err = |e: String| FakeRepoServerError::Tls(e);
     let pki =
         fleetshard_kube_sim::generate_pki(&format!("fleetshard fake repo-server CA for {addr}"))
             .map_err(|e| tls_err(e.to_string()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| tls_err(e.to_string()))?
-        .with_no_client_auth()
+        .map_err(|e| tls_err(e.to_string()))?;
+    let builder = if mutual {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pki.ca_cert).map_err(|e| tls_err(e.to_string()))?;
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| tls_err(e.to_string()))?;
+        builder.with_client_cert_verifier(verifier)
+    } else {
+        builder.with_no_client_auth()
+    };
+    let mut config = builder
         .with_single_cert(vec![pki.server_cert], pki.server_key.into())
         .map_err(|e| tls_err(e.to_string()))?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok((
         tokio_rustls::TlsAcceptor::from(Arc::new(config)),
-        pki.material.ca_pem,
+        pki.material,
     ))
 }
 

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use fleetshard_manifest::RepoCredentials;
 use fleetshard_reposerver::{
-    ClientConfig, ClientError, ManifestInputs, RepoServerClient, RepositoryInput, TlsMode,
-    build_request,
+    ClientConfig, ClientError, ClientIdentity, ManifestInputs, RepoServerClient, RepositoryInput,
+    TlsMode, build_request,
 };
 use fleetshard_testsupport::repo_server::{Answer, FakeRepoServer, Scripted, Transport};
 use serde_json::json;
@@ -317,4 +317,33 @@ async fn unavailable_is_retried_as_argo_cd_retries() {
     let err = call(&client, "slow").await.unwrap_err();
     assert!(matches!(err, ClientError::Timeout { .. }), "{err:?}");
     assert_eq!(fake.requests().len(), 8, "a timeout is not retried");
+}
+
+#[tokio::test]
+async fn mutual_tls_presents_the_client_certificate() {
+    let fake = FakeRepoServer::start(Transport::MutualTls).await.unwrap();
+    let err = call(&client(&fake, TlsMode::default()), "a")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Unreachable { .. }), "{err:?}");
+    assert!(fake.requests().is_empty(), "no certificate, no request");
+
+    let (cert_pem, key_pem) = fake.client_identity().unwrap();
+    let mut config = ClientConfig::new(&fake.addr());
+    config.client_identity = Some(ClientIdentity {
+        cert_pem: cert_pem.to_owned(),
+        key_pem: key_pem.to_owned(),
+    });
+    let with_cert = RepoServerClient::new(&config).unwrap();
+    assert_eq!(call(&with_cert, "a").await.unwrap(), "0000000");
+    assert!(!format!("{config:?}").contains(key_pem.lines().nth(1).unwrap()));
+
+    config.client_identity = Some(ClientIdentity {
+        cert_pem: cert_pem.to_owned(),
+        key_pem: "not a key".into(),
+    });
+    assert!(matches!(
+        RepoServerClient::new(&config),
+        Err(ClientError::Config(_))
+    ));
 }
