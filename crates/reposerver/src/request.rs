@@ -414,3 +414,6 @@ pub(crate) fn secrets(request: &ManifestRequest) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
