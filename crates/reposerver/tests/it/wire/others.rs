@@ -277,3 +277,42 @@ async fn multi_source_with_ref() {
         }
     }
 }
+
+#[tokio::test]
+async fn hard_refresh_and_instance_settings() {
+    let source = json!({"repoURL": "https://git.example/apps.git", "path": "plain"});
+    let mut i = inputs(
+        source,
+        RepositoryInput::anonymous("https://git.example/apps.git"),
+        "main",
+    );
+    i.no_cache = true;
+    i.no_revision_cache = true;
+    i.app_label_key = "example.com/app".into();
+    i.tracking_method = fleetshard_reposerver::TrackingMethod::AnnotationAndLabel;
+    i.manifest_generate_paths = ".;../shared".into();
+    let cm: BTreeMap<String, String> = [("installationID", "eu-1"), ("helm.enable", "false")]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    i.settings = RenderSettings::from_argocd_cm(&cm).unwrap();
+    let m = sent(&i).await;
+    assert!(m.bool(3), "3 noCache");
+    assert!(m.bool(18), "18 noRevisionCache");
+    assert_eq!(m.str_or_empty(4), "example.com/app");
+    assert_eq!(m.str_or_empty(19), "annotation+label");
+    assert_eq!(
+        m.str_or_empty(26),
+        ".;../shared",
+        "26 annotationManifestGeneratePaths"
+    );
+    assert_eq!(m.str_or_empty(27), "eu-1", "27 installationID");
+    assert!(
+        !m.bool_map(20)["Helm"],
+        "20 enabledSourceTypes from argocd-cm"
+    );
+    assert!(
+        !m.numbers().contains(&22),
+        "one source: hasMultipleSources not sent"
+    );
+}
