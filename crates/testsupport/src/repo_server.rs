@@ -124,9 +124,9 @@ pub struct FakeRepoServer {
 }
 
 impl FakeRepoServer {
-    /// Starts a fake on a free port of 127.0.0.1. Answers `Unimplemented`-free: with
-    /// nothing scripted, every request gets an empty `Directory` render at revision
-    /// `0000000`.
+    /// Starts a fake on a free port of 127.0.0.1. With nothing scripted, every request
+    /// gets an empty `Directory` render at revision `0000000`; any other method,
+    /// `Unimplemented`.
     pub async fn start(transport: Transport) -> Result<Self, FakeRepoServerError> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
