@@ -40,8 +40,10 @@ async fn call(client: &RepoServerClient, app: &str) -> Result<String, ClientErro
     client.generate_manifest(request).await.map(|r| r.revision)
 }
 
-/// A client of `fake`. Its retries come at once: TLS handshakes run in real time (under
-/// paused time tokio may move the clock on while a handshake is between two packets).
+/// A client of `fake`, its retries at once. Tests over TLS run in real time: under paused
+/// time, a TLS call to the fake sees its timeout fire before the answer arrives (the clock
+/// jumps to the next timer while the answer is between TLS records). The paused-time
+/// tests below run over plain text, where the answer is read as soon as it is written.
 fn client(fake: &FakeRepoServer, tls: TlsMode) -> RepoServerClient {
     let mut config = ClientConfig::new(&fake.addr());
     config.tls = tls;
