@@ -41,9 +41,10 @@ async fn call(client: &RepoServerClient, app: &str) -> Result<String, ClientErro
 }
 
 /// A client of `fake`, its retries at once. Tests over TLS run in real time: under paused
-/// time, a TLS call to the fake sees its timeout fire before the answer arrives (the clock
-/// jumps to the next timer while the answer is between TLS records). The paused-time
-/// tests below run over plain text, where the answer is read as soon as it is written.
+/// time, a first call over TLS (the handshake included) sees its timeout fire — the clock
+/// jumps to the next timer while the connection is being set up — although a call on a
+/// connection set up in real time answers at once. The paused-time tests below run over
+/// plain text.
 fn client(fake: &FakeRepoServer, tls: TlsMode) -> RepoServerClient {
     let mut config = ClientConfig::new(&fake.addr());
     config.tls = tls;
