@@ -82,7 +82,7 @@ pub use config::{FakeApiError, FakeConfig};
 pub use faults::{FaultAction, FaultId, RequestInfo, Verb};
 pub use registry::{DEFAULT_RESOURCES, ResourceKind};
 pub use status::{ApiError, Cause};
-pub use tls::{TlsMaterial, TlsOptions};
+pub use tls::{Pki, TlsMaterial, TlsOptions, generate_pki};
 pub use writes::{WriteOutcome, WriteRecord, overlaps};
 
 use state::Shared;

@@ -13,7 +13,7 @@ use rcgen::{
     KeyPair, KeyUsagePurpose,
 };
 use rustls::RootCertStore;
-use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::{ServerConfig, WebPkiClientVerifier};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -65,15 +65,25 @@ fn tls_err(what: &str) -> impl Fn(String) -> FakeApiError + '_ {
     move |e| FakeApiError::Tls(format!("{what}: {e}"))
 }
 
-/// Generates a CA, server and client certificates, and the server's TLS configuration,
-/// for the server at `addr` (named in the CA's name: each server's CA is another issuer).
-pub fn generate(options: &TlsOptions, addr: SocketAddr) -> Result<Tls, FakeApiError> {
+/// A generated PKI: a CA, a server certificate for `127.0.0.1` and `localhost` and a client
+/// certificate, both signed by the CA. Other fakes serving TLS (testsupport's repo-server)
+/// build their own server configuration from it.
+pub struct Pki {
+    /// The CA and the client certificate and key, in PEM.
+    pub material: TlsMaterial,
+    /// The CA's certificate (DER).
+    pub ca_cert: CertificateDer<'static>,
+    /// The server's certificate (DER).
+    pub server_cert: CertificateDer<'static>,
+    /// The server's key (PKCS#8 DER).
+    pub server_key: PrivatePkcs8KeyDer<'static>,
+}
+
+/// Generates a [`Pki`] whose CA is named `ca_name` (each server's CA is another issuer).
+pub fn generate_pki(ca_name: &str) -> Result<Pki, FakeApiError> {
     let cert_err = |e: rcgen::Error| tls_err("generating certificates")(e.to_string());
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(cert_err)?;
-    ca.distinguished_name.push(
-        DnType::CommonName,
-        format!("fleetshard fake API server CA for {addr}"),
-    );
+    ca.distinguished_name.push(DnType::CommonName, ca_name);
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
@@ -105,6 +115,22 @@ pub fn generate(options: &TlsOptions, addr: SocketAddr) -> Result<Tls, FakeApiEr
     )
     .map_err(cert_err)?;
 
+    Ok(Pki {
+        material: TlsMaterial {
+            ca_pem: ca.pem(),
+            client_cert_pem: client_cert.pem(),
+            client_key_pem: client_key.serialize_pem(),
+        },
+        ca_cert: ca.der().clone(),
+        server_cert: server_cert.der().clone(),
+        server_key: PrivatePkcs8KeyDer::from(server_key.serialize_der()),
+    })
+}
+
+/// Generates a CA, server and client certificates, and the server's TLS configuration,
+/// for the server at `addr` (named in the CA's name: each server's CA is another issuer).
+pub fn generate(options: &TlsOptions, addr: SocketAddr) -> Result<Tls, FakeApiError> {
+    let pki = generate_pki(&format!("fleetshard fake API server CA for {addr}"))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let rustls_err = |e: rustls::Error| tls_err("configuring TLS")(e.to_string());
     let builder = ServerConfig::builder_with_provider(provider.clone())
@@ -112,7 +138,7 @@ pub fn generate(options: &TlsOptions, addr: SocketAddr) -> Result<Tls, FakeApiEr
         .map_err(rustls_err)?;
     let builder = if options.require_client_cert {
         let mut roots = RootCertStore::empty();
-        roots.add(ca.der().clone()).map_err(rustls_err)?;
+        roots.add(pki.ca_cert).map_err(rustls_err)?;
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
             .build()
             .map_err(|e| tls_err("configuring client certificates")(e.to_string()))?;
@@ -120,16 +146,11 @@ pub fn generate(options: &TlsOptions, addr: SocketAddr) -> Result<Tls, FakeApiEr
     } else {
         builder.with_no_client_auth()
     };
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(server_key.serialize_der()));
     let config = builder
-        .with_single_cert(vec![server_cert.der().clone()], key)
+        .with_single_cert(vec![pki.server_cert], PrivateKeyDer::Pkcs8(pki.server_key))
         .map_err(rustls_err)?;
     Ok(Tls {
-        material: TlsMaterial {
-            ca_pem: ca.pem(),
-            client_cert_pem: client_cert.pem(),
-            client_key_pem: client_key.serialize_pem(),
-        },
+        material: pki.material,
         acceptor: TlsAcceptor::from(Arc::new(config)),
     })
 }

@@ -8,6 +8,9 @@
 //!   optionally behind HTTP basic authentication;
 //! - [`git_ssh`]: a real OpenSSH server on 127.0.0.1 with its own host key and one
 //!   authorized client key;
+//! - [`repo_server`]: a fake of Argo CD's repo-server (gRPC `GenerateManifest`, plain text
+//!   or TLS) that decodes every request by field number, records it and answers from a
+//!   scripted table;
 //! - [`kube_api`]: a fake Kubernetes API server over real HTTP on 127.0.0.1 — strict
 //!   `resourceVersion` compare-and-swap (409 Conflict), watch streams with bookmarks and
 //!   410 Gone. It is the crate `fleetshard-kube-sim`, re-exported under this name, so
@@ -17,4 +20,5 @@ pub mod etcd;
 pub mod git;
 pub mod git_http;
 pub mod git_ssh;
+pub mod repo_server;
 pub use fleetshard_kube_sim as kube_api;

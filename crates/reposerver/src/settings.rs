@@ -1,0 +1,191 @@
+//! The settings every request carries, read from `argocd-cm` as Argo CD's settings
+//! manager reads them: enabled source types, Kustomize and Helm options, the instance
+//! label key, the tracking method and the installation id.
+
+use std::collections::BTreeMap;
+
+use crate::error::RequestError;
+use crate::proto::{HelmOptions, KustomizeOptions, KustomizeVersion};
+
+/// Argo CD's default instance label key (`application.instanceLabelKey`).
+pub const DEFAULT_APP_LABEL_KEY: &str = "app.kubernetes.io/instance";
+
+/// How generated objects are stamped as the app's (`application.resourceTrackingMethod`).
+/// The repo-server stamps every object it renders, so the request must name the method the
+/// caller compares with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrackingMethod {
+    /// The `appLabelKey` label only.
+    Label,
+    /// The `argocd.argoproj.io/tracking-id` annotation: fleetshard's method.
+    #[default]
+    Annotation,
+    /// Both.
+    AnnotationAndLabel,
+}
+
+impl TrackingMethod {
+    /// The value sent (`trackingMethod`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrackingMethod::Label => "label",
+            TrackingMethod::Annotation => "annotation",
+            TrackingMethod::AnnotationAndLabel => "annotation+label",
+        }
+    }
+}
+
+/// Settings from `argocd-cm` that every request of an Argo CD instance carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderSettings {
+    /// `enabledSourceTypes`: `Helm`, `Kustomize`, `Directory` (from `helm.enable`,
+    /// `kustomize.enable`, `jsonnet.enable`; true unless set to something else than
+    /// `"true"`) and `Plugin` (always true).
+    pub enabled_source_types: BTreeMap<String, bool>,
+    /// `kustomizeOptions`: `kustomize.buildOptions`, and the named versions of
+    /// `kustomize.path.<name>` / `kustomize.version.<name>` with their
+    /// `kustomize.buildOptions.<name>` (sorted by name).
+    pub kustomize_options: KustomizeOptions,
+    /// `helmOptions.valuesFileSchemes`: `helm.valuesFileSchemes` split on commas;
+    /// `https`, `http` when the key is absent.
+    pub helm_values_file_schemes: Vec<String>,
+    /// `installationID` (empty: none).
+    pub installation_id: String,
+}
+
+impl Default for RenderSettings {
+    /// Argo CD's defaults, as with an empty `argocd-cm`.
+    fn default() -> Self {
+        RenderSettings::from_argocd_cm(&BTreeMap::new())
+            .expect("an empty argocd-cm has no duplicate Kustomize version")
+    }
+}
+
+impl RenderSettings {
+    /// Reads `argocd-cm`'s `data`. Fails, as Argo CD does, when a Kustomize version is
+    /// named twice (`kustomize.path.v5` and `kustomize.version.v5`).
+    pub fn from_argocd_cm(data: &BTreeMap<String, String>) -> Result<Self, RequestError> {
+        let mut enabled = BTreeMap::new();
+        for (source_type, key) in [
+            ("Kustomize", "kustomize.enable"),
+            ("Helm", "helm.enable"),
+            ("Directory", "jsonnet.enable"),
+        ] {
+            let on = match data.get(key) {
+                Some(v) if !v.is_empty() => v == "true",
+                _ => true,
+            };
+            enabled.insert(source_type.to_owned(), on);
+        }
+        enabled.insert("Plugin".to_owned(), true);
+
+        let mut versions: BTreeMap<&str, KustomizeVersion> = BTreeMap::new();
+        for (key, path) in data {
+            let name = key
+                .strip_prefix("kustomize.version.")
+                .or_else(|| key.strip_prefix("kustomize.path."));
+            if let Some(name) = name {
+                let version = KustomizeVersion {
+                    name: name.to_owned(),
+                    path: path.clone(),
+                    build_options: data
+                        .get(&format!("kustomize.buildOptions.{name}"))
+                        .cloned()
+                        .unwrap_or_default(),
+                };
+                if versions.insert(name, version).is_some() {
+                    return Err(RequestError::Invalid {
+                        path: format!("argocd-cm {key}"),
+                        message: format!("Kustomize version {name:?} is named twice"),
+                    });
+                }
+            }
+        }
+        let helm_values_file_schemes = match data.get("helm.valuesFileSchemes") {
+            Some(v) => v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            None => vec!["https".to_owned(), "http".to_owned()],
+        };
+        Ok(RenderSettings {
+            enabled_source_types: enabled,
+            kustomize_options: KustomizeOptions {
+                build_options: data
+                    .get("kustomize.buildOptions")
+                    .cloned()
+                    .unwrap_or_default(),
+                binary_path: String::new(),
+                versions: versions.into_values().collect(),
+            },
+            helm_values_file_schemes,
+            installation_id: data.get("installationID").cloned().unwrap_or_default(),
+        })
+    }
+
+    /// `helmOptions` as sent.
+    pub(crate) fn helm_options(&self) -> HelmOptions {
+        HelmOptions {
+            values_file_schemes: self.helm_values_file_schemes.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_are_argo_cds() {
+        let s = RenderSettings::default();
+        let on: Vec<_> = s
+            .enabled_source_types
+            .iter()
+            .filter(|(_, on)| **on)
+            .collect();
+        assert_eq!(on.len(), 4);
+        assert_eq!(s.helm_values_file_schemes, ["https", "http"]);
+        assert_eq!(s.kustomize_options, KustomizeOptions::default());
+    }
+
+    #[test]
+    fn argocd_cm_is_read() {
+        let s = RenderSettings::from_argocd_cm(&cm(&[
+            ("helm.enable", "false"),
+            ("jsonnet.enable", ""),
+            ("helm.valuesFileSchemes", " https , s3,"),
+            ("kustomize.buildOptions", "--enable-helm"),
+            ("kustomize.path.v5", "/tools/kustomize5"),
+            (
+                "kustomize.buildOptions.v5",
+                "--load-restrictor LoadRestrictionsNone",
+            ),
+            ("installationID", "prod-1"),
+        ]))
+        .unwrap();
+        assert!(!s.enabled_source_types["Helm"]);
+        assert!(s.enabled_source_types["Directory"]);
+        assert_eq!(s.helm_values_file_schemes, ["https", "s3"]);
+        assert_eq!(s.kustomize_options.build_options, "--enable-helm");
+        assert_eq!(
+            s.kustomize_options.versions,
+            [KustomizeVersion {
+                name: "v5".into(),
+                path: "/tools/kustomize5".into(),
+                build_options: "--load-restrictor LoadRestrictionsNone".into(),
+            }]
+        );
+        assert_eq!(s.installation_id, "prod-1");
+        let twice = cm(&[("kustomize.path.v5", "/a"), ("kustomize.version.v5", "/b")]);
+        assert!(RenderSettings::from_argocd_cm(&twice).is_err());
+    }
+}
