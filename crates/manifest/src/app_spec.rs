@@ -20,6 +20,12 @@ pub struct AppSource {
     pub path: String,
     /// `directory`: how the directory is read.
     pub directory: DirectoryOptions,
+    /// The whole `spec.source` object as read (`Null` when built in code rather than
+    /// read from an Application): a renderer reads the options it understands from it
+    /// (`kustomize`, `helm`, `directory.jsonnet`, `plugin`, `chart`, …), and a repo-server
+    /// client sends it on. [`crate::implemented`] has already refused every field of it
+    /// fleetshard does not render.
+    pub raw: serde_json::Value,
 }
 
 /// `spec.source.directory` of a plain-manifest directory app (Argo CD's defaults: top

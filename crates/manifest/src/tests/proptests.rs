@@ -97,12 +97,21 @@ fn app() -> impl Strategy<Value = (App, AppSpec)> {
                         namespace: dns,
                     },
                 };
+                // The source object as the writer writes it and the reader keeps it.
+                let mut raw = serde_json::Map::new();
+                for (field, value) in [("repoURL", &repo_url), ("path", &path)] {
+                    if !value.is_empty() {
+                        raw.insert(field.into(), value.as_str().into());
+                    }
+                }
+                raw.insert("targetRevision".into(), target_revision.as_str().into());
                 let spec = AppSpec {
                     source: AppSource {
                         repo_url,
                         target_revision,
                         path,
                         directory: Default::default(),
+                        raw: raw.into(),
                     },
                     auto_sync: auto.map(|(prune, self_heal)| AutoSync {
                         prune,
@@ -186,6 +195,7 @@ fn seeds() -> Vec<String> {
                     target_revision: "HEAD".into(),
                     path: "a".into(),
                     directory: Default::default(),
+                    raw: Default::default(),
                 },
                 auto_sync: Some(AutoSync::default()),
                 sync_request: None,
