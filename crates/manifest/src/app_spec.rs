@@ -28,6 +28,37 @@ pub struct AppSource {
     pub raw: serde_json::Value,
 }
 
+impl AppSource {
+    /// This source with `raw` made from its typed fields, as Argo CD's Application would
+    /// spell it (`repoURL` and `path` when set, `targetRevision`, `directory` when not the
+    /// default): for sources not read from an Application (fleetshard's own fleet file).
+    #[must_use]
+    pub fn with_typed_raw(mut self) -> Self {
+        let mut raw = serde_json::Map::new();
+        for (field, value) in [("repoURL", &self.repo_url), ("path", &self.path)] {
+            if !value.is_empty() {
+                raw.insert(field.into(), value.as_str().into());
+            }
+        }
+        raw.insert("targetRevision".into(), self.target_revision.as_str().into());
+        let d = &self.directory;
+        if *d != DirectoryOptions::default() {
+            let mut dir = serde_json::Map::new();
+            if d.recurse {
+                dir.insert("recurse".into(), true.into());
+            }
+            for (field, value) in [("include", &d.include), ("exclude", &d.exclude)] {
+                if !value.is_empty() {
+                    dir.insert(field.into(), value.as_str().into());
+                }
+            }
+            raw.insert("directory".into(), dir.into());
+        }
+        self.raw = raw.into();
+        self
+    }
+}
+
 /// `spec.source.directory` of a plain-manifest directory app (Argo CD's defaults: top
 /// level only, every manifest file).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]

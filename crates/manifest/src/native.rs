@@ -232,7 +232,8 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
                 path: na.path.unwrap_or_default(),
                 directory: Default::default(),
                 raw: Default::default(),
-            },
+            }
+            .with_typed_raw(),
             auto_sync: na.auto_sync.map(|a| AutoSync {
                 prune: a.prune,
                 self_heal: a.self_heal,

@@ -97,22 +97,16 @@ fn app() -> impl Strategy<Value = (App, AppSpec)> {
                         namespace: dns,
                     },
                 };
-                // The source object as the writer writes it and the reader keeps it.
-                let mut raw = serde_json::Map::new();
-                for (field, value) in [("repoURL", &repo_url), ("path", &path)] {
-                    if !value.is_empty() {
-                        raw.insert(field.into(), value.as_str().into());
-                    }
-                }
-                raw.insert("targetRevision".into(), target_revision.as_str().into());
                 let spec = AppSpec {
                     source: AppSource {
                         repo_url,
                         target_revision,
                         path,
                         directory: Default::default(),
-                        raw: raw.into(),
-                    },
+                        raw: Default::default(),
+                    }
+                    // The source object as the writers write it and the readers keep it.
+                    .with_typed_raw(),
                     auto_sync: auto.map(|(prune, self_heal)| AutoSync {
                         prune,
                         self_heal,
