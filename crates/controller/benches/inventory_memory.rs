@@ -52,6 +52,7 @@ fn generate() -> (Fleet, BTreeMap<(String, String), AppSpec>) {
                 path: format!("apps/{}", app.name),
                 target_revision: "HEAD".to_owned(),
                 directory: Default::default(),
+                raw: Default::default(),
             },
             ..AppSpec::default()
         };

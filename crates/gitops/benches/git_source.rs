@@ -43,6 +43,7 @@ async fn main() {
         target_revision: "main".into(),
         path: "apps".into(),
         directory: Default::default(),
+        raw: Default::default(),
     };
 
     // The parts: resolving alone (open + refs), and parsing alone (the same files from disk).

@@ -136,6 +136,7 @@ async fn start_fleet(repo: &str, apps: usize, clusters: usize) -> Fleet {
                 target_revision: "main".into(),
                 path: format!("apps/a{a}"),
                 directory: Default::default(),
+                raw: Default::default(),
             },
             auto_sync: Some(AutoSync {
                 prune: true,

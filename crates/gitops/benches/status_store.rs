@@ -51,6 +51,7 @@ fn status(resources: usize, at: &str, flipped: bool) -> ComparisonStatus {
             message: String::new(),
         },
         resources: (0..resources).map(entry).collect(),
+        source_type: None,
         reconciled_at: at.into(),
         conditions: Vec::new(),
     }

@@ -56,7 +56,7 @@ use crate::apply::{DesiredObject, LeaseCheck, PruneTarget, handover_patch};
 use crate::compare::{AppComparison, CompareOptions, ResourceKey, SyncStatus, compare_app};
 use crate::health::{app_health, assess};
 use crate::live::{ClusterConnections, KindInfo};
-use crate::source::{Refresh, RepoAccess, RepoCache};
+use crate::source::{Refresh, Render, RenderRequest, RepoAccess, RepoCache, StandaloneRenderer};
 use fleetshard_manifest::RefusalKind;
 use fleetshard_manifest::project::WindowVerdict;
 use problem::{COMPARISON_ERROR, Problem};
@@ -151,7 +151,7 @@ struct Memo {
 /// The GitOps reconciler of one replica.
 pub struct GitOpsReconciler {
     inventory: Arc<dyn Inventory>,
-    repos: RepoCache,
+    renderer: Arc<dyn Render>,
     clusters: ClusterConnections,
     sink: Arc<dyn StatusSink>,
     lease: Arc<dyn LeaseCheck>,
@@ -161,9 +161,11 @@ pub struct GitOpsReconciler {
 }
 
 impl GitOpsReconciler {
-    /// A reconciler reading apps from `inventory`, manifests through `repos`, live state
-    /// through `clusters`, recording statuses in `sink`, writing only while `lease` says
-    /// so, with timestamps from `clock`.
+    /// A reconciler reading apps from `inventory`, manifests through `repos` (rendered
+    /// by a [`StandaloneRenderer`] with the default settings; see
+    /// [`GitOpsReconciler::with_renderer`]), live state through `clusters`, recording
+    /// statuses in `sink`, writing only while `lease` says so, with timestamps from
+    /// `clock`.
     pub fn new(
         inventory: Arc<dyn Inventory>,
         repos: RepoCache,
@@ -175,7 +177,7 @@ impl GitOpsReconciler {
     ) -> Self {
         GitOpsReconciler {
             inventory,
-            repos,
+            renderer: Arc::new(StandaloneRenderer::new(repos, Default::default())),
             clusters,
             sink,
             lease,
@@ -183,6 +185,13 @@ impl GitOpsReconciler {
             config,
             apps: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The same reconciler rendering sources with `renderer`.
+    #[must_use]
+    pub fn with_renderer(mut self, renderer: Arc<dyn Render>) -> Self {
+        self.renderer = renderer;
+        self
     }
 
     /// The cluster connections (started lazily by the first refresh of an app there).
@@ -240,10 +249,27 @@ impl GitOpsReconciler {
         self.check_project(target)?;
         let source = &target.spec.source;
         let access = RepoAccess::resolve(&target.repositories, &source.repo_url, &app.project);
-        let manifests = self
-            .repos
-            .manifests_with(source, &access, Refresh::Normal)
+        let dest_ns = app
+            .destination
+            .namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "default".to_owned());
+        let app_name = self.instance_name(key);
+        let rendered = self
+            .renderer
+            .render(RenderRequest {
+                source,
+                access: &access,
+                namespace: &dest_ns,
+                app_name: &app_name,
+                project: &app.project,
+                kube_version: None,
+                api_versions: &[],
+                refresh: Refresh::Normal,
+            })
             .await?;
+        let manifests = &rendered.manifests;
         let revision = Some(manifests.commit.clone());
         let with_rev = |mut p: Problem| {
             p.revision.clone_from(&revision);
@@ -257,12 +283,6 @@ impl GitOpsReconciler {
         conn.check_reachable()
             .await
             .map_err(|e| with_rev(e.into()))?;
-        let dest_ns = app
-            .destination
-            .namespace
-            .clone()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| "default".to_owned());
         // Each object's key and kind, and beside them its manifest (the comparison reads
         // the manifests as a slice; they move into `desired` afterwards, not copied).
         let mut placed: Vec<(ResourceKey, KindInfo)> = Vec::with_capacity(manifests.objects.len());
@@ -303,7 +323,6 @@ impl GitOpsReconciler {
         conn.watch_kinds(&kinds)
             .await
             .map_err(|e| with_rev(e.into()))?;
-        let app_name = self.instance_name(key);
         let keys: HashSet<ResourceKey> = placed.iter().map(|(k, _)| k.clone()).collect();
         let live = conn.live_objects(&app_name, &keys);
         let opts = CompareOptions::new(&app_name).with_destination_namespace(&dest_ns);
@@ -387,6 +406,7 @@ impl GitOpsReconciler {
             resources,
             reconciled_at: self.clock.now_rfc3339(),
             conditions,
+            source_type: Some(rendered.source_type.as_str().to_owned()),
         };
         let desired = placed
             .into_iter()
@@ -408,27 +428,6 @@ impl GitOpsReconciler {
         Ok((refreshed, status))
     }
 
-    fn error_status(&self, problem: &Problem) -> ComparisonStatus {
-        let now = self.clock.now_rfc3339();
-        ComparisonStatus {
-            sync: SyncInfo {
-                status: "Unknown".to_owned(),
-                revision: problem.revision.clone(),
-            },
-            health: HealthInfo {
-                status: "Unknown".to_owned(),
-                message: String::new(),
-            },
-            resources: Vec::new(),
-            reconciled_at: now.clone(),
-            conditions: vec![Condition {
-                kind: problem.condition.to_owned(),
-                message: problem.message.clone(),
-                last_transition_time: now,
-            }],
-        }
-    }
-
     async fn do_refresh(&self, key: &AppKey) -> Result<(), ReconcileError> {
         let Some(target) = self.inventory.target(key) else {
             self.memos().remove(key);
@@ -436,7 +435,11 @@ impl GitOpsReconciler {
         };
         let (last, mut status, problem) = match self.compare(key, &target).await {
             Ok((refreshed, status)) => (Some(Arc::new(refreshed)), status, None),
-            Err(problem) => (None, self.error_status(&problem), Some(problem)),
+            Err(problem) => (
+                None,
+                problem.status(self.clock.now_rfc3339()),
+                Some(problem),
+            ),
         };
         let sync_error = {
             let mut memos = self.memos();

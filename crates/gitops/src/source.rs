@@ -18,8 +18,12 @@
 //!   `directory.recurse`, filtered by `directory.exclude`/`include` globs on the path
 //!   relative to `path`; `List` kinds are flattened; hidden entries, other files, symbolic
 //!   links and submodules are skipped; a Kustomize or Helm directory, or a Jsonnet file
-//!   (which Argo CD would render), is refused ([`SourceError::UnsupportedSource`]) rather
-//!   than misread.
+//!   (which Argo CD would render), is refused by [`RepoCache::manifests`]
+//!   ([`SourceError::UnsupportedSource`]) rather than misread.
+//! - [`Render`] turns a source into objects whatever its type: [`StandaloneRenderer`]
+//!   detects the type as Argo CD does, reads directories through the [`RepoCache`] with
+//!   their Jsonnet files evaluated, and runs `kustomize`/`kubectl kustomize` or `helm`
+//!   (see `render`).
 //! - Limits: a mirror keeps branches and tags deleted on the remote (fetches do not prune),
 //!   so such a revision still resolves to its last commit; one process owns a cache
 //!   directory (no locking between processes); submodules and Git LFS are not followed.
@@ -34,6 +38,7 @@ mod config;
 mod error;
 use fleetshard_manifest::glob;
 mod parse;
+mod render;
 mod repo;
 mod url;
 
@@ -44,4 +49,8 @@ pub use cache::{
 };
 pub use error::{Location, ManifestError, SourceError};
 pub use parse::{FileFormat, Manifest, ObjectIdentity, parse_file};
+pub use render::{
+    DEFAULT_MAX_CACHED_RENDERS, DEFAULT_RENDER_TIMEOUT, Render, RenderConfig, RenderRequest,
+    Rendered, SourceType, StandaloneRenderer,
+};
 pub use url::{RepoLocation, cache_key, exact_form, normalize};

@@ -20,6 +20,43 @@ pub struct AppSource {
     pub path: String,
     /// `directory`: how the directory is read.
     pub directory: DirectoryOptions,
+    /// The whole `spec.source` object as read (`Null` when built in code rather than
+    /// read from an Application): a renderer reads the options it understands from it
+    /// (`kustomize`, `helm`, `directory.jsonnet`, `plugin`, `chart`, …), and a repo-server
+    /// client sends it on. [`crate::implemented`] has already refused every field of it
+    /// fleetshard does not render.
+    pub raw: serde_json::Value,
+}
+
+impl AppSource {
+    /// This source with `raw` made from its typed fields, as Argo CD's Application would
+    /// spell it (`repoURL` and `path` when set, `targetRevision`, `directory` when not the
+    /// default): for sources not read from an Application (fleetshard's own fleet file).
+    #[must_use]
+    pub fn with_typed_raw(mut self) -> Self {
+        let mut raw = serde_json::Map::new();
+        for (field, value) in [("repoURL", &self.repo_url), ("path", &self.path)] {
+            if !value.is_empty() {
+                raw.insert(field.into(), value.as_str().into());
+            }
+        }
+        raw.insert("targetRevision".into(), self.target_revision.as_str().into());
+        let d = &self.directory;
+        if *d != DirectoryOptions::default() {
+            let mut dir = serde_json::Map::new();
+            if d.recurse {
+                dir.insert("recurse".into(), true.into());
+            }
+            for (field, value) in [("include", &d.include), ("exclude", &d.exclude)] {
+                if !value.is_empty() {
+                    dir.insert(field.into(), value.as_str().into());
+                }
+            }
+            raw.insert("directory".into(), dir.into());
+        }
+        self.raw = raw.into();
+        self
+    }
 }
 
 /// `spec.source.directory` of a plain-manifest directory app (Argo CD's defaults: top

@@ -112,6 +112,10 @@ struct Source {
     target_revision: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     directory: Option<Directory>,
+    /// Every other field (`kustomize`, `helm`, …): kept by the reader in
+    /// [`AppSource::raw`], written back as read.
+    #[serde(flatten, default)]
+    rest: serde_json::Map<String, Value>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -122,6 +126,9 @@ struct Directory {
     include: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     exclude: Option<String>,
+    /// Every other field (`jsonnet`): kept in [`AppSource::raw`], written back as read.
+    #[serde(flatten, default)]
+    rest: serde_json::Map<String, Value>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -177,6 +184,10 @@ pub(crate) fn to_app(
 
     // Argo CD uses `sources` whenever it is non-empty, ignoring `source`.
     // More than one is refused (`refusals`), and the first is kept for display only.
+    let raw_source = match value.pointer("/spec/sources/0") {
+        Some(first) => first.clone(),
+        None => value.pointer("/spec/source").cloned().unwrap_or_default(),
+    };
     let source = match spec.sources {
         Some(sources) if !sources.is_empty() => {
             if sources.len() > 1 {
@@ -258,6 +269,7 @@ pub(crate) fn to_app(
                     exclude: d.exclude.unwrap_or_default(),
                 })
                 .unwrap_or_default(),
+            raw: raw_source,
         },
         auto_sync,
         sync_request,
@@ -265,6 +277,37 @@ pub(crate) fn to_app(
     };
     Ok((app, spec))
 }
+
+/// `source.directory` as written: the typed options and what else the source read had
+/// there (`jsonnet`); absent when both are empty and the source read had none.
+fn write_directory(source: &AppSource) -> Option<Directory> {
+    let d = &source.directory;
+    let read = source.raw.get("directory");
+    let rest = read.map_or_else(serde_json::Map::new, |r| {
+        untyped(r, &["recurse", "include", "exclude"])
+    });
+    (*d != DirectoryOptions::default() || read.is_some_and(Value::is_object)).then(|| Directory {
+        recurse: Some(d.recurse).filter(|r| *r),
+        include: Some(d.include.clone()).filter(|s| !s.is_empty()),
+        exclude: Some(d.exclude.clone()).filter(|s| !s.is_empty()),
+        rest,
+    })
+}
+
+/// The fields of the object `raw` other than `typed` (none when it is not an object).
+fn untyped(raw: &Value, typed: &[&str]) -> serde_json::Map<String, Value> {
+    match raw {
+        Value::Object(map) => map
+            .iter()
+            .filter(|(k, _)| !typed.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// The `spec.source` fields [`AppSource`] has typed fields for.
+const TYPED_SOURCE_FIELDS: [&str; 4] = ["repoURL", "path", "targetRevision", "directory"];
 
 /// An Application as `kubectl get -o yaml` prints it, for the writers.
 #[derive(Debug, Serialize)]
@@ -298,13 +341,9 @@ pub(crate) fn to_application(app: &App, spec: Option<&AppSpec>) -> ApplicationOu
                 repo_url: non_empty(&s.source.repo_url),
                 path: non_empty(&s.source.path),
                 target_revision: Some(s.source.target_revision.clone()),
-                directory: Some(&s.source.directory)
-                    .filter(|d| **d != DirectoryOptions::default())
-                    .map(|d| Directory {
-                        recurse: Some(d.recurse).filter(|r| *r),
-                        include: non_empty(&d.include),
-                        exclude: non_empty(&d.exclude),
-                    }),
+                directory: write_directory(&s.source),
+                // What the typed fields above do not say, as read.
+                rest: untyped(&s.source.raw, &TYPED_SOURCE_FIELDS),
             }),
             sources: None,
             destination: Some(Dest {

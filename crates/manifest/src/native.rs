@@ -231,7 +231,9 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
                     .unwrap_or_else(|| DEFAULT_REVISION.to_owned()),
                 path: na.path.unwrap_or_default(),
                 directory: Default::default(),
-            },
+                raw: Default::default(),
+            }
+            .with_typed_raw(),
             auto_sync: na.auto_sync.map(|a| AutoSync {
                 prune: a.prune,
                 self_heal: a.self_heal,

@@ -24,6 +24,7 @@ fn spec_at(revision: &str) -> AppSpec {
             target_revision: revision.into(),
             path: "app".into(),
             directory: Default::default(),
+            raw: Default::default(),
         },
         ..AppSpec::default()
     }

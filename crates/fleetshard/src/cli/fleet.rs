@@ -232,6 +232,7 @@ fn generated_specs(spec: &FleetSpec, fleet: &Fleet) -> BTreeMap<(String, String)
                     target_revision: TARGET_REVISION.to_owned(),
                     path,
                     directory: Default::default(),
+                    raw: Default::default(),
                 },
                 ..AppSpec::default()
             };

@@ -267,6 +267,7 @@ impl ReconcileArgs {
             read_limits: fleetshard_gitops::source::ReadLimits {
                 max_manifest_bytes: self.max_manifest_bytes,
                 max_objects: self.max_objects,
+                ..Default::default()
             },
             refuse_plaintext_http: self.refuse_plaintext_http,
         }

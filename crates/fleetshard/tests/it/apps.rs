@@ -38,6 +38,7 @@ fn comparison(sync: &str, health: &str, message: Option<&str>) -> ComparisonStat
             message: String::new(),
         },
         resources: Vec::new(),
+        source_type: None,
         reconciled_at: "2026-11-21T10:00:00Z".to_owned(),
         conditions: message
             .map(|m| Condition {

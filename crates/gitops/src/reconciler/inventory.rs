@@ -217,6 +217,7 @@ mod tests {
                 target_revision: "v1".into(),
                 path: "guestbook".into(),
                 directory: Default::default(),
+                raw: Default::default(),
             },
             auto_sync: Some(AutoSync::default()),
             sync_request: None,

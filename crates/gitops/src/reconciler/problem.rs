@@ -1,5 +1,6 @@
 //! Why a refresh could not compare an app, and whether waiting may fix it.
 
+use super::status::{ComparisonStatus, Condition, HealthInfo, SyncInfo};
 use crate::live::LiveError;
 use crate::source::SourceError;
 
@@ -24,6 +25,29 @@ impl Problem {
             transient: false,
             revision: None,
             condition,
+        }
+    }
+
+    /// The status of an app that could not be compared: sync and health unknown, the
+    /// problem as the one condition, at `now`.
+    pub(super) fn status(&self, now: String) -> ComparisonStatus {
+        ComparisonStatus {
+            sync: SyncInfo {
+                status: "Unknown".to_owned(),
+                revision: self.revision.clone(),
+            },
+            health: HealthInfo {
+                status: "Unknown".to_owned(),
+                message: String::new(),
+            },
+            resources: Vec::new(),
+            source_type: None,
+            reconciled_at: now.clone(),
+            conditions: vec![Condition {
+                kind: self.condition.to_owned(),
+                message: self.message.clone(),
+                last_transition_time: now,
+            }],
         }
     }
 

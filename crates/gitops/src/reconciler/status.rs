@@ -87,6 +87,10 @@ pub struct ComparisonStatus {
     pub reconciled_at: String,
     /// `status.conditions` (empty: none).
     pub conditions: Vec<Condition>,
+    /// `status.sourceType`: how the source was rendered (`Directory`, `Kustomize`,
+    /// `Helm`); `None` when it was not (removed from the status).
+    #[serde(default)]
+    pub source_type: Option<String>,
 }
 
 /// One entry of `operationState.syncResult.resources`.

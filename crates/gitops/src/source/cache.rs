@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use super::access::RepoAccess;
 use super::error::SourceError;
 use super::parse::Manifest;
+use super::render::JsonnetJob;
 use super::repo::{self, Opened};
 use super::url::{RepoLocation, cache_key, exact_form};
 
@@ -44,6 +45,16 @@ pub struct Manifests {
     pub commit: String,
     /// The objects, in reading order.
     pub objects: Vec<Manifest>,
+}
+
+/// A repository opened at a resolved commit.
+pub(crate) struct Snapshot {
+    /// The repository slot's key (names the repository and credentials, salted).
+    pub(crate) key: String,
+    /// The commit.
+    pub(crate) commit: ObjectId,
+    /// The repository.
+    pub(crate) opened: Opened,
 }
 
 /// Counters of the work done, for metrics and tests.
@@ -146,22 +157,60 @@ impl RepoCache {
         access: &RepoAccess,
         refresh: Refresh,
     ) -> ReadResult {
+        let snapshot = self
+            .snapshot(&source.repo_url, access, &source.target_revision, refresh)
+            .await?;
+        self.read_directory(&snapshot, source, None).await
+    }
+
+    /// The repository of `repo_url`, fetched with `access`, with `revision` resolved (see
+    /// [`RepoCache::resolve_with`]): what a renderer reads the commit's tree from.
+    pub(crate) async fn snapshot(
+        &self,
+        repo_url: &str,
+        access: &RepoAccess,
+        revision: &str,
+        refresh: Refresh,
+    ) -> Result<Snapshot, SourceError> {
+        let (slot, commit, opened) = self
+            .resolve_inner(repo_url, access, revision, refresh)
+            .await?;
+        Ok(Snapshot {
+            key: slot.key.clone(),
+            commit,
+            opened,
+        })
+    }
+
+    /// The limits of one app's manifests.
+    pub(crate) fn limits(&self) -> ReadLimits {
+        self.inner.config.limits
+    }
+
+    /// The manifests under `source.path` of the snapshot's commit, read as a directory
+    /// app; its Jsonnet files evaluated with `jsonnet`, or refused without it. Cached per
+    /// (repository, commit, path, directory options, Jsonnet job).
+    pub(crate) async fn read_directory(
+        &self,
+        snapshot: &Snapshot,
+        source: &AppSource,
+        jsonnet: Option<Arc<JsonnetJob>>,
+    ) -> ReadResult {
         let repo_url = source.repo_url.as_str();
         let path = repo::clean_path(repo_url, &source.path)?;
-        let (slot, commit, opened) = self
-            .resolve_inner(repo_url, access, &source.target_revision, refresh)
-            .await?;
+        let (commit, opened) = (snapshot.commit, snapshot.opened.clone());
         let dir = &source.directory;
         // The directory options change what is read, so they are part of the key.
         let key = (
-            slot.key.clone(),
+            snapshot.key.clone(),
             commit,
             format!(
-                "{}\0{}\0{}\0{}",
+                "{}\0{}\0{}\0{}\0{}",
                 path.join("/"),
                 dir.recurse,
                 dir.include,
-                dir.exclude
+                dir.exclude,
+                jsonnet.as_ref().map_or("", |j| j.key())
             ),
         );
         let directory = dir.clone();
@@ -176,9 +225,13 @@ impl RepoCache {
                     let task_repo = repo_url.clone();
                     let read = tokio::task::spawn_blocking(move || {
                         inner.reads_done.fetch_add(1, Ordering::Relaxed);
-                        repo::read_manifests(
-                            &opened, &task_repo, &revision, commit, &path, &directory, &limits,
-                        )
+                        let at = repo::At {
+                            opened: &opened,
+                            repo_url: &task_repo,
+                            revision: &revision,
+                            commit,
+                        };
+                        repo::read_manifests(&at, &path, &directory, &limits, jsonnet.as_deref())
                     })
                     .await;
                     match read {
@@ -451,14 +504,15 @@ impl RepoCache {
         if let Some(salt) = self.inner.salt.get() {
             return Ok(salt);
         }
-        let salt =
-            read_or_make_salt(&self.inner.config.cache_dir).map_err(|e| SourceError::Git {
+        let salt = super::config::read_or_make_salt(&self.inner.config.cache_dir).map_err(|e| {
+            SourceError::Git {
                 repo: repo_url.to_owned(),
                 message: format!(
                     "cannot read or create the cache's salt in {}: {e}",
                     self.inner.config.cache_dir.display()
                 ),
-            })?;
+            }
+        })?;
         Ok(self.inner.salt.get_or_init(|| salt))
     }
 
@@ -491,37 +545,6 @@ impl RepoCache {
     }
 }
 
-/// `dir/.salt`: its bytes, or 32 new random bytes written there (mode 0600) first.
-fn read_or_make_salt(dir: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    use std::io::{Read as _, Write as _};
-    let path = dir.join(".salt");
-    match std::fs::read(&path) {
-        Ok(salt) if salt.len() >= 16 => return Ok(salt),
-        Ok(_) => std::fs::remove_file(&path)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    std::fs::create_dir_all(dir)?;
-    let mut salt = vec![0u8; 32];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut salt)?;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    match options.open(&path) {
-        Ok(mut file) => {
-            file.write_all(&salt)?;
-            Ok(salt)
-        }
-        // Made meanwhile by another cache on the same directory: that one counts.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => std::fs::read(&path),
-        Err(e) => Err(e),
-    }
-}
-
 /// A poisoned lock only means another thread panicked while holding it; the maps stay
 /// consistent (every update is a single insert or remove), so keep going.
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -538,6 +561,7 @@ fn is_permanent(e: &SourceError) -> bool {
             | SourceError::Manifest { .. }
             | SourceError::DuplicateObject { .. }
             | SourceError::UnsupportedSource { .. }
+            | SourceError::Render { .. }
     )
 }
 
@@ -547,7 +571,8 @@ fn with_revision(mut e: SourceError, revision: &str) -> SourceError {
         SourceError::PathNotFound { revision: r, .. }
         | SourceError::Manifest { revision: r, .. }
         | SourceError::DuplicateObject { revision: r, .. }
-        | SourceError::UnsupportedSource { revision: r, .. } => *r = revision.to_owned(),
+        | SourceError::UnsupportedSource { revision: r, .. }
+        | SourceError::Render { revision: r, .. } => *r = revision.to_owned(),
         _ => {}
     }
     e

@@ -49,6 +49,9 @@ pub struct ReadLimits {
     pub max_manifest_bytes: u64,
     /// Objects one app may render to.
     pub max_objects: usize,
+    /// Bytes of the repository tree written to disk for a renderer that reads files
+    /// itself (`kustomize build`, `helm template`), and of a renderer's output.
+    pub max_tree_bytes: u64,
 }
 
 impl Default for ReadLimits {
@@ -56,6 +59,7 @@ impl Default for ReadLimits {
         ReadLimits {
             max_manifest_bytes: 10 * 1024 * 1024,
             max_objects: 10_000,
+            max_tree_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -75,5 +79,36 @@ impl RepoCacheConfig {
             allow_local: true,
             refuse_plaintext: false,
         }
+    }
+}
+
+/// `dir/.salt`: its bytes, or 32 new random bytes written there (mode 0600) first.
+pub(crate) fn read_or_make_salt(dir: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read as _, Write as _};
+    let path = dir.join(".salt");
+    match std::fs::read(&path) {
+        Ok(salt) if salt.len() >= 16 => return Ok(salt),
+        Ok(_) => std::fs::remove_file(&path)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::create_dir_all(dir)?;
+    let mut salt = vec![0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut salt)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    match options.open(&path) {
+        Ok(mut file) => {
+            file.write_all(&salt)?;
+            Ok(salt)
+        }
+        // Made meanwhile by another cache on the same directory: that one counts.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => std::fs::read(&path),
+        Err(e) => Err(e),
     }
 }

@@ -178,6 +178,27 @@ pub enum SourceError {
         /// `Kustomize`, `Helm` or `Jsonnet`.
         tool: &'static str,
     },
+    /// The source could not be rendered: the tool it needs is not available here (no
+    /// `kustomize`/`kubectl` or `helm` on PATH, a plugin), the tool failed (its trimmed
+    /// standard error), ran too long or wrote too much, a Jsonnet file failed to evaluate,
+    /// or an option cannot be applied.
+    #[error(
+        "repository {repo:?} at {revision:?} ({commit}): {source_type} source at {path:?}: {message}"
+    )]
+    Render {
+        /// `repoURL` as given.
+        repo: String,
+        /// `targetRevision` as given.
+        revision: String,
+        /// The resolved commit.
+        commit: String,
+        /// `path` as given.
+        path: String,
+        /// `Kustomize`, `Helm`, `Directory` (Jsonnet) or `Plugin`, as Argo CD names them.
+        source_type: &'static str,
+        /// What happened.
+        message: String,
+    },
     /// The app's manifests exceed a limit ([`ReadLimits`](super::ReadLimits)): one app
     /// cannot exhaust the replica that reads it.
     #[error(
@@ -227,6 +248,7 @@ impl SourceError {
             | SourceError::DuplicateObject { repo, .. }
             | SourceError::UnsupportedSource { repo, .. }
             | SourceError::TooLarge { repo, .. }
+            | SourceError::Render { repo, .. }
             | SourceError::Git { repo, .. }
             | SourceError::Task { repo, .. } => repo,
         }

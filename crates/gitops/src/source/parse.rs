@@ -128,10 +128,24 @@ pub fn parse_file(
             message: e.to_string(),
         })?,
     };
+    parse_documents(file, docs)
+}
+
+/// The objects of a file's documents (already parsed): each document an object or a
+/// `List` of them, `null` documents skipped and not counted.
+pub(crate) fn parse_documents(
+    file: &str,
+    docs: Vec<Value>,
+) -> Result<Vec<Manifest>, ManifestError> {
     let mut out = Vec::new();
     // The parser drops empty documents; a document that is only `null` is empty too.
     for (i, doc) in docs.into_iter().filter(|d| !d.is_null()).enumerate() {
-        collect(at(i + 1), doc, &mut out)?;
+        let at = Location {
+            file: file.to_owned(),
+            document: i + 1,
+            item: None,
+        };
+        collect(at, doc, &mut out)?;
     }
     Ok(out)
 }

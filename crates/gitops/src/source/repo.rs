@@ -17,6 +17,7 @@ use super::auth::{self, FetchAuth};
 use super::error::{Location, SourceError};
 use super::glob;
 use super::parse::{FileFormat, Manifest, parse_file};
+use super::render::JsonnetJob;
 
 /// The reference a mirror keeps the remote's `HEAD` commit in (a bare mirror's own `HEAD`
 /// is whatever `init` made it, not the remote's default branch).
@@ -328,53 +329,85 @@ pub(crate) fn clean_path(repo_url: &str, path: &str) -> Result<Vec<String>, Sour
     Ok(parts)
 }
 
+/// A commit of a repository, and how the application named both (for errors).
+#[derive(Clone, Copy)]
+pub(crate) struct At<'a> {
+    /// The repository.
+    pub(crate) opened: &'a Opened,
+    /// `repoURL` as given.
+    pub(crate) repo_url: &'a str,
+    /// `targetRevision` as given.
+    pub(crate) revision: &'a str,
+    /// The resolved commit.
+    pub(crate) commit: ObjectId,
+}
+
+/// The tree at `path` (components) under the tree `root`, or
+/// [`SourceError::PathNotFound`].
+pub(crate) fn subtree(
+    repo: &gix::Repository,
+    at: &At<'_>,
+    root: ObjectId,
+    path: &[String],
+) -> Result<ObjectId, SourceError> {
+    let git = |e: gix::Error| SourceError::Git {
+        repo: at.repo_url.to_owned(),
+        message: format!("commit {}: {}", at.commit, message(&e)),
+    };
+    let path_error = |reason| SourceError::PathNotFound {
+        repo: at.repo_url.to_owned(),
+        revision: at.revision.to_owned(),
+        commit: at.commit.to_string(),
+        path: path.join("/"),
+        reason,
+    };
+    if path.is_empty() {
+        return Ok(root);
+    }
+    let tree = repo.find_tree(root).map_err(git)?;
+    let entry = tree
+        .lookup_entry(path.iter().map(|p| p.as_bytes()))
+        .map_err(git)?
+        .ok_or_else(|| path_error("not found"))?;
+    if !entry.mode().is_tree() {
+        return Err(path_error("is not a directory"));
+    }
+    Ok(entry.object_id())
+}
+
 /// Reads the manifests under `path` of `commit` as Argo CD reads a directory app: the top
 /// level only unless `directory.recurse` (then depth first; in a directory, files in name
 /// order before subdirectories), each file's path relative to `path` filtered by
 /// `directory.exclude` and then `directory.include` ([`super::glob`]); hidden entries
 /// (`.`-prefixed), files of other extensions, symbolic links and submodules are skipped.
-/// A Jsonnet file that passes the filters is refused ([`SourceError::UnsupportedSource`]):
-/// Argo CD would render it, so skipping it would render too little.
+/// A Jsonnet file that passes the filters is evaluated with `jsonnet` (its objects
+/// counted against the limits as the file's), or refused without it
+/// ([`SourceError::UnsupportedSource`]): Argo CD would render it, so skipping it would
+/// render too little.
 pub(crate) fn read_manifests(
-    opened: &Opened,
-    repo_url: &str,
-    revision: &str,
-    commit: ObjectId,
+    at: &At<'_>,
     path: &[String],
     directory: &DirectoryOptions,
     limits: &super::ReadLimits,
+    jsonnet: Option<&JsonnetJob>,
 ) -> Result<Vec<Manifest>, SourceError> {
+    let At {
+        opened,
+        repo_url,
+        revision,
+        commit,
+    } = *at;
     let repo = opened.repo.to_thread_local();
     let git = |e: gix::Error| SourceError::Git {
         repo: repo_url.to_owned(),
         message: format!("commit {commit}: {}", message(&e)),
-    };
-    let path_error = |reason| SourceError::PathNotFound {
-        repo: repo_url.to_owned(),
-        revision: revision.to_owned(),
-        commit: commit.to_string(),
-        path: path.join("/"),
-        reason,
     };
     let root = repo
         .find_commit(commit)
         .and_then(|c| c.tree_id())
         .map_err(git)?
         .detach();
-    let start = if path.is_empty() {
-        root
-    } else {
-        let tree = repo.find_tree(root).map_err(git)?;
-        let entry = tree
-            .lookup_entry(path.iter().map(|p| p.as_bytes()))
-            .map_err(git)?
-            .ok_or_else(|| path_error("not found"))?;
-        if !entry.mode().is_tree() {
-            return Err(path_error("is not a directory"));
-        }
-        entry.object_id()
-    };
-
+    let start = subtree(&repo, at, root, path)?;
     let mut out = Vec::new();
     let mut read_bytes = 0u64;
     let too_large = |what: String| SourceError::TooLarge {
@@ -432,6 +465,18 @@ pub(crate) fn read_manifests(
                 continue;
             }
             if name.ends_with(".jsonnet") {
+                if let Some(job) = jsonnet {
+                    let objects = job.evaluate(&repo, root, at, &file_path(&name), limits)?;
+                    out.extend(objects);
+                    if out.len() > limits.max_objects {
+                        return Err(too_large(format!(
+                            "{} brings the app to more than {} objects (--max-objects)",
+                            file_path(&name),
+                            limits.max_objects
+                        )));
+                    }
+                    continue;
+                }
                 return Err(SourceError::UnsupportedSource {
                     repo: repo_url.to_owned(),
                     revision: revision.to_owned(),
@@ -486,7 +531,7 @@ pub(crate) fn read_manifests(
 
 /// The first identity defined twice, by group (not version: `apps/v1` and `apps/v1beta1`
 /// name one object), kind, namespace as written, and name.
-fn check_duplicates(objects: &[Manifest]) -> Result<(), (String, Location, Location)> {
+pub(crate) fn check_duplicates(objects: &[Manifest]) -> Result<(), (String, Location, Location)> {
     let mut seen: HashMap<(&str, &str, Option<&str>, &str), &Location> = HashMap::new();
     for m in objects {
         let id = &m.identity;
@@ -504,7 +549,7 @@ fn check_duplicates(objects: &[Manifest]) -> Result<(), (String, Location, Locat
 }
 
 /// gix's error with its causes, on one line.
-fn message(e: &gix::Error) -> String {
+pub(crate) fn message(e: &gix::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in e.iter_errors() {
         let text = cause.to_string();

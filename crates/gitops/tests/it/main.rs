@@ -3,7 +3,8 @@
 //! `source_http` against a real `git http-backend`, `source_auth` with credentials against
 //! it and a real `sshd`), the reconciler against fake API servers (`reconcile`), and cluster
 //! authentication from a Secret's `config` (`cluster_auth`) and over TLS (`cluster_tls`).
-//! `compare_bench` holds `#[ignore]`d measurements.
+//! Rendering by source type (`render`: Kustomize with the real `kubectl`, Jsonnet, Helm
+//! through a fake `helm`). `compare_bench` holds `#[ignore]`d measurements.
 
 mod cluster_auth;
 mod cluster_tls;
@@ -12,6 +13,7 @@ mod compare_bench;
 mod compare_props;
 mod health;
 mod reconcile;
+mod render;
 mod source;
 mod source_auth;
 mod source_cache;

@@ -21,6 +21,7 @@ fn source(repo: &str) -> AppSource {
         target_revision: "main".to_owned(),
         path: "app".to_owned(),
         directory: Default::default(),
+        raw: Default::default(),
     }
 }
 

@@ -16,6 +16,7 @@ fn source(repo: &str, revision: &str, path: &str) -> AppSource {
         target_revision: revision.to_owned(),
         path: path.to_owned(),
         directory: Default::default(),
+        raw: Default::default(),
     }
 }
 

@@ -103,7 +103,10 @@ fn app() -> impl Strategy<Value = (App, AppSpec)> {
                         target_revision,
                         path,
                         directory: Default::default(),
-                    },
+                        raw: Default::default(),
+                    }
+                    // The source object as the writers write it and the readers keep it.
+                    .with_typed_raw(),
                     auto_sync: auto.map(|(prune, self_heal)| AutoSync {
                         prune,
                         self_heal,
@@ -186,6 +189,7 @@ fn seeds() -> Vec<String> {
                     target_revision: "HEAD".into(),
                     path: "a".into(),
                     directory: Default::default(),
+                    raw: Default::default(),
                 },
                 auto_sync: Some(AutoSync::default()),
                 sync_request: None,

@@ -23,6 +23,7 @@ fn comparison(sync: &str, at: &str, conditions: &[&str]) -> ComparisonStatus {
             message: String::new(),
         },
         resources: Vec::new(),
+        source_type: None,
         reconciled_at: at.to_owned(),
         conditions: conditions
             .iter()

@@ -3,6 +3,7 @@
 
 mod errors;
 mod projects;
+mod render;
 mod runtime;
 mod safety;
 mod support;

@@ -57,6 +57,7 @@ pub fn target(
                 target_revision: revision.into(),
                 path: path.into(),
                 directory: Default::default(),
+                raw: Default::default(),
             },
             auto_sync: auto,
             sync_request: None,

@@ -1,0 +1,399 @@
+//! Rendering: an application's source → the objects it declares, by source type, as
+//! Argo CD's repo-server renders it.
+//!
+//! [`Render`] is the seam: the reconciler asks it for a [`Rendered`] source and does not
+//! know who renders. [`StandaloneRenderer`] renders on this replica:
+//!
+//! - the source type is detected as Argo CD does ([`SourceType`]: an explicit `kustomize`,
+//!   `helm`, `directory` or `plugin` in the source wins, more than one is an error; else
+//!   a `kustomization.yaml`, `kustomization.yml` or `Kustomization` file at the top of
+//!   `path` is Kustomize, a file whose name ends in `Chart.yaml` is Helm, anything else a
+//!   directory);
+//! - a directory is read by the [`RepoCache`] (plain YAML/JSON, `directory.recurse`,
+//!   `include`/`exclude`), its `.jsonnet` files evaluated in process (`jsonnet`);
+//! - Kustomize is built by a `kustomize` executable, else `kubectl kustomize`, found on
+//!   [`RenderConfig::path`], in a temporary copy of the commit's tree with the source's
+//!   overrides written into the kustomization (`kustomize`);
+//! - Helm only through a `helm` executable on [`RenderConfig::path`] (`helm template`);
+//!   without one, a condition says what is needed (`helm`);
+//! - a plugin needs Argo CD's repo-server: refused with a condition.
+//!
+//! Every executable runs with a clean environment (`PATH`, and `HOME` in the temporary
+//! directory), bounded by [`RenderConfig::timeout`] and [`ReadLimits::max_tree_bytes`] of
+//! output; its trimmed standard error is the condition's message. A failed render is a
+//! [`SourceError`]: nothing is applied or pruned for it. Renders of executables are kept
+//! per (repository, commit, source, destination) for [`RenderConfig::max_cached`]
+//! entries; a hard refresh renders again.
+
+mod detect;
+mod envsubst;
+mod helm;
+mod jsonnet;
+mod kustomize;
+mod process;
+mod tree;
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::OsString;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use fleetshard_manifest::AppSource;
+use futures::future::BoxFuture;
+
+use super::cache::{Manifests, ReadLimits, Refresh, RepoCache, Snapshot};
+use super::error::SourceError;
+use super::{RepoAccess, repo};
+
+pub use detect::SourceType;
+pub(crate) use jsonnet::JsonnetJob;
+
+/// Argo CD's default timeout of the tools the repo-server runs (`ARGOCD_EXEC_TIMEOUT`).
+pub const DEFAULT_RENDER_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Renders kept by default by a [`StandaloneRenderer`] (those of executables only:
+/// directories are kept by the [`RepoCache`]).
+pub const DEFAULT_MAX_CACHED_RENDERS: usize = 1024;
+
+/// What one render is asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct RenderRequest<'a> {
+    /// The application's source (its `raw` object carries the options).
+    pub source: &'a AppSource,
+    /// The repository's credentials for the application's project.
+    pub access: &'a RepoAccess,
+    /// The destination namespace (`default` when the app names none): Helm's
+    /// `--namespace` unless `helm.namespace`, `$ARGOCD_APP_NAMESPACE`.
+    pub namespace: &'a str,
+    /// The application's instance name: Helm's release name unless
+    /// `helm.releaseName`, `$ARGOCD_APP_NAME`.
+    pub app_name: &'a str,
+    /// The application's project (`$ARGOCD_APP_PROJECT_NAME`).
+    pub project: &'a str,
+    /// The destination cluster's Kubernetes version (`1.31.2`), when known: Helm's
+    /// `--kube-version` unless `helm.kubeVersion`.
+    pub kube_version: Option<&'a str>,
+    /// The destination cluster's API versions (`apps/v1`, `apps/v1/Deployment`): Helm's
+    /// `--api-versions` unless `helm.apiVersions`.
+    pub api_versions: &'a [String],
+    /// Whether cached resolutions and renders may be used.
+    pub refresh: Refresh,
+}
+
+/// A rendered source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    /// How it was rendered.
+    pub source_type: SourceType,
+    /// The commit and the objects.
+    pub manifests: Arc<Manifests>,
+}
+
+impl Rendered {
+    /// The commit the source's `targetRevision` resolved to.
+    pub fn revision(&self) -> &str {
+        &self.manifests.commit
+    }
+}
+
+/// Turns an application's source into its objects: the seam between the reconciler
+/// and whoever renders (this replica, [`StandaloneRenderer`], or a repo-server client).
+pub trait Render: Send + Sync {
+    /// Renders `request.source`; every failure names the repository and, once known,
+    /// the revision.
+    fn render<'a>(
+        &'a self,
+        request: RenderRequest<'a>,
+    ) -> BoxFuture<'a, Result<Rendered, SourceError>>;
+}
+
+/// How a [`StandaloneRenderer`] runs its tools.
+#[derive(Debug, Clone)]
+pub struct RenderConfig {
+    /// The directories `kustomize`, `kubectl` and `helm` are looked for in, as `PATH`
+    /// (also the tools' own `PATH`); `None`: the replica's `PATH`.
+    pub path: Option<OsString>,
+    /// Extra `kustomize build` options (argocd-cm `kustomize.buildOptions`), split on
+    /// white space as Argo CD does.
+    pub kustomize_build_options: String,
+    /// The longest one tool may run ([`DEFAULT_RENDER_TIMEOUT`]).
+    pub timeout: Duration,
+    /// Let a kustomization name remote bases (URLs): `kustomize` would fetch them with
+    /// the replica's network and no credentials of the app. Off by default: one tenant's
+    /// app could reach what the replica reaches.
+    pub allow_remote_bases: bool,
+    /// How many renders of executables are kept ([`DEFAULT_MAX_CACHED_RENDERS`]).
+    pub max_cached: usize,
+}
+
+impl Default for RenderConfig {
+    fn default() -> Self {
+        RenderConfig {
+            path: None,
+            kustomize_build_options: String::new(),
+            timeout: DEFAULT_RENDER_TIMEOUT,
+            allow_remote_bases: false,
+            max_cached: DEFAULT_MAX_CACHED_RENDERS,
+        }
+    }
+}
+
+/// Renders on this replica: directories and Jsonnet in process, Kustomize and Helm with
+/// the executables found on [`RenderConfig::path`].
+#[derive(Clone)]
+pub struct StandaloneRenderer {
+    repos: RepoCache,
+    config: Arc<RenderConfig>,
+    cache: Arc<Mutex<RenderCache>>,
+}
+
+type CacheKey = String;
+
+#[derive(Default)]
+struct RenderCache {
+    entries: HashMap<CacheKey, Rendered>,
+    order: VecDeque<CacheKey>,
+}
+
+/// Who asked for a render, for the tools and errors (all owned: it crosses into a
+/// blocking task).
+#[derive(Debug, Clone)]
+pub(crate) struct Job {
+    pub(crate) repo_url: String,
+    pub(crate) revision: String,
+    pub(crate) commit: String,
+    pub(crate) path: Vec<String>,
+    pub(crate) raw: serde_json::Value,
+    pub(crate) namespace: String,
+    pub(crate) app_name: String,
+    pub(crate) project: String,
+    pub(crate) kube_version: Option<String>,
+    pub(crate) api_versions: Vec<String>,
+    pub(crate) limits: ReadLimits,
+}
+
+impl Job {
+    /// A [`SourceError::Render`] of this job.
+    pub(crate) fn error(&self, source_type: SourceType, message: impl Into<String>) -> SourceError {
+        SourceError::Render {
+            repo: self.repo_url.clone(),
+            revision: self.revision.clone(),
+            commit: self.commit.clone(),
+            path: self.path.join("/"),
+            source_type: source_type.as_str(),
+            message: message.into(),
+        }
+    }
+
+    /// Argo CD's build environment of the app (`ARGOCD_APP_*`, `KUBE_*`), for `$VAR`
+    /// substitution in images, labels and Jsonnet variables.
+    pub(crate) fn env(&self, source: &AppSource) -> envsubst::Env {
+        envsubst::Env::of_app(self, source)
+    }
+}
+
+impl StandaloneRenderer {
+    /// A renderer reading repositories through `repos`.
+    pub fn new(repos: RepoCache, config: RenderConfig) -> Self {
+        StandaloneRenderer {
+            repos,
+            config: Arc::new(config),
+            cache: Arc::default(),
+        }
+    }
+
+    async fn render_source(&self, request: RenderRequest<'_>) -> Result<Rendered, SourceError> {
+        let source = request.source;
+        let explicit = detect::explicit(&source.raw).map_err(|message| SourceError::Render {
+            repo: source.repo_url.clone(),
+            revision: source.target_revision.clone(),
+            commit: String::new(),
+            path: source.path.clone(),
+            source_type: "Directory",
+            message,
+        })?;
+        let snapshot = self
+            .repos
+            .snapshot(
+                &source.repo_url,
+                request.access,
+                &source.target_revision,
+                request.refresh,
+            )
+            .await?;
+        let job = Job {
+            repo_url: source.repo_url.clone(),
+            revision: source.target_revision.clone(),
+            commit: snapshot.commit.to_string(),
+            path: repo::clean_path(&source.repo_url, &source.path)?,
+            raw: source.raw.clone(),
+            namespace: request.namespace.to_owned(),
+            app_name: request.app_name.to_owned(),
+            project: request.project.to_owned(),
+            kube_version: request.kube_version.map(str::to_owned),
+            api_versions: request.api_versions.to_vec(),
+            limits: self.repos.limits(),
+        };
+        let source_type = match explicit {
+            Some(t) => t,
+            None => self.discover(&snapshot, &job).await?,
+        };
+        match source_type {
+            SourceType::Directory => {
+                let jsonnet = JsonnetJob::new(&job, source)?;
+                let manifests = self
+                    .repos
+                    .read_directory(&snapshot, source, Some(Arc::new(jsonnet)))
+                    .await?;
+                Ok(Rendered {
+                    source_type,
+                    manifests,
+                })
+            }
+            SourceType::Plugin => Err(job.error(
+                source_type,
+                "config management plugins need Argo CD's repo-server (--repo-server); \
+                 fleetshard does not run plugins",
+            )),
+            SourceType::Kustomize | SourceType::Helm => {
+                self.render_tool(source_type, &snapshot, job, source, request.refresh)
+                    .await
+            }
+        }
+    }
+
+    /// The source type of `job.path` at the snapshot's commit, from its top-level files.
+    async fn discover(&self, snapshot: &Snapshot, job: &Job) -> Result<SourceType, SourceError> {
+        let (opened, commit) = (snapshot.opened.clone(), snapshot.commit);
+        let job = job.clone();
+        run_blocking(&job.repo_url.clone(), move || {
+            let at = repo::At {
+                opened: &opened,
+                repo_url: &job.repo_url,
+                revision: &job.revision,
+                commit,
+            };
+            let names = tree::file_names(&at, &job.path)?;
+            Ok(detect::discover(names.iter().map(String::as_str)))
+        })
+        .await
+    }
+
+    /// Kustomize or Helm: the commit's tree written to a temporary directory and the
+    /// executable run there; kept per (repository, commit, source, destination).
+    async fn render_tool(
+        &self,
+        source_type: SourceType,
+        snapshot: &Snapshot,
+        job: Job,
+        source: &AppSource,
+        refresh: Refresh,
+    ) -> Result<Rendered, SourceError> {
+        let key = format!(
+            "{}\0{}\0{}\0{}\0{}\0{}\0{:?}\0{:?}",
+            snapshot.key,
+            job.commit,
+            job.path.join("/"),
+            job.raw,
+            job.namespace,
+            job.app_name,
+            job.kube_version,
+            job.api_versions
+        );
+        if refresh == Refresh::Normal
+            && let Some(hit) = self.cached(&key)
+        {
+            return Ok(hit);
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix("fleetshard-render-")
+            .tempdir()
+            .map_err(|e| {
+                job.error(
+                    source_type,
+                    format!("cannot create a temporary directory: {e}"),
+                )
+            })?;
+        let root = tmp.path().join("repo");
+        let (opened, commit) = (snapshot.opened.clone(), snapshot.commit);
+        let (task_job, task_root) = (job.clone(), root.clone());
+        run_blocking(&job.repo_url, move || {
+            let at = repo::At {
+                opened: &opened,
+                repo_url: &task_job.repo_url,
+                revision: &task_job.revision,
+                commit,
+            };
+            tree::materialize(&at, &task_root, &task_job.limits)
+        })
+        .await?;
+        let tools = process::Tools::new(&self.config, tmp.path());
+        let env = job.env(source);
+        let objects = match source_type {
+            SourceType::Kustomize => {
+                kustomize::build(&job, &env, &root, &tools, &self.config).await?
+            }
+            _ => helm::template(&job, &root, &tools).await?,
+        };
+        drop(tmp);
+        repo::check_duplicates(&objects).map_err(|(identity, first, second)| {
+            SourceError::DuplicateObject {
+                repo: job.repo_url.clone(),
+                revision: job.revision.clone(),
+                commit: job.commit.clone(),
+                identity,
+                first: Box::new(first),
+                second: Box::new(second),
+            }
+        })?;
+        let rendered = Rendered {
+            source_type,
+            manifests: Arc::new(Manifests {
+                commit: job.commit.clone(),
+                objects,
+            }),
+        };
+        self.remember(key, rendered.clone());
+        Ok(rendered)
+    }
+
+    fn cached(&self, key: &str) -> Option<Rendered> {
+        let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        cache.entries.get(key).cloned()
+    }
+
+    fn remember(&self, key: CacheKey, rendered: Rendered) {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache.entries.insert(key.clone(), rendered).is_none() {
+            cache.order.push_back(key);
+        }
+        while cache.entries.len() > self.config.max_cached.max(1) {
+            let Some(oldest) = cache.order.pop_front() else {
+                break;
+            };
+            cache.entries.remove(&oldest);
+        }
+    }
+}
+
+impl Render for StandaloneRenderer {
+    fn render<'a>(
+        &'a self,
+        request: RenderRequest<'a>,
+    ) -> BoxFuture<'a, Result<Rendered, SourceError>> {
+        Box::pin(self.render_source(request))
+    }
+}
+
+/// Runs `task` on tokio's blocking pool.
+async fn run_blocking<T: Send + 'static>(
+    repo_url: &str,
+    task: impl FnOnce() -> Result<T, SourceError> + Send + 'static,
+) -> Result<T, SourceError> {
+    tokio::task::spawn_blocking(task)
+        .await
+        .map_err(|join| SourceError::Task {
+            repo: repo_url.to_owned(),
+            message: join.to_string(),
+        })?
+}
