@@ -18,6 +18,7 @@
 //! asks the API server for its version before the cache is trusted.
 
 mod cache;
+mod versions;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -35,6 +36,7 @@ pub use fleetshard_manifest::ClusterCredentials;
 
 use crate::compare::{ResourceKey, is_tracked_by};
 use cache::KindCache;
+pub use versions::{ServedVersions, VERSIONS_TTL};
 
 /// Why a cluster's live state could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -302,6 +304,8 @@ pub struct ClusterConn {
     heard: Arc<Mutex<Option<Instant>>>,
     probe: tokio::sync::Mutex<()>,
     listener: Option<ChangeListener>,
+    /// The last discovery of the server's versions, for rendering.
+    versions: versions::VersionsSlot,
 }
 
 impl ClusterConn {
@@ -376,6 +380,7 @@ impl ClusterConn {
             heard: Arc::new(Mutex::new(None)),
             probe: tokio::sync::Mutex::new(()),
             listener,
+            versions: Default::default(),
         })
     }
 

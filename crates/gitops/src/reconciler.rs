@@ -234,9 +234,13 @@ impl GitOpsReconciler {
         target: &AppTarget,
     ) -> Result<(Refreshed, ComparisonStatus), Problem> {
         let app = &target.app;
+        // A repo-server renders every source field it knows and refuses by name those it
+        // does not: the source's fields are its to judge.
+        let renders_source = self.renderer.renders_every_source_field();
         let refused: Vec<String> = target
             .spec
             .refusals_of(RefusalKind::InvalidSpec)
+            .filter(|r| !(renders_source && is_single_source_field(&r.field)))
             .map(ToString::to_string)
             .collect();
         if !refused.is_empty() {
@@ -256,6 +260,29 @@ impl GitOpsReconciler {
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| "default".to_owned());
         let app_name = self.instance_name(key);
+        // The destination's versions, for a renderer that sends them (before rendering:
+        // Helm charts branch on them).
+        let served = if self.renderer.wants_destination_versions() {
+            let conn = self.clusters.start(&target.cluster).await?;
+            Some(conn.served_versions().await?)
+        } else {
+            None
+        };
+        let api_versions = served
+            .as_ref()
+            .map(|s| {
+                fleetshard_reposerver::api_version_strings(
+                    s.kinds
+                        .iter()
+                        .map(|(g, v, k)| (g.as_str(), v.as_str(), k.as_str())),
+                )
+            })
+            .unwrap_or_default();
+        let project_source_repos = target
+            .project
+            .as_ref()
+            .map(|p| p.source_repos.clone())
+            .unwrap_or_default();
         let rendered = self
             .renderer
             .render(RenderRequest {
@@ -264,8 +291,9 @@ impl GitOpsReconciler {
                 namespace: &dest_ns,
                 app_name: &app_name,
                 project: &app.project,
-                kube_version: None,
-                api_versions: &[],
+                project_source_repos: &project_source_repos,
+                kube_version: served.as_ref().map(|s| s.git_version.as_str()),
+                api_versions: &api_versions,
                 refresh: Refresh::Normal,
             })
             .await?;
@@ -585,3 +613,9 @@ impl StopHook for GitOpsStopHook {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether a refused field is one of the app's single source (`spec.source.…`, or
+/// `spec.sources[0].…` of a one-element list); a second source stays refused.
+fn is_single_source_field(field: &str) -> bool {
+    field.starts_with("spec.source.") || field.starts_with("spec.sources[0].")
+}

@@ -51,6 +51,6 @@ pub use error::{Location, ManifestError, SourceError};
 pub use parse::{FileFormat, Manifest, ObjectIdentity, parse_file};
 pub use render::{
     DEFAULT_MAX_CACHED_RENDERS, DEFAULT_RENDER_TIMEOUT, Render, RenderConfig, RenderRequest,
-    Rendered, SourceType, StandaloneRenderer,
+    Rendered, RepoServerRenderer, SourceType, StandaloneRenderer,
 };
 pub use url::{RepoLocation, cache_key, exact_form, normalize};

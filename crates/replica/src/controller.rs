@@ -15,7 +15,8 @@ use fleetshard_gitops::reconciler::{
     DEFAULT_HEARTBEAT, GitOpsReconciler, GitOpsStopHook, InventoryTargets, KubeStatusSink,
     MemorySink, ReconcilerConfig, StatusSink, StoreStatusSink,
 };
-use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
+use fleetshard_gitops::source::{RepoCache, RepoCacheConfig, RepoServerRenderer};
+use fleetshard_reposerver::{RenderSettings, RepoServerClient};
 use prometheus_client::registry::Registry;
 
 use crate::clock::SystemClock;
@@ -171,7 +172,7 @@ fn gitops(
         let work = work.clone();
         Arc::new(move || work.write_deadline())
     };
-    Ok(Arc::new(GitOpsReconciler::new(
+    let reconciler = GitOpsReconciler::new(
         Arc::new(InventoryTargets::new(inventory.subscribe())),
         RepoCache::new(repo_config),
         ClusterConnections::new(LiveOptions {
@@ -188,7 +189,20 @@ fn gitops(
         lease,
         Arc::new(SystemClock),
         config,
-    )))
+    );
+    let Some(client) = settings.repo_server.client(argo_objects) else {
+        return Ok(Arc::new(reconciler));
+    };
+    let client = RepoServerClient::new(client).map_err(|e| ReplicaError::Start {
+        part: "the repo-server client",
+        reason: e.to_string(),
+    })?;
+    tracing::info!(
+        repo_server = client.addr(),
+        "sources are rendered by Argo CD's repo-server"
+    );
+    let renderer = RepoServerRenderer::new(client, RenderSettings::default());
+    Ok(Arc::new(reconciler.with_renderer(Arc::new(renderer))))
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ use std::io::Read as _;
 pub use replica::{Replica, ReplicaHandle};
 pub use settings::{
     ArgoSettings, ControllerSettings, FencedSettings, FleetSource, ProtocolSettings,
-    ReconcilerKind, ReplicaSettings,
+    ReconcilerKind, ReplicaSettings, RepoServerSetting,
 };
 pub use store::{OpenedStore, StoreUrl};
 

@@ -109,6 +109,33 @@ pub struct ControllerSettings {
     /// Refuse plaintext `http://` clusters and repositories (otherwise each is warned
     /// about once).
     pub refuse_plaintext_http: bool,
+    /// Where sources are rendered.
+    pub repo_server: RepoServerSetting,
+}
+
+/// Where an app's source is rendered.
+#[derive(Debug, Clone)]
+pub enum RepoServerSetting {
+    /// By Argo CD's repo-server with this configuration when the apps are Argo CD's
+    /// objects (`FleetSource::Kubernetes`, where the repo-server is part of the install);
+    /// on this replica otherwise.
+    Auto(fleetshard_reposerver::ClientConfig),
+    /// By Argo CD's repo-server, whatever the fleet source.
+    At(fleetshard_reposerver::ClientConfig),
+    /// On this replica.
+    Off,
+}
+
+impl RepoServerSetting {
+    /// The repo-server to ask, if any, for apps that are (`argo_objects`) or are not
+    /// Argo CD's objects.
+    pub fn client(&self, argo_objects: bool) -> Option<&fleetshard_reposerver::ClientConfig> {
+        match self {
+            RepoServerSetting::Auto(c) if argo_objects => Some(c),
+            RepoServerSetting::At(c) => Some(c),
+            RepoServerSetting::Auto(_) | RepoServerSetting::Off => None,
+        }
+    }
 }
 
 impl Default for ControllerSettings {
@@ -126,6 +153,9 @@ impl Default for ControllerSettings {
             allow_local_repositories: None,
             read_limits: Default::default(),
             refuse_plaintext_http: false,
+            repo_server: RepoServerSetting::Auto(fleetshard_reposerver::ClientConfig::new(
+                fleetshard_reposerver::client::DEFAULT_ADDR,
+            )),
         }
     }
 }

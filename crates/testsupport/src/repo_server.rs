@@ -24,7 +24,10 @@ use tonic::body::Body;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::transport::server::Connected;
-use tonic::{Code, Request, Response, Status};
+use tonic::{Request, Response, Status};
+
+/// A gRPC status code, for scripting [`Answer::Error`].
+pub use tonic::Code;
 
 use wire::{WireMessage, WireWriter};
 

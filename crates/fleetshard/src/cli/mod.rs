@@ -12,6 +12,7 @@ pub mod input;
 pub mod logging;
 pub mod plan;
 pub mod protocol;
+pub mod repo_server;
 pub mod run;
 pub mod scale;
 pub mod shards;

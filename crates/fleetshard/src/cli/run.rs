@@ -247,11 +247,14 @@ pub struct ReconcileArgs {
     /// would cross the network in clear. Without it, each is warned about once.
     #[arg(long, env = "FLEETSHARD_REFUSE_PLAINTEXT_HTTP")]
     pub refuse_plaintext_http: bool,
+    /// Where sources are rendered.
+    #[command(flatten)]
+    pub render: super::repo_server::RepoServerArgs,
 }
 
 impl ReconcileArgs {
-    fn settings(&self) -> ControllerSettings {
-        ControllerSettings {
+    fn settings(&self) -> anyhow::Result<ControllerSettings> {
+        Ok(ControllerSettings {
             reconciler: match self.reconciler {
                 ReconcilerArg::Gitops => ReconcilerKind::Gitops,
                 ReconcilerArg::None => ReconcilerKind::None,
@@ -270,7 +273,8 @@ impl ReconcileArgs {
                 ..Default::default()
             },
             refuse_plaintext_http: self.refuse_plaintext_http,
-        }
+            repo_server: self.render.setting()?,
+        })
     }
 }
 
@@ -325,7 +329,7 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
         audit_log: args.audit_log.clone(),
         allow_empty_fleet: args.allow_empty_fleet,
         fleet: fleet_source(args)?,
-        controller: args.reconcile.settings(),
+        controller: args.reconcile.settings()?,
         protocol,
     })
 }

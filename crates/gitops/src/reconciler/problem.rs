@@ -79,6 +79,7 @@ impl From<SourceError> for Problem {
                 | SourceError::RevisionNotFound { .. }
                 | SourceError::Git { .. }
                 | SourceError::Task { .. }
+                | SourceError::RepoServer { .. }
         );
         Problem {
             message: e.to_string(),

@@ -214,6 +214,21 @@ pub enum SourceError {
         /// What is too large, with the limit and the setting that raises it.
         what: String,
     },
+    /// Argo CD's repo-server could not render the source: unreachable, too slow, an error
+    /// it answered (a bad chart, a failed `helm template`), an answer that is not
+    /// manifests, or a source field it does not know. Retried with backoff: a repo-server
+    /// comes back, a chart gets fixed.
+    #[error("repository {repo:?} at {revision:?}: the repo-server at {addr}: {message}")]
+    RepoServer {
+        /// `repoURL` as given.
+        repo: String,
+        /// `targetRevision` as given.
+        revision: String,
+        /// The repo-server's address.
+        addr: String,
+        /// What happened (never a credential).
+        message: String,
+    },
     /// The repository's data could not be read (a missing or corrupt object, an I/O error).
     #[error("repository {repo:?}: {message}")]
     Git {
@@ -249,6 +264,7 @@ impl SourceError {
             | SourceError::UnsupportedSource { repo, .. }
             | SourceError::TooLarge { repo, .. }
             | SourceError::Render { repo, .. }
+            | SourceError::RepoServer { repo, .. }
             | SourceError::Git { repo, .. }
             | SourceError::Task { repo, .. } => repo,
         }

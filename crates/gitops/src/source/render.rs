@@ -31,6 +31,7 @@ mod helm;
 mod jsonnet;
 mod kustomize;
 mod process;
+mod repo_server;
 mod tree;
 
 use std::collections::{HashMap, VecDeque};
@@ -47,6 +48,7 @@ use super::{RepoAccess, repo};
 
 pub use detect::SourceType;
 pub(crate) use jsonnet::JsonnetJob;
+pub use repo_server::RepoServerRenderer;
 
 /// Argo CD's default timeout of the tools the repo-server runs (`ARGOCD_EXEC_TIMEOUT`).
 pub const DEFAULT_RENDER_TIMEOUT: Duration = Duration::from_secs(90);
@@ -70,6 +72,9 @@ pub struct RenderRequest<'a> {
     pub app_name: &'a str,
     /// The application's project (`$ARGOCD_APP_PROJECT_NAME`).
     pub project: &'a str,
+    /// The project's `sourceRepos` (the repo-server names them when it refuses a Helm
+    /// repository).
+    pub project_source_repos: &'a [String],
     /// The destination cluster's Kubernetes version (`1.31.2`), when known: Helm's
     /// `--kube-version` unless `helm.kubeVersion`.
     pub kube_version: Option<&'a str>,
@@ -105,6 +110,20 @@ pub trait Render: Send + Sync {
         &'a self,
         request: RenderRequest<'a>,
     ) -> BoxFuture<'a, Result<Rendered, SourceError>>;
+
+    /// Whether this renderer takes every field of a source (Argo CD's repo-server, which
+    /// refuses by name what it does not know) rather than only those
+    /// [`fleetshard_manifest::implemented`] lists; the reconciler then leaves the source's
+    /// fields to it.
+    fn renders_every_source_field(&self) -> bool {
+        false
+    }
+
+    /// Whether [`RenderRequest::kube_version`] and [`RenderRequest::api_versions`] should
+    /// be filled (a discovery of the destination before rendering).
+    fn wants_destination_versions(&self) -> bool {
+        false
+    }
 }
 
 /// How a [`StandaloneRenderer`] runs its tools.

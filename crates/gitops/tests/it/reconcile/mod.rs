@@ -4,6 +4,7 @@
 mod errors;
 mod projects;
 mod render;
+mod repo_server;
 mod runtime;
 mod safety;
 mod support;

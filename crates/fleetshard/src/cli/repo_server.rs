@@ -1,0 +1,87 @@
+//! `fleetshard run`'s repo-server options, named as Argo CD's application controller
+//! names them: where desired state is rendered.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use fleetshard_replica::RepoServerSetting;
+use fleetshard_reposerver::{ClientConfig, TlsMode};
+
+/// Where sources are rendered.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RepoServerArgs {
+    /// Argo CD's repo-server (`HOST:PORT`) that renders every app's source, as Argo CD's
+    /// controller asks it (`GenerateManifest`). Default: `argocd-repo-server:8081` when
+    /// the apps are Argo CD's objects (`--argocd-namespace`), none otherwise. `none`:
+    /// render on this replica (plain manifests, Jsonnet, Kustomize with `kustomize` or
+    /// `kubectl` on PATH, Helm with `helm` on PATH).
+    #[arg(long, value_name = "ADDR", env = "FLEETSHARD_REPO_SERVER")]
+    pub repo_server: Option<String>,
+    /// How long one `GenerateManifest` call may take.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 60,
+        env = "FLEETSHARD_REPO_SERVER_TIMEOUT_SECONDS"
+    )]
+    pub repo_server_timeout_seconds: u64,
+    /// Speak plain-text gRPC (the repo-server runs with `--disable-tls`).
+    #[arg(long, env = "FLEETSHARD_REPO_SERVER_PLAINTEXT")]
+    pub repo_server_plaintext: bool,
+    /// Verify the repo-server's certificate against `--repo-server-ca-cert-path` (by
+    /// default, as Argo CD, TLS is used without verifying the self-signed certificate).
+    #[arg(
+        long,
+        env = "FLEETSHARD_REPO_SERVER_STRICT_TLS",
+        conflicts_with = "repo_server_plaintext",
+        requires = "repo_server_ca_cert_path"
+    )]
+    pub repo_server_strict_tls: bool,
+    /// PEM CA certificates the repo-server's certificate is verified against (with
+    /// `--repo-server-strict-tls`).
+    #[arg(long, value_name = "FILE", env = "FLEETSHARD_REPO_SERVER_CA_CERT_PATH")]
+    pub repo_server_ca_cert_path: Option<PathBuf>,
+}
+
+impl RepoServerArgs {
+    /// The setting these options make.
+    pub fn setting(&self) -> anyhow::Result<RepoServerSetting> {
+        let addr = match self.repo_server.as_deref().map(str::trim) {
+            None => return Ok(RepoServerSetting::Auto(self.config("")?)),
+            Some("none") => return Ok(RepoServerSetting::Off),
+            Some("") => {
+                anyhow::bail!("--repo-server: empty address (use `none` to render on this replica)")
+            }
+            Some(addr) => addr,
+        };
+        Ok(RepoServerSetting::At(self.config(addr)?))
+    }
+
+    fn config(&self, addr: &str) -> anyhow::Result<ClientConfig> {
+        let mut config = ClientConfig::new(if addr.is_empty() {
+            fleetshard_reposerver::client::DEFAULT_ADDR
+        } else {
+            addr
+        });
+        if self.repo_server_timeout_seconds == 0 {
+            anyhow::bail!("--repo-server-timeout-seconds: must be at least 1");
+        }
+        config.timeout = Duration::from_secs(self.repo_server_timeout_seconds);
+        config.tls = if self.repo_server_plaintext {
+            TlsMode::Plaintext
+        } else if self.repo_server_strict_tls {
+            let path = self
+                .repo_server_ca_cert_path
+                .as_ref()
+                .context("--repo-server-strict-tls needs --repo-server-ca-cert-path")?;
+            let roots_pem = std::fs::read_to_string(path).with_context(|| {
+                format!("--repo-server-ca-cert-path: reading {}", path.display())
+            })?;
+            TlsMode::Strict { roots_pem }
+        } else {
+            TlsMode::InsecureSkipVerify
+        };
+        Ok(config)
+    }
+}

@@ -1,0 +1,173 @@
+//! [`RepoServerRenderer`]: sources rendered by Argo CD's repo-server over gRPC
+//! (`repository.RepoServerService/GenerateManifest`), as Argo CD's own controller asks it.
+//!
+//! The request is assembled by [`fleetshard_reposerver::build_request`] from the app's
+//! source as the Application spells it (every field the repo-server knows is sent; a field
+//! it does not know is refused by name), the repository with the credentials resolved from
+//! repository Secrets and templates ([`RepoAccess`]), the instance name, the destination
+//! namespace, the destination's Kubernetes version and API versions (from discovery), the
+//! project's name and `sourceRepos`, and `argocd-cm`'s settings ([`RenderSettings`]).
+//! Objects come back already carrying the app's tracking annotation; they are checked as
+//! files read from Git are (each a Kubernetes object with a name, no object twice).
+//!
+//! Every failure — a repo-server unreachable, timing out, or answering an error — is a
+//! [`SourceError::RepoServer`], which the reconciler shows as a `ComparisonError` and
+//! retries with backoff; nothing is applied or pruned on a failed render. Renders are not
+//! cached here: the repo-server keeps its own caches (in Argo CD's Redis), and a hard
+//! refresh sends `noCache`.
+
+use fleetshard_manifest::AppSource;
+use fleetshard_reposerver::{
+    ClusterVersions, ManifestInputs, ProjectInput, RenderSettings, RepoServerClient,
+    RepositoryInput, build_request, normalize_kube_version,
+};
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::{Render, RenderRequest, Rendered, SourceType};
+use crate::source::cache::{Manifests, Refresh};
+use crate::source::error::SourceError;
+use crate::source::parse::parse_documents;
+use crate::source::{RepoAccess, repo};
+
+/// Where an object rendered by the repo-server is said to come from.
+const LOCATION: &str = "repo-server output";
+
+/// Renders through Argo CD's repo-server.
+pub struct RepoServerRenderer {
+    client: RepoServerClient,
+    settings: RenderSettings,
+}
+
+impl std::fmt::Debug for RepoServerRenderer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RepoServerRenderer")
+            .field("addr", &self.client.addr())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RepoServerRenderer {
+    /// A renderer asking the repo-server `client` reaches, with `argocd-cm`'s `settings`.
+    pub fn new(client: RepoServerClient, settings: RenderSettings) -> Self {
+        RepoServerRenderer { client, settings }
+    }
+
+    async fn render_source(&self, request: RenderRequest<'_>) -> Result<Rendered, SourceError> {
+        let source = request.source;
+        let failed = |message: String| SourceError::RepoServer {
+            repo: source.repo_url.clone(),
+            revision: source.target_revision.clone(),
+            addr: self.client.addr().to_owned(),
+            message,
+        };
+        request.access.check(&source.repo_url)?;
+        let inputs = self.inputs(&request).map_err(failed)?;
+        let message = build_request(&inputs).map_err(|e| failed(e.to_string()))?;
+        let answer = self
+            .client
+            .generate_manifest(message)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let source_type = match answer.source_type.as_str() {
+            "Helm" => SourceType::Helm,
+            "Kustomize" => SourceType::Kustomize,
+            "Plugin" => SourceType::Plugin,
+            "Directory" | "" => SourceType::Directory,
+            other => return Err(failed(format!("answered an unknown sourceType {other:?}"))),
+        };
+        let docs = answer.manifests.into_iter().map(Value::Object).collect();
+        let objects = parse_documents(LOCATION, docs).map_err(|e| SourceError::Manifest {
+            repo: source.repo_url.clone(),
+            revision: source.target_revision.clone(),
+            commit: answer.revision.clone(),
+            error: Box::new(e),
+        })?;
+        repo::check_duplicates(&objects).map_err(|(identity, first, second)| {
+            SourceError::DuplicateObject {
+                repo: source.repo_url.clone(),
+                revision: source.target_revision.clone(),
+                commit: answer.revision.clone(),
+                identity,
+                first: Box::new(first),
+                second: Box::new(second),
+            }
+        })?;
+        Ok(Rendered {
+            source_type,
+            manifests: std::sync::Arc::new(Manifests {
+                commit: answer.revision,
+                objects,
+            }),
+        })
+    }
+
+    fn inputs(&self, request: &RenderRequest<'_>) -> Result<ManifestInputs, String> {
+        let source = request.source;
+        let mut inputs = ManifestInputs::new(
+            raw_or_typed(source),
+            repository(&source.repo_url, request.access),
+            revision(&source.target_revision),
+            request.app_name,
+        );
+        inputs.no_cache = request.refresh == Refresh::Hard;
+        inputs.namespace = request.namespace.to_owned();
+        inputs.cluster = match request.kube_version {
+            Some(v) => Some(ClusterVersions {
+                kube_version: normalize_kube_version(v).map_err(|e| e.to_string())?,
+                api_versions: request.api_versions.to_vec(),
+            }),
+            None => None,
+        };
+        inputs.settings = self.settings.clone();
+        inputs.project = ProjectInput {
+            name: request.project.to_owned(),
+            source_repos: request.project_source_repos.to_vec(),
+        };
+        Ok(inputs)
+    }
+}
+
+impl Render for RepoServerRenderer {
+    fn render<'a>(
+        &'a self,
+        request: RenderRequest<'a>,
+    ) -> BoxFuture<'a, Result<Rendered, SourceError>> {
+        Box::pin(self.render_source(request))
+    }
+
+    fn renders_every_source_field(&self) -> bool {
+        true
+    }
+
+    fn wants_destination_versions(&self) -> bool {
+        true
+    }
+}
+
+/// The source as the Application spells it; for a source built in code (a fleet file),
+/// the same fields spelled from the typed ones.
+fn raw_or_typed(source: &AppSource) -> Value {
+    if source.raw.is_object() {
+        source.raw.clone()
+    } else {
+        source.clone().with_typed_raw().raw
+    }
+}
+
+/// The revision asked for: `targetRevision`, `HEAD` when empty (as Argo CD).
+fn revision(target: &str) -> &str {
+    if target.is_empty() { "HEAD" } else { target }
+}
+
+/// The repository message's inputs from the resolved access.
+fn repository(url: &str, access: &RepoAccess) -> RepositoryInput {
+    RepositoryInput {
+        credentials: access.credentials.clone(),
+        insecure: access.insecure,
+        force_http_basic_auth: access.force_http_basic_auth,
+        proxy: access.proxy.clone(),
+        no_proxy: access.no_proxy.clone(),
+        ..RepositoryInput::anonymous(url)
+    }
+}

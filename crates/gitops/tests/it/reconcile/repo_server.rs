@@ -1,0 +1,232 @@
+//! Sources rendered by Argo CD's repo-server (a fake at the wire level): the request the
+//! reconciler assembles, checked field by field as Argo CD's controller fills it; a Helm
+//! chart from a Helm repository syncs with the answer's revision and source type; a
+//! failing or unreachable repo-server is a `ComparisonError`, retried, and prunes nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::support::*;
+use fleetshard_controller::{Operated, ReconcileError, Reconciler};
+use fleetshard_gitops::reconciler::{KubeStatusSink, StaticInventory};
+use fleetshard_gitops::source::RepoServerRenderer;
+use fleetshard_manifest::{AutoSync, Refusal, RefusalKind};
+use fleetshard_reposerver::{ClientConfig, RenderSettings, RepoServerClient, TlsMode};
+use fleetshard_testsupport::kube_api::FakeApiServer;
+use fleetshard_testsupport::repo_server::{Answer, Code, FakeRepoServer, Transport};
+use serde_json::{Value, json};
+
+const AUTO: Option<AutoSync> = Some(AutoSync {
+    prune: true,
+    self_heal: true,
+    allow_empty: false,
+});
+
+const CHART_REPO: &str = "https://charts.example.com/stable";
+
+fn app_status(control: &FakeApiServer, name: &str) -> Value {
+    control
+        .get("argoproj.io/v1alpha1", "Application", "argocd", name)
+        .unwrap()["status"]
+        .clone()
+}
+
+fn config_map_json(name: &str, value: &str) -> String {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name}, "data": {"value": value}})
+    .to_string()
+}
+
+struct Env {
+    cluster: FakeApiServer,
+    control: FakeApiServer,
+    server: FakeRepoServer,
+    reconciler: Arc<fleetshard_gitops::reconciler::GitOpsReconciler>,
+    _tmp: tempfile::TempDir,
+}
+
+/// App `web`: chart `web` 1.2.x from a Helm repository, with a field the standalone
+/// renderer refuses (`helm.fileParameters`) — the repo-server takes it.
+async fn env(addr_override: Option<&str>) -> Env {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = FakeApiServer::start().await.unwrap();
+    let control = FakeApiServer::start().await.unwrap();
+    control.install_argocd_crds().unwrap();
+    let server = FakeRepoServer::start(Transport::Plaintext).await.unwrap();
+    let inventory = Arc::new(StaticInventory::default());
+    let mut t = target("web", CHART_REPO, "1.2.*", "", access("c1", &cluster), AUTO);
+    t.spec.source.raw = json!({
+        "repoURL": CHART_REPO, "chart": "web", "targetRevision": "1.2.*",
+        "helm": {"releaseName": "web", "valuesObject": {"replicas": 2},
+                 "fileParameters": [{"name": "config", "path": "files/config.json"}]},
+    });
+    t.spec.refusals.push(Refusal {
+        kind: RefusalKind::InvalidSpec,
+        field: "spec.source.helm.fileParameters".into(),
+        message: "not rendered on this replica".into(),
+    });
+    inventory.insert(t);
+    control.insert(application("web")).unwrap();
+    let mut client = ClientConfig::new(addr_override.unwrap_or(&server.addr()));
+    client.tls = TlsMode::Plaintext;
+    client.timeout = Duration::from_secs(5);
+    client.attempts = 1;
+    let renderer = RepoServerRenderer::new(
+        RepoServerClient::new(&client).unwrap(),
+        RenderSettings::default(),
+    );
+    let mut kube = kube::Config::new(control.url().parse().unwrap());
+    kube.default_retry = false;
+    let sink = KubeStatusSink::new(
+        kube::Client::try_from(kube).unwrap(),
+        Duration::from_secs(2),
+    );
+    let r = reconciler(
+        &inventory,
+        repos(&tmp.path().join("cache")),
+        live_options(),
+        Arc::new(sink),
+        always(),
+    );
+    let reconciler = Arc::new(
+        Arc::into_inner(r)
+            .expect("only owner")
+            .with_renderer(Arc::new(renderer)),
+    );
+    Env {
+        cluster,
+        control,
+        server,
+        reconciler,
+        _tmp: tmp,
+    }
+}
+
+#[tokio::test]
+async fn a_helm_repository_chart_rendered_by_the_repo_server_syncs() {
+    let e = env(None).await;
+    e.server.answer_all(
+        Answer::rendered(&[&config_map_json("web-config", "2")], "1.2.7", "Helm"),
+        Duration::ZERO,
+    );
+    let r = &e.reconciler;
+    r.refresh(&key("web")).await.unwrap();
+    assert_eq!(r.operate(&key("web")).await.unwrap(), Operated::Finished);
+    r.refresh(&key("web")).await.unwrap();
+    let status = app_status(&e.control, "web");
+    assert_eq!(status["sync"]["status"], "Synced", "{status}");
+    assert_eq!(status["sync"]["revision"], "1.2.7", "{status}");
+    assert_eq!(status["sourceType"], "Helm", "{status}");
+    assert!(
+        e.cluster
+            .get("v1", "ConfigMap", "default", "web-config")
+            .is_some()
+    );
+
+    // The request, by field number, as Argo CD's controller fills it.
+    let requests = e.server.requests();
+    let q = requests.last().expect("asked");
+    let repo = q.message(1).expect("repo");
+    assert_eq!(repo.str_or_empty(1), CHART_REPO);
+    assert_eq!(q.str_or_empty(2), "1.2.*", "revision");
+    assert!(!q.bool(3), "noCache on a normal refresh");
+    assert_eq!(q.str_or_empty(4), "app.kubernetes.io/instance");
+    assert_eq!(q.str_or_empty(5), "web", "appName: the instance name");
+    assert_eq!(q.str_or_empty(8), "default", "namespace");
+    let source = q.message(10).expect("applicationSource");
+    assert_eq!(source.str_or_empty(1), CHART_REPO);
+    assert_eq!(source.str_or_empty(12), "web", "chart");
+    let helm = source.message(7).expect("helm");
+    assert_eq!(helm.str_or_empty(3), "web", "releaseName");
+    assert_eq!(helm.messages(5).len(), 1, "fileParameters sent on");
+    let values_object = helm.message(10).expect("valuesObject");
+    let raw: Value = serde_json::from_slice(&values_object.bytes(1).unwrap()).unwrap();
+    assert_eq!(raw, json!({"replicas": 2}), "valuesObject's raw JSON");
+    let kube_version = q.str_or_empty(14);
+    assert!(
+        kube_version.starts_with("v1."),
+        "kubeVersion {kube_version:?}"
+    );
+    let api_versions = q.strings(15);
+    assert!(
+        api_versions.iter().any(|v| v == "v1") && api_versions.iter().any(|v| v == "v1/ConfigMap"),
+        "{api_versions:?}"
+    );
+    let mut sorted = api_versions.clone();
+    sorted.sort();
+    assert_eq!(api_versions, sorted, "sorted");
+    assert_eq!(q.str_or_empty(19), "annotation", "trackingMethod");
+    assert_eq!(q.str_or_empty(25), "default", "projectName");
+    assert_eq!(q.strings(24), ["*"], "projectSourceRepos");
+}
+
+#[tokio::test]
+async fn a_failing_repo_server_is_a_comparison_error_and_prunes_nothing() {
+    let e = env(None).await;
+    e.server.answer_all(
+        Answer::rendered(&[&config_map_json("web-config", "2")], "1.2.7", "Helm"),
+        Duration::ZERO,
+    );
+    let r = &e.reconciler;
+    r.refresh(&key("web")).await.unwrap();
+    assert_eq!(r.operate(&key("web")).await.unwrap(), Operated::Finished);
+    // The chart breaks: an error status, retried with backoff; nothing is pruned.
+    e.server.answer_all(
+        Answer::Error {
+            code: Code::Unknown,
+            message: "helm template . --name-template web: exit status 1: parse error".into(),
+        },
+        Duration::ZERO,
+    );
+    for _ in 0..2 {
+        let refreshed = r.refresh(&key("web")).await;
+        assert!(
+            matches!(refreshed, Err(ReconcileError::RetryLater(_))),
+            "{refreshed:?}"
+        );
+        assert_eq!(r.operate(&key("web")).await.unwrap(), Operated::Idle);
+    }
+    let status = app_status(&e.control, "web");
+    assert_eq!(
+        status["conditions"][0]["type"], "ComparisonError",
+        "{status}"
+    );
+    let message = status["conditions"][0]["message"].as_str().unwrap();
+    assert!(message.contains("parse error"), "{message}");
+    assert!(message.contains(&e.server.addr()), "{message}");
+    assert!(
+        e.cluster
+            .get("v1", "ConfigMap", "default", "web-config")
+            .is_some(),
+        "not pruned"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_repo_server_is_a_comparison_error() {
+    // A port nothing listens on.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let e = env(Some(&closed)).await;
+    let refreshed = e.reconciler.refresh(&key("web")).await;
+    assert!(
+        matches!(refreshed, Err(ReconcileError::RetryLater(_))),
+        "{refreshed:?}"
+    );
+    let status = app_status(&e.control, "web");
+    assert_eq!(
+        status["conditions"][0]["type"], "ComparisonError",
+        "{status}"
+    );
+    let message = status["conditions"][0]["message"].as_str().unwrap();
+    assert!(message.contains(&closed), "{message}");
+    assert_eq!(e.operate_idle().await, Operated::Idle);
+}
+
+impl Env {
+    async fn operate_idle(&self) -> Operated {
+        self.reconciler.operate(&key("web")).await.unwrap()
+    }
+}
