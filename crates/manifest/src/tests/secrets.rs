@@ -370,3 +370,46 @@ fn bytes_that_are_not_utf8_name_the_source_and_offset() {
     let loaded = crate::parse_input_bytes(SECRET_LIST_YAML.as_bytes(), "secrets.yaml").unwrap();
     assert_eq!(loaded.value.fleet.clusters.len(), 2);
 }
+
+/// A cluster Secret without `config`, with these extra `stringData` keys.
+fn secret_with(extra: &str) -> String {
+    format!(
+        r#"{{"apiVersion": "v1", "kind": "Secret",
+            "metadata": {{"name": "c1", "namespace": "argocd", "uid": "u1",
+                         "labels": {{"argocd.argoproj.io/secret-type": "cluster"}}}},
+            "stringData": {{"server": "https://a.example", {extra}}}}}"#
+    )
+}
+
+#[test]
+fn namespaces_and_cluster_resources_scope_the_credentials() {
+    let loaded = parse_input(
+        &secret_with(r#""namespaces": "team-a, team-b", "clusterResources": "True""#),
+        "secret.json",
+    )
+    .unwrap();
+    // No `config`: the scope alone makes the entry (anonymous, but namespace-scoped).
+    let scope = &loaded.value.credentials["u1"].scope;
+    assert_eq!(scope.namespaces, ["team-a", "team-b"]);
+    assert!(scope.cluster_resources);
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+
+    let loaded = parse_input(&secret_with(r#""namespaces": "team-a""#), "s.json").unwrap();
+    assert!(!loaded.value.credentials["u1"].scope.cluster_resources);
+    // Without namespaces, clusterResources changes nothing (and is said to).
+    let loaded = parse_input(&secret_with(r#""clusterResources": "true""#), "s.json").unwrap();
+    assert!(loaded.value.credentials.is_empty());
+    assert_warned(&loaded.warnings, &["clusterResources: means nothing"]);
+}
+
+#[test]
+fn cluster_resources_that_is_not_a_boolean_skips_or_names_the_field() {
+    let text = secret_with(r#""namespaces": "a", "clusterResources": "yes""#);
+    let loaded = parse_input(&text, "secret.json").unwrap();
+    assert!(loaded.value.fleet.clusters.is_empty());
+    assert_warned(&loaded.warnings, &["stringData.clusterResources: \"yes\""]);
+    assert_warned(&loaded.warnings, &["the Secret is skipped"]);
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let e = crate::cluster_from_value(&value, "kubernetes").unwrap_err();
+    assert_eq!(field_of(&e).1, "stringData.clusterResources");
+}
