@@ -21,28 +21,13 @@ pub struct NamespacedToken {
     pub cluster_resources: bool,
 }
 
-/// The authorizer's name for a verb.
-fn verb_name(verb: Verb) -> &'static str {
-    match verb {
-        Verb::Get => "get",
-        Verb::List => "list",
-        Verb::Watch => "watch",
-        Verb::Create => "create",
-        Verb::Update => "update",
-        Verb::Patch => "patch",
-        Verb::Delete => "delete",
-        Verb::DeleteCollection => "deletecollection",
-        Verb::Discovery => "get",
-    }
-}
-
 impl NamespacedToken {
     /// Ok if the holder may make the request `info` on a kind that is `namespaced` (or
     /// not); else 403 as the real server words it:
     /// `configmaps is forbidden: User "u" cannot list resource "configmaps" in API group
     /// "" at the cluster scope`.
     pub(crate) fn authorize(&self, info: &RequestInfo, namespaced: bool) -> Result<(), ApiError> {
-        let Some(verb) = info.verb.filter(|v| *v != Verb::Discovery) else {
+        let Some(verb) = info.verb.and_then(Verb::rbac_name) else {
             return Ok(());
         };
         let allowed = match (&info.namespace, namespaced) {
@@ -63,9 +48,7 @@ impl NamespacedToken {
         };
         let why = format!(
             "User {:?} cannot {} resource {resource:?} in API group {:?} {scope}",
-            self.user,
-            verb_name(verb),
-            info.group
+            self.user, verb, info.group
         );
         let qualified = qualified(&info.group, &info.resource);
         let message = match &info.name {
