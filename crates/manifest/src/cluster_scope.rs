@@ -4,8 +4,8 @@
 //! A Secret whose credentials may only reach some namespaces lists them in `namespaces`
 //! (comma-separated; blanks around names and empty entries ignored, as Argo CD splits
 //! it). Argo CD then watches each kind once per listed namespace, never cluster-wide,
-//! and watches cluster-scoped kinds only when `clusterResources` is true (Go
-//! `strconv.ParseBool`). An app whose desired object is outside the listed namespaces,
+//! and watches cluster-scoped kinds only when `clusterResources` is `"true"` (that exact
+//! string). An app whose desired object is outside the listed namespaces,
 //! or cluster-scoped without `clusterResources`, fails its comparison. Without
 //! `namespaces`, `clusterResources` means nothing: the whole cluster is watched.
 

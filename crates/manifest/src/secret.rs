@@ -13,8 +13,8 @@
 //! | `weight` | annotation `fleetshard.io/weight`, a non-negative integer; bad values are errors |
 //!
 //! `namespaces` and `clusterResources` (a namespace-scoped cluster, [`ClusterScope`]) go
-//! with the credentials; a `clusterResources` that Go's `strconv.ParseBool` rejects makes
-//! Argo CD skip the Secret, and so does fleetshard (an error where the `config` would be).
+//! with the credentials; `clusterResources` is true only when it is exactly `"true"`, as
+//! Argo CD compares it (another value is false, with a warning).
 //!
 //! Each value is taken from `stringData` when the key is there, else from `data`
 //! (base64), as the API server merges them. Only the keys above and `config` (how to reach
@@ -262,9 +262,7 @@ pub(crate) fn to_cluster(
             Some(credentials)
         }
     };
-    let Some(scope) = read_scope(ctx, &secret, &object, unreadable)? else {
-        return Ok(None);
-    };
+    let scope = read_scope(ctx, &secret, &object)?;
     let mut credentials = credentials.unwrap_or_default();
     credentials.scope = scope;
     // The default (anonymous, verified TLS, the whole cluster) is the same as no config.
@@ -282,36 +280,30 @@ pub(crate) fn to_cluster(
     Ok(Some((cluster, credentials)))
 }
 
-/// The Secret's `namespaces` and `clusterResources` ([`ClusterScope`]); `Ok(None)` when
-/// `clusterResources` is not a Go boolean and `unreadable` says skip (Argo CD skips such a
-/// Secret, as one whose `config` it cannot read).
+/// The Secret's `namespaces` and `clusterResources` ([`ClusterScope`]). As Argo CD reads
+/// it, `clusterResources` is true only when it is exactly `"true"`; another value (`True`,
+/// `1`) is false, with a warning.
 fn read_scope(
     ctx: &mut Ctx,
     secret: &SecretObject,
     object: &str,
-    unreadable: UnreadableConfig,
-) -> Result<Option<ClusterScope>, LoadError> {
+) -> Result<ClusterScope, LoadError> {
     let namespaces = secret
         .get(ctx, object, "namespaces")?
         .map(|(n, _)| n)
         .unwrap_or_default();
     let cluster_resources = match secret.get(ctx, object, "clusterResources")? {
         None => false,
-        Some((v, field)) => match parse_go_bool(&v) {
-            Some(b) => b,
-            None => {
-                let message = format!("{v:?} is not a boolean");
-                if unreadable == UnreadableConfig::Error {
-                    return Err(ctx.field_error(object, &field, message));
-                }
-                ctx.warn(
-                    object,
-                    Some(&field),
-                    format!("{message}; the Secret is skipped, as Argo CD skips it"),
-                );
-                return Ok(None);
-            }
-        },
+        Some((v, _)) if v == "true" => true,
+        Some((v, _)) if v == "false" => false,
+        Some((v, field)) => {
+            ctx.warn(
+                object,
+                Some(&field),
+                format!("{v:?} is not \"true\"; read as false, as Argo CD reads it"),
+            );
+            false
+        }
     };
     let scope = ClusterScope::from_secret(&namespaces, cluster_resources);
     if cluster_resources && !scope.is_namespaced() {
@@ -321,7 +313,7 @@ fn read_scope(
             "means nothing without namespaces: the whole cluster is reached".to_owned(),
         );
     }
-    Ok(Some(scope))
+    Ok(scope)
 }
 
 /// Go's `strconv.ParseBool`: `None` for anything it rejects.

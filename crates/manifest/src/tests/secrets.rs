@@ -384,7 +384,7 @@ fn secret_with(extra: &str) -> String {
 #[test]
 fn namespaces_and_cluster_resources_scope_the_credentials() {
     let loaded = parse_input(
-        &secret_with(r#""namespaces": "team-a, team-b", "clusterResources": "True""#),
+        &secret_with(r#""namespaces": "team-a, team-b", "clusterResources": "true""#),
         "secret.json",
     )
     .unwrap();
@@ -403,13 +403,32 @@ fn namespaces_and_cluster_resources_scope_the_credentials() {
 }
 
 #[test]
-fn cluster_resources_that_is_not_a_boolean_skips_or_names_the_field() {
-    let text = secret_with(r#""namespaces": "a", "clusterResources": "yes""#);
-    let loaded = parse_input(&text, "secret.json").unwrap();
-    assert!(loaded.value.fleet.clusters.is_empty());
-    assert_warned(&loaded.warnings, &["stringData.clusterResources: \"yes\""]);
-    assert_warned(&loaded.warnings, &["the Secret is skipped"]);
-    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let e = crate::cluster_from_value(&value, "kubernetes").unwrap_err();
-    assert_eq!(field_of(&e).1, "stringData.clusterResources");
+fn cluster_resources_is_true_only_when_it_says_true_as_argo_cd_compares_it() {
+    for (value, granted, warned) in [
+        ("true", true, false),
+        ("false", false, false),
+        ("True", false, true),
+        ("1", false, true),
+    ] {
+        let text = secret_with(&format!(
+            r#""namespaces": "a", "clusterResources": "{value}""#
+        ));
+        let loaded = parse_input(&text, "secret.json").unwrap();
+        assert_eq!(loaded.value.fleet.clusters.len(), 1, "{value}");
+        let scope = &loaded.value.credentials["u1"].scope;
+        assert_eq!(scope.cluster_resources, granted, "{value}");
+        assert_eq!(
+            !loaded.warnings.is_empty(),
+            warned,
+            "{value}: {:?}",
+            loaded.warnings
+        );
+        // A watcher reads it the same way (no error).
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let (_, credentials) = crate::cluster_from_value(&value, "kubernetes")
+            .unwrap()
+            .value
+            .unwrap();
+        assert_eq!(credentials.unwrap().scope.cluster_resources, granted);
+    }
 }
