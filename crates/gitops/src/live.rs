@@ -7,6 +7,13 @@
 //! deploys (`kube::runtime::watcher`, all namespaces). A cluster's caches exist exactly
 //! while it is started: [`ClusterConnections::stop`] drops them and their watches.
 //!
+//! A namespace-scoped cluster (its Secret's `namespaces`, [`ClusterScope`]) is never
+//! listed or watched cluster-wide: each namespaced kind is watched once per listed
+//! namespace, and cluster-scoped kinds only with `clusterResources`. An object outside
+//! that scope is [`LiveError::NotManaged`] ([`ClusterConn::check_managed`]), and what the
+//! caches do not see is neither shown nor pruned. The scope is part of the credentials, so
+//! a change to it in the Secret restarts the cluster's connection and caches.
+//!
 //! An application's live objects ([`ClusterConn::live_objects`]) are the cached objects
 //! that are desired by it (by group, kind, namespace and name) or carry its tracking
 //! annotation. Only kinds some application on the cluster desires (now or earlier while
@@ -18,6 +25,7 @@
 //! asks the API server for its version before the cache is trusted.
 
 mod cache;
+mod error;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -31,53 +39,11 @@ use kube::{Client, Config};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-pub use fleetshard_manifest::ClusterCredentials;
+pub use fleetshard_manifest::{ClusterCredentials, ClusterScope};
 
 use crate::compare::{ResourceKey, is_tracked_by};
-use cache::KindCache;
-
-/// Why a cluster's live state could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LiveError {
-    /// The cluster's URL or credentials cannot make a client.
-    #[error("cluster {cluster}: invalid connection settings: {message}")]
-    Config {
-        /// The cluster's server URL.
-        cluster: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The API server did not answer (refused, timed out, or an error status).
-    #[error("cluster {cluster} is unreachable: {message}")]
-    Unreachable {
-        /// The cluster's server URL.
-        cluster: String,
-        /// What happened.
-        message: String,
-    },
-    /// The cluster serves no such kind (a missing CRD, a wrong `apiVersion`).
-    #[error("cluster {cluster} serves no kind {kind} in {api_version}: {message}")]
-    UnknownKind {
-        /// The cluster's server URL.
-        cluster: String,
-        /// The manifest's `apiVersion`.
-        api_version: String,
-        /// The manifest's `kind`.
-        kind: String,
-        /// What discovery said.
-        message: String,
-    },
-    /// A kind's cache did not complete its first list in time.
-    #[error("cluster {cluster}: the cache of {kind} is not ready: {message}")]
-    NotReady {
-        /// The cluster's server URL.
-        cluster: String,
-        /// The kind.
-        kind: String,
-        /// The last watch error, or the timeout.
-        message: String,
-    },
-}
+use cache::{KindCache, WatchContext};
+pub use error::LiveError;
 
 /// A destination cluster as the reconciler reaches it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,7 +138,7 @@ impl ClusterConnections {
     }
 
     /// The connection to `access.id`, made now if the cluster is not started or its
-    /// server or credentials changed (the old caches are dropped then).
+    /// server or credentials (scope included) changed (the old caches are dropped then).
     pub async fn start(&self, access: &ClusterAccess) -> Result<Arc<ClusterConn>, LiveError> {
         if let Some(conn) = lock(&self.clusters).get(&access.id)
             && conn.access == *access
@@ -470,8 +436,13 @@ impl ClusterConn {
     }
 
     /// Makes sure every kind in `kinds` is watched and its first list is complete.
+    /// A cluster-scoped kind on a namespace-scoped cluster without `clusterResources` is
+    /// [`LiveError::NotManaged`], and not watched.
     pub async fn watch_kinds(&self, kinds: &[KindInfo]) -> Result<(), LiveError> {
         for info in kinds {
+            if !info.namespaced {
+                self.check_managed(&info.resource.kind, "", "(any)")?;
+            }
             let cache = self.cache(info);
             cache
                 .wait_ready(self.options.sync_timeout)
@@ -491,18 +462,37 @@ impl ClusterConn {
         caches
             .entry(key)
             .or_insert_with(|| {
-                let secs = u32::try_from(self.options.watch_timeout.as_secs())
-                    .unwrap_or(u32::MAX)
-                    .max(1);
-                Arc::new(KindCache::start(
-                    self.client.clone(),
-                    info.resource.clone(),
-                    secs,
-                    self.heard.clone(),
-                    self.listener.clone(),
-                ))
+                let ctx = WatchContext {
+                    client: self.client.clone(),
+                    watch_timeout_secs: u32::try_from(self.options.watch_timeout.as_secs())
+                        .unwrap_or(u32::MAX)
+                        .max(1),
+                    heard: self.heard.clone(),
+                    listener: self.listener.clone(),
+                };
+                let namespaces = self.scope().watched_namespaces(info.namespaced);
+                Arc::new(KindCache::start(&ctx, &info.resource, namespaces))
             })
             .clone()
+    }
+
+    /// The part of the cluster its Secret lets fleetshard reach (`namespaces`,
+    /// `clusterResources`).
+    pub fn scope(&self) -> &ClusterScope {
+        &self.access.credentials.scope
+    }
+
+    /// Ok if the object `kind` `name` in `namespace` (empty: cluster-scoped) is inside the
+    /// cluster's scope; else [`LiveError::NotManaged`], and nothing of the app is to be
+    /// read, applied or pruned.
+    pub fn check_managed(&self, kind: &str, namespace: &str, name: &str) -> Result<(), LiveError> {
+        match self.scope().refusal(kind, namespace, name) {
+            None => Ok(()),
+            Some(message) => Err(LiveError::NotManaged {
+                cluster: self.access.server.clone(),
+                message,
+            }),
+        }
     }
 
     /// How many objects this cluster's caches hold (every watched kind).

@@ -290,6 +290,9 @@ impl GitOpsReconciler {
                     meta.remove("namespace");
                 }
             }
+            // Outside a namespace-scoped cluster's namespaces: the whole app is refused.
+            conn.check_managed(&id.kind, &namespace, &id.name)
+                .map_err(|e| with_rev(e.into()))?;
             if !kinds.contains(&kind) {
                 kinds.push(kind.clone());
             }

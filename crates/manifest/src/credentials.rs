@@ -51,6 +51,9 @@ pub struct ClusterCredentials {
     /// address from `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT`), as Argo CD does.
     /// The other fields are unused then.
     pub pod_service_account: bool,
+    /// The namespaces these credentials may reach (the Secret's `namespaces` and
+    /// `clusterResources`, beside `config`); the default: the whole cluster.
+    pub scope: crate::ClusterScope,
 }
 
 /// Argo CD's `execProviderConfig`: a client-go credential plugin.
@@ -105,6 +108,7 @@ impl fmt::Debug for ClusterCredentials {
             .field("proxy_url", &self.proxy_url.as_ref().map(|_| "<set>"))
             .field("unusable", &self.unusable)
             .field("pod_service_account", &self.pod_service_account)
+            .field("scope", &self.scope)
             .finish()
     }
 }
@@ -227,6 +231,7 @@ impl ClusterCredentials {
                 .map(|p| format!("{}: {}", p.field, p.message))
                 .collect(),
             pod_service_account: false,
+            scope: crate::ClusterScope::default(),
         };
         if credentials.cert_data.is_some() != credentials.key_data.is_some() {
             return Err(problem(

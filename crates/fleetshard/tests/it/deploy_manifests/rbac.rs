@@ -67,19 +67,9 @@ pub fn granted(objects: &[Value]) -> Vec<(String, Rule)> {
     out
 }
 
-/// The verb as RBAC rules spell it.
+/// The verb as RBAC rules spell it (`discovery` for discovery).
 pub fn verb_name(v: Verb) -> &'static str {
-    match v {
-        Verb::Get => "get",
-        Verb::List => "list",
-        Verb::Watch => "watch",
-        Verb::Create => "create",
-        Verb::Update => "update",
-        Verb::Patch => "patch",
-        Verb::Delete => "delete",
-        Verb::DeleteCollection => "deletecollection",
-        Verb::Discovery => "discovery",
-    }
+    v.rbac_name().unwrap_or("discovery")
 }
 
 /// Kubernetes RBAC for a namespaced request (or one for the namespace's own object): some

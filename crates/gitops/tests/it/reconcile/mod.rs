@@ -5,5 +5,6 @@ mod errors;
 mod projects;
 mod runtime;
 mod safety;
+mod scoped;
 mod support;
 mod sync;
