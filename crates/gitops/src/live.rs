@@ -18,6 +18,7 @@
 //! asks the API server for its version before the cache is trusted.
 
 mod cache;
+pub mod eks;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -25,6 +26,7 @@ use std::time::Duration;
 
 use http::HeaderValue;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::Scope;
 use kube::{Client, Config};
@@ -35,6 +37,7 @@ pub use fleetshard_manifest::ClusterCredentials;
 
 use crate::compare::{ResourceKey, is_tracked_by};
 use cache::KindCache;
+use eks::{BearerLayer, EksTokens};
 
 /// Why a cluster's live state could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -140,6 +143,7 @@ pub struct ClusterConnections {
     clusters: Mutex<HashMap<String, Arc<ClusterConn>>>,
     listener: Option<ChangeListener>,
     user_agent: Option<HeaderValue>,
+    eks: Option<Arc<EksTokens>>,
 }
 
 impl ClusterConnections {
@@ -150,7 +154,16 @@ impl ClusterConnections {
             clusters: Mutex::new(HashMap::new()),
             listener: None,
             user_agent: None,
+            eks: None,
         }
+    }
+
+    /// Reaches clusters whose Secret has `awsAuthConfig` with tokens from `tokens` (shared
+    /// by every connection, so one cache serves them all). Without it such clusters are
+    /// refused at connect.
+    pub fn with_eks(mut self, tokens: Arc<EksTokens>) -> Self {
+        self.eks = Some(tokens);
+        self
     }
 
     /// Sends `agent` as the `User-Agent` of every request to the clusters (which replica
@@ -185,6 +198,7 @@ impl ClusterConnections {
                 self.options,
                 self.listener.clone(),
                 self.user_agent.clone(),
+                self.eks.clone(),
             )
             .await?,
         );
@@ -241,15 +255,20 @@ async fn kubeconfig_config(access: &ClusterAccess) -> Result<Config, String> {
     set(&mut cluster, "certificate-authority-data", &c.ca_data);
     set(&mut cluster, "tls-server-name", &c.server_name);
     set(&mut cluster, "proxy-url", &c.proxy_url);
-    set(&mut user, "token", &c.bearer_token);
-    set(&mut user, "username", &c.username);
-    set(&mut user, "password", &c.password);
+    // With awsAuthConfig, as in Argo CD, the EKS token (a layer of the client) is the
+    // authentication: the token, basic auth and exec plugin are not used.
+    let aws = c.aws.is_some();
+    if !aws {
+        set(&mut user, "token", &c.bearer_token);
+        set(&mut user, "username", &c.username);
+        set(&mut user, "password", &c.password);
+    }
     set(&mut user, "client-certificate-data", &c.cert_data);
     set(&mut user, "client-key-data", &c.key_data);
     if c.insecure {
         cluster["insecure-skip-tls-verify"] = json!(true);
     }
-    if let Some(exec) = &c.exec {
+    if let Some(exec) = c.exec.as_ref().filter(|_| !aws) {
         // As kubectl runs a credential plugin: its own environment plus `env`, never
         // interactive; kube caches the credential until its `expirationTimestamp`.
         let env: Vec<_> = exec
@@ -310,6 +329,7 @@ impl ClusterConn {
         options: LiveOptions,
         listener: Option<ChangeListener>,
         user_agent: Option<HeaderValue>,
+        eks: Option<Arc<EksTokens>>,
     ) -> Result<Self, LiveError> {
         let config_err = |message: String| LiveError::Config {
             cluster: access.server.clone(),
@@ -355,9 +375,9 @@ impl ClusterConn {
         if let Some(agent) = user_agent {
             config.headers.push((http::header::USER_AGENT, agent));
         }
-        let client = Client::try_from(config).map_err(|e| match &access.credentials.exec {
+        let client_err = |e: kube::Error| match &access.credentials.exec {
             // The credential plugin runs while the client is built: name it.
-            Some(exec) => config_err(format!(
+            Some(exec) if access.credentials.aws.is_none() => config_err(format!(
                 "credential plugin {:?} (execProviderConfig): {e}{}",
                 exec.command,
                 exec.install_hint
@@ -365,8 +385,35 @@ impl ClusterConn {
                     .map(|hint| format!("; {hint}"))
                     .unwrap_or_default()
             )),
-            None => config_err(e.to_string()),
-        })?;
+            _ => config_err(e.to_string()),
+        };
+        let client = match &access.credentials.aws {
+            None => Client::try_from(config).map_err(client_err)?,
+            Some(aws) => {
+                let tokens = eks.ok_or_else(|| {
+                    config_err(
+                        "config.awsAuthConfig: this process was given no AWS credentials \
+                         source for EKS tokens; nothing is sent to the cluster"
+                            .to_owned(),
+                    )
+                })?;
+                // A first token now: a missing credential or a refused role shows at
+                // connect, naming what to fix, rather than as 401s on every request.
+                tokens.token(aws).await.map_err(|e| {
+                    config_err(format!(
+                        "config.awsAuthConfig (EKS cluster {}): {e}",
+                        aws.cluster_name
+                    ))
+                })?;
+                ClientBuilder::try_from(config)
+                    .map_err(client_err)?
+                    .with_layer(&BearerLayer {
+                        tokens,
+                        auth: aws.clone(),
+                    })
+                    .build()
+            }
+        };
         Ok(ClusterConn {
             access,
             client,

@@ -26,7 +26,7 @@ pub use app_spec::{
     AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, Refusal,
     RefusalKind, SyncRequest, SyncResource, spec_key,
 };
-pub use credentials::{ClusterCredentials, ConfigProblem, ExecProvider};
+pub use credentials::{AwsAuth, ClusterCredentials, ConfigProblem, ExecProvider};
 use document::Accept;
 pub use document::yaml_options;
 pub use error::{LoadError, LoadWarning, Loaded};
