@@ -14,6 +14,7 @@
 //! lifetime, however many connections and requests use the token. The wall clock is
 //! injected ([`UnixClock`]); the replica gives the system's.
 
+mod env;
 mod layer;
 mod sigv4;
 mod sources;
@@ -26,9 +27,9 @@ use std::time::Duration;
 use base64::Engine as _;
 use fleetshard_manifest::AwsAuth;
 
+pub use env::AwsEnv;
 pub(crate) use layer::BearerLayer;
 pub use sigv4::SigningKeys;
-pub use sources::AwsEnv;
 use sources::{Credentials, Fetcher, Source};
 
 /// Time since the Unix epoch, now (the replica gives `SystemClock::since_epoch`).

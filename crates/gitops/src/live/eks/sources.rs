@@ -12,142 +12,11 @@
 use std::time::Duration;
 
 use super::EksError;
+use super::env::{AwsEnv, Endpoint};
 use super::sigv4::{self, CanonicalRequest, Scope, SigningKeys};
 
 /// STS's API version, in every request.
 pub(crate) const STS_VERSION: &str = "2011-06-15";
-
-/// The pod's AWS settings, read from the environment as the AWS SDK reads them (an empty
-/// variable counts as unset). `Debug` shows which are set, never a secret.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct AwsEnv {
-    /// `AWS_REGION`, else `AWS_DEFAULT_REGION`.
-    pub region: Option<String>,
-    /// `AWS_ENDPOINT_URL_STS`, else `AWS_ENDPOINT_URL`: the STS endpoint instead of the
-    /// region's.
-    pub sts_endpoint: Option<String>,
-    /// `AWS_ACCESS_KEY_ID`.
-    pub access_key_id: Option<String>,
-    /// `AWS_SECRET_ACCESS_KEY`.
-    pub secret_access_key: Option<String>,
-    /// `AWS_SESSION_TOKEN`.
-    pub session_token: Option<String>,
-    /// `AWS_ROLE_ARN` (web identity).
-    pub role_arn: Option<String>,
-    /// `AWS_WEB_IDENTITY_TOKEN_FILE` (web identity).
-    pub web_identity_token_file: Option<String>,
-    /// `AWS_ROLE_SESSION_NAME` (web identity; generated when unset).
-    pub role_session_name: Option<String>,
-    /// `AWS_CONTAINER_CREDENTIALS_FULL_URI` (EKS Pod Identity).
-    pub container_credentials_full_uri: Option<String>,
-    /// `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE` (EKS Pod Identity).
-    pub container_authorization_token_file: Option<String>,
-    /// `AWS_CONTAINER_AUTHORIZATION_TOKEN`, used when no token file is given.
-    pub container_authorization_token: Option<String>,
-}
-
-impl std::fmt::Debug for AwsEnv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let set = |o: &Option<String>| o.is_some();
-        f.debug_struct("AwsEnv")
-            .field("region", &self.region)
-            .field("sts_endpoint", &self.sts_endpoint)
-            .field("access_key_id", &set(&self.access_key_id))
-            .field("secret_access_key", &set(&self.secret_access_key))
-            .field("session_token", &set(&self.session_token))
-            .field("role_arn", &self.role_arn)
-            .field("web_identity_token_file", &self.web_identity_token_file)
-            .field(
-                "container_credentials_full_uri",
-                &self.container_credentials_full_uri,
-            )
-            .field(
-                "container_authorization_token_file",
-                &self.container_authorization_token_file,
-            )
-            .field(
-                "container_authorization_token",
-                &set(&self.container_authorization_token),
-            )
-            .finish()
-    }
-}
-
-impl AwsEnv {
-    /// The process's environment.
-    pub fn from_process() -> Self {
-        Self::from_vars(|name| std::env::var(name).ok())
-    }
-
-    /// The variables `get` gives (tests pass a map).
-    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Self {
-        let var = |name: &str| get(name).filter(|v| !v.trim().is_empty());
-        AwsEnv {
-            region: var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION")),
-            sts_endpoint: var("AWS_ENDPOINT_URL_STS").or_else(|| var("AWS_ENDPOINT_URL")),
-            access_key_id: var("AWS_ACCESS_KEY_ID"),
-            secret_access_key: var("AWS_SECRET_ACCESS_KEY"),
-            session_token: var("AWS_SESSION_TOKEN"),
-            role_arn: var("AWS_ROLE_ARN"),
-            web_identity_token_file: var("AWS_WEB_IDENTITY_TOKEN_FILE"),
-            role_session_name: var("AWS_ROLE_SESSION_NAME"),
-            container_credentials_full_uri: var("AWS_CONTAINER_CREDENTIALS_FULL_URI"),
-            container_authorization_token_file: var("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"),
-            container_authorization_token: var("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
-        }
-    }
-
-    /// The region, which the STS endpoint and every signature name.
-    pub(crate) fn region(&self) -> Result<&str, EksError> {
-        self.region.as_deref().ok_or_else(|| {
-            EksError::Setup(
-                "no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION) in the pod".to_owned(),
-            )
-        })
-    }
-
-    /// The STS endpoint: the override, else the region's (`https://sts.REGION.amazonaws.com`,
-    /// `.amazonaws.com.cn` in China).
-    pub(crate) fn sts_endpoint(&self) -> Result<Endpoint, EksError> {
-        let url = match &self.sts_endpoint {
-            Some(url) => url.trim_end_matches('/').to_owned(),
-            None => {
-                let region = self.region()?;
-                let suffix = if region.starts_with("cn-") {
-                    "amazonaws.com.cn"
-                } else {
-                    "amazonaws.com"
-                };
-                format!("https://sts.{region}.{suffix}")
-            }
-        };
-        let parsed = reqwest::Url::parse(&url).map_err(|e| {
-            EksError::Setup(format!("AWS_ENDPOINT_URL_STS {url:?} is not a URL: {e}"))
-        })?;
-        let host = match (parsed.host_str(), parsed.port()) {
-            (Some(host), Some(port)) => format!("{host}:{port}"),
-            (Some(host), None) => host.to_owned(),
-            (None, _) => {
-                return Err(EksError::Setup(format!(
-                    "AWS_ENDPOINT_URL_STS {url:?} has no host"
-                )));
-            }
-        };
-        if !matches!(parsed.scheme(), "https" | "http") || parsed.path() != "/" {
-            return Err(EksError::Setup(format!(
-                "AWS_ENDPOINT_URL_STS {url:?}: only http(s)://HOST[:PORT] is supported"
-            )));
-        }
-        Ok(Endpoint { url, host })
-    }
-}
-
-/// An STS endpoint: its base URL (no trailing `/`) and the `host` header it signs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Endpoint {
-    pub url: String,
-    pub host: String,
-}
 
 /// Credentials and when they expire (Unix seconds; never for access keys).
 #[derive(Clone)]
@@ -505,14 +374,6 @@ fn timestamp(text: &str) -> Result<i64, String> {
 mod tests {
     use super::*;
 
-    fn env(vars: &[(&str, &str)]) -> AwsEnv {
-        AwsEnv::from_vars(|name| {
-            vars.iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| (*v).to_owned())
-        })
-    }
-
     #[test]
     fn the_sources_come_in_the_sdks_order() {
         let all = [
@@ -525,41 +386,23 @@ mod tests {
                 "http://169.254.170.23/v1/credentials",
             ),
         ];
-        assert_eq!(Source::of(&env(&all)).unwrap(), Source::Keys);
+        assert_eq!(Source::of(&AwsEnv::from_pairs(&all)).unwrap(), Source::Keys);
         assert!(matches!(
-            Source::of(&env(&all[2..])).unwrap(),
+            Source::of(&AwsEnv::from_pairs(&all[2..])).unwrap(),
             Source::WebIdentity { .. }
         ));
         assert!(matches!(
-            Source::of(&env(&all[4..])).unwrap(),
+            Source::of(&AwsEnv::from_pairs(&all[4..])).unwrap(),
             Source::Container { .. }
         ));
-        let none = Source::of(&env(&[])).unwrap_err().to_string();
+        let none = Source::of(&AwsEnv::from_pairs(&[]))
+            .unwrap_err()
+            .to_string();
         assert!(none.contains("AWS_WEB_IDENTITY_TOKEN_FILE"), "{none}");
-        let half = Source::of(&env(&all[..1])).unwrap_err().to_string();
+        let half = Source::of(&AwsEnv::from_pairs(&all[..1]))
+            .unwrap_err()
+            .to_string();
         assert!(half.contains("AWS_SECRET_ACCESS_KEY"), "{half}");
-    }
-
-    #[test]
-    fn the_region_names_the_sts_endpoint() {
-        let e = env(&[("AWS_DEFAULT_REGION", "eu-west-1")]);
-        assert_eq!(
-            e.sts_endpoint().unwrap().url,
-            "https://sts.eu-west-1.amazonaws.com"
-        );
-        let e = env(&[("AWS_REGION", "cn-north-1"), ("AWS_DEFAULT_REGION", "x")]);
-        assert_eq!(
-            e.sts_endpoint().unwrap().host,
-            "sts.cn-north-1.amazonaws.com.cn"
-        );
-        let e = env(&[("AWS_ENDPOINT_URL_STS", "http://127.0.0.1:4566/")]);
-        let endpoint = e.sts_endpoint().unwrap();
-        assert_eq!(
-            (endpoint.url.as_str(), endpoint.host.as_str()),
-            ("http://127.0.0.1:4566", "127.0.0.1:4566")
-        );
-        let missing = env(&[]).sts_endpoint().unwrap_err().to_string();
-        assert!(missing.contains("AWS_REGION"), "{missing}");
     }
 
     #[test]

@@ -25,12 +25,12 @@ fn clock(at: &Arc<AtomicI64>) -> UnixClock {
     Arc::new(move || Duration::from_secs(u64::try_from(at.load(Ordering::SeqCst)).unwrap()))
 }
 
-fn env(vars: &[(&str, &str)]) -> AwsEnv {
-    let vars: BTreeMap<String, String> = vars
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    AwsEnv::from_vars(|name| vars.get(name).cloned())
+/// Tokens from the environment `vars`, at the time the returned clock says (`T0` first).
+fn tokens_at(vars: &[(&str, &str)]) -> (EksTokens, Arc<AtomicI64>) {
+    let at = Arc::new(AtomicI64::new(T0));
+    let tokens =
+        EksTokens::new(AwsEnv::from_pairs(vars), clock(&at), Duration::from_secs(5)).unwrap();
+    (tokens, at)
 }
 
 fn auth(cluster: &str, role: Option<&str>) -> AwsAuth {
@@ -118,17 +118,11 @@ fn reference_signature(secret: &str, date: &str, region: &str, canonical: &str) 
 
 #[tokio::test]
 async fn the_token_is_a_presigned_get_caller_identity_url() {
-    let at = Arc::new(AtomicI64::new(T0));
-    let tokens = EksTokens::new(
-        env(&[
-            ("AWS_REGION", "eu-west-1"),
-            ("AWS_ACCESS_KEY_ID", KEY_ID),
-            ("AWS_SECRET_ACCESS_KEY", SECRET),
-        ]),
-        clock(&at),
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let (tokens, _) = tokens_at(&[
+        ("AWS_REGION", "eu-west-1"),
+        ("AWS_ACCESS_KEY_ID", KEY_ID),
+        ("AWS_SECRET_ACCESS_KEY", SECRET),
+    ]);
     let token = tokens.token(&auth("prod-eu", None)).await.unwrap();
     let url = token_url(&token);
     let (base, query) = url.split_once("/?").expect("a query");
@@ -182,18 +176,12 @@ async fn the_token_is_a_presigned_get_caller_identity_url() {
 
 #[tokio::test]
 async fn a_session_token_is_signed_into_the_url() {
-    let at = Arc::new(AtomicI64::new(T0));
-    let tokens = EksTokens::new(
-        env(&[
-            ("AWS_DEFAULT_REGION", "us-east-1"),
-            ("AWS_ACCESS_KEY_ID", KEY_ID),
-            ("AWS_SECRET_ACCESS_KEY", SECRET),
-            ("AWS_SESSION_TOKEN", "session/tok+en="),
-        ]),
-        clock(&at),
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let (tokens, _) = tokens_at(&[
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", KEY_ID),
+        ("AWS_SECRET_ACCESS_KEY", SECRET),
+        ("AWS_SESSION_TOKEN", "session/tok+en="),
+    ]);
     let url = token_url(&tokens.token(&auth("c", None)).await.unwrap());
     let params = pairs(url.split_once("/?").unwrap().1);
     assert_eq!(params["X-Amz-Security-Token"], "session/tok+en=");
@@ -363,18 +351,12 @@ async fn irsa(deny: bool) -> Irsa {
         ..Sts::default()
     });
     let url = fake_sts(sts.clone()).await;
-    let at = Arc::new(AtomicI64::new(T0));
-    let tokens = EksTokens::new(
-        env(&[
-            ("AWS_REGION", "eu-west-1"),
-            ("AWS_ENDPOINT_URL_STS", &url),
-            ("AWS_ROLE_ARN", "arn:aws:iam::1:role/irsa"),
-            ("AWS_WEB_IDENTITY_TOKEN_FILE", file.to_str().unwrap()),
-        ]),
-        clock(&at),
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let (tokens, at) = tokens_at(&[
+        ("AWS_REGION", "eu-west-1"),
+        ("AWS_ENDPOINT_URL_STS", &url),
+        ("AWS_ROLE_ARN", "arn:aws:iam::1:role/irsa"),
+        ("AWS_WEB_IDENTITY_TOKEN_FILE", file.to_str().unwrap()),
+    ]);
     Irsa {
         sts,
         tokens,
@@ -455,23 +437,17 @@ async fn eks_pod_identity_gives_the_credentials() {
         ..Sts::default()
     });
     let url = fake_sts(sts.clone()).await;
-    let at = Arc::new(AtomicI64::new(T0));
-    let tokens = EksTokens::new(
-        env(&[
-            ("AWS_REGION", "eu-west-1"),
-            (
-                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                &format!("{url}/v1/credentials"),
-            ),
-            (
-                "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-                file.to_str().unwrap(),
-            ),
-        ]),
-        clock(&at),
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let (tokens, _) = tokens_at(&[
+        ("AWS_REGION", "eu-west-1"),
+        (
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            &format!("{url}/v1/credentials"),
+        ),
+        (
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+            file.to_str().unwrap(),
+        ),
+    ]);
     let url = token_url(&tokens.token(&auth("prod", None)).await.unwrap());
     assert!(
         url.starts_with("https://sts.eu-west-1.amazonaws.com/?"),
@@ -487,13 +463,7 @@ async fn eks_pod_identity_gives_the_credentials() {
 
 #[tokio::test]
 async fn without_credentials_the_error_says_what_to_set() {
-    let at = Arc::new(AtomicI64::new(T0));
-    let tokens = EksTokens::new(
-        env(&[("AWS_REGION", "eu-west-1")]),
-        clock(&at),
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let (tokens, _) = tokens_at(&[("AWS_REGION", "eu-west-1")]);
     let text = tokens
         .token(&auth("c", None))
         .await
