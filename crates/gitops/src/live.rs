@@ -2,7 +2,7 @@
 //!
 //! [`ClusterConnections`] holds one [`ClusterConn`] per destination cluster this replica
 //! owns: a kube `Client` (from the cluster's server URL, plus a bearer token and TLS
-//! settings when the cluster Secret has them), the kinds it serves (discovery, cached per
+//! settings when the cluster Secret has them, or an EKS token from [`eks`]), the kinds it serves (discovery, cached per
 //! cluster), and one watch-backed cache per kind that some application on the cluster
 //! deploys (`kube::runtime::watcher`, all namespaces). A cluster's caches exist exactly
 //! while it is started: [`ClusterConnections::stop`] drops them and their watches.

@@ -5,8 +5,9 @@
 //! `GetCallerIdentity` URL (SigV4 query signing, `X-Amz-Expires=60`, the cluster's name
 //! signed in the header `x-k8s-aws-id`). The API server's authenticator calls that URL and
 //! maps the caller's identity to a Kubernetes user; it accepts a token for 15 minutes after
-//! its `X-Amz-Date`. The credentials that sign are the pod's ([`sources`]), then, when the
-//! Secret has a `roleARN`, that role's (STS `AssumeRole`).
+//! its `X-Amz-Date`. The credentials that sign are the pod's (`eks/sources.rs`, from the
+//! environment as [`AwsEnv`] reads it), then, when the Secret has a `roleARN`, that role's
+//! (STS `AssumeRole`).
 //!
 //! [`EksTokens`] caches each token per (cluster, role) for [`TOKEN_USE`] (or until the
 //! credentials that signed it expire), the pod's credentials and each assumed role's until
