@@ -2,7 +2,7 @@
 //!
 //! [`ClusterConnections`] holds one [`ClusterConn`] per destination cluster this replica
 //! owns: a kube `Client` (from the cluster's server URL, plus a bearer token and TLS
-//! settings when the cluster Secret has them), the kinds it serves (discovery, cached per
+//! settings when the cluster Secret has them, or an EKS token from [`eks`]), the kinds it serves (discovery, cached per
 //! cluster), and one watch-backed cache per kind that some application on the cluster
 //! deploys (`kube::runtime::watcher`, all namespaces). A cluster's caches exist exactly
 //! while it is started: [`ClusterConnections::stop`] drops them and their watches.
@@ -25,7 +25,9 @@
 //! asks the API server for its version before the cache is trusted.
 
 mod cache;
+pub mod eks;
 mod error;
+mod kubeconfig;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -33,17 +35,19 @@ use std::time::Duration;
 
 use http::HeaderValue;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::client::ClientBuilder;
 use kube::discovery::Scope;
 use kube::{Client, Config};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::time::Instant;
 
 pub use fleetshard_manifest::{ClusterCredentials, ClusterScope};
 
 use crate::compare::{ResourceKey, is_tracked_by};
 use cache::{KindCache, WatchContext};
+use eks::{BearerLayer, EksTokens};
 pub use error::LiveError;
+use kubeconfig::kubeconfig_config;
 
 /// A destination cluster as the reconciler reaches it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +110,7 @@ pub struct ClusterConnections {
     clusters: Mutex<HashMap<String, Arc<ClusterConn>>>,
     listener: Option<ChangeListener>,
     user_agent: Option<HeaderValue>,
+    eks: Option<Arc<EksTokens>>,
 }
 
 impl ClusterConnections {
@@ -116,7 +121,16 @@ impl ClusterConnections {
             clusters: Mutex::new(HashMap::new()),
             listener: None,
             user_agent: None,
+            eks: None,
         }
+    }
+
+    /// Reaches clusters whose Secret has `awsAuthConfig` with tokens from `tokens` (shared
+    /// by every connection, so one cache serves them all). Without it such clusters are
+    /// refused at connect.
+    pub fn with_eks(mut self, tokens: Arc<EksTokens>) -> Self {
+        self.eks = Some(tokens);
+        self
     }
 
     /// Sends `agent` as the `User-Agent` of every request to the clusters (which replica
@@ -151,6 +165,7 @@ impl ClusterConnections {
                 self.options,
                 self.listener.clone(),
                 self.user_agent.clone(),
+                self.eks.clone(),
             )
             .await?,
         );
@@ -186,64 +201,6 @@ impl ClusterConnections {
     }
 }
 
-/// The client configuration for a cluster Secret's credentials: a kubeconfig, which is
-/// the documented way to give kube a CA bundle as PEM and a token.
-async fn kubeconfig_config(access: &ClusterAccess) -> Result<Config, String> {
-    let c = &access.credentials;
-    if !c.unusable.is_empty() {
-        return Err(format!(
-            "the cluster Secret's credentials cannot be used ({}); nothing is sent to this \
-             cluster rather than reaching it without them",
-            c.unusable.join("; ")
-        ));
-    }
-    let mut cluster = json!({"server": access.server});
-    let mut user = json!({});
-    let set = |map: &mut serde_json::Value, key: &str, value: &Option<String>| {
-        if let Some(v) = value {
-            map[key] = json!(v);
-        }
-    };
-    set(&mut cluster, "certificate-authority-data", &c.ca_data);
-    set(&mut cluster, "tls-server-name", &c.server_name);
-    set(&mut cluster, "proxy-url", &c.proxy_url);
-    set(&mut user, "token", &c.bearer_token);
-    set(&mut user, "username", &c.username);
-    set(&mut user, "password", &c.password);
-    set(&mut user, "client-certificate-data", &c.cert_data);
-    set(&mut user, "client-key-data", &c.key_data);
-    if c.insecure {
-        cluster["insecure-skip-tls-verify"] = json!(true);
-    }
-    if let Some(exec) = &c.exec {
-        // As kubectl runs a credential plugin: its own environment plus `env`, never
-        // interactive; kube caches the credential until its `expirationTimestamp`.
-        let env: Vec<_> = exec
-            .env
-            .iter()
-            .map(|(name, value)| json!({"name": name, "value": value}))
-            .collect();
-        user["exec"] = json!({
-            "command": exec.command,
-            "args": exec.args,
-            "env": env,
-            "apiVersion": exec.api_version,
-            "installHint": exec.install_hint,
-            "interactiveMode": "Never",
-        });
-    }
-    let kubeconfig: Kubeconfig = serde_json::from_value(json!({
-        "clusters": [{"name": "c", "cluster": cluster}],
-        "users": [{"name": "u", "user": user}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }))
-    .map_err(|e| e.to_string())?;
-    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| e.to_string())
-}
-
 /// `e` and its causes: kube's message for a failed connection alone does not say why.
 fn with_causes(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
@@ -276,6 +233,7 @@ impl ClusterConn {
         options: LiveOptions,
         listener: Option<ChangeListener>,
         user_agent: Option<HeaderValue>,
+        eks: Option<Arc<EksTokens>>,
     ) -> Result<Self, LiveError> {
         let config_err = |message: String| LiveError::Config {
             cluster: access.server.clone(),
@@ -321,9 +279,9 @@ impl ClusterConn {
         if let Some(agent) = user_agent {
             config.headers.push((http::header::USER_AGENT, agent));
         }
-        let client = Client::try_from(config).map_err(|e| match &access.credentials.exec {
+        let client_err = |e: kube::Error| match &access.credentials.exec {
             // The credential plugin runs while the client is built: name it.
-            Some(exec) => config_err(format!(
+            Some(exec) if access.credentials.aws.is_none() => config_err(format!(
                 "credential plugin {:?} (execProviderConfig): {e}{}",
                 exec.command,
                 exec.install_hint
@@ -331,8 +289,35 @@ impl ClusterConn {
                     .map(|hint| format!("; {hint}"))
                     .unwrap_or_default()
             )),
-            None => config_err(e.to_string()),
-        })?;
+            _ => config_err(e.to_string()),
+        };
+        let client = match &access.credentials.aws {
+            None => Client::try_from(config).map_err(client_err)?,
+            Some(aws) => {
+                let tokens = eks.ok_or_else(|| {
+                    config_err(
+                        "config.awsAuthConfig: this process was given no AWS credentials \
+                         source for EKS tokens; nothing is sent to the cluster"
+                            .to_owned(),
+                    )
+                })?;
+                // A first token now: a missing credential or a refused role shows at
+                // connect, naming what to fix, rather than as 401s on every request.
+                tokens.token(aws).await.map_err(|e| {
+                    config_err(format!(
+                        "config.awsAuthConfig (EKS cluster {}): {e}",
+                        aws.cluster_name
+                    ))
+                })?;
+                ClientBuilder::try_from(config)
+                    .map_err(client_err)?
+                    .with_layer(&BearerLayer {
+                        tokens,
+                        auth: aws.clone(),
+                    })
+                    .build()
+            }
+        };
         Ok(ClusterConn {
             access,
             client,

@@ -44,4 +44,5 @@ pub use cache::{
 };
 pub use error::{Location, ManifestError, SourceError};
 pub use parse::{FileFormat, Manifest, ObjectIdentity, parse_file};
+pub(crate) use repo::install_crypto_provider;
 pub use url::{RepoLocation, cache_key, exact_form, normalize};

@@ -28,7 +28,7 @@ pub use app_spec::{
     RefusalKind, SyncRequest, SyncResource, spec_key,
 };
 pub use cluster_scope::ClusterScope;
-pub use credentials::{ClusterCredentials, ConfigProblem, ExecProvider};
+pub use credentials::{AwsAuth, ClusterCredentials, ConfigProblem, ExecProvider};
 use document::Accept;
 pub use document::yaml_options;
 pub use error::{LoadError, LoadWarning, Loaded};

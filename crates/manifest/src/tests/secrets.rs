@@ -310,7 +310,7 @@ fn secret_with_config(config: &str) -> String {
 #[test]
 fn config_gives_the_cluster_credentials() {
     let text = secret_with_config(
-        r#"{"bearerToken":"tok","tlsClientConfig":{"insecure":true},"awsAuthConfig":{"clusterName":"x"}}"#,
+        r#"{"bearerToken":"tok","tlsClientConfig":{"insecure":true},"awsAuthConfig":{"clusterName":"x","profile":"p"}}"#,
     );
     let loaded = parse_input(&text, "secret.json").unwrap();
     let creds = &loaded.value.credentials["u1"];
@@ -318,7 +318,7 @@ fn config_gives_the_cluster_credentials() {
     assert!(creds.insecure);
     assert_warned(
         &loaded.warnings,
-        &["stringData.config.awsAuthConfig: not supported"],
+        &["stringData.config.awsAuthConfig.profile: AWS profiles"],
     );
     // The exported Secret's default config (verified TLS, no token) adds no entry.
     let loaded = parse_input(SECRET_LIST_YAML, "secrets.yaml").unwrap();
