@@ -2,10 +2,17 @@
 //!
 //! [`ClusterConnections`] holds one [`ClusterConn`] per destination cluster this replica
 //! owns: a kube `Client` (from the cluster's server URL, plus a bearer token and TLS
-//! settings when the cluster Secret has them), the kinds it serves (discovery, cached per
+//! settings when the cluster Secret has them, or an EKS token from [`eks`]), the kinds it serves (discovery, cached per
 //! cluster), and one watch-backed cache per kind that some application on the cluster
 //! deploys (`kube::runtime::watcher`, all namespaces). A cluster's caches exist exactly
 //! while it is started: [`ClusterConnections::stop`] drops them and their watches.
+//!
+//! A namespace-scoped cluster (its Secret's `namespaces`, [`ClusterScope`]) is never
+//! listed or watched cluster-wide: each namespaced kind is watched once per listed
+//! namespace, and cluster-scoped kinds only with `clusterResources`. An object outside
+//! that scope is [`LiveError::NotManaged`] ([`ClusterConn::check_managed`]), and what the
+//! caches do not see is neither shown nor pruned. The scope is part of the credentials, so
+//! a change to it in the Secret restarts the cluster's connection and caches.
 //!
 //! An application's live objects ([`ClusterConn::live_objects`]) are the cached objects
 //! that are desired by it (by group, kind, namespace and name) or carry its tracking
@@ -18,6 +25,9 @@
 //! asks the API server for its version before the cache is trusted.
 
 mod cache;
+pub mod eks;
+mod error;
+mod kubeconfig;
 mod versions;
 
 use std::collections::{HashMap, HashSet};
@@ -26,60 +36,20 @@ use std::time::Duration;
 
 use http::HeaderValue;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::client::ClientBuilder;
 use kube::discovery::Scope;
 use kube::{Client, Config};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::time::Instant;
 
-pub use fleetshard_manifest::ClusterCredentials;
+pub use fleetshard_manifest::{ClusterCredentials, ClusterScope};
 
 use crate::compare::{ResourceKey, is_tracked_by};
-use cache::KindCache;
+use cache::{KindCache, WatchContext};
+use eks::{BearerLayer, EksTokens};
+pub use error::LiveError;
+use kubeconfig::kubeconfig_config;
 pub use versions::{ServedVersions, VERSIONS_TTL};
-
-/// Why a cluster's live state could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LiveError {
-    /// The cluster's URL or credentials cannot make a client.
-    #[error("cluster {cluster}: invalid connection settings: {message}")]
-    Config {
-        /// The cluster's server URL.
-        cluster: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The API server did not answer (refused, timed out, or an error status).
-    #[error("cluster {cluster} is unreachable: {message}")]
-    Unreachable {
-        /// The cluster's server URL.
-        cluster: String,
-        /// What happened.
-        message: String,
-    },
-    /// The cluster serves no such kind (a missing CRD, a wrong `apiVersion`).
-    #[error("cluster {cluster} serves no kind {kind} in {api_version}: {message}")]
-    UnknownKind {
-        /// The cluster's server URL.
-        cluster: String,
-        /// The manifest's `apiVersion`.
-        api_version: String,
-        /// The manifest's `kind`.
-        kind: String,
-        /// What discovery said.
-        message: String,
-    },
-    /// A kind's cache did not complete its first list in time.
-    #[error("cluster {cluster}: the cache of {kind} is not ready: {message}")]
-    NotReady {
-        /// The cluster's server URL.
-        cluster: String,
-        /// The kind.
-        kind: String,
-        /// The last watch error, or the timeout.
-        message: String,
-    },
-}
 
 /// A destination cluster as the reconciler reaches it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +112,7 @@ pub struct ClusterConnections {
     clusters: Mutex<HashMap<String, Arc<ClusterConn>>>,
     listener: Option<ChangeListener>,
     user_agent: Option<HeaderValue>,
+    eks: Option<Arc<EksTokens>>,
 }
 
 impl ClusterConnections {
@@ -152,7 +123,16 @@ impl ClusterConnections {
             clusters: Mutex::new(HashMap::new()),
             listener: None,
             user_agent: None,
+            eks: None,
         }
+    }
+
+    /// Reaches clusters whose Secret has `awsAuthConfig` with tokens from `tokens` (shared
+    /// by every connection, so one cache serves them all). Without it such clusters are
+    /// refused at connect.
+    pub fn with_eks(mut self, tokens: Arc<EksTokens>) -> Self {
+        self.eks = Some(tokens);
+        self
     }
 
     /// Sends `agent` as the `User-Agent` of every request to the clusters (which replica
@@ -174,7 +154,7 @@ impl ClusterConnections {
     }
 
     /// The connection to `access.id`, made now if the cluster is not started or its
-    /// server or credentials changed (the old caches are dropped then).
+    /// server or credentials (scope included) changed (the old caches are dropped then).
     pub async fn start(&self, access: &ClusterAccess) -> Result<Arc<ClusterConn>, LiveError> {
         if let Some(conn) = lock(&self.clusters).get(&access.id)
             && conn.access == *access
@@ -187,6 +167,7 @@ impl ClusterConnections {
                 self.options,
                 self.listener.clone(),
                 self.user_agent.clone(),
+                self.eks.clone(),
             )
             .await?,
         );
@@ -220,64 +201,6 @@ impl ClusterConnections {
         let conns: Vec<_> = lock(&self.clusters).values().cloned().collect();
         conns.iter().map(|c| c.cached_objects()).sum()
     }
-}
-
-/// The client configuration for a cluster Secret's credentials: a kubeconfig, which is
-/// the documented way to give kube a CA bundle as PEM and a token.
-async fn kubeconfig_config(access: &ClusterAccess) -> Result<Config, String> {
-    let c = &access.credentials;
-    if !c.unusable.is_empty() {
-        return Err(format!(
-            "the cluster Secret's credentials cannot be used ({}); nothing is sent to this \
-             cluster rather than reaching it without them",
-            c.unusable.join("; ")
-        ));
-    }
-    let mut cluster = json!({"server": access.server});
-    let mut user = json!({});
-    let set = |map: &mut serde_json::Value, key: &str, value: &Option<String>| {
-        if let Some(v) = value {
-            map[key] = json!(v);
-        }
-    };
-    set(&mut cluster, "certificate-authority-data", &c.ca_data);
-    set(&mut cluster, "tls-server-name", &c.server_name);
-    set(&mut cluster, "proxy-url", &c.proxy_url);
-    set(&mut user, "token", &c.bearer_token);
-    set(&mut user, "username", &c.username);
-    set(&mut user, "password", &c.password);
-    set(&mut user, "client-certificate-data", &c.cert_data);
-    set(&mut user, "client-key-data", &c.key_data);
-    if c.insecure {
-        cluster["insecure-skip-tls-verify"] = json!(true);
-    }
-    if let Some(exec) = &c.exec {
-        // As kubectl runs a credential plugin: its own environment plus `env`, never
-        // interactive; kube caches the credential until its `expirationTimestamp`.
-        let env: Vec<_> = exec
-            .env
-            .iter()
-            .map(|(name, value)| json!({"name": name, "value": value}))
-            .collect();
-        user["exec"] = json!({
-            "command": exec.command,
-            "args": exec.args,
-            "env": env,
-            "apiVersion": exec.api_version,
-            "installHint": exec.install_hint,
-            "interactiveMode": "Never",
-        });
-    }
-    let kubeconfig: Kubeconfig = serde_json::from_value(json!({
-        "clusters": [{"name": "c", "cluster": cluster}],
-        "users": [{"name": "u", "user": user}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }))
-    .map_err(|e| e.to_string())?;
-    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| e.to_string())
 }
 
 /// `e` and its causes: kube's message for a failed connection alone does not say why.
@@ -314,6 +237,7 @@ impl ClusterConn {
         options: LiveOptions,
         listener: Option<ChangeListener>,
         user_agent: Option<HeaderValue>,
+        eks: Option<Arc<EksTokens>>,
     ) -> Result<Self, LiveError> {
         let config_err = |message: String| LiveError::Config {
             cluster: access.server.clone(),
@@ -359,9 +283,9 @@ impl ClusterConn {
         if let Some(agent) = user_agent {
             config.headers.push((http::header::USER_AGENT, agent));
         }
-        let client = Client::try_from(config).map_err(|e| match &access.credentials.exec {
+        let client_err = |e: kube::Error| match &access.credentials.exec {
             // The credential plugin runs while the client is built: name it.
-            Some(exec) => config_err(format!(
+            Some(exec) if access.credentials.aws.is_none() => config_err(format!(
                 "credential plugin {:?} (execProviderConfig): {e}{}",
                 exec.command,
                 exec.install_hint
@@ -369,8 +293,35 @@ impl ClusterConn {
                     .map(|hint| format!("; {hint}"))
                     .unwrap_or_default()
             )),
-            None => config_err(e.to_string()),
-        })?;
+            _ => config_err(e.to_string()),
+        };
+        let client = match &access.credentials.aws {
+            None => Client::try_from(config).map_err(client_err)?,
+            Some(aws) => {
+                let tokens = eks.ok_or_else(|| {
+                    config_err(
+                        "config.awsAuthConfig: this process was given no AWS credentials \
+                         source for EKS tokens; nothing is sent to the cluster"
+                            .to_owned(),
+                    )
+                })?;
+                // A first token now: a missing credential or a refused role shows at
+                // connect, naming what to fix, rather than as 401s on every request.
+                tokens.token(aws).await.map_err(|e| {
+                    config_err(format!(
+                        "config.awsAuthConfig (EKS cluster {}): {e}",
+                        aws.cluster_name
+                    ))
+                })?;
+                ClientBuilder::try_from(config)
+                    .map_err(client_err)?
+                    .with_layer(&BearerLayer {
+                        tokens,
+                        auth: aws.clone(),
+                    })
+                    .build()
+            }
+        };
         Ok(ClusterConn {
             access,
             client,
@@ -475,8 +426,13 @@ impl ClusterConn {
     }
 
     /// Makes sure every kind in `kinds` is watched and its first list is complete.
+    /// A cluster-scoped kind on a namespace-scoped cluster without `clusterResources` is
+    /// [`LiveError::NotManaged`], and not watched.
     pub async fn watch_kinds(&self, kinds: &[KindInfo]) -> Result<(), LiveError> {
         for info in kinds {
+            if !info.namespaced {
+                self.check_managed(&info.resource.kind, "", "(any)")?;
+            }
             let cache = self.cache(info);
             cache
                 .wait_ready(self.options.sync_timeout)
@@ -496,18 +452,37 @@ impl ClusterConn {
         caches
             .entry(key)
             .or_insert_with(|| {
-                let secs = u32::try_from(self.options.watch_timeout.as_secs())
-                    .unwrap_or(u32::MAX)
-                    .max(1);
-                Arc::new(KindCache::start(
-                    self.client.clone(),
-                    info.resource.clone(),
-                    secs,
-                    self.heard.clone(),
-                    self.listener.clone(),
-                ))
+                let ctx = WatchContext {
+                    client: self.client.clone(),
+                    watch_timeout_secs: u32::try_from(self.options.watch_timeout.as_secs())
+                        .unwrap_or(u32::MAX)
+                        .max(1),
+                    heard: self.heard.clone(),
+                    listener: self.listener.clone(),
+                };
+                let namespaces = self.scope().watched_namespaces(info.namespaced);
+                Arc::new(KindCache::start(&ctx, &info.resource, namespaces))
             })
             .clone()
+    }
+
+    /// The part of the cluster its Secret lets fleetshard reach (`namespaces`,
+    /// `clusterResources`).
+    pub fn scope(&self) -> &ClusterScope {
+        &self.access.credentials.scope
+    }
+
+    /// Ok if the object `kind` `name` in `namespace` (empty: cluster-scoped) is inside the
+    /// cluster's scope; else [`LiveError::NotManaged`], and nothing of the app is to be
+    /// read, applied or pruned.
+    pub fn check_managed(&self, kind: &str, namespace: &str, name: &str) -> Result<(), LiveError> {
+        match self.scope().refusal(kind, namespace, name) {
+            None => Ok(()),
+            Some(message) => Err(LiveError::NotManaged {
+                cluster: self.access.server.clone(),
+                message,
+            }),
+        }
     }
 
     /// How many objects this cluster's caches hold (every watched kind).

@@ -278,10 +278,15 @@ impl GitOpsReconciler {
                 )
             })
             .unwrap_or_default();
-        let project_source_repos = target
+        let project_source_repos: Vec<String> = target
             .project
             .as_ref()
-            .map(|p| p.source_repos.clone())
+            .map(|p| {
+                p.source_repos
+                    .iter()
+                    .map(|r| r.as_str().to_owned())
+                    .collect()
+            })
             .unwrap_or_default();
         let rendered = self
             .renderer
@@ -338,6 +343,9 @@ impl GitOpsReconciler {
                     meta.remove("namespace");
                 }
             }
+            // Outside a namespace-scoped cluster's namespaces: the whole app is refused.
+            conn.check_managed(&id.kind, &namespace, &id.name)
+                .map_err(|e| with_rev(e.into()))?;
             if !kinds.contains(&kind) {
                 kinds.push(kind.clone());
             }

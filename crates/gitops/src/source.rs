@@ -53,4 +53,5 @@ pub use render::{
     DEFAULT_MAX_CACHED_RENDERS, DEFAULT_RENDER_TIMEOUT, Render, RenderConfig, RenderRequest,
     Rendered, RepoServerRenderer, SourceType, StandaloneRenderer,
 };
+pub(crate) use repo::install_crypto_provider;
 pub use url::{RepoLocation, cache_key, exact_form, normalize};

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::rbac::NamespacedToken;
 use crate::registry::{DEFAULT_RESOURCES, ResourceKind};
 use crate::tls::TlsOptions;
 
@@ -40,6 +41,14 @@ pub struct FakeConfig {
     /// server with anonymous access off) before anything else, faults and counters
     /// included. None (the default): no authentication.
     pub bearer_token: Option<String>,
+    /// Tokens whose holders reach only some namespaces: a request carrying one may list,
+    /// watch and write namespaced kinds only inside those namespaces (and cluster-scoped
+    /// kinds only with [`NamespacedToken::cluster_resources`]); anything else that names a
+    /// resource, a cluster-wide list or watch included, answers 403 Forbidden worded as
+    /// the real authorizer words it. Discovery stays open. Once any is set, every request
+    /// needs one of them or [`Self::bearer_token`] (401 otherwise). Empty (the default):
+    /// no such tokens.
+    pub namespaced_tokens: Vec<NamespacedToken>,
     /// How many write requests [`FakeApiServer::writes`](crate::FakeApiServer::writes) keeps
     /// (the newest).
     pub write_log_limit: usize,
@@ -55,6 +64,7 @@ impl Default for FakeConfig {
             history_limit: 10_000,
             bookmark_interval: Duration::from_secs(1),
             bearer_token: None,
+            namespaced_tokens: Vec::new(),
             write_log_limit: 100_000,
             tls: None,
         }

@@ -35,6 +35,22 @@ pub enum Verb {
 }
 
 impl Verb {
+    /// The verb as RBAC rules and the authorizer's messages spell it; `None` for
+    /// discovery, which is not a resource request.
+    pub fn rbac_name(self) -> Option<&'static str> {
+        Some(match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+            Verb::Discovery => return None,
+        })
+    }
+
     /// Whether the verb writes.
     pub fn is_write(self) -> bool {
         matches!(

@@ -28,6 +28,9 @@
 //!   discovery (plain and aggregated);
 //! - every error is a `Status` object with the real reason and code;
 //! - with [`FakeConfig::bearer_token`], every request needs that token (401 otherwise);
+//! - with [`FakeConfig::namespaced_tokens`], RBAC for a namespace-scoped identity: outside
+//!   its namespaces (a cluster-wide list or watch included) a request answers the real
+//!   authorizer's 403 Forbidden (see the `rbac` module);
 //! - with [`FakeConfig::tls`], HTTPS with a CA generated for the server (see the `tls`
 //!   module), optionally requiring a client certificate signed by it; the kubeconfig it
 //!   writes carries the CA and the client certificate;
@@ -58,6 +61,7 @@ mod list;
 mod meta;
 mod ops;
 mod patch;
+mod rbac;
 mod registry;
 mod routes;
 mod schema;
@@ -80,6 +84,7 @@ use serde_json::{Value, json};
 pub use argocd::{APPLICATION_CRD_YAML, APPPROJECT_CRD_YAML, argocd_crds};
 pub use config::{FakeApiError, FakeConfig};
 pub use faults::{FaultAction, FaultId, RequestInfo, Verb};
+pub use rbac::NamespacedToken;
 pub use registry::{DEFAULT_RESOURCES, ResourceKind};
 pub use status::{ApiError, Cause};
 pub use tls::{Pki, TlsMaterial, TlsOptions, generate_pki};
@@ -145,6 +150,7 @@ impl FakeApiServer {
             config.bookmark_interval,
             addr.to_string(),
             config.bearer_token.filter(|t| !t.is_empty()),
+            config.namespaced_tokens,
             config.write_log_limit,
         ));
         let app = routes::router(shared.clone());

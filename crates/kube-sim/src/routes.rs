@@ -82,9 +82,10 @@ async fn handle(
         })
         .map(|axum::extract::Query(q)| q)
         .unwrap_or_default();
-    if let Err(e) = authenticate(&shared, &headers) {
-        return e.into_response();
-    }
+    let caller = match authenticate(&shared, &headers) {
+        Ok(caller) => caller.cloned(),
+        Err(e) => return e.into_response(),
+    };
     let path = uri.path().to_string();
     let target = match parse_target(&shared, &path) {
         Ok(t) => t,
@@ -97,6 +98,12 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     shared.faults.count(&info);
+    // Authorized after counting (the attempt shows in the counters), before faults.
+    if let (Some(caller), Target::Resource { kind, .. }) = (&caller, &target)
+        && let Err(e) = caller.authorize(&info, kind.namespaced)
+    {
+        return e.into_response();
+    }
     // A write is logged from its arrival; dropped unanswered (the client closed the
     // connection during a delay or a partition), it is logged as abandoned.
     let ticket = verb.filter(|v| v.is_write()).map(|v| {

@@ -8,6 +8,7 @@ use tokio::sync::watch;
 
 use super::crd;
 use super::faults::Faults;
+use super::rbac::NamespacedToken;
 use super::registry::{Registry, ResourceKind};
 use super::store::Store;
 use super::writes::WriteLog;
@@ -36,6 +37,8 @@ pub struct Shared {
     pub address: String,
     /// The token every request must carry (`Authorization: Bearer …`), if any.
     pub bearer_token: Option<String>,
+    /// Tokens that reach only some namespaces (see the `rbac` module).
+    pub namespaced_tokens: Vec<NamespacedToken>,
     /// Every write request received (the newest ones).
     pub writes: WriteLog,
 }
@@ -48,6 +51,7 @@ impl Shared {
         bookmark_interval: Duration,
         address: String,
         bearer_token: Option<String>,
+        namespaced_tokens: Vec<NamespacedToken>,
         write_log_limit: usize,
     ) -> Self {
         let rev = store.revision();
@@ -63,6 +67,7 @@ impl Shared {
             faults: Faults::default(),
             address,
             bearer_token,
+            namespaced_tokens,
             writes: WriteLog::new(write_log_limit),
         }
     }

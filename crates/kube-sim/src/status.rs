@@ -247,7 +247,7 @@ impl ApiError {
 }
 
 /// `plural` or `plural.group`, as the real server names a resource in messages.
-fn qualified(group: &str, plural: &str) -> String {
+pub(crate) fn qualified(group: &str, plural: &str) -> String {
     if group.is_empty() {
         plural.to_string()
     } else {

@@ -11,6 +11,7 @@ mod kube_api {
     mod list_watch;
     mod measure;
     mod raw;
+    mod rbac;
     mod schema;
     mod tls;
     mod writes;

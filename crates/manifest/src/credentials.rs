@@ -3,10 +3,11 @@
 //! Argo CD's `config` is a JSON object (`ClusterConfig` in its API): `bearerToken`,
 //! `username`/`password`, `tlsClientConfig` (`insecure`, `serverName`, `caData`,
 //! `certData`, `keyData`), `execProviderConfig` (`command`, `args`, `env`, `apiVersion`,
-//! `installHint`), `awsAuthConfig`, `disableCompression`, `proxyUrl`. fleetshard reads them
-//! all but `awsAuthConfig` and `disableCompression` (which changes nothing fleetshard
-//! sends). A set `awsAuthConfig`, or a token, username or password no HTTP header can carry
-//! (a newline), is kept in [`ClusterCredentials::unusable`]: the
+//! `installHint`), `awsAuthConfig` (`clusterName`, `roleARN`, `profile`),
+//! `disableCompression`, `proxyUrl`. fleetshard reads them all but `disableCompression`
+//! (which changes nothing fleetshard sends) and `awsAuthConfig.profile` (no AWS shared
+//! config file is read). A set `profile`, or a token, username or password no HTTP header
+//! can carry (a newline), is kept in [`ClusterCredentials::unusable`]: the
 //! reconciler refuses to reach that cluster, with a condition naming the field, rather
 //! than reaching it without the authentication the Secret asks for. A field of the wrong
 //! type, or `config` that is not a JSON object, is an error naming the field.
@@ -41,8 +42,13 @@ pub struct ClusterCredentials {
     pub exec: Option<ExecProvider>,
     /// `proxyUrl`: an `http://` or `socks5://` proxy to reach the API server through.
     pub proxy_url: Option<String>,
+    /// `awsAuthConfig`: an EKS cluster, reached with a token made from the pod's AWS
+    /// credentials. As in Argo CD, it takes precedence over `bearerToken`,
+    /// `username`/`password` and `execProviderConfig` (which are then not used); the TLS
+    /// settings still apply.
+    pub aws: Option<AwsAuth>,
     /// Why these credentials cannot be used, one message per field (naming it, never its
-    /// value): authentication fleetshard cannot honour yet (`config.awsAuthConfig`), or a
+    /// value): authentication fleetshard cannot honour (`config.awsAuthConfig.profile`), or a
     /// secret no HTTP header can carry (a token with a newline). The cluster is not
     /// reached at all while this is non-empty.
     pub unusable: Vec<String>,
@@ -51,6 +57,9 @@ pub struct ClusterCredentials {
     /// address from `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT`), as Argo CD does.
     /// The other fields are unused then.
     pub pod_service_account: bool,
+    /// The namespaces these credentials may reach (the Secret's `namespaces` and
+    /// `clusterResources`, beside `config`); the default: the whole cluster.
+    pub scope: crate::ClusterScope,
 }
 
 /// Argo CD's `execProviderConfig`: a client-go credential plugin.
@@ -66,6 +75,16 @@ pub struct ExecProvider {
     pub api_version: String,
     /// What to tell the user when the program is missing.
     pub install_hint: Option<String>,
+}
+
+/// Argo CD's `awsAuthConfig`: which EKS cluster the token is for, and the role to assume
+/// first. Neither is a secret.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
+pub struct AwsAuth {
+    /// `clusterName`: the EKS cluster's name, signed into the token (`x-k8s-aws-id`).
+    pub cluster_name: String,
+    /// `roleARN`: an IAM role assumed with the pod's credentials before the token is made.
+    pub role_arn: Option<String>,
 }
 
 impl fmt::Debug for ExecProvider {
@@ -103,14 +122,13 @@ impl fmt::Debug for ClusterCredentials {
             .field("key_data", &redacted(&self.key_data))
             .field("exec", &self.exec)
             .field("proxy_url", &self.proxy_url.as_ref().map(|_| "<set>"))
+            .field("aws", &self.aws)
             .field("unusable", &self.unusable)
             .field("pod_service_account", &self.pod_service_account)
+            .field("scope", &self.scope)
             .finish()
     }
 }
-
-/// Set fields of `config` that fleetshard cannot honour yet.
-const UNSUPPORTED: [&str; 1] = ["/awsAuthConfig"];
 
 /// Why a `config` could not be read: the field (`config`, `config.bearerToken`, …, under
 /// the name the caller gave `config`) and what is wrong with it.
@@ -180,23 +198,13 @@ impl ClusterCredentials {
                     .to_owned(),
             ));
         }
-        let mut unusable: Vec<ConfigProblem> = UNSUPPORTED
-            .iter()
-            .filter(|ptr| match v.pointer(ptr) {
-                None | Some(Value::Null) => false,
-                Some(Value::String(s)) => !s.is_empty(),
-                Some(Value::Object(o)) => !o.is_empty(),
-                Some(_) => true,
-            })
-            .map(|ptr| {
-                problem(
-                    &name(ptr),
-                    "not supported by fleetshard's reconciler yet; its apps show an error \
-                     and nothing is sent to the cluster"
-                        .to_owned(),
-                )
-            })
-            .collect();
+        let mut unusable: Vec<ConfigProblem> = Vec::new();
+        let aws = match v.pointer("/awsAuthConfig") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(o)) if o.is_empty() => None,
+            Some(Value::Object(_)) => Some(aws_auth(&name, &text, &mut unusable)?),
+            Some(_) => return Err(problem(&name("/awsAuthConfig"), "not an object".to_owned())),
+        };
         // What goes into an HTTP header must be one line of visible text: a token pasted
         // with its newline would be refused by every request (and made the client panic).
         for ptr in ["/bearerToken", "/username", "/password"] {
@@ -222,11 +230,13 @@ impl ClusterCredentials {
             key_data: text("/tlsClientConfig/keyData")?,
             exec,
             proxy_url,
+            aws,
             unusable: unusable
                 .iter()
                 .map(|p| format!("{}: {}", p.field, p.message))
                 .collect(),
             pod_service_account: false,
+            scope: crate::ClusterScope::default(),
         };
         if credentials.cert_data.is_some() != credentials.key_data.is_some() {
             return Err(problem(
@@ -236,6 +246,60 @@ impl ClusterCredentials {
         }
         Ok((credentials, unusable))
     }
+}
+
+/// Reads `awsAuthConfig` (known to be a non-empty object). A `profile` names a section of
+/// an AWS shared config file, which fleetshard does not read: the cluster is refused
+/// (`unusable`) rather than reached with other credentials than the profile's.
+fn aws_auth(
+    name: &dyn Fn(&str) -> String,
+    text: &dyn Fn(&str) -> Result<Option<String>, ConfigProblem>,
+    unusable: &mut Vec<ConfigProblem>,
+) -> Result<AwsAuth, ConfigProblem> {
+    let problem = |ptr: &str, message: &str| ConfigProblem {
+        field: name(ptr),
+        message: message.to_owned(),
+    };
+    let cluster_name = text("/awsAuthConfig/clusterName")?.ok_or_else(|| {
+        problem(
+            "/awsAuthConfig/clusterName",
+            "missing; the EKS cluster's name, which the token is signed for",
+        )
+    })?;
+    // EKS cluster names: a letter or digit, then letters, digits, `-` and `_`, at most 100.
+    let valid = cluster_name.len() <= 100
+        && cluster_name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && cluster_name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid {
+        return Err(problem(
+            "/awsAuthConfig/clusterName",
+            "not an EKS cluster name (a letter or digit, then letters, digits, '-' and '_', \
+             at most 100)",
+        ));
+    }
+    let role_arn = text("/awsAuthConfig/roleARN")?;
+    if let Some(arn) = &role_arn
+        && (!arn.starts_with("arn:") || arn.chars().any(|c| c.is_control() || c == ' '))
+    {
+        return Err(problem(
+            "/awsAuthConfig/roleARN",
+            "not an IAM role ARN (arn:aws:iam::ACCOUNT:role/NAME)",
+        ));
+    }
+    if text("/awsAuthConfig/profile")?.is_some() {
+        unusable.push(problem(
+            "/awsAuthConfig/profile",
+            "AWS profiles (a shared config file) are not read by fleetshard, which takes the \
+             pod's AWS credentials from its environment (IRSA, EKS Pod Identity or access \
+             keys); remove the profile or use roleARN; nothing is sent to the cluster",
+        ));
+    }
+    Ok(AwsAuth {
+        cluster_name,
+        role_arn,
+    })
 }
 
 /// Reads `execProviderConfig` (known to be a non-empty object).
@@ -306,21 +370,77 @@ mod tests {
     }
 
     #[test]
-    fn names_unsupported_authentication() {
-        let (c, unsupported) = ClusterCredentials::from_argo_config(
-            r#"{"awsAuthConfig":{"clusterName":"x"},"tlsClientConfig":{"certData":"Yw==","keyData":"aw==","insecure":false},"username":""}"#,
+    fn reads_aws_auth_config_and_refuses_a_profile() {
+        let (c, unusable) = ClusterCredentials::from_argo_config(
+            r#"{"awsAuthConfig":{"clusterName":"prod-eu_1","roleARN":"arn:aws:iam::123456789012:role/argocd"},
+                "tlsClientConfig":{"caData":"Q0E="}}"#,
             "config",
         )
         .unwrap();
-        let fields: Vec<&str> = unsupported.iter().map(|p| p.field.as_str()).collect();
-        assert_eq!(fields, ["config.awsAuthConfig"]);
+        assert!(unusable.is_empty(), "{unusable:?}");
+        assert!(c.unusable.is_empty());
+        let aws = c.aws.as_ref().expect("awsAuthConfig read");
+        assert_eq!(aws.cluster_name, "prod-eu_1");
+        assert_eq!(
+            aws.role_arn.as_deref(),
+            Some("arn:aws:iam::123456789012:role/argocd")
+        );
+        assert_eq!(c.ca_data.as_deref(), Some("Q0E="));
+
+        let (c, unusable) = ClusterCredentials::from_argo_config(
+            r#"{"awsAuthConfig":{"clusterName":"x","profile":"team-a"},
+                "tlsClientConfig":{"certData":"Yw==","keyData":"aw==","insecure":false},"username":""}"#,
+            "config",
+        )
+        .unwrap();
+        let fields: Vec<&str> = unusable.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(fields, ["config.awsAuthConfig.profile"]);
         assert_eq!(c.unusable.len(), 1, "kept: the cluster is refused");
         assert!(
-            c.unusable[0].starts_with("config.awsAuthConfig: "),
+            c.unusable[0].starts_with("config.awsAuthConfig.profile: "),
             "{:?}",
             c.unusable
         );
+        assert!(!c.unusable[0].contains("team-a"), "{:?}", c.unusable);
         assert_eq!(c.cert_data.as_deref(), Some("Yw=="));
+        // An empty awsAuthConfig is no awsAuthConfig.
+        let (c, _) =
+            ClusterCredentials::from_argo_config(r#"{"awsAuthConfig":{}}"#, "config").unwrap();
+        assert_eq!(c.aws, None);
+    }
+
+    #[test]
+    fn malformed_aws_auth_config_names_the_field() {
+        for (config, field) in [
+            (r#"{"awsAuthConfig":"eks"}"#, "config.awsAuthConfig"),
+            (
+                r#"{"awsAuthConfig":{"roleARN":"arn:aws:iam::1:role/r"}}"#,
+                "config.awsAuthConfig.clusterName",
+            ),
+            (
+                r#"{"awsAuthConfig":{"clusterName":7}}"#,
+                "config.awsAuthConfig.clusterName",
+            ),
+            (
+                r#"{"awsAuthConfig":{"clusterName":"a b"}}"#,
+                "config.awsAuthConfig.clusterName",
+            ),
+            (
+                r#"{"awsAuthConfig":{"clusterName":"c\n"}}"#,
+                "config.awsAuthConfig.clusterName",
+            ),
+            (
+                r#"{"awsAuthConfig":{"clusterName":"c","roleARN":"argocd"}}"#,
+                "config.awsAuthConfig.roleARN",
+            ),
+            (
+                r#"{"awsAuthConfig":{"clusterName":"c","profile":1}}"#,
+                "config.awsAuthConfig.profile",
+            ),
+        ] {
+            let e = ClusterCredentials::from_argo_config(config, "config").unwrap_err();
+            assert_eq!(e.field, field, "{config}: {e:?}");
+        }
     }
 
     #[test]
@@ -373,7 +493,7 @@ mod tests {
     }
 
     #[test]
-    fn reads_every_authentication_argo_cd_offers_but_aws() {
+    fn reads_every_other_authentication_argo_cd_offers() {
         let (c, unsupported) = ClusterCredentials::from_argo_config(
             r#"{"username":"u","password":"p","proxyUrl":"http://proxy:3128",
                 "tlsClientConfig":{"serverName":"api.internal","certData":"Yw==","keyData":"aw=="},

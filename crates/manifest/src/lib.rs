@@ -2,6 +2,7 @@
 
 mod app_spec;
 mod application;
+mod cluster_scope;
 mod credentials;
 mod document;
 mod error;
@@ -26,7 +27,8 @@ pub use app_spec::{
     AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, Refusal,
     RefusalKind, SyncRequest, SyncResource, spec_key,
 };
-pub use credentials::{ClusterCredentials, ConfigProblem, ExecProvider};
+pub use cluster_scope::ClusterScope;
+pub use credentials::{AwsAuth, ClusterCredentials, ConfigProblem, ExecProvider};
 use document::Accept;
 pub use document::yaml_options;
 pub use error::{LoadError, LoadWarning, Loaded};
@@ -68,7 +70,7 @@ pub const IN_CLUSTER_DISABLED: &str = "names the in-cluster server \
      CD leaves it out";
 
 /// What a cluster Secret gives: the cluster, and how to reach it when the Secret has a
-/// `config` (`None`: anonymously, with verified TLS).
+/// `config` or `namespaces` (`None`: anonymously, with verified TLS, the whole cluster).
 pub type ClusterSecret = (Cluster, Option<ClusterCredentials>);
 
 /// Everything one input can describe: the fleet, the applications' GitOps specs and,
@@ -196,7 +198,8 @@ pub fn parse_fleet_file(text: &str, source: &str) -> Result<Loaded<FleetFile>, L
 
 /// Reads one Argo CD cluster Secret already decoded into JSON (as a Kubernetes client
 /// returns it). `source` names where it came from in messages (e.g. `kubernetes`).
-/// Returns the cluster and its credentials (when the Secret has a `config`); `Ok(None)`
+/// Returns the cluster and its credentials (when the Secret has a `config` or
+/// `namespaces`); `Ok(None)`
 /// (with a warning) when the Secret lacks the label `argocd.argoproj.io/secret-type: cluster`.
 pub fn cluster_from_value(
     value: &serde_json::Value,

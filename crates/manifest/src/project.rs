@@ -14,6 +14,7 @@
 //! namespaces, resource lists, Argo CD's control plane) and `project/window.rs` (sync
 //! windows, evaluated at a time the caller passes in).
 
+mod pattern;
 mod rules;
 mod window;
 
@@ -26,8 +27,10 @@ use serde_json::Value;
 use crate::app_spec::{Refusal, RefusalKind};
 use crate::document::{meta_names, typed};
 use crate::error::{Ctx, LoadError, object_name};
+use crate::glob::Glob;
 use crate::implemented::{is_zero, walk};
 
+pub use pattern::{Pattern, RepoPattern};
 pub use rules::{ControlPlane, ProjectCheck, ResourceRef, Violation};
 pub use window::{SyncWindow, WindowKind, WindowVerdict, sync_windows_verdict};
 
@@ -40,29 +43,30 @@ pub const PROJECT_FINALIZER: &str = "resources-finalizer.argocd.argoproj.io";
 pub const DEFAULT_PROJECT_NAME: &str = "default";
 
 /// One `destinations` entry: patterns for the cluster's server and name and the
-/// namespace (globs; a leading `!` denies). An empty pattern matches only an empty value.
+/// namespace (globs; a leading `!` denies), compiled when the project is read. An empty
+/// pattern matches only an empty value.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(default)]
 pub struct ProjectDestination {
     /// `server`.
-    pub server: String,
+    pub server: Pattern,
     /// `name`.
-    pub name: String,
+    pub name: Pattern,
     /// `namespace`.
-    pub namespace: String,
+    pub namespace: Pattern,
 }
 
 /// One entry of a resource allow or deny list: group and kind patterns (globs), and for
-/// the cluster-scoped lists an optional name pattern.
+/// the cluster-scoped lists an optional name pattern; compiled when the project is read.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(default)]
 pub struct ResourceRule {
     /// `group` (`""` is the core group).
-    pub group: String,
+    pub group: Glob,
     /// `kind`.
-    pub kind: String,
+    pub kind: Glob,
     /// `name` (empty: any name).
-    pub name: String,
+    pub name: Glob,
 }
 
 /// An AppProject as the controller enforces it.
@@ -73,12 +77,12 @@ pub struct AppProject {
     /// `metadata.namespace`.
     pub namespace: String,
     /// `spec.sourceRepos`: repository URL patterns (a leading `!` denies).
-    pub source_repos: Vec<String>,
+    pub source_repos: Vec<RepoPattern>,
     /// `spec.destinations`.
     pub destinations: Vec<ProjectDestination>,
     /// `spec.sourceNamespaces`: namespaces outside Argo CD's whose Applications may use
     /// the project (globs).
-    pub source_namespaces: Vec<String>,
+    pub source_namespaces: Vec<Glob>,
     /// `spec.clusterResourceWhitelist` (none set: no cluster-scoped kind is allowed).
     pub cluster_allow: Vec<ResourceRule>,
     /// `spec.clusterResourceBlacklist`.
@@ -106,7 +110,7 @@ impl AppProject {
         let any = ResourceRule {
             group: "*".into(),
             kind: "*".into(),
-            name: String::new(),
+            name: Glob::default(),
         };
         AppProject {
             name: DEFAULT_PROJECT_NAME.to_owned(),
@@ -114,7 +118,7 @@ impl AppProject {
             source_repos: vec!["*".into()],
             destinations: vec![ProjectDestination {
                 server: "*".into(),
-                name: String::new(),
+                name: Pattern::default(),
                 namespace: "*".into(),
             }],
             cluster_allow: vec![any],
@@ -178,10 +182,10 @@ struct ProjectMeta {
 #[serde(default)]
 struct ProjectSpec {
     #[serde(rename = "sourceRepos")]
-    source_repos: Option<Vec<String>>,
+    source_repos: Option<Vec<RepoPattern>>,
     destinations: Option<Vec<ProjectDestination>>,
     #[serde(rename = "sourceNamespaces")]
-    source_namespaces: Option<Vec<String>>,
+    source_namespaces: Option<Vec<Glob>>,
     #[serde(rename = "clusterResourceWhitelist")]
     cluster_allow: Option<Vec<ResourceRule>>,
     #[serde(rename = "clusterResourceBlacklist")]
@@ -230,7 +234,7 @@ pub(crate) fn to_project(
         }
     }
     let source_namespaces = spec.source_namespaces.unwrap_or_default();
-    for (i, ns) in source_namespaces.iter().enumerate() {
+    for (i, ns) in source_namespaces.iter().map(Glob::as_str).enumerate() {
         if ns.len() > 1 && ns.starts_with('/') && ns.ends_with('/') {
             refusals.push(Refusal {
                 kind: RefusalKind::InvalidSpec,

@@ -12,6 +12,10 @@
 //! | `skip_reconcile` | annotation `argocd.argoproj.io/skip-reconcile`, Go `strconv.ParseBool` |
 //! | `weight` | annotation `fleetshard.io/weight`, a non-negative integer; bad values are errors |
 //!
+//! `namespaces` and `clusterResources` (a namespace-scoped cluster, [`ClusterScope`]) go
+//! with the credentials; `clusterResources` is true only when it is exactly `"true"`, as
+//! Argo CD compares it (another value is false, with a warning).
+//!
 //! Each value is taken from `stringData` when the key is there, else from `data`
 //! (base64), as the API server merges them. Only the keys above and `config` (how to reach
 //! the cluster, [`ClusterCredentials`]) are decoded; a corrupt value in a key fleetshard
@@ -37,6 +41,7 @@ use fleetshard_core::model::normalize_server;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::ClusterScope;
 use crate::credentials::ClusterCredentials;
 use crate::document::{meta_names, typed};
 use crate::error::{Ctx, LoadError, object_name};
@@ -254,10 +259,14 @@ pub(crate) fn to_cluster(
             for p in unsupported {
                 ctx.warn(&object, Some(&p.field), p.message);
             }
-            // The default (anonymous, verified TLS) is the same as no config.
-            Some(credentials).filter(|c| *c != ClusterCredentials::default())
+            Some(credentials)
         }
     };
+    let scope = read_scope(ctx, &secret, &object)?;
+    let mut credentials = credentials.unwrap_or_default();
+    credentials.scope = scope;
+    // The default (anonymous, verified TLS, the whole cluster) is the same as no config.
+    let credentials = Some(credentials).filter(|c| *c != ClusterCredentials::default());
 
     let cluster = Cluster {
         id,
@@ -269,6 +278,42 @@ pub(crate) fn to_cluster(
         weight,
     };
     Ok(Some((cluster, credentials)))
+}
+
+/// The Secret's `namespaces` and `clusterResources` ([`ClusterScope`]). As Argo CD reads
+/// it, `clusterResources` is true only when it is exactly `"true"`; another value (`True`,
+/// `1`) is false, with a warning.
+fn read_scope(
+    ctx: &mut Ctx,
+    secret: &SecretObject,
+    object: &str,
+) -> Result<ClusterScope, LoadError> {
+    let namespaces = secret
+        .get(ctx, object, "namespaces")?
+        .map(|(n, _)| n)
+        .unwrap_or_default();
+    let cluster_resources = match secret.get(ctx, object, "clusterResources")? {
+        None => false,
+        Some((v, _)) if v == "true" => true,
+        Some((v, _)) if v == "false" => false,
+        Some((v, field)) => {
+            ctx.warn(
+                object,
+                Some(&field),
+                format!("{v:?} is not \"true\"; read as false, as Argo CD reads it"),
+            );
+            false
+        }
+    };
+    let scope = ClusterScope::from_secret(&namespaces, cluster_resources);
+    if cluster_resources && !scope.is_namespaced() {
+        ctx.warn(
+            object,
+            Some("clusterResources"),
+            "means nothing without namespaces: the whole cluster is reached".to_owned(),
+        );
+    }
+    Ok(scope)
 }
 
 /// Go's `strconv.ParseBool`: `None` for anything it rejects.

@@ -10,6 +10,7 @@ use fleetshard_controller::{
     PoolConfig, RateLimiterConfig, RuntimeConfig, ShardWork, WorkStopHook,
 };
 use fleetshard_coord::ownership::StopHook;
+use fleetshard_gitops::live::eks::{AwsEnv, EksTokens};
 use fleetshard_gitops::live::{ClusterConnections, LiveOptions};
 use fleetshard_gitops::reconciler::{
     DEFAULT_HEARTBEAT, GitOpsReconciler, GitOpsStopHook, InventoryTargets, KubeStatusSink,
@@ -172,19 +173,34 @@ fn gitops(
         let work = work.clone();
         Arc::new(move || work.write_deadline())
     };
+    let live_options = LiveOptions {
+        refuse_plaintext: settings.refuse_plaintext_http,
+        ..LiveOptions::default()
+    };
+    // EKS clusters (awsAuthConfig): tokens from the pod's AWS credentials, as the AWS SDK
+    // finds them in the environment; the wall clock signs them.
+    let eks = Arc::new(
+        EksTokens::new(
+            AwsEnv::from_process(),
+            Arc::new(SystemClock::since_epoch),
+            live_options.call_timeout,
+        )
+        .map_err(|e| ReplicaError::Start {
+            part: "the EKS token source",
+            reason: e.to_string(),
+        })?,
+    );
     let reconciler = GitOpsReconciler::new(
         Arc::new(InventoryTargets::new(inventory.subscribe())),
         RepoCache::new(repo_config),
-        ClusterConnections::new(LiveOptions {
-            refuse_plaintext: settings.refuse_plaintext_http,
-            ..LiveOptions::default()
-        })
-        .with_listener(listener)
-        .with_user_agent(user_agent)
-        .map_err(|e| ReplicaError::Start {
-            part: "the connections to the clusters",
-            reason: e.to_string(),
-        })?,
+        ClusterConnections::new(live_options)
+            .with_eks(eks)
+            .with_listener(listener)
+            .with_user_agent(user_agent)
+            .map_err(|e| ReplicaError::Start {
+                part: "the connections to the clusters",
+                reason: e.to_string(),
+            })?,
         sink,
         lease,
         Arc::new(SystemClock),

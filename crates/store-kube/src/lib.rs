@@ -101,7 +101,10 @@
 //! `configmaps` get, list, watch, create, update, delete; `namespaces` get (the namespace's
 //! own object, for its uid; a Role in the namespace grants it); for the replica crate's `DeploymentReplicas`,
 //! `deployments` (apps) get, list, watch. A refusal (403) is a [`StoreError::Backend`]
-//! naming the call.
+//! naming the call. Record names derive from keys, so these grants cannot carry
+//! resourceNames: give the store a namespace of its own (the URL's), where nothing else
+//! lives, as `deploy/overlays/fenced/store` does; only `configmap/NAME/…` keys (Argo CD's
+//! shard map) are meant for a namespace shared with other objects.
 //!
 //! [`is_lease_key`]: fleetshard_coord::fenced::is_lease_key
 

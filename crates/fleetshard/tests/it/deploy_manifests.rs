@@ -86,23 +86,43 @@ fn every_object_is_yaml_and_every_overlay_renders_the_whole_deployment() {
         let objects = rendered(overlay);
         let mut kinds: Vec<String> = objects.iter().map(id).collect();
         kinds.sort();
+        let mut expected = vec![
+            "PodDisruptionBudget/fleetshard",
+            "Role/fleetshard",
+            "Role/fleetshard-store",
+            "RoleBinding/fleetshard",
+            "RoleBinding/fleetshard-store",
+            "Service/fleetshard-headless",
+            "Service/fleetshard-metrics",
+            "ServiceAccount/fleetshard",
+            "StatefulSet/fleetshard",
+        ];
+        // The fenced store's records live in a namespace of their own, which the overlay
+        // creates; Argo CD's shard ConfigMap is in Argo CD's namespace.
+        let store_namespace = match *overlay {
+            "fenced" => {
+                expected.insert(0, "Namespace/fleetshard-store");
+                "fleetshard-store"
+            }
+            _ => "argocd",
+        };
+        assert_eq!(kinds, expected, "{overlay}");
+        let store = env_value(container(&objects), "FLEETSHARD_STORE");
         assert_eq!(
-            kinds,
-            [
-                "PodDisruptionBudget/fleetshard",
-                "Role/fleetshard",
-                "Role/fleetshard-store",
-                "RoleBinding/fleetshard",
-                "RoleBinding/fleetshard-store",
-                "Service/fleetshard-headless",
-                "Service/fleetshard-metrics",
-                "ServiceAccount/fleetshard",
-                "StatefulSet/fleetshard",
-            ],
+            store
+                .as_deref()
+                .map(|s| s.replace("$(POD_NAMESPACE)", "argocd")),
+            Some(format!("kubernetes://{store_namespace}")),
             "{overlay}"
         );
         for o in &objects {
-            assert_eq!(o["metadata"]["namespace"], "argocd", "{overlay}: {}", id(o));
+            let in_store = o["metadata"]["name"] == "fleetshard-store";
+            let want = match o["kind"].as_str() {
+                Some("Namespace") => Value::Null,
+                _ if in_store => Value::from(store_namespace),
+                _ => Value::from("argocd"),
+            };
+            assert_eq!(o["metadata"]["namespace"], want, "{overlay}: {}", id(o));
             // That label marks the store's record objects (store-kube names.rs).
             assert_ne!(
                 o["metadata"]["labels"]["app.kubernetes.io/managed-by"],
@@ -201,7 +221,7 @@ fn labels_selectors_services_rbac_wiring_and_image_agree() {
             one(&objects, "Role", role);
             assert_eq!(rb["subjects"][0]["kind"], "ServiceAccount");
             assert_eq!(rb["subjects"][0]["name"], "fleetshard");
-            assert_eq!(rb["subjects"][0]["namespace"], rb["metadata"]["namespace"]);
+            assert_eq!(rb["subjects"][0]["namespace"], sts["metadata"]["namespace"]);
         }
         for m in container(&objects)["volumeMounts"].as_array().unwrap() {
             volume(pod, m["name"].as_str().unwrap());
@@ -384,27 +404,22 @@ fn the_authorizer_refuses_what_no_rule_allows() {
     let cm = "argocd-app-controller-shard-cm";
     assert!(allows(
         &rules,
-        "argocd",
         &req(Verb::Update, "configmaps", Some(cm), "argocd")
     ));
     assert!(!allows(
         &rules,
-        "argocd",
         &req(Verb::Update, "configmaps", Some("argocd-cm"), "argocd")
     ));
     assert!(!allows(
         &rules,
-        "argocd",
         &req(Verb::Update, "configmaps", Some(cm), "default")
     ));
     assert!(!allows(
         &rules,
-        "argocd",
         &req(Verb::Delete, "configmaps", Some(cm), "argocd")
     ));
     assert!(allows(
         &rules,
-        "argocd",
         &req(Verb::Create, "configmaps", None, "argocd")
     ));
     // The namespace's own object (its uid: the store's identity), and no other namespace.
@@ -414,20 +429,132 @@ fn the_authorizer_refuses_what_no_rule_allows() {
         name: name.map(Into::into),
         ..RequestInfo::default()
     };
-    assert!(allows(
-        &rules,
-        "argocd",
-        &namespace(Verb::Get, Some("argocd"))
-    ));
-    assert!(!allows(
-        &rules,
-        "argocd",
-        &namespace(Verb::Get, Some("default"))
-    ));
-    assert!(!allows(&rules, "argocd", &namespace(Verb::List, None)));
-    assert!(!allows(
-        &rules,
-        "argocd",
-        &namespace(Verb::Delete, Some("argocd"))
-    ));
+    assert!(allows(&rules, &namespace(Verb::Get, Some("argocd"))));
+    assert!(!allows(&rules, &namespace(Verb::Get, Some("default"))));
+    assert!(!allows(&rules, &namespace(Verb::List, None)));
+    assert!(!allows(&rules, &namespace(Verb::Delete, Some("argocd"))));
+}
+
+/// The one ConfigMap of Argo CD's namespace a replica may write: Argo CD's own shard map,
+/// shared with Argo CD's controller in Argo CD-compatible mode (`coord::argocd`).
+const WRITABLE_BY_NAME: &[&str] = &["argocd-app-controller-shard-cm"];
+
+/// Grants to create ConfigMaps or Secrets in Argo CD's namespace, by overlay and Role, with
+/// the reason: Kubernetes cannot restrict `create` by name (the name is in the body).
+/// Creating cannot overwrite: argocd-cm, argocd-rbac-cm and the cluster Secrets exist in
+/// every Argo CD installation, and a create of an existing name is refused (409).
+const CREATE_GRANTED: &[(&str, &str, &str, &str)] = &[(
+    "argocd",
+    "fleetshard-store",
+    "configmaps",
+    "argocd-app-controller-shard-cm is created by whichever controller writes it first",
+)];
+
+const WRITE_VERBS: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
+
+/// What the Roles of `objects` let anyone write among the ConfigMaps and Secrets of
+/// `namespace` beyond [`WRITABLE_BY_NAME`] and [`CREATE_GRANTED`]: one line per grant.
+/// Wildcards (`*` groups, resources or verbs) count as everything; ClusterRoles apply in
+/// every namespace.
+fn control_plane_writes(overlay: &str, objects: &[Value], namespace: &str) -> Vec<String> {
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect()
+    };
+    let mut found = Vec::new();
+    for role in objects.iter().filter(|o| {
+        o["kind"] == "ClusterRole"
+            || (o["kind"] == "Role" && o["metadata"]["namespace"] == namespace)
+    }) {
+        let name = role["metadata"]["name"].as_str().unwrap_or("?");
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            let groups = strings(&rule["apiGroups"]);
+            if !groups.iter().any(|g| g.is_empty() || g == "*") {
+                continue;
+            }
+            let names = strings(&rule["resourceNames"]);
+            let verbs = strings(&rule["verbs"]);
+            for resource in strings(&rule["resources"]) {
+                let targets: &[&str] = match resource.as_str() {
+                    "*" => &["configmaps", "secrets"],
+                    "configmaps" => &["configmaps"],
+                    "secrets" => &["secrets"],
+                    _ => &[],
+                };
+                for target in targets {
+                    for verb in WRITE_VERBS {
+                        if !verbs.iter().any(|v| v == verb || v == "*") {
+                            continue;
+                        }
+                        let allowed = if *verb == "create" {
+                            CREATE_GRANTED
+                                .iter()
+                                .any(|(o, r, res, _)| (*o, *r, *res) == (overlay, name, *target))
+                        } else {
+                            !names.is_empty()
+                                && names.iter().all(|n| WRITABLE_BY_NAME.contains(&n.as_str()))
+                        };
+                        if !allowed {
+                            found.push(format!(
+                                "{} {name}: {verb} {target} (resourceNames {names:?})",
+                                role["kind"].as_str().unwrap_or("?")
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Argo CD's control plane (cluster and repository Secrets, argocd-cm, argocd-rbac-cm) is
+/// in the replicas' namespace: no Role there may write a ConfigMap or Secret other than by
+/// name, and the names are Argo CD's shard map alone. The fenced store, whose record names
+/// derive from keys, writes in a namespace of its own.
+#[test]
+fn no_role_writes_the_control_planes_config_maps_or_secrets_but_by_name() {
+    for overlay in OVERLAYS {
+        let objects = rendered(overlay);
+        let namespace = statefulset(&objects)["metadata"]["namespace"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let found = control_plane_writes(overlay, &objects, &namespace);
+        assert!(found.is_empty(), "{overlay}: in {namespace}: {found:#?}");
+    }
+    // A checker that found nothing anywhere would make that meaningless: the fenced
+    // store's Role as it was (every ConfigMap of Argo CD's namespace), a wildcard, a
+    // ClusterRole, and a rule by name that names Argo CD's RBAC policy.
+    let role = |kind: &str, rules: Value| {
+        serde_json::json!({"kind": kind, "metadata": {"name": "r", "namespace": "argocd"},
+            "rules": rules})
+    };
+    let objects = [
+        role(
+            "Role",
+            serde_json::json!([{"apiGroups": [""], "resources": ["configmaps"],
+                "verbs": ["get", "update", "delete"]}]),
+        ),
+        role(
+            "Role",
+            serde_json::json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]),
+        ),
+        role(
+            "ClusterRole",
+            serde_json::json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["patch"]}]),
+        ),
+        role(
+            "Role",
+            serde_json::json!([{"apiGroups": [""], "resources": ["configmaps"],
+                "resourceNames": ["argocd-app-controller-shard-cm", "argocd-rbac-cm"],
+                "verbs": ["update"]}]),
+        ),
+    ];
+    let found = control_plane_writes("argocd", &objects, "argocd");
+    assert_eq!(found.len(), 2 + 10 + 1 + 1, "{found:#?}");
+    assert!(control_plane_writes("argocd", &objects, "elsewhere").len() == 1);
 }

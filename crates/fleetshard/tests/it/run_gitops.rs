@@ -85,8 +85,10 @@ fn replica(dir: &Path, kubeconfig: &Path, id: &str, protocol: &[&str]) -> KillOn
                 "--argocd-namespace",
                 "argocd",
                 // The test's repositories are local (file://), refused by default on
-                // Argo CD's objects.
+                // Argo CD's objects, and rendered here: no repo-server runs.
                 "--allow-local-repositories=true",
+                "--repo-server",
+                "none",
                 "--shards",
                 "2",
                 "--resync",

@@ -1,7 +1,9 @@
 //! Secrets stay secret: a replica run with cluster tokens and repository passwords — one
-//! right, one wrong, so errors are written too — and everything it wrote or shows (its
-//! debug log, `status`, `apps` in both formats, `/metrics`, `/readyz`, the store's file) is
-//! searched for every token and password, and for the basic-auth header made of them.
+//! right, one wrong, so errors are written too — and an EKS cluster (`awsAuthConfig`, the
+//! pod's AWS keys in its environment, the cluster unreachable) — and everything it wrote or
+//! shows (its debug log, `status`, `apps` in both formats, `/metrics`, `/readyz`, the
+//! store's file) is searched for every token, password and AWS secret, for the basic-auth
+//! header made of them, and for any EKS token (`k8s-aws-v1.`).
 
 use std::process::Stdio;
 
@@ -16,6 +18,8 @@ use fleetshard_testsupport::git_http::GitHttpServer;
 
 const GOOD_PASSWORD: &str = "s3cret-good-passw0rd";
 const BAD_PASSWORD: &str = "s3cret-wrong-passw0rd";
+const AWS_SECRET_KEY: &str = "s3cret-aws-secret-access-key";
+const AWS_SESSION_TOKEN: &str = "s3cret-aws-session-token";
 
 fn repo_secret(name: &str, url: &str, password: &str) -> Value {
     json!({
@@ -36,6 +40,17 @@ fn application(name: &str, repo: &str, cluster: &str) -> Value {
             "destination": {"name": cluster, "namespace": "default"},
             "syncPolicy": {"automated": {"prune": true}},
         },
+    })
+}
+
+/// An EKS cluster Secret for `server`, named `eks-prod`.
+fn eks_secret(server: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "eks-prod", "namespace": "argocd",
+                     "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+        "stringData": {"name": "eks-prod", "server": server,
+                       "config": json!({"awsAuthConfig": {"clusterName": "prod"}}).to_string()},
     })
 }
 
@@ -60,11 +75,14 @@ async fn no_token_or_password_reaches_logs_statuses_metrics_or_the_store() {
     let server = GitHttpServer::start(&root).await.unwrap();
     server.require_basic_auth("good", "deploy", GOOD_PASSWORD);
     server.require_basic_auth("bad", "deploy", "another-password");
+    let eks_server = format!("https://127.0.0.1:{}", http::free_port());
     let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
         repo_secret("good-repo", &server.url("good"), GOOD_PASSWORD),
         repo_secret("bad-repo", &server.url("bad"), BAD_PASSWORD),
         application("good", &server.url("good"), &sims[0].name),
         application("bad", &server.url("bad"), &sims[1].name),
+        eks_secret(&eks_server),
+        application("eks", &server.url("good"), "eks-prod"),
     ]});
     std::fs::write(fleet.join("objects.json"), objects.to_string()).unwrap();
 
@@ -93,6 +111,16 @@ async fn no_token_or_password_reaches_logs_statuses_metrics_or_the_store() {
             // The built-in in-cluster entry is not reachable here; not what this checks.
             .arg("--in-cluster-enabled=false")
             .env("FLEETSHARD_LOG", "debug")
+            // The EKS cluster's token is signed with these (no STS call: no roleARN, and
+            // the STS endpoint is a closed port should one be made).
+            .env("AWS_REGION", "eu-west-1")
+            .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+            .env("AWS_SECRET_ACCESS_KEY", AWS_SECRET_KEY)
+            .env("AWS_SESSION_TOKEN", AWS_SESSION_TOKEN)
+            .env(
+                "AWS_ENDPOINT_URL_STS",
+                format!("http://127.0.0.1:{}", http::free_port()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -119,6 +147,11 @@ async fn no_token_or_password_reaches_logs_statuses_metrics_or_the_store() {
         };
         let good = by_name("good").ok_or("no good app")?;
         let bad = by_name("bad").ok_or("no bad app")?;
+        // The EKS cluster was tried (token made, connection refused) and the app says so.
+        let eks = by_name("eks").ok_or("no eks app")?;
+        if eks["conditions"].as_array().is_none_or(Vec::is_empty) {
+            return Err(text);
+        }
         let synced = good["sync"] == "Synced";
         let refused = bad["conditions"]
             .as_array()
@@ -159,6 +192,7 @@ async fn no_token_or_password_reaches_logs_statuses_metrics_or_the_store() {
     let mut secrets: Vec<String> = sims.iter().map(|s| s.token.clone()).collect();
     secrets.extend([GOOD_PASSWORD, BAD_PASSWORD].map(str::to_owned));
     secrets.extend([basic(GOOD_PASSWORD), basic(BAD_PASSWORD)]);
+    secrets.extend([AWS_SECRET_KEY, AWS_SESSION_TOKEN, "k8s-aws-v1."].map(str::to_owned));
     for (where_, text) in &seen {
         assert!(
             !text.is_empty() || *where_ == "an HTTP endpoint",
@@ -179,5 +213,10 @@ async fn no_token_or_password_reaches_logs_statuses_metrics_or_the_store() {
     assert!(
         seen[0].1.contains(&server.url("bad")),
         "the refused repository is named in the log"
+    );
+    // The EKS cluster was reached for with a token: its failure is in the log, not the token.
+    assert!(
+        seen[0].1.contains(&eks_server),
+        "the unreachable EKS cluster is named in the log"
     );
 }

@@ -1,5 +1,6 @@
 //! One kind's watch-backed cache on one cluster: a `kube::runtime::watcher` task keeps a
-//! map of every object of the kind (all namespaces), keyed by (namespace, name).
+//! map of every object of the kind, keyed by (namespace, name) — one task for all
+//! namespaces, or one per namespace of a namespace-scoped cluster.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -99,35 +100,149 @@ struct KindState {
     error: Option<String>,
 }
 
-/// The cache of one kind; its watcher task ends when this is dropped.
-pub(crate) struct KindCache {
+/// One watch of a kind: in one namespace, or in all (or of a cluster-scoped kind).
+struct Watched {
+    /// The namespace watched; `None`: the whole cluster.
+    namespace: Option<String>,
     state: Arc<Mutex<KindState>>,
     ready: watch::Receiver<bool>,
     task: JoinHandle<()>,
 }
 
+/// The cache of one kind: one watch cluster-wide, or one per namespace of a
+/// namespace-scoped cluster (never a cluster-wide list then); their watcher tasks end
+/// when this is dropped.
+pub(crate) struct KindCache {
+    watches: Vec<Watched>,
+}
+
 impl Drop for KindCache {
     fn drop(&mut self) {
-        self.task.abort();
+        for w in &self.watches {
+            w.task.abort();
+        }
     }
 }
 
+/// What every watch of a cache shares.
+#[derive(Clone)]
+pub(crate) struct WatchContext {
+    pub(crate) client: Client,
+    pub(crate) watch_timeout_secs: u32,
+    /// Set at every event.
+    pub(crate) heard: Arc<Mutex<Option<Instant>>>,
+    /// Told the app of every tracked object that changes after the first list.
+    pub(crate) listener: Option<super::ChangeListener>,
+}
+
 impl KindCache {
-    /// Starts watching `resource` on `client`; `heard` is set at every event, `listener`
-    /// told the app of every tracked object that changes after the first list.
+    /// Starts watching `resource`: cluster-wide when `namespaces` is `None`, else once in
+    /// each of them.
     pub(crate) fn start(
-        client: Client,
-        resource: ApiResource,
-        watch_timeout_secs: u32,
-        heard: Arc<Mutex<Option<Instant>>>,
-        listener: Option<super::ChangeListener>,
+        ctx: &WatchContext,
+        resource: &ApiResource,
+        namespaces: Option<&[String]>,
     ) -> KindCache {
+        let watches = match namespaces {
+            None => vec![Watched::start(ctx.clone(), resource.clone(), None)],
+            Some(list) => list
+                .iter()
+                .map(|ns| Watched::start(ctx.clone(), resource.clone(), Some(ns.clone())))
+                .collect(),
+        };
+        KindCache { watches }
+    }
+
+    /// Waits until every watch's first list is complete; `Err` holds the last error seen
+    /// (or says that none was) when `timeout` passes first.
+    pub(crate) async fn wait_ready(&self, timeout: std::time::Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        for w in &self.watches {
+            let mut ready = w.ready.clone();
+            if let Ok(Ok(_)) = tokio::time::timeout_at(deadline, ready.wait_for(|r| *r)).await {
+                continue;
+            }
+            let error = lock(&w.state)
+                .error
+                .clone()
+                .unwrap_or_else(|| format!("no answer to the initial list within {timeout:?}"));
+            return Err(match &w.namespace {
+                Some(ns) => format!("in namespace {ns}: {error}"),
+                None => error,
+            });
+        }
+        Ok(())
+    }
+
+    /// The cached objects among `keys`, and those whose tracking annotation names `app`
+    /// (each once): one app's live objects, without a scan of the cluster's.
+    pub(crate) fn of_app<'k>(
+        &self,
+        app: &str,
+        keys: impl IntoIterator<Item = &'k ObjKey>,
+    ) -> Vec<(ObjKey, Arc<Value>)> {
+        let keys: Vec<&ObjKey> = keys.into_iter().collect();
+        let mut out: HashMap<ObjKey, Arc<Value>> = HashMap::new();
+        for w in &self.watches {
+            let s = lock(&w.state);
+            for key in &keys {
+                if let Some((k, v)) = s.objects.by_key.get_key_value(*key) {
+                    out.insert(k.clone(), v.clone());
+                }
+            }
+            for key in s.objects.by_app.get(app).into_iter().flatten() {
+                if let Some((k, v)) = s.objects.by_key.get_key_value(key) {
+                    out.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    /// How many objects are cached.
+    pub(crate) fn len(&self) -> usize {
+        self.watches
+            .iter()
+            .map(|w| lock(&w.state).objects.by_key.len())
+            .sum()
+    }
+
+    /// The watch that sees the object `key`, if any does.
+    fn watch_of(&self, key: &ObjKey) -> Option<&Watched> {
+        self.watches
+            .iter()
+            .find(|w| w.namespace.as_ref().is_none_or(|ns| *ns == key.0))
+    }
+
+    /// Records an object we just wrote, so that the refresh that follows our own sync sees
+    /// it even before the watch delivers it (read-your-writes). An object no watch sees
+    /// is not kept.
+    pub(crate) fn observe(&self, key: ObjKey, value: Value) {
+        if let Some(w) = self.watch_of(&key) {
+            lock(&w.state).objects.insert_if_newer(key, Arc::new(value));
+        }
+    }
+
+    /// Forgets an object we just deleted.
+    pub(crate) fn forget(&self, key: &ObjKey) {
+        if let Some(w) = self.watch_of(key) {
+            lock(&w.state).objects.remove(key);
+        }
+    }
+}
+
+impl Watched {
+    fn start(ctx: WatchContext, resource: ApiResource, namespace: Option<String>) -> Watched {
         let state = Arc::new(Mutex::new(KindState::default()));
         let (ready_tx, ready) = watch::channel(false);
         let task_state = state.clone();
+        let api: Api<DynamicObject> = match &namespace {
+            Some(ns) => Api::namespaced_with(ctx.client, ns, &resource),
+            None => Api::all_with(ctx.client, &resource),
+        };
+        let (heard, listener) = (ctx.heard, ctx.listener);
         let task = tokio::spawn(async move {
-            let api: Api<DynamicObject> = Api::all_with(client, &resource);
-            let config = watcher::Config::default().timeout(watch_timeout_secs);
+            let config = watcher::Config::default().timeout(ctx.watch_timeout_secs);
             let mut events = watcher::watcher(api, config).default_backoff().boxed();
             while let Some(event) = events.next().await {
                 let mut changed = None;
@@ -166,62 +281,12 @@ impl KindCache {
                 }
             }
         });
-        KindCache { state, ready, task }
-    }
-
-    /// Waits until the first list is complete; `Err` holds the last error seen (or says
-    /// that none was) when `timeout` passes first.
-    pub(crate) async fn wait_ready(&self, timeout: std::time::Duration) -> Result<(), String> {
-        let mut ready = self.ready.clone();
-        match tokio::time::timeout(timeout, ready.wait_for(|r| *r)).await {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(lock(&self.state)
-                .error
-                .clone()
-                .unwrap_or_else(|| format!("no answer to the initial list within {timeout:?}"))),
+        Watched {
+            namespace,
+            state,
+            ready,
+            task,
         }
-    }
-
-    /// The cached objects among `keys`, and those whose tracking annotation names `app`
-    /// (each once): one app's live objects, without a scan of the cluster's.
-    pub(crate) fn of_app<'k>(
-        &self,
-        app: &str,
-        keys: impl IntoIterator<Item = &'k ObjKey>,
-    ) -> Vec<(ObjKey, Arc<Value>)> {
-        let s = lock(&self.state);
-        let mut out: HashMap<&ObjKey, &Arc<Value>> = HashMap::new();
-        for key in keys {
-            if let Some((k, v)) = s.objects.by_key.get_key_value(key) {
-                out.insert(k, v);
-            }
-        }
-        for key in s.objects.by_app.get(app).into_iter().flatten() {
-            if let Some((k, v)) = s.objects.by_key.get_key_value(key) {
-                out.insert(k, v);
-            }
-        }
-        out.into_iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    }
-
-    /// How many objects are cached.
-    pub(crate) fn len(&self) -> usize {
-        lock(&self.state).objects.by_key.len()
-    }
-
-    /// Records an object we just wrote, so that the refresh that follows our own sync sees
-    /// it even before the watch delivers it (read-your-writes).
-    pub(crate) fn observe(&self, key: ObjKey, value: Value) {
-        lock(&self.state)
-            .objects
-            .insert_if_newer(key, Arc::new(value));
-    }
-
-    /// Forgets an object we just deleted.
-    pub(crate) fn forget(&self, key: &ObjKey) {
-        lock(&self.state).objects.remove(key);
     }
 }
 

@@ -63,9 +63,14 @@ impl Problem {
 
 impl From<LiveError> for Problem {
     fn from(e: LiveError) -> Self {
-        // Every live-state failure can pass: a cluster comes back, a CRD gets installed,
-        // credentials get fixed in the cluster Secret.
-        Problem::transient(e)
+        match e {
+            // Only a change to the app or to the cluster Secret's scope fixes it (and either
+            // re-queues the app).
+            LiveError::NotManaged { .. } => Problem::permanent(COMPARISON_ERROR, e),
+            // Every other live-state failure can pass: a cluster comes back, a CRD gets
+            // installed, credentials get fixed in the cluster Secret.
+            _ => Problem::transient(e),
+        }
     }
 }
 

@@ -234,7 +234,7 @@ fn http_status(text: &str) -> Option<u16> {
 /// Makes ring rustls' process-wide crypto provider, once. reqwest (gix's HTTP transport)
 /// is built without one of its own and uses the process's; nothing installs it implicitly.
 /// Failure means a provider is installed already, which serves as well.
-fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use axum::http::{HeaderMap, Method, header};
 
 use super::super::faults::{RequestInfo, Verb};
+use super::super::rbac::NamespacedToken;
 use super::super::registry::ResourceKind;
 use super::super::state::Shared;
 use super::super::status::ApiError;
@@ -84,32 +85,47 @@ pub(super) fn parse_target(shared: &Shared, path: &str) -> Result<Target, ApiErr
     })
 }
 
-/// With a required token: `Authorization: Bearer TOKEN` or 401, checked before anything
-/// else (faults and counters included), as the real server authenticates first. The
-/// comparison takes the same time wherever the tokens differ.
-pub(super) fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(want) = &shared.bearer_token else {
-        return Ok(());
-    };
+/// With a required token ([`Shared::bearer_token`] or any of
+/// [`Shared::namespaced_tokens`]): `Authorization: Bearer TOKEN` or 401, checked before
+/// anything else (faults and counters included), as the real server authenticates first.
+/// Returns the namespaced token the caller holds, if it holds one (authorized later, per
+/// request). The comparison takes the same time wherever the tokens differ.
+pub(super) fn authenticate<'s>(
+    shared: &'s Shared,
+    headers: &HeaderMap,
+) -> Result<Option<&'s NamespacedToken>, ApiError> {
+    if shared.bearer_token.is_none() && shared.namespaced_tokens.is_empty() {
+        return Ok(None);
+    }
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim().as_bytes());
-    match given {
-        Some(token)
-            if token.len() == want.len()
-                && token
-                    .iter()
-                    .zip(want.as_bytes())
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                    == 0 =>
-        {
-            Ok(())
-        }
-        _ => Err(ApiError::new(401, "Unauthorized", "Unauthorized")),
+    let unauthorized = || ApiError::new(401, "Unauthorized", "Unauthorized");
+    let given = given.ok_or_else(unauthorized)?;
+    if let Some(scoped) = shared
+        .namespaced_tokens
+        .iter()
+        .find(|t| same_token(given, t.token.as_bytes()))
+    {
+        return Ok(Some(scoped));
     }
+    match &shared.bearer_token {
+        Some(want) if same_token(given, want.as_bytes()) => Ok(None),
+        _ => Err(unauthorized()),
+    }
+}
+
+/// Whether two tokens are equal, in a time that does not depend on where they differ.
+fn same_token(given: &[u8], want: &[u8]) -> bool {
+    given.len() == want.len()
+        && given
+            .iter()
+            .zip(want)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
 }
 
 pub(super) fn flag(q: &HashMap<String, String>, key: &str) -> bool {

@@ -2,15 +2,16 @@
 //! controller applies them: source repositories, destinations, source namespaces, the
 //! resource allow and deny lists, and (fleetshard's own rule) Argo CD's control plane.
 //!
-//! Patterns are globs ([`crate::glob`]). In `sourceRepos` and `destinations` a leading `!`
-//! turns an entry into a deny: the entry then matches every value its pattern does not
-//! match, and a value its pattern does match is refused outright (even if another entry
-//! allows it). A lone `*` matches everything.
+//! Patterns are globs ([`crate::glob`]), compiled when the project is read. In `sourceRepos`
+//! and `destinations` a leading `!` turns an entry into a deny ([`super::Pattern`]): the
+//! entry then matches every value its pattern does not match, and a value its pattern does
+//! match is refused outright (even if another entry allows it). A lone `*` matches
+//! everything.
 
 use std::fmt;
 
-use super::{AppProject, ResourceRule};
-use crate::glob;
+use super::{AppProject, Pattern, ResourceRule};
+use crate::glob::Glob;
 use crate::secret::IN_CLUSTER_SERVER;
 
 /// Why an application or one of its resources is refused by its project: a sentence in
@@ -115,7 +116,7 @@ impl<'a> ProjectCheck<'a> {
             && !p
                 .source_namespaces
                 .iter()
-                .any(|pattern| glob::matches(pattern, app_namespace))
+                .any(|pattern| pattern.is_match(app_namespace))
         {
             return Err(Violation(format!(
                 "application {app_name} in namespace {app_namespace} is not permitted to use \
@@ -193,16 +194,18 @@ impl<'a> ProjectCheck<'a> {
     /// naming its group and kind literally.
     fn explicitly_allows(&self, p: &AppProject, r: &ResourceRef<'_>) -> bool {
         let destination = p.destinations.iter().any(|d| {
-            d.namespace == r.namespace
-                && ((!d.server.is_empty() && glob::matches(&d.server, self.cluster_server))
-                    || (!d.name.is_empty() && glob::matches(&d.name, self.cluster_name)))
+            // A deny (`!…`) names no cluster.
+            let names =
+                |p: &Pattern, value: &str| !p.is_empty() && !p.is_deny() && p.allows(value, None);
+            d.namespace.as_str() == r.namespace
+                && (names(&d.server, self.cluster_server) || names(&d.name, self.cluster_name))
         });
         // Equal to the resource's own group and kind, so written without wildcards.
         let kind = p
             .namespace_allow
             .iter()
             .flatten()
-            .any(|rule| rule.group == r.group && rule.kind == r.kind);
+            .any(|rule| rule.group.as_str() == r.group && rule.kind.as_str() == r.kind);
         destination && kind
     }
 
@@ -210,42 +213,21 @@ impl<'a> ProjectCheck<'a> {
     fn destination_permitted(&self, p: &AppProject, namespace: &str) -> bool {
         let mut any = false;
         for d in &p.destinations {
-            let server = !self.cluster_server.is_empty()
-                && allow_match(&d.server, self.cluster_server, None);
-            let name =
-                !self.cluster_name.is_empty() && allow_match(&d.name, self.cluster_name, None);
-            let ns = allow_match(&d.namespace, namespace, None);
+            let server =
+                !self.cluster_server.is_empty() && d.server.allows(self.cluster_server, None);
+            let name = !self.cluster_name.is_empty() && d.name.allows(self.cluster_name, None);
+            let ns = d.namespace.allows(namespace, None);
             if (server || name) && ns {
                 any = true;
-            } else if ns && ((!name && is_deny(&d.name)) || (!server && is_deny(&d.server))) {
+            } else if ns && ((!name && d.name.is_deny()) || (!server && d.server.is_deny())) {
                 // A denied cluster in an entry whose namespace matches.
                 return false;
-            } else if !ns && is_deny(&d.namespace) && server {
+            } else if !ns && d.namespace.is_deny() && server {
                 // A denied namespace on a cluster the entry names.
                 return false;
             }
         }
         any
-    }
-}
-
-fn is_deny(pattern: &str) -> bool {
-    pattern.starts_with('!')
-}
-
-/// `pattern` against `value`: a deny pattern (`!p`) matches what `p` does not; `*` matches
-/// everything; otherwise a glob, with `separator` if given.
-fn allow_match(pattern: &str, value: &str, separator: Option<char>) -> bool {
-    if let Some(denied) = pattern.strip_prefix('!') {
-        return !glob_match(denied, value, separator);
-    }
-    pattern == "*" || glob_match(pattern, value, separator)
-}
-
-fn glob_match(pattern: &str, value: &str, separator: Option<char>) -> bool {
-    match separator {
-        Some(s) => glob::matches_with_separator(pattern, value, s),
-        None => glob::matches(pattern, value),
     }
 }
 
@@ -267,15 +249,10 @@ pub(crate) fn normalize_repo_url(url: &str) -> String {
 fn source_permitted(p: &AppProject, repo_url: &str) -> bool {
     let url = normalize_repo_url(repo_url);
     let mut any = false;
-    for pattern in &p.source_repos {
-        let normalized = match pattern.strip_prefix('!') {
-            Some(denied) => format!("!{}", normalize_repo_url(denied)),
-            None if pattern == "*" => "*".to_owned(),
-            None => normalize_repo_url(pattern),
-        };
-        if allow_match(&normalized, &url, Some('/')) {
+    for pattern in p.source_repos.iter().map(|r| r.pattern()) {
+        if pattern.allows(&url, Some('/')) {
             any = true;
-        } else if is_deny(&normalized) {
+        } else if pattern.is_deny() {
             return false;
         }
     }
@@ -283,7 +260,7 @@ fn source_permitted(p: &AppProject, repo_url: &str) -> bool {
 }
 
 fn rule_matches(rule: &ResourceRule, r: &ResourceRef<'_>) -> bool {
-    let m = |pattern: &str, value: &str| pattern == "*" || glob::matches(pattern, value);
+    let m = |pattern: &Glob, value: &str| pattern.as_str() == "*" || pattern.is_match(value);
     m(&rule.group, r.group)
         && m(&rule.kind, r.kind)
         && (rule.name.is_empty() || m(&rule.name, r.name))

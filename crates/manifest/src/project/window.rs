@@ -24,7 +24,7 @@ use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan as _};
 use serde::Deserialize;
 
-use crate::glob;
+use crate::glob::Glob;
 
 /// A window's kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,11 +45,11 @@ pub struct SyncWindow {
     /// `duration`, in seconds.
     pub duration_secs: i64,
     /// `applications`: application name patterns.
-    pub applications: Vec<String>,
+    pub applications: Vec<Glob>,
     /// `namespaces`: destination namespace patterns.
-    pub namespaces: Vec<String>,
+    pub namespaces: Vec<Glob>,
     /// `clusters`: destination server or cluster name patterns.
-    pub clusters: Vec<String>,
+    pub clusters: Vec<Glob>,
     /// `manualSync`: manual syncs run even when the window blocks syncs.
     pub manual_sync: bool,
     /// `andOperator`: every selector given must match (default: any one).
@@ -67,9 +67,9 @@ pub(super) struct RawWindow {
     kind: String,
     schedule: String,
     duration: String,
-    applications: Vec<String>,
-    namespaces: Vec<String>,
-    clusters: Vec<String>,
+    applications: Vec<Glob>,
+    namespaces: Vec<Glob>,
+    clusters: Vec<Glob>,
     #[serde(rename = "manualSync")]
     manual_sync: bool,
     #[serde(rename = "andOperator")]
@@ -124,10 +124,10 @@ impl SyncWindow {
     /// Whether the window applies to the application `app` deploying to `namespace` of
     /// the cluster `server`/`cluster_name`.
     pub fn matches(&self, app: &str, namespace: &str, server: &str, cluster_name: &str) -> bool {
-        let any = |patterns: &[String], values: &[&str]| {
+        let any = |patterns: &[Glob], values: &[&str]| {
             patterns
                 .iter()
-                .any(|p| values.iter().any(|v| !v.is_empty() && glob::matches(p, v)))
+                .any(|p| values.iter().any(|v| !v.is_empty() && p.is_match(v)))
         };
         let checks = [
             (&self.applications, any(&self.applications, &[app])),

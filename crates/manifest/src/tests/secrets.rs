@@ -310,7 +310,7 @@ fn secret_with_config(config: &str) -> String {
 #[test]
 fn config_gives_the_cluster_credentials() {
     let text = secret_with_config(
-        r#"{"bearerToken":"tok","tlsClientConfig":{"insecure":true},"awsAuthConfig":{"clusterName":"x"}}"#,
+        r#"{"bearerToken":"tok","tlsClientConfig":{"insecure":true},"awsAuthConfig":{"clusterName":"x","profile":"p"}}"#,
     );
     let loaded = parse_input(&text, "secret.json").unwrap();
     let creds = &loaded.value.credentials["u1"];
@@ -318,7 +318,7 @@ fn config_gives_the_cluster_credentials() {
     assert!(creds.insecure);
     assert_warned(
         &loaded.warnings,
-        &["stringData.config.awsAuthConfig: not supported"],
+        &["stringData.config.awsAuthConfig.profile: AWS profiles"],
     );
     // The exported Secret's default config (verified TLS, no token) adds no entry.
     let loaded = parse_input(SECRET_LIST_YAML, "secrets.yaml").unwrap();
@@ -369,4 +369,66 @@ fn bytes_that_are_not_utf8_name_the_source_and_offset() {
     );
     let loaded = crate::parse_input_bytes(SECRET_LIST_YAML.as_bytes(), "secrets.yaml").unwrap();
     assert_eq!(loaded.value.fleet.clusters.len(), 2);
+}
+
+/// A cluster Secret without `config`, with these extra `stringData` keys.
+fn secret_with(extra: &str) -> String {
+    format!(
+        r#"{{"apiVersion": "v1", "kind": "Secret",
+            "metadata": {{"name": "c1", "namespace": "argocd", "uid": "u1",
+                         "labels": {{"argocd.argoproj.io/secret-type": "cluster"}}}},
+            "stringData": {{"server": "https://a.example", {extra}}}}}"#
+    )
+}
+
+#[test]
+fn namespaces_and_cluster_resources_scope_the_credentials() {
+    let loaded = parse_input(
+        &secret_with(r#""namespaces": "team-a, team-b", "clusterResources": "true""#),
+        "secret.json",
+    )
+    .unwrap();
+    // No `config`: the scope alone makes the entry (anonymous, but namespace-scoped).
+    let scope = &loaded.value.credentials["u1"].scope;
+    assert_eq!(scope.namespaces, ["team-a", "team-b"]);
+    assert!(scope.cluster_resources);
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+
+    let loaded = parse_input(&secret_with(r#""namespaces": "team-a""#), "s.json").unwrap();
+    assert!(!loaded.value.credentials["u1"].scope.cluster_resources);
+    // Without namespaces, clusterResources changes nothing (and is said to).
+    let loaded = parse_input(&secret_with(r#""clusterResources": "true""#), "s.json").unwrap();
+    assert!(loaded.value.credentials.is_empty());
+    assert_warned(&loaded.warnings, &["clusterResources: means nothing"]);
+}
+
+#[test]
+fn cluster_resources_is_true_only_when_it_says_true_as_argo_cd_compares_it() {
+    for (value, granted, warned) in [
+        ("true", true, false),
+        ("false", false, false),
+        ("True", false, true),
+        ("1", false, true),
+    ] {
+        let text = secret_with(&format!(
+            r#""namespaces": "a", "clusterResources": "{value}""#
+        ));
+        let loaded = parse_input(&text, "secret.json").unwrap();
+        assert_eq!(loaded.value.fleet.clusters.len(), 1, "{value}");
+        let scope = &loaded.value.credentials["u1"].scope;
+        assert_eq!(scope.cluster_resources, granted, "{value}");
+        assert_eq!(
+            !loaded.warnings.is_empty(),
+            warned,
+            "{value}: {:?}",
+            loaded.warnings
+        );
+        // A watcher reads it the same way (no error).
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let (_, credentials) = crate::cluster_from_value(&value, "kubernetes")
+            .unwrap()
+            .value
+            .unwrap();
+        assert_eq!(credentials.unwrap().scope.cluster_resources, granted);
+    }
 }

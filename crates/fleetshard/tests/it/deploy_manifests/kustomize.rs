@@ -10,7 +10,8 @@
 //!   patch's apiVersion, kind and metadata.name.
 //! - In a strategic-merge patch: maps merge key by key, `null` deletes, the lists
 //!   `containers`, `initContainers`, `env`, `volumes` and `volumeMounts` merge by `name`
-//!   (an item new to the list is put first, in the patch's order, as kustomize 5 does),
+//!   (the items the patch names, new or merged, are put first in the patch's order, and
+//!   the others follow in their order, as kustomize 5 does),
 //!   and the lists `args`, `command` and `rules` are replaced. Any other list in a patch,
 //!   and any `$patch`-style directive, is an error.
 //!
@@ -205,17 +206,21 @@ pub fn merge(base: &mut Value, patch: &Value, at: &str) -> Result<(), String> {
                     .or_insert_with(|| Value::Array(Vec::new()))
                     .as_array_mut()
                     .ok_or_else(|| format!("{here}: the base value is not a list"))?;
-                let mut added = Vec::new();
+                let mut named = Vec::new();
                 for item in items {
                     let name = item["name"]
                         .as_str()
                         .ok_or_else(|| format!("{here}: an item without name"))?;
-                    match list.iter_mut().find(|i| i["name"] == name) {
-                        Some(existing) => merge(existing, item, &format!("{here}[{name}]"))?,
-                        None => added.push(item.clone()),
+                    match list.iter().position(|i| i["name"] == name) {
+                        Some(at) => {
+                            let mut existing = list.remove(at);
+                            merge(&mut existing, item, &format!("{here}[{name}]"))?;
+                            named.push(existing);
+                        }
+                        None => named.push(item.clone()),
                     }
                 }
-                list.splice(0..0, added);
+                list.splice(0..0, named);
             }
             Value::Array(_) if REPLACED_LISTS.contains(&key.as_str()) => {
                 b.insert(key.clone(), pv.clone());

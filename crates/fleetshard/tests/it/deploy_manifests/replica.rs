@@ -103,6 +103,12 @@ pub fn run_overlay_against_rbac(overlay: &str) {
     // Argo CD's CRDs: every Application and status written is checked against their schema.
     server.install_argocd_crds().unwrap();
     server.create_namespace(&namespace).unwrap();
+    // And the overlay's own namespaces (the fenced store's), as `kubectl apply` creates them.
+    for ns in objects.iter().filter(|o| o["kind"] == "Namespace") {
+        server
+            .create_namespace(ns["metadata"]["name"].as_str().unwrap())
+            .unwrap();
+    }
     let kubeconfig = dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();
     // The destination cluster: reached with the cluster Secret's credentials, so the
@@ -110,12 +116,7 @@ pub fn run_overlay_against_rbac(overlay: &str) {
     let dest = rt.block_on(FakeApiServer::start()).unwrap();
     let seen: Seen = Arc::default();
     let denied: Seen = Arc::default();
-    let (s, d, r, ns) = (
-        seen.clone(),
-        denied.clone(),
-        rules.clone(),
-        namespace.clone(),
-    );
+    let (s, d, r) = (seen.clone(), denied.clone(), rules.clone());
     // The RBAC authorizer: refuses what the Roles do not allow, as the real one would.
     server.inject(
         None,
@@ -125,7 +126,7 @@ pub fn run_overlay_against_rbac(overlay: &str) {
         },
         move |info| {
             s.lock().unwrap().push(info.clone());
-            let refuse = !allows(&r, &ns, info);
+            let refuse = !allows(&r, info);
             if refuse {
                 d.lock().unwrap().push(info.clone());
             }
@@ -305,6 +306,40 @@ pub fn run_overlay_against_rbac(overlay: &str) {
         denied.is_empty(),
         "{overlay}: refused by RBAC: {denied:#?}\nlog:\n{}",
         log()
+    );
+    // Beyond RBAC, what was written in Argo CD's namespace: no Secret, and no ConfigMap but
+    // Argo CD's shard map (argocd overlay; the fenced store writes in its own namespace).
+    // A create carries its name in the body, so the ConfigMaps there afterwards are checked.
+    let shard_map = (overlay == "argocd").then_some(fleetshard_coord::argocd::CONFIG_MAP_NAME);
+    let writes: Vec<RequestInfo> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|i| {
+            i.namespace.as_deref() == Some(namespace.as_str())
+                && (i.resource == "configmaps" || i.resource == "secrets")
+                && !matches!(
+                    i.verb,
+                    Some(Verb::Get | Verb::List | Verb::Watch | Verb::Discovery)
+                )
+                && !(i.resource == "configmaps"
+                    && (i.verb == Some(Verb::Create) || i.name.as_deref() == shard_map))
+        })
+        .cloned()
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "{overlay}: wrote in {namespace}: {writes:#?}"
+    );
+    let config_maps: Vec<String> = server
+        .list("v1", "ConfigMap", Some(&namespace))
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        config_maps,
+        Vec::from_iter(shard_map.map(str::to_owned)),
+        "{overlay}: ConfigMaps in {namespace}"
     );
     let used: BTreeSet<(String, String, String)> = seen
         .lock()

@@ -7,5 +7,6 @@ mod render;
 mod repo_server;
 mod runtime;
 mod safety;
+mod scoped;
 mod support;
 mod sync;
