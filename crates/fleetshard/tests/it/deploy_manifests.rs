@@ -87,6 +87,9 @@ fn every_object_is_yaml_and_every_overlay_renders_the_whole_deployment() {
         let mut kinds: Vec<String> = objects.iter().map(id).collect();
         kinds.sort();
         let mut expected = vec![
+            // Argo CD's repo-server admits its own components only; this policy admits
+            // fleetshard's pods on its gRPC port.
+            "NetworkPolicy/fleetshard-to-argocd-repo-server",
             "PodDisruptionBudget/fleetshard",
             "Role/fleetshard",
             "Role/fleetshard-store",

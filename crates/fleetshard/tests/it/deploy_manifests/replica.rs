@@ -213,6 +213,9 @@ pub fn run_overlay_against_rbac(overlay: &str) {
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("KUBECONFIG", &kubeconfig)
+        // Test only: no Argo CD repo-server runs here; the test's Git repository is
+        // rendered by the replica (what is checked is the RBAC the overlay grants).
+        .env("FLEETSHARD_REPO_SERVER", "none")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
         .spawn()
