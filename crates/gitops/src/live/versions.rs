@@ -32,10 +32,10 @@ impl ClusterConn {
     /// [`VERSIONS_TTL`] old (one discovery at a time per cluster).
     pub async fn served_versions(&self) -> Result<Arc<ServedVersions>, LiveError> {
         let mut slot = self.versions.lock().await;
-        if let Some((at, versions)) = slot.as_ref() {
-            if at.elapsed() < VERSIONS_TTL {
-                return Ok(versions.clone());
-            }
+        if let Some((at, versions)) = slot.as_ref()
+            && at.elapsed() < VERSIONS_TTL
+        {
+            return Ok(versions.clone());
         }
         let timeout = self.options.call_timeout;
         let version = tokio::time::timeout(timeout, self.client.apiserver_version())
