@@ -107,7 +107,8 @@ pub struct RepoSecret {
     pub secret: String,
     /// `url`: the repository's URL, or the templates' prefix.
     pub url: String,
-    /// `type`: `git` (the default), `helm` or `oci`; only `git` applies to Git sources.
+    /// `type`: `git` (the default), `helm` or `oci` (a chart source's repository, which
+    /// only a repo-server renders from).
     pub repo_type: String,
     /// `project`: only applications of this project use it (empty: every project).
     pub project: String,
@@ -170,7 +171,8 @@ pub(crate) fn is_repo_secret(value: &Value) -> bool {
 }
 
 /// Reads one repository Secret or credential template. `Ok(None)` (with a warning) for a
-/// Secret of another `type` than `git`, which a Git source never uses.
+/// Secret of another `type` than `git`, `helm` or `oci`. Helm and OCI repositories are
+/// kept: Argo CD's repo-server renders charts from them with their credentials.
 pub(crate) fn to_repo_secret(
     ctx: &mut Ctx,
     value: &Value,
@@ -258,12 +260,12 @@ pub(crate) fn to_repo_secret(
         credentials,
         unsupported,
     };
-    if repo.repo_type != "git" {
+    if !matches!(repo.repo_type.as_str(), "git" | "helm" | "oci") {
         ctx.warn(
             &object,
             Some("data.type"),
             format!(
-                "a {:?} repository, which Git sources never use; skipped",
+                "a {:?} repository: Argo CD's types are git, helm and oci; skipped",
                 repo.repo_type
             ),
         );

@@ -47,6 +47,9 @@ pub struct RepoAccess {
     pub ca_certs: Option<String>,
     /// Set Secret keys fleetshard does not implement, `Secret …: field` each.
     pub unsupported: Vec<String>,
+    /// The matching Secret's `type` (`git`, `helm`, `oci`; empty: no Secret), which a
+    /// repo-server is told.
+    pub repo_type: String,
 }
 
 impl fmt::Debug for RepoAccess {
@@ -61,6 +64,7 @@ impl fmt::Debug for RepoAccess {
             .field("known_hosts", &self.known_hosts.as_ref().map(String::len))
             .field("ca_certs", &self.ca_certs.as_ref().map(String::len))
             .field("unsupported", &self.unsupported)
+            .field("repo_type", &self.repo_type)
             .finish()
     }
 }
@@ -103,6 +107,7 @@ impl RepoAccess {
         let mut access = RepoAccess::default();
         let take = |s: &RepoSecret, access: &mut RepoAccess| {
             access.from.push(s.secret.clone());
+            access.repo_type.clone_from(&s.repo_type);
             access.credentials = s.credentials.clone();
             access.force_http_basic_auth = s.force_http_basic_auth;
             access.unsupported = s
@@ -115,6 +120,7 @@ impl RepoAccess {
             (Some(r), Some(t)) if r.credentials.is_empty() && r.unsupported.is_empty() => {
                 access.from.push(r.secret.clone());
                 take(t, &mut access);
+                access.repo_type.clone_from(&r.repo_type);
                 access.insecure = r.insecure;
                 access.proxy = r.proxy.clone().or_else(|| t.proxy.clone());
                 access.no_proxy = r.no_proxy.clone().or_else(|| t.no_proxy.clone());

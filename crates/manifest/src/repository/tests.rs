@@ -141,14 +141,23 @@ fn errors_name_the_file_object_and_field() {
 }
 
 #[test]
-fn helm_repositories_are_skipped_and_config_maps_read_alone() {
-    let helm = serde_json::json!({
-        "kind": "Secret",
-        "metadata": {"name": "charts", "namespace": "argocd",
-                     "labels": {"argocd.argoproj.io/secret-type": "repository"}},
-        "stringData": {"url": "https://charts.example.com", "type": "helm"},
-    });
-    let loaded = repo_secret_from_value(&helm, "kubernetes").unwrap();
+fn helm_repositories_are_kept_other_types_skipped_and_config_maps_read_alone() {
+    let secret = |t: &str| {
+        serde_json::json!({
+            "kind": "Secret",
+            "metadata": {"name": "charts", "namespace": "argocd",
+                         "labels": {"argocd.argoproj.io/secret-type": "repository"}},
+            "stringData": {"url": "https://charts.example.com", "type": t,
+                           "username": "u", "password": "p"},
+        })
+    };
+    // A repo-server renders charts from Helm repositories with their credentials.
+    let loaded = repo_secret_from_value(&secret("helm"), "kubernetes").unwrap();
+    let helm = loaded.value.expect("kept");
+    assert_eq!(helm.repo_type, "helm");
+    assert_eq!(helm.credentials.password.as_deref(), Some("p"));
+    assert!(loaded.warnings.is_empty());
+    let loaded = repo_secret_from_value(&secret("svn"), "kubernetes").unwrap();
     assert!(loaded.value.is_none());
     assert_eq!(loaded.warnings.len(), 1);
     let cm = serde_json::json!({

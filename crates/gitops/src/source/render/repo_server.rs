@@ -163,6 +163,7 @@ fn revision(target: &str) -> &str {
 /// The repository message's inputs from the resolved access.
 fn repository(url: &str, access: &RepoAccess) -> RepositoryInput {
     RepositoryInput {
+        repo_type: access.repo_type.clone(),
         credentials: access.credentials.clone(),
         insecure: access.insecure,
         force_http_basic_auth: access.force_http_basic_auth,

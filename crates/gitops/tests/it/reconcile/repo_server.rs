@@ -10,7 +10,9 @@ use super::support::*;
 use fleetshard_controller::{Operated, ReconcileError, Reconciler};
 use fleetshard_gitops::reconciler::{KubeStatusSink, StaticInventory};
 use fleetshard_gitops::source::RepoServerRenderer;
-use fleetshard_manifest::{AutoSync, Refusal, RefusalKind};
+use fleetshard_manifest::{
+    AutoSync, Refusal, RefusalKind, RepoCredentials, RepoSecret, RepoSecretKind, RepoSettings,
+};
 use fleetshard_reposerver::{ClientConfig, RenderSettings, RepoServerClient, TlsMode};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use fleetshard_testsupport::repo_server::{Answer, Code, FakeRepoServer, Transport};
@@ -23,6 +25,7 @@ const AUTO: Option<AutoSync> = Some(AutoSync {
 });
 
 const CHART_REPO: &str = "https://charts.example.com/stable";
+const CHART_PASSWORD: &str = "chart-s3cret";
 
 fn app_status(control: &FakeApiServer, name: &str) -> Value {
     control
@@ -64,6 +67,27 @@ async fn env(addr_override: Option<&str>) -> Env {
         kind: RefusalKind::InvalidSpec,
         field: "spec.source.helm.fileParameters".into(),
         message: "not rendered on this replica".into(),
+    });
+    // The Helm repository's Secret: its credentials go to the repo-server.
+    t.repositories = Arc::new(RepoSettings {
+        secrets: vec![RepoSecret {
+            kind: RepoSecretKind::Repository,
+            secret: "Secret argocd/charts".into(),
+            url: CHART_REPO.into(),
+            repo_type: "helm".into(),
+            project: String::new(),
+            credentials: RepoCredentials {
+                username: Some("charts-reader".into()),
+                password: Some(CHART_PASSWORD.into()),
+                ..RepoCredentials::default()
+            },
+            insecure: false,
+            force_http_basic_auth: false,
+            proxy: None,
+            no_proxy: None,
+            unsupported: Vec::new(),
+        }],
+        ..RepoSettings::default()
     });
     inventory.insert(t);
     control.insert(application("web")).unwrap();
@@ -128,6 +152,9 @@ async fn a_helm_repository_chart_rendered_by_the_repo_server_syncs() {
     let q = requests.last().expect("asked");
     let repo = q.message(1).expect("repo");
     assert_eq!(repo.str_or_empty(1), CHART_REPO);
+    assert_eq!(repo.str_or_empty(2), "charts-reader", "username");
+    assert_eq!(repo.str_or_empty(3), CHART_PASSWORD, "password");
+    assert_eq!(repo.str_or_empty(11), "helm", "type");
     assert_eq!(q.str_or_empty(2), "1.2.*", "revision");
     assert!(!q.bool(3), "noCache on a normal refresh");
     assert_eq!(q.str_or_empty(4), "app.kubernetes.io/instance");
@@ -193,6 +220,7 @@ async fn a_failing_repo_server_is_a_comparison_error_and_prunes_nothing() {
     );
     let message = status["conditions"][0]["message"].as_str().unwrap();
     assert!(message.contains("parse error"), "{message}");
+    assert!(!status.to_string().contains(CHART_PASSWORD), "{status}");
     assert!(message.contains(&e.server.addr()), "{message}");
     assert!(
         e.cluster
