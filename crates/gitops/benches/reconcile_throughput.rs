@@ -145,6 +145,7 @@ async fn start_fleet(repo: &str, apps: usize, clusters: usize) -> Fleet {
             }),
             sync_request: None,
             refusals: Vec::new(),
+            refresh: None,
         };
         keys.push((AppKey::of(&app), c));
         inventory.insert(AppTarget {

@@ -52,6 +52,7 @@ fn status(resources: usize, at: &str, flipped: bool) -> ComparisonStatus {
         },
         resources: (0..resources).map(entry).collect(),
         source_type: None,
+        refresh_done: false,
         reconciled_at: at.into(),
         conditions: Vec::new(),
     }

@@ -57,7 +57,7 @@ use crate::compare::{AppComparison, CompareOptions, ResourceKey, SyncStatus, com
 use crate::health::{app_health, assess};
 use crate::live::{ClusterConnections, KindInfo};
 use crate::source::{Refresh, Render, RenderRequest, RepoAccess, RepoCache, StandaloneRenderer};
-use fleetshard_manifest::RefusalKind;
+use fleetshard_manifest::{RefreshRequest, RefusalKind};
 use fleetshard_manifest::project::WindowVerdict;
 use problem::{COMPARISON_ERROR, Problem};
 
@@ -299,7 +299,10 @@ impl GitOpsReconciler {
                 project_source_repos: &project_source_repos,
                 kube_version: served.as_ref().map(|s| s.git_version.as_str()),
                 api_versions: &api_versions,
-                refresh: Refresh::Normal,
+                refresh: match target.spec.refresh {
+                    Some(RefreshRequest::Hard) => Refresh::Hard,
+                    _ => Refresh::Normal,
+                },
             })
             .await?;
         let manifests = &rendered.manifests;
@@ -443,6 +446,7 @@ impl GitOpsReconciler {
             reconciled_at: self.clock.now_rfc3339(),
             conditions,
             source_type: Some(rendered.source_type.as_str().to_owned()),
+            refresh_done: false,
         };
         let desired = placed
             .into_iter()
@@ -484,6 +488,7 @@ impl GitOpsReconciler {
             m.last = last;
             m.sync_error.clone()
         };
+        status.refresh_done = target.spec.refresh.is_some();
         if let Some(message) = sync_error {
             status.conditions.push(Condition {
                 kind: RefusalKind::Sync.condition_type().to_owned(),

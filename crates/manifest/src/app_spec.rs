@@ -125,6 +125,15 @@ pub struct InitiatedBy {
     pub automated: bool,
 }
 
+/// A refresh asked for by hand (the annotation `argocd.argoproj.io/refresh`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshRequest {
+    /// `normal`: compare again (caches used).
+    Normal,
+    /// `hard`: render again without caches (the repo-server's `noCache`).
+    Hard,
+}
+
 /// Which kind of Argo CD condition a refusal is shown as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefusalKind {
@@ -172,6 +181,10 @@ pub struct AppSpec {
     pub auto_sync: Option<AutoSync>,
     /// `operation.sync`, when a sync was asked for by hand.
     pub sync_request: Option<SyncRequest>,
+    /// The refresh asked for by the Application's annotation `argocd.argoproj.io/refresh`
+    /// (Argo CD's "Refresh" and "Hard Refresh"); the controller removes the annotation
+    /// once the refresh is done.
+    pub refresh: Option<RefreshRequest>,
     /// What the Application sets that fleetshard does not implement
     /// ([`crate::implemented`]); any refusal of kind [`RefusalKind::InvalidSpec`] stops
     /// every sync of the app, one of kind [`RefusalKind::Sync`] the request.

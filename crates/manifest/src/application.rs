@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::app_spec::{
-    AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, SyncRequest,
-    SyncResource,
+    AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, RefreshRequest,
+    SyncRequest, SyncResource,
 };
 use crate::document::{meta_names, typed};
 use crate::error::{Ctx, LoadError, object_name};
@@ -274,8 +274,19 @@ pub(crate) fn to_app(
         auto_sync,
         sync_request,
         refusals,
+        refresh: refresh_request(value),
     };
     Ok((app, spec))
+}
+
+/// The refresh asked for by the annotation `argocd.argoproj.io/refresh` (`hard`, or any
+/// other value: `normal`, as Argo CD reads it).
+fn refresh_request(value: &Value) -> Option<RefreshRequest> {
+    let asked = value.pointer("/metadata/annotations/argocd.argoproj.io~1refresh")?;
+    Some(match asked.as_str() {
+        Some("hard") => RefreshRequest::Hard,
+        _ => RefreshRequest::Normal,
+    })
 }
 
 /// `source.directory` as written: the typed options and what else the source read had

@@ -39,6 +39,7 @@ fn comparison(sync: &str, health: &str, message: Option<&str>) -> ComparisonStat
         },
         resources: Vec::new(),
         source_type: None,
+        refresh_done: false,
         reconciled_at: "2026-11-21T10:00:00Z".to_owned(),
         conditions: message
             .map(|m| Condition {

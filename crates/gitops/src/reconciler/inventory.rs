@@ -222,6 +222,7 @@ mod tests {
             auto_sync: Some(AutoSync::default()),
             sync_request: None,
             refusals: Vec::new(),
+            refresh: None,
         };
         content.specs.insert(key.clone(), spec.clone());
         published.publish(content.clone(), vec![], true);

@@ -42,6 +42,7 @@ impl Problem {
             },
             resources: Vec::new(),
             source_type: None,
+            refresh_done: false,
             reconciled_at: now.clone(),
             conditions: vec![Condition {
                 kind: self.condition.to_owned(),

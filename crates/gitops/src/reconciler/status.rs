@@ -91,6 +91,10 @@ pub struct ComparisonStatus {
     /// `Helm`); `None` when it was not (removed from the status).
     #[serde(default)]
     pub source_type: Option<String>,
+    /// The refresh asked for by the annotation `argocd.argoproj.io/refresh` is done: the
+    /// patch removes the annotation, as Argo CD's controller does (not a status field).
+    #[serde(skip)]
+    pub refresh_done: bool,
 }
 
 /// One entry of `operationState.syncResult.resources`.
@@ -217,6 +221,12 @@ impl StatusUpdate {
                 if c.conditions.is_empty() {
                     // A merge patch removes a field set to null: old errors go away.
                     status["conditions"] = Value::Null;
+                }
+                if c.refresh_done {
+                    return json!({
+                        "status": status,
+                        "metadata": {"annotations": {"argocd.argoproj.io/refresh": null}},
+                    });
                 }
                 json!({ "status": status })
             }

@@ -114,6 +114,7 @@ fn app() -> impl Strategy<Value = (App, AppSpec)> {
                     }),
                     sync_request: None,
                     refusals: Vec::new(),
+                    refresh: None,
                 };
                 (app, spec)
             },
@@ -194,6 +195,7 @@ fn seeds() -> Vec<String> {
                 auto_sync: Some(AutoSync::default()),
                 sync_request: None,
                 refusals: Vec::new(),
+                refresh: None,
             },
         )]
         .into(),

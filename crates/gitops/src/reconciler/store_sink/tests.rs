@@ -24,6 +24,7 @@ fn comparison(sync: &str, at: &str, conditions: &[&str]) -> ComparisonStatus {
         },
         resources: Vec::new(),
         source_type: None,
+        refresh_done: false,
         reconciled_at: at.to_owned(),
         conditions: conditions
             .iter()

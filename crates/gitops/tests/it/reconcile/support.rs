@@ -62,6 +62,7 @@ pub fn target(
             auto_sync: auto,
             sync_request: None,
             refusals: Vec::new(),
+            refresh: None,
         },
         cluster_name: cluster.id.clone(),
         cluster,
