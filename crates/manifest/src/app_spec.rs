@@ -40,7 +40,10 @@ impl AppSource {
                 raw.insert(field.into(), value.as_str().into());
             }
         }
-        raw.insert("targetRevision".into(), self.target_revision.as_str().into());
+        raw.insert(
+            "targetRevision".into(),
+            self.target_revision.as_str().into(),
+        );
         let d = &self.directory;
         if *d != DirectoryOptions::default() {
             let mut dir = serde_json::Map::new();

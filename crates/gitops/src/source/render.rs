@@ -179,9 +179,12 @@ impl Job {
             repo: self.repo_url.clone(),
             revision: self.revision.clone(),
             commit: self.commit.clone(),
-            path: self.path.join("/"),
             source_type: source_type.as_str(),
-            message: message.into(),
+            message: format!(
+                "{source_type} source at path {:?}: {}",
+                self.path.join("/"),
+                message.into()
+            ),
         }
     }
 
@@ -208,9 +211,8 @@ impl StandaloneRenderer {
             repo: source.repo_url.clone(),
             revision: source.target_revision.clone(),
             commit: String::new(),
-            path: source.path.clone(),
             source_type: "Directory",
-            message,
+            message: format!("path {:?}: {message}", source.path),
         })?;
         let snapshot = self
             .repos
@@ -290,13 +292,14 @@ impl StandaloneRenderer {
         refresh: Refresh,
     ) -> Result<Rendered, SourceError> {
         let key = format!(
-            "{}\0{}\0{}\0{}\0{}\0{}\0{:?}\0{:?}",
+            "{}\0{}\0{}\0{}\0{}\0{}\0{}\0{:?}\0{:?}",
             snapshot.key,
             job.commit,
             job.path.join("/"),
             job.raw,
             job.namespace,
             job.app_name,
+            job.project,
             job.kube_version,
             job.api_versions
         );
