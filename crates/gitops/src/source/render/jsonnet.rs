@@ -166,8 +166,13 @@ impl JsonnetJob {
     ) -> Result<String, String> {
         let text = |e: jrsonnet_evaluator::Error| e.to_string().trim().to_owned();
         let context = jrsonnet_stdlib::ContextInitializer::new(PathResolver::Absolute);
-        // Code values are evaluated on their own (they may not import).
-        let scratch = State::default();
+        // Code values are evaluated on their own, with the standard library (they may not
+        // import: the default resolver refuses every import).
+        let mut scratch = State::builder();
+        scratch.context_initializer(jrsonnet_stdlib::ContextInitializer::new(
+            PathResolver::Absolute,
+        ));
+        let scratch = scratch.build();
         let value_of = |v: &Var| -> Result<Val, String> {
             if v.code {
                 scratch
