@@ -412,6 +412,91 @@ fn local_mode_records_statuses_in_the_store() {
     drift_is_healed(&fakes, "1");
 }
 
+/// The contract of issue 12 in local mode: a Kustomize directory and a Jsonnet app in a
+/// `file://` repository render without a repo-server, with `kubectl` on PATH (the
+/// replica's own PATH), and their statuses say how (`sourceType`).
+#[test]
+fn local_mode_renders_kustomize_and_jsonnet_without_a_repo_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let fakes = start_fakes(1);
+    let git = Git::init(&dir.path().join("repo"));
+    git.write("kust/cm.yaml", &config_map("kcm", "k"));
+    git.write(
+        "kust/kustomization.yaml",
+        "resources:\n- cm.yaml\nnamePrefix: p-\n",
+    );
+    git.write(
+        "js/main.jsonnet",
+        "{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'jscm' }, data: { value: 'j' } }",
+    );
+    git.commit("first");
+    let fleet = dir.path().join("fleet");
+    std::fs::create_dir(&fleet).unwrap();
+    let mut secret = cluster_secret("c0", &fakes.clusters[0].url());
+    secret["metadata"]["uid"] = json!("uid-c0");
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        secret,
+        application("kust", &git.file_url(), "c0"),
+        application("js", &git.file_url(), "c0"),
+    ]});
+    std::fs::write(fleet.join("argocd.json"), objects.to_string()).unwrap();
+    let store = format!("sqlite://{}", dir.path().join("fs.db").display());
+    let _replica = KillOnDrop(
+        fleetshard()
+            .args([
+                "run",
+                "--identity",
+                "r0",
+                "--store",
+                &store,
+                "--shards",
+                "1",
+            ])
+            .arg("--fleet-dir")
+            .arg(&fleet)
+            .arg("--repo-cache")
+            .arg(dir.path().join("repos"))
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", http::free_port()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("r0.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let types = wait_for("both apps rendered and synced", SETTLE, || {
+        let out = fleetshard()
+            .args(["apps", "--output", "json", "--store", &store])
+            .output()
+            .map_err(|e| e.to_string())?;
+        let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+        let apps = v["apps"].as_array().cloned().unwrap_or_default();
+        let synced: Vec<(String, Value)> = apps
+            .iter()
+            .filter(|a| a["record"]["comparison"]["sync"]["status"] == "Synced")
+            .map(|a| {
+                let name = a["app"].as_str().unwrap_or_default().to_owned();
+                (name, a["record"]["comparison"]["sourceType"].clone())
+            })
+            .collect();
+        let ready = synced.len() == 2
+            && config_value(&fakes.clusters[0], "p-kcm").is_some()
+            && config_value(&fakes.clusters[0], "jscm").is_some();
+        ready.then_some(synced).ok_or_else(|| format!("{v}"))
+    });
+    let mut types = types;
+    types.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        types,
+        [
+            ("argocd/js".to_owned(), json!("Directory")),
+            ("argocd/kust".to_owned(), json!("Kustomize")),
+        ]
+    );
+    assert_eq!(config_value(&fakes.clusters[0], "p-kcm"), Some(json!("k")));
+    assert_eq!(config_value(&fakes.clusters[0], "jscm"), Some(json!("j")));
+}
+
 /// Nothing is served before the inventory's first load; what holds it up (here a refused
 /// list of the cluster Secrets, retried) is in the replica's log meanwhile.
 #[test]

@@ -161,10 +161,10 @@ pub enum SourceError {
         /// Where it is defined again.
         second: Box<Location>,
     },
-    /// The directory holds a source type this reader does not render (Kustomize, Helm,
-    /// Jsonnet).
+    /// The directory, read as plain manifests, holds another tool's source (Kustomize,
+    /// Helm, or Jsonnet when read without Jsonnet settings).
     #[error(
-        "repository {repo:?} at {revision:?} ({commit}): {file} is a {tool} source, which is not supported (only plain YAML/JSON manifests)"
+        "repository {repo:?} at {revision:?} ({commit}): {file} is a {tool} source, which a plain directory read does not render (a source setting `directory` is read as plain YAML/JSON)"
     )]
     UnsupportedSource {
         /// `repoURL` as given.
@@ -182,21 +182,17 @@ pub enum SourceError {
     /// `kustomize`/`kubectl` or `helm` on PATH, a plugin), the tool failed (its trimmed
     /// standard error), ran too long or wrote too much, a Jsonnet file failed to evaluate,
     /// or an option cannot be applied.
-    #[error(
-        "repository {repo:?} at {revision:?} ({commit}): {source_type} source at {path:?}: {message}"
-    )]
+    #[error("repository {repo:?} at {revision:?} ({commit}): {message}")]
     Render {
         /// `repoURL` as given.
         repo: String,
         /// `targetRevision` as given.
         revision: String,
-        /// The resolved commit.
+        /// The resolved commit (empty when the source was refused before resolving).
         commit: String,
-        /// `path` as given.
-        path: String,
         /// `Kustomize`, `Helm`, `Directory` (Jsonnet) or `Plugin`, as Argo CD names them.
         source_type: &'static str,
-        /// What happened.
+        /// What happened, naming the source type and `path`.
         message: String,
     },
     /// The app's manifests exceed a limit ([`ReadLimits`](super::ReadLimits)): one app

@@ -23,7 +23,8 @@
 //! output; its trimmed standard error is the condition's message. A failed render is a
 //! [`SourceError`]: nothing is applied or pruned for it. Renders of executables are kept
 //! per (repository, commit, source, destination) for [`RenderConfig::max_cached`]
-//! entries; a hard refresh renders again.
+//! entries, and discovered source types per (repository, commit, path) (up to 16 times as
+//! many, then forgotten at once); a hard refresh renders again.
 
 mod detect;
 mod envsubst;
@@ -172,6 +173,8 @@ type CacheKey = String;
 struct RenderCache {
     entries: HashMap<CacheKey, Rendered>,
     order: VecDeque<CacheKey>,
+    /// Discovered types per (repository, commit, path): a commit's tree never changes.
+    types: HashMap<CacheKey, SourceType>,
 }
 
 /// Who asked for a render, for the tools and errors (all owned: it crosses into a
@@ -198,9 +201,12 @@ impl Job {
             repo: self.repo_url.clone(),
             revision: self.revision.clone(),
             commit: self.commit.clone(),
-            path: self.path.join("/"),
             source_type: source_type.as_str(),
-            message: message.into(),
+            message: format!(
+                "{source_type} source at path {:?}: {}",
+                self.path.join("/"),
+                message.into()
+            ),
         }
     }
 
@@ -227,9 +233,8 @@ impl StandaloneRenderer {
             repo: source.repo_url.clone(),
             revision: source.target_revision.clone(),
             commit: String::new(),
-            path: source.path.clone(),
             source_type: "Directory",
-            message,
+            message: format!("path {:?}: {message}", source.path),
         })?;
         let snapshot = self
             .repos
@@ -283,9 +288,13 @@ impl StandaloneRenderer {
 
     /// The source type of `job.path` at the snapshot's commit, from its top-level files.
     async fn discover(&self, snapshot: &Snapshot, job: &Job) -> Result<SourceType, SourceError> {
+        let key = format!("{}\0{}\0{}", snapshot.key, job.commit, job.path.join("/"));
+        if let Some(found) = self.lock().types.get(&key) {
+            return Ok(*found);
+        }
         let (opened, commit) = (snapshot.opened.clone(), snapshot.commit);
         let job = job.clone();
-        run_blocking(&job.repo_url.clone(), move || {
+        let found = run_blocking(&job.repo_url.clone(), move || {
             let at = repo::At {
                 opened: &opened,
                 repo_url: &job.repo_url,
@@ -295,7 +304,17 @@ impl StandaloneRenderer {
             let names = tree::file_names(&at, &job.path)?;
             Ok(detect::discover(names.iter().map(String::as_str)))
         })
-        .await
+        .await?;
+        let mut cache = self.lock();
+        if cache.types.len() >= self.config.max_cached.max(1) * 16 {
+            cache.types.clear();
+        }
+        cache.types.insert(key, found);
+        Ok(found)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RenderCache> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Kustomize or Helm: the commit's tree written to a temporary directory and the
@@ -309,13 +328,14 @@ impl StandaloneRenderer {
         refresh: Refresh,
     ) -> Result<Rendered, SourceError> {
         let key = format!(
-            "{}\0{}\0{}\0{}\0{}\0{}\0{:?}\0{:?}",
+            "{}\0{}\0{}\0{}\0{}\0{}\0{}\0{:?}\0{:?}",
             snapshot.key,
             job.commit,
             job.path.join("/"),
             job.raw,
             job.namespace,
             job.app_name,
+            job.project,
             job.kube_version,
             job.api_versions
         );
@@ -377,12 +397,11 @@ impl StandaloneRenderer {
     }
 
     fn cached(&self, key: &str) -> Option<Rendered> {
-        let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        cache.entries.get(key).cloned()
+        self.lock().entries.get(key).cloned()
     }
 
     fn remember(&self, key: CacheKey, rendered: Rendered) {
-        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut cache = self.lock();
         if cache.entries.insert(key.clone(), rendered).is_none() {
             cache.order.push_back(key);
         }

@@ -176,6 +176,16 @@ async fn kustomize_without_an_executable_or_with_a_remote_base_is_a_clear_error(
         "{err}"
     );
 
+    // The overlay reaches a base naming a remote base; another app's kustomization
+    // (here one leaving the repository) is not the overlay's concern.
+    git.write(
+        "overlays/prod/kustomization.yaml",
+        "resources:\n- ../../base\n- ../../remote\n",
+    );
+    git.write(
+        "elsewhere/kustomization.yaml",
+        "resources:\n- ../../../../etc\n",
+    );
     git.write(
         "remote/kustomization.yaml",
         "resources:\n- https://github.com/kubernetes-sigs/kustomize//examples/helloWorld?ref=v5.5.0\n",
@@ -195,7 +205,7 @@ async fn kustomize_without_an_executable_or_with_a_remote_base_is_a_clear_error(
         .to_string();
     assert!(
         err.contains("remote base"),
-        "any kustomization of the tree: {err}"
+        "a base the overlay reaches: {err}"
     );
     assert!(err.contains("remote/kustomization.yaml"), "{err}");
 }
@@ -220,7 +230,7 @@ async fn jsonnet_files_render_with_ext_vars_tlas_and_libs_inside_the_repository(
         "app",
         json!({"directory": {"jsonnet": {
             "extVars": [{"name": "env", "value": "prod"}, {"name": "app", "value": "$ARGOCD_APP_NAME"}],
-            "tlas": [{"name": "replicas", "value": "1 + 2", "code": true}, {"name": "tier", "value": "db"}],
+            "tlas": [{"name": "replicas", "value": "std.length([1, 2, 3])", "code": true}, {"name": "tier", "value": "db"}],
             "libs": ["vendor"],
         }}}),
     );

@@ -39,7 +39,6 @@ pub(crate) struct JsonnetJob {
     /// Import search directories (repository paths, components), in search order.
     search: Vec<Vec<String>>,
     key: String,
-    job: Option<Box<Job>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -98,8 +97,9 @@ impl JsonnetJob {
             search.push(parts);
         }
         search.push(job.path.clone());
+        // Never empty: a read that evaluates Jsonnet is not a read that refuses it.
         let key = if ext_vars.is_empty() && tlas.is_empty() && options.libs.is_empty() {
-            String::new()
+            "jsonnet".to_owned()
         } else {
             format!("jsonnet:{ext_vars:?}{tlas:?}{search:?}")
         };
@@ -108,11 +108,11 @@ impl JsonnetJob {
             tlas,
             search,
             key,
-            job: Some(Box::new(job.clone())),
         })
     }
 
-    /// What the settings are, for the read cache's key (empty without settings).
+    /// What the settings are, for the read cache's key (the same for every app without
+    /// settings, so that they share one read).
     pub(crate) fn key(&self) -> &str {
         &self.key
     }
@@ -130,13 +130,8 @@ impl JsonnetJob {
             repo: at.repo_url.to_owned(),
             revision: at.revision.to_owned(),
             commit: at.commit.to_string(),
-            path: self
-                .job
-                .as_ref()
-                .map(|j| j.path.join("/"))
-                .unwrap_or_default(),
             source_type: SourceType::Directory.as_str(),
-            message: format!("{file}: {m}"),
+            message: format!("Jsonnet file {file}: {m}"),
         };
         let resolver = TreeResolver {
             repo: repo.clone(),
@@ -171,8 +166,13 @@ impl JsonnetJob {
     ) -> Result<String, String> {
         let text = |e: jrsonnet_evaluator::Error| e.to_string().trim().to_owned();
         let context = jrsonnet_stdlib::ContextInitializer::new(PathResolver::Absolute);
-        // Code values are evaluated on their own (they may not import).
-        let scratch = State::default();
+        // Code values are evaluated on their own, with the standard library (they may not
+        // import: the default resolver refuses every import).
+        let mut scratch = State::builder();
+        scratch.context_initializer(jrsonnet_stdlib::ContextInitializer::new(
+            PathResolver::Absolute,
+        ));
+        let scratch = scratch.build();
         let value_of = |v: &Var| -> Result<Val, String> {
             if v.code {
                 scratch
@@ -185,6 +185,10 @@ impl JsonnetJob {
         for v in &self.ext_vars {
             context.add_ext_var(v.name.as_str().into(), value_of(v)?);
         }
+        #[allow(
+            clippy::mutable_key_type,
+            reason = "jrsonnet's interned strings; apply_tla takes this map"
+        )]
         let mut tlas = FxHashMap::default();
         for v in &self.tlas {
             tlas.insert(v.name.as_str().into(), TlaArg::Val(value_of(v)?));
@@ -223,9 +227,9 @@ impl TreeResolver {
         let found = self
             .repo
             .find_tree(self.root)
-            .map_err(|e| runtime(message(&e.into())))?
+            .map_err(|e| runtime(message(&e)))?
             .lookup_entry(parts.iter().map(|p| p.as_bytes()))
-            .map_err(|e| runtime(message(&e.into())))?;
+            .map_err(|e| runtime(message(&e)))?;
         Ok(found.is_some_and(|e| e.mode().is_blob()))
     }
 }
@@ -289,16 +293,16 @@ impl AsyncImportResolver for TreeResolver {
         let tree = self
             .repo
             .find_tree(self.root)
-            .map_err(|e| runtime(message(&e.into())))?;
+            .map_err(|e| runtime(message(&e)))?;
         let entry = tree
             .lookup_entry(parts.iter().map(|p| p.as_bytes()))
-            .map_err(|e| runtime(message(&e.into())))?
+            .map_err(|e| runtime(message(&e)))?
             .filter(|e| e.mode().is_blob())
             .ok_or_else(|| runtime(format!("{}: no such file", parts.join("/"))))?;
         let blob = self
             .repo
             .find_blob(entry.object_id())
-            .map_err(|e| runtime(message(&e.into())))?;
+            .map_err(|e| runtime(message(&e)))?;
         let left = self
             .budget
             .get()

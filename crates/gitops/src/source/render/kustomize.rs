@@ -7,8 +7,8 @@
 //! label or annotation already set refused unless `force…`; components and patches
 //! appended), and the file written back as JSON (which YAML reads).
 //!
-//! Every `resources`, `bases` and `components` entry of every kustomization in the tree
-//! must be a path inside the repository: an absolute path or one leaving the tree is
+//! Every `resources`, `bases` and `components` entry of the app's kustomization and of
+//! those it reaches must be a path inside the repository: an absolute path or one leaving the tree is
 //! refused, and so is an entry that is no path of the tree (which kustomize would fetch as
 //! a remote base with the replica's network) unless [`RenderConfig::allow_remote_bases`].
 
@@ -86,7 +86,7 @@ pub(crate) async fn build(
     let env = env.clone();
     tokio::task::spawn_blocking(move || {
         apply_overrides(&task_dir, &task_root, &options, &env)?;
-        check_references(&task_root, allow_remote)
+        check_references(&task_root, &task_dir, allow_remote)
     })
     .await
     .map_err(|e| fail(format!("the edit task failed: {e}")))?
@@ -397,17 +397,16 @@ pub(super) fn inside(root: &Path, dir: &Path, rel: &str) -> Option<PathBuf> {
     out.starts_with(root).then_some(out)
 }
 
-/// Every `resources`, `bases` and `components` entry of every kustomization under
-/// `root`: a path inside it, or (with `allow_remote`) something kustomize fetches.
-fn check_references(root: &Path, allow_remote: bool) -> Result<(), String> {
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let entries = std::fs::read_dir(&dir).map_err(|e| e.to_string())?;
-        for entry in entries {
-            let entry = entry.map_err(|e| e.to_string())?;
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(entry.path());
-            }
+/// Every `resources`, `bases` and `components` entry of the app's kustomization and of
+/// the kustomizations it reaches: a path inside `root`, or (with `allow_remote`)
+/// something kustomize fetches. Kustomizations of other apps in the repository are not
+/// looked at.
+fn check_references(root: &Path, app_dir: &Path, allow_remote: bool) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut queue = vec![app_dir.to_path_buf()];
+    while let Some(dir) = queue.pop() {
+        if !seen.insert(dir.clone()) {
+            continue;
         }
         let Some(file) = kustomization_file(&dir) else {
             continue;
@@ -426,13 +425,13 @@ fn check_references(root: &Path, allow_remote: bool) -> Result<(), String> {
                 continue;
             };
             for item in items.iter().filter_map(Value::as_str) {
-                let outside =
-                    || format!("{shown}: {field} entry {item:?} is outside the repository");
-                if Path::new(item).is_absolute() {
-                    return Err(outside());
-                }
                 match inside(root, &dir, item) {
-                    None => return Err(outside()),
+                    None => {
+                        return Err(format!(
+                            "{shown}: {field} entry {item:?} is outside the repository"
+                        ));
+                    }
+                    Some(path) if path.is_dir() => queue.push(path),
                     Some(path) if path.exists() || allow_remote => {}
                     Some(_) => {
                         return Err(format!(

@@ -7,30 +7,16 @@ use std::time::Duration;
 
 use super::support::*;
 use fleetshard_controller::{Operated, ReconcileError, Reconciler};
-use fleetshard_gitops::reconciler::{KubeStatusSink, MemorySink, StaticInventory, StatusSink};
+use fleetshard_gitops::reconciler::{MemorySink, StaticInventory, StatusSink};
 use fleetshard_manifest::AutoSync;
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
-use serde_json::Value;
 
 const AUTO: Option<AutoSync> = Some(AutoSync {
     prune: true,
     self_heal: true,
     allow_empty: false,
 });
-
-fn kube_client(fake: &FakeApiServer) -> kube::Client {
-    let mut config = kube::Config::new(fake.url().parse().unwrap());
-    config.default_retry = false;
-    kube::Client::try_from(config).unwrap()
-}
-
-fn app_status(control: &FakeApiServer, name: &str) -> Value {
-    control
-        .get("argoproj.io/v1alpha1", "Application", "argocd", name)
-        .unwrap()["status"]
-        .clone()
-}
 
 #[tokio::test]
 async fn a_bad_manifest_a_missing_repo_or_revision_shows_on_the_app_and_others_go_on() {
@@ -195,8 +181,4 @@ async fn an_unreachable_cluster_is_retried_later_and_shows_on_the_app() {
         (s.sync.status == "Synced").then_some(())
     })
     .await;
-}
-
-fn sink_for(control: &FakeApiServer) -> KubeStatusSink {
-    KubeStatusSink::new(kube_client(control), Duration::from_secs(2))
 }

@@ -3,38 +3,20 @@
 //! prunes nothing.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::support::*;
 use fleetshard_controller::{Operated, Reconciler};
-use fleetshard_gitops::reconciler::{KubeStatusSink, StaticInventory};
+use fleetshard_gitops::reconciler::StaticInventory;
 use fleetshard_gitops::source::{RenderConfig, StandaloneRenderer};
 use fleetshard_manifest::AutoSync;
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::FakeApiServer;
-use serde_json::Value;
 
 const AUTO: Option<AutoSync> = Some(AutoSync {
     prune: true,
     self_heal: true,
     allow_empty: false,
 });
-
-fn app_status(control: &FakeApiServer, name: &str) -> Value {
-    control
-        .get("argoproj.io/v1alpha1", "Application", "argocd", name)
-        .unwrap()["status"]
-        .clone()
-}
-
-fn sink(control: &FakeApiServer) -> KubeStatusSink {
-    let mut config = kube::Config::new(control.url().parse().unwrap());
-    config.default_retry = false;
-    KubeStatusSink::new(
-        kube::Client::try_from(config).unwrap(),
-        Duration::from_secs(2),
-    )
-}
 
 #[tokio::test]
 async fn a_kustomize_app_syncs_and_a_helm_app_without_helm_prunes_nothing() {
@@ -68,7 +50,7 @@ async fn a_kustomize_app_syncs_and_a_helm_app_without_helm_prunes_nothing() {
         &inventory,
         repos,
         live_options(),
-        Arc::new(sink(&control)),
+        Arc::new(sink_for(&control)),
         always(),
     );
     let r = Arc::new(

@@ -11,8 +11,8 @@ use fleetshard_core::{App, Destination};
 use fleetshard_gitops::apply::LeaseCheck;
 use fleetshard_gitops::live::{ClusterAccess, ClusterConnections, ClusterCredentials, LiveOptions};
 use fleetshard_gitops::reconciler::{
-    AppTarget, FixedClock, GitOpsReconciler, ReconcilerConfig, StaticInventory, StatusSink,
-    StatusUpdate,
+    AppTarget, FixedClock, GitOpsReconciler, KubeStatusSink, ReconcilerConfig, StaticInventory,
+    StatusSink, StatusUpdate,
 };
 use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
 use fleetshard_manifest::{AppProject, AppSource, AppSpec, AutoSync};
@@ -212,4 +212,24 @@ pub fn tracking(obj: &Value) -> Option<String> {
     obj.pointer("/metadata/annotations/argocd.argoproj.io~1tracking-id")
         .and_then(Value::as_str)
         .map(str::to_owned)
+}
+
+/// A client of `fake` that does not retry.
+pub fn kube_client(fake: &FakeApiServer) -> kube::Client {
+    let mut config = kube::Config::new(fake.url().parse().unwrap());
+    config.default_retry = false;
+    kube::Client::try_from(config).unwrap()
+}
+
+/// The Application `argocd/name`'s status on the control-plane fake.
+pub fn app_status(control: &FakeApiServer, name: &str) -> Value {
+    control
+        .get("argoproj.io/v1alpha1", "Application", "argocd", name)
+        .unwrap()["status"]
+        .clone()
+}
+
+/// A status sink writing to the control-plane fake.
+pub fn sink_for(control: &FakeApiServer) -> KubeStatusSink {
+    KubeStatusSink::new(kube_client(control), Duration::from_secs(2))
 }
