@@ -57,8 +57,8 @@ use crate::compare::{AppComparison, CompareOptions, ResourceKey, SyncStatus, com
 use crate::health::{app_health, assess};
 use crate::live::{ClusterConnections, KindInfo};
 use crate::source::{Refresh, Render, RenderRequest, RepoAccess, RepoCache, StandaloneRenderer};
-use fleetshard_manifest::{RefreshRequest, RefusalKind};
 use fleetshard_manifest::project::WindowVerdict;
+use fleetshard_manifest::{RefreshRequest, RefusalKind};
 use problem::{COMPARISON_ERROR, Problem};
 
 pub use inventory::{AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory};

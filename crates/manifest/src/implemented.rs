@@ -126,8 +126,8 @@ pub const OBJECT_ANNOTATIONS: &[&str] = &[
 pub const CONTROLLED_PREFIXES: &[&str] = &["argocd.argoproj.io/", "helm.sh/"];
 
 /// Annotations under `argocd.argoproj.io/` accepted on an Application: the refresh request
-/// (served by fleetshard's own periodic refresh; the annotation is not removed) and the
-/// path hint (only an optimisation of Argo CD's).
+/// (`normal` or `hard`: served, then removed with the refresh's status) and the path hint
+/// (only an optimisation of Argo CD's).
 pub const APP_ANNOTATIONS: &[&str] = &[
     "argocd.argoproj.io/refresh",
     "argocd.argoproj.io/manifest-generate-paths",

@@ -115,6 +115,33 @@ fn json_single_and_disabled_automation() {
 }
 
 #[test]
+fn the_refresh_annotation_asks_for_a_normal_or_a_hard_refresh() {
+    let app = |annotations: &str| {
+        format!(
+            r#"{{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+              "metadata": {{"name": "x", "namespace": "argocd", "annotations": {annotations}}},
+              "spec": {{"project": "p", "destination": {{"server": "https://a"}}}}}}"#
+        )
+    };
+    let refresh = |annotations: &str| {
+        let file = parse_apps_with_specs(&app(annotations), "x.json")
+            .unwrap()
+            .value;
+        spec_of(&file, &file.fleet.apps[0]).refresh
+    };
+    use crate::RefreshRequest::{Hard, Normal};
+    assert_eq!(
+        refresh(r#"{"argocd.argoproj.io/refresh": "hard"}"#),
+        Some(Hard)
+    );
+    assert_eq!(
+        refresh(r#"{"argocd.argoproj.io/refresh": "normal"}"#),
+        Some(Normal)
+    );
+    assert_eq!(refresh(r#"{"other": "hard"}"#), None);
+}
+
+#[test]
 fn multi_source_takes_the_first_and_warns() {
     let yaml = r#"
 kind: ApplicationList

@@ -11,7 +11,8 @@ use fleetshard_controller::{Operated, ReconcileError, Reconciler};
 use fleetshard_gitops::reconciler::{KubeStatusSink, StaticInventory};
 use fleetshard_gitops::source::RepoServerRenderer;
 use fleetshard_manifest::{
-    AutoSync, Refusal, RefusalKind, RepoCredentials, RepoSecret, RepoSecretKind, RepoSettings,
+    AutoSync, RefreshRequest, Refusal, RefusalKind, RepoCredentials, RepoSecret, RepoSecretKind,
+    RepoSettings,
 };
 use fleetshard_reposerver::{ClientConfig, RenderSettings, RepoServerClient, TlsMode};
 use fleetshard_testsupport::kube_api::FakeApiServer;
@@ -44,6 +45,7 @@ struct Env {
     cluster: FakeApiServer,
     control: FakeApiServer,
     server: FakeRepoServer,
+    inventory: Arc<StaticInventory>,
     reconciler: Arc<fleetshard_gitops::reconciler::GitOpsReconciler>,
     _tmp: tempfile::TempDir,
 }
@@ -51,6 +53,11 @@ struct Env {
 /// App `web`: chart `web` 1.2.x from a Helm repository, with a field the standalone
 /// renderer refuses (`helm.fileParameters`) — the repo-server takes it.
 async fn env(addr_override: Option<&str>) -> Env {
+    env_with(addr_override, None).await
+}
+
+/// As [`env`], the Application annotated with `argocd.argoproj.io/refresh` when `refresh`.
+async fn env_with(addr_override: Option<&str>, refresh: Option<&str>) -> Env {
     let tmp = tempfile::tempdir().unwrap();
     let cluster = FakeApiServer::start().await.unwrap();
     let control = FakeApiServer::start().await.unwrap();
@@ -89,8 +96,16 @@ async fn env(addr_override: Option<&str>) -> Env {
         }],
         ..RepoSettings::default()
     });
+    let mut app = application("web");
+    if let Some(kind) = refresh {
+        t.spec.refresh = Some(match kind {
+            "hard" => RefreshRequest::Hard,
+            _ => RefreshRequest::Normal,
+        });
+        app["metadata"]["annotations"] = json!({"argocd.argoproj.io/refresh": kind});
+    }
     inventory.insert(t);
-    control.insert(application("web")).unwrap();
+    control.insert(app).unwrap();
     let mut client = ClientConfig::new(addr_override.unwrap_or(&server.addr()));
     client.tls = TlsMode::Plaintext;
     client.timeout = Duration::from_secs(5);
@@ -121,6 +136,7 @@ async fn env(addr_override: Option<&str>) -> Env {
         cluster,
         control,
         server,
+        inventory,
         reconciler,
         _tmp: tmp,
     }
@@ -257,4 +273,34 @@ impl Env {
     async fn operate_idle(&self) -> Operated {
         self.reconciler.operate(&key("web")).await.unwrap()
     }
+}
+
+/// Argo CD's "Hard Refresh": the annotation `argocd.argoproj.io/refresh: hard` makes the
+/// next render skip the repo-server's caches (`noCache`), and the refresh removes the
+/// annotation, as Argo CD's controller does; the next refresh uses the caches again.
+#[tokio::test]
+async fn a_hard_refresh_asks_for_no_cache_and_removes_its_annotation() {
+    let e = env_with(None, Some("hard")).await;
+    e.server.answer_all(
+        Answer::rendered(&[&config_map_json("web-config", "2")], "1.2.7", "Helm"),
+        Duration::ZERO,
+    );
+    e.reconciler.refresh(&key("web")).await.unwrap();
+    let asked = e.server.requests();
+    assert!(asked.last().unwrap().bool(3), "noCache on a hard refresh");
+    let app = e
+        .control
+        .get("argoproj.io/v1alpha1", "Application", "argocd", "web")
+        .unwrap();
+    assert!(
+        app["metadata"]["annotations"]
+            .get("argocd.argoproj.io/refresh")
+            .is_none(),
+        "the annotation is removed: {app}"
+    );
+    assert_eq!(app["status"]["sync"]["status"], "OutOfSync", "{app}");
+    // The inventory sees the annotation gone.
+    e.inventory.update(&key("web"), |t| t.spec.refresh = None);
+    e.reconciler.refresh(&key("web")).await.unwrap();
+    assert!(!e.server.requests().last().unwrap().bool(3));
 }
