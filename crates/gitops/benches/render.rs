@@ -80,6 +80,7 @@ async fn main() {
         namespace: "default",
         app_name: "bench",
         project: "default",
+        project_source_repos: &[],
         kube_version: None,
         api_versions: &[],
         refresh,
