@@ -81,6 +81,8 @@ async fn main() {
         app_name: "bench",
         project: "default",
         project_source_repos: &[],
+        helm_repositories: &[],
+        helm_credentials: &[],
         kube_version: None,
         api_versions: &[],
         refresh,

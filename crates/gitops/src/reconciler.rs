@@ -40,6 +40,7 @@ mod inventory;
 mod operate;
 mod problem;
 mod project;
+mod render;
 mod self_heal;
 mod status;
 mod store_sink;
@@ -56,9 +57,9 @@ use crate::apply::{DesiredObject, LeaseCheck, PruneTarget, handover_patch};
 use crate::compare::{AppComparison, CompareOptions, ResourceKey, SyncStatus, compare_app};
 use crate::health::{app_health, assess};
 use crate::live::{ClusterConnections, KindInfo};
-use crate::source::{Refresh, Render, RenderRequest, RepoAccess, RepoCache, StandaloneRenderer};
+use crate::source::{Render, RepoCache, StandaloneRenderer};
+use fleetshard_manifest::RefusalKind;
 use fleetshard_manifest::project::WindowVerdict;
-use fleetshard_manifest::{RefreshRequest, RefusalKind};
 use problem::{COMPARISON_ERROR, Problem};
 
 pub use inventory::{AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory};
@@ -234,25 +235,9 @@ impl GitOpsReconciler {
         target: &AppTarget,
     ) -> Result<(Refreshed, ComparisonStatus), Problem> {
         let app = &target.app;
-        // A repo-server renders every source field it knows and refuses by name those it
-        // does not: the source's fields are its to judge.
-        let renders_source = self.renderer.renders_every_source_field();
-        let refused: Vec<String> = target
-            .spec
-            .refusals_of(RefusalKind::InvalidSpec)
-            .filter(|r| !(renders_source && is_single_source_field(&r.field)))
-            .map(ToString::to_string)
-            .collect();
-        if !refused.is_empty() {
-            return Err(Problem::permanent(
-                RefusalKind::InvalidSpec.condition_type(),
-                format!("application {key} is not synced: {}", refused.join("; ")),
-            ));
-        }
+        self.check_refusals(key, target)?;
         // Before anything is read: a repository the project does not permit is not fetched.
         self.check_project(target)?;
-        let source = &target.spec.source;
-        let access = RepoAccess::resolve(&target.repositories, &source.repo_url, &app.project);
         let dest_ns = app
             .destination
             .namespace
@@ -260,51 +245,7 @@ impl GitOpsReconciler {
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| "default".to_owned());
         let app_name = self.instance_name(key);
-        // The destination's versions, for a renderer that sends them (before rendering:
-        // Helm charts branch on them).
-        let served = if self.renderer.wants_destination_versions() {
-            let conn = self.clusters.start(&target.cluster).await?;
-            Some(conn.served_versions().await?)
-        } else {
-            None
-        };
-        let api_versions = served
-            .as_ref()
-            .map(|s| {
-                fleetshard_reposerver::api_version_strings(
-                    s.kinds
-                        .iter()
-                        .map(|(g, v, k)| (g.as_str(), v.as_str(), k.as_str())),
-                )
-            })
-            .unwrap_or_default();
-        let project_source_repos: Vec<String> = target
-            .project
-            .as_ref()
-            .map(|p| {
-                p.source_repos
-                    .iter()
-                    .map(|r| r.as_str().to_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let rendered = self
-            .renderer
-            .render(RenderRequest {
-                source,
-                access: &access,
-                namespace: &dest_ns,
-                app_name: &app_name,
-                project: &app.project,
-                project_source_repos: &project_source_repos,
-                kube_version: served.as_ref().map(|s| s.git_version.as_str()),
-                api_versions: &api_versions,
-                refresh: match target.spec.refresh {
-                    Some(RefreshRequest::Hard) => Refresh::Hard,
-                    _ => Refresh::Normal,
-                },
-            })
-            .await?;
+        let rendered = self.render_source(target, &dest_ns, &app_name).await?;
         let manifests = &rendered.manifests;
         let revision = Some(manifests.commit.clone());
         let with_rev = |mut p: Problem| {
@@ -626,9 +567,3 @@ impl StopHook for GitOpsStopHook {
 
 #[cfg(test)]
 mod tests;
-
-/// Whether a refused field is one of the app's single source (`spec.source.…`, or
-/// `spec.sources[0].…` of a one-element list); a second source stays refused.
-fn is_single_source_field(field: &str) -> bool {
-    field.starts_with("spec.source.") || field.starts_with("spec.sources[0].")
-}

@@ -42,7 +42,7 @@ mod render;
 mod repo;
 mod url;
 
-pub use access::RepoAccess;
+pub use access::{RepoAccess, permitted_helm_repositories};
 pub use cache::{
     CacheStats, DEFAULT_FETCH_TIMEOUT, DEFAULT_MAX_CACHED_READS, DEFAULT_REFRESH_INTERVAL,
     Manifests, ReadLimits, Refresh, RepoCache, RepoCacheConfig,

@@ -20,7 +20,7 @@
 
 use std::fmt;
 
-use fleetshard_manifest::{RepoCredentials, RepoSecret, RepoSecretKind, RepoSettings};
+use fleetshard_manifest::{AppProject, RepoCredentials, RepoSecret, RepoSecretKind, RepoSettings};
 
 use super::error::SourceError;
 use super::url::normalize;
@@ -67,6 +67,32 @@ impl fmt::Debug for RepoAccess {
             .field("repo_type", &self.repo_type)
             .finish()
     }
+}
+
+/// The Helm and OCI repositories (repository Secrets of type `helm` or `oci`) and the
+/// credential templates of those types that an app of `project` may use, as Argo CD's
+/// controller sends them to the repo-server (`repos` and `helmRepoCreds`: a chart's
+/// dependencies are fetched with them). A Secret of another project is left out, and so is
+/// a URL the project's `sourceRepos` do not permit (Argo CD's `GetPermittedRepos`).
+pub fn permitted_helm_repositories(
+    settings: &RepoSettings,
+    project: &AppProject,
+) -> (Vec<RepoSecret>, Vec<RepoSecret>) {
+    let usable = |s: &&RepoSecret| {
+        matches!(s.repo_type.as_str(), "helm" | "oci")
+            && (s.project.is_empty() || s.project == project.name)
+            && project.permits_source(&s.url)
+    };
+    let of = |kind: RepoSecretKind| {
+        settings
+            .secrets
+            .iter()
+            .filter(|s| s.kind == kind)
+            .filter(usable)
+            .cloned()
+            .collect()
+    };
+    (of(RepoSecretKind::Repository), of(RepoSecretKind::Template))
 }
 
 impl RepoAccess {

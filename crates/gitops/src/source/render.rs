@@ -40,7 +40,7 @@ use std::ffi::OsString;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use fleetshard_manifest::AppSource;
+use fleetshard_manifest::{AppSource, RepoSecret};
 use futures::future::BoxFuture;
 
 use super::cache::{Manifests, ReadLimits, Refresh, RepoCache, Snapshot};
@@ -76,6 +76,12 @@ pub struct RenderRequest<'a> {
     /// The project's `sourceRepos` (the repo-server names them when it refuses a Helm
     /// repository).
     pub project_source_repos: &'a [String],
+    /// The Helm and OCI repositories the project permits (a chart's dependencies are
+    /// fetched from them), with their credentials
+    /// ([`permitted_helm_repositories`](crate::source::permitted_helm_repositories)).
+    pub helm_repositories: &'a [RepoSecret],
+    /// The Helm and OCI credential templates the project permits.
+    pub helm_credentials: &'a [RepoSecret],
     /// The destination cluster's Kubernetes version (`1.31.2`), when known: Helm's
     /// `--kube-version` unless `helm.kubeVersion`.
     pub kube_version: Option<&'a str>,

@@ -246,6 +246,14 @@ pub(crate) fn normalize_repo_url(url: &str) -> String {
 }
 
 /// Whether `repo_url` is permitted by the project's `sourceRepos`.
+impl AppProject {
+    /// Whether the project's `sourceRepos` permit `repo_url` (globs per path segment, a
+    /// `!` entry denying), as Argo CD's `IsSourcePermitted`.
+    pub fn permits_source(&self, repo_url: &str) -> bool {
+        source_permitted(self, repo_url)
+    }
+}
+
 fn source_permitted(p: &AppProject, repo_url: &str) -> bool {
     let url = normalize_repo_url(repo_url);
     let mut any = false;

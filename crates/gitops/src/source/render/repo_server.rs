@@ -18,8 +18,8 @@
 
 use fleetshard_manifest::AppSource;
 use fleetshard_reposerver::{
-    ClusterVersions, ManifestInputs, ProjectInput, RenderSettings, RepoServerClient,
-    RepositoryInput, build_request, normalize_kube_version,
+    ClusterVersions, ManifestInputs, ProjectInput, RenderSettings, RepoCredsInput,
+    RepoServerClient, RepositoryInput, build_request, normalize_kube_version,
 };
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -120,6 +120,33 @@ impl RepoServerRenderer {
             None => None,
         };
         inputs.settings = self.settings.clone();
+        inputs.helm_repos = request
+            .helm_repositories
+            .iter()
+            .map(|s| RepositoryInput {
+                repo_type: s.repo_type.clone(),
+                project: s.project.clone(),
+                credentials: s.credentials.clone(),
+                insecure: s.insecure,
+                force_http_basic_auth: s.force_http_basic_auth,
+                proxy: s.proxy.clone(),
+                no_proxy: s.no_proxy.clone(),
+                ..RepositoryInput::anonymous(&s.url)
+            })
+            .collect();
+        inputs.helm_repo_creds = request
+            .helm_credentials
+            .iter()
+            .map(|s| RepoCredsInput {
+                url: s.url.clone(),
+                repo_type: s.repo_type.clone(),
+                credentials: s.credentials.clone(),
+                enable_oci: false,
+                force_http_basic_auth: s.force_http_basic_auth,
+                proxy: s.proxy.clone(),
+                no_proxy: s.no_proxy.clone(),
+            })
+            .collect();
         inputs.project = ProjectInput {
             name: request.project.to_owned(),
             source_repos: request.project_source_repos.to_vec(),

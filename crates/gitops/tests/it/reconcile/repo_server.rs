@@ -27,6 +27,7 @@ const AUTO: Option<AutoSync> = Some(AutoSync {
 
 const CHART_REPO: &str = "https://charts.example.com/stable";
 const CHART_PASSWORD: &str = "chart-s3cret";
+const DEPS_REPO: &str = "https://charts.example.com/deps";
 
 fn app_status(control: &FakeApiServer, name: &str) -> Value {
     control
@@ -76,16 +77,16 @@ async fn env_with(addr_override: Option<&str>, refresh: Option<&str>) -> Env {
         message: "not rendered on this replica".into(),
     });
     // The Helm repository's Secret: its credentials go to the repo-server.
-    t.repositories = Arc::new(RepoSettings {
-        secrets: vec![RepoSecret {
-            kind: RepoSecretKind::Repository,
-            secret: "Secret argocd/charts".into(),
-            url: CHART_REPO.into(),
-            repo_type: "helm".into(),
-            project: String::new(),
+    let secret =
+        |kind, name: &str, url: &str, repo_type: &str, project: &str, password: &str| RepoSecret {
+            kind,
+            secret: format!("Secret argocd/{name}"),
+            url: url.into(),
+            repo_type: repo_type.into(),
+            project: project.into(),
             credentials: RepoCredentials {
                 username: Some("charts-reader".into()),
-                password: Some(CHART_PASSWORD.into()),
+                password: Some(password.into()),
                 ..RepoCredentials::default()
             },
             insecure: false,
@@ -93,7 +94,39 @@ async fn env_with(addr_override: Option<&str>, refresh: Option<&str>) -> Env {
             proxy: None,
             no_proxy: None,
             unsupported: Vec::new(),
-        }],
+        };
+    use RepoSecretKind::{Repository, Template};
+    t.repositories = Arc::new(RepoSettings {
+        secrets: vec![
+            secret(Repository, "charts", CHART_REPO, "helm", "", CHART_PASSWORD),
+            // A dependency's repository and a template, both permitted to the project.
+            secret(Repository, "deps", DEPS_REPO, "helm", "", "deps-s3cret"),
+            secret(
+                Template,
+                "all-charts",
+                "https://charts.example.com/",
+                "helm",
+                "",
+                "t-s3cret",
+            ),
+            // Another project's, and a Git repository: not sent.
+            secret(
+                Repository,
+                "theirs",
+                "https://charts.example.com/theirs",
+                "helm",
+                "other",
+                "x",
+            ),
+            secret(
+                Repository,
+                "git",
+                "https://git.example.com/apps",
+                "git",
+                "",
+                "y",
+            ),
+        ],
         ..RepoSettings::default()
     });
     let mut app = application("web");
@@ -199,6 +232,34 @@ async fn a_helm_repository_chart_rendered_by_the_repo_server_syncs() {
     sorted.sort();
     assert_eq!(api_versions, sorted, "sorted");
     assert_eq!(q.str_or_empty(19), "annotation", "trackingMethod");
+    // The Helm repositories and templates the project permits (Argo CD's
+    // GetPermittedRepos), with their credentials.
+    let repos: Vec<(String, String)> = q
+        .messages(11)
+        .iter()
+        .map(|r| (r.str_or_empty(1), r.str_or_empty(3)))
+        .collect();
+    assert_eq!(
+        repos,
+        [
+            (CHART_REPO.to_owned(), CHART_PASSWORD.to_owned()),
+            (DEPS_REPO.to_owned(), "deps-s3cret".to_owned())
+        ],
+        "repos"
+    );
+    let creds: Vec<(String, String)> = q
+        .messages(17)
+        .iter()
+        .map(|c| (c.str_or_empty(1), c.str_or_empty(3)))
+        .collect();
+    assert_eq!(
+        creds,
+        [(
+            "https://charts.example.com/".to_owned(),
+            "t-s3cret".to_owned()
+        )],
+        "helmRepoCreds"
+    );
     assert_eq!(q.str_or_empty(25), "default", "projectName");
     assert_eq!(q.strings(24), ["*"], "projectSourceRepos");
 }
