@@ -146,6 +146,7 @@ async fn start_fleet(repo: &str, apps: usize, clusters: usize) -> Fleet {
             sync_request: None,
             refusals: Vec::new(),
             refresh: None,
+            sources: Vec::new(),
         };
         keys.push((AppKey::of(&app), c));
         inventory.insert(AppTarget {

@@ -86,6 +86,7 @@ async fn main() {
         kube_version: None,
         api_versions: &[],
         refresh,
+        multi: None,
     };
     let kustomize_objects = renderer
         .render(request(&kustomize, Refresh::Normal))

@@ -45,6 +45,7 @@ fn status(resources: usize, at: &str, flipped: bool) -> ComparisonStatus {
         sync: SyncInfo {
             status: if flipped { "OutOfSync" } else { "Synced" }.into(),
             revision: Some("0123456789abcdef0123456789abcdef01234567".into()),
+            revisions: Vec::new(),
         },
         health: HealthInfo {
             status: "Healthy".into(),
@@ -52,6 +53,7 @@ fn status(resources: usize, at: &str, flipped: bool) -> ComparisonStatus {
         },
         resources: (0..resources).map(entry).collect(),
         source_type: None,
+        source_types: Vec::new(),
         refresh_done: false,
         reconciled_at: at.into(),
         conditions: Vec::new(),

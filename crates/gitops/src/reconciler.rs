@@ -245,7 +245,10 @@ impl GitOpsReconciler {
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| "default".to_owned());
         let app_name = self.instance_name(key);
-        let rendered = self.render_source(target, &dest_ns, &app_name).await?;
+        let render::RenderedApp {
+            rendered,
+            sources: per_source,
+        } = self.render_source(target, &dest_ns, &app_name).await?;
         let manifests = &rendered.manifests;
         let revision = Some(manifests.commit.clone());
         let with_rev = |mut p: Problem| {
@@ -377,7 +380,9 @@ impl GitOpsReconciler {
         let status = ComparisonStatus {
             sync: SyncInfo {
                 status: sync_word(comparison.status).to_owned(),
-                revision,
+                // A multi-source app's revisions are listed one per source.
+                revision: revision.filter(|_| per_source.is_empty()),
+                revisions: per_source.iter().map(|(r, _)| r.clone()).collect(),
             },
             health: HealthInfo {
                 status: app_health(&healths).to_string(),
@@ -386,7 +391,13 @@ impl GitOpsReconciler {
             resources,
             reconciled_at: self.clock.now_rfc3339(),
             conditions,
-            source_type: Some(rendered.source_type.as_str().to_owned()),
+            source_type: per_source
+                .is_empty()
+                .then(|| rendered.source_type.as_str().to_owned()),
+            source_types: per_source
+                .iter()
+                .map(|(_, t)| t.as_str().to_owned())
+                .collect(),
             refresh_done: false,
         };
         let desired = placed

@@ -49,9 +49,10 @@ pub use cache::{
 };
 pub use error::{Location, ManifestError, SourceError};
 pub use parse::{FileFormat, Manifest, ObjectIdentity, parse_file};
+pub(crate) use render::check_duplicates;
 pub use render::{
-    DEFAULT_MAX_CACHED_RENDERS, DEFAULT_RENDER_TIMEOUT, Render, RenderConfig, RenderRequest,
-    Rendered, RepoServerRenderer, SourceType, StandaloneRenderer,
+    DEFAULT_MAX_CACHED_RENDERS, DEFAULT_RENDER_TIMEOUT, MultiSource, Render, RenderConfig,
+    RenderRequest, Rendered, RepoServerRenderer, SourceType, StandaloneRenderer,
 };
 pub(crate) use repo::install_crypto_provider;
 pub use url::{RepoLocation, cache_key, exact_form, normalize};

@@ -177,6 +177,9 @@ impl std::fmt::Display for Refusal {
 pub struct AppSpec {
     /// `spec.source` (a multi-source Application's first source).
     pub source: AppSource,
+    /// Every entry of `spec.sources` when there is more than one (a multi-source
+    /// Application, rendered only by a repo-server); empty otherwise.
+    pub sources: Vec<AppSource>,
     /// `spec.syncPolicy.automated`, when set.
     pub auto_sync: Option<AutoSync>,
     /// `operation.sync`, when a sync was asked for by hand.

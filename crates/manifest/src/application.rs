@@ -182,30 +182,41 @@ pub(crate) fn to_app(
     })?;
     let spec = obj.spec.unwrap_or_default();
 
-    // Argo CD uses `sources` whenever it is non-empty, ignoring `source`.
-    // More than one is refused (`refusals`), and the first is kept for display only.
-    let raw_source = match value.pointer("/spec/sources/0") {
-        Some(first) => first.clone(),
-        None => value.pointer("/spec/source").cloned().unwrap_or_default(),
-    };
-    let source = match spec.sources {
+    // Argo CD uses `sources` whenever it is non-empty, ignoring `source`. With more than
+    // one, every source is kept (only a repo-server renders them; `refusals` refuses them
+    // otherwise) and the first is the one shown.
+    let raw_sources: Vec<Value> = value
+        .pointer("/spec/sources")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let (source, sources) = match spec.sources {
         Some(sources) if !sources.is_empty() => {
-            if sources.len() > 1 {
+            let many = sources.len() > 1;
+            if many {
                 ctx.warn(
                     &object,
                     Some("spec.sources"),
                     format!(
-                        "{} sources; fleetshard does not implement multi-source applications: \
-                         the app is refused (InvalidSpecError), sources[0] is shown",
+                        "{} sources: a multi-source application is rendered only by Argo CD's \
+                         repo-server (--repo-server); refused (InvalidSpecError) otherwise",
                         sources.len()
                     ),
                 );
             }
-            sources.into_iter().next()
+            let all: Vec<AppSource> = sources
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| app_source(s, raw_sources.get(i).cloned().unwrap_or_default()))
+                .collect();
+            let first = all[0].clone();
+            (first, if many { all } else { Vec::new() })
         }
-        _ => spec.source,
-    }
-    .unwrap_or_default();
+        _ => {
+            let raw = value.pointer("/spec/source").cloned().unwrap_or_default();
+            (app_source(spec.source.unwrap_or_default(), raw), Vec::new())
+        }
+    };
     let refusals = crate::implemented::refusals(value);
 
     let dest = spec.destination.unwrap_or_default();
@@ -255,28 +266,34 @@ pub(crate) fn to_app(
         },
     };
     let spec = AppSpec {
-        source: AppSource {
-            repo_url: source.repo_url.unwrap_or_default(),
-            target_revision: source
-                .target_revision
-                .unwrap_or_else(|| DEFAULT_REVISION.to_owned()),
-            path: source.path.unwrap_or_default(),
-            directory: source
-                .directory
-                .map(|d| DirectoryOptions {
-                    recurse: d.recurse.unwrap_or(false),
-                    include: d.include.unwrap_or_default(),
-                    exclude: d.exclude.unwrap_or_default(),
-                })
-                .unwrap_or_default(),
-            raw: raw_source,
-        },
+        source,
+        sources,
         auto_sync,
         sync_request,
         refusals,
         refresh: refresh_request(value),
     };
     Ok((app, spec))
+}
+
+/// One source as read: its typed fields, and `raw`, the object as written.
+fn app_source(source: Source, raw: Value) -> AppSource {
+    AppSource {
+        repo_url: source.repo_url.unwrap_or_default(),
+        target_revision: source
+            .target_revision
+            .unwrap_or_else(|| DEFAULT_REVISION.to_owned()),
+        path: source.path.unwrap_or_default(),
+        directory: source
+            .directory
+            .map(|d| DirectoryOptions {
+                recurse: d.recurse.unwrap_or(false),
+                include: d.include.unwrap_or_default(),
+                exclude: d.exclude.unwrap_or_default(),
+            })
+            .unwrap_or_default(),
+        raw,
+    }
 }
 
 /// The refresh asked for by the annotation `argocd.argoproj.io/refresh` (`hard`, or any

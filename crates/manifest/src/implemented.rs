@@ -17,7 +17,8 @@ use crate::app_spec::{Refusal, RefusalKind};
 /// The `spec` fields fleetshard implements, as dotted paths. A path names a leaf taken as
 /// is (its type is checked by the loader); the objects on the way are walked.
 /// `spec.sources` is read as a list of one source (each entry against the `source.`
-/// paths); more than one is refused. `syncPolicy.syncOptions` values are checked against
+/// paths); more than one is refused as `spec.sources` (only a repo-server renders them,
+/// and the reconciler then leaves a source's fields to it). `syncPolicy.syncOptions` values are checked against
 /// [`APP_SYNC_OPTIONS`].
 pub const SPEC_FIELDS: &[&str] = &[
     "project",
@@ -167,8 +168,9 @@ pub fn refusals(value: &Value) -> Vec<Refusal> {
             Some(Value::Array(list)) if list.len() > 1 => out.push(spec(
                 "spec.sources".to_owned(),
                 format!(
-                    "{} sources: multi-source applications are not implemented by fleetshard \
-                     (syncing one source would prune the others' objects)",
+                    "{} sources: multi-source applications are rendered only by Argo CD's \
+                     repo-server (--repo-server), not on this replica (syncing one source \
+                     would prune the others' objects)",
                     list.len()
                 ),
             )),

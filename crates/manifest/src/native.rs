@@ -242,6 +242,7 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
             sync_request: None,
             refusals: Vec::new(),
             refresh: None,
+            sources: Vec::new(),
         };
         // The first definition of a key is the one that counts (as in the fleet's loads).
         specs.entry(spec_key(&app)).or_insert(spec);

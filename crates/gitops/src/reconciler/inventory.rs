@@ -223,6 +223,7 @@ mod tests {
             sync_request: None,
             refusals: Vec::new(),
             refresh: None,
+            sources: Vec::new(),
         };
         content.specs.insert(key.clone(), spec.clone());
         published.publish(content.clone(), vec![], true);

@@ -35,6 +35,7 @@ impl Problem {
             sync: SyncInfo {
                 status: "Unknown".to_owned(),
                 revision: self.revision.clone(),
+                revisions: Vec::new(),
             },
             health: HealthInfo {
                 status: "Unknown".to_owned(),
@@ -42,6 +43,7 @@ impl Problem {
             },
             resources: Vec::new(),
             source_type: None,
+            source_types: Vec::new(),
             refresh_done: false,
             reconciled_at: now.clone(),
             conditions: vec![Condition {

@@ -1,24 +1,38 @@
 //! Rendering an app's source for a refresh: the refusals that stop it first, then what the
 //! renderer is given — the repository's access, the destination's versions when the
 //! renderer sends them, the project's source repositories and permitted Helm repositories —
-//! and the refresh asked for.
+//! and the refresh asked for. A multi-source app (only with a repo-server) renders each
+//! source knowing the others, and its objects are the union of theirs.
 
-use super::problem::Problem;
+use std::sync::Arc;
+
+use super::problem::{COMPARISON_ERROR, Problem};
 use super::{AppTarget, GitOpsReconciler};
-use crate::source::{Refresh, RenderRequest, Rendered, RepoAccess, permitted_helm_repositories};
+use crate::source::{
+    Manifests, MultiSource, Refresh, RenderRequest, Rendered, RepoAccess, SourceType,
+    check_duplicates, permitted_helm_repositories,
+};
 use fleetshard_controller::AppKey;
-use fleetshard_manifest::{RefreshRequest, RefusalKind};
+use fleetshard_manifest::{AppSource, RefreshRequest, RefusalKind};
+
+/// An app's rendered sources: one [`Rendered`] holding every object (its commit the
+/// sources' revisions joined with `,` for a multi-source app), and for a multi-source app
+/// each source's revision and type in order (`status.sync.revisions`, `sourceTypes`).
+pub(super) struct RenderedApp {
+    pub(super) rendered: Rendered,
+    pub(super) sources: Vec<(String, SourceType)>,
+}
 
 impl GitOpsReconciler {
     /// The app's refused fields, as an `InvalidSpecError`. A repo-server renders every
-    /// source field it knows and refuses by name those it does not: a single source's
-    /// fields are its to judge.
+    /// source field it knows and refuses by name those it does not: a source's fields,
+    /// and a multi-source app's sources, are its to judge.
     pub(super) fn check_refusals(&self, key: &AppKey, target: &AppTarget) -> Result<(), Problem> {
         let renders_source = self.renderer.renders_every_source_field();
         let refused: Vec<String> = target
             .spec
             .refusals_of(RefusalKind::InvalidSpec)
-            .filter(|r| !(renders_source && is_single_source_field(&r.field)))
+            .filter(|r| !(renders_source && is_source_field(&r.field)))
             .map(ToString::to_string)
             .collect();
         if refused.is_empty() {
@@ -30,18 +44,16 @@ impl GitOpsReconciler {
         ))
     }
 
-    /// Renders the app's source for destination namespace `dest_ns` as instance
-    /// `app_name`.
+    /// Renders the app's source, or each of its sources, for destination namespace
+    /// `dest_ns` as instance `app_name`.
     pub(super) async fn render_source(
         &self,
         target: &AppTarget,
         dest_ns: &str,
         app_name: &str,
-    ) -> Result<Rendered, Problem> {
-        let source = &target.spec.source;
+    ) -> Result<RenderedApp, Problem> {
         let app = &target.app;
         let renders_source = self.renderer.renders_every_source_field();
-        let access = RepoAccess::resolve(&target.repositories, &source.repo_url, &app.project);
         // The destination's versions, for a renderer that sends them (before rendering:
         // Helm charts branch on them).
         let served = if self.renderer.wants_destination_versions() {
@@ -74,31 +86,93 @@ impl GitOpsReconciler {
             Some(p) if renders_source => permitted_helm_repositories(&target.repositories, p),
             _ => Default::default(),
         };
-        let rendered = self
-            .renderer
-            .render(RenderRequest {
+        let access =
+            |s: &AppSource| RepoAccess::resolve(&target.repositories, &s.repo_url, &app.project);
+        let sources = &target.spec.sources;
+        let accesses: Vec<RepoAccess> = sources.iter().map(access).collect();
+        let main_access = access(&target.spec.source);
+        let single = RenderRequest {
+            source: &target.spec.source,
+            access: &main_access,
+            namespace: dest_ns,
+            app_name,
+            project: &app.project,
+            project_source_repos: &project_source_repos,
+            helm_repositories: &helm_repositories,
+            helm_credentials: &helm_credentials,
+            kube_version: served.as_ref().map(|s| s.git_version.as_str()),
+            api_versions: &api_versions,
+            refresh: match target.spec.refresh {
+                Some(RefreshRequest::Hard) => Refresh::Hard,
+                _ => Refresh::Normal,
+            },
+            multi: None,
+        };
+        if sources.is_empty() {
+            let rendered = self.renderer.render(single).await?;
+            return Ok(RenderedApp {
+                rendered,
+                sources: Vec::new(),
+            });
+        }
+        let mut parts = Vec::with_capacity(sources.len());
+        for (index, source) in sources.iter().enumerate() {
+            let multi = MultiSource {
+                index,
+                sources,
+                accesses: &accesses,
+            };
+            let request = RenderRequest {
                 source,
-                access: &access,
-                namespace: dest_ns,
-                app_name,
-                project: &app.project,
-                project_source_repos: &project_source_repos,
-                helm_repositories: &helm_repositories,
-                helm_credentials: &helm_credentials,
-                kube_version: served.as_ref().map(|s| s.git_version.as_str()),
-                api_versions: &api_versions,
-                refresh: match target.spec.refresh {
-                    Some(RefreshRequest::Hard) => Refresh::Hard,
-                    _ => Refresh::Normal,
-                },
-            })
-            .await?;
-        Ok(rendered)
+                access: &accesses[index],
+                multi: Some(multi),
+                ..single
+            };
+            parts.push(self.renderer.render(request).await?);
+        }
+        merge(sources, parts)
     }
 }
 
-/// Whether a refused field is one of the app's single source (`spec.source.…`, or
-/// `spec.sources[0].…` of a one-element list); a second source stays refused.
-fn is_single_source_field(field: &str) -> bool {
-    field.starts_with("spec.source.") || field.starts_with("spec.sources[0].")
+/// One app of the sources' renders: every object (no object in two sources), the
+/// revisions joined.
+fn merge(sources: &[AppSource], parts: Vec<Rendered>) -> Result<RenderedApp, Problem> {
+    let revisions: Vec<(String, SourceType)> = parts
+        .iter()
+        .map(|p| (p.manifests.commit.clone(), p.source_type))
+        .collect();
+    let commit = revisions
+        .iter()
+        .map(|(r, _)| r.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let objects: Vec<_> = parts
+        .iter()
+        .flat_map(|p| p.manifests.objects.iter().cloned())
+        .collect();
+    if let Err((identity, first, second)) = check_duplicates(&objects) {
+        let mut problem = Problem::permanent(
+            COMPARISON_ERROR,
+            format!(
+                "{identity} is rendered by two of the application's {} sources ({first} and \
+                 {second})",
+                sources.len()
+            ),
+        );
+        problem.revision = Some(commit);
+        return Err(problem);
+    }
+    Ok(RenderedApp {
+        rendered: Rendered {
+            source_type: parts[0].source_type,
+            manifests: Arc::new(Manifests { commit, objects }),
+        },
+        sources: revisions,
+    })
+}
+
+/// Whether a refused field is one a repo-server judges: a source's (`spec.source.…`,
+/// `spec.sources[i].…`) or a multi-source app's `spec.sources`.
+fn is_source_field(field: &str) -> bool {
+    field.starts_with("spec.source.") || field.starts_with("spec.sources")
 }

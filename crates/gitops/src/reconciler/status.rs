@@ -22,6 +22,9 @@ pub struct SyncInfo {
     /// The commit compared against, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// A multi-source app's revisions, one per source (`revision` is then absent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revisions: Vec<String>,
 }
 
 /// `status.health` and a resource's `health`.
@@ -91,6 +94,10 @@ pub struct ComparisonStatus {
     /// `Helm`); `None` when it was not (removed from the status).
     #[serde(default)]
     pub source_type: Option<String>,
+    /// `status.sourceTypes`: a multi-source app's, one per source (`sourceType` is then
+    /// absent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_types: Vec<String>,
     /// The refresh asked for by the annotation `argocd.argoproj.io/refresh` is done: the
     /// patch removes the annotation, as Argo CD's controller does (not a status field).
     #[serde(skip)]
@@ -221,6 +228,13 @@ impl StatusUpdate {
                 if c.conditions.is_empty() {
                     // A merge patch removes a field set to null: old errors go away.
                     status["conditions"] = Value::Null;
+                }
+                // A multi-source app's lists go when it has one source again.
+                if c.source_types.is_empty() {
+                    status["sourceTypes"] = Value::Null;
+                }
+                if c.sync.revisions.is_empty() {
+                    status["sync"]["revisions"] = Value::Null;
                 }
                 if c.refresh_done {
                     return json!({

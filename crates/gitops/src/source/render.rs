@@ -47,6 +47,7 @@ use super::cache::{Manifests, ReadLimits, Refresh, RepoCache, Snapshot};
 use super::error::SourceError;
 use super::{RepoAccess, repo};
 
+pub(crate) use super::repo::check_duplicates;
 pub use detect::SourceType;
 pub(crate) use jsonnet::JsonnetJob;
 pub use repo_server::RepoServerRenderer;
@@ -90,6 +91,21 @@ pub struct RenderRequest<'a> {
     pub api_versions: &'a [String],
     /// Whether cached resolutions and renders may be used.
     pub refresh: Refresh,
+    /// For a multi-source application: which of its sources this is, among which.
+    pub multi: Option<MultiSource<'a>>,
+}
+
+/// A multi-source application's part of a [`RenderRequest`] (`spec.sources`): each source
+/// is rendered on its own, knowing the others (the `$ref` sources a Helm source reads
+/// value files from).
+#[derive(Debug, Clone, Copy)]
+pub struct MultiSource<'a> {
+    /// Which source is rendered.
+    pub index: usize,
+    /// Every source, in order.
+    pub sources: &'a [AppSource],
+    /// Each source's repository access, in the same order.
+    pub accesses: &'a [RepoAccess],
 }
 
 /// A rendered source.
@@ -235,6 +251,17 @@ impl StandaloneRenderer {
 
     async fn render_source(&self, request: RenderRequest<'_>) -> Result<Rendered, SourceError> {
         let source = request.source;
+        if request.multi.is_some() {
+            return Err(SourceError::Render {
+                repo: source.repo_url.clone(),
+                revision: source.target_revision.clone(),
+                commit: String::new(),
+                source_type: "Directory",
+                message: "multi-source applications are rendered only by Argo CD's \
+                          repo-server (--repo-server)"
+                    .to_owned(),
+            });
+        }
         let explicit = detect::explicit(&source.raw).map_err(|message| SourceError::Render {
             repo: source.repo_url.clone(),
             revision: source.target_revision.clone(),

@@ -76,6 +76,7 @@ async fn render(r: &StandaloneRenderer, source: &AppSource) -> Result<Rendered, 
         kube_version: Some("1.31.0"),
         api_versions: &["apps/v1".to_owned()],
         refresh: Refresh::Normal,
+        multi: None,
     })
     .await
 }

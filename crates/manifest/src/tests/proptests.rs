@@ -115,6 +115,7 @@ fn app() -> impl Strategy<Value = (App, AppSpec)> {
                     sync_request: None,
                     refusals: Vec::new(),
                     refresh: None,
+                    sources: Vec::new(),
                 };
                 (app, spec)
             },
@@ -196,6 +197,7 @@ fn seeds() -> Vec<String> {
                 sync_request: None,
                 refusals: Vec::new(),
                 refresh: None,
+                sources: Vec::new(),
             },
         )]
         .into(),

@@ -17,6 +17,7 @@ fn comparison(sync: &str, at: &str, conditions: &[&str]) -> ComparisonStatus {
         sync: SyncInfo {
             status: sync.to_owned(),
             revision: Some("0123456789abcdef".to_owned()),
+            revisions: Vec::new(),
         },
         health: HealthInfo {
             status: "Healthy".to_owned(),
@@ -24,6 +25,7 @@ fn comparison(sync: &str, at: &str, conditions: &[&str]) -> ComparisonStatus {
         },
         resources: Vec::new(),
         source_type: None,
+        source_types: Vec::new(),
         refresh_done: false,
         reconciled_at: at.to_owned(),
         conditions: conditions

@@ -19,7 +19,7 @@
 use fleetshard_manifest::AppSource;
 use fleetshard_reposerver::{
     ClusterVersions, ManifestInputs, ProjectInput, RenderSettings, RepoCredsInput,
-    RepoServerClient, RepositoryInput, build_request, normalize_kube_version,
+    RepoServerClient, RepositoryInput, build_request, normalize_kube_version, ref_sources,
 };
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -120,6 +120,21 @@ impl RepoServerRenderer {
             None => None,
         };
         inputs.settings = self.settings.clone();
+        if let Some(m) = request.multi {
+            inputs.source_path = format!("spec.sources[{}]", m.index);
+            inputs.has_multiple_sources = true;
+            let raws: Vec<Value> = m.sources.iter().map(raw_or_typed).collect();
+            let anonymous = RepoAccess::anonymous();
+            inputs.ref_sources = ref_sources(&raws, &[], |url| {
+                let access = m
+                    .sources
+                    .iter()
+                    .position(|s| s.repo_url == url)
+                    .map_or(&anonymous, |i| &m.accesses[i]);
+                repository(url, access)
+            })
+            .map_err(|e| e.to_string())?;
+        }
         inputs.helm_repos = request
             .helm_repositories
             .iter()

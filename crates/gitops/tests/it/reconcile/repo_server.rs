@@ -11,12 +11,12 @@ use fleetshard_controller::{Operated, ReconcileError, Reconciler};
 use fleetshard_gitops::reconciler::{KubeStatusSink, StaticInventory};
 use fleetshard_gitops::source::RepoServerRenderer;
 use fleetshard_manifest::{
-    AutoSync, RefreshRequest, Refusal, RefusalKind, RepoCredentials, RepoSecret, RepoSecretKind,
-    RepoSettings,
+    AppSource, AutoSync, RefreshRequest, Refusal, RefusalKind, RepoCredentials, RepoSecret,
+    RepoSecretKind, RepoSettings,
 };
 use fleetshard_reposerver::{ClientConfig, RenderSettings, RepoServerClient, TlsMode};
 use fleetshard_testsupport::kube_api::FakeApiServer;
-use fleetshard_testsupport::repo_server::{Answer, Code, FakeRepoServer, Transport};
+use fleetshard_testsupport::repo_server::{Answer, Code, FakeRepoServer, Scripted, Transport};
 use serde_json::{Value, json};
 
 const AUTO: Option<AutoSync> = Some(AutoSync {
@@ -364,4 +364,93 @@ async fn a_hard_refresh_asks_for_no_cache_and_removes_its_annotation() {
     e.inventory.update(&key("web"), |t| t.spec.refresh = None);
     e.reconciler.refresh(&key("web")).await.unwrap();
     assert!(!e.server.requests().last().unwrap().bool(3));
+}
+
+/// A multi-source app — a chart from a Helm repository with its values from a Git
+/// repository (`$values`) — rendered by the repo-server one source at a time, each request
+/// knowing the others (`hasMultipleSources`, `refSources`); the objects are the union, the
+/// status lists each source's revision and type. Without a repo-server the app is refused.
+#[tokio::test]
+async fn a_multi_source_app_renders_each_source_with_its_ref_sources() {
+    let e = env(None).await;
+    let values_repo = "https://git.example.com/values";
+    e.inventory.update(&key("web"), |t| {
+        let chart = json!({"repoURL": CHART_REPO, "chart": "web", "targetRevision": "1.2.*",
+                           "helm": {"valueFiles": ["$values/web/values.yaml"]}});
+        let values = json!({"repoURL": values_repo, "targetRevision": "main", "ref": "values"});
+        t.spec.sources = [chart, values]
+            .into_iter()
+            .map(|raw| AppSource {
+                repo_url: raw["repoURL"].as_str().unwrap().to_owned(),
+                target_revision: raw["targetRevision"].as_str().unwrap().to_owned(),
+                raw,
+                ..AppSource::default()
+            })
+            .collect();
+        t.spec.source = t.spec.sources[0].clone();
+        t.spec.refusals = vec![Refusal {
+            kind: RefusalKind::InvalidSpec,
+            field: "spec.sources".into(),
+            message: "rendered only by a repo-server".into(),
+        }];
+    });
+    let chart = Answer::rendered(&[&config_map_json("web-config", "3")], "1.2.7", "Helm");
+    // A ref-only source: its revision, no manifests (as Argo CD's repo-server answers).
+    let values = Answer::rendered(&[], "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b", "Directory");
+    e.server.answer_app_in_turn(
+        "web",
+        [chart, values]
+            .into_iter()
+            .cycle()
+            .take(6)
+            .map(|answer| Scripted {
+                answer,
+                delay: Duration::ZERO,
+            })
+            .collect(),
+    );
+    let r = &e.reconciler;
+    r.refresh(&key("web")).await.unwrap();
+    assert_eq!(r.operate(&key("web")).await.unwrap(), Operated::Finished);
+    r.refresh(&key("web")).await.unwrap();
+    let status = app_status(&e.control, "web");
+    assert_eq!(status["sync"]["status"], "Synced", "{status}");
+    assert_eq!(
+        status["sync"]["revisions"],
+        json!(["1.2.7", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b"]),
+        "{status}"
+    );
+    assert!(status["sync"].get("revision").is_none(), "{status}");
+    assert_eq!(
+        status["sourceTypes"],
+        json!(["Helm", "Directory"]),
+        "{status}"
+    );
+    assert!(status.get("sourceType").is_none(), "{status}");
+    let cm = e
+        .cluster
+        .get("v1", "ConfigMap", "default", "web-config")
+        .unwrap();
+    assert_eq!(cm["data"]["value"], "3");
+
+    let requests = e.server.requests();
+    assert!(requests.len() >= 4, "two sources per refresh");
+    for (i, q) in requests[..2].iter().enumerate() {
+        assert!(q.bool(22), "request {i}: hasMultipleSources");
+        let refs = q.message_map(23);
+        let values_ref = refs.get("$values").expect("refSources has $values");
+        assert_eq!(values_ref.message(1).unwrap().str_or_empty(1), values_repo);
+        assert_eq!(
+            values_ref.str_or_empty(2),
+            "main",
+            "the ref's targetRevision"
+        );
+    }
+    let first = requests[0].message(10).unwrap();
+    assert_eq!(first.str_or_empty(12), "web", "the chart source first");
+    assert_eq!(
+        requests[1].message(10).unwrap().str_or_empty(13),
+        "values",
+        "then the ref"
+    );
 }
