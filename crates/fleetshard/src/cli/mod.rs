@@ -125,8 +125,32 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
 pub enum Runtime {
     /// One thread: a command that reads or writes the store and exits.
     OneShot,
-    /// Two workers: a replica (runner, HTTP server, controller workers).
+    /// A replica (runner, HTTP server, controller workers): one worker per CPU the process
+    /// may use ([`replica_worker_threads`]).
     Replica,
+}
+
+/// The environment variable that sets a replica's worker threads.
+pub const WORKER_THREADS_ENV: &str = "FLEETSHARD_WORKER_THREADS";
+
+/// Worker threads of a replica's runtime: `configured` ([`WORKER_THREADS_ENV`]) when set,
+/// else the CPUs this process may use (`available`: std's `available_parallelism`, which
+/// honours the affinity mask and the cgroup CPU quota a pod's limit sets), and at least 2
+/// either way unless configured (the coordination runner keeps a thread beside a busy
+/// reconciler).
+pub fn replica_worker_threads(
+    configured: Option<&str>,
+    available: Option<usize>,
+) -> anyhow::Result<usize> {
+    match configured.map(str::trim).filter(|v| !v.is_empty()) {
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => anyhow::bail!(
+                "{WORKER_THREADS_ENV}={v:?}: expected a whole number of threads, at least 1"
+            ),
+        },
+        None => Ok(available.unwrap_or(2).max(2)),
+    }
 }
 
 /// Builds the tokio runtime a command runs on; the one place that does.
@@ -135,8 +159,12 @@ pub fn runtime(kind: Runtime) -> anyhow::Result<tokio::runtime::Runtime> {
     let mut builder = match kind {
         Runtime::OneShot => tokio::runtime::Builder::new_current_thread(),
         Runtime::Replica => {
+            let threads = replica_worker_threads(
+                std::env::var(WORKER_THREADS_ENV).ok().as_deref(),
+                std::thread::available_parallelism().ok().map(usize::from),
+            )?;
             let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(2);
+            b.worker_threads(threads);
             b
         }
     };
@@ -164,5 +192,21 @@ mod tests {
     #[test]
     fn command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_replica_uses_every_cpu_it_may_at_least_two_unless_told() {
+        assert_eq!(replica_worker_threads(None, Some(8)).unwrap(), 8);
+        assert_eq!(replica_worker_threads(None, Some(1)).unwrap(), 2);
+        assert_eq!(replica_worker_threads(None, None).unwrap(), 2);
+        assert_eq!(replica_worker_threads(Some(" 3 "), Some(8)).unwrap(), 3);
+        assert_eq!(replica_worker_threads(Some("1"), Some(8)).unwrap(), 1);
+        assert_eq!(replica_worker_threads(Some(""), Some(6)).unwrap(), 6);
+        for bad in ["0", "-1", "two", "1.5"] {
+            let e = replica_worker_threads(Some(bad), Some(8))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(WORKER_THREADS_ENV) && e.contains(bad), "{e}");
+        }
     }
 }
