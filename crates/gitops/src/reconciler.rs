@@ -57,9 +57,9 @@ use crate::apply::{DesiredObject, LeaseCheck, PruneTarget, handover_patch};
 use crate::compare::{AppComparison, CompareOptions, ResourceKey, SyncStatus, compare_app};
 use crate::health::{app_health, assess};
 use crate::live::{ClusterConnections, KindInfo};
-use crate::source::{Render, RepoCache, StandaloneRenderer};
-use fleetshard_manifest::RefusalKind;
+use crate::source::{Refresh, Render, RepoCache, StandaloneRenderer};
 use fleetshard_manifest::project::WindowVerdict;
+use fleetshard_manifest::{RefreshRequest, RefusalKind};
 use problem::{COMPARISON_ERROR, Problem};
 
 pub use inventory::{AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory};
@@ -147,6 +147,9 @@ struct Memo {
     sync_error: Option<String>,
     /// Consecutive self-heals, for their back-off.
     heals: self_heal::SelfHeals,
+    /// The refresh annotation was seen at the last refresh (its hard refresh is served
+    /// once, until the annotation goes and comes back).
+    hard_refresh_served: bool,
 }
 
 /// The GitOps reconciler of one replica.
@@ -233,6 +236,7 @@ impl GitOpsReconciler {
         &self,
         key: &AppKey,
         target: &AppTarget,
+        refresh: Refresh,
     ) -> Result<(Refreshed, ComparisonStatus), Problem> {
         let app = &target.app;
         self.check_refusals(key, target)?;
@@ -248,7 +252,9 @@ impl GitOpsReconciler {
         let render::RenderedApp {
             rendered,
             sources: per_source,
-        } = self.render_source(target, &dest_ns, &app_name).await?;
+        } = self
+            .render_source(target, &dest_ns, &app_name, refresh)
+            .await?;
         let manifests = &rendered.manifests;
         let revision = Some(manifests.commit.clone());
         let with_rev = |mut p: Problem| {
@@ -425,7 +431,17 @@ impl GitOpsReconciler {
             self.memos().remove(key);
             return Ok(());
         };
-        let (last, mut status, problem) = match self.compare(key, &target).await {
+        // A hard refresh asked for by the annotation is served once per request: the status
+        // write removes the annotation (Kubernetes), but a fleet file keeps it, and a watch
+        // may still show it on the next refresh.
+        let refresh = {
+            let mut memos = self.memos();
+            let m = memos.entry(key.clone()).or_default();
+            let hard = target.spec.refresh == Some(RefreshRequest::Hard) && !m.hard_refresh_served;
+            m.hard_refresh_served = target.spec.refresh.is_some();
+            if hard { Refresh::Hard } else { Refresh::Normal }
+        };
+        let (last, mut status, problem) = match self.compare(key, &target, refresh).await {
             Ok((refreshed, status)) => (Some(Arc::new(refreshed)), status, None),
             Err(problem) => (
                 None,

@@ -604,6 +604,15 @@ impl Sim {
         }
         for a in actions {
             if let Action::Start(c) = &a {
+                // A start while the cluster's own stop still drains would be undone by that
+                // stop when it ends (the runner's stop hook runs off the step).
+                if self.nodes[n].life.draining.contains(c) {
+                    let who = &self.nodes[n].life.identity;
+                    self.checker.out.disagreements.push(format!(
+                        "t={}: {who} started {c} while its stop was still draining",
+                        self.t
+                    ));
+                }
                 self.nodes[n].life.started.insert(c.clone());
             }
             if let Action::Stop(c) = &a {

@@ -48,7 +48,10 @@ impl RepoServerArgs {
     /// The setting these options make.
     pub fn setting(&self) -> anyhow::Result<RepoServerSetting> {
         let addr = match self.repo_server.as_deref().map(str::trim) {
-            None => return Ok(RepoServerSetting::Auto(self.config("")?)),
+            None => {
+                let default = fleetshard_reposerver::client::DEFAULT_ADDR;
+                return Ok(RepoServerSetting::Auto(self.config(default)?));
+            }
             Some("none") => return Ok(RepoServerSetting::Off),
             Some("") => {
                 anyhow::bail!("--repo-server: empty address (use `none` to render on this replica)")
@@ -59,11 +62,7 @@ impl RepoServerArgs {
     }
 
     fn config(&self, addr: &str) -> anyhow::Result<ClientConfig> {
-        let mut config = ClientConfig::new(if addr.is_empty() {
-            fleetshard_reposerver::client::DEFAULT_ADDR
-        } else {
-            addr
-        });
+        let mut config = ClientConfig::new(addr);
         if self.repo_server_timeout_seconds == 0 {
             anyhow::bail!("--repo-server-timeout-seconds: must be at least 1");
         }

@@ -15,13 +15,14 @@ use super::{ClusterConn, LiveError, with_causes};
 /// How long one discovery of a destination's versions is used.
 pub const VERSIONS_TTL: Duration = Duration::from_secs(300);
 
-/// A destination's server version and served kinds.
+/// A destination's server version and served API versions, as renderers take them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ServedVersions {
     /// The server's `gitVersion` (`/version`), e.g. `v1.31.2`.
     pub git_version: String,
-    /// Every served `(group, version, kind)`; the core group is `""`.
-    pub kinds: Vec<(String, String, String)>,
+    /// Every served `group/version` and `group/version/Kind`, sorted (Argo CD's
+    /// `APIResourcesToStrings`); made once per discovery, not per render.
+    pub api_versions: Vec<String>,
 }
 
 /// The last discovery and when it was made.
@@ -55,9 +56,14 @@ impl ClusterConn {
             }
         }
         self.heard_now();
+        let api_versions = fleetshard_reposerver::api_version_strings(
+            kinds
+                .iter()
+                .map(|(g, v, k)| (g.as_str(), v.as_str(), k.as_str())),
+        );
         let versions = Arc::new(ServedVersions {
             git_version: version.git_version,
-            kinds,
+            api_versions,
         });
         *slot = Some((Instant::now(), versions.clone()));
         Ok(versions)

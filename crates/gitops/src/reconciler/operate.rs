@@ -20,6 +20,7 @@ use super::{
     StatusUpdate, SyncOperation, SyncOperationResource, SyncResult, SyncResultEntry,
 };
 use crate::apply::{self, ApplyError, DesiredObject, PruneTarget, ResultCode, SyncMode};
+use crate::source::Refresh;
 
 /// What one sync runs: an automated sync or a request.
 #[derive(Debug, Clone, Default)]
@@ -107,10 +108,9 @@ impl GitOpsReconciler {
         let Some(request) = pending else {
             return Ok(None);
         };
-        let refused: Vec<String> = target
-            .spec
-            .refusals_of(RefusalKind::InvalidSpec)
-            .chain(target.spec.refusals_of(RefusalKind::Sync))
+        let refused: Vec<String> = self
+            .refusals(target, RefusalKind::InvalidSpec)
+            .chain(self.refusals(target, RefusalKind::Sync))
             .map(ToString::to_string)
             .collect();
         if !refused.is_empty() {
@@ -135,7 +135,7 @@ impl GitOpsReconciler {
                 if let Some(rev) = revision {
                     at.spec.source.target_revision.clone_from(rev);
                 }
-                match self.compare(key, &at).await {
+                match self.compare(key, &at, Refresh::Normal).await {
                     Ok((refreshed, _)) => Arc::new(refreshed),
                     Err(p) => return Err(ReconcileError::RetryLater(p.message)),
                 }

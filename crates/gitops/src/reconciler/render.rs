@@ -13,7 +13,7 @@ use crate::source::{
     check_duplicates, permitted_helm_repositories,
 };
 use fleetshard_controller::AppKey;
-use fleetshard_manifest::{AppSource, RefreshRequest, RefusalKind};
+use fleetshard_manifest::{AppSource, Refusal, RefusalKind};
 
 /// An app's rendered sources: one [`Rendered`] holding every object (its commit the
 /// sources' revisions joined with `,` for a multi-source app), and for a multi-source app
@@ -24,15 +24,26 @@ pub(super) struct RenderedApp {
 }
 
 impl GitOpsReconciler {
-    /// The app's refused fields, as an `InvalidSpecError`. A repo-server renders every
+    /// The app's refusals of `kind` this reconciler holds to. A repo-server renders every
     /// source field it knows and refuses by name those it does not: a source's fields,
-    /// and a multi-source app's sources, are its to judge.
-    pub(super) fn check_refusals(&self, key: &AppKey, target: &AppTarget) -> Result<(), Problem> {
+    /// and a multi-source app's sources, are its to judge. Used by refreshes and by
+    /// requested syncs alike.
+    pub(super) fn refusals<'a>(
+        &self,
+        target: &'a AppTarget,
+        kind: RefusalKind,
+    ) -> impl Iterator<Item = &'a Refusal> + 'a {
         let renders_source = self.renderer.renders_every_source_field();
-        let refused: Vec<String> = target
+        target
             .spec
-            .refusals_of(RefusalKind::InvalidSpec)
-            .filter(|r| !(renders_source && is_source_field(&r.field)))
+            .refusals_of(kind)
+            .filter(move |r| !(renders_source && is_source_field(&r.field)))
+    }
+
+    /// The app's refused spec fields, as an `InvalidSpecError`.
+    pub(super) fn check_refusals(&self, key: &AppKey, target: &AppTarget) -> Result<(), Problem> {
+        let refused: Vec<String> = self
+            .refusals(target, RefusalKind::InvalidSpec)
             .map(ToString::to_string)
             .collect();
         if refused.is_empty() {
@@ -45,12 +56,13 @@ impl GitOpsReconciler {
     }
 
     /// Renders the app's source, or each of its sources, for destination namespace
-    /// `dest_ns` as instance `app_name`.
+    /// `dest_ns` as instance `app_name`, with or without caches (`refresh`).
     pub(super) async fn render_source(
         &self,
         target: &AppTarget,
         dest_ns: &str,
         app_name: &str,
+        refresh: Refresh,
     ) -> Result<RenderedApp, Problem> {
         let app = &target.app;
         let renders_source = self.renderer.renders_every_source_field();
@@ -62,16 +74,6 @@ impl GitOpsReconciler {
         } else {
             None
         };
-        let api_versions = served
-            .as_ref()
-            .map(|s| {
-                fleetshard_reposerver::api_version_strings(
-                    s.kinds
-                        .iter()
-                        .map(|(g, v, k)| (g.as_str(), v.as_str(), k.as_str())),
-                )
-            })
-            .unwrap_or_default();
         let project_source_repos: Vec<String> = target
             .project
             .as_ref()
@@ -101,11 +103,8 @@ impl GitOpsReconciler {
             helm_repositories: &helm_repositories,
             helm_credentials: &helm_credentials,
             kube_version: served.as_ref().map(|s| s.git_version.as_str()),
-            api_versions: &api_versions,
-            refresh: match target.spec.refresh {
-                Some(RefreshRequest::Hard) => Refresh::Hard,
-                _ => Refresh::Normal,
-            },
+            api_versions: served.as_ref().map_or(&[], |s| s.api_versions.as_slice()),
+            refresh,
             multi: None,
         };
         if sources.is_empty() {

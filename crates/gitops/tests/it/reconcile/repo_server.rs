@@ -12,7 +12,7 @@ use fleetshard_gitops::reconciler::{KubeStatusSink, StaticInventory};
 use fleetshard_gitops::source::RepoServerRenderer;
 use fleetshard_manifest::{
     AppSource, AutoSync, RefreshRequest, Refusal, RefusalKind, RepoCredentials, RepoSecret,
-    RepoSecretKind, RepoSettings,
+    RepoSecretKind, RepoSettings, SyncRequest,
 };
 use fleetshard_reposerver::{ClientConfig, RenderSettings, RepoServerClient, TlsMode};
 use fleetshard_testsupport::kube_api::FakeApiServer;
@@ -327,13 +327,10 @@ async fn an_unreachable_repo_server_is_a_comparison_error() {
     );
     let message = status["conditions"][0]["message"].as_str().unwrap();
     assert!(message.contains(&closed), "{message}");
-    assert_eq!(e.operate_idle().await, Operated::Idle);
-}
-
-impl Env {
-    async fn operate_idle(&self) -> Operated {
-        self.reconciler.operate(&key("web")).await.unwrap()
-    }
+    assert_eq!(
+        e.reconciler.operate(&key("web")).await.unwrap(),
+        Operated::Idle
+    );
 }
 
 /// Argo CD's "Hard Refresh": the annotation `argocd.argoproj.io/refresh: hard` makes the
@@ -360,10 +357,50 @@ async fn a_hard_refresh_asks_for_no_cache_and_removes_its_annotation() {
         "the annotation is removed: {app}"
     );
     assert_eq!(app["status"]["sync"]["status"], "OutOfSync", "{app}");
-    // The inventory sees the annotation gone.
+    // The inventory still shows the annotation (a watch behind, or a fleet file, which
+    // nothing removes): the hard refresh is not served twice.
+    e.reconciler.refresh(&key("web")).await.unwrap();
+    assert!(!e.server.requests().last().unwrap().bool(3), "served once");
+    // The inventory sees the annotation gone, then asked for again: served again.
     e.inventory.update(&key("web"), |t| t.spec.refresh = None);
     e.reconciler.refresh(&key("web")).await.unwrap();
     assert!(!e.server.requests().last().unwrap().bool(3));
+    e.inventory.update(&key("web"), |t| {
+        t.spec.refresh = Some(RefreshRequest::Hard);
+    });
+    e.reconciler.refresh(&key("web")).await.unwrap();
+    assert!(e.server.requests().last().unwrap().bool(3), "asked again");
+}
+
+/// A sync asked for by hand (Argo CD's Sync button) runs on an app whose source fields
+/// only a repo-server renders: the refusals a repo-server judges are left to it for
+/// requested syncs as for refreshes.
+#[tokio::test]
+async fn a_requested_sync_of_a_chart_runs_through_the_repo_server() {
+    let e = env(None).await;
+    e.server.answer_all(
+        Answer::rendered(&[&config_map_json("web-config", "2")], "1.2.7", "Helm"),
+        Duration::ZERO,
+    );
+    e.inventory.update(&key("web"), |t| {
+        t.spec.auto_sync = None;
+        t.spec.sync_request = Some(SyncRequest::default());
+    });
+    let r = &e.reconciler;
+    r.refresh(&key("web")).await.unwrap();
+    assert_eq!(r.operate(&key("web")).await.unwrap(), Operated::Finished);
+    let app = e
+        .control
+        .get("argoproj.io/v1alpha1", "Application", "argocd", "web")
+        .unwrap();
+    let op = &app["status"]["operationState"];
+    assert_eq!(op["phase"], "Succeeded", "{op}");
+    assert!(
+        e.cluster
+            .get("v1", "ConfigMap", "default", "web-config")
+            .is_some(),
+        "synced"
+    );
 }
 
 /// A multi-source app — a chart from a Helm repository with its values from a Git
