@@ -3,14 +3,13 @@
 //! app whose source only a repo-server renders (a chart from a Helm repository) syncs on a
 //! simulated cluster.
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::simulate::{SETTLE, read_sims, simulate};
-use crate::support::replicas::fleetshard;
-use crate::support::{KillOnDrop, http, wait_for};
+use crate::support::replicas::{apps_json, local_replica};
+use crate::support::{KillOnDrop, wait_for};
 use fleetshard_testsupport::repo_server::{Answer, FakeRepoServer, Transport};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -44,36 +43,14 @@ async fn run_renders_through_a_plaintext_repo_server() {
     std::fs::write(fleet.join("app.json"), app.to_string()).unwrap();
     let store = format!("sqlite://{}", dir.path().join("fs.db").display());
     let _replica = KillOnDrop(
-        fleetshard()
-            .args([
-                "run",
-                "--identity",
-                "r0",
-                "--store",
-                &store,
-                "--shards",
-                "1",
-            ])
+        local_replica(dir.path(), &fleet, &store)
             .args(["--resync", "2s", "--in-cluster-enabled=false"])
             .args(["--repo-server", &server.addr(), "--repo-server-plaintext"])
-            .arg("--fleet-dir")
-            .arg(&fleet)
-            .arg("--repo-cache")
-            .arg(dir.path().join("cache"))
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{}", http::free_port()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("replica.log")).unwrap())
             .spawn()
             .unwrap(),
     );
     wait_for("the chart synced", SETTLE, || {
-        let out = fleetshard()
-            .args(["apps", "--output", "json", "--store", &store])
-            .output()
-            .map_err(|e| e.to_string())?;
-        let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+        let v = apps_json(&store)?;
         let web = v["apps"]
             .as_array()
             .and_then(|a| a.iter().find(|a| a["app"] == "argocd/web"))

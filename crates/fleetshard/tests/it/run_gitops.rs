@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::support::replicas::fleetshard;
+use crate::support::replicas::{apps_json, fleetshard, local_replica};
 use crate::support::{KillOnDrop, http, signal, wait_for};
 use crate::write_overlap::{assert_writes_well_formed, identity_of};
 use fleetshard_testsupport::git::{Git, config_map};
@@ -364,36 +364,13 @@ fn local_mode_records_statuses_in_the_store() {
     std::fs::write(fleet.join("argocd.json"), objects.to_string()).unwrap();
     let store = format!("sqlite://{}", dir.path().join("fs.db").display());
     let _replica = KillOnDrop(
-        fleetshard()
-            .args([
-                "run",
-                "--identity",
-                "r0",
-                "--store",
-                &store,
-                "--shards",
-                "1",
-                "--resync",
-                "1h",
-            ])
-            .arg("--fleet-dir")
-            .arg(&fleet)
-            .arg("--repo-cache")
-            .arg(dir.path().join("repos"))
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{}", http::free_port()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("r0.log")).unwrap())
+        local_replica(dir.path(), &fleet, &store)
+            .args(["--resync", "1h"])
             .spawn()
             .unwrap(),
     );
     let record = wait_for("app0's status in the store", SETTLE, || {
-        let out = fleetshard()
-            .args(["apps", "--output", "json", "--store", &store])
-            .output()
-            .map_err(|e| e.to_string())?;
-        let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+        let v = apps_json(&store)?;
         let record = v["apps"][0]["record"].clone();
         let sync = &record["comparison"]["sync"];
         if sync["status"] == "Synced"
@@ -441,35 +418,9 @@ fn local_mode_renders_kustomize_and_jsonnet_without_a_repo_server() {
     ]});
     std::fs::write(fleet.join("argocd.json"), objects.to_string()).unwrap();
     let store = format!("sqlite://{}", dir.path().join("fs.db").display());
-    let _replica = KillOnDrop(
-        fleetshard()
-            .args([
-                "run",
-                "--identity",
-                "r0",
-                "--store",
-                &store,
-                "--shards",
-                "1",
-            ])
-            .arg("--fleet-dir")
-            .arg(&fleet)
-            .arg("--repo-cache")
-            .arg(dir.path().join("repos"))
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{}", http::free_port()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("r0.log")).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let _replica = KillOnDrop(local_replica(dir.path(), &fleet, &store).spawn().unwrap());
     let types = wait_for("both apps rendered and synced", SETTLE, || {
-        let out = fleetshard()
-            .args(["apps", "--output", "json", "--store", &store])
-            .output()
-            .map_err(|e| e.to_string())?;
-        let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+        let v = apps_json(&store)?;
         let apps = v["apps"].as_array().cloned().unwrap_or_default();
         let synced: Vec<(String, Value)> = apps
             .iter()

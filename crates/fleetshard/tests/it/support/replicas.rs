@@ -29,6 +29,34 @@ pub fn fleetshard() -> Command {
     cmd
 }
 
+/// `fleetshard run` of one replica, `r0`, in local mode: the fleet from the directory
+/// `fleet`, statuses in `store`, one shard, a free listen port, its repository cache in
+/// `dir/repos` and its standard error in `dir/r0.log`. The caller adds what its test is
+/// about (flags, environment) and spawns it.
+pub fn local_replica(dir: &std::path::Path, fleet: &std::path::Path, store: &str) -> Command {
+    let mut cmd = fleetshard();
+    cmd.args(["run", "--identity", "r0", "--store", store, "--shards", "1"])
+        .arg("--fleet-dir")
+        .arg(fleet)
+        .arg("--repo-cache")
+        .arg(dir.join("repos"))
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{}", http::free_port()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("r0.log")).expect("the replica's log"));
+    cmd
+}
+
+/// `fleetshard apps --output json --store STORE`, parsed.
+pub fn apps_json(store: &str) -> Result<Value, String> {
+    let out = fleetshard()
+        .args(["apps", "--output", "json", "--store", store])
+        .output()
+        .map_err(|e| e.to_string())?;
+    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+}
+
 /// A scenario's fixed parameters.
 #[derive(Debug, Clone)]
 pub struct Setup {
