@@ -190,7 +190,7 @@ pub fn check_app(app: &App, source: &str) -> Result<(), Problem> {
 #[derive(Debug, Clone, Default)]
 pub struct InventorySnapshot {
     /// Counts content changes: it moves when, and only when, the clusters, the
-    /// applications, their specs, the credentials (of clusters or repositories) or the projects change (problems and `ready` alone do
+    /// applications, their specs, the credentials (of clusters or repositories), the projects or `argocd-cm` change (problems and `ready` alone do
     /// not move it). 0 is the empty inventory before any load.
     pub revision: u64,
     /// The source has loaded everything once (first scan, or first complete listing of
@@ -214,6 +214,9 @@ pub struct InventorySnapshot {
     pub problems: Arc<Vec<Problem>>,
     /// Argo CD AppProjects, by name.
     pub projects: Arc<BTreeMap<String, Arc<AppProject>>>,
+    /// `argocd-cm`'s `data` (Argo CD's settings: what a render request carries), empty
+    /// when the source has none (fleet files, directories).
+    pub argocd_cm: Arc<BTreeMap<String, String>>,
 }
 
 impl InventorySnapshot {
@@ -251,6 +254,8 @@ pub struct InventoryContent {
     pub repositories: RepoSettings,
     /// Argo CD AppProjects, by name.
     pub projects: BTreeMap<String, Arc<AppProject>>,
+    /// `argocd-cm`'s `data` (see [`InventorySnapshot::argocd_cm`]).
+    pub argocd_cm: BTreeMap<String, String>,
 }
 
 /// The project name an application's `spec.project` stands for: `default` when empty.
@@ -362,6 +367,7 @@ impl Inventory {
             credentials,
             projects,
             repositories,
+            argocd_cm,
         } = content;
         let mut moved = false;
         self.tx.send_if_modified(|snap| {
@@ -370,7 +376,8 @@ impl Inventory {
                 || *snap.specs != specs
                 || *snap.credentials != credentials
                 || *snap.projects != projects
-                || *snap.repositories != repositories;
+                || *snap.repositories != repositories
+                || *snap.argocd_cm != argocd_cm;
             if content {
                 snap.revision += 1;
                 snap.clusters = Arc::new(clusters);
@@ -379,6 +386,7 @@ impl Inventory {
                 snap.credentials = Arc::new(credentials);
                 snap.projects = Arc::new(projects);
                 snap.repositories = Arc::new(repositories);
+                snap.argocd_cm = Arc::new(argocd_cm);
                 moved = true;
             }
             let others = *snap.problems != problems || snap.ready != ready;

@@ -156,6 +156,7 @@ async fn start_fleet(repo: &str, apps: usize, clusters: usize) -> Fleet {
             cluster_name: access[c].id.clone(),
             project: Some(default_project.clone()),
             repositories: Default::default(),
+            argocd_cm: Default::default(),
         });
     }
     Fleet {

@@ -74,6 +74,7 @@ async fn main() {
         json!({"kustomize": {"images": ["nginx=registry.example/nginx:1.27"], "namePrefix": "p-"}}),
     );
     let anonymous = RepoAccess::anonymous();
+    let no_settings = Default::default();
     let request = |source, refresh| RenderRequest {
         source,
         access: &anonymous,
@@ -87,6 +88,7 @@ async fn main() {
         api_versions: &[],
         refresh,
         multi: None,
+        argocd_cm: &no_settings,
     };
     let kustomize_objects = renderer
         .render(request(&kustomize, Refresh::Normal))

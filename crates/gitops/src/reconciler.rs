@@ -122,7 +122,10 @@ impl Default for ReconcilerConfig {
 
 /// What the last successful refresh of an app found, for its operation.
 struct Refreshed {
+    /// The commit rendered (a multi-source app's revisions joined with `,`).
     commit: String,
+    /// A multi-source app's revisions, one per source (empty: one source).
+    revisions: Vec<String>,
     cluster: String,
     desired: Vec<DesiredObject>,
     prune: Vec<PruneTarget>,
@@ -418,6 +421,7 @@ impl GitOpsReconciler {
             .collect();
         let refreshed = Refreshed {
             commit: manifests.commit.clone(),
+            revisions: per_source.iter().map(|(r, _)| r.clone()).collect(),
             cluster: target.cluster.id.clone(),
             desired,
             prune,

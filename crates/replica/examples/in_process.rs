@@ -31,6 +31,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         specs: BTreeMap::new(),
         projects: BTreeMap::new(),
         repositories: Default::default(),
+        argocd_cm: BTreeMap::new(),
     };
     let store = StoreUrl::Memory.open()?;
     let mut replicas = Vec::new();

@@ -17,7 +17,7 @@ use fleetshard_gitops::reconciler::{
     MemorySink, ReconcilerConfig, StatusSink, StoreStatusSink,
 };
 use fleetshard_gitops::source::{RepoCache, RepoCacheConfig, RepoServerRenderer};
-use fleetshard_reposerver::{RenderSettings, RepoServerClient};
+use fleetshard_reposerver::RepoServerClient;
 use prometheus_client::registry::Registry;
 
 use crate::clock::SystemClock;
@@ -217,7 +217,7 @@ fn gitops(
         repo_server = client.addr(),
         "sources are rendered by Argo CD's repo-server"
     );
-    let renderer = RepoServerRenderer::new(client, RenderSettings::default());
+    let renderer = RepoServerRenderer::new(client);
     Ok(Arc::new(reconciler.with_renderer(Arc::new(renderer))))
 }
 

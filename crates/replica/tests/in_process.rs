@@ -28,6 +28,7 @@ fn fleet(clusters: usize) -> FleetSource {
         credentials: BTreeMap::new(),
         projects: BTreeMap::new(),
         repositories: Default::default(),
+        argocd_cm: BTreeMap::new(),
     })
 }
 

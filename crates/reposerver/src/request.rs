@@ -8,7 +8,7 @@
 //! | 1 | `repo` | [`ManifestInputs::repository`]: the source's `repoURL` with the credentials of the repository Secret or template that matches it for the app's project |
 //! | 2 | `revision` | [`ManifestInputs::revision`]: the source's `targetRevision`, or the revision being synced |
 //! | 3 | `noCache` | [`ManifestInputs::no_cache`]: a hard refresh |
-//! | 4 | `appLabelKey` | `argocd-cm` `application.instanceLabelKey` ([`DEFAULT_APP_LABEL_KEY`]) |
+//! | 4 | `appLabelKey` | `argocd-cm` `application.instanceLabelKey` ([`DEFAULT_APP_LABEL_KEY`](crate::DEFAULT_APP_LABEL_KEY)) |
 //! | 5 | `appName` | the instance name: `name`, or `namespace_name` outside the control-plane namespace |
 //! | 8 | `namespace` | `spec.destination.namespace` |
 //! | 10 | `applicationSource` | the source JSON, field by field ([`crate::source`]) |
@@ -38,7 +38,7 @@ use crate::cluster::ClusterVersions;
 use crate::error::RequestError;
 use crate::json::Obj;
 use crate::proto::{ManifestRequest, RefTarget, RepoCreds, Repository};
-use crate::settings::{DEFAULT_APP_LABEL_KEY, RenderSettings, TrackingMethod};
+use crate::settings::{RenderSettings, TrackingMethod};
 use crate::source::application_source;
 
 /// A repository as the request carries it, credentials resolved. `Debug` never shows a
@@ -275,8 +275,6 @@ pub struct ManifestInputs {
     pub no_cache: bool,
     /// Skip the revision cache too.
     pub no_revision_cache: bool,
-    /// `application.instanceLabelKey`.
-    pub app_label_key: String,
     /// The instance name.
     pub app_name: String,
     /// `spec.destination.namespace`.
@@ -314,7 +312,6 @@ impl ManifestInputs {
             revision: revision.to_owned(),
             no_cache: false,
             no_revision_cache: false,
-            app_label_key: DEFAULT_APP_LABEL_KEY.to_owned(),
             app_name: app_name.to_owned(),
             namespace: String::new(),
             cluster: None,
@@ -341,7 +338,7 @@ pub fn build_request(inputs: &ManifestInputs) -> Result<ManifestRequest, Request
         repo: Some(inputs.repository.to_proto()),
         revision: inputs.revision.clone(),
         no_cache: inputs.no_cache,
-        app_label_key: inputs.app_label_key.clone(),
+        app_label_key: inputs.settings.app_label_key.clone(),
         app_name: inputs.app_name.clone(),
         namespace: inputs.namespace.clone(),
         application_source: Some(source),

@@ -51,6 +51,9 @@ pub struct RenderSettings {
     pub helm_values_file_schemes: Vec<String>,
     /// `installationID` (empty: none).
     pub installation_id: String,
+    /// `application.instanceLabelKey` ([`DEFAULT_APP_LABEL_KEY`] when absent or empty):
+    /// the label the repo-server stamps under label tracking.
+    pub app_label_key: String,
 }
 
 impl Default for RenderSettings {
@@ -122,7 +125,20 @@ impl RenderSettings {
             },
             helm_values_file_schemes,
             installation_id: data.get("installationID").cloned().unwrap_or_default(),
+            app_label_key: data
+                .get("application.instanceLabelKey")
+                .filter(|k| !k.is_empty())
+                .map_or_else(|| DEFAULT_APP_LABEL_KEY.to_owned(), String::clone),
         })
+    }
+
+    /// Whether argocd-cm leaves the source type named `source_type` (`Kustomize`, `Helm`,
+    /// `Directory`, `Plugin`) on; a type it does not name is on.
+    pub fn is_enabled(&self, source_type: &str) -> bool {
+        self.enabled_source_types
+            .get(source_type)
+            .copied()
+            .unwrap_or(true)
     }
 
     /// `helmOptions` as sent.
@@ -155,6 +171,8 @@ mod tests {
         assert_eq!(on.len(), 4);
         assert_eq!(s.helm_values_file_schemes, ["https", "http"]);
         assert_eq!(s.kustomize_options, KustomizeOptions::default());
+        assert_eq!(s.app_label_key, DEFAULT_APP_LABEL_KEY);
+        assert!(s.is_enabled("Kustomize") && s.is_enabled("Helm"));
     }
 
     #[test]
@@ -170,9 +188,12 @@ mod tests {
                 "--load-restrictor LoadRestrictionsNone",
             ),
             ("installationID", "prod-1"),
+            ("application.instanceLabelKey", "example.com/instance"),
         ]))
         .unwrap();
         assert!(!s.enabled_source_types["Helm"]);
+        assert!(!s.is_enabled("Helm") && s.is_enabled("Kustomize"));
+        assert_eq!(s.app_label_key, "example.com/instance");
         assert!(s.enabled_source_types["Directory"]);
         assert_eq!(s.helm_values_file_schemes, ["https", "s3"]);
         assert_eq!(s.kustomize_options.build_options, "--enable-helm");

@@ -153,7 +153,7 @@ impl KubernetesSource {
         };
         let known_hosts = config_map(KNOWN_HOSTS_CONFIG_MAP, Kind::KnownHosts);
         let tls_certs = config_map(TLS_CERTS_CONFIG_MAP, Kind::TlsCerts);
-        // argocd-cm, for `cluster.inClusterEnabled` only.
+        // argocd-cm: `cluster.inClusterEnabled`, and the settings render requests carry.
         let argocd_cm = config_map(ARGOCD_CM, Kind::ArgocdCm);
         let apps = watcher::watcher(apps_api, watcher::Config::default())
             .default_backoff()
@@ -426,8 +426,8 @@ struct State {
     repos: Objects<RepoSecret>,
     known_hosts: Objects<RepoSettings>,
     tls_certs: Objects<RepoSettings>,
-    /// argocd-cm's `cluster.inClusterEnabled` (`false` only when it says `"false"`).
-    argocd_cm: Objects<bool>,
+    /// argocd-cm's `data`.
+    argocd_cm: Objects<ArgocdCm>,
 }
 
 impl State {
@@ -466,7 +466,14 @@ impl State {
             .cloned()
             .collect();
         // Off when the flag says so, or when argocd-cm does (as Argo CD reads it).
-        let enabled = in_cluster_enabled && self.argocd_cm.values().all(|&on| on);
+        let enabled = in_cluster_enabled
+            && self
+                .argocd_cm
+                .values()
+                .all(|cm| cm.data.get(IN_CLUSTER_ENABLED).map(String::as_str) != Some("false"));
+        if let Some(cm) = self.argocd_cm.values().next() {
+            content.argocd_cm = cm.data.clone();
+        }
         content.complete_argo_cluster_list(enabled, SOURCE, &mut problems);
         (content, problems)
     }
@@ -521,14 +528,31 @@ fn convert_repo(obj: &DynamicObject) -> Converted<RepoSecret> {
 /// Argo CD's settings ConfigMap.
 const ARGOCD_CM: &str = "argocd-cm";
 
-/// argocd-cm's `cluster.inClusterEnabled`: the in-cluster destination is off only when it
-/// is exactly `"false"`, as Argo CD reads it.
-fn convert_argocd_cm(obj: &DynamicObject) -> Converted<bool> {
+/// argocd-cm's key turning the in-cluster destination off: only when it is exactly
+/// `"false"`, as Argo CD reads it.
+const IN_CLUSTER_ENABLED: &str = "cluster.inClusterEnabled";
+
+/// argocd-cm's `data`, as a ConfigMap's string values.
+#[derive(Debug, Clone, PartialEq)]
+struct ArgocdCm {
+    data: BTreeMap<String, String>,
+}
+
+fn convert_argocd_cm(obj: &DynamicObject) -> Converted<ArgocdCm> {
     let value = to_value(obj, "ConfigMap")?;
-    let setting = value
-        .pointer("/data/cluster.inClusterEnabled")
-        .and_then(serde_json::Value::as_str);
-    Ok((Some(setting != Some("false")), Vec::new()))
+    let data = match value.get("data") {
+        None | Some(serde_json::Value::Null) => BTreeMap::new(),
+        Some(data) => serde_json::from_value(data.clone()).map_err(|e| {
+            let (ns, name) = key_of(obj);
+            Problem::error(
+                SOURCE,
+                &format!("ConfigMap {ns}/{name}"),
+                Some("data"),
+                &format!("is not a map of strings: {e}"),
+            )
+        })?,
+    };
+    Ok((Some(ArgocdCm { data }), Vec::new()))
 }
 
 fn convert_config_map(obj: &DynamicObject) -> Converted<RepoSettings> {

@@ -364,5 +364,26 @@ async fn argocd_cm_turns_the_in_cluster_entry_off() {
         .expect("modify");
     let snap = wait_for(&mut rx, "the entry back", |s| s.clusters.len() == 2).await;
     assert_eq!(snap.clusters[1].server, "https://kubernetes.default.svc");
+    // The whole data is published (render requests carry it), and follows changes.
+    assert_eq!(
+        snap.argocd_cm
+            .get("cluster.inClusterEnabled")
+            .map(String::as_str),
+        Some("true")
+    );
+    let revision = snap.revision;
+    server
+        .modify("v1", "ConfigMap", "argocd", "argocd-cm", |cm| {
+            cm["data"]["kustomize.buildOptions"] = json!("--enable-helm");
+        })
+        .expect("modify");
+    let snap = wait_for(&mut rx, "the new setting", |s| {
+        s.argocd_cm.contains_key("kustomize.buildOptions")
+    })
+    .await;
+    assert!(
+        snap.revision > revision,
+        "a settings change moves the revision"
+    );
     task.abort();
 }

@@ -373,6 +373,9 @@ fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
         credentials: loaded.credentials,
         projects: shared_projects(loaded.projects),
         repositories: loaded.repositories,
+        // A fleet file's argocd-cm is not read (warned about as an unrelated object):
+        // renders use Argo CD's default settings.
+        argocd_cm: Default::default(),
     }))
 }
 

@@ -4,7 +4,7 @@
 //! inventory, [`StaticInventory`] from a map kept by hand); and the wall clock for status
 //! timestamps.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use fleetshard_controller::AppKey;
@@ -33,6 +33,10 @@ pub struct AppTarget {
     /// Argo CD's repository Secrets, credential templates, known hosts and TLS
     /// certificates, which say how its repository is fetched (empty: anonymously).
     pub repositories: Arc<RepoSettings>,
+    /// `argocd-cm`'s `data`: the settings a render request carries (enabled source types,
+    /// Kustomize build options and versions, Helm value file schemes, installation id);
+    /// empty: Argo CD's defaults.
+    pub argocd_cm: Arc<BTreeMap<String, String>>,
 }
 
 /// The app inventory as the reconciler reads it: `None` for an app that does not exist
@@ -176,6 +180,7 @@ impl Inventory for InventoryTargets {
                     .unwrap_or_default(),
             },
             repositories: Arc::clone(&snap.repositories),
+            argocd_cm: Arc::clone(&snap.argocd_cm),
         })
     }
 }

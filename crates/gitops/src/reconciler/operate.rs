@@ -283,10 +283,7 @@ impl GitOpsReconciler {
             message: message.clone(),
             started_at,
             finished_at: Some(self.clock.now_rfc3339()),
-            sync_result: Some(SyncResult {
-                revision: last.commit.clone(),
-                resources: results.iter().map(result_entry).collect(),
-            }),
+            sync_result: Some(sync_result(target, last, &results)),
         };
         self.record(key, StatusUpdate::Operation(done)).await?;
         if let Some(m) = self.memos().get_mut(key) {
@@ -315,11 +312,41 @@ impl GitOpsReconciler {
                         && o.operation.sync.resources.is_empty()
                 })
                 .and_then(|o| o.sync_result)
-                .map(|r| r.revision)),
+                .map(|r| r.synced_commit())),
             Err(SinkError::NotFound(_)) => Ok(None),
             // Not knowing could sync drift that `selfHeal: false` leaves alone: wait.
             Err(e) => Err(ReconcileError::RetryLater(e.to_string())),
         }
+    }
+}
+
+/// `syncResult` of a sync of `last`: the revision (or a multi-source app's revisions) and
+/// the source(s) synced, as Argo CD records them, and each resource's outcome.
+fn sync_result(
+    target: &AppTarget,
+    last: &Refreshed,
+    results: &[apply::ResourceResult],
+) -> SyncResult {
+    let as_recorded = |s: &fleetshard_manifest::AppSource| s.raw.is_object().then(|| s.raw.clone());
+    let multi = !last.revisions.is_empty();
+    SyncResult {
+        revision: if multi {
+            String::new()
+        } else {
+            last.commit.clone()
+        },
+        revisions: last.revisions.clone(),
+        source: if multi {
+            None
+        } else {
+            as_recorded(&target.spec.source)
+        },
+        sources: if multi {
+            target.spec.sources.iter().filter_map(as_recorded).collect()
+        } else {
+            Vec::new()
+        },
+        resources: results.iter().map(result_entry).collect(),
     }
 }
 

@@ -106,6 +106,7 @@ impl GitOpsReconciler {
             api_versions: served.as_ref().map_or(&[], |s| s.api_versions.as_slice()),
             refresh,
             multi: None,
+            argocd_cm: &target.argocd_cm,
         };
         if sources.is_empty() {
             let rendered = self.renderer.render(single).await?;

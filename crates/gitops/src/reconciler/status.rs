@@ -128,10 +128,31 @@ pub struct SyncResultEntry {
 /// `operationState.syncResult`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncResult {
-    /// The commit synced.
+    /// The commit synced; empty for a multi-source app (Argo CD's CRD requires the field).
     pub revision: String,
+    /// A multi-source app's revisions synced, one per source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revisions: Vec<String>,
+    /// The source synced (`spec.source` as the Application spells it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Value>,
+    /// A multi-source app's sources synced (`spec.sources`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<Value>,
     /// Each resource's outcome.
     pub resources: Vec<SyncResultEntry>,
+}
+
+impl SyncResult {
+    /// The commit synced, as the reconciler compares it: a multi-source app's revisions
+    /// joined with `,`.
+    pub fn synced_commit(&self) -> String {
+        if self.revisions.is_empty() {
+            self.revision.clone()
+        } else {
+            self.revisions.join(",")
+        }
+    }
 }
 
 /// `operationState.operation`: the request the operation runs, as Argo CD records it.
@@ -271,6 +292,9 @@ fn replacing(state: &OperationState) -> Value {
         }
     };
     null_absent(&mut v, &["finishedAt", "syncResult"]);
+    if v["syncResult"].is_object() {
+        null_absent(&mut v["syncResult"], &["revisions", "source", "sources"]);
+    }
     null_absent(
         &mut v["operation"]["sync"],
         &["revision", "prune", "dryRun", "resources"],
@@ -465,109 +489,4 @@ impl StatusSink for KubeStatusSink {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_finished_operation_clears_the_request_and_a_running_one_does_not() {
-        let mut op = OperationState {
-            operation: OperationRecord::default(),
-            phase: "Running".into(),
-            message: "sync".into(),
-            started_at: "2026-11-21T10:00:00Z".into(),
-            finished_at: None,
-            sync_result: None,
-        };
-        let running = StatusUpdate::Operation(op.clone()).merge_patch();
-        assert!(running.get("operation").is_none(), "{running}");
-        assert_eq!(running["status"]["operationState"]["phase"], "Running");
-        // It replaces the previous operation's state: what it leaves out is removed.
-        let state = running["status"]["operationState"].as_object().unwrap();
-        assert_eq!(state.get("finishedAt"), Some(&Value::Null), "{running}");
-        assert_eq!(state.get("syncResult"), Some(&Value::Null), "{running}");
-        assert_eq!(
-            running["status"]["operationState"]["operation"]["sync"]
-                .as_object()
-                .and_then(|s| s.get("resources")),
-            Some(&Value::Null),
-            "{running}"
-        );
-        op.phase = "Succeeded".into();
-        op.finished_at = Some("2026-11-21T10:00:01Z".into());
-        let done = StatusUpdate::Operation(op).merge_patch();
-        assert_eq!(done["operation"], Value::Null, "{done}");
-        assert!(done.as_object().unwrap().contains_key("operation"));
-    }
-
-    /// What Argo CD's Application CRD requires of a written operation: `operationState`
-    /// with `operation` (the request, `initiatedBy` included), `phase` and `startedAt`, and
-    /// every `syncResult.resources[]` entry with `group, kind, name, namespace, version` —
-    /// `namespace` empty, not absent, for a cluster-scoped object.
-    #[test]
-    fn a_written_operation_has_what_argo_cds_crd_requires() {
-        let op = OperationState {
-            operation: OperationRecord {
-                sync: SyncOperation {
-                    prune: true,
-                    ..SyncOperation::default()
-                },
-                initiated_by: Initiator {
-                    username: String::new(),
-                    automated: true,
-                },
-            },
-            phase: "Succeeded".into(),
-            message: "ok".into(),
-            started_at: "2026-11-21T10:00:00Z".into(),
-            finished_at: Some("2026-11-21T10:00:01Z".into()),
-            sync_result: Some(SyncResult {
-                revision: "abc".into(),
-                resources: vec![SyncResultEntry {
-                    group: String::new(),
-                    version: "v1".into(),
-                    kind: "Namespace".into(),
-                    namespace: String::new(),
-                    name: "team".into(),
-                    status: "Synced".into(),
-                    message: "applied".into(),
-                }],
-            }),
-        };
-        // What the patch records on an Application with no operation yet: its nulls
-        // (removals of what an earlier operation may have left) remove nothing.
-        let patch = without_nulls(StatusUpdate::Operation(op).merge_patch());
-        let state = &patch["status"]["operationState"];
-        for field in ["operation", "phase", "startedAt"] {
-            assert!(state.get(field).is_some(), "{field} missing: {state}");
-        }
-        assert_eq!(
-            state["operation"]["initiatedBy"],
-            json!({"automated": true})
-        );
-        assert_eq!(state["operation"]["sync"], json!({"prune": true}));
-        let entry = &state["syncResult"]["resources"][0];
-        for field in ["group", "kind", "name", "namespace", "version"] {
-            assert!(entry.get(field).is_some(), "{field} missing: {entry}");
-        }
-        assert_eq!(entry["namespace"], "");
-        // A record written before `operation` existed still reads.
-        let old: OperationState = serde_json::from_value(json!({
-            "phase": "Succeeded", "message": "", "startedAt": "t"
-        }))
-        .unwrap();
-        assert_eq!(old.operation, OperationRecord::default());
-    }
-
-    /// A merge patch applied to an empty object: null members removed, recursively.
-    fn without_nulls(v: Value) -> Value {
-        match v {
-            Value::Object(map) => Value::Object(
-                map.into_iter()
-                    .filter(|(_, v)| !v.is_null())
-                    .map(|(k, v)| (k, without_nulls(v)))
-                    .collect(),
-            ),
-            other => other,
-        }
-    }
-}
+mod tests;

@@ -35,12 +35,13 @@ mod process;
 mod repo_server;
 mod tree;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ffi::OsString;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use fleetshard_manifest::{AppSource, RepoSecret};
+use fleetshard_reposerver::RenderSettings;
 use futures::future::BoxFuture;
 
 use super::cache::{Manifests, ReadLimits, Refresh, RepoCache, Snapshot};
@@ -93,6 +94,9 @@ pub struct RenderRequest<'a> {
     pub refresh: Refresh,
     /// For a multi-source application: which of its sources this is, among which.
     pub multi: Option<MultiSource<'a>>,
+    /// `argocd-cm`'s `data` (empty: Argo CD's defaults): the repo-server is sent its
+    /// settings; a standalone Kustomize build takes its `kustomize.buildOptions`.
+    pub argocd_cm: &'a BTreeMap<String, String>,
 }
 
 /// A multi-source application's part of a [`RenderRequest`] (`spec.sources`): each source
@@ -155,9 +159,6 @@ pub struct RenderConfig {
     /// The directories `kustomize`, `kubectl` and `helm` are looked for in, as `PATH`
     /// (also the tools' own `PATH`); `None`: the replica's `PATH`.
     pub path: Option<OsString>,
-    /// Extra `kustomize build` options (argocd-cm `kustomize.buildOptions`), split on
-    /// white space as Argo CD does.
-    pub kustomize_build_options: String,
     /// The longest one tool may run ([`DEFAULT_RENDER_TIMEOUT`]).
     pub timeout: Duration,
     /// Let a kustomization name remote bases (URLs): `kustomize` would fetch them with
@@ -172,7 +173,6 @@ impl Default for RenderConfig {
     fn default() -> Self {
         RenderConfig {
             path: None,
-            kustomize_build_options: String::new(),
             timeout: DEFAULT_RENDER_TIMEOUT,
             allow_remote_bases: false,
             max_cached: DEFAULT_MAX_CACHED_RENDERS,
@@ -214,6 +214,9 @@ pub(crate) struct Job {
     pub(crate) kube_version: Option<String>,
     pub(crate) api_versions: Vec<String>,
     pub(crate) limits: ReadLimits,
+    /// Extra `kustomize build` options (argocd-cm `kustomize.buildOptions`), split on
+    /// white space as Argo CD does.
+    pub(crate) kustomize_build_options: String,
 }
 
 impl Job {
@@ -262,6 +265,14 @@ impl StandaloneRenderer {
                     .to_owned(),
             });
         }
+        let settings =
+            RenderSettings::from_argocd_cm(request.argocd_cm).map_err(|e| SourceError::Render {
+                repo: source.repo_url.clone(),
+                revision: source.target_revision.clone(),
+                commit: String::new(),
+                source_type: "Directory",
+                message: format!("argocd-cm: {e}"),
+            })?;
         let explicit = detect::explicit(&source.raw).map_err(|message| SourceError::Render {
             repo: source.repo_url.clone(),
             revision: source.target_revision.clone(),
@@ -290,10 +301,18 @@ impl StandaloneRenderer {
             kube_version: request.kube_version.map(str::to_owned),
             api_versions: request.api_versions.to_vec(),
             limits: self.repos.limits(),
+            kustomize_build_options: settings.kustomize_options.build_options.clone(),
         };
         let source_type = match explicit {
             Some(t) => t,
             None => self.discover(&snapshot, &job).await?,
+        };
+        // A type argocd-cm turns off (`kustomize.enable`, `helm.enable`) is read as plain
+        // manifests, as Argo CD's repo-server does, whether named or discovered.
+        let source_type = if settings.is_enabled(source_type.as_str()) {
+            source_type
+        } else {
+            SourceType::Directory
         };
         match source_type {
             SourceType::Directory => {
@@ -361,7 +380,7 @@ impl StandaloneRenderer {
         refresh: Refresh,
     ) -> Result<Rendered, SourceError> {
         let key = format!(
-            "{}\0{}\0{}\0{}\0{}\0{}\0{}\0{:?}\0{:?}",
+            "{}\0{}\0{}\0{}\0{}\0{}\0{}\0{:?}\0{:?}\0{}",
             snapshot.key,
             job.commit,
             job.path.join("/"),
@@ -370,7 +389,8 @@ impl StandaloneRenderer {
             job.app_name,
             job.project,
             job.kube_version,
-            job.api_versions
+            job.api_versions,
+            job.kustomize_build_options
         );
         if refresh == Refresh::Normal
             && let Some(hit) = self.cached(&key)

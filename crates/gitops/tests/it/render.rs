@@ -64,6 +64,19 @@ pub fn path_with(tmp: &tempfile::TempDir, tools: &[&str]) -> OsString {
 }
 
 async fn render(r: &StandaloneRenderer, source: &AppSource) -> Result<Rendered, SourceError> {
+    render_with(r, source, &[]).await
+}
+
+/// As [`render`], with argocd-cm's `data` holding `argocd_cm`.
+async fn render_with(
+    r: &StandaloneRenderer,
+    source: &AppSource,
+    argocd_cm: &[(&str, &str)],
+) -> Result<Rendered, SourceError> {
+    let argocd_cm = argocd_cm
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     r.render(RenderRequest {
         source,
         access: &RepoAccess::anonymous(),
@@ -77,6 +90,7 @@ async fn render(r: &StandaloneRenderer, source: &AppSource) -> Result<Rendered, 
         api_versions: &["apps/v1".to_owned()],
         refresh: Refresh::Normal,
         multi: None,
+        argocd_cm: &argocd_cm,
     })
     .await
 }
@@ -158,6 +172,50 @@ async fn a_kustomize_overlay_builds_with_the_sources_overrides() {
         !std::fs::read_to_string(tmp.path().join("repo/overlays/prod/kustomization.yaml"))
             .unwrap()
             .contains("p-")
+    );
+}
+
+/// argocd-cm's `kustomize.buildOptions` reach the build (here kustomize's load
+/// restrictor, which refuses a file outside the kustomization's directory by default), and
+/// `kustomize.enable: "false"` makes a Kustomize directory a plain one, as Argo CD's
+/// repo-server reads it.
+#[tokio::test]
+async fn argocd_cm_build_options_and_enabled_types_are_honoured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    git.write("shared/cm.yaml", &config_map("shared", "s"));
+    git.write(
+        "app/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../shared/cm.yaml\n",
+    );
+    git.commit("kustomize");
+    let config = RenderConfig {
+        path: Some(path_with(&tmp, &["kubectl"])),
+        ..RenderConfig::default()
+    };
+    let r = renderer(&tmp, config);
+    let src = source(&git.path(), "app", json!({}));
+    let refused = render(&r, &src).await.unwrap_err().to_string();
+    assert!(refused.contains("security"), "{refused}");
+    let built = render_with(
+        &r,
+        &src,
+        &[(
+            "kustomize.buildOptions",
+            "--load-restrictor LoadRestrictionsNone",
+        )],
+    )
+    .await
+    .unwrap();
+    assert_eq!(built.source_type, SourceType::Kustomize);
+    assert_eq!(objects(&built)[0]["metadata"]["name"], "shared");
+
+    // Read as a plain directory, which refuses a kustomization file by name rather than
+    // apply a Kustomization object.
+    let off = render_with(&r, &src, &[("kustomize.enable", "false")]).await;
+    assert!(
+        matches!(&off, Err(SourceError::UnsupportedSource { file, .. }) if file == "app/kustomization.yaml"),
+        "{off:?}"
     );
 }
 

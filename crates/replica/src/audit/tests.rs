@@ -41,6 +41,7 @@ fn settings(identity: &str, shards: u32, audit: std::path::PathBuf) -> ReplicaSe
             credentials: BTreeMap::new(),
             projects: BTreeMap::new(),
             repositories: Default::default(),
+            argocd_cm: BTreeMap::new(),
         }),
         controller: ControllerSettings {
             reconciler: ReconcilerKind::None,

@@ -93,8 +93,7 @@ pub(crate) async fn build(
     .map_err(fail)?;
     args.push(app_dir.into_os_string());
     args.extend(
-        config
-            .kustomize_build_options
+        job.kustomize_build_options
             .split_whitespace()
             .map(OsString::from),
     );

@@ -6,7 +6,8 @@
 //! it does not know is refused by name), the repository with the credentials resolved from
 //! repository Secrets and templates ([`RepoAccess`]), the instance name, the destination
 //! namespace, the destination's Kubernetes version and API versions (from discovery), the
-//! project's name and `sourceRepos`, and `argocd-cm`'s settings ([`RenderSettings`]).
+//! project's name and `sourceRepos`, and `argocd-cm`'s settings ([`RenderSettings`], read
+//! from the request's [`RenderRequest::argocd_cm`] each time).
 //! Objects come back already carrying the app's tracking annotation; they are checked as
 //! files read from Git are (each a Kubernetes object with a name, no object twice).
 //!
@@ -36,7 +37,6 @@ const LOCATION: &str = "repo-server output";
 /// Renders through Argo CD's repo-server.
 pub struct RepoServerRenderer {
     client: RepoServerClient,
-    settings: RenderSettings,
 }
 
 impl std::fmt::Debug for RepoServerRenderer {
@@ -48,9 +48,10 @@ impl std::fmt::Debug for RepoServerRenderer {
 }
 
 impl RepoServerRenderer {
-    /// A renderer asking the repo-server `client` reaches, with `argocd-cm`'s `settings`.
-    pub fn new(client: RepoServerClient, settings: RenderSettings) -> Self {
-        RepoServerRenderer { client, settings }
+    /// A renderer asking the repo-server `client` reaches. `argocd-cm`'s settings come
+    /// with each request ([`RenderRequest::argocd_cm`]): they change without a restart.
+    pub fn new(client: RepoServerClient) -> Self {
+        RepoServerRenderer { client }
     }
 
     async fn render_source(&self, request: RenderRequest<'_>) -> Result<Rendered, SourceError> {
@@ -119,7 +120,8 @@ impl RepoServerRenderer {
             }),
             None => None,
         };
-        inputs.settings = self.settings.clone();
+        inputs.settings = RenderSettings::from_argocd_cm(request.argocd_cm)
+            .map_err(|e| format!("argocd-cm: {e}"))?;
         if let Some(m) = request.multi {
             inputs.source_path = format!("spec.sources[{}]", m.index);
             inputs.has_multiple_sources = true;

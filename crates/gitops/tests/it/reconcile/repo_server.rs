@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use super::support::*;
 use fleetshard_controller::{Operated, ReconcileError, Reconciler};
-use fleetshard_gitops::reconciler::{KubeStatusSink, StaticInventory};
+use fleetshard_gitops::reconciler::{Inventory as _, KubeStatusSink, StaticInventory};
 use fleetshard_gitops::source::RepoServerRenderer;
 use fleetshard_manifest::{
     AppSource, AutoSync, RefreshRequest, Refusal, RefusalKind, RepoCredentials, RepoSecret,
     RepoSecretKind, RepoSettings, SyncRequest,
 };
-use fleetshard_reposerver::{ClientConfig, RenderSettings, RepoServerClient, TlsMode};
+use fleetshard_reposerver::{ClientConfig, RepoServerClient, TlsMode};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use fleetshard_testsupport::repo_server::{Answer, Code, FakeRepoServer, Scripted, Transport};
 use serde_json::{Value, json};
@@ -143,10 +143,7 @@ async fn env_with(addr_override: Option<&str>, refresh: Option<&str>) -> Env {
     client.tls = TlsMode::Plaintext;
     client.timeout = Duration::from_secs(5);
     client.attempts = 1;
-    let renderer = RepoServerRenderer::new(
-        RepoServerClient::new(&client).unwrap(),
-        RenderSettings::default(),
-    );
+    let renderer = RepoServerRenderer::new(RepoServerClient::new(&client).unwrap());
     let mut kube = kube::Config::new(control.url().parse().unwrap());
     kube.default_retry = false;
     let sink = KubeStatusSink::new(
@@ -190,6 +187,9 @@ async fn a_helm_repository_chart_rendered_by_the_repo_server_syncs() {
     assert_eq!(status["sync"]["status"], "Synced", "{status}");
     assert_eq!(status["sync"]["revision"], "1.2.7", "{status}");
     assert_eq!(status["sourceType"], "Helm", "{status}");
+    let result = &status["operationState"]["syncResult"];
+    assert_eq!(result["revision"], "1.2.7", "{result}");
+    assert_eq!(result["source"]["chart"], "web", "the source synced: {result}");
     assert!(
         e.cluster
             .get("v1", "ConfigMap", "default", "web-config")
@@ -262,6 +262,86 @@ async fn a_helm_repository_chart_rendered_by_the_repo_server_syncs() {
     );
     assert_eq!(q.str_or_empty(25), "default", "projectName");
     assert_eq!(q.strings(24), ["*"], "projectSourceRepos");
+}
+
+/// argocd-cm's settings, from the inventory, reach every request, and a change reaches
+/// the next one without a restart; an argocd-cm Argo CD refuses is a ComparisonError
+/// naming it, and nothing is asked.
+#[tokio::test]
+async fn argocd_cm_settings_reach_the_request_and_follow_changes() {
+    let e = env(None).await;
+    e.server.answer_all(
+        Answer::rendered(&[&config_map_json("web-config", "2")], "1.2.7", "Helm"),
+        Duration::ZERO,
+    );
+    let set_argocd_cm = |pairs: &[(&str, &str)]| {
+        let mut t = e.inventory.target(&key("web")).expect("target");
+        t.argocd_cm = Arc::new(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        e.inventory.insert(t);
+    };
+    set_argocd_cm(&[
+        ("kustomize.buildOptions", "--enable-helm"),
+        ("kustomize.enable", "false"),
+        ("installationID", "prod-1"),
+        ("application.instanceLabelKey", "example.com/instance"),
+        ("helm.valuesFileSchemes", "https"),
+    ]);
+    let r = &e.reconciler;
+    r.refresh(&key("web")).await.unwrap();
+    let q = e.server.requests().pop().expect("asked");
+    assert_eq!(q.str_or_empty(4), "example.com/instance", "appLabelKey");
+    assert_eq!(
+        q.message(13).expect("kustomizeOptions").str_or_empty(1),
+        "--enable-helm",
+        "kustomizeOptions.buildOptions"
+    );
+    let enabled: Vec<(String, bool)> = q
+        .messages(20)
+        .iter()
+        .map(|entry| (entry.str_or_empty(1), entry.bool(2)))
+        .collect();
+    assert!(
+        enabled.contains(&("Kustomize".to_owned(), false))
+            && enabled.contains(&("Helm".to_owned(), true)),
+        "enabledSourceTypes {enabled:?}"
+    );
+    assert_eq!(
+        q.message(21).expect("helmOptions").strings(1),
+        ["https"],
+        "helmOptions.valuesFileSchemes"
+    );
+    assert_eq!(q.str_or_empty(27), "prod-1", "installationID");
+
+    // Changed in argocd-cm: the next request says so.
+    set_argocd_cm(&[]);
+    r.refresh(&key("web")).await.unwrap();
+    let q = e.server.requests().pop().expect("asked");
+    assert_eq!(q.str_or_empty(4), "app.kubernetes.io/instance");
+    assert_eq!(q.str_or_empty(27), "", "no installationID");
+
+    // A Kustomize version named twice: Argo CD refuses the settings; so does the app.
+    set_argocd_cm(&[
+        ("kustomize.path.v5", "/tools/k5"),
+        ("kustomize.version.v5", "v5.0.0"),
+    ]);
+    let asked = e.server.requests().len();
+    let refreshed = r.refresh(&key("web")).await;
+    assert!(
+        matches!(refreshed, Err(ReconcileError::RetryLater(_))),
+        "{refreshed:?}"
+    );
+    assert_eq!(e.server.requests().len(), asked, "nothing asked");
+    let status = app_status(&e.control, "web");
+    let message = status["conditions"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("argocd-cm kustomize.version.v5"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -464,6 +544,17 @@ async fn a_multi_source_app_renders_each_source_with_its_ref_sources() {
         "{status}"
     );
     assert!(status.get("sourceType").is_none(), "{status}");
+    // The operation records the revisions and sources, as Argo CD's does (the CRD's
+    // schema, which the fake API server enforces, requires `revision`: empty here).
+    let result = &status["operationState"]["syncResult"];
+    assert_eq!(result["revision"], "", "{result}");
+    assert_eq!(
+        result["revisions"],
+        json!(["1.2.7", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b"]),
+        "{result}"
+    );
+    assert_eq!(result["sources"][1]["ref"], "values", "{result}");
+    assert!(result.get("source").is_none(), "{result}");
     let cm = e
         .cluster
         .get("v1", "ConfigMap", "default", "web-config")

@@ -69,6 +69,7 @@ pub fn target(
         cluster,
         project: Some(Arc::new(AppProject::builtin_default("argocd"))),
         repositories: Default::default(),
+        argocd_cm: Default::default(),
     }
 }
 

@@ -288,13 +288,16 @@ async fn hard_refresh_and_instance_settings() {
     );
     i.no_cache = true;
     i.no_revision_cache = true;
-    i.app_label_key = "example.com/app".into();
     i.tracking_method = fleetshard_reposerver::TrackingMethod::AnnotationAndLabel;
     i.manifest_generate_paths = ".;../shared".into();
-    let cm: BTreeMap<String, String> = [("installationID", "eu-1"), ("helm.enable", "false")]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
+    let cm: BTreeMap<String, String> = [
+        ("installationID", "eu-1"),
+        ("helm.enable", "false"),
+        ("application.instanceLabelKey", "example.com/app"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
     i.settings = RenderSettings::from_argocd_cm(&cm).unwrap();
     let m = sent(&i).await;
     assert!(m.bool(3), "3 noCache");
