@@ -2,7 +2,8 @@
 //! with an image override and a name prefix, built by `kustomize` or `kubectl kustomize`
 //! on PATH) and of a small Jsonnet app (one file importing a library, with an extVar),
 //! each render a real one (a hard refresh for Kustomize, a new extVar value for Jsonnet,
-//! so no cache answers).
+//! so no cache answers); then a fleet's pattern (200 apps sharing 10 Kustomize sources,
+//! refreshed all at once twice) with the render cache's hit rate.
 //!
 //! Run: `cargo bench -p fleetshard-gitops --bench render -- [RENDERS]`
 //! (needs the `git` CLI and `kubectl` or `kustomize` on PATH; 200 renders each unless told).
@@ -130,6 +131,50 @@ async fn main() {
             .expect("jsonnet renders");
     }
     let jsonnet_rate = renders as f64 / start.elapsed().as_secs_f64();
+
+    // A fleet's pattern: 200 apps over 10 Kustomize sources (a name prefix each) in 4
+    // destination namespaces, all refreshed at once, twice (a cold start, then a resync):
+    // the render of a source at a commit is shared by every app that needs it.
+    let fleet = StandaloneRenderer::new(
+        RepoCache::new(RepoCacheConfig::new(tmp.path().join("fleet-cache"))),
+        RenderConfig::default(),
+    );
+    let shared: Vec<AppSource> = (0..10)
+        .map(|i| {
+            source(
+                &repo,
+                "overlay",
+                json!({"kustomize": {"namePrefix": format!("t{i}-")}}),
+            )
+        })
+        .collect();
+    let apps: Vec<String> = (0..200).map(|i| format!("app-{i}")).collect();
+    let namespaces = ["team-a", "team-b", "team-c", "team-d"];
+    let start = Instant::now();
+    for _ in 0..2 {
+        let all = futures::future::join_all(apps.iter().enumerate().map(|(i, name)| {
+            fleet.render(RenderRequest {
+                source: &shared[i % shared.len()],
+                namespace: namespaces[i % namespaces.len()],
+                app_name: name,
+                ..request(&shared[0], Refresh::Normal)
+            })
+        }))
+        .await;
+        assert!(all.iter().all(Result::is_ok), "every app renders");
+    }
+    let fleet_secs = start.elapsed().as_secs_f64();
+    let stats = fleet.stats();
+    println!(
+        "fleet: {} app renders (200 apps x 2 refreshes, 10 Kustomize sources, 4 namespaces) \
+         in {fleet_secs:.2} s ({:.0} app renders/s): {} kustomize runs, {} answered from the \
+         cache, hit rate {:.1} %",
+        stats.requests,
+        stats.requests as f64 / fleet_secs,
+        stats.renders,
+        stats.hits,
+        stats.hit_rate() * 100.0
+    );
     println!(
         "kustomize ({kustomize_objects} objects): {kustomize_rate:.1} renders/s; \
          jsonnet ({jsonnet_objects} objects): {jsonnet_rate:.1} renders/s ({renders} renders each, one at a time)"

@@ -52,7 +52,7 @@ pub use parse::{FileFormat, Manifest, ObjectIdentity, parse_file};
 pub(crate) use render::check_duplicates;
 pub use render::{
     DEFAULT_MAX_CACHED_RENDERS, DEFAULT_RENDER_TIMEOUT, MultiSource, Render, RenderConfig,
-    RenderRequest, Rendered, RepoServerRenderer, SourceType, StandaloneRenderer,
+    RenderRequest, RenderStats, Rendered, RepoServerRenderer, SourceType, StandaloneRenderer,
 };
 pub(crate) use repo::install_crypto_provider;
 pub use url::{RepoLocation, cache_key, exact_form, normalize};

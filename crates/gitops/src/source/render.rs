@@ -31,13 +31,14 @@ mod envsubst;
 mod helm;
 mod jsonnet;
 mod kustomize;
+mod memo;
 mod process;
 mod repo_server;
 mod tree;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_manifest::{AppSource, RepoSecret};
@@ -51,6 +52,8 @@ use super::{RepoAccess, repo};
 pub(crate) use super::repo::check_duplicates;
 pub use detect::SourceType;
 pub(crate) use jsonnet::JsonnetJob;
+use memo::RenderMemo;
+pub use memo::RenderStats;
 pub use repo_server::RepoServerRenderer;
 
 /// Argo CD's default timeout of the tools the repo-server runs (`ARGOCD_EXEC_TIMEOUT`).
@@ -186,17 +189,7 @@ impl Default for RenderConfig {
 pub struct StandaloneRenderer {
     repos: RepoCache,
     config: Arc<RenderConfig>,
-    cache: Arc<Mutex<RenderCache>>,
-}
-
-type CacheKey = String;
-
-#[derive(Default)]
-struct RenderCache {
-    entries: HashMap<CacheKey, Rendered>,
-    order: VecDeque<CacheKey>,
-    /// Discovered types per (repository, commit, path): a commit's tree never changes.
-    types: HashMap<CacheKey, SourceType>,
+    memo: Arc<RenderMemo>,
 }
 
 /// Who asked for a render, for the tools and errors (all owned: it crosses into a
@@ -247,9 +240,15 @@ impl StandaloneRenderer {
     pub fn new(repos: RepoCache, config: RenderConfig) -> Self {
         StandaloneRenderer {
             repos,
+            memo: Arc::new(RenderMemo::new(config.max_cached)),
             config: Arc::new(config),
-            cache: Arc::default(),
         }
+    }
+
+    /// Counters of the renders of executables so far: requests, answers from the cache
+    /// (or from a render of the same key in flight), executables run.
+    pub fn stats(&self) -> RenderStats {
+        self.memo.stats()
     }
 
     async fn render_source(&self, request: RenderRequest<'_>) -> Result<Rendered, SourceError> {
@@ -341,8 +340,8 @@ impl StandaloneRenderer {
     /// The source type of `job.path` at the snapshot's commit, from its top-level files.
     async fn discover(&self, snapshot: &Snapshot, job: &Job) -> Result<SourceType, SourceError> {
         let key = format!("{}\0{}\0{}", snapshot.key, job.commit, job.path.join("/"));
-        if let Some(found) = self.lock().types.get(&key) {
-            return Ok(*found);
+        if let Some(found) = self.memo.source_type(&key) {
+            return Ok(found);
         }
         let (opened, commit) = (snapshot.opened.clone(), snapshot.commit);
         let job = job.clone();
@@ -357,20 +356,13 @@ impl StandaloneRenderer {
             Ok(detect::discover(names.iter().map(String::as_str)))
         })
         .await?;
-        let mut cache = self.lock();
-        if cache.types.len() >= self.config.max_cached.max(1) * 16 {
-            cache.types.clear();
-        }
-        cache.types.insert(key, found);
+        self.memo.remember_type(key, found);
         Ok(found)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, RenderCache> {
-        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Kustomize or Helm: the commit's tree written to a temporary directory and the
-    /// executable run there; kept per (repository, commit, source, destination).
+    /// executable run there; kept per (repository, commit, source, destination), one run
+    /// per key at a time ([`RenderMemo`]).
     async fn render_tool(
         &self,
         source_type: SourceType,
@@ -379,24 +371,23 @@ impl StandaloneRenderer {
         source: &AppSource,
         refresh: Refresh,
     ) -> Result<Rendered, SourceError> {
-        let key = format!(
-            "{}\0{}\0{}\0{}\0{}\0{}\0{}\0{:?}\0{:?}\0{}",
-            snapshot.key,
-            job.commit,
-            job.path.join("/"),
-            job.raw,
-            job.namespace,
-            job.app_name,
-            job.project,
-            job.kube_version,
-            job.api_versions,
-            job.kustomize_build_options
-        );
-        if refresh == Refresh::Normal
-            && let Some(hit) = self.cached(&key)
-        {
-            return Ok(hit);
-        }
+        let key = render_key(source_type, snapshot, &job);
+        self.memo
+            .render_once(
+                key,
+                refresh,
+                self.run_tool(source_type, snapshot, job, source),
+            )
+            .await
+    }
+
+    async fn run_tool(
+        &self,
+        source_type: SourceType,
+        snapshot: &Snapshot,
+        job: Job,
+        source: &AppSource,
+    ) -> Result<Rendered, SourceError> {
         let tmp = tempfile::Builder::new()
             .prefix("fleetshard-render-")
             .tempdir()
@@ -438,33 +429,41 @@ impl StandaloneRenderer {
                 second: Box::new(second),
             }
         })?;
-        let rendered = Rendered {
+        Ok(Rendered {
             source_type,
             manifests: Arc::new(Manifests {
                 commit: job.commit.clone(),
                 objects,
             }),
-        };
-        self.remember(key, rendered.clone());
-        Ok(rendered)
+        })
     }
+}
 
-    fn cached(&self, key: &str) -> Option<Rendered> {
-        self.lock().entries.get(key).cloned()
+/// What a render of an executable depends on. Helm's output depends on the app (release
+/// name, namespace, `$ARGOCD_APP_*` in values) and the destination's versions; a
+/// Kustomize build only on its tree, options and build options — unless an option reads
+/// the app's environment (`$ARGOCD_APP_NAME` in an image), so apps sharing a Kustomize
+/// source at one commit share its render.
+fn render_key(source_type: SourceType, snapshot: &Snapshot, job: &Job) -> String {
+    let tree = format!(
+        "{}\0{}\0{}\0{}\0{}",
+        snapshot.key,
+        job.commit,
+        job.path.join("/"),
+        job.raw,
+        job.kustomize_build_options
+    );
+    let reads_env = job
+        .raw
+        .get("kustomize")
+        .is_some_and(|k| k.to_string().contains('$'));
+    if source_type == SourceType::Kustomize && !reads_env {
+        return tree;
     }
-
-    fn remember(&self, key: CacheKey, rendered: Rendered) {
-        let mut cache = self.lock();
-        if cache.entries.insert(key.clone(), rendered).is_none() {
-            cache.order.push_back(key);
-        }
-        while cache.entries.len() > self.config.max_cached.max(1) {
-            let Some(oldest) = cache.order.pop_front() else {
-                break;
-            };
-            cache.entries.remove(&oldest);
-        }
-    }
+    format!(
+        "{tree}\0{}\0{}\0{}\0{:?}\0{:?}",
+        job.namespace, job.app_name, job.project, job.kube_version, job.api_versions
+    )
 }
 
 impl Render for StandaloneRenderer {
