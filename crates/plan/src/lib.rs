@@ -29,6 +29,7 @@
 
 mod build;
 mod options;
+mod pin;
 mod previous;
 mod report;
 mod svg;
@@ -41,6 +42,10 @@ pub use build::{PlanInput, build_report};
 pub use options::{
     Algorithm, MAX_PLANS, MAX_REPLICAS, PlanOptions, override_template, parse_capacities,
     parse_replicas, parse_zones, shard_specs, valid_names,
+};
+pub use pin::{
+    CurrentShard, MANUAL_PIN_ANNOTATION, MANUAL_PIN_VALUE, PinAction, PinEntry, PinOptions,
+    PinPlan, PinRow, ShardLoad, plan_pins, render_pin_text,
 };
 pub use previous::PreviousPlan;
 pub use report::{
