@@ -14,17 +14,17 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use fleetshard_controller::inventory::{InventorySnapshot, KubernetesConfig};
 use fleetshard_core::argo::ArgoAlgorithm;
-use fleetshard_core::placement::{BALANCED, PlacementConfig, ZonePolicy};
+use fleetshard_core::placement::BALANCED;
 use fleetshard_plan::{
-    PinOptions, PinPlan, override_template, parse_capacities, parse_zones, plan_pins,
-    render_pin_text, shard_specs,
+    PinOptions, PinPlan, override_template, plan_pins, render_pin_text, shard_specs,
 };
 use fleetshard_replica::FleetSource;
 use fleetshard_replica::metrics::ProblemGauges;
 use fleetshard_util::duration::parse_go_duration;
 
 use self::kube::{Secrets, WriteOutcome};
-use super::plan::LoadArgs;
+use super::input::InClusterArg;
+use super::plan::PlacementArgs;
 
 /// A pass re-reads and plans again at most this many times when Secrets change under it.
 const MAX_ATTEMPTS: usize = 5;
@@ -87,38 +87,14 @@ pub struct PinArgs {
     /// With --watch: plan at least this often even when nothing changed (Go duration).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_go_duration, env = "FLEETSHARD_PIN_RESYNC")]
     pub resync: Duration,
-    /// Argo CD's in-cluster destination (argocd-cm `cluster.inClusterEnabled` also
-    /// switches it off).
-    #[arg(
-        long,
-        value_name = "BOOL",
-        env = "FLEETSHARD_IN_CLUSTER_ENABLED",
-        default_value_t = true,
-        action = clap::ArgAction::Set
-    )]
-    pub in_cluster_enabled: bool,
-    /// ε: a shard may carry up to (1 + ε) × its fair share.
-    #[arg(
-        long,
-        value_name = "ε",
-        default_value_t = 0.10,
-        env = "FLEETSHARD_TOLERANCE"
-    )]
-    pub tolerance: f64,
-    /// What a cluster costs.
+    /// Argo CD's in-cluster destination.
     #[command(flatten)]
-    pub load: LoadArgs,
-    /// The controller replicas' zones, comma-separated, cycled over the shards: with
-    /// every cluster's zone label known, clusters stay in their zone while it is not
-    /// overloaded.
-    #[arg(long, value_name = "ZONE,..", env = "FLEETSHARD_SHARD_ZONES")]
-    pub shard_zones: Option<String>,
-    /// The replicas' relative capacities, comma-separated, cycled over the shards.
-    #[arg(long, value_name = "N,..", env = "FLEETSHARD_SHARD_CAPACITIES")]
-    pub shard_capacities: Option<String>,
-    /// Ignore zones.
-    #[arg(long, env = "FLEETSHARD_NO_ZONES")]
-    pub no_zones: bool,
+    pub in_cluster: InClusterArg,
+    /// The balanced placement's knobs and the controller replicas' layout: with
+    /// `--shard-zones` and every cluster's zone label known, clusters stay in their zone
+    /// while it is not overloaded.
+    #[command(flatten)]
+    pub placement: PlacementArgs,
 }
 
 /// Runs `fleetshard pin`.
@@ -168,39 +144,15 @@ fn options(args: &PinArgs) -> anyhow::Result<PinOptions> {
         );
     }
     let argo = ArgoAlgorithm::parse(&args.argocd_algorithm).context("--argocd-algorithm")?;
-    if !(args.tolerance.is_finite() && (0.0..=10.0).contains(&args.tolerance)) {
-        bail!(
-            "--tolerance {}: must be within 0..=10 (0.10 is 10 %)",
-            args.tolerance
-        );
-    }
     if args.debounce.is_zero() || args.resync.is_zero() {
         bail!("--debounce and --resync must be longer than 0");
     }
-    let zones = args
-        .shard_zones
-        .as_deref()
-        .map(parse_zones)
-        .transpose()
-        .context("--shard-zones")?;
-    let capacities = args
-        .shard_capacities
-        .as_deref()
-        .map(parse_capacities)
-        .transpose()
-        .context("--shard-capacities")?;
+    let (zones, capacities) = args.placement.layout()?;
     let template = override_template(&[], zones.as_deref(), capacities.as_deref());
     Ok(PinOptions {
         replicas: args.replicas,
         shards: shard_specs(&template, args.replicas),
-        config: PlacementConfig {
-            tolerance: args.tolerance,
-            zones: ZonePolicy {
-                enabled: !args.no_zones,
-                ..ZonePolicy::default()
-            },
-            cluster_base_load: args.load.cluster_base_load,
-        },
+        config: args.placement.config()?,
         argo,
         local_zones: BTreeSet::new(),
     })
@@ -216,7 +168,7 @@ fn source_config(args: &PinArgs) -> KubernetesConfig {
             Some("*") => None,
             Some(other) => Some(other.to_owned()),
         },
-        in_cluster_enabled: args.in_cluster_enabled,
+        in_cluster_enabled: args.in_cluster.in_cluster_enabled,
     }
 }
 

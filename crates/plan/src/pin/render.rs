@@ -87,8 +87,9 @@ pub fn render_pin_text(plan: &PinPlan, dry_run: bool) -> String {
     }
     let _ = writeln!(
         out,
-        "\nShards (load: {}; bound: (1 + {}) x target):",
-        "the cluster's weight, else its base load plus its apps", plan.tolerance
+        "\nShards (load: the cluster's weight, else its base load plus its apps; \
+         bound: (1 + {}) x target):",
+        plan.tolerance
     );
     let mut t = Table::new(&[
         ("SHARD", Align::Right),
