@@ -1,6 +1,8 @@
 //! `fleetshard plan` without the command line: build a what-if [`Report`] of how a fleet's
 //! clusters would be spread over controller replicas, by fleetshard's balanced placement
-//! and by Argo CD's algorithms, and render it as a table, JSON or an SVG chart.
+//! and by Argo CD's algorithms, and render it as a table, JSON or an SVG chart; and
+//! `fleetshard pin`'s plan of balanced `shard` pins for Argo CD's own controller
+//! ([`plan_pins`]).
 //!
 //! Pure: no file, no clock, no environment. The caller loads the fleet, reads any
 //! `--previous` plan with [`PreviousPlan::from_json`], and times the distribution through a
