@@ -30,7 +30,7 @@ mod project_finalizer;
 pub use directory::{DirectoryConfig, DirectorySource, FileStamp, Files, MemoryFiles, RealFiles};
 pub use kubernetes::{
     KubernetesConfig, KubernetesSource, KubernetesSourceError, app_project_resource,
-    application_resource,
+    application_resource, secret_resource,
 };
 pub use project_finalizer::KubernetesProjectFinalizer;
 

@@ -1,6 +1,8 @@
 //! `fleetshard plan` without the command line: build a what-if [`Report`] of how a fleet's
 //! clusters would be spread over controller replicas, by fleetshard's balanced placement
-//! and by Argo CD's algorithms, and render it as a table, JSON or an SVG chart.
+//! and by Argo CD's algorithms, and render it as a table, JSON or an SVG chart; and
+//! `fleetshard pin`'s plan of balanced `shard` pins for Argo CD's own controller
+//! ([`plan_pins`]).
 //!
 //! Pure: no file, no clock, no environment. The caller loads the fleet, reads any
 //! `--previous` plan with [`PreviousPlan::from_json`], and times the distribution through a
@@ -29,6 +31,7 @@
 
 mod build;
 mod options;
+mod pin;
 mod previous;
 mod report;
 mod svg;
@@ -41,6 +44,10 @@ pub use build::{PlanInput, build_report};
 pub use options::{
     Algorithm, MAX_PLANS, MAX_REPLICAS, PlanOptions, override_template, parse_capacities,
     parse_replicas, parse_zones, shard_specs, valid_names,
+};
+pub use pin::{
+    CurrentShard, MANUAL_PIN_ANNOTATION, MANUAL_PIN_VALUE, PinAction, PinEntry, PinOptions,
+    PinPlan, PinRow, ShardLoad, plan_pins, render_pin_text,
 };
 pub use previous::PreviousPlan;
 pub use report::{

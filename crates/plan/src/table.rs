@@ -21,20 +21,20 @@ pub const MAX_WARNINGS: usize = 25;
 
 /// A column's alignment.
 #[derive(Clone, Copy, PartialEq)]
-enum Align {
+pub(crate) enum Align {
     Left,
     Right,
 }
 
 /// A minimal aligned table.
-struct Table {
+pub(crate) struct Table {
     header: Vec<&'static str>,
     align: Vec<Align>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
-    fn new(columns: &[(&'static str, Align)]) -> Self {
+    pub(crate) fn new(columns: &[(&'static str, Align)]) -> Self {
         Table {
             header: columns.iter().map(|c| c.0).collect(),
             align: columns.iter().map(|c| c.1).collect(),
@@ -42,11 +42,11 @@ impl Table {
         }
     }
 
-    fn row(&mut self, cells: Vec<String>) {
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }
 
-    fn render(&self, out: &mut String) {
+    pub(crate) fn render(&self, out: &mut String) {
         let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
         for r in &self.rows {
             for (w, c) in widths.iter_mut().zip(r) {

@@ -239,7 +239,8 @@ impl KubernetesSource {
     }
 }
 
-fn secret_resource() -> ApiResource {
+/// The core `v1` Secret, for dynamic API calls.
+pub fn secret_resource() -> ApiResource {
     ApiResource {
         group: String::new(),
         version: "v1".to_owned(),

@@ -35,6 +35,15 @@ pub struct FleetArgs {
     /// --fleet: added to the file's applications); their counts are the clusters' loads.
     #[arg(long, value_name = "FILE", env = "FLEETSHARD_APPS")]
     pub apps: Option<PathBuf>,
+    /// Argo CD's in-cluster destination.
+    #[command(flatten)]
+    pub in_cluster: InClusterArg,
+}
+
+/// Argo CD's in-cluster destination, as a flag (inputs of Argo CD's objects: files or the
+/// Kubernetes API).
+#[derive(Debug, Clone, clap::Args)]
+pub struct InClusterArg {
     /// Argo CD's in-cluster destination (argocd-cm `cluster.inClusterEnabled`): with
     /// cluster Secrets as input, the fleet carries Argo CD's built-in in-cluster entry
     /// (id "", server https://kubernetes.default.svc) unless a Secret names that server,
@@ -61,7 +70,7 @@ impl FleetArgs {
             (None, Some(clusters)) => Ok(FleetSource::Argo {
                 clusters: clusters.clone(),
                 apps: self.apps.clone(),
-                in_cluster_enabled: self.in_cluster_enabled,
+                in_cluster_enabled: self.in_cluster.in_cluster_enabled,
             }),
             (None, None) => anyhow::bail!("give the fleet with --fleet FILE or --clusters FILE"),
         }

@@ -10,6 +10,7 @@ pub mod apps;
 pub mod fleet;
 pub mod input;
 pub mod logging;
+pub mod pin;
 pub mod plan;
 pub mod protocol;
 pub mod repo_server;
@@ -91,6 +92,9 @@ pub enum Command {
     /// what can be rebuilt (`repair`, with `--dry-run`).
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
+    /// Balanced shard pins for Argo CD's own controller: writes each cluster Secret's
+    /// `shard` (a diff first with --dry-run; --watch keeps it balanced).
+    Pin(Box<pin::PinArgs>),
 }
 
 /// Parses the process arguments. The raw matches are returned too: `plan` needs to know
@@ -117,6 +121,7 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Scale(args) => scale::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Store(cmd) => store_cmd::run(cmd),
+        Command::Pin(args) => pin::run(*args),
     }
 }
 

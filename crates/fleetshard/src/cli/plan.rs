@@ -95,6 +95,34 @@ pub struct PlanArgs {
     /// Also write an SVG chart of load per shard (one panel per plan) to FILE.
     #[arg(long, value_name = "FILE", env = "FLEETSHARD_SVG")]
     pub svg: Option<PathBuf>,
+    /// How balanced placement weighs and spreads the clusters.
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+    /// Table output: also list every cluster and its shard.
+    #[arg(long, env = "FLEETSHARD_SHOW_CLUSTERS")]
+    pub show_clusters: bool,
+    /// Table output: list every warning (default: the first 25).
+    #[arg(long, env = "FLEETSHARD_ALL_WARNINGS")]
+    pub all_warnings: bool,
+}
+
+/// How balanced placement weighs a cluster (`plan` and `run` alike).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoadArgs {
+    /// Balanced placement: what owning a cluster costs beyond its apps, in apps (a
+    /// cluster's load is this plus its app count, unless it has a weight).
+    #[arg(
+        long,
+        value_name = "APPS",
+        default_value_t = DEFAULT_CLUSTER_BASE_LOAD,
+        env = "FLEETSHARD_CLUSTER_BASE_LOAD"
+    )]
+    pub cluster_base_load: u64,
+}
+
+/// The balanced placement's knobs and the replicas' layout (`plan` and `pin` alike).
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlacementArgs {
     /// ε: a shard may carry up to (1 + ε) × its fair share.
     #[arg(
         long,
@@ -127,26 +155,47 @@ pub struct PlanArgs {
     /// the fleet file's `shards:`).
     #[arg(long, value_name = "N,..", env = "FLEETSHARD_SHARD_CAPACITIES")]
     pub shard_capacities: Option<String>,
-    /// Table output: also list every cluster and its shard.
-    #[arg(long, env = "FLEETSHARD_SHOW_CLUSTERS")]
-    pub show_clusters: bool,
-    /// Table output: list every warning (default: the first 25).
-    #[arg(long, env = "FLEETSHARD_ALL_WARNINGS")]
-    pub all_warnings: bool,
 }
 
-/// How balanced placement weighs a cluster (`plan` and `run` alike).
-#[derive(Debug, Clone, clap::Args)]
-pub struct LoadArgs {
-    /// Balanced placement: what owning a cluster costs beyond its apps, in apps (a
-    /// cluster's load is this plus its app count, unless it has a weight).
-    #[arg(
-        long,
-        value_name = "APPS",
-        default_value_t = DEFAULT_CLUSTER_BASE_LOAD,
-        env = "FLEETSHARD_CLUSTER_BASE_LOAD"
-    )]
-    pub cluster_base_load: u64,
+/// `--shard-zones` and `--shard-capacities`, parsed.
+pub type ShardLayout = (Option<Vec<String>>, Option<Vec<u32>>);
+
+impl PlacementArgs {
+    /// The placement's configuration; a bad `--tolerance` is an error naming it.
+    pub fn config(&self) -> anyhow::Result<PlacementConfig> {
+        if !(self.tolerance.is_finite() && (0.0..=10.0).contains(&self.tolerance)) {
+            bail!(
+                "--tolerance {}: must be within 0..=10 (0.10 is 10 %)",
+                self.tolerance
+            );
+        }
+        Ok(PlacementConfig {
+            tolerance: self.tolerance,
+            zones: ZonePolicy {
+                enabled: !self.no_zones,
+                min_shards_per_zone: self.min_shards_per_zone,
+                ..ZonePolicy::default()
+            },
+            cluster_base_load: self.load.cluster_base_load,
+        })
+    }
+
+    /// The zones and capacities given on the command line, parsed.
+    pub fn layout(&self) -> anyhow::Result<ShardLayout> {
+        let zones = self
+            .shard_zones
+            .as_deref()
+            .map(parse_zones)
+            .transpose()
+            .context("--shard-zones")?;
+        let capacities = self
+            .shard_capacities
+            .as_deref()
+            .map(parse_capacities)
+            .transpose()
+            .context("--shard-capacities")?;
+        Ok((zones, capacities))
+    }
 }
 
 /// Runs `fleetshard plan`. `matches` are this subcommand's, to see where values came from.
@@ -167,34 +216,8 @@ pub fn run(args: PlanArgs, matches: &ArgMatches) -> anyhow::Result<()> {
             })
         })
         .transpose()?;
-    let zones = args
-        .shard_zones
-        .as_deref()
-        .map(parse_zones)
-        .transpose()
-        .context("--shard-zones")?;
-    let capacities = args
-        .shard_capacities
-        .as_deref()
-        .map(parse_capacities)
-        .transpose()
-        .context("--shard-capacities")?;
-
-    let config = PlacementConfig {
-        tolerance: args.tolerance,
-        zones: ZonePolicy {
-            enabled: !args.no_zones,
-            min_shards_per_zone: args.min_shards_per_zone,
-            ..ZonePolicy::default()
-        },
-        cluster_base_load: args.load.cluster_base_load,
-    };
-    if !(args.tolerance.is_finite() && (0.0..=10.0).contains(&args.tolerance)) {
-        bail!(
-            "--tolerance {}: must be within 0..=10 (0.10 is 10 %)",
-            args.tolerance
-        );
-    }
+    let (zones, capacities) = args.placement.layout()?;
+    let config = args.placement.config()?;
 
     let source = args.input.source()?;
     let (loaded, load_ms) = timed(|| -> anyhow::Result<_> {

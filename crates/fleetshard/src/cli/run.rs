@@ -338,7 +338,7 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
 fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
     if let Some(dir) = &args.fleet_dir {
         return Ok(FleetSource::Directory(DirectoryConfig {
-            in_cluster_enabled: args.input.in_cluster_enabled,
+            in_cluster_enabled: args.input.in_cluster.in_cluster_enabled,
             ..DirectoryConfig::new(dir.clone())
         }));
     }
@@ -351,7 +351,7 @@ fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
         return Ok(FleetSource::Kubernetes(KubernetesConfig {
             secrets_namespace: ns.clone(),
             apps_namespace: apps,
-            in_cluster_enabled: args.input.in_cluster_enabled,
+            in_cluster_enabled: args.input.in_cluster.in_cluster_enabled,
         }));
     }
     let loaded = input::load(&args.input.source()?)?;
@@ -391,7 +391,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
+/// Returns on SIGTERM or Ctrl-C.
+pub(super) async fn wait_for_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     tokio::select! {

@@ -14,6 +14,7 @@ mod corrupt_records;
 mod deploy_manifests;
 mod failover;
 mod figures;
+mod pin;
 mod repo_server;
 mod run_argocd;
 mod run_etcd;

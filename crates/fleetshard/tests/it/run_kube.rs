@@ -18,7 +18,9 @@ const STORE: &str = "kubernetes://default";
 const SETTLE: Duration = Duration::from_secs(60);
 
 /// The fake API server on a runtime of its own, so the test can block on processes.
-fn start_fake(dir: &Path) -> (tokio::runtime::Runtime, FakeApiServer, std::path::PathBuf) {
+pub(crate) fn start_fake(
+    dir: &Path,
+) -> (tokio::runtime::Runtime, FakeApiServer, std::path::PathBuf) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
