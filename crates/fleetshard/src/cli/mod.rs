@@ -21,6 +21,7 @@ pub mod status;
 pub mod store;
 pub mod store_cmd;
 pub mod timing;
+pub mod up;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
@@ -91,6 +92,9 @@ pub enum Command {
     /// what can be rebuilt (`repair`, with `--dry-run`).
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
+    /// Everything on this machine: simulated clusters, a Git repository of demo apps,
+    /// replicas on an SQLite store, and the live dashboard with controls on 127.0.0.1.
+    Up(up::UpArgs),
 }
 
 /// Parses the process arguments. The raw matches are returned too: `plan` needs to know
@@ -117,6 +121,7 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Scale(args) => scale::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Store(cmd) => store_cmd::run(cmd),
+        Command::Up(args) => up::run(args),
     }
 }
 
