@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use fleetshard_coord::fenced::FencedSnapshot;
 use fleetshard_coord::store::Listing;
+use fleetshard_core::argo::{IN_CLUSTER_NAME, IN_CLUSTER_SERVER};
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -198,6 +199,20 @@ struct Seen {
     unowned_since: Option<Instant>,
 }
 
+/// A cluster the assignment has and the clusters given do not: Argo CD's built-in
+/// in-cluster entry (id `""`), or one the inventory no longer lists.
+fn unknown(id: &str) -> ClusterInfo {
+    if id.is_empty() {
+        ClusterInfo {
+            name: IN_CLUSTER_NAME.into(),
+            server: IN_CLUSTER_SERVER.into(),
+            ..ClusterInfo::default()
+        }
+    } else {
+        ClusterInfo::default()
+    }
+}
+
 /// The step machine.
 #[derive(Debug)]
 pub struct Observer {
@@ -319,7 +334,7 @@ impl Observer {
         ids.sort();
         ids.dedup();
         for id in ids {
-            let info = clusters.get(id).cloned().unwrap_or_default();
+            let info = clusters.get(id).cloned().unwrap_or_else(|| unknown(id));
             let shard = assigned.get(id).copied();
             let owner = shard.and_then(acting);
             let state = match (&owner, shard) {
