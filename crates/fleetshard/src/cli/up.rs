@@ -68,7 +68,7 @@ pub struct UpArgs {
 
 /// Runs everything until a signal (or, with `--exit-when-ready`, until ready).
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let (dir, temporary) = match &args.dir {
         Some(d) => (d.clone(), false),
         None => (
@@ -91,7 +91,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
 async fn up(
     args: &UpArgs,
     dir: &std::path::Path,
-    started: std::time::Instant,
+    started: tokio::time::Instant,
 ) -> anyhow::Result<()> {
     let zones: Vec<String> = ZONES.iter().map(|z| (*z).to_owned()).collect();
     let (servers, clusters) =

@@ -77,9 +77,9 @@ fn start_up(dir: &Path, args: &[&str]) -> Up {
 impl Up {
     /// Waits for a line starting with `prefix`.
     fn line(&self, prefix: &str, deadline: Duration) -> String {
-        let end = std::time::Instant::now() + deadline;
+        let end = tokio::time::Instant::now() + deadline;
         loop {
-            let left = end.saturating_duration_since(std::time::Instant::now());
+            let left = end.saturating_duration_since(tokio::time::Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(l) if l.starts_with(prefix) => return l,
                 Ok(_) => {}
@@ -293,13 +293,13 @@ fn the_dashboard_shows_a_failover_in_headless_chromium() {
 }
 
 fn poll(browser: &mut Browser, what: &str, expr: &str) -> Result<Value, String> {
-    let end = std::time::Instant::now() + Duration::from_secs(60);
+    let end = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let v = browser.eval(expr)?;
         if !v.is_null() && v != Value::Bool(false) {
             return Ok(v);
         }
-        if std::time::Instant::now() > end {
+        if tokio::time::Instant::now() > end {
             return Err(format!("timed out waiting for {what} ({expr})"));
         }
         std::thread::sleep(Duration::from_millis(100));

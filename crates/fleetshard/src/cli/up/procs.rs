@@ -7,7 +7,9 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use anyhow::Context as _;
 use fleetshard_coord::store::Store;
@@ -215,7 +217,7 @@ impl Controls for Replicas {
                 url: format!("http://127.0.0.1:{}/dashboard", p.port),
             });
         }
-        views.sort_by(|a, b| natural(&a.identity).cmp(&natural(&b.identity)));
+        views.sort_by_key(|v| natural(&v.identity));
         views
     }
 
