@@ -23,6 +23,7 @@ pub mod audit;
 pub mod clock;
 mod controller;
 pub mod coordination;
+pub mod dashboard;
 pub mod deployment;
 pub mod http;
 pub mod inventory;

@@ -43,6 +43,13 @@ pub struct Replica {
 pub struct HttpPart {
     listener: tokio::net::TcpListener,
     metrics: Metrics,
+    /// The read-only dashboard's store, root and lease duration (fenced mode only: Argo
+    /// CD's protocol keeps no leases in the store to show).
+    dashboard: Option<(
+        Arc<dyn fleetshard_coord::store::Store>,
+        String,
+        std::time::Duration,
+    )>,
 }
 
 impl Replica {
@@ -120,6 +127,14 @@ impl Replica {
             }
         };
         let audit = audit::open(settings.audit_log.as_deref())?;
+        let dashboard = match &settings.protocol {
+            ProtocolSettings::Fenced(f) => Some((
+                store.store.clone(),
+                settings.root.clone(),
+                f.timing.duration,
+            )),
+            ProtocolSettings::Argocd(_) => None,
+        };
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await
             .map_err(|source| ReplicaError::Io {
@@ -143,7 +158,11 @@ impl Replica {
             store,
             coordination,
             controller,
-            http: HttpPart { listener, metrics },
+            http: HttpPart {
+                listener,
+                metrics,
+                dashboard,
+            },
             audit,
         })
     }
@@ -251,6 +270,9 @@ async fn cancel(tasks: impl IntoIterator<Item = JoinHandle<()>>) {
     }
 }
 
+/// How often a replica's dashboard reads the store.
+const DASHBOARD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn spawn_with<S: ReplicaStatus>(
     identity: String,
     inventory: StartedInventory,
@@ -298,8 +320,26 @@ fn spawn_with<S: ReplicaStatus>(
             source,
         })?;
     let (http_stop, mut stop_rx) = watch::channel(false);
-    let router = crate::http::router(view.clone(), http.metrics);
+    let mut router = crate::http::router(view.clone(), http.metrics);
+    let dashboard = http.dashboard.map(|(store, root, lease)| {
+        let inventory_rx = inventory.inventory.subscribe();
+        crate::dashboard::Dashboard::start(
+            crate::dashboard::Source {
+                store,
+                root,
+                clusters: Arc::new(move || crate::dashboard::clusters_of(&inventory_rx.borrow())),
+                interval: DASHBOARD_INTERVAL,
+                lease,
+            },
+            None,
+        )
+    });
+    if let Some(d) = &dashboard {
+        router = router.merge(d.router());
+    }
     let server = tokio::spawn(async move {
+        // The dashboard's reader stops with the server.
+        let _dashboard = dashboard;
         let stopped = async move {
             let _ = stop_rx.wait_for(|s| *s).await;
         };

@@ -22,6 +22,7 @@ pub mod status;
 pub mod store;
 pub mod store_cmd;
 pub mod timing;
+pub mod up;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
@@ -95,6 +96,9 @@ pub enum Command {
     /// Balanced shard pins for Argo CD's own controller: writes each cluster Secret's
     /// `shard` (a diff first with --dry-run; --watch keeps it balanced).
     Pin(Box<pin::PinArgs>),
+    /// Everything on this machine: simulated clusters, a Git repository of demo apps,
+    /// replicas on an SQLite store, and the live dashboard with controls on 127.0.0.1.
+    Up(up::UpArgs),
 }
 
 /// Parses the process arguments. The raw matches are returned too: `plan` needs to know
@@ -122,6 +126,7 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Simulate(args) => simulate::run(args),
         Command::Store(cmd) => store_cmd::run(cmd),
         Command::Pin(args) => pin::run(*args),
+        Command::Up(args) => up::run(args),
     }
 }
 

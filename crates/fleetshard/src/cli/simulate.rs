@@ -91,31 +91,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         .with_context(|| format!("creating the output directory {}", args.out.display()))?;
     let file = args.out.join(CLUSTERS_FILE);
     super::runtime(super::Runtime::Replica)?.block_on(async move {
-        let mut random = std::fs::File::open("/dev/urandom").context("opening /dev/urandom")?;
-        let mut servers = Vec::with_capacity(usize::from(args.clusters));
-        let mut clusters = Vec::with_capacity(usize::from(args.clusters));
-        for i in 0..usize::from(args.clusters) {
-            let token = hex(&random_bytes(&mut random, 32)?);
-            let server = FakeApiServer::start_with(FakeConfig {
-                bearer_token: Some(token.clone()),
-                tls: args.tls.then(TlsOptions::default),
-                ..FakeConfig::default()
-            })
-            .await
-            .with_context(|| format!("starting simulated cluster sim-{i}"))?;
-            clusters.push(SimCluster {
-                name: format!("sim-{i}"),
-                uid: uuid(&random_bytes(&mut random, 16)?),
-                server: server.url(),
-                ca_data: server.tls().map(|t| {
-                    use base64::Engine as _;
-                    base64::engine::general_purpose::STANDARD.encode(&t.ca_pem)
-                }),
-                token,
-                zone: (!args.zones.is_empty()).then(|| args.zones[i % args.zones.len()].clone()),
-            });
-            servers.push(server);
-        }
+        let (servers, clusters) =
+            start_clusters(usize::from(args.clusters), &args.zones, args.tls).await?;
         eprintln!(
             "fleetshard simulate: {} SIMULATED Kubernetes API servers (in memory, not real \
              clusters) on 127.0.0.1, {} with a bearer token each; their Argo CD \
@@ -128,11 +105,6 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             },
             file.display()
         );
-        for (server, cluster) in servers.iter().zip(&clusters) {
-            probe(server)
-                .await
-                .with_context(|| format!("simulated cluster {} does not answer", cluster.name))?;
-        }
         write_private(&file, &secrets_yaml(&args.namespace, &clusters))?;
         for c in &clusters {
             tracing::info!(
@@ -148,6 +120,53 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         drop(servers);
         Ok(())
     })
+}
+
+/// Starts `count` simulated clusters `sim-0`, `sim-1`, … on free 127.0.0.1 ports, each
+/// requiring its own random bearer token (HTTPS with a CA of its own with `tls`), zones
+/// given round-robin, and waits until every one answers. The servers stop when dropped.
+pub async fn start_clusters(
+    count: usize,
+    zones: &[String],
+    tls: bool,
+) -> anyhow::Result<(Vec<FakeApiServer>, Vec<SimCluster>)> {
+    let mut random = std::fs::File::open("/dev/urandom").context("opening /dev/urandom")?;
+    let mut servers = Vec::with_capacity(count);
+    let mut clusters = Vec::with_capacity(count);
+    for i in 0..count {
+        let token = hex(&random_bytes(&mut random, 32)?);
+        let server = FakeApiServer::start_with(FakeConfig {
+            bearer_token: Some(token.clone()),
+            tls: tls.then(TlsOptions::default),
+            ..FakeConfig::default()
+        })
+        .await
+        .with_context(|| format!("starting simulated cluster sim-{i}"))?;
+        clusters.push(SimCluster {
+            name: format!("sim-{i}"),
+            uid: uuid(&random_bytes(&mut random, 16)?),
+            server: server.url(),
+            ca_data: server.tls().map(|t| {
+                use base64::Engine as _;
+                base64::engine::general_purpose::STANDARD.encode(&t.ca_pem)
+            }),
+            token,
+            zone: (!zones.is_empty()).then(|| zones[i % zones.len()].clone()),
+        });
+        servers.push(server);
+    }
+    for (server, cluster) in servers.iter().zip(&clusters) {
+        probe(server)
+            .await
+            .with_context(|| format!("simulated cluster {} does not answer", cluster.name))?;
+    }
+    Ok((servers, clusters))
+}
+
+/// Random bytes as lower-case hexadecimal (`n` bytes, 2n digits): tokens and the like.
+pub fn random_hex(n: usize) -> anyhow::Result<String> {
+    let mut random = std::fs::File::open("/dev/urandom").context("opening /dev/urandom")?;
+    Ok(hex(&random_bytes(&mut random, n)?))
 }
 
 /// A DNS-1123 label (namespaces) or a label value (zones: also upper case, `_` and `.`).
@@ -249,10 +268,14 @@ pub fn secrets_yaml(namespace: &str, clusters: &[SimCluster]) -> String {
 
 /// Writes `text` to `path` with mode 0600 (it holds tokens), through a hidden temporary
 /// file renamed over it, so a reader (a `--fleet-dir` watcher) never sees half of it.
-fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+pub fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".{CLUSTERS_FILE}.tmp"));
+    let name = path.file_name().map_or_else(
+        || CLUSTERS_FILE.into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let tmp = dir.join(format!(".{name}.tmp"));
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -284,7 +307,7 @@ async fn probe(server: &FakeApiServer) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
+pub async fn wait_for_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     tokio::select! {

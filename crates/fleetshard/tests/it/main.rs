@@ -27,4 +27,5 @@ mod secrets;
 mod simulate;
 mod store_identity;
 mod support;
+mod up;
 mod write_overlap;

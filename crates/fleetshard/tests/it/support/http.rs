@@ -36,3 +36,27 @@ pub fn metric(body: &str, name: &str) -> Option<f64> {
         .filter_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .find_map(|v| v.trim().parse().ok())
 }
+
+/// Status code and body of `POST path` with `headers` and a JSON `body`, or None when
+/// nothing answers (in 10 s).
+pub fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    s.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((code, body))
+}

@@ -5,6 +5,7 @@
 //! ever owned one cluster at the same instant and that every failure was covered in time.
 
 pub mod audit;
+pub mod cdp;
 pub mod http;
 pub mod replicas;
 pub mod store;

@@ -1,0 +1,297 @@
+//! `fleetshard up`: the whole system on one machine with nothing but this binary (and
+//! `git`): simulated clusters in this process (`simulate`'s), spread over three zones; a
+//! local Git repository of demo apps (`up/demo.rs`) with drift to heal and one broken
+//! manifest; N `fleetshard run` replicas as child processes on an embedded SQLite store
+//! (`up/procs.rs`); and the dashboard with controls on 127.0.0.1. SIGINT or SIGTERM stops
+//! the replicas (each hands its shard over), then the clusters; no child is left behind.
+
+mod demo;
+mod procs;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use fleetshard_coord::lease::LeaseTiming;
+use fleetshard_kube_sim::FakeApiServer;
+use fleetshard_replica::StoreUrl;
+use fleetshard_replica::dashboard::{ClusterInfo, Clusters, Controls, Dashboard, Source};
+use fleetshard_replica::store::OpenMode;
+
+use super::simulate::{self, SimCluster};
+use demo::{DemoApp, Kind};
+
+/// The fleet's root in the store (`run`'s default).
+const ROOT: &str = "fleetshard/";
+/// The zones of the clusters and replicas.
+const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
+/// How often `up`'s dashboard reads the store.
+const INTERVAL: Duration = Duration::from_millis(500);
+
+/// `fleetshard up` options.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Example:\n  \
+    fleetshard up\n  \
+    fleetshard up --replicas 5 --clusters 200 --apps 5000")]
+pub struct UpArgs {
+    /// Replicas (`fleetshard run` processes) to start; also the initial shard count.
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(u16).range(1..=50), env = "FLEETSHARD_UP_REPLICAS")]
+    pub replicas: u16,
+    /// Simulated clusters, spread over three zones.
+    #[arg(long, value_name = "N", default_value_t = 24,
+          value_parser = clap::value_parser!(u16).range(1..=1000), env = "FLEETSHARD_UP_CLUSTERS")]
+    pub clusters: u16,
+    /// Applications (ConfigMaps, Deployments, Services; some drifted, one broken).
+    #[arg(long, value_name = "N", default_value_t = 300,
+          value_parser = clap::value_parser!(u32).range(1..=50_000), env = "FLEETSHARD_UP_APPS")]
+    pub apps: u32,
+    /// The dashboard's port on 127.0.0.1 (0: any free port).
+    #[arg(
+        long,
+        value_name = "PORT",
+        default_value_t = 8080,
+        env = "FLEETSHARD_UP_PORT"
+    )]
+    pub port: u16,
+    /// Working directory (store, repository, fleet files, logs), kept on exit. Default: a
+    /// new temporary directory, removed on exit.
+    #[arg(long, value_name = "DIR", env = "FLEETSHARD_UP_DIR")]
+    pub dir: Option<PathBuf>,
+    /// Exit (0) once every app but the broken one is Synced and Healthy and every cluster
+    /// has an owner, printing the time it took (for tests and measurements).
+    #[arg(long, env = "FLEETSHARD_UP_EXIT_WHEN_READY")]
+    pub exit_when_ready: bool,
+}
+
+/// Runs everything until a signal (or, with `--exit-when-ready`, until ready).
+pub fn run(args: UpArgs) -> anyhow::Result<()> {
+    let started = tokio::time::Instant::now();
+    let (dir, temporary) = match &args.dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("fleetshard-up-{}", std::process::id())),
+            true,
+        ),
+    };
+    for sub in ["fleet", "logs", "cache"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("creating {}", dir.join(sub).display()))?;
+    }
+    let result =
+        super::runtime(super::Runtime::Replica)?.block_on(async { up(&args, &dir, started).await });
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+async fn up(
+    args: &UpArgs,
+    dir: &std::path::Path,
+    started: tokio::time::Instant,
+) -> anyhow::Result<()> {
+    let zones: Vec<String> = ZONES.iter().map(|z| (*z).to_owned()).collect();
+    let (servers, clusters) =
+        simulate::start_clusters(usize::from(args.clusters), &zones, false).await?;
+    let servers = Arc::new(servers);
+    let apps = demo::apps(args.apps as usize, clusters.len());
+    let repo = dir.join("repo");
+    if repo.exists() {
+        std::fs::remove_dir_all(&repo).with_context(|| format!("removing {}", repo.display()))?;
+    }
+    demo::write_repository(&repo, &apps)?;
+    prepare_clusters(&servers, &apps)?;
+    let fleet = dir.join("fleet");
+    simulate::write_private(
+        &fleet.join(simulate::CLUSTERS_FILE),
+        &simulate::secrets_yaml(demo::APPS_NAMESPACE, &clusters),
+    )?;
+    let applications = demo::applications(&apps, &clusters, &format!("file://{}", repo.display()));
+    simulate::write_private(&fleet.join("apps.json"), &applications.to_string())?;
+    let deployments = tokio::spawn(deployment_controller(servers.clone()));
+
+    let db = dir.join("fleetshard.db");
+    let store_url = format!("sqlite://{}", db.display());
+    let store = store_url
+        .parse::<StoreUrl>()
+        .map_err(anyhow::Error::msg)
+        .and_then(|u| Ok(u.open_in(OpenMode::Create)?.store))
+        .with_context(|| format!("opening {store_url}"))?;
+    let replicas = procs::Replicas::start(
+        procs::Launch {
+            exe: std::env::current_exe().context("finding this binary to start replicas")?,
+            store: store_url.clone(),
+            fleet: fleet.clone(),
+            dir: dir.to_owned(),
+            shards: u32::from(args.replicas),
+            zones,
+        },
+        usize::from(args.replicas),
+        store.clone(),
+        ROOT.into(),
+    )?;
+    let known = dashboard_clusters(&clusters, &apps);
+    let token = simulate::random_hex(16)?;
+    let controls: Arc<dyn Controls> = Arc::new(replicas.clone());
+    let mut dashboard = Dashboard::start(
+        Source {
+            store,
+            root: ROOT.into(),
+            clusters: Arc::new(move || known.clone()),
+            interval: INTERVAL,
+            lease: LeaseTiming::default().duration,
+        },
+        Some((controls, token)),
+    );
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], args.port)))
+        .await
+        .with_context(|| {
+            format!(
+                "listening on 127.0.0.1:{} (choose another with --port)",
+                args.port
+            )
+        })?;
+    let addr = listener.local_addr()?;
+    let router = dashboard.router().route(
+        "/",
+        axum::routing::get(|| async { axum::response::Redirect::to("/dashboard") }),
+    );
+    let server = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            tracing::error!("the dashboard's HTTP server failed: {e}");
+        }
+    });
+    super::print_stdout(&instructions(args, addr, dir, &store_url, &replicas))?;
+
+    let good = apps.iter().filter(|a| a.kind != Kind::Broken).count();
+    let mut ready = false;
+    let outcome = loop {
+        tokio::select! {
+            r = simulate::wait_for_signal() => break r,
+            published = dashboard.next() => {
+                let Some(p) = published else { break Ok(()) };
+                let s = &p.snapshot;
+                if !ready && s.apps.good >= good && s.unowned == 0 && !s.clusters.is_empty() {
+                    ready = true;
+                    let secs = started.elapsed().as_secs_f64();
+                    super::print_stdout(&format!(
+                        "ready: all {good} good apps Synced and Healthy, every cluster owned, \
+                         {secs:.1} s after start\n"
+                    ))?;
+                    if args.exit_when_ready {
+                        break Ok(());
+                    }
+                }
+            }
+        }
+    };
+    eprintln!("fleetshard up: stopping the replicas, then the simulated clusters");
+    server.abort();
+    drop(dashboard);
+    let stopping = replicas.clone();
+    tokio::task::spawn_blocking(move || stopping.shutdown())
+        .await
+        .context("stopping the replicas")?;
+    deployments.abort();
+    drop(servers);
+    outcome
+}
+
+/// The namespace of the apps on every cluster, and the drifted ConfigMaps, as someone's
+/// `kubectl edit` would have left them.
+fn prepare_clusters(servers: &[FakeApiServer], apps: &[DemoApp]) -> anyhow::Result<()> {
+    for (i, s) in servers.iter().enumerate() {
+        s.create_namespace(demo::DEMO_NAMESPACE)
+            .map_err(|e| anyhow::anyhow!("sim-{i}: creating namespace demo: {e:?}"))?;
+    }
+    for a in apps.iter().filter(|a| a.drift) {
+        servers[a.cluster]
+            .insert(demo::config_map(&a.name, demo::DRIFTED))
+            .map_err(|e| anyhow::anyhow!("{}: the drifted ConfigMap: {e:?}", a.name))?;
+    }
+    Ok(())
+}
+
+/// Plays the Deployment controller on the simulated clusters: a Deployment whose spec
+/// changed becomes ready (its status observes the new generation).
+async fn deployment_controller(servers: Arc<Vec<FakeApiServer>>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        tick.tick().await;
+        for s in servers.iter() {
+            for d in s.list("apps/v1", "Deployment", None) {
+                let generation = d.pointer("/metadata/generation").cloned();
+                if d.pointer("/status/observedGeneration").cloned() == generation {
+                    continue;
+                }
+                let ns = d
+                    .pointer("/metadata/namespace")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("default");
+                let name = d
+                    .pointer("/metadata/name")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default();
+                let replicas = d
+                    .pointer("/spec/replicas")
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(1);
+                let _ = s.set_deployment_ready(ns, name, replicas);
+            }
+        }
+    }
+}
+
+/// What the dashboard shows of the clusters: names, servers, zones, apps.
+fn dashboard_clusters(clusters: &[SimCluster], apps: &[DemoApp]) -> Clusters {
+    let mut out: Clusters = clusters
+        .iter()
+        .map(|c| {
+            (
+                c.uid.clone(),
+                ClusterInfo {
+                    name: c.name.clone(),
+                    server: c.server.clone(),
+                    zone: c.zone.clone(),
+                    apps: Vec::new(),
+                },
+            )
+        })
+        .collect();
+    for a in apps {
+        if let Some(c) = out.get_mut(&clusters[a.cluster].uid) {
+            c.apps.push(format!("{}/{}", demo::APPS_NAMESPACE, a.name));
+        }
+    }
+    out
+}
+
+fn instructions(
+    args: &UpArgs,
+    addr: SocketAddr,
+    dir: &std::path::Path,
+    store: &str,
+    replicas: &procs::Replicas,
+) -> String {
+    let pids: Vec<String> = replicas.pids().iter().map(u32::to_string).collect();
+    format!(
+        "fleetshard up: {replicas} replicas (pids {pids}), {clusters} SIMULATED clusters in 3 zones, \
+         {apps} apps from a local Git repository; store {store}; files in {dir}\n\
+         \n  Open  http://{addr}/dashboard\n\
+         \nThen try:\n\
+         \x20 - kill a replica (button, or kill -9 PID): its shard fails over, its clusters are owned again within seconds\n\
+         \x20 - pause one (SIGSTOP): its lease expires, another replica takes over; resume it: it steps back\n\
+         \x20 - add a replica, or change the shard count (fleetshard scale N --store {store})\n\
+         \x20 - fleetshard status --store {store}   and   fleetshard apps --store {store}\n\
+         \x20 - the app broken-manifest shows a ComparisonError; drifted ConfigMaps are healed\n\
+         \nCtrl-C stops everything.\n",
+        replicas = args.replicas,
+        pids = pids.join(", "),
+        clusters = args.clusters,
+        apps = args.apps,
+        dir = dir.display(),
+    )
+}

@@ -1,0 +1,216 @@
+//! The demo fleet `fleetshard up` makes: a local Git repository (real `git`, isolated
+//! from the user's configuration) holding one directory per app — ConfigMaps,
+//! Deployments, Services —, the Argo CD Applications that deploy them to the simulated
+//! clusters, the drift some of them must heal, and one app whose manifest does not parse.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+use serde_json::{Value, json};
+
+use super::super::simulate::SimCluster;
+
+/// The namespace the apps deploy into on every cluster.
+pub const DEMO_NAMESPACE: &str = "demo";
+/// The namespace of the Applications.
+pub const APPS_NAMESPACE: &str = "argocd";
+/// The value a drifted ConfigMap holds on its cluster until it is healed.
+pub const DRIFTED: &str = "changed-by-hand";
+
+/// What one app deploys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A ConfigMap.
+    ConfigMap,
+    /// A Deployment (the simulated Deployment controller makes it ready).
+    Deployment,
+    /// A Service and a ConfigMap.
+    Service,
+    /// A Deployment and a Service.
+    Web,
+    /// A manifest that does not parse: a ComparisonError, never a crash.
+    Broken,
+}
+
+/// One app of the demo.
+#[derive(Debug, Clone)]
+pub struct DemoApp {
+    /// Its name (also its directory in the repository and its objects' name).
+    pub name: String,
+    /// What it deploys.
+    pub kind: Kind,
+    /// The index of its cluster.
+    pub cluster: usize,
+    /// Its ConfigMap exists on the cluster with another value before the replicas start.
+    pub drift: bool,
+}
+
+/// The apps: `count` of them over `clusters` clusters, round-robin; the last one (of two
+/// or more) is the broken one; about one ConfigMap app in six starts drifted.
+pub fn apps(count: usize, clusters: usize) -> Vec<DemoApp> {
+    (0..count)
+        .map(|i| {
+            let broken = count >= 2 && i == count - 1;
+            let kind = match (broken, i % 4) {
+                (true, _) => Kind::Broken,
+                (false, 0) => Kind::ConfigMap,
+                (false, 1) => Kind::Deployment,
+                (false, 2) => Kind::Service,
+                (false, _) => Kind::Web,
+            };
+            DemoApp {
+                name: if broken {
+                    "broken-manifest".into()
+                } else {
+                    format!("app-{i:04}")
+                },
+                kind,
+                cluster: i % clusters.max(1),
+                drift: kind == Kind::ConfigMap && (i / 4) % 6 == 1,
+            }
+        })
+        .collect()
+}
+
+/// The ConfigMap of a ConfigMap or Service app, as Git has it.
+pub fn config_map(name: &str, value: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": DEMO_NAMESPACE, "labels": {"app": name}},
+        "data": {"value": value},
+    })
+}
+
+fn deployment(name: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "web", "image": "registry.invalid/demo:1"}]},
+            },
+        },
+    })
+}
+
+fn service(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"selector": {"app": name}, "ports": [{"port": 80, "targetPort": 8080}]},
+    })
+}
+
+/// The files of one app's directory: (file name, contents).
+fn files(app: &DemoApp) -> Vec<(&'static str, String)> {
+    let n = app.name.as_str();
+    let cm = || config_map(n, "v1").to_string();
+    match app.kind {
+        Kind::ConfigMap => vec![("configmap.json", cm())],
+        Kind::Deployment => vec![("deployment.json", deployment(n).to_string())],
+        Kind::Service => vec![
+            ("service.json", service(n).to_string()),
+            ("configmap.json", cm()),
+        ],
+        Kind::Web => vec![
+            ("deployment.json", deployment(n).to_string()),
+            ("service.json", service(n).to_string()),
+        ],
+        Kind::Broken => vec![(
+            "broken.yaml",
+            "# A manifest that does not parse: the app shows a ComparisonError.\n\
+             apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [unclosed\n"
+                .into(),
+        )],
+    }
+}
+
+/// Writes every app's directory into a new repository at `dir` and commits it on `main`.
+pub fn write_repository(dir: &Path, apps: &[DemoApp]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    git(dir, &["init", "-q", "-b", "main"])?;
+    for app in apps {
+        let app_dir = dir.join(&app.name);
+        std::fs::create_dir_all(&app_dir)
+            .with_context(|| format!("creating {}", app_dir.display()))?;
+        for (file, text) in files(app) {
+            std::fs::write(app_dir.join(file), text)
+                .with_context(|| format!("writing {}/{file}", app_dir.display()))?;
+        }
+    }
+    git(dir, &["add", "-A"])?;
+    git(dir, &["commit", "-q", "-m", "fleetshard up: the demo apps"])?;
+    Ok(())
+}
+
+/// Runs `git` in `dir` without the user's or the system's configuration.
+fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=fleetshard up",
+            "-c",
+            "user.email=up@fleetshard.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .context("running git (fleetshard up makes its demo repository with git: install it)")?;
+    if !out.status.success() {
+        bail!(
+            "git {} in {}: {}",
+            args.join(" "),
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// The Applications, as a `List` (JSON): auto-sync with prune and self-heal, from the
+/// repository at `repo_url`, to their clusters' servers.
+pub fn applications(apps: &[DemoApp], clusters: &[SimCluster], repo_url: &str) -> Value {
+    let items: Vec<Value> = apps
+        .iter()
+        .map(|a| {
+            json!({
+                "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                "metadata": {"name": a.name, "namespace": APPS_NAMESPACE},
+                "spec": {
+                    "project": "default",
+                    "source": {"repoURL": repo_url, "path": a.name, "targetRevision": "HEAD"},
+                    "destination": {"server": clusters[a.cluster].server, "namespace": DEMO_NAMESPACE},
+                    "syncPolicy": {"automated": {"prune": true, "selfHeal": true}},
+                },
+            })
+        })
+        .collect();
+    json!({"apiVersion": "v1", "kind": "List", "items": items})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_has_every_kind_some_drift_and_one_broken_app() {
+        let apps = apps(300, 24);
+        assert_eq!(apps.len(), 300);
+        for kind in [Kind::ConfigMap, Kind::Deployment, Kind::Service, Kind::Web] {
+            assert!(apps.iter().any(|a| a.kind == kind), "{kind:?}");
+        }
+        assert_eq!(apps.iter().filter(|a| a.kind == Kind::Broken).count(), 1);
+        let drifted = apps.iter().filter(|a| a.drift).count();
+        assert!((5..=20).contains(&drifted), "{drifted}");
+        assert!(apps.iter().all(|a| a.cluster < 24));
+        assert!(apps.iter().all(|a| a.kind == Kind::ConfigMap || !a.drift));
+    }
+}

@@ -1,0 +1,46 @@
+//! The web dashboard: who owns what, live. Every replica serves it read-only on its HTTP
+//! listener (`/dashboard`); `fleetshard up` serves it with controls. `observe.rs` is the
+//! pure step machine (leases judged by watching versions move, the timeline derived from
+//! successive store snapshots), `serve.rs` the driver task and the routes; the page, its
+//! script and style are embedded in the binary (`assets/`, no CDN). Nothing here reads
+//! credentials: clusters are shown by name, server and zone only.
+
+mod observe;
+mod serve;
+
+pub use observe::{
+    APP_PROBLEMS_LEN, AppProblem, AppStatus, AppStatuses, AppTotals, ClusterInfo, ClusterView,
+    Clusters, Event, Lease, Observer, ShardView, Snapshot, TIMELINE_LEN,
+};
+pub use serve::{Action, Controls, Dashboard, ProcessView, Published, Source, TOKEN_HEADER};
+
+use fleetshard_controller::inventory::InventorySnapshot;
+use fleetshard_core::model::{DestinationIndex, ZONE_LABEL};
+
+/// The clusters of an inventory snapshot with their apps (resolved as the controller
+/// resolves destinations): names, servers and zones, never credentials.
+pub fn clusters_of(inventory: &InventorySnapshot) -> Clusters {
+    let index = DestinationIndex::new(&inventory.clusters);
+    let mut apps: Vec<Vec<String>> = vec![Vec::new(); inventory.clusters.len()];
+    for app in inventory.apps.iter() {
+        if let Some(i) = index.resolve(&app.destination) {
+            apps[i].push(format!("{}/{}", app.namespace, app.name));
+        }
+    }
+    inventory
+        .clusters
+        .iter()
+        .zip(apps)
+        .map(|(c, apps)| {
+            (
+                c.id.clone(),
+                ClusterInfo {
+                    name: c.name.clone(),
+                    server: c.server.clone(),
+                    zone: c.labels.get(ZONE_LABEL).cloned(),
+                    apps,
+                },
+            )
+        })
+        .collect()
+}

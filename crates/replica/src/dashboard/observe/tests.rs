@@ -1,0 +1,149 @@
+//! The observer's steps: leases judged by versions, and the timeline.
+
+use fleetshard_coord::fenced::{AssignmentDoc, ShardRecord, assignment_key, encode, shard_key};
+use fleetshard_coord::store::Entry;
+
+use super::*;
+
+const ROOT: &str = "fs/";
+const LEASE: Duration = Duration::from_secs(4);
+
+fn shard(n: u32, holder: &str, version: u64) -> Entry {
+    let r = ShardRecord {
+        holder: holder.into(),
+        incarnation: 1,
+        beat: version,
+        acked: 2,
+        released: false,
+        zone: Some("z".into()),
+    };
+    Entry {
+        key: shard_key(ROOT, n),
+        value: encode(&r),
+        version,
+    }
+}
+
+fn assignment(generation: u64, clusters: &[(&str, u32)]) -> Entry {
+    let d = AssignmentDoc {
+        generation,
+        shards: 2,
+        clusters: clusters.iter().map(|(c, s)| ((*c).into(), *s)).collect(),
+        homes: BTreeMap::new(),
+    };
+    Entry {
+        key: assignment_key(ROOT),
+        value: encode(&d),
+        version: generation,
+    }
+}
+
+fn listing(entries: Vec<Entry>) -> Listing {
+    Listing {
+        entries,
+        revision: 1,
+    }
+}
+
+fn clusters() -> Clusters {
+    ["a", "b"]
+        .iter()
+        .map(|id| {
+            (
+                (*id).to_owned(),
+                ClusterInfo {
+                    name: format!("cluster-{id}"),
+                    server: format!("https://{id}"),
+                    zone: None,
+                    apps: vec![format!("argocd/app-{id}")],
+                },
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_holder_that_stops_renewing_shows_expired_then_a_failover_then_owned() {
+    let t0 = Instant::now();
+    let mut o = Observer::new(LEASE, t0);
+    let statuses: AppStatuses = [(
+        "argocd/app-a".to_owned(),
+        AppStatus {
+            sync: "Synced".into(),
+            health: "Healthy".into(),
+            condition: None,
+        },
+    )]
+    .into_iter()
+    .collect();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    // r0 holds shard 0 (cluster a), r1 shard 1 (cluster b); both renew.
+    let mut v1 = 1;
+    for ms in (0..3000).step_by(500) {
+        v1 += 1;
+        let l = listing(vec![
+            assignment(2, &[("a", 0), ("b", 1)]),
+            shard(0, "r0", v1),
+            shard(1, "r1", v1),
+        ]);
+        let s = o.step(at(ms), ROOT, &l, &clusters(), &statuses);
+        assert_eq!(s.unowned, 0);
+    }
+    // r0 stops renewing; r1 goes on.
+    let frozen = v1;
+    let mut last = None;
+    for ms in (3000..8000).step_by(500) {
+        v1 += 1;
+        let l = listing(vec![
+            assignment(2, &[("a", 0), ("b", 1)]),
+            shard(0, "r0", frozen),
+            shard(1, "r1", v1),
+        ]);
+        last = Some(o.step(at(ms), ROOT, &l, &clusters(), &statuses));
+    }
+    let s = last.unwrap();
+    assert_eq!(s.unowned, 1, "{:?}", s.clusters);
+    assert_eq!(s.clusters[0].name, "cluster-a", "unowned first");
+    assert_eq!(s.clusters[0].state, "unowned");
+    assert_eq!(s.shards[0].lease, Some(Lease::Expired));
+    assert!(
+        s.timeline
+            .iter()
+            .any(|e| e.kind == "expired" && e.text.contains("r0"))
+    );
+    // The distributor moves a to shard 1.
+    let l = listing(vec![
+        assignment(3, &[("a", 1), ("b", 1)]),
+        shard(0, "r0", frozen),
+        {
+            let mut e = shard(1, "r1", v1 + 1);
+            e.value = encode(&ShardRecord {
+                holder: "r1".into(),
+                incarnation: 1,
+                beat: 0,
+                acked: 3,
+                released: false,
+                zone: None,
+            });
+            e
+        },
+    ]);
+    let s = o.step(at(8000), ROOT, &l, &clusters(), &statuses);
+    assert_eq!(s.unowned, 0);
+    assert!(s.clusters.iter().all(|c| c.owner.as_deref() == Some("r1")));
+    let kinds: Vec<&str> = s.timeline.iter().map(|e| e.kind).collect();
+    let failover = kinds
+        .iter()
+        .position(|k| *k == "failover")
+        .expect("a failover");
+    let owned = kinds
+        .iter()
+        .rposition(|k| *k == "owned")
+        .expect("owned again");
+    assert!(owned > failover, "{kinds:?}");
+    assert_eq!(s.shards[1].clusters, 2);
+    assert_eq!(s.shards[1].load, 4);
+    assert_eq!((s.apps.total, s.apps.good), (2, 1));
+    assert_eq!(s.app_problems.len(), 1);
+    assert_eq!(s.app_problems[0].sync, "-");
+}

@@ -1,0 +1,327 @@
+//! The dashboard's driver and HTTP routes: a task reads the store every interval, steps
+//! the [`Observer`] and publishes the page's JSON; the routes serve the page (assets
+//! embedded in the binary), the JSON, a Server-Sent Events stream of it, and — only when
+//! the dashboard was started with [`Controls`] — a POST endpoint that needs the token the
+//! page carries.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use fleetshard_coord::store::Store;
+use fleetshard_gitops::reconciler::read_statuses;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::observe::{AppStatus, AppStatuses, Clusters, Observer, Snapshot};
+
+const PAGE: &str = include_str!("assets/index.html");
+const SCRIPT: &str = include_str!("assets/app.js");
+const STYLE: &str = include_str!("assets/app.css");
+
+/// The header a control request carries the page's token in.
+pub const TOKEN_HEADER: &str = "x-fleetshard-token";
+
+/// A process `fleetshard up` runs, as the page shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessView {
+    /// The replica's identity.
+    pub identity: String,
+    /// Its process id (absent once it exited).
+    pub pid: Option<u32>,
+    /// `running`, `paused`, `exited`.
+    pub state: String,
+    /// Its own (read-only) dashboard.
+    pub url: String,
+}
+
+/// What the page asks `fleetshard up` to do.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Action {
+    /// `kill`, `pause`, `resume`, `restart`, `add` or `scale`.
+    pub action: String,
+    /// The replica (`kill`, `pause`, `resume`, `restart`).
+    #[serde(default)]
+    pub replica: Option<String>,
+    /// The shard count (`scale`).
+    #[serde(default)]
+    pub shards: Option<u32>,
+}
+
+/// What can be done from the page: only `fleetshard up` provides it.
+pub trait Controls: Send + Sync + 'static {
+    /// The processes, for the page.
+    fn processes(&self) -> Vec<ProcessView>;
+    /// Carries out `action`: what was done, or why not.
+    fn act(&self, action: Action) -> BoxFuture<'_, Result<String, String>>;
+}
+
+/// Where the dashboard reads from.
+pub struct Source {
+    /// The coordination store.
+    pub store: Arc<dyn Store>,
+    /// The fleet's root in it.
+    pub root: String,
+    /// The clusters and their apps, as the inventory knows them.
+    pub clusters: Arc<dyn Fn() -> Clusters + Send + Sync>,
+    /// How often the store is read.
+    pub interval: Duration,
+    /// The lease duration (a record unchanged this long is expired).
+    pub lease: Duration,
+}
+
+/// One published step: the snapshot and the page's JSON of it.
+#[derive(Debug)]
+pub struct Published {
+    /// The snapshot.
+    pub snapshot: Snapshot,
+    /// `{"fleet": snapshot, "processes": [...], "controls": bool}`.
+    pub json: String,
+}
+
+#[derive(Serialize)]
+struct PageJson<'a> {
+    fleet: &'a Snapshot,
+    processes: Vec<ProcessView>,
+    controls: bool,
+}
+
+/// A running dashboard.
+pub struct Dashboard {
+    rx: watch::Receiver<Option<Arc<Published>>>,
+    controls: Option<(Arc<dyn Controls>, Arc<str>)>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Dashboard {
+    /// Starts reading `source`. With `controls`, the page gets buttons and the POST
+    /// endpoint accepts requests carrying `token`.
+    pub fn start(source: Source, controls: Option<(Arc<dyn Controls>, String)>) -> Dashboard {
+        let (tx, rx) = watch::channel(None);
+        let controls: Option<(Arc<dyn Controls>, Arc<str>)> =
+            controls.map(|(c, t)| (c, Arc::from(t)));
+        let procs = controls.as_ref().map(|(c, _)| c.clone());
+        let task = tokio::spawn(drive(source, procs, tx));
+        Dashboard { rx, controls, task }
+    }
+
+    /// Waits for the next published step.
+    pub async fn next(&mut self) -> Option<Arc<Published>> {
+        self.rx.changed().await.ok()?;
+        self.rx.borrow_and_update().clone()
+    }
+
+    /// The routes: `/dashboard` (the page, its script and style), `/api/dashboard`
+    /// (JSON), `/api/dashboard/events` (Server-Sent Events), and with controls
+    /// `POST /api/dashboard/control`.
+    pub fn router(&self) -> Router {
+        let state = RouteState {
+            rx: self.rx.clone(),
+            controls: self.controls.clone(),
+        };
+        let mut router = Router::new()
+            .route("/dashboard", get(page))
+            .route(
+                "/dashboard/app.js",
+                get(|| async { asset(SCRIPT, "text/javascript") }),
+            )
+            .route(
+                "/dashboard/app.css",
+                get(|| async { asset(STYLE, "text/css") }),
+            )
+            .route("/api/dashboard", get(snapshot))
+            .route("/api/dashboard/events", get(events));
+        if self.controls.is_some() {
+            router = router.route("/api/dashboard/control", post(control));
+        }
+        router.with_state(state)
+    }
+}
+
+async fn drive(
+    source: Source,
+    controls: Option<Arc<dyn Controls>>,
+    tx: watch::Sender<Option<Arc<Published>>>,
+) {
+    let mut observer = Observer::new(source.lease, tokio::time::Instant::now());
+    let mut tick = tokio::time::interval(source.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let listing = match source.store.list(&source.root).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!("dashboard: listing the store failed: {e}");
+                continue;
+            }
+        };
+        let statuses = app_statuses(source.store.as_ref(), &source.root).await;
+        let clusters = (source.clusters)();
+        let snapshot = observer.step(
+            tokio::time::Instant::now(),
+            &source.root,
+            &listing,
+            &clusters,
+            &statuses,
+        );
+        let page = PageJson {
+            fleet: &snapshot,
+            processes: controls.as_ref().map(|c| c.processes()).unwrap_or_default(),
+            controls: controls.is_some(),
+        };
+        let json =
+            serde_json::to_string(&page).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+        if tx
+            .send(Some(Arc::new(Published { snapshot, json })))
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// The statuses replicas in local mode record in the store (empty when there are none,
+/// as with Argo CD's Applications, whose statuses live on the objects).
+async fn app_statuses(store: &dyn Store, root: &str) -> AppStatuses {
+    let Ok(entries) = read_statuses(store, root).await else {
+        return AppStatuses::new();
+    };
+    entries
+        .into_iter()
+        .filter_map(|e| {
+            let c = e.status.ok()?.comparison?;
+            Some((
+                e.app,
+                AppStatus {
+                    sync: c.sync.status,
+                    health: c.health.status,
+                    condition: c
+                        .conditions
+                        .first()
+                        .map(|k| format!("{}: {}", k.kind, k.message)),
+                },
+            ))
+        })
+        .collect()
+}
+
+#[derive(Clone)]
+struct RouteState {
+    rx: watch::Receiver<Option<Arc<Published>>>,
+    controls: Option<(Arc<dyn Controls>, Arc<str>)>,
+}
+
+fn asset(body: &'static str, kind: &'static str) -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+}
+
+async fn page(State(state): State<RouteState>) -> impl IntoResponse {
+    let token = state.controls.as_ref().map_or("", |(_, t)| t);
+    let body = PAGE.replace("__TOKEN__", token).replace(
+        "__CONTROLS__",
+        if state.controls.is_some() { "1" } else { "0" },
+    );
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+}
+
+async fn snapshot(State(state): State<RouteState>) -> Response {
+    let current = state.rx.borrow().clone();
+    match current {
+        Some(p) => ([(header::CONTENT_TYPE, "application/json")], p.json.clone()).into_response(),
+        None => (StatusCode::SERVICE_UNAVAILABLE, "no snapshot yet\n").into_response(),
+    }
+}
+
+async fn events(State(state): State<RouteState>) -> impl IntoResponse {
+    let mut rx = state.rx.clone();
+    rx.mark_changed();
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        loop {
+            rx.changed().await.ok()?;
+            let current = rx.borrow_and_update().clone();
+            if let Some(p) = current {
+                let event = SseEvent::default().data(p.json.clone());
+                return Some((Ok::<_, Infallible>(event), rx));
+            }
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// Whether `given` equals `token`, in time independent of where they differ.
+fn token_matches(given: &str, token: &str) -> bool {
+    given.len() == token.len()
+        && !token.is_empty()
+        && given
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+async fn control(
+    State(state): State<RouteState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> (StatusCode, String) {
+    let Some((controls, token)) = &state.controls else {
+        return (StatusCode::NOT_FOUND, "no controls here\n".into());
+    };
+    let given = headers
+        .get(TOKEN_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !token_matches(given, token) {
+        return (
+            StatusCode::FORBIDDEN,
+            format!("missing or wrong {TOKEN_HEADER}\n"),
+        );
+    }
+    let action: Action = match serde_json::from_slice(&body) {
+        Ok(a) => a,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("bad request body: {e}\n")),
+    };
+    match controls.act(action).await {
+        Ok(done) => (StatusCode::OK, format!("{done}\n")),
+        Err(why) => (StatusCode::CONFLICT, format!("{why}\n")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_must_match_exactly() {
+        assert!(token_matches("abc", "abc"));
+        assert!(!token_matches("abd", "abc"));
+        assert!(!token_matches("ab", "abc"));
+        assert!(!token_matches("", ""));
+    }
+}
