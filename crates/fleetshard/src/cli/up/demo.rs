@@ -1,12 +1,10 @@
-//! The demo fleet `fleetshard up` makes: a local Git repository (real `git`, isolated
-//! from the user's configuration) holding one directory per app — ConfigMaps,
+//! The demo fleet `fleetshard up` makes: a local Git repository (written in process)
+//! holding one directory per app — ConfigMaps,
 //! Deployments, Services —, the Argo CD Applications that deploy them to the simulated
 //! clusters, the drift some of them must heal, and one app whose manifest does not parse.
 
 use std::path::Path;
-use std::process::Command;
 
-use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
 use super::super::simulate::SimCluster;
@@ -129,49 +127,56 @@ fn files(app: &DemoApp) -> Vec<(&'static str, String)> {
     }
 }
 
-/// Writes every app's directory into a new repository at `dir` and commits it on `main`.
+/// Writes every app's directory into a new bare repository at `dir`, committed on
+/// `main` — in process (gix), so `up` needs no `git` executable.
 pub fn write_repository(dir: &Path, apps: &[DemoApp]) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    git(dir, &["init", "-q", "-b", "main"])?;
-    for app in apps {
-        let app_dir = dir.join(&app.name);
-        std::fs::create_dir_all(&app_dir)
-            .with_context(|| format!("creating {}", app_dir.display()))?;
-        for (file, text) in files(app) {
-            std::fs::write(app_dir.join(file), text)
-                .with_context(|| format!("writing {}/{file}", app_dir.display()))?;
-        }
-    }
-    git(dir, &["add", "-A"])?;
-    git(dir, &["commit", "-q", "-m", "fleetshard up: the demo apps"])?;
-    Ok(())
-}
+    use gix::objs::tree::{Entry, EntryKind};
 
-/// Runs `git` in `dir` without the user's or the system's configuration.
-fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=fleetshard up",
-            "-c",
-            "user.email=up@fleetshard.invalid",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .context("running git (fleetshard up makes its demo repository with git: install it)")?;
-    if !out.status.success() {
-        bail!(
-            "git {} in {}: {}",
-            args.join(" "),
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+    let failed = |what: &str, e: &dyn std::fmt::Display| {
+        anyhow::anyhow!("writing the demo repository {}: {what}: {e}", dir.display())
+    };
+    let repo = gix::init_bare(dir).map_err(|e| failed("init", &e))?;
+    let mut root = gix::objs::Tree::empty();
+    for app in apps {
+        let mut tree = gix::objs::Tree::empty();
+        for (file, text) in files(app) {
+            let blob = repo
+                .write_blob(text.as_bytes())
+                .map_err(|e| failed(file, &e))?;
+            tree.entries.push(Entry {
+                mode: EntryKind::Blob.into(),
+                filename: file.into(),
+                oid: blob.detach(),
+            });
+        }
+        tree.entries.sort();
+        let id = repo
+            .write_object(&tree)
+            .map_err(|e| failed(&app.name, &e))?;
+        root.entries.push(Entry {
+            mode: EntryKind::Tree.into(),
+            filename: app.name.as_str().into(),
+            oid: id.detach(),
+        });
     }
+    root.entries.sort();
+    let tree = repo.write_object(&root).map_err(|e| failed("tree", &e))?;
+    let now = gix::date::Time::now_utc();
+    let signature = gix::actor::Signature {
+        name: "fleetshard up".into(),
+        email: "up@fleetshard.invalid".into(),
+        time: now,
+    };
+    let mut time = gix::date::parse::TimeBuf::default();
+    repo.commit_as(
+        signature.to_ref(&mut time),
+        signature.to_ref(&mut gix::date::parse::TimeBuf::default()),
+        "refs/heads/main",
+        "fleetshard up: the demo apps",
+        tree.detach(),
+        gix::commit::NO_PARENT_IDS,
+    )
+    .map_err(|e| failed("commit", &e))?;
     Ok(())
 }
 

@@ -15,6 +15,7 @@ use anyhow::Context as _;
 use fleetshard_coord::store::Store;
 use fleetshard_replica::dashboard::{Action, Controls, ProcessView};
 use futures::future::BoxFuture;
+use rustix::process::{Pid, Signal, kill_process};
 
 /// How long a replica asked to stop (SIGTERM) may take to hand its shard over.
 const STOP_WAIT: Duration = Duration::from_secs(15);
@@ -118,9 +119,9 @@ impl Replicas {
                 .add()
                 .map(|id| format!("started {id}"))
                 .map_err(|e| format!("{e:#}")),
-            "kill" => self.signal(&named()?, "-KILL", "killed (SIGKILL)"),
-            "pause" => self.signal(&named()?, "-STOP", "paused (SIGSTOP)"),
-            "resume" => self.signal(&named()?, "-CONT", "resumed (SIGCONT)"),
+            "kill" => self.signal(&named()?, Signal::KILL, "killed (SIGKILL)"),
+            "pause" => self.signal(&named()?, Signal::STOP, "paused (SIGSTOP)"),
+            "resume" => self.signal(&named()?, Signal::CONT, "resumed (SIGCONT)"),
             "restart" => self.restart(&named()?),
             other => Err(format!(
                 "unknown action {other:?}: kill, pause, resume, restart, add or scale"
@@ -128,7 +129,7 @@ impl Replicas {
         }
     }
 
-    fn signal(&self, identity: &str, sig: &str, done: &str) -> Result<String, String> {
+    fn signal(&self, identity: &str, sig: Signal, done: &str) -> Result<String, String> {
         let mut inner = self.lock();
         let p = inner
             .procs
@@ -138,8 +139,8 @@ impl Replicas {
             .ok_or_else(|| format!("{identity} is not running"))?;
         send(p.child.id(), sig)?;
         match sig {
-            "-STOP" => p.paused = true,
-            "-CONT" => p.paused = false,
+            Signal::STOP => p.paused = true,
+            Signal::CONT => p.paused = false,
             _ => {
                 let _ = p.child.wait();
                 p.exited = true;
@@ -260,9 +261,9 @@ fn stop(p: &mut Proc) {
 
 /// SIGTERM (and SIGCONT to a paused process, which could not act on it).
 fn terminate(p: &Proc) {
-    let _ = send(p.child.id(), "-TERM");
+    let _ = send(p.child.id(), Signal::TERM);
     if p.paused {
-        let _ = send(p.child.id(), "-CONT");
+        let _ = send(p.child.id(), Signal::CONT);
     }
 }
 
@@ -279,18 +280,13 @@ fn reap(p: &mut Proc, deadline: Instant) {
     p.exited = true;
 }
 
-/// Sends `sig` to `pid` with kill(1).
-fn send(pid: u32, sig: &str) -> Result<(), String> {
-    let status = Command::new("kill")
-        .arg(sig)
-        .arg(pid.to_string())
-        .status()
-        .map_err(|e| format!("kill {sig} {pid}: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("kill {sig} {pid}: {status}"))
-    }
+/// Sends `sig` to `pid` (kill(2): no `kill` executable needed).
+fn send(pid: u32, sig: Signal) -> Result<(), String> {
+    let target = i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .ok_or_else(|| format!("kill {sig:?} {pid}: not a process id"))?;
+    kill_process(target, sig).map_err(|e| format!("kill {sig:?} {pid}: {e}"))
 }
 
 /// A free port on 127.0.0.1 (bound, then released for the child to bind).
