@@ -136,7 +136,8 @@ pub struct PlanArgs {
     pub all_warnings: bool,
 }
 
-/// How balanced placement weighs a cluster (`plan` and `run` alike).
+/// How balanced placement weighs a cluster (`plan`, `run` and `status --watch`'s LOAD
+/// column alike).
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoadArgs {
     /// Balanced placement: what owning a cluster costs beyond its apps, in apps (a

@@ -110,6 +110,7 @@ fn status_watch_prints_snapshots_to_a_pipe_with_unowned_clusters_first() {
         .arg(format!("sqlite://{}", db.display()))
         .arg("--fleet")
         .arg(&fleet)
+        .args(["--cluster-base-load", "1"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -138,13 +139,14 @@ fn status_watch_prints_snapshots_to_a_pipe_with_unowned_clusters_first() {
         );
         assert!(frame[at("c-b")].contains("bravo") && frame[at("c-b")].ends_with("vacant"));
         assert!(!text.contains("c-a") && !text.contains("c-c"), "{text}");
-        // Per shard: holder, lease, age, clusters, apps, load (charlie weighs 20).
+        // Per shard: holder, lease, age, clusters, apps, load (charlie weighs 20, alpha
+        // 1 + 3 apps, bravo 1 + 5).
         let shard0: Vec<&str> = frame[at("0 ")].split_whitespace().collect();
         assert_eq!(shard0[..3], ["0", "r0", "live"], "{text}");
         assert!(shard0[3].starts_with(">="), "held before the watch: {text}");
-        assert_eq!(shard0[4..], ["2", "10", "23"], "{text}");
+        assert_eq!(shard0[4..], ["2", "10", "24"], "{text}");
         let shard1: Vec<&str> = frame[at("1 ")].split_whitespace().collect();
-        assert_eq!(shard1, ["1", "-", "vacant", "-", "1", "5", "5"], "{text}");
+        assert_eq!(shard1, ["1", "-", "vacant", "-", "1", "5", "6"], "{text}");
         assert!(
             frame.last().unwrap().starts_with("3 clusters, 1 unowned"),
             "{text}"

@@ -66,6 +66,9 @@ pub struct StatusArgs {
         env = "FLEETSHARD_WATCH_INTERVAL"
     )]
     pub interval: Duration,
+    /// With --watch: how the LOAD column weighs a cluster, as the replicas do.
+    #[command(flatten)]
+    pub load: super::plan::LoadArgs,
     /// The protocol, and the argocd protocol's options (`status/argocd.rs`).
     #[command(flatten)]
     pub argocd: argocd::ArgoStatusArgs,

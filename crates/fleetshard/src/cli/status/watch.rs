@@ -14,6 +14,7 @@ use std::io::IsTerminal as _;
 
 use anyhow::Context as _;
 use fleetshard_core::Fleet;
+use fleetshard_core::placement::PlacementConfig;
 use fleetshard_replica::store::OpenMode;
 use tokio::time::Instant;
 
@@ -36,7 +37,7 @@ pub(super) fn run(args: &StatusArgs) -> anyhow::Result<()> {
     }
     let fleet = super::load_fleet(args)?;
     let names = super::names(fleet.as_ref());
-    let weights = Weights::of(fleet.as_ref());
+    let weights = Weights::of(fleet.as_ref(), args.load.cluster_base_load);
     let terminal = std::io::stdout().is_terminal();
     let store = args.store.open(OpenMode::ReadOnly)?;
     let snapshots = async {
@@ -71,8 +72,9 @@ pub(super) fn run(args: &StatusArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Each cluster's app count and load (its weight, or else its app count), from the
-/// fleet given with `--fleet`/`--clusters`; without one, the columns show `-`.
+/// Each cluster's app count and load (the load balanced placement gives it: its weight,
+/// or else `--cluster-base-load` plus its app count), from the fleet given with
+/// `--fleet`/`--clusters`; without one, the columns show `-`.
 #[derive(Debug, Default)]
 struct Weights {
     /// Cluster id → (apps, load); `None`: no fleet given.
@@ -80,11 +82,16 @@ struct Weights {
 }
 
 impl Weights {
-    fn of(fleet: Option<&Fleet>) -> Self {
+    fn of(fleet: Option<&Fleet>, cluster_base_load: u64) -> Self {
         let by_id = fleet.map(|f| {
+            let placement = PlacementConfig {
+                cluster_base_load,
+                ..PlacementConfig::default()
+            };
+            let loads = placement.loads(&f.clusters, &f.apps);
             f.clusters
                 .iter()
-                .zip(f.app_counts().into_iter().zip(f.loads()))
+                .zip(f.app_counts().into_iter().zip(loads))
                 .map(|(c, (apps, load))| (c.id.clone(), (apps, load)))
                 .collect()
         });
