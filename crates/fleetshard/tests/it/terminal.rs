@@ -8,19 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::support::replicas::fleetshard;
-use crate::support::store::ROOT;
+use crate::support::store::{ROOT, block_on};
 use fleetshard_coord::fenced::{AssignmentDoc, ShardRecord, assignment_key, shard_key};
 use fleetshard_coord::store::{Precondition, Store as _};
 use fleetshard_store_sqlite::SqliteStore;
-
-/// A small runtime for the test's own store writes.
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a current-thread runtime")
-        .block_on(f)
-}
 
 /// Reads `count` snapshots of `status --watch` from a pipe: each snapshot is a block of
 /// non-empty lines, snapshots separated by one blank line.

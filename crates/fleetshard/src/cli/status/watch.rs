@@ -43,15 +43,24 @@ pub(super) fn run(args: &StatusArgs) -> anyhow::Result<()> {
     let snapshots = async {
         let mut tenure = Tenure::default();
         for n in 0u64.. {
-            let report = super::observe(args, store.as_ref(), &names)
-                .await
-                .context("status --watch")?;
-            tenure.see(&report, Instant::now());
             let style = Style {
                 terminal,
                 interval: args.interval,
             };
-            let frame = frame(&report, &tenure, &weights, style, Instant::now());
+            let frame = match super::observe(args, store.as_ref(), &names).await {
+                Ok(report) => {
+                    tenure.see(&report, Instant::now());
+                    frame(&report, &tenure, &weights, style, Instant::now())
+                }
+                // The first read failing is a mistake to report (a wrong store, a
+                // missing file); a later one is shown and the next interval retries.
+                Err(e) if n == 0 => return Err(e.context("status --watch")),
+                Err(e) => format!(
+                    "{}\nerror: {e:#} (retrying every {:?})\n",
+                    store.describe(),
+                    args.interval
+                ),
+            };
             let text = match (terminal, n) {
                 (true, _) => format!("{CLEAR}{frame}"),
                 (false, 0) => frame,
