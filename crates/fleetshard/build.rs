@@ -11,7 +11,12 @@ fn main() {
         let text = text.trim();
         (out.status.success() && !text.is_empty()).then(|| text.to_owned())
     };
-    let commit = git(&["rev-parse", "--short", "HEAD"]);
+    // Only this crate's own repository: a source tarball unpacked inside some other git
+    // checkout must not take that checkout's commit (build.rs is tracked only in ours).
+    let ours = git(&["ls-files", "--full-name", "build.rs"]).is_some();
+    let commit = ours
+        .then(|| git(&["rev-parse", "--short", "HEAD"]))
+        .flatten();
     // Rebuild when HEAD moves: the HEAD file (a branch switch) and the branch's ref (a
     // commit), wherever this checkout keeps them (a worktree's are not under `.git/`).
     println!("cargo:rerun-if-changed=build.rs");
