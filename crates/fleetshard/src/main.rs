@@ -1,20 +1,22 @@
 //! `fleetshard`: one binary, many subcommands (see `fleetshard --help`).
 //!
-//! `main` only parses the command line, sets up logging and maps errors to an exit code;
+//! `main` only parses the command line, sets up logging and maps errors to an exit status (`cli/exit.rs`);
 //! each subcommand lives in its own module under `cli`.
 
 mod cli;
 
 use std::process::ExitCode;
 
+use cli::exit::Exit;
+
 fn main() -> ExitCode {
     let (cli, matches) = cli::parse();
     cli::logging::init(&cli.global);
     match cli::run(cli, &matches) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => Exit::Success.code(),
         Err(e) => {
             eprintln!("error: {}", one_line(&e));
-            ExitCode::FAILURE
+            Exit::Failure.code()
         }
     }
 }

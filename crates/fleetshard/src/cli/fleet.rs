@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::progress::Progress;
 use anyhow::{Context as _, bail};
 use clap::{Subcommand, ValueEnum};
 use fleetshard_core::{App, Destination, Fleet};
@@ -154,7 +155,13 @@ fn spec(args: &GenerateArgs) -> anyhow::Result<FleetSpec> {
 
 fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
     let spec = spec(args)?;
+    let progress = Progress::spinner(format!("generating {} clusters", args.clusters));
     let fleet = spec.try_generate().context("cannot generate that fleet")?;
+    progress.say(format!(
+        "writing {} clusters and {} apps",
+        fleet.clusters.len(),
+        fleet.apps.len()
+    ));
     tracing::info!(
         clusters = fleet.clusters.len(),
         apps = fleet.apps.len(),
@@ -196,7 +203,10 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
             };
             match target {
                 Some(path) => write(&path, &text),
-                None => super::print_stdout(&text),
+                None => {
+                    drop(progress); // cleared before stdout is written
+                    super::print_stdout(&text)
+                }
             }
         }
         FormatArg::Argocd => {

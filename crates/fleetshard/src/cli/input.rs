@@ -192,6 +192,7 @@ fn argo_cluster_list(
 
 /// Loads the fleet. Errors name the file, object and field (the loaders' messages).
 pub fn load(source: &FleetSource) -> anyhow::Result<LoadedFleet> {
+    let _progress = super::progress::Progress::spinner("reading the fleet");
     let mut out = LoadedFleet::default();
     let extra_apps = match source {
         FleetSource::Native { fleet, apps } => {

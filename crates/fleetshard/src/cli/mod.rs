@@ -7,16 +7,19 @@
 //! means the same thing (`ARGOCD_CONTROLLER_REPLICAS`, ...).
 
 pub mod apps;
+pub mod exit;
 pub mod fleet;
 pub mod input;
 pub mod logging;
 pub mod pin;
 pub mod plan;
+pub mod progress;
 pub mod protocol;
 pub mod repo_server;
 pub mod run;
 pub mod scale;
 pub mod shards;
+pub mod shell;
 pub mod simulate;
 pub mod status;
 pub mod store;
@@ -26,9 +29,18 @@ pub mod up;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
+/// What `--version` says: the version, the git commit built (`unknown` outside a git
+/// checkout) and the cargo features enabled (`build.rs`).
+pub const VERSION: &str = env!("FLEETSHARD_VERSION_TEXT");
+
 /// Spreads a GitOps application controller's clusters over many replicas.
 #[derive(Debug, Parser)]
-#[command(name = "fleetshard", version, propagate_version = true)]
+#[command(
+    name = "fleetshard",
+    version = VERSION,
+    propagate_version = true,
+    after_help = exit::HELP
+)]
 pub struct Cli {
     /// Options every command takes.
     #[command(flatten)]
@@ -99,15 +111,24 @@ pub enum Command {
     /// Everything on this machine: simulated clusters, a Git repository of demo apps,
     /// replicas on an SQLite store, and the live dashboard with controls on 127.0.0.1.
     Up(up::UpArgs),
+    /// Prints a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(shell::CompletionsArgs),
+    /// Prints the man page (roff), fleetshard's or a command's.
+    Man(shell::ManArgs),
 }
 
 /// Parses the process arguments. The raw matches are returned too: `plan` needs to know
 /// whether a value came from an environment variable (Argo CD's fallback rules differ).
 pub fn parse() -> (Cli, ArgMatches) {
-    let matches = Cli::command().get_matches();
-    match Cli::from_arg_matches(&matches) {
-        Ok(cli) => (cli, matches),
-        Err(e) => e.exit(),
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    match parsed {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(i32::from(exit::Exit::of_clap(&e) as u8))
+        }
     }
 }
 
@@ -127,6 +148,8 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Store(cmd) => store_cmd::run(cmd),
         Command::Pin(args) => pin::run(*args),
         Command::Up(args) => up::run(args),
+        Command::Completions(args) => shell::completions(&args),
+        Command::Man(args) => shell::man(&args),
     }
 }
 
@@ -186,11 +209,17 @@ pub fn runtime(kind: Runtime) -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// Prints to stdout; a closed pipe (`| head`) ends quietly instead of panicking.
 pub fn print_stdout(text: &str) -> anyhow::Result<()> {
+    write_stdout(text).map(|_| ())
+}
+
+/// [`print_stdout`], telling whether stdout is still open (false: the reader closed the
+/// pipe; a command that prints repeatedly stops).
+pub fn write_stdout(text: &str) -> anyhow::Result<bool> {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
         Err(e) => Err(anyhow::Error::new(e).context("writing to stdout")),
     }
 }

@@ -15,7 +15,8 @@ use fleetshard_plan::{
 };
 
 use super::input::{self, FleetArgs};
-use super::timing::{WallStopwatch, timed};
+use super::progress::Progress;
+use super::timing::{ProgressStopwatch, timed};
 
 /// Argo CD's variable for `--algorithm`: an unknown value falls back to legacy there.
 const ALGORITHM_ENV: &str = "ARGOCD_CONTROLLER_SHARDING_ALGORITHM";
@@ -106,7 +107,8 @@ pub struct PlanArgs {
     pub all_warnings: bool,
 }
 
-/// How balanced placement weighs a cluster (`plan` and `run` alike).
+/// How balanced placement weighs a cluster (`plan`, `run` and `status --watch`'s LOAD
+/// column alike).
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoadArgs {
     /// Balanced placement: what owning a cluster costs beyond its apps, in apps (a
@@ -251,7 +253,10 @@ pub fn run(args: PlanArgs, matches: &ArgMatches) -> anyhow::Result<()> {
         fleet: fleet.fleet,
         warnings,
     };
-    let mut report = build_report(&input, &options, &mut WallStopwatch)?;
+    let steps = options.algorithms.len() * options.replicas.len();
+    let progress = Progress::bar(steps as u64, "computing plans");
+    let mut report = build_report(&input, &options, &mut ProgressStopwatch(&progress))?;
+    drop(progress);
     report.set_load_ms(load_ms);
     log_summary(&report);
     emit(&report, &args)

@@ -14,12 +14,15 @@ pub fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
     (out, start.elapsed().as_secs_f64() * 1000.0)
 }
 
-/// A [`Stopwatch`] on the wall clock, through [`timed`].
-#[derive(Debug, Default)]
-pub struct WallStopwatch;
+/// A [`Stopwatch`] on the wall clock, through [`timed`], that also moves a progress bar
+/// one step per timed operation.
+#[derive(Debug)]
+pub struct ProgressStopwatch<'a>(pub &'a super::progress::Progress);
 
-impl Stopwatch for WallStopwatch {
+impl Stopwatch for ProgressStopwatch<'_> {
     fn time<T>(&mut self, f: impl FnOnce() -> T) -> (T, f64) {
-        timed(f)
+        let out = timed(f);
+        self.0.inc();
+        out
     }
 }

@@ -101,7 +101,8 @@ pub(super) enum ClusterState {
 }
 
 impl ClusterState {
-    fn text(self) -> &'static str {
+    /// How the table says it.
+    pub(super) fn text(self) -> &'static str {
         match self {
             ClusterState::Acting => "acting",
             ClusterState::Handover => "handover",

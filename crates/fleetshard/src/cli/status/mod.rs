@@ -7,6 +7,7 @@
 
 pub mod argocd;
 mod fenced;
+mod watch;
 
 use std::time::Duration;
 
@@ -14,7 +15,9 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use fleetshard_coord::fenced::FencedSnapshot;
 use fleetshard_coord::lease::LeaseTiming;
-use fleetshard_coord::store::Listing;
+use fleetshard_coord::store::{Listing, Store};
+use fleetshard_core::Fleet;
+use fleetshard_util::duration::parse_go_duration;
 
 use super::input;
 use super::print_stdout;
@@ -47,6 +50,25 @@ pub struct StatusArgs {
     /// unchanged that long is expired and its holder shown as gone.
     #[arg(long, value_name = "SECS", env = "FLEETSHARD_OBSERVE")]
     pub observe: Option<u64>,
+    /// Redraw a compact live table (per shard: holder, lease, lease age, clusters, apps,
+    /// load; unowned clusters first) every --interval until Ctrl-C. On a terminal the
+    /// screen is redrawn and unowned clusters are red; piped, one snapshot is printed per
+    /// interval, snapshots separated by a blank line. Fenced protocol only; table only.
+    #[arg(long, env = "FLEETSHARD_WATCH")]
+    pub watch: bool,
+    /// With --watch: the pause between two snapshots (each snapshot also watches the
+    /// leases, see --observe).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "2s",
+        value_parser = parse_go_duration,
+        env = "FLEETSHARD_WATCH_INTERVAL"
+    )]
+    pub interval: Duration,
+    /// With --watch: how the LOAD column weighs a cluster, as the replicas do.
+    #[command(flatten)]
+    pub load: super::plan::LoadArgs,
     /// The protocol, and the argocd protocol's options (`status/argocd.rs`).
     #[command(flatten)]
     pub argocd: argocd::ArgoStatusArgs,
@@ -55,7 +77,16 @@ pub struct StatusArgs {
 /// Prints the status.
 pub fn run(args: StatusArgs) -> anyhow::Result<()> {
     if argocd::selected(&args)? {
+        if args.watch {
+            anyhow::bail!(
+                "status --watch shows the fenced protocol's records; for the argocd \
+                 protocol's mapping run `fleetshard status --protocol argocd` repeatedly"
+            );
+        }
         return argocd::run(&args);
+    }
+    if args.watch {
+        return watch::run(&args);
     }
     let report = super::runtime(super::Runtime::OneShot)?.block_on(read(&args))?;
     let text = match args.output {
@@ -66,8 +97,17 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
 }
 
 async fn read(args: &StatusArgs) -> anyhow::Result<fenced::Report> {
-    let names = names(args)?;
+    let names = names(load_fleet(args)?.as_ref());
     let store = args.store.open(OpenMode::ReadOnly)?;
+    observe(args, store.as_ref(), &names).await
+}
+
+/// One report: the store's records read, with the leases watched as `--observe` says.
+async fn observe(
+    args: &StatusArgs,
+    store: &dyn Store,
+    names: &fenced::Names,
+) -> anyhow::Result<fenced::Report> {
     let root = args.store.root()?;
     let list = || async {
         store
@@ -93,7 +133,7 @@ async fn read(args: &StatusArgs) -> anyhow::Result<fenced::Report> {
         first: &first,
         full: watched >= lease,
     };
-    let mut report = fenced::build(root, args.shards, &w, &names);
+    let mut report = fenced::build(root, args.shards, &w, names);
     report.store = store.describe();
     report.observed_secs = watched.as_secs_f64();
     Ok(report)
@@ -129,19 +169,22 @@ fn all_renewed(root: &str, first: &Listing, now: &Listing) -> bool {
         .all(|k| version(now, &k) != version(first, &k))
 }
 
-/// Cluster names and servers by id, from the fleet given with `--fleet`/`--clusters`.
-fn names(args: &StatusArgs) -> anyhow::Result<fenced::Names> {
+/// The fleet given with `--fleet`/`--clusters`, if one is.
+fn load_fleet(args: &StatusArgs) -> anyhow::Result<Option<Fleet>> {
     let fleet = &args.argocd.fleet;
     if fleet.fleet.is_none() && fleet.clusters.is_none() {
-        return Ok(fenced::Names::new());
+        return Ok(None);
     }
-    let loaded = input::load(&fleet.source()?)?;
-    Ok(loaded
-        .fleet
-        .clusters
-        .into_iter()
-        .map(|c| (c.id, (c.name, c.server)))
-        .collect())
+    Ok(Some(input::load(&fleet.source()?)?.fleet))
+}
+
+/// Cluster names and servers by id (empty without a fleet).
+fn names(fleet: Option<&Fleet>) -> fenced::Names {
+    fleet
+        .iter()
+        .flat_map(|f| f.clusters.iter())
+        .map(|c| (c.id.clone(), (c.name.clone(), c.server.clone())))
+        .collect()
 }
 
 /// One line of the cluster table both protocols' `status` print.

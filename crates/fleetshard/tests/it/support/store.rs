@@ -124,8 +124,8 @@ impl StoreUnderTest {
     }
 }
 
-/// A small runtime for the harness's own store calls.
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+/// A small runtime for the harness's own store calls (and a test's).
+pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
