@@ -17,6 +17,10 @@ use super::{http, unix_ms, wait_for};
 /// Deadline of every wait for the fleet to settle (generous: a loaded 2-core CI machine).
 pub const SETTLE: Duration = Duration::from_secs(40);
 
+/// A graceful stop must not wait for any lease: it must hand over well before a lease
+/// could expire (the product target is ≤ 1 s; the figures measure it).
+pub const GRACEFUL_BOUND_MS: u64 = 1_000;
+
 /// The `fleetshard` binary under test, with a clean environment: no variable of ours or
 /// Argo CD's leaks in from the machine running the tests (each flag also reads one).
 pub fn fleetshard() -> Command {
@@ -191,6 +195,7 @@ impl Harness {
         let shards =
             (self.setup.shards_arg.clone()).unwrap_or_else(|| self.setup.shards.to_string());
         let child = fleetshard()
+            .envs(self.store.env())
             .args(["--log-level", "info", "run", "--identity", identity])
             .args(["--store", &self.store.url(), "--root", &self.store.root()])
             .args(["--shards", &shards])
@@ -285,10 +290,27 @@ impl Harness {
         st
     }
 
+    /// Whether a replica has exited (reaping it if so), without waiting.
+    pub fn exited(&mut self, i: usize) -> bool {
+        let r = &mut self.replicas[i];
+        let Some(child) = r.child.as_mut() else {
+            return r.exit.is_some() || r.killed_at.is_some();
+        };
+        match child.try_wait().expect("checking a replica") {
+            Some(st) => {
+                r.child = None;
+                r.exit = Some(st);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// `fleetshard scale N`: the desired shard count, followed by replicas started with
     /// `--shards stored`; the fleet is then expected to settle on `n` shards.
     pub fn scale(&mut self, n: u32) {
         let out = fleetshard()
+            .envs(self.store.env())
             .args(["scale", &n.to_string(), "--store", &self.store.url()])
             .args(["--root", &self.store.root()])
             .output()
@@ -320,6 +342,7 @@ impl Harness {
     /// `fleetshard status --output json`.
     pub fn status(&self) -> Result<Value, String> {
         let out = fleetshard()
+            .envs(self.store.env())
             .args(["status", "--output", "json", "--store", &self.store.url()])
             .args(["--root", &self.store.root()])
             .output()
@@ -456,6 +479,49 @@ impl Harness {
                     .ok_or_else(|| format!("pending {:?} of {}", t.pending(), t.clusters.len()))
             },
         )
+    }
+
+    /// (a) and (b) over the whole history: no overlap; no cluster unowned longer than
+    /// `bound` since `from` (when the fleet first settled).
+    pub fn check_history(&self, from: u64, bound: u64) -> History {
+        let hist = self.history();
+        hist.check_no_overlap()
+            .unwrap_or_else(|e| panic!("{}: {e}", self.store.name()));
+        let (gap, cluster, at) = hist.longest_gap(&self.clusters, from, unix_ms());
+        assert!(
+            gap <= bound,
+            "{}: cluster {cluster} had no owner for {gap} ms from {at} (bound {bound} ms)",
+            self.store.name()
+        );
+        hist
+    }
+
+    /// The structure of a graceful handover, beside its timing: the leaver's shard record
+    /// is still its own and marked released (the others took over through the release, not
+    /// through the lease's expiry), and every stop it logged after the signal is a
+    /// release, none dated at a lapse. Call after the leaver has exited.
+    pub fn check_released(&self, f: &Failure, shard: u32) {
+        let who = &self.replicas[f.replica].identity;
+        let name = self.store.name();
+        let status = self.status().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let row = status["shards"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["shard"] == shard))
+            .unwrap_or_else(|| panic!("{name}: no record of shard {shard}: {status}"));
+        assert!(
+            row["holder"] == who.as_str() && row["released"] == true,
+            "{name}: shard {shard} after {who} left gracefully: {row}"
+        );
+        let hist = self.history();
+        let lapsed: Vec<_> = hist
+            .intervals
+            .iter()
+            .filter(|iv| iv.source == f.replica && iv.lapsed)
+            .collect();
+        assert!(
+            lapsed.is_empty(),
+            "{name}: {who} lost clusters to its lease instead of releasing them: {lapsed:?}"
+        );
     }
 
     /// The store-wide revision (writes so far) in this scenario's store.

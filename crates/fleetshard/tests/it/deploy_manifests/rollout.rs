@@ -1,0 +1,277 @@
+//! The fenced overlay's Deployment driven as Kubernetes drives it, with replicas as
+//! `fleetshard run` processes over the fake API server: the test applies the rendered
+//! Deployment (its spec.replicas is the shard count, `FLEETSHARD_SHARDS` as the overlay sets
+//! it, the store in its own namespace as the overlay's) and plays the Deployment controller
+//! (`DeploymentController`): pods with random names, created and SIGTERMed to follow
+//! spec.replicas, and a rolling update governed by the manifest's own maxSurge and
+//! maxUnavailable, which waits for a new pod's readiness (`/readyz`) before it stops an old
+//! one. Scaling is an edit of spec.replicas (`kubectl scale`, an HPA); nothing restarts.
+//!
+//! Asserted over every process's audit log: no two owners of a cluster at any instant; no
+//! cluster unowned longer than a graceful handover's bound once the fleet settled; every
+//! stopped pod released its clusters (none lapsed) and exited cleanly; and in the rolling
+//! update, every cluster changed hands exactly once, old pod to new pod.
+
+use std::collections::BTreeMap;
+
+use fleetshard_testsupport::kube_api::FakeApiServer;
+use fleetshard_util::rng::SplitMix64;
+use serde_json::{Value, json};
+
+use super::{container, env_value, rendered, workload};
+use crate::support::replicas::{GRACEFUL_BOUND_MS, Harness, SETTLE, Setup};
+use crate::support::store::StoreUnderTest;
+use crate::support::{unix_ms, wait_for};
+
+/// One pod of the Deployment: a replica process and the template revision it runs.
+struct Pod {
+    replica: usize,
+    template: u64,
+    terminating: bool,
+}
+
+/// A Deployment controller (with its ReplicaSets) reduced to what a rollout of fleetshard
+/// exercises: it reads spec.replicas from the API server, creates pods with random names
+/// (each a `fleetshard run` process named after its pod, as the downward API names it),
+/// SIGTERMs the newest pods on a scale-down (the ReplicaSet's preference among ready
+/// pods), and on a new template replaces old pods within maxSurge and maxUnavailable,
+/// counting a pod available once it is ready.
+struct DeploymentController {
+    h: Harness,
+    namespace: String,
+    name: String,
+    max_surge: usize,
+    max_unavailable: usize,
+    template: u64,
+    pods: Vec<Pod>,
+    rng: SplitMix64,
+}
+
+impl DeploymentController {
+    fn server(&self) -> &FakeApiServer {
+        match &self.h.store {
+            StoreUnderTest::Kube(k) => &k.server,
+            _ => unreachable!("the Deployment lives in the fake API server"),
+        }
+    }
+
+    fn spec_replicas(&self) -> usize {
+        let d = self
+            .server()
+            .get("apps/v1", "Deployment", &self.namespace, &self.name)
+            .expect("the Deployment");
+        d["spec"]["replicas"].as_u64().expect("spec.replicas") as usize
+    }
+
+    /// `kubectl scale deployment/NAME --replicas n`.
+    fn scale(&mut self, n: u32) {
+        self.server()
+            .modify("apps/v1", "Deployment", &self.namespace, &self.name, |d| {
+                d["spec"]["replicas"] = json!(n);
+            })
+            .expect("scaling the Deployment");
+        self.h.setup.shards = n;
+    }
+
+    /// A change of the pod template (a new image): a rolling update.
+    fn new_template(&mut self) {
+        self.template += 1;
+        let image = format!("fleetshard:{}", self.template);
+        self.server()
+            .modify("apps/v1", "Deployment", &self.namespace, &self.name, |d| {
+                d["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
+            })
+            .expect("updating the pod template");
+    }
+
+    fn create_pod(&mut self) {
+        // NAME-<template hash>-<5 random characters>, as a ReplicaSet names its pods.
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let hash = fleetshard_util::rng::mix64(self.template) as u32;
+        let suffix: String = (0..5)
+            .map(|_| ALPHABET[self.rng.index(ALPHABET.len())] as char)
+            .collect();
+        let replica = self.h.start(&format!("{}-{hash:08x}-{suffix}", self.name));
+        self.pods.push(Pod {
+            replica,
+            template: self.template,
+            terminating: false,
+        });
+    }
+
+    fn terminate(&mut self, pod: usize) {
+        self.h.term(self.pods[pod].replica);
+        self.pods[pod].terminating = true;
+    }
+
+    /// One pass of the controllers; `Ok` once the rollout is complete: spec.replicas pods
+    /// of the current template, all ready, and every stopped pod exited.
+    fn sync(&mut self) -> Result<(), String> {
+        let terminating: Vec<usize> = (0..self.pods.len())
+            .filter(|&i| self.pods[i].terminating)
+            .collect();
+        // Reaped here; the exit statuses are checked at the end.
+        let mut still_running = 0;
+        for i in terminating {
+            if !self.h.exited(self.pods[i].replica) {
+                still_running += 1;
+            }
+        }
+        let n = self.spec_replicas();
+        let running: Vec<usize> = (0..self.pods.len())
+            .filter(|&i| !self.pods[i].terminating)
+            .collect();
+        let (new, old): (Vec<usize>, Vec<usize>) = running
+            .iter()
+            .copied()
+            .partition(|&i| self.pods[i].template == self.template);
+        let pods_before = (
+            self.pods.len(),
+            self.pods.iter().filter(|p| p.terminating).count(),
+        );
+        if old.is_empty() {
+            for _ in new.len()..n {
+                self.create_pod();
+            }
+            // The ReplicaSet stops the newest pods first.
+            for &i in new.iter().rev().take(new.len().saturating_sub(n)) {
+                self.terminate(i);
+            }
+        } else {
+            let room = (n + self.max_surge).saturating_sub(running.len());
+            for _ in 0..room.min(n.saturating_sub(new.len())) {
+                self.create_pod();
+            }
+            let ready = running
+                .iter()
+                .filter(|&&i| self.h.ready(self.pods[i].replica))
+                .count();
+            let removable = ready.saturating_sub(n.saturating_sub(self.max_unavailable));
+            for &i in old.iter().take(removable) {
+                self.terminate(i);
+            }
+        }
+        let current: Vec<usize> = (0..self.pods.len())
+            .filter(|&i| !self.pods[i].terminating && self.pods[i].template == self.template)
+            .collect();
+        let ready = current
+            .iter()
+            .filter(|&&i| self.h.ready(self.pods[i].replica))
+            .count();
+        let old_left = running.len() - new.len();
+        let acted = pods_before
+            != (
+                self.pods.len(),
+                self.pods.iter().filter(|p| p.terminating).count(),
+            );
+        if !acted && current.len() == n && ready == n && old_left == 0 && still_running == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{ready} of {n} ready, {} current, {old_left} old, {still_running} stopping",
+                current.len()
+            ))
+        }
+    }
+
+    /// Runs the controller until the rollout is complete, then waits for the fleet to
+    /// settle; returns when it settled.
+    fn converge(&mut self, what: &str) -> u64 {
+        wait_for(&format!("the Deployment: {what}"), SETTLE * 2, || {
+            self.sync()
+        });
+        self.h.wait_settled(what)
+    }
+}
+
+/// The overlay's Deployment, its pods' `FLEETSHARD_SHARDS` (expanded as the kubelet
+/// would), and the store URL's namespace.
+fn fenced_overlay() -> (Value, String, String) {
+    let objects = rendered("fenced");
+    let deploy = workload(&objects).clone();
+    let namespace = deploy["metadata"]["namespace"].as_str().unwrap().to_owned();
+    let c = container(&objects);
+    let shards = env_value(c, "FLEETSHARD_SHARDS")
+        .unwrap()
+        .replace("$(POD_NAMESPACE)", &namespace);
+    let store = env_value(c, "FLEETSHARD_STORE").unwrap();
+    let store_ns = store.strip_prefix("kubernetes://").unwrap().to_owned();
+    (deploy, shards, store_ns)
+}
+
+#[test]
+fn fenced_deployment_scales_3_5_2_and_rolls_every_pod_with_one_handover_each() {
+    let (deploy, shards, store_ns) = fenced_overlay();
+    let namespace = deploy["metadata"]["namespace"].as_str().unwrap().to_owned();
+    let name = deploy["metadata"]["name"].as_str().unwrap().to_owned();
+    let update = &deploy["spec"]["strategy"]["rollingUpdate"];
+    let (max_surge, max_unavailable) = (
+        update["maxSurge"].as_u64().unwrap() as usize,
+        update["maxUnavailable"].as_u64().unwrap() as usize,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = StoreUnderTest::kube(dir.path(), &store_ns, &[&namespace]);
+    let StoreUnderTest::Kube(k) = &store else {
+        unreachable!()
+    };
+    let mut applied = deploy.clone();
+    applied["spec"]["replicas"] = json!(3);
+    k.server.insert(applied).unwrap();
+    let setup = Setup {
+        shards: 3,
+        shards_arg: Some(shards),
+        clusters: 20,
+        ..Setup::default()
+    };
+    let mut d = DeploymentController {
+        h: Harness::new(dir, store, setup),
+        namespace,
+        name,
+        max_surge,
+        max_unavailable,
+        template: 1,
+        pods: Vec::new(),
+        rng: SplitMix64::new(14),
+    };
+    let settled = d.converge("3 pods");
+    d.scale(5);
+    d.converge("scaled to 5");
+    d.scale(2);
+    d.converge("scaled to 2");
+    d.scale(3);
+    d.converge("scaled to 3");
+    let before: Vec<usize> = d.pods.iter().map(|p| p.replica).collect();
+    let roll = unix_ms();
+    d.new_template();
+    d.converge("rolled every pod");
+    let hist = d.h.check_history(settled, GRACEFUL_BOUND_MS);
+    for r in &d.h.replicas {
+        if let Some(exit) = r.exit {
+            assert!(exit.success(), "{}: exit after SIGTERM: {exit}", r.identity);
+        }
+    }
+    let lapsed: Vec<_> = hist.intervals.iter().filter(|iv| iv.lapsed).collect();
+    assert!(lapsed.is_empty(), "clusters lost to a lease: {lapsed:?}");
+    // The rolling update: each cluster acquired once after it began, by a new pod.
+    let mut moves: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for iv in hist.intervals.iter().filter(|iv| iv.start >= roll) {
+        let who = &hist.sources[iv.source];
+        assert!(
+            !before.contains(&iv.source),
+            "{} acquired by {}, an old pod, during the rollout",
+            iv.cluster,
+            who.name
+        );
+        moves.entry(&iv.cluster).or_default().push(&who.name);
+    }
+    for c in &d.h.clusters {
+        assert_eq!(
+            moves.get(c.as_str()).map_or(0, Vec::len),
+            1,
+            "cluster {c} during the rollout: {:?}",
+            moves.get(c.as_str())
+        );
+    }
+    let identities: Vec<&str> = d.h.replicas.iter().map(|r| r.identity.as_str()).collect();
+    eprintln!("pods: {identities:?}");
+}
