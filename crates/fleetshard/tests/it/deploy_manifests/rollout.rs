@@ -1,7 +1,7 @@
-//! The fenced overlay's Deployment driven as Kubernetes drives it, with replicas as
+//! Each overlay's Deployment driven as Kubernetes drives it, with replicas as
 //! `fleetshard run` processes over the fake API server: the test applies the rendered
-//! Deployment (its spec.replicas is the shard count, `FLEETSHARD_SHARDS` as the overlay sets
-//! it, the store in its own namespace as the overlay's) and plays the Deployment controller
+//! Deployment (its spec.replicas is the shard count; `FLEETSHARD_SHARDS`, Argo CD's
+//! variables and the store's namespace as the overlay sets them) and plays the Deployment controller
 //! (`DeploymentController`): pods with random names, created and SIGTERMed to follow
 //! spec.replicas, and a rolling update governed by the manifest's own maxSurge and
 //! maxUnavailable, which waits for a new pod's readiness (`/readyz`) before it stops an old
@@ -45,6 +45,8 @@ struct DeploymentController {
     template: u64,
     pods: Vec<Pod>,
     rng: SplitMix64,
+    /// Argo CD's protocol (the argocd overlay), else fenced.
+    argocd: bool,
 }
 
 impl DeploymentController {
@@ -180,58 +182,114 @@ impl DeploymentController {
         wait_for(&format!("the Deployment: {what}"), SETTLE * 2, || {
             self.sync()
         });
-        self.h.wait_settled(what)
+        if !self.argocd {
+            return self.h.wait_settled(what);
+        }
+        wait_for(&format!("the fleet to settle ({what})"), SETTLE, || {
+            argocd_settled(&self.h)
+        });
+        unix_ms()
     }
 }
 
+/// Argo CD's protocol has no committed assignment to compare with: settled when every
+/// live replica is ready, every cluster is owned by exactly one live replica (audit logs),
+/// and as many shards are held as live replicas allow.
+fn argocd_settled(h: &Harness) -> Result<(), String> {
+    let live = h.live();
+    if let Some(&i) = live.iter().find(|&&i| !h.ready(i)) {
+        return Err(format!("{} not ready", h.replicas[i].identity));
+    }
+    let live_ids: Vec<&str> = live
+        .iter()
+        .map(|&i| h.replicas[i].identity.as_str())
+        .collect();
+    let owners = h.history().current_owners();
+    for c in &h.clusters {
+        match owners.get(c).map(Vec::as_slice) {
+            Some([one]) if live_ids.contains(&one.as_str()) => {}
+            other => return Err(format!("cluster {c} owned by {other:?}")),
+        }
+    }
+    let holders = live.iter().filter(|&&i| h.shard_of(i).is_some()).count();
+    let want = live.len().min(h.setup.shards as usize);
+    if holders != want {
+        return Err(format!("{holders} of {want} shards held"));
+    }
+    Ok(())
+}
+
 /// The overlay's Deployment, its pods' `FLEETSHARD_SHARDS` (expanded as the kubelet
-/// would), and the store URL's namespace.
-fn fenced_overlay() -> (Value, String, String) {
-    let objects = rendered("fenced");
+/// would), the store URL's namespace, and its Argo CD variables.
+fn overlay(name: &str) -> (Value, String, String, Vec<(String, String)>) {
+    let objects = rendered(name);
     let deploy = workload(&objects).clone();
     let namespace = deploy["metadata"]["namespace"].as_str().unwrap().to_owned();
     let c = container(&objects);
-    let shards = env_value(c, "FLEETSHARD_SHARDS")
-        .unwrap()
-        .replace("$(POD_NAMESPACE)", &namespace);
-    let store = env_value(c, "FLEETSHARD_STORE").unwrap();
+    let expand = |v: String| v.replace("$(POD_NAMESPACE)", &namespace);
+    let shards = expand(env_value(c, "FLEETSHARD_SHARDS").unwrap());
+    let store = expand(env_value(c, "FLEETSHARD_STORE").unwrap());
     let store_ns = store.strip_prefix("kubernetes://").unwrap().to_owned();
-    (deploy, shards, store_ns)
+    let argo: Vec<(String, String)> = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e["name"].as_str()?.to_owned(),
+                e["value"].as_str()?.to_owned(),
+            ))
+        })
+        .filter(|(k, _)| k.starts_with("ARGOCD_"))
+        .collect();
+    (deploy, shards, store_ns, argo)
 }
 
-#[test]
-fn fenced_deployment_scales_3_5_2_and_rolls_every_pod_with_one_handover_each() {
-    let (deploy, shards, store_ns) = fenced_overlay();
+/// The scenario of the module docs over the overlay `name`.
+fn scale_and_roll(name: &str) {
+    let argocd = name == "argocd";
+    let (deploy, shards, store_ns, argo_env) = overlay(name);
     let namespace = deploy["metadata"]["namespace"].as_str().unwrap().to_owned();
-    let name = deploy["metadata"]["name"].as_str().unwrap().to_owned();
+    let deployment = deploy["metadata"]["name"].as_str().unwrap().to_owned();
     let update = &deploy["spec"]["strategy"]["rollingUpdate"];
     let (max_surge, max_unavailable) = (
         update["maxSurge"].as_u64().unwrap() as usize,
         update["maxUnavailable"].as_u64().unwrap() as usize,
     );
     let dir = tempfile::tempdir().unwrap();
-    let store = StoreUnderTest::kube(dir.path(), &store_ns, &[&namespace]);
+    let others: Vec<&str> = [namespace.as_str()]
+        .into_iter()
+        .filter(|ns| *ns != store_ns)
+        .collect();
+    let store = StoreUnderTest::kube(dir.path(), &store_ns, &others);
     let StoreUnderTest::Kube(k) = &store else {
         unreachable!()
     };
     let mut applied = deploy.clone();
     applied["spec"]["replicas"] = json!(3);
     k.server.insert(applied).unwrap();
-    let setup = Setup {
+    let mut setup = Setup {
         shards: 3,
         shards_arg: Some(shards),
         clusters: 20,
+        env: argo_env,
         ..Setup::default()
     };
+    if argocd {
+        // Argo CD's protocol (the overlay's ARGOCD_ENABLE_DYNAMIC_CLUSTER_DISTRIBUTION);
+        // test only: a 200 ms heartbeat instead of Argo CD's 10 s minimum.
+        setup.args = ["--heartbeat-ms", "200"].map(str::to_owned).to_vec();
+    }
     let mut d = DeploymentController {
         h: Harness::new(dir, store, setup),
         namespace,
-        name,
+        name: deployment,
         max_surge,
         max_unavailable,
         template: 1,
         pods: Vec::new(),
         rng: SplitMix64::new(14),
+        argocd,
     };
     let settled = d.converge("3 pods");
     d.scale(5);
@@ -244,7 +302,26 @@ fn fenced_deployment_scales_3_5_2_and_rolls_every_pod_with_one_handover_each() {
     let roll = unix_ms();
     d.new_template();
     d.converge("rolled every pod");
-    let hist = d.h.check_history(settled, GRACEFUL_BOUND_MS);
+    // Fenced: no gap over a graceful handover's bound at any point, scaling included (the
+    // distributor gives clusters only to shards with a holder). Argo CD's protocol
+    // redistributes as soon as the count changes, so on a scale-up the clusters of the
+    // new shards wait for the new pods to start (docs/deploying.md): bounded here over
+    // the rolling update only, and the scaling gap reported.
+    let hist = if argocd {
+        let hist = d.h.history();
+        hist.check_no_overlap()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (scaling, c, _) = hist.longest_gap(&d.h.clusters, settled, roll);
+        let (rolling, c2, at) = hist.longest_gap(&d.h.clusters, roll, unix_ms());
+        assert!(
+            rolling <= GRACEFUL_BOUND_MS,
+            "{name}: cluster {c2} had no owner for {rolling} ms from {at} in the rollout"
+        );
+        eprintln!("{name}: longest gap while scaling {scaling} ms ({c}), rolling {rolling} ms");
+        hist
+    } else {
+        d.h.check_history(settled, GRACEFUL_BOUND_MS)
+    };
     for r in &d.h.replicas {
         if let Some(exit) = r.exit {
             assert!(exit.success(), "{}: exit after SIGTERM: {exit}", r.identity);
@@ -258,7 +335,7 @@ fn fenced_deployment_scales_3_5_2_and_rolls_every_pod_with_one_handover_each() {
         let who = &hist.sources[iv.source];
         assert!(
             !before.contains(&iv.source),
-            "{} acquired by {}, an old pod, during the rollout",
+            "{name}: {} acquired by {}, an old pod, during the rollout",
             iv.cluster,
             who.name
         );
@@ -268,10 +345,20 @@ fn fenced_deployment_scales_3_5_2_and_rolls_every_pod_with_one_handover_each() {
         assert_eq!(
             moves.get(c.as_str()).map_or(0, Vec::len),
             1,
-            "cluster {c} during the rollout: {:?}",
+            "{name}: cluster {c} during the rollout: {:?}",
             moves.get(c.as_str())
         );
     }
     let identities: Vec<&str> = d.h.replicas.iter().map(|r| r.identity.as_str()).collect();
-    eprintln!("pods: {identities:?}");
+    eprintln!("{name}: pods {identities:?}");
+}
+
+#[test]
+fn fenced_deployment_scales_3_5_2_and_rolls_every_pod_with_one_handover_each() {
+    scale_and_roll("fenced");
+}
+
+#[test]
+fn argocd_deployment_scales_3_5_2_and_rolls_every_pod_with_one_handover_each() {
+    scale_and_roll("argocd");
 }

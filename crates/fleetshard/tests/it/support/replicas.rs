@@ -73,6 +73,10 @@ pub struct Setup {
     pub clusters: usize,
     /// `--grace-ms`.
     pub grace_ms: u64,
+    /// More arguments of `run` (another protocol's).
+    pub args: Vec<String>,
+    /// More environment of `run` (Argo CD's variables).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for Setup {
@@ -82,6 +86,8 @@ impl Default for Setup {
             shards_arg: None,
             clusters: 20,
             grace_ms: 500,
+            args: Vec::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -206,6 +212,8 @@ impl Harness {
             .arg(format!("127.0.0.1:{port}"))
             .arg("--audit-log")
             .arg(&audit)
+            .args(&self.setup.args)
+            .envs(self.setup.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("creating the replica's log"))
