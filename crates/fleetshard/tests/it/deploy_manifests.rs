@@ -282,36 +282,25 @@ fn the_shard_count_is_the_deployments_own_and_a_rollout_surges_one() {
             );
         }
         let rules = granted(&objects);
+        let req = |verb, name: &str| RequestInfo {
+            verb: Some(verb),
+            group: "apps".into(),
+            resource: "deployments".into(),
+            name: Some(name.into()),
+            namespace: Some(ns.clone()),
+            ..RequestInfo::default()
+        };
         for verb in [Verb::Get, Verb::List, Verb::Watch] {
-            let req = |name: &str| RequestInfo {
-                verb: Some(verb),
-                group: "apps".into(),
-                resource: "deployments".into(),
-                name: Some(name.into()),
-                namespace: Some(ns.clone()),
-                ..RequestInfo::default()
-            };
-            assert!(
-                allows(&rules, &req(&name)),
-                "{overlay}: {verb:?} {ns}/{name}"
-            );
-            assert!(
-                !allows(&rules, &req("argocd-server")),
-                "{overlay}: {verb:?}"
-            );
+            let own = allows(&rules, &req(verb, &name));
+            assert!(own, "{overlay}: {verb:?} {ns}/{name}");
+            let other = allows(&rules, &req(verb, "argocd-server"));
+            assert!(!other, "{overlay}: {verb:?} argocd-server");
         }
-        for verb in [Verb::Update, Verb::Patch] {
-            let req = RequestInfo {
-                verb: Some(verb),
-                group: "apps".into(),
-                resource: "deployments".into(),
-                name: Some(name.clone()),
-                namespace: Some(ns.clone()),
-                ..RequestInfo::default()
-            };
+        for verb in [Verb::Update, Verb::Patch, Verb::Delete] {
+            let write = allows(&rules, &req(verb, &name));
             assert!(
-                !allows(&rules, &req),
-                "{overlay}: the replicas may {verb:?}"
+                !write,
+                "{overlay}: the replicas may {verb:?} their Deployment"
             );
         }
         let update = &deploy["spec"]["strategy"];

@@ -185,38 +185,12 @@ impl DeploymentController {
         if !self.argocd {
             return self.h.wait_settled(what);
         }
+        // Argo CD's protocol has no committed assignment to compare with.
         wait_for(&format!("the fleet to settle ({what})"), SETTLE, || {
-            argocd_settled(&self.h)
+            self.h.audit_settled().map(|_| ())
         });
         unix_ms()
     }
-}
-
-/// Argo CD's protocol has no committed assignment to compare with: settled when every
-/// live replica is ready, every cluster is owned by exactly one live replica (audit logs),
-/// and as many shards are held as live replicas allow.
-fn argocd_settled(h: &Harness) -> Result<(), String> {
-    let live = h.live();
-    if let Some(&i) = live.iter().find(|&&i| !h.ready(i)) {
-        return Err(format!("{} not ready", h.replicas[i].identity));
-    }
-    let live_ids: Vec<&str> = live
-        .iter()
-        .map(|&i| h.replicas[i].identity.as_str())
-        .collect();
-    let owners = h.history().current_owners();
-    for c in &h.clusters {
-        match owners.get(c).map(Vec::as_slice) {
-            Some([one]) if live_ids.contains(&one.as_str()) => {}
-            other => return Err(format!("cluster {c} owned by {other:?}")),
-        }
-    }
-    let holders = live.iter().filter(|&&i| h.shard_of(i).is_some()).count();
-    let want = live.len().min(h.setup.shards as usize);
-    if holders != want {
-        return Err(format!("{holders} of {want} shards held"));
-    }
-    Ok(())
 }
 
 /// The overlay's Deployment, its pods' `FLEETSHARD_SHARDS` (expanded as the kubelet

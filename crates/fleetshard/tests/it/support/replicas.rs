@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::audit::{History, Source, read_log};
+use super::audit::{History, Owners, Source, read_log};
 use super::store::StoreUnderTest;
 use super::{http, unix_ms, wait_for};
 
@@ -393,12 +393,51 @@ impl Harness {
         http::get(self.replicas[i].port, "/readyz").is_some_and(|(c, _)| c == 200)
     }
 
-    /// Why the fleet is not settled, or Ok: every live replica ready; every cluster owned by
-    /// exactly one live replica (audit logs) and by the owner `status` names; every replica
-    /// holding a shard owns a cluster; as many shards held as live replicas allow; the
-    /// committed assignment is for the expected shard count; and when every shard is held,
-    /// no cluster displaced from its home.
+    /// Why the fleet is not settled, or Ok: [`Harness::audit_settled`]; every replica
+    /// holding a shard owns a cluster; every cluster owned by the owner `status` names; the
+    /// committed assignment is for the expected shard count; and when every shard is
+    /// held, no cluster displaced from its home.
     pub fn settled(&self) -> Result<(), String> {
+        let (owners, holders) = self.audit_settled()?;
+        for &i in &holders {
+            let id = &self.replicas[i].identity;
+            if !owners.values().any(|o| o[0] == *id) {
+                return Err(format!("{id} holds a shard and no cluster"));
+            }
+        }
+        let status = self.status()?;
+        if status["unowned"] != serde_json::json!([]) {
+            return Err(format!("status: unowned {}", status["unowned"]));
+        }
+        for row in status["clusters"].as_array().ok_or("status: no clusters")? {
+            let id = row["id"].as_str().unwrap_or_default();
+            let said = row["owner"].as_str();
+            if owners.get(id).map(|o| o[0].as_str()) != said {
+                return Err(format!(
+                    "status says {id} is {said:?}'s, audit {:?}",
+                    owners.get(id)
+                ));
+            }
+        }
+        let (_, doc) = self.store.read_root()?;
+        let doc = doc.ok_or("no assignment committed")?;
+        if doc.shards != self.setup.shards {
+            return Err(format!(
+                "assignment for {} shards, want {}",
+                doc.shards, self.setup.shards
+            ));
+        }
+        if holders.len() == self.setup.shards as usize && !doc.homes.is_empty() {
+            return Err(format!("{} clusters still away from home", doc.homes.len()));
+        }
+        Ok(())
+    }
+
+    /// Why the fleet is not settled by the replicas' own account (whatever the protocol),
+    /// or the owners of the clusters and the replicas holding shards: every live replica
+    /// ready; every cluster owned by exactly one live replica (audit logs); as many shards
+    /// held as live replicas allow. Panics on a replica that exited on its own.
+    pub fn audit_settled(&self) -> Result<(Owners, Vec<usize>), String> {
         let live = self.live();
         for &i in &live {
             if self.zombie(i) {
@@ -432,38 +471,7 @@ impl Harness {
         if holders.len() != want {
             return Err(format!("{} of {want} shards held", holders.len()));
         }
-        for &i in &holders {
-            let id = &self.replicas[i].identity;
-            if !owners.values().any(|o| o[0] == *id) {
-                return Err(format!("{id} holds a shard and no cluster"));
-            }
-        }
-        let status = self.status()?;
-        if status["unowned"] != serde_json::json!([]) {
-            return Err(format!("status: unowned {}", status["unowned"]));
-        }
-        for row in status["clusters"].as_array().ok_or("status: no clusters")? {
-            let id = row["id"].as_str().unwrap_or_default();
-            let said = row["owner"].as_str();
-            if owners.get(id).map(|o| o[0].as_str()) != said {
-                return Err(format!(
-                    "status says {id} is {said:?}'s, audit {:?}",
-                    owners.get(id)
-                ));
-            }
-        }
-        let (_, doc) = self.store.read_root()?;
-        let doc = doc.ok_or("no assignment committed")?;
-        if doc.shards != self.setup.shards {
-            return Err(format!(
-                "assignment for {} shards, want {}",
-                doc.shards, self.setup.shards
-            ));
-        }
-        if holders.len() == self.setup.shards as usize && !doc.homes.is_empty() {
-            return Err(format!("{} clusters still away from home", doc.homes.len()));
-        }
-        Ok(())
+        Ok((owners, holders))
     }
 
     /// Waits until [`Harness::settled`].
