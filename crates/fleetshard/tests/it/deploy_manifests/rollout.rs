@@ -10,18 +10,102 @@
 //! Asserted over every process's audit log: no two owners of a cluster at any instant; no
 //! cluster unowned longer than a graceful handover's bound once the fleet settled; every
 //! stopped pod released its clusters (none lapsed) and exited cleanly; and in the rolling
-//! update, every cluster changed hands exactly once, old pod to new pod.
+//! update, every cluster changed hands exactly once, old pod to new pod. And, statically,
+//! what that relies on: the shard count is the Deployment's own, readable through its
+//! Role, and the strategy surges one pod with none unavailable.
 
 use std::collections::BTreeMap;
 
-use fleetshard_testsupport::kube_api::FakeApiServer;
+use fleetshard_coord::argocd::ENV_REPLICAS;
+use fleetshard_replica::deployment::ARGOCD_CONTROLLER_NAME_ENV;
+use fleetshard_testsupport::kube_api::{FakeApiServer, RequestInfo, Verb};
 use fleetshard_util::rng::SplitMix64;
 use serde_json::{Value, json};
 
-use super::{container, env_value, rendered, workload};
+use super::rbac::{allows, granted};
+use super::{OVERLAYS, container, env_value, rendered, workload};
 use crate::support::replicas::{GRACEFUL_BOUND_MS, Harness, SETTLE, Setup};
 use crate::support::store::StoreUnderTest;
 use crate::support::{unix_ms, wait_for};
+
+/// The shard count is the Deployment's own `spec.replicas` (`FLEETSHARD_SHARDS=deployment…`,
+/// the name from `ARGOCD_APPLICATION_CONTROLLER_NAME` when not given, the namespace the
+/// store's when not given), read through a Role that allows exactly that; a rolling update
+/// surges one pod and stops none before its replacement is ready (deploy/base/
+/// deployment.yaml says why: each shard handed over once).
+#[test]
+fn the_shard_count_is_the_deployments_own_and_a_rollout_surges_one() {
+    for overlay in OVERLAYS {
+        let objects = rendered(overlay);
+        let deploy = workload(&objects);
+        let namespace = deploy["metadata"]["namespace"].as_str().unwrap();
+        let c = container(&objects);
+        let expand = |v: String| v.replace("$(POD_NAMESPACE)", namespace);
+        let shards = env_value(c, "FLEETSHARD_SHARDS").map(expand);
+        let shards = shards.unwrap_or_else(|| panic!("{overlay}: no FLEETSHARD_SHARDS"));
+        let rest = shards
+            .strip_prefix("deployment")
+            .unwrap_or_else(|| panic!("{overlay}: FLEETSHARD_SHARDS={shards}"));
+        let rest = rest.strip_prefix(':').unwrap_or(rest);
+        let (ns, name) = match rest.split_once('/') {
+            Some((ns, name)) => (ns.to_owned(), name.to_owned()),
+            None => {
+                let store = env_value(c, "FLEETSHARD_STORE").map(expand).unwrap();
+                let store_ns = store.strip_prefix("kubernetes://").unwrap().to_owned();
+                let name = match rest {
+                    "" => env_value(c, ARGOCD_CONTROLLER_NAME_ENV)
+                        .unwrap_or_else(|| "argocd-application-controller".into()),
+                    n => n.to_owned(),
+                };
+                (store_ns, name)
+            }
+        };
+        assert_eq!(
+            (ns.as_str(), name.as_str()),
+            (namespace, deploy["metadata"]["name"].as_str().unwrap()),
+            "{overlay}: FLEETSHARD_SHARDS={shards} is not the replicas' own Deployment"
+        );
+        // Argo CD's way in its mode: the name from Argo CD's variable.
+        if *overlay == "argocd" {
+            assert_eq!(shards, "deployment", "{overlay}");
+            assert_eq!(
+                env_value(c, ENV_REPLICAS),
+                None,
+                "{overlay}: a pinned count"
+            );
+        }
+        let rules = granted(&objects);
+        let req = |verb, name: &str| RequestInfo {
+            verb: Some(verb),
+            group: "apps".into(),
+            resource: "deployments".into(),
+            name: Some(name.into()),
+            namespace: Some(ns.clone()),
+            ..RequestInfo::default()
+        };
+        for verb in [Verb::Get, Verb::List, Verb::Watch] {
+            let own = allows(&rules, &req(verb, &name));
+            assert!(own, "{overlay}: {verb:?} {ns}/{name}");
+            let other = allows(&rules, &req(verb, "argocd-server"));
+            assert!(!other, "{overlay}: {verb:?} argocd-server");
+        }
+        for verb in [Verb::Update, Verb::Patch, Verb::Delete] {
+            let write = allows(&rules, &req(verb, &name));
+            assert!(
+                !write,
+                "{overlay}: the replicas may {verb:?} their Deployment"
+            );
+        }
+        let update = &deploy["spec"]["strategy"];
+        assert_eq!(update["type"], "RollingUpdate", "{overlay}");
+        assert_eq!(update["rollingUpdate"]["maxSurge"], 1, "{overlay}");
+        assert_eq!(update["rollingUpdate"]["maxUnavailable"], 0, "{overlay}");
+        assert!(
+            deploy["spec"]["replicas"].as_u64().unwrap() >= 1,
+            "{overlay}"
+        );
+    }
+}
 
 /// One pod of the Deployment: a replica process and the template revision it runs.
 struct Pod {
