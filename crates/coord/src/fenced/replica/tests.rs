@@ -561,43 +561,4 @@ fn a_corrupt_desired_count_keeps_the_last_good_one() {
 
 mod guard;
 mod publish;
-
-/// A rolling update's surge pod waits as a spare; the leaving pod releases its shard on
-/// SIGTERM. With a live spare the distributor leaves the released shard's clusters where
-/// they are for the grace (the spare claims the shard with them: one move); without one,
-/// or once the grace has passed, they move to the other shards at once.
-#[test]
-fn a_released_shard_waits_the_grace_for_a_spare_else_its_clusters_move_at_once() {
-    for spare in [false, true] {
-        let mut b = Bench::new("a", 2, 8);
-        b.put(&shard_key(ROOT, 1), shard_record("b", 0));
-        b.settle(ms(0));
-        b.put(&shard_key(ROOT, 1), shard_record("b", 1));
-        b.settle(ms(100));
-        let on_1 = |b: &Bench| b.doc().clusters.values().filter(|&&s| s == 1).count();
-        assert!(on_1(&b) > 0, "spare {spare}: {:?}", b.doc());
-        let released = encode(&ShardRecord {
-            holder: "b".into(),
-            incarnation: 1,
-            beat: 2,
-            acked: b.doc().generation,
-            released: true,
-            zone: None,
-        });
-        b.put(&shard_key(ROOT, 1), released);
-        if spare {
-            let waiting = encode(&PresenceRecord {
-                holder: "c".into(),
-                incarnation: 1,
-                beat: 1,
-                released: false,
-            });
-            b.put(&presence_key(ROOT, "c"), waiting);
-        }
-        b.settle(ms(200));
-        assert_eq!(on_1(&b) > 0, spare, "spare {spare}: {:?}", b.doc());
-        // The grace (500 ms) after the release was first seen: vacant, whoever waits.
-        b.settle(ms(200 + 500));
-        assert_eq!(on_1(&b), 0, "spare {spare}: {:?}", b.doc());
-    }
-}
+mod spare;
