@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use fleetshard_core::argo::{ArgoControllerAssignment, ArgoPrepared};
+use fleetshard_core::argo::{ArgoAlgorithm, ArgoControllerAssignment, ArgoPrepared};
 use fleetshard_core::placement::{self, Placement, PlacementWarning, PreviousPlacement, ZonePlan};
 use fleetshard_core::{Assignment, Balance, Fleet, ShardSpec};
 
@@ -98,8 +98,9 @@ pub fn build_report(
 ) -> Result<Report, PlanError> {
     options.validate()?;
     let facts = FleetFacts::new(input, options);
-    // Argo CD's app counts and rings, shared by every Argo plan; prepared inside the first
-    // Argo plan's timing, so its `distribute_ms` includes them.
+    // Argo CD's app counts and rings, shared by every consistent-hashing plan; prepared
+    // inside the first one's timing, so its `distribute_ms` includes them. Legacy and
+    // round-robin never read them, and never pay for them.
     let mut argo: Option<ArgoPrepared> = None;
     let mut plans = Vec::with_capacity(options.algorithms.len() * options.replicas.len());
     for &algorithm in &options.algorithms {
@@ -163,7 +164,12 @@ fn compute(
     let fleet = facts.fleet;
     match algorithm {
         Algorithm::Argo(a) => {
-            let prepared = argo.get_or_insert_with(|| ArgoPrepared::new(&fleet.apps));
+            let mut unused = ArgoPrepared::default();
+            let prepared = if a == ArgoAlgorithm::ConsistentHashing {
+                argo.get_or_insert_with(|| ArgoPrepared::new(&fleet.apps))
+            } else {
+                &mut unused
+            };
             Computed::Argo(ArgoControllerAssignment::compute_prepared(
                 a,
                 shards.len() as u32,

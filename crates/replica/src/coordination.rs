@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::clock::SystemClock;
-use crate::deployment::{DeploymentReplicas, ReplicasWatch};
+use crate::deployment::{DeploymentRef, DeploymentReplicas, ReplicasWatch};
 use crate::inventory::follow_fleet;
 use crate::{ArgoSettings, FencedSettings, ReplicaError};
 
@@ -119,8 +119,8 @@ pub async fn fenced(
         .with_metrics(inputs.metrics)
         .with_stop_hook(inputs.stop_hook);
     let deployment = match (&settings.deployment, settings.shards) {
-        (Some(name), ShardCount::External { .. }) => {
-            let watch = watch_deployment(inputs.kube, name).await?;
+        (Some(deployment), ShardCount::External { .. }) => {
+            let watch = watch_deployment(inputs.kube, deployment).await?;
             runner = runner.with_external_shards(watch.receiver());
             Some(watch)
         }
@@ -161,8 +161,8 @@ pub async fn argocd(
     let (count_tx, count_rx) = watch::channel(settings.replicas);
     let mut feeders = Vec::new();
     let deployment = match &settings.deployment {
-        Some(name) => {
-            let replicas = watch_deployment(inputs.kube, name).await?;
+        Some(deployment) => {
+            let replicas = watch_deployment(inputs.kube, deployment).await?;
             let mut rx = replicas.receiver();
             if let Some(n) = *rx.borrow_and_update() {
                 count_tx.send_replace(n.max(1));
@@ -230,10 +230,11 @@ pub async fn hold_before_claiming(
     }
 }
 
-/// Keeps a Deployment's replica count current, through the Kubernetes store's client.
+/// Keeps a Deployment's replica count current, through the Kubernetes store's client (in
+/// the Deployment's namespace, else the store's).
 async fn watch_deployment(
     kube: Option<&KubeStore>,
-    name: &str,
+    deployment: &DeploymentRef,
 ) -> Result<ReplicasWatch, ReplicaError> {
     let failed = |reason: String| ReplicaError::Start {
         part: "the Deployment watch",
@@ -243,7 +244,11 @@ async fn watch_deployment(
         failed("a Deployment's replicas are read through the kubernetes:// store".into())
     })?;
     let client = store.client().await.map_err(|e| failed(e.to_string()))?;
-    let namespace = store.namespace().await.map_err(|e| failed(e.to_string()))?;
+    let namespace = match &deployment.namespace {
+        Some(ns) => ns.clone(),
+        None => store.namespace().await.map_err(|e| failed(e.to_string()))?,
+    };
+    let name = &deployment.name;
     let replicas = DeploymentReplicas::new(client, &namespace, name, Duration::from_secs(3));
     let watch = replicas
         .watch()

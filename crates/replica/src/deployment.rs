@@ -20,6 +20,27 @@ pub const ARGOCD_CONTROLLER_NAME_ENV: &str = "ARGOCD_APPLICATION_CONTROLLER_NAME
 /// The Deployment name Argo CD uses when the variable is unset.
 pub const DEFAULT_CONTROLLER_NAME: &str = "argocd-application-controller";
 
+/// The Deployment whose `spec.replicas` is the shard count: its name, and its namespace
+/// (`None`: the `kubernetes://` store's). A fenced store has a namespace of its own
+/// (`deploy/overlays/fenced/store`) while the replicas' Deployment lives in the
+/// controller's namespace, so the two may differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeploymentRef {
+    /// The namespace; `None`: the store's.
+    pub namespace: Option<String>,
+    /// The Deployment's name.
+    pub name: String,
+}
+
+impl std::fmt::Display for DeploymentRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
 /// Why the replica count could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplicasError {

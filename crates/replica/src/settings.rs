@@ -13,6 +13,7 @@ use fleetshard_coord::runner::RunnerTiming;
 use fleetshard_core::placement::PlacementConfig;
 
 use crate::ReplicaError;
+use crate::deployment::DeploymentRef;
 use crate::store::StoreUrl;
 
 /// Everything one replica needs to be built.
@@ -174,9 +175,8 @@ pub enum ProtocolSettings {
 pub struct FencedSettings {
     /// Where the shard count comes from.
     pub shards: ShardCount,
-    /// For [`ShardCount::External`]: the Deployment (in the `kubernetes://` store's
-    /// namespace) whose `spec.replicas` is the count.
-    pub deployment: Option<String>,
+    /// For [`ShardCount::External`]: the Deployment whose `spec.replicas` is the count.
+    pub deployment: Option<DeploymentRef>,
     /// How long a shard may have no live holder before its clusters move.
     pub grace: Duration,
     /// Lease timing.
@@ -211,9 +211,8 @@ pub struct ArgoSettings {
     pub config: ArgoConfig,
     /// The replica count until a Deployment says otherwise.
     pub replicas: u32,
-    /// The Deployment (in the `kubernetes://` store's namespace) whose `spec.replicas` is
-    /// the replica count, followed as it changes.
-    pub deployment: Option<String>,
+    /// The Deployment whose `spec.replicas` is the replica count, followed as it changes.
+    pub deployment: Option<DeploymentRef>,
 }
 
 impl ReplicaSettings {
@@ -259,7 +258,7 @@ impl ReplicaSettings {
         if self.controller.operation_processors == 0 {
             return Err(invalid("operation_processors", "must be at least 1".into()));
         }
-        let needs_kube = |deployment: &Option<String>| {
+        let needs_kube = |deployment: &Option<DeploymentRef>| {
             deployment.is_some() && !matches!(self.store, StoreUrl::Kubernetes { .. })
         };
         match &self.protocol {

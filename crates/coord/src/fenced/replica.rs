@@ -314,8 +314,9 @@ impl Replica {
     }
 
     /// Whether this replica holds no shard because the last listing showed every shard
-    /// held, live and unreleased, by someone else — a spare by design, as opposed to one
-    /// that has not claimed a free shard yet.
+    /// held, live and unreleased, by someone else, and its presence record is written (the
+    /// distributor counts it) — a spare by design, as opposed to one that has not claimed
+    /// a free shard yet.
     pub fn is_spare(&self) -> bool {
         self.spare
     }
@@ -404,7 +405,11 @@ impl Replica {
             return out;
         }
         self.apply(&seen, fleet, &mut out);
-        self.spare = self.shard.is_none() && self.all_held_by_others(&seen);
+        // A spare by design only once its presence record is written: until then the
+        // distributor cannot count it, and would not wait for it to take a released shard
+        // (a rolling update stops the old pod as soon as its replacement is ready).
+        self.spare =
+            self.shard.is_none() && self.presence.is_some() && self.all_held_by_others(&seen);
         self.claim_or_renew_shard(&seen, now, &mut out);
         self.keep_presence(&seen, now, &mut out);
         self.claim_or_renew_distributor(&seen, now, &mut out);

@@ -5,8 +5,11 @@
 //! variables, read as Argo CD reads them (`Settings::from_env`, warnings logged):
 //! `ARGOCD_CONTROLLER_SHARD` pins, `ARGOCD_CONTROLLER_HEARTBEAT_TIME` is H (10–60 s; stale
 //! after 3H), `ARGOCD_CONTROLLER_SHARDING_ALGORITHM` picks the distribution. The replica
-//! count: `--shards N` (or `FLEETSHARD_SHARDS=N`) if given as a number, else
-//! `ARGOCD_CONTROLLER_REPLICAS` if above 0, else the `stored:N` default's N. The map lives
+//! count: `--shards N` (or `FLEETSHARD_SHARDS=N`) if given as a number; with `--shards
+//! deployment[:[NAMESPACE/]NAME]`, the Deployment's `spec.replicas`, followed as it changes
+//! (as Argo CD's dynamic mode reads it; with no NAME, from `ARGOCD_APPLICATION_CONTROLLER_NAME`
+//! as Argo CD does); else `ARGOCD_CONTROLLER_REPLICAS` if above 0, else the `stored:N`
+//! default's N. The map lives
 //! at the store key `configmap/argocd-app-controller-shard-cm/shardControllerMapping`
 //! (Argo CD's own ConfigMap with the Kubernetes backend); `--root` is not used for it.
 //!

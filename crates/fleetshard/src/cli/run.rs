@@ -62,11 +62,14 @@ pub struct RunArgs {
     #[command(flatten)]
     pub load: LoadArgs,
     /// Where the shard count comes from: `N` (exactly N), `stored[:N]` (what `fleetshard
-    /// scale` wrote; N until then), or `auto[:MIN-MAX]` (one shard per live replica). The
-    /// elected distributor's setting decides; give every replica the same.
+    /// scale` wrote; N until then), `auto[:MIN-MAX]` (one shard per live replica), or
+    /// `deployment[:[NAMESPACE/]NAME]` (a Deployment's `spec.replicas`, followed as `kubectl
+    /// scale` or an HPA changes it; NAME defaults to `ARGOCD_APPLICATION_CONTROLLER_NAME`,
+    /// NAMESPACE to the `kubernetes://` store's). The elected distributor's setting
+    /// decides; give every replica the same.
     #[arg(
         long,
-        value_name = "N|stored[:N]|auto[:MIN-MAX]",
+        value_name = "N|stored[:N]|auto[:MIN-MAX]|deployment[:[NAMESPACE/]NAME]",
         default_value = "stored:3",
         env = "FLEETSHARD_SHARDS"
     )]

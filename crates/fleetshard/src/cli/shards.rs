@@ -5,10 +5,12 @@
 //!   until one is written;
 //! - `auto` or `auto:MIN-MAX` — one shard per live replica (holders and spares), within
 //!   the bounds (default 1-1024);
-//! - `deployment` or `deployment:NAME` — `spec.replicas` of a Deployment in the
-//!   `kubernetes://` store's namespace, kept current by a watch (NAME defaults to
-//!   `ARGOCD_APPLICATION_CONTROLLER_NAME`, else `argocd-application-controller`, as in
-//!   Argo CD).
+//! - `deployment`, `deployment:NAME` or `deployment:NAMESPACE/NAME` — `spec.replicas` of a
+//!   Deployment, kept current by a watch, in NAMESPACE or else the `kubernetes://` store's
+//!   namespace (NAME defaults to `ARGOCD_APPLICATION_CONTROLLER_NAME`, else
+//!   `argocd-application-controller`, as in Argo CD). The fenced overlay's store has a
+//!   namespace of its own, so it names the replicas' namespace
+//!   (`deployment:$(POD_NAMESPACE)/fleetshard`).
 //!
 //! Only the elected distributor applies the policy and commits the count with each
 //! generation; every replica claims among the committed count.
@@ -17,7 +19,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use fleetshard_coord::fenced::{MAX_SHARDS, ShardCount};
-use fleetshard_replica::deployment::{ARGOCD_CONTROLLER_NAME_ENV, DEFAULT_CONTROLLER_NAME};
+use fleetshard_replica::deployment::{
+    ARGOCD_CONTROLLER_NAME_ENV, DEFAULT_CONTROLLER_NAME, DeploymentRef,
+};
 
 /// The parsed `--shards` value: the policy, and for `deployment` the Deployment's name
 /// (`None`: the default name).
@@ -27,19 +31,78 @@ pub struct ShardsArg(pub ShardCount, pub Option<Deployment>);
 /// A Deployment whose `spec.replicas` is the shard count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deployment {
+    /// Its namespace; `None`: the `kubernetes://` store's.
+    pub namespace: Option<String>,
     /// Its name; `None`: `ARGOCD_APPLICATION_CONTROLLER_NAME` or Argo CD's default.
     pub name: Option<String>,
 }
 
 impl Deployment {
-    /// The name to watch.
-    pub fn resolve(&self) -> String {
-        self.name.clone().unwrap_or_else(|| {
+    /// The Deployment to watch.
+    pub fn resolve(&self) -> DeploymentRef {
+        let name = self.name.clone().unwrap_or_else(|| {
             std::env::var(ARGOCD_CONTROLLER_NAME_ENV)
                 .ok()
-                .filter(|n| !n.trim().is_empty())
+                .map(|n| n.trim().to_owned())
+                .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| DEFAULT_CONTROLLER_NAME.to_owned())
+        });
+        DeploymentRef {
+            namespace: self.namespace.clone(),
+            name,
+        }
+    }
+
+    /// `NAME` or `NAMESPACE/NAME` (after `deployment:`); an empty value is the default name.
+    fn parse(rest: &str) -> Result<Deployment, String> {
+        let rest = rest.trim();
+        let (namespace, name) = match rest.split_once('/') {
+            Some((ns, name)) => (Some(ns.trim()), name.trim()),
+            None => (None, rest),
+        };
+        let bad = |what: &str, v: &str| {
+            format!(
+                "deployment:{rest}: the {what} {v:?} is not a Kubernetes name (lowercase \
+                 letters, digits, '-'{}; at most {})",
+                if what == "namespace" { "" } else { ", '.'" },
+                if what == "namespace" { 63 } else { 253 }
+            )
+        };
+        if let Some(ns) = namespace
+            && !is_name(ns, false)
+        {
+            return Err(bad("namespace", ns));
+        }
+        if !name.is_empty() && !is_name(name, true) {
+            return Err(bad("name", name));
+        }
+        if namespace.is_some() && name.is_empty() {
+            return Err(format!(
+                "deployment:{rest}: a namespace needs a name (deployment:NAMESPACE/NAME)"
+            ));
+        }
+        Ok(Deployment {
+            namespace: namespace.map(str::to_owned),
+            name: Some(name.to_owned()).filter(|n| !n.is_empty()),
         })
+    }
+}
+
+/// A DNS label (a namespace) or, with `dots`, a DNS subdomain (a Deployment's name).
+fn is_name(s: &str, dots: bool) -> bool {
+    let label = |part: &str| {
+        !part.is_empty()
+            && part.len() <= 63
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !part.starts_with('-')
+            && !part.ends_with('-')
+    };
+    if dots {
+        s.len() <= 253 && s.split('.').all(label)
+    } else {
+        label(s)
     }
 }
 
@@ -64,13 +127,9 @@ impl FromStr for ShardsArg {
             None => (s, None),
         };
         if kind == "deployment" {
-            let name = rest
-                .map(str::trim)
-                .filter(|n| !n.is_empty())
-                .map(str::to_owned);
             return Ok(ShardsArg(
                 ShardCount::External { default: 1 },
-                Some(Deployment { name }),
+                Some(Deployment::parse(rest.unwrap_or_default())?),
             ));
         }
         let count = match (kind, rest) {
@@ -111,9 +170,10 @@ impl FromStr for ShardsArg {
 impl fmt::Display for ShardsArg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(d) = &self.1 {
-            return match &d.name {
-                Some(n) => write!(f, "deployment:{n}"),
-                None => write!(f, "deployment"),
+            return match (&d.namespace, &d.name) {
+                (Some(ns), Some(n)) => write!(f, "deployment:{ns}/{n}"),
+                (_, Some(n)) => write!(f, "deployment:{n}"),
+                (_, None) => write!(f, "deployment"),
             };
         }
         match self.0 {
@@ -163,10 +223,45 @@ mod tests {
     fn deployment_forms() {
         let d: ShardsArg = "deployment".parse().unwrap();
         assert_eq!(d.0, ShardCount::External { default: 1 });
-        assert_eq!(d.1, Some(Deployment { name: None }));
+        assert_eq!(
+            d.1,
+            Some(Deployment {
+                namespace: None,
+                name: None
+            })
+        );
         let d: ShardsArg = "deployment:ctrl".parse().unwrap();
-        assert_eq!(d.1.as_ref().unwrap().resolve(), "ctrl");
+        let want = DeploymentRef {
+            namespace: None,
+            name: "ctrl".into(),
+        };
+        assert_eq!(d.1.as_ref().unwrap().resolve(), want);
         assert_eq!(d.to_string(), "deployment:ctrl");
+        // The fenced overlay: the store in a namespace of its own, the Deployment in the
+        // replicas'.
+        let d: ShardsArg = "deployment:argocd/fleetshard".parse().unwrap();
+        let want = DeploymentRef {
+            namespace: Some("argocd".into()),
+            name: "fleetshard".into(),
+        };
+        assert_eq!(d.1.as_ref().unwrap().resolve(), want);
+        assert_eq!(d.to_string(), "deployment:argocd/fleetshard");
+        assert_eq!(d.to_string().parse::<ShardsArg>().unwrap(), d);
+    }
+
+    #[test]
+    fn bad_deployment_names_say_which_part() {
+        for (text, needle) in [
+            ("deployment:Argo/x", "namespace \"Argo\""),
+            ("deployment:a.b/x", "namespace \"a.b\""),
+            ("deployment:argocd/", "needs a name"),
+            ("deployment:/x", "namespace \"\""),
+            ("deployment:argocd/x/y", "name \"x/y\""),
+            ("deployment:ctrl_1", "name \"ctrl_1\""),
+        ] {
+            let e = text.parse::<ShardsArg>().unwrap_err();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -3,11 +3,13 @@
 //! what they describe works with the binary as built:
 //! - every flag and `FLEETSHARD_*`/`ARGOCD_*` variable the container gets is one `fleetshard
 //!   run` reads, and `$(VAR)` references only variables defined before them;
-//! - labels and selectors, the Service, PDB, RBAC wiring and the image agree;
+//! - labels and selectors, the Service, PDB, RBAC wiring and the image agree; the shard
+//!   count is the Deployment's own spec.replicas, read through a Role restricted to it, and
+//!   a rolling update surges one pod and stops none before its replacement is ready;
 //! - the security settings are present; probes point at the served port and paths;
 //! - the root file system is read-only and every path the replica writes is a writable
 //!   volume;
-//! - the strongest check: `fleetshard run` is started with the StatefulSet's exact args and
+//! - the strongest check: `fleetshard run` is started with the Deployment's exact args and
 //!   env (downward API and volumes resolved as the kubelet would) against the fake API
 //!   server, which refuses (403) every request the overlay's Roles do not allow, as
 //!   Kubernetes' RBAC authorizer would. The replica must become ready, reconcile an
@@ -21,6 +23,7 @@ mod argo;
 mod kustomize;
 mod rbac;
 mod replica;
+mod rollout;
 
 use crate::support;
 
@@ -29,14 +32,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fleetshard_coord::argocd::{ENV_DYNAMIC, ENV_HEARTBEAT_TIME, ENV_REPLICAS, ENV_SHARD};
+use fleetshard_replica::deployment::ARGOCD_CONTROLLER_NAME_ENV;
 use fleetshard_testsupport::kube_api::{RequestInfo, Verb};
 use kustomize::{id, render};
 use rbac::{allows, granted};
 use serde_json::Value;
 
 const OVERLAYS: &[&str] = &["fenced", "argocd"];
-/// The pod name the downward API gives the first replica.
-const POD_NAME: &str = "fleetshard-0";
+/// The pod name the downward API gives a replica: a Deployment's, random.
+const POD_NAME: &str = "fleetshard-6d4cf56db6-x7k2p";
 
 fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
@@ -56,12 +60,12 @@ fn one<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
     found[0]
 }
 
-fn statefulset(objects: &[Value]) -> &Value {
-    one(objects, "StatefulSet", "fleetshard")
+fn workload(objects: &[Value]) -> &Value {
+    one(objects, "Deployment", "fleetshard")
 }
 
 fn container(objects: &[Value]) -> &Value {
-    &statefulset(objects)["spec"]["template"]["spec"]["containers"][0]
+    &workload(objects)["spec"]["template"]["spec"]["containers"][0]
 }
 
 /// Every `k: v` of `sub` is in `labels`.
@@ -92,14 +96,16 @@ fn every_object_is_yaml_and_every_overlay_renders_the_whole_deployment() {
             "NetworkPolicy/fleetshard-to-argocd-repo-server",
             "PodDisruptionBudget/fleetshard",
             "Role/fleetshard",
+            "Role/fleetshard-shard-count",
             "Role/fleetshard-store",
             "RoleBinding/fleetshard",
+            "RoleBinding/fleetshard-shard-count",
             "RoleBinding/fleetshard-store",
-            "Service/fleetshard-headless",
             "Service/fleetshard-metrics",
             "ServiceAccount/fleetshard",
-            "StatefulSet/fleetshard",
         ];
+        // A Deployment, not a StatefulSet (deploy/base/deployment.yaml says why).
+        expected.push("Deployment/fleetshard");
         // The fenced store's records live in a namespace of their own, which the overlay
         // creates; Argo CD's shard ConfigMap is in Argo CD's namespace.
         let store_namespace = match *overlay {
@@ -109,6 +115,7 @@ fn every_object_is_yaml_and_every_overlay_renders_the_whole_deployment() {
             }
             _ => "argocd",
         };
+        expected.sort();
         assert_eq!(kinds, expected, "{overlay}");
         let store = env_value(container(&objects), "FLEETSHARD_STORE");
         assert_eq!(
@@ -183,24 +190,16 @@ fn the_resolver_agrees_with_kubectl_kustomize_where_it_exists() {
 fn labels_selectors_services_rbac_wiring_and_image_agree() {
     for overlay in OVERLAYS {
         let objects = rendered(overlay);
-        let sts = statefulset(&objects);
-        let pod_labels = &sts["spec"]["template"]["metadata"]["labels"];
-        let pod = &sts["spec"]["template"]["spec"];
+        let deploy = workload(&objects);
+        let pod_labels = &deploy["spec"]["template"]["metadata"]["labels"];
+        let pod = &deploy["spec"]["template"]["spec"];
         assert!(
-            selects(&sts["spec"]["selector"]["matchLabels"], pod_labels),
+            selects(&deploy["spec"]["selector"]["matchLabels"], pod_labels),
             "{overlay}"
         );
-        let headless = one(&objects, "Service", "fleetshard-headless");
-        assert_eq!(sts["spec"]["serviceName"], "fleetshard-headless");
-        assert_eq!(headless["spec"]["clusterIP"], "None");
-        for svc in ["fleetshard-headless", "fleetshard-metrics"] {
-            let s = one(&objects, "Service", svc);
-            assert!(
-                selects(&s["spec"]["selector"], pod_labels),
-                "{overlay}: {svc}"
-            );
-            assert_eq!(s["spec"]["ports"][0]["targetPort"], "http", "{svc}");
-        }
+        let s = one(&objects, "Service", "fleetshard-metrics");
+        assert!(selects(&s["spec"]["selector"], pod_labels), "{overlay}");
+        assert_eq!(s["spec"]["ports"][0]["targetPort"], "http");
         let pdb = one(&objects, "PodDisruptionBudget", "fleetshard");
         assert_eq!(pdb["spec"]["maxUnavailable"], 1);
         assert!(selects(&pdb["spec"]["selector"]["matchLabels"], pod_labels));
@@ -224,7 +223,10 @@ fn labels_selectors_services_rbac_wiring_and_image_agree() {
             one(&objects, "Role", role);
             assert_eq!(rb["subjects"][0]["kind"], "ServiceAccount");
             assert_eq!(rb["subjects"][0]["name"], "fleetshard");
-            assert_eq!(rb["subjects"][0]["namespace"], sts["metadata"]["namespace"]);
+            assert_eq!(
+                rb["subjects"][0]["namespace"],
+                deploy["metadata"]["namespace"]
+            );
         }
         for m in container(&objects)["volumeMounts"].as_array().unwrap() {
             volume(pod, m["name"].as_str().unwrap());
@@ -237,7 +239,7 @@ fn labels_selectors_services_rbac_wiring_and_image_agree() {
 fn security_context_resources_and_probes() {
     for overlay in OVERLAYS {
         let objects = rendered(overlay);
-        let pod = &statefulset(&objects)["spec"]["template"]["spec"];
+        let pod = &workload(&objects)["spec"]["template"]["spec"];
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
         assert_eq!(
             pod["securityContext"]["seccompProfile"]["type"],
@@ -291,7 +293,7 @@ fn volume<'a>(pod: &'a Value, name: &str) -> &'a Value {
 fn every_written_path_is_a_writable_volume() {
     for overlay in OVERLAYS {
         let objects = rendered(overlay);
-        let pod = &statefulset(&objects)["spec"]["template"]["spec"];
+        let pod = &workload(&objects)["spec"]["template"]["spec"];
         let c = container(&objects);
         assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
         let cache = env_value(c, "FLEETSHARD_REPO_CACHE")
@@ -338,7 +340,13 @@ fn every_flag_and_variable_is_one_the_binary_reads() {
     let help = run_help();
     // Argo CD's variables are read by Settings::from_env, not clap, so --help cannot list
     // them; these are the ones it reads.
-    let argo_vars = [ENV_DYNAMIC, ENV_REPLICAS, ENV_HEARTBEAT_TIME, ENV_SHARD];
+    let argo_vars = [
+        ENV_DYNAMIC,
+        ENV_REPLICAS,
+        ENV_HEARTBEAT_TIME,
+        ENV_SHARD,
+        ARGOCD_CONTROLLER_NAME_ENV,
+    ];
     for overlay in OVERLAYS {
         let objects = rendered(overlay);
         let c = container(&objects);
@@ -522,7 +530,7 @@ fn control_plane_writes(overlay: &str, objects: &[Value], namespace: &str) -> Ve
 fn no_role_writes_the_control_planes_config_maps_or_secrets_but_by_name() {
     for overlay in OVERLAYS {
         let objects = rendered(overlay);
-        let namespace = statefulset(&objects)["metadata"]["namespace"]
+        let namespace = workload(&objects)["metadata"]["namespace"]
             .as_str()
             .unwrap()
             .to_owned();

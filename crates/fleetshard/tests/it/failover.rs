@@ -10,8 +10,7 @@
 
 use std::time::Duration;
 
-use crate::support::audit::History;
-use crate::support::replicas::{Failure, Harness, Setup};
+use crate::support::replicas::{GRACEFUL_BOUND_MS, Harness, Setup};
 use crate::support::store::StoreUnderTest;
 use crate::support::{unix_ms, wait_for};
 
@@ -24,9 +23,6 @@ const TICK_MS: u64 = 250;
 /// G2 after a crash or a pause: duration + grace + renew + 2 polls + the slowest round
 /// trip (1.6 s), the bound the deterministic simulation asserts (docs/reliability.md).
 const CRASH_BOUND_MS: u64 = 7_500;
-/// A graceful stop must not wait for any lease: it must hand over well before a lease
-/// could expire (the product target is ≤ 1 s; the figures measure it).
-const GRACEFUL_BOUND_MS: u64 = 1_000;
 // A handover within the graceful bound cannot have waited for the leaver's lease: that
 // lease was renewed at most a renew period (plus a tick) before the signal.
 const _: () = assert!(GRACEFUL_BOUND_MS < LEASE_MS - RENEW_MS - TICK_MS);
@@ -38,52 +34,6 @@ fn harness(make: MakeStore, setup: Setup) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let store = make(dir.path());
     Harness::new(dir, store, setup)
-}
-
-/// (a) and (b) over the whole history: no overlap; no cluster unowned longer than `bound`
-/// since `from` (when the fleet first settled).
-fn check(h: &Harness, from: u64, bound: u64) -> History {
-    let hist = h.history();
-    hist.check_no_overlap()
-        .unwrap_or_else(|e| panic!("{}: {e}", h.store.name()));
-    let (gap, cluster, at) = hist.longest_gap(&h.clusters, from, unix_ms());
-    assert!(
-        gap <= bound,
-        "{}: cluster {cluster} had no owner for {gap} ms from {at} (bound {bound} ms)",
-        h.store.name()
-    );
-    hist
-}
-
-/// The structure of a graceful handover, beside its timing: the leaver's shard record is
-/// still its own and marked released (the others took over through the release, not
-/// through the lease's expiry), and every stop it logged after the signal is a release,
-/// none dated at a lapse. Call after the leaver has exited.
-fn check_released(h: &Harness, f: &Failure, shard: u32) {
-    let who = &h.replicas[f.replica].identity;
-    let status = h
-        .status()
-        .unwrap_or_else(|e| panic!("{}: {e}", h.store.name()));
-    let row = status["shards"]
-        .as_array()
-        .and_then(|rows| rows.iter().find(|r| r["shard"] == shard))
-        .unwrap_or_else(|| panic!("{}: no record of shard {shard}: {status}", h.store.name()));
-    assert!(
-        row["holder"] == who.as_str() && row["released"] == true,
-        "{}: shard {shard} after {who} left gracefully: {row}",
-        h.store.name()
-    );
-    let hist = h.history();
-    let lapsed: Vec<_> = hist
-        .intervals
-        .iter()
-        .filter(|iv| iv.source == f.replica && iv.lapsed)
-        .collect();
-    assert!(
-        lapsed.is_empty(),
-        "{}: {who} lost clusters to its lease instead of releasing them: {lapsed:?}",
-        h.store.name()
-    );
 }
 
 fn start_all(h: &mut Harness, n: usize) -> Vec<usize> {
@@ -140,7 +90,7 @@ fn kill9_then_restart(make: MakeStore) {
         },
     );
     h.wait_settled("after the restart");
-    check(&h, settled, CRASH_BOUND_MS);
+    h.check_history(settled, CRASH_BOUND_MS);
     eprintln!(
         "{}: kill -9 of the distributor: taken over in {took} ms",
         h.store.name()
@@ -264,7 +214,7 @@ fn pause_past_lease(make: MakeStore) {
         );
     }
     h.wait_settled("after the resume");
-    check(&h, settled, CRASH_BOUND_MS);
+    h.check_history(settled, CRASH_BOUND_MS);
     eprintln!(
         "{}: SIGSTOP past the lease: taken over in {took} ms (retries {retries})",
         h.store.name()
@@ -290,7 +240,7 @@ fn sigterm(make: MakeStore) {
             "{}: exit after SIGTERM: {exit}",
             h.store.name()
         );
-        check_released(&h, &f, shard);
+        h.check_released(&f, shard);
         assert!(
             t <= GRACEFUL_BOUND_MS,
             "{}: graceful handover of {} took {t} ms",
@@ -300,7 +250,7 @@ fn sigterm(make: MakeStore) {
         took.push(t);
         h.wait_settled("after SIGTERM");
     }
-    check(&h, settled, GRACEFUL_BOUND_MS);
+    h.check_history(settled, GRACEFUL_BOUND_MS);
     eprintln!(
         "{}: SIGTERM handovers (non-distributor, distributor): {took:?} ms",
         h.store.name()
@@ -341,7 +291,7 @@ fn scale_3_6_2(make: MakeStore) {
         );
     }
     for (f, &shard) in fs.iter().zip(&shards) {
-        check_released(&h, f, shard);
+        h.check_released(f, shard);
     }
     let mut took = Vec::new();
     for f in &fs {
@@ -354,7 +304,7 @@ fn scale_3_6_2(make: MakeStore) {
         took.push(t);
     }
     h.wait_settled("2 replicas");
-    check(&h, settled, GRACEFUL_BOUND_MS);
+    h.check_history(settled, GRACEFUL_BOUND_MS);
     eprintln!(
         "{}: scale 3→6 settled in {converged} ms (polling); 6→2 handovers {took:?} ms",
         h.store.name()
@@ -423,7 +373,7 @@ fn scale_desired_3_6_2(make: MakeStore) {
         );
     }
     h.wait_settled("2 replicas");
-    check(&h, settled, GRACEFUL_BOUND_MS);
+    h.check_history(settled, GRACEFUL_BOUND_MS);
     eprintln!(
         "{}: scale 3→6 (desired count) settled in {converged} ms (polling); 6→2 handovers {took:?} ms",
         h.store.name()

@@ -273,15 +273,23 @@ impl Replica {
         });
     }
 
-    /// A shard never held, or given up, is vacant at once; a silent one once this replica
-    /// has seen it unchanged for the lease duration plus the grace. That is a function of
-    /// the observation alone, so a newly elected distributor judges exactly as the
-    /// previous one would have (no grace restarted on election).
+    /// A shard never held is vacant at once; one given up is vacant at once when no spare
+    /// is waiting, else once this replica has seen it released for the grace (a live spare
+    /// claims a released shard with its clusters within milliseconds: a rolling update's
+    /// surge pod takes over the leaving pod's clusters in one move, instead of them moving
+    /// to the other shards and back); a silent one once this replica has seen it unchanged
+    /// for the lease duration plus the grace. That is a function of the observation alone,
+    /// so a newly elected distributor judges exactly as the previous one would have (no
+    /// grace restarted on election).
     fn is_vacant(&self, view: &View, n: u32) -> bool {
         let silent_for = self.cfg.timing.duration + self.cfg.grace;
         match view.shards.get(&n) {
             None => true,
-            Some(s) if s.record.released => true,
+            Some(s) if s.record.released => {
+                let (Verdict::Live { unchanged_for } | Verdict::Expired { unchanged_for }) =
+                    s.verdict;
+                unchanged_for >= self.cfg.grace || !spare_waiting(view)
+            }
             Some(s) => matches!(
                 s.verdict,
                 Verdict::Expired { unchanged_for } if unchanged_for >= silent_for
@@ -320,4 +328,12 @@ impl Replica {
         };
         n.clamp(1, MAX_SHARDS)
     }
+}
+
+/// Whether a live replica holds no shard (its presence record is live and not released):
+/// a spare, which claims a released shard at once.
+fn spare_waiting(view: &View) -> bool {
+    view.presence
+        .values()
+        .any(|s| !s.record.released && s.verdict.is_live())
 }

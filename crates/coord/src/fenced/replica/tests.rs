@@ -561,3 +561,4 @@ fn a_corrupt_desired_count_keeps_the_last_good_one() {
 
 mod guard;
 mod publish;
+mod spare;

@@ -12,7 +12,7 @@ use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::{FakeApiServer, FaultAction, RequestInfo, Verb};
 
 use super::rbac::{allows, granted, verb_name};
-use super::{POD_NAME, argo, container, rendered, statefulset, support, volume};
+use super::{POD_NAME, argo, container, rendered, support, volume, workload};
 
 /// What the controller inside a replica calls on the control plane, whatever the
 /// protocol (deploy/base/role.yaml says why each is needed): exactly what the Role
@@ -88,7 +88,7 @@ const SETTLE: Duration = Duration::from_secs(90);
 /// docs).
 pub fn run_overlay_against_rbac(overlay: &str) {
     let objects = rendered(overlay);
-    let namespace = statefulset(&objects)["metadata"]["namespace"]
+    let namespace = workload(&objects)["metadata"]["namespace"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -109,6 +109,9 @@ pub fn run_overlay_against_rbac(overlay: &str) {
             .create_namespace(ns["metadata"]["name"].as_str().unwrap())
             .unwrap();
     }
+    // The Deployment itself, as `kubectl apply` creates it: its spec.replicas is the
+    // shard count the replica reads (through the Role fleetshard-shard-count).
+    server.insert(workload(&objects).clone()).unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();
     // The destination cluster: reached with the cluster Secret's credentials, so the
@@ -161,7 +164,7 @@ pub fn run_overlay_against_rbac(overlay: &str) {
     // The container as the kubelet starts it: volumes, the downward API, $(VAR)
     // expansion; only the listen port changes (tests run in parallel).
     let c = container(&objects);
-    let pod = &statefulset(&objects)["spec"]["template"]["spec"];
+    let pod = &workload(&objects)["spec"]["template"]["spec"];
     let mut mounts = Vec::new();
     for m in c["volumeMounts"].as_array().unwrap() {
         let name = m["name"].as_str().unwrap();

@@ -20,6 +20,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
+/// Who holds each cluster (by identity; more than one is an overlap).
+pub type Owners = BTreeMap<String, Vec<String>>;
+
 /// One audit line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
@@ -245,7 +248,7 @@ impl History {
     }
 
     /// Who holds each cluster now (open intervals), by identity.
-    pub fn current_owners(&self) -> BTreeMap<String, Vec<String>> {
+    pub fn current_owners(&self) -> Owners {
         let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for iv in self.intervals.iter().filter(|iv| iv.end.is_none()) {
             m.entry(iv.cluster.clone())

@@ -10,12 +10,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::audit::{History, Source, read_log};
+use super::audit::{History, Owners, Source, read_log};
 use super::store::StoreUnderTest;
 use super::{http, unix_ms, wait_for};
 
 /// Deadline of every wait for the fleet to settle (generous: a loaded 2-core CI machine).
 pub const SETTLE: Duration = Duration::from_secs(40);
+
+/// A graceful stop must not wait for any lease: it must hand over well before a lease
+/// could expire (the product target is ≤ 1 s; the figures measure it).
+pub const GRACEFUL_BOUND_MS: u64 = 1_000;
 
 /// The `fleetshard` binary under test, with a clean environment: no variable of ours or
 /// Argo CD's leaks in from the machine running the tests (each flag also reads one).
@@ -69,6 +73,10 @@ pub struct Setup {
     pub clusters: usize,
     /// `--grace-ms`.
     pub grace_ms: u64,
+    /// More arguments of `run` (another protocol's).
+    pub args: Vec<String>,
+    /// More environment of `run` (Argo CD's variables).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for Setup {
@@ -78,6 +86,8 @@ impl Default for Setup {
             shards_arg: None,
             clusters: 20,
             grace_ms: 500,
+            args: Vec::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -191,6 +201,7 @@ impl Harness {
         let shards =
             (self.setup.shards_arg.clone()).unwrap_or_else(|| self.setup.shards.to_string());
         let child = fleetshard()
+            .envs(self.store.env())
             .args(["--log-level", "info", "run", "--identity", identity])
             .args(["--store", &self.store.url(), "--root", &self.store.root()])
             .args(["--shards", &shards])
@@ -201,6 +212,8 @@ impl Harness {
             .arg(format!("127.0.0.1:{port}"))
             .arg("--audit-log")
             .arg(&audit)
+            .args(&self.setup.args)
+            .envs(self.setup.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("creating the replica's log"))
@@ -285,10 +298,27 @@ impl Harness {
         st
     }
 
+    /// Whether a replica has exited (reaping it if so), without waiting.
+    pub fn exited(&mut self, i: usize) -> bool {
+        let r = &mut self.replicas[i];
+        let Some(child) = r.child.as_mut() else {
+            return r.exit.is_some() || r.killed_at.is_some();
+        };
+        match child.try_wait().expect("checking a replica") {
+            Some(st) => {
+                r.child = None;
+                r.exit = Some(st);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// `fleetshard scale N`: the desired shard count, followed by replicas started with
     /// `--shards stored`; the fleet is then expected to settle on `n` shards.
     pub fn scale(&mut self, n: u32) {
         let out = fleetshard()
+            .envs(self.store.env())
             .args(["scale", &n.to_string(), "--store", &self.store.url()])
             .args(["--root", &self.store.root()])
             .output()
@@ -320,6 +350,7 @@ impl Harness {
     /// `fleetshard status --output json`.
     pub fn status(&self) -> Result<Value, String> {
         let out = fleetshard()
+            .envs(self.store.env())
             .args(["status", "--output", "json", "--store", &self.store.url()])
             .args(["--root", &self.store.root()])
             .output()
@@ -362,45 +393,12 @@ impl Harness {
         http::get(self.replicas[i].port, "/readyz").is_some_and(|(c, _)| c == 200)
     }
 
-    /// Why the fleet is not settled, or Ok: every live replica ready; every cluster owned by
-    /// exactly one live replica (audit logs) and by the owner `status` names; every replica
-    /// holding a shard owns a cluster; as many shards held as live replicas allow; the
-    /// committed assignment is for the expected shard count; and when every shard is held,
-    /// no cluster displaced from its home.
+    /// Why the fleet is not settled, or Ok: [`Harness::audit_settled`]; every replica
+    /// holding a shard owns a cluster; every cluster owned by the owner `status` names; the
+    /// committed assignment is for the expected shard count; and when every shard is
+    /// held, no cluster displaced from its home.
     pub fn settled(&self) -> Result<(), String> {
-        let live = self.live();
-        for &i in &live {
-            if self.zombie(i) {
-                panic!(
-                    "{} exited on its own; see its log {}",
-                    self.replicas[i].identity,
-                    self.replicas[i].log.display()
-                );
-            }
-            if !self.ready(i) {
-                return Err(format!("{} not ready", self.replicas[i].identity));
-            }
-        }
-        let live_ids: BTreeSet<&str> = live
-            .iter()
-            .map(|&i| self.replicas[i].identity.as_str())
-            .collect();
-        let owners = self.history().current_owners();
-        for c in &self.clusters {
-            match owners.get(c).map(Vec::as_slice) {
-                Some([one]) if live_ids.contains(one.as_str()) => {}
-                other => return Err(format!("cluster {c} owned by {other:?}")),
-            }
-        }
-        let holders: Vec<usize> = live
-            .iter()
-            .copied()
-            .filter(|&i| self.shard_of(i).is_some())
-            .collect();
-        let want = live.len().min(self.setup.shards as usize);
-        if holders.len() != want {
-            return Err(format!("{} of {want} shards held", holders.len()));
-        }
+        let (owners, holders) = self.audit_settled()?;
         for &i in &holders {
             let id = &self.replicas[i].identity;
             if !owners.values().any(|o| o[0] == *id) {
@@ -435,6 +433,47 @@ impl Harness {
         Ok(())
     }
 
+    /// Why the fleet is not settled by the replicas' own account (whatever the protocol),
+    /// or the owners of the clusters and the replicas holding shards: every live replica
+    /// ready; every cluster owned by exactly one live replica (audit logs); as many shards
+    /// held as live replicas allow. Panics on a replica that exited on its own.
+    pub fn audit_settled(&self) -> Result<(Owners, Vec<usize>), String> {
+        let live = self.live();
+        for &i in &live {
+            if self.zombie(i) {
+                panic!(
+                    "{} exited on its own; see its log {}",
+                    self.replicas[i].identity,
+                    self.replicas[i].log.display()
+                );
+            }
+            if !self.ready(i) {
+                return Err(format!("{} not ready", self.replicas[i].identity));
+            }
+        }
+        let live_ids: BTreeSet<&str> = live
+            .iter()
+            .map(|&i| self.replicas[i].identity.as_str())
+            .collect();
+        let owners = self.history().current_owners();
+        for c in &self.clusters {
+            match owners.get(c).map(Vec::as_slice) {
+                Some([one]) if live_ids.contains(one.as_str()) => {}
+                other => return Err(format!("cluster {c} owned by {other:?}")),
+            }
+        }
+        let holders: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&i| self.shard_of(i).is_some())
+            .collect();
+        let want = live.len().min(self.setup.shards as usize);
+        if holders.len() != want {
+            return Err(format!("{} of {want} shards held", holders.len()));
+        }
+        Ok((owners, holders))
+    }
+
     /// Waits until [`Harness::settled`].
     pub fn wait_settled(&self, what: &str) -> u64 {
         wait_for(&format!("the fleet to settle ({what})"), SETTLE, || {
@@ -456,6 +495,49 @@ impl Harness {
                     .ok_or_else(|| format!("pending {:?} of {}", t.pending(), t.clusters.len()))
             },
         )
+    }
+
+    /// (a) and (b) over the whole history: no overlap; no cluster unowned longer than
+    /// `bound` since `from` (when the fleet first settled).
+    pub fn check_history(&self, from: u64, bound: u64) -> History {
+        let hist = self.history();
+        hist.check_no_overlap()
+            .unwrap_or_else(|e| panic!("{}: {e}", self.store.name()));
+        let (gap, cluster, at) = hist.longest_gap(&self.clusters, from, unix_ms());
+        assert!(
+            gap <= bound,
+            "{}: cluster {cluster} had no owner for {gap} ms from {at} (bound {bound} ms)",
+            self.store.name()
+        );
+        hist
+    }
+
+    /// The structure of a graceful handover, beside its timing: the leaver's shard record
+    /// is still its own and marked released (the others took over through the release, not
+    /// through the lease's expiry), and every stop it logged after the signal is a
+    /// release, none dated at a lapse. Call after the leaver has exited.
+    pub fn check_released(&self, f: &Failure, shard: u32) {
+        let who = &self.replicas[f.replica].identity;
+        let name = self.store.name();
+        let status = self.status().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let row = status["shards"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["shard"] == shard))
+            .unwrap_or_else(|| panic!("{name}: no record of shard {shard}: {status}"));
+        assert!(
+            row["holder"] == who.as_str() && row["released"] == true,
+            "{name}: shard {shard} after {who} left gracefully: {row}"
+        );
+        let hist = self.history();
+        let lapsed: Vec<_> = hist
+            .intervals
+            .iter()
+            .filter(|iv| iv.source == f.replica && iv.lapsed)
+            .collect();
+        assert!(
+            lapsed.is_empty(),
+            "{name}: {who} lost clusters to its lease instead of releasing them: {lapsed:?}"
+        );
     }
 
     /// The store-wide revision (writes so far) in this scenario's store.

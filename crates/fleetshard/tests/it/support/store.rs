@@ -1,5 +1,7 @@
-//! The store a scenario runs over: a SQLite file, or (with the `etcd` feature) a real etcd
-//! server. Scenarios take a [`StoreUnderTest`] so that each runs over every backend.
+//! The store a scenario runs over: a SQLite file, (with the `etcd` feature) a real etcd
+//! server, or a namespace of the fake Kubernetes API server (`kubernetes://`, for what
+//! needs one: a Deployment's replicas as the shard count). Scenarios take a
+//! [`StoreUnderTest`] so that each runs over every backend.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -7,7 +9,9 @@ use std::time::Duration;
 
 use fleetshard_coord::fenced::AssignmentDoc;
 use fleetshard_coord::store::{Precondition, Store, StoreError};
+use fleetshard_store_kube::{KubeOptions, KubeStore};
 use fleetshard_store_sqlite::{SqliteOptions, SqliteStore};
+use fleetshard_testsupport::kube_api::FakeApiServer;
 
 /// The key prefix `fleetshard run` uses by default; a shared store adds its own prefix.
 pub const ROOT: &str = "fleetshard/";
@@ -22,6 +26,20 @@ pub enum StoreUnderTest {
     /// A real etcd server (or `FLEETSHARD_TEST_ETCD`'s, under a key prefix of its own).
     #[cfg(feature = "etcd")]
     Etcd(fleetshard_testsupport::etcd::EtcdServer),
+    /// A namespace of a fake API server, reached through a kubeconfig file.
+    Kube(KubeUnderTest),
+}
+
+/// A fake API server with the store's namespace, the runtime serving it, and the
+/// kubeconfig every process is given (`KUBECONFIG`).
+pub struct KubeUnderTest {
+    /// The fake API server (the test edits its Deployments).
+    pub server: FakeApiServer,
+    /// The store's namespace.
+    pub namespace: String,
+    /// The kubeconfig file.
+    pub kubeconfig: PathBuf,
+    _rt: tokio::runtime::Runtime,
 }
 
 impl StoreUnderTest {
@@ -40,12 +58,47 @@ impl StoreUnderTest {
         StoreUnderTest::Etcd(server)
     }
 
+    /// A fresh fake API server with the namespace `namespace` (and `also`, for other
+    /// objects: a Deployment), its kubeconfig in `dir`.
+    pub fn kube(dir: &Path, namespace: &str, also: &[&str]) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime for the fake API server");
+        let server = rt
+            .block_on(FakeApiServer::start())
+            .expect("starting the fake API server");
+        for ns in std::iter::once(&namespace).chain(also) {
+            server.create_namespace(ns).expect("creating a namespace");
+        }
+        let kubeconfig = dir.join("kubeconfig");
+        server
+            .write_kubeconfig(&kubeconfig)
+            .expect("writing the kubeconfig");
+        StoreUnderTest::Kube(KubeUnderTest {
+            server,
+            namespace: namespace.to_owned(),
+            kubeconfig,
+            _rt: rt,
+        })
+    }
+
+    /// What every process using the store needs in its environment.
+    pub fn env(&self) -> Vec<(&'static str, PathBuf)> {
+        match self {
+            StoreUnderTest::Kube(k) => vec![("KUBECONFIG", k.kubeconfig.clone())],
+            _ => Vec::new(),
+        }
+    }
+
     /// The backend's name, for messages and figures.
     pub fn name(&self) -> &'static str {
         match self {
             StoreUnderTest::Sqlite { .. } => "sqlite",
             #[cfg(feature = "etcd")]
             StoreUnderTest::Etcd(_) => "etcd",
+            StoreUnderTest::Kube(_) => "kubernetes",
         }
     }
 
@@ -55,13 +108,14 @@ impl StoreUnderTest {
             StoreUnderTest::Sqlite { path } => format!("sqlite://{}", path.display()),
             #[cfg(feature = "etcd")]
             StoreUnderTest::Etcd(server) => server.url(),
+            StoreUnderTest::Kube(k) => format!("kubernetes://{}", k.namespace),
         }
     }
 
     /// The `--root` key prefix of the fleet's records.
     pub fn root(&self) -> String {
         match self {
-            StoreUnderTest::Sqlite { .. } => ROOT.to_owned(),
+            StoreUnderTest::Sqlite { .. } | StoreUnderTest::Kube(_) => ROOT.to_owned(),
             // A shared server (FLEETSHARD_TEST_ETCD) gives each fixture its own prefix.
             #[cfg(feature = "etcd")]
             StoreUnderTest::Etcd(server) => format!("{}{ROOT}", server.key_prefix()),
@@ -83,6 +137,20 @@ impl StoreUnderTest {
                     .open()
                     .map_err(|e| StoreError::Unavailable(e.to_string()))?
                     .store)
+            }
+            StoreUnderTest::Kube(k) => {
+                let unavailable = |e: String| StoreError::Unavailable(e);
+                let kubeconfig = kube::config::Kubeconfig::from_yaml(&k.server.kubeconfig_yaml())
+                    .map_err(|e| unavailable(e.to_string()))?;
+                let options = kube::config::KubeConfigOptions::default();
+                let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                    .await
+                    .map_err(|e| unavailable(e.to_string()))?;
+                Ok(Arc::new(KubeStore::from_config(
+                    config,
+                    Some(&k.namespace),
+                    KubeOptions::default(),
+                )))
             }
         }
     }
