@@ -282,6 +282,7 @@ mod tests {
             shard: Some(0),
             generation: 1,
             lapsed_at: None,
+            at: tokio::time::Instant::now(),
         }
     }
 

@@ -439,6 +439,7 @@ impl ArgoRunner {
             shard,
             generation: u64::from(self.machine.replicas()),
             lapsed_at,
+            at: lapsed_at.unwrap_or_else(Instant::now),
         });
     }
 

@@ -36,6 +36,10 @@ pub struct OwnershipChange {
     /// later — a process paused past its deadline reports the stop on resuming. `None`:
     /// the change happened when it was reported.
     pub lapsed_at: Option<Instant>,
+    /// When the change happened: `lapsed_at` for a stop after a lapse, else when the runner
+    /// reported it. Consumers (the audit log) date the change by it, not by when they
+    /// read it: a channel's delay must not date an acquire after a later lapse.
+    pub at: Instant,
 }
 
 /// What stops the work on a cluster: the controller's shard filter, which waits for the

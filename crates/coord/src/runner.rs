@@ -513,6 +513,7 @@ impl Runner {
             shard: self.last_shard,
             generation: self.replica.applied_generation(),
             lapsed_at,
+            at: lapsed_at.unwrap_or_else(Instant::now),
         });
     }
 

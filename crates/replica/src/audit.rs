@@ -30,10 +30,14 @@ pub struct AuditEvent {
     pub shard: Option<u32>,
     /// The protocol's generation (fenced: the assignment's; Argo CD mode: see its docs).
     pub generation: u64,
-    /// For a stop caused by the lease lapsing: how long ago it lapsed, which is when
-    /// ownership ended (a replica paused past its deadline reports on resuming). The line's
-    /// `ts_ms` is then the lapse time, and it carries `"reason": "lapsed"`.
-    pub lapsed_ago: Option<std::time::Duration>,
+    /// How long ago it happened, when the event is read: the line's `ts_ms` is that
+    /// moment, not when the line is written (events wait in a channel; an acquire dated
+    /// late could follow the lapse that ended it).
+    pub ago: std::time::Duration,
+    /// A stop caused by the lease lapsing (it happened at the lapse, which a replica
+    /// paused past its deadline reports on resuming): the line carries
+    /// `"reason": "lapsed"`.
+    pub lapsed: bool,
 }
 
 impl From<OwnershipChange> for AuditEvent {
@@ -45,7 +49,8 @@ impl From<OwnershipChange> for AuditEvent {
             },
             shard: e.shard,
             generation: e.generation,
-            lapsed_ago: e.lapsed_at.map(|t| t.elapsed()),
+            ago: e.at.elapsed(),
+            lapsed: e.lapsed_at.is_some(),
         }
     }
 }
@@ -85,7 +90,7 @@ pub async fn audit_loop(
         let shard = e.shard.map_or(-1, i64::from);
         tracing::info!(cluster = %e.cluster, shard, generation = e.generation, "{event}");
         if let Some(f) = &mut file {
-            let ago = e.lapsed_ago.map_or(0, |d| d.as_millis());
+            let ago = e.ago.as_millis();
             let mut line = serde_json::json!({
                 "ts_ms": SystemClock::since_epoch().as_millis().saturating_sub(ago) as u64,
                 "identity": identity,
@@ -94,7 +99,7 @@ pub async fn audit_loop(
                 "shard": e.shard,
                 "generation": e.generation,
             });
-            if e.lapsed_ago.is_some() {
+            if e.lapsed {
                 line["reason"] = "lapsed".into();
             }
             writeln!(f, "{line}").map_err(failed)?;

@@ -180,3 +180,56 @@ async fn three_replicas_hand_fifty_thousand_clusters_over_and_log_every_release(
     let acquires: usize = ["r0", "r1", "r2"].iter().map(|n| replay(&path(n))).sum();
     assert!(acquires >= 2 * CLUSTERS, "{acquires}: the clusters moved");
 }
+
+/// An event is dated when it happened, not when the audit loop reads it: an acquire that
+/// waited in the channel behind a busy loop must not be dated after the lapse that ended
+/// it (a replay refuses a release before its acquire).
+#[tokio::test(start_paused = true)]
+async fn events_are_dated_when_they_happened_not_when_read() {
+    use fleetshard_coord::ownership::{Ownership, OwnershipChange};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let file = crate::audit::open(Some(&path)).unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let acquired = Instant::now();
+    let change = |change, lapsed_at: Option<Instant>, at| OwnershipChange {
+        identity: "r1".into(),
+        change,
+        shard: Some(0),
+        generation: 1,
+        lapsed_at,
+        at,
+    };
+    tx.send(change(Ownership::Started("c1".into()), None, acquired))
+        .unwrap();
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let lapsed = Instant::now();
+    tokio::time::advance(Duration::from_secs(3)).await;
+    // Read only now, 5 s after the acquire and 3 s after the lapse.
+    tx.send(change(
+        Ownership::Stopped("c1".into()),
+        Some(lapsed),
+        lapsed,
+    ))
+    .unwrap();
+    drop(tx);
+    crate::audit::audit_loop(rx, file, "r1".into())
+        .await
+        .unwrap();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ts = |i: usize| lines[i]["ts_ms"].as_u64().unwrap();
+    assert_eq!(lines[0]["event"], "acquire");
+    assert_eq!(lines[1]["reason"], "lapsed");
+    let gap = ts(1)
+        .checked_sub(ts(0))
+        .expect("the acquire is dated before the lapse");
+    assert!(
+        (1_900..=2_100).contains(&gap),
+        "the lapse 2 s after: {gap} ms"
+    );
+}

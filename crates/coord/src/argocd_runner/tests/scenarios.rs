@@ -143,6 +143,7 @@ async fn a_stale_entry_is_taken_after_stale_after_and_a_live_one_never() {
                 shard: Some(a_shard),
                 generation: 2,
                 lapsed_at: Some(last_sent + ArgoConfig::new("a").validity()),
+                at: last_sent + ArgoConfig::new("a").validity(),
             };
             (taken, stop)
         }));

@@ -416,14 +416,10 @@ fn fenced_deployment_scales_3_5_2_and_rolls_every_pod_with_one_handover_each() {
     scale_and_roll("fenced");
 }
 
-/// Ignored in the suite: with the test's 200 ms heartbeat a loaded machine sometimes lets
-/// an entry's validity lapse right after a cluster started, and the audit log then dates
-/// the lapsed release (at the lapse) a few ms before the acquire line (dated when written,
-/// after the start), which the replay refuses as a contradiction (an audit-dating defect
-/// of the Argo CD-mode path, not of the Deployment; seen once in six runs). Run it with
-/// `--ignored`.
+/// With the test's 200 ms heartbeat a loaded machine sometimes lets an entry's validity
+/// lapse right after a cluster started: the audit log dates each change when it happened
+/// (it once dated the acquire when written, after the lapse, and the replay refused it).
 #[test]
-#[ignore = "flaky: Argo CD-mode audit dates a lapse right after a start before its acquire line"]
 fn argocd_deployment_scales_3_5_2_and_rolls_every_pod_with_one_handover_each() {
     scale_and_roll("argocd");
 }

@@ -36,6 +36,7 @@ fn started(cluster: &str) -> OwnershipChange {
         shard: Some(0),
         generation: 1,
         lapsed_at: None,
+        at: tokio::time::Instant::now(),
     }
 }
 
