@@ -16,7 +16,9 @@ use fleetshard_gitops::reconciler::{
     DEFAULT_HEARTBEAT, GitOpsReconciler, GitOpsStopHook, InventoryTargets, KubeStatusSink,
     MemorySink, ReconcilerConfig, StatusSink, StoreStatusSink,
 };
-use fleetshard_gitops::source::{RepoCache, RepoCacheConfig, RepoServerRenderer};
+use fleetshard_gitops::source::{
+    RepoCache, RepoCacheConfig, RepoServerRenderer, StandaloneRenderer,
+};
 use fleetshard_reposerver::RepoServerClient;
 use prometheus_client::registry::Registry;
 
@@ -190,9 +192,10 @@ fn gitops(
             reason: e.to_string(),
         })?,
     );
+    let repos = RepoCache::new(repo_config);
     let reconciler = GitOpsReconciler::new(
         Arc::new(InventoryTargets::new(inventory.subscribe())),
-        RepoCache::new(repo_config),
+        repos.clone(),
         ClusterConnections::new(live_options)
             .with_eks(eks)
             .with_listener(listener)
@@ -207,7 +210,8 @@ fn gitops(
         config,
     );
     let Some(client) = settings.repo_server.client(argo_objects) else {
-        return Ok(Arc::new(reconciler));
+        let renderer = StandaloneRenderer::new(repos, settings.render.clone());
+        return Ok(Arc::new(reconciler.with_renderer(Arc::new(renderer))));
     };
     let client = RepoServerClient::new(client).map_err(|e| ReplicaError::Start {
         part: "the repo-server client",

@@ -112,6 +112,9 @@ pub struct ControllerSettings {
     pub refuse_plaintext_http: bool,
     /// Where sources are rendered.
     pub repo_server: RepoServerSetting,
+    /// How this replica renders sources when no repo-server does (tools' timeout, renders
+    /// kept, Kustomize remote bases).
+    pub render: fleetshard_gitops::source::RenderConfig,
 }
 
 /// Where an app's source is rendered.
@@ -157,6 +160,7 @@ impl Default for ControllerSettings {
             repo_server: RepoServerSetting::Auto(fleetshard_reposerver::ClientConfig::new(
                 fleetshard_reposerver::client::DEFAULT_ADDR,
             )),
+            render: Default::default(),
         }
     }
 }

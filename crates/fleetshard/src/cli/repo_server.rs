@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use fleetshard_gitops::source::RenderConfig;
 use fleetshard_replica::RepoServerSetting;
 use fleetshard_reposerver::{ClientConfig, TlsMode};
+use fleetshard_util::duration::parse_go_duration;
 
 /// Where sources are rendered.
 #[derive(Debug, Clone, clap::Args)]
@@ -42,9 +44,44 @@ pub struct RepoServerArgs {
     /// `--repo-server-strict-tls`).
     #[arg(long, value_name = "FILE", env = "FLEETSHARD_REPO_SERVER_CA_CERT_PATH")]
     pub repo_server_ca_cert_path: Option<PathBuf>,
+    /// Rendering on this replica (no repo-server): how long one `kustomize`, `kubectl
+    /// kustomize` or `helm` run may take (Argo CD's repo-server variable, Go duration).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "90s",
+        value_parser = parse_go_duration,
+        env = "ARGOCD_EXEC_TIMEOUT"
+    )]
+    pub exec_timeout: Duration,
+    /// Rendering on this replica: renders of executables kept (shared by the apps of one
+    /// source at one commit).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = fleetshard_gitops::source::DEFAULT_MAX_CACHED_RENDERS as u32,
+        value_parser = clap::value_parser!(u32).range(1..),
+        env = "FLEETSHARD_RENDER_CACHE_SIZE"
+    )]
+    pub render_cache_size: u32,
+    /// Rendering on this replica: let a kustomization name remote bases (URLs), which
+    /// `kustomize` fetches with the replica's network and none of the app's credentials.
+    /// Off by default: one tenant's app could reach what the replica reaches.
+    #[arg(long, env = "FLEETSHARD_KUSTOMIZE_ALLOW_REMOTE_BASES")]
+    pub kustomize_allow_remote_bases: bool,
 }
 
 impl RepoServerArgs {
+    /// How this replica renders when no repo-server does.
+    pub fn standalone(&self) -> RenderConfig {
+        RenderConfig {
+            timeout: self.exec_timeout,
+            allow_remote_bases: self.kustomize_allow_remote_bases,
+            max_cached: self.render_cache_size as usize,
+            ..RenderConfig::default()
+        }
+    }
+
     /// The setting these options make.
     pub fn setting(&self) -> anyhow::Result<RepoServerSetting> {
         let addr = match self.repo_server.as_deref().map(str::trim) {
@@ -82,5 +119,42 @@ impl RepoServerArgs {
             TlsMode::InsecureSkipVerify
         };
         Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        render: RepoServerArgs,
+    }
+
+    #[test]
+    fn standalone_render_options_reach_the_render_config() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--exec-timeout",
+            "2m30s",
+            "--render-cache-size",
+            "5",
+            "--kustomize-allow-remote-bases",
+        ])
+        .unwrap();
+        let config = cli.render.standalone();
+        assert_eq!(config.timeout, Duration::from_secs(150));
+        assert_eq!(config.max_cached, 5);
+        assert!(config.allow_remote_bases);
+        let defaults = Cli::try_parse_from(["x"]).unwrap().render.standalone();
+        assert_eq!(
+            defaults.timeout,
+            fleetshard_gitops::source::DEFAULT_RENDER_TIMEOUT
+        );
+        assert!(!defaults.allow_remote_bases);
+        let zero = Cli::try_parse_from(["x", "--render-cache-size", "0"]);
+        assert!(zero.is_err(), "a cache of no render is refused");
     }
 }

@@ -277,6 +277,7 @@ impl ReconcileArgs {
             },
             refuse_plaintext_http: self.refuse_plaintext_http,
             repo_server: self.render.setting()?,
+            render: self.render.standalone(),
         })
     }
 }
