@@ -7,10 +7,11 @@
 //! judging leases), `leases` (claiming, renewing and releasing the shard, the distributor
 //! role and the presence record), `count` (the shard count policies), `distribute` (the
 //! elected distributor's round: the shard count and the placement), `handover` (applying
-//! a generation and the start barrier).
+//! a generation and the start barrier), `forget` (deleting dead replicas' presence records).
 
 mod count;
 mod distribute;
+mod forget;
 mod guard;
 mod handover;
 mod leases;
@@ -21,6 +22,7 @@ mod tests;
 
 pub use count::{MAX_SHARDS, ShardCount, ShardCountError};
 pub use distribute::{Placed, PlacementJob};
+pub use forget::PRESENCE_GRACE;
 pub use guard::{DropGuard, HeldBack};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -88,6 +90,8 @@ pub enum WritePurpose {
     Commit,
     /// This replica's inventory record (its digest, problems, a drop held back).
     Inventory,
+    /// Deleting the presence record of a replica gone for [`PRESENCE_GRACE`].
+    ForgetPresence,
 }
 
 impl WritePurpose {
@@ -101,6 +105,7 @@ impl WritePurpose {
             WritePurpose::Presence => "presence",
             WritePurpose::Commit => "commit",
             WritePurpose::Inventory => "inventory",
+            WritePurpose::ForgetPresence => "forget_presence",
         }
     }
 }
@@ -127,6 +132,17 @@ pub enum Action {
         /// Value.
         value: Vec<u8>,
         /// Compare-and-swap condition.
+        pre: Precondition,
+    },
+    /// Delete a record; report the outcome with [`Replica::on_delete`].
+    Delete {
+        /// For [`Replica::on_delete`].
+        ticket: Ticket,
+        /// What the delete is for (metrics, logs).
+        purpose: WritePurpose,
+        /// Key.
+        key: String,
+        /// Compare-and-swap condition (the version judged).
         pre: Precondition,
     },
     /// Start reconciling this cluster.
@@ -196,6 +212,8 @@ enum Pending {
     Inventory,
     ReleaseShard,
     ReleaseDistributor,
+    /// Deleting a dead replica's presence record (`forget.rs`).
+    ForgetPresence(String),
 }
 
 /// What the distributor last found needed no new generation: the committed document's
@@ -410,6 +428,7 @@ impl Replica {
         self.claim_or_renew_distributor(&seen, now, &mut out);
         if self.is_distributor(now) {
             self.distribute(&seen, now, fleet, &mut out);
+            self.forget_dead_presence(&seen, &mut out);
         } else {
             self.forget_drop();
         }
@@ -539,7 +558,7 @@ impl Replica {
             }
             Pending::ReleaseShard => self.shard = None,
             Pending::ReleaseDistributor => self.distributor = None,
-            Pending::Commit | Pending::Inventory => {}
+            Pending::Commit | Pending::Inventory | Pending::ForgetPresence(_) => {}
         }
     }
 
