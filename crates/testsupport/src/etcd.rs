@@ -117,8 +117,8 @@ struct Local {
     peer_port: u16,
     /// Where `/health` answers over plain HTTP: the client port, or (TLS) a metrics port.
     health_port: u16,
-    /// TLS, for a secured server.
-    tls: Option<EtcdTlsFiles>,
+    /// TLS, for a secured server (boxed: it is six paths, and most servers have none).
+    tls: Option<Box<EtcdTlsFiles>>,
     dir: tempfile::TempDir,
 }
 
@@ -158,7 +158,9 @@ impl EtcdServer {
                 client_port,
                 peer_port: free_port()?,
                 health_port: if tls { free_port()? } else { client_port },
-                tls: tls.then(|| secure::write_files(dir.path())).transpose()?,
+                tls: tls
+                    .then(|| secure::write_files(dir.path()).map(Box::new))
+                    .transpose()?,
                 dir,
             };
             match local.spawn_and_wait() {
@@ -214,7 +216,7 @@ impl EtcdServer {
 
     /// The certificates of a server from [`EtcdServer::start_secured`].
     pub fn tls_files(&self) -> Option<&EtcdTlsFiles> {
-        self.local.as_ref()?.tls.as_ref()
+        self.local.as_ref()?.tls.as_deref()
     }
 
     /// The prefix every key of this test must start with: empty for a server of its own,

@@ -12,7 +12,7 @@ use crate::fenced::records::{
     assignment_key, distributor_key, encode, presence_key, shard_key,
 };
 use crate::lease::LeaseTiming;
-use crate::store::Entry;
+use crate::store::{Entry, Precondition};
 
 const ROOT: &str = "f/";
 
