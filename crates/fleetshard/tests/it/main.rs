@@ -17,6 +17,7 @@ mod figures;
 mod repo_server;
 mod run_argocd;
 mod run_etcd;
+mod run_etcd_secured;
 mod run_fleet_dir;
 mod run_gitops;
 mod run_kube;

@@ -189,7 +189,10 @@ async fn a_helm_repository_chart_rendered_by_the_repo_server_syncs() {
     assert_eq!(status["sourceType"], "Helm", "{status}");
     let result = &status["operationState"]["syncResult"];
     assert_eq!(result["revision"], "1.2.7", "{result}");
-    assert_eq!(result["source"]["chart"], "web", "the source synced: {result}");
+    assert_eq!(
+        result["source"]["chart"], "web",
+        "the source synced: {result}"
+    );
     assert!(
         e.cluster
             .get("v1", "ConfigMap", "default", "web-config")
