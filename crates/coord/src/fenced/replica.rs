@@ -134,7 +134,10 @@ enum Pending {
     ReleaseShard,
     ReleaseDistributor,
     /// Deleting a dead replica's presence record (`forget.rs`).
-    ForgetPresence(String),
+    ForgetPresence {
+        key: String,
+        sent: Mono,
+    },
 }
 
 /// What the distributor last found needed no new generation: the committed document's
@@ -198,6 +201,8 @@ pub struct Replica {
     guard: guard::GuardState,
     /// This replica's inventory as published, and how others' compare (`publish.rs`).
     inventory: publish::InventoryState,
+    /// Presence records whose delete the store refused, and when to try again (`forget.rs`).
+    refused_deletes: BTreeMap<String, Mono>,
 }
 
 impl Replica {
@@ -231,6 +236,7 @@ impl Replica {
             corrupt: Vec::new(),
             guard: guard::GuardState::default(),
             inventory: publish::InventoryState::default(),
+            refused_deletes: BTreeMap::new(),
         }
     }
 
@@ -349,7 +355,7 @@ impl Replica {
         self.claim_or_renew_distributor(&seen, now, &mut out);
         if self.is_distributor(now) {
             self.distribute(&seen, now, fleet, &mut out);
-            self.forget_dead_presence(&seen, &mut out);
+            self.forget_dead_presence(&seen, now, &mut out);
         } else {
             self.forget_drop();
         }
@@ -479,7 +485,7 @@ impl Replica {
             }
             Pending::ReleaseShard => self.shard = None,
             Pending::ReleaseDistributor => self.distributor = None,
-            Pending::Commit | Pending::Inventory | Pending::ForgetPresence(_) => {}
+            Pending::Commit | Pending::Inventory | Pending::ForgetPresence { .. } => {}
         }
     }
 

@@ -6,24 +6,15 @@
 
 #![cfg(feature = "etcd")]
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use fleetshard_testsupport::etcd::EtcdServer;
 use serde_json::Value;
 
+use crate::support::replicas::fleetshard;
+
 const PASSWORD: &str = "right-pw-5b1e";
 const WRONG: &str = "wrong-pw-c09d";
-
-/// The binary with none of our variables from the machine running the tests.
-fn fleetshard() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fleetshard"));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("FLEETSHARD_") || key.starts_with("ARGOCD_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
-}
 
 /// `status --output json` with the TLS flags, the user `root`, `extra` and `env`.
 fn status(etcd: &EtcdServer, extra: &[&str], env: &[(&str, &str)]) -> Output {

@@ -10,6 +10,9 @@
 //! replica whose record was deleted anyway (a partition longer than the grace) creates it
 //! again on its next renew (its write fails, it re-reads, the record is absent).
 //!
+//! A delete the store refuses (a Role without `delete` on Leases, an outage) is reported
+//! once as a warning and tried again a grace later, not at every step.
+//!
 //! Nothing depends on presence records for safety: they only count spares (`auto` shard
 //! counts) and list them in `status`. A record that is released (its replica holds a
 //! shard, or stopped) is no longer renewed, and goes the same way.
@@ -19,7 +22,7 @@ use std::time::Duration;
 use super::seen::View;
 use super::{Action, Pending, Replica, Ticket, WritePurpose};
 use crate::fenced::records::presence_key;
-use crate::lease::Verdict;
+use crate::lease::{Mono, Verdict};
 use crate::store::{Precondition, StoreError};
 
 /// How long a presence record must have been seen unchanged before the distributor
@@ -30,19 +33,26 @@ pub const PRESENCE_GRACE: Duration = Duration::from_secs(300);
 impl Replica {
     /// The distributor's round: deletes the presence records seen unchanged for
     /// [`PRESENCE_GRACE`] (not this replica's own, nor one already being deleted).
-    pub(super) fn forget_dead_presence(&mut self, view: &View, out: &mut Vec<Action>) {
+    pub(super) fn forget_dead_presence(&mut self, view: &View, now: Mono, out: &mut Vec<Action>) {
+        let root = self.cfg.root.clone();
+        self.refused_deletes
+            .retain(|k, _| view.presence.keys().any(|id| presence_key(&root, id) == *k));
         for (identity, seen) in &view.presence {
             let gone = matches!(
                 seen.verdict,
                 Verdict::Expired { unchanged_for } if unchanged_for >= PRESENCE_GRACE
             );
             let key = presence_key(&self.cfg.root, identity);
-            let deleting =
-                self.has_pending(|p| matches!(p, Pending::ForgetPresence(k) if *k == key));
-            if !gone || *identity == self.cfg.identity || deleting {
+            let deleting = self
+                .has_pending(|p| matches!(p, Pending::ForgetPresence { key: k, .. } if *k == key));
+            let refused = self.refused_deletes.get(&key).is_some_and(|&at| now < at);
+            if !gone || *identity == self.cfg.identity || deleting || refused {
                 continue;
             }
-            let ticket = self.ticket(Pending::ForgetPresence(key.clone()));
+            let ticket = self.ticket(Pending::ForgetPresence {
+                key: key.clone(),
+                sent: now,
+            });
             out.push(Action::Delete {
                 ticket,
                 purpose: WritePurpose::ForgetPresence,
@@ -52,15 +62,26 @@ impl Replica {
         }
     }
 
-    /// The outcome of an [`Action::Delete`]. A failed delete (a conflict: the record
-    /// changed; or the store failed) is tried again from a later listing if the record is
-    /// still unchanged for the grace then.
+    /// The outcome of an [`Action::Delete`]. After a conflict (the record changed) the
+    /// record is judged afresh; a delete the store refused is tried again a grace later.
     pub fn on_delete(&mut self, ticket: Ticket, result: Result<(), StoreError>) {
-        if let Some(Pending::ForgetPresence(key)) = self.pending.remove(&ticket)
-            && result.is_ok()
-        {
+        let Some(Pending::ForgetPresence { key, sent }) = self.pending.remove(&ticket) else {
+            return;
+        };
+        match result {
             // Gone: a record under that key later is a new one, judged afresh.
-            self.observer.forget(&key);
+            Ok(()) => self.observer.forget(&key),
+            Err(StoreError::Conflict { .. }) => {}
+            Err(e) => {
+                self.warnings.push(format!(
+                    "deleting the presence record {key} of a replica gone for {}s failed \
+                     (tried again in {}s): {e}",
+                    PRESENCE_GRACE.as_secs(),
+                    PRESENCE_GRACE.as_secs()
+                ));
+                self.refused_deletes
+                    .insert(key, Mono(sent.0 + PRESENCE_GRACE));
+            }
         }
     }
 }

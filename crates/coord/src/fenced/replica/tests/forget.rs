@@ -116,3 +116,41 @@ fn only_the_distributor_deletes() {
     }
     assert!(b.entries.contains_key(&key));
 }
+
+#[test]
+fn a_refused_delete_is_reported_and_tried_again_a_grace_later() {
+    let mut b = Bench::new("a", 1, 2);
+    b.settle(ms(0));
+    let key = presence_key(ROOT, "z");
+    b.put(&key, presence("z", 1));
+    let grace = PRESENCE_GRACE.as_millis() as u64;
+    run_until(&mut b, 1_000, grace);
+    let t = grace + 1_000;
+    let actions = b.step(ms(t));
+    let ticket = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Delete { ticket, .. } => Some(*ticket),
+            _ => None,
+        })
+        .expect("a delete is due");
+    // The store refuses it (a Role without `delete` on Leases): reported once.
+    b.r.on_delete(ticket, Err(StoreError::Backend("forbidden".into())));
+    let warnings = b.r.take_warnings();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&key) && w.contains("forbidden")),
+        "{warnings:?}"
+    );
+    let others: Vec<Action> = actions
+        .into_iter()
+        .filter(|a| !matches!(a, Action::Delete { .. }))
+        .collect();
+    b.run(others);
+    // Not at every step after that: only a grace later.
+    assert_eq!(run_until(&mut b, t + 1_000, t + grace - 1_000), vec![]);
+    let again = run_until(&mut b, t + grace, t + grace + 1_000);
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert!(!b.entries.contains_key(&key));
+}
