@@ -49,7 +49,10 @@ struct StopDone {
 /// A write's outcome on its way back to the owning task.
 struct WriteDone {
     ticket: Ticket,
-    result: Result<u64, StoreError>,
+    /// Whether it was a delete.
+    delete: bool,
+    /// The new version of a put; `None` for a delete.
+    result: Result<Option<u64>, StoreError>,
 }
 
 /// A placement's result on its way back to the owning task (`None`: it failed).
@@ -240,7 +243,7 @@ impl Runner {
                 Some(done) = done_rx.recv() => {
                     // A confirmed write is a protocol step (a claim, a commit, an ack):
                     // list again at once so the next step does not wait for the poll.
-                    if let Ok(v) = done.result {
+                    if let Ok(Some(v)) = done.result {
                         newest_write = newest_write.max(v);
                         next_poll = Instant::now();
                     }
@@ -398,7 +401,12 @@ impl Runner {
             Ok(_) | Err(StoreError::Conflict { .. }) => {}
             Err(e) => self.store_error(e),
         }
-        self.replica.on_write(done.ticket, done.result);
+        match done.result {
+            Ok(None) => self.replica.on_delete(done.ticket, Ok(())),
+            Ok(Some(v)) => self.replica.on_write(done.ticket, Ok(v)),
+            Err(e) if done.delete => self.replica.on_delete(done.ticket, Err(e)),
+            Err(e) => self.replica.on_write(done.ticket, Err(e)),
+        }
     }
 
     fn store_error(&mut self, e: &StoreError) {
@@ -483,7 +491,36 @@ impl Runner {
                         metrics.store_call(purpose.as_str(), took, ok);
                         crate::ownership::log_write(&identity, &key, &result, took);
                         // The runner may have returned; nobody needs the outcome then.
-                        let _ = done.send(WriteDone { ticket, result });
+                        let _ = done.send(WriteDone {
+                            ticket,
+                            delete: false,
+                            result: result.map(Some),
+                        });
+                    });
+                }
+                Action::Delete {
+                    ticket,
+                    purpose,
+                    key,
+                    pre,
+                } => {
+                    let (store, done) = (self.store.clone(), done.clone());
+                    let metrics = self.metrics.clone();
+                    tracing::info!(identity = %self.cfg.identity, %key, purpose = purpose.as_str(), "fenced: deleting a record");
+                    tokio::spawn(async move {
+                        let sent = Instant::now();
+                        let result = store.delete(&key, pre).await;
+                        let ok = !matches!(
+                            result,
+                            Err(StoreError::Unavailable(_) | StoreError::Backend(_))
+                        );
+                        metrics.store_call(purpose.as_str(), sent.elapsed(), ok);
+                        let result = result.map(|()| None);
+                        let _ = done.send(WriteDone {
+                            ticket,
+                            delete: true,
+                            result,
+                        });
                     });
                 }
             }

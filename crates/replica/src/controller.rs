@@ -47,7 +47,7 @@ pub(crate) fn status_sink(
             );
             MemorySink::new()
         }
-        (None, StoreUrl::Memory | StoreUrl::Sqlite(_) | StoreUrl::Etcd(_)) => Arc::new(
+        (None, StoreUrl::Memory | StoreUrl::Sqlite(_) | StoreUrl::Etcd { .. }) => Arc::new(
             StoreStatusSink::new(store.store.clone(), root, DEFAULT_HEARTBEAT),
         ),
     }

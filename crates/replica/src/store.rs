@@ -27,6 +27,10 @@ use tokio::sync::watch;
 
 use crate::ReplicaError;
 
+mod etcd;
+
+pub use etcd::EtcdAccess;
+
 /// A store URL, parsed and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreUrl {
@@ -34,8 +38,15 @@ pub enum StoreUrl {
     Memory,
     /// `sqlite://PATH`: a file shared by the processes of one machine.
     Sqlite(PathBuf),
-    /// `etcd://HOST:PORT[,HOST:PORT…]`.
-    Etcd(Vec<String>),
+    /// `etcd://HOST:PORT[,HOST:PORT…]`, or `etcds://…` over TLS.
+    Etcd {
+        /// `HOST:PORT` each.
+        endpoints: Vec<String>,
+        /// `etcds://`.
+        tls: bool,
+        /// The TLS files and user ([`StoreUrl::with_etcd_access`]).
+        access: EtcdAccess,
+    },
     /// `kubernetes://NAMESPACE`: ConfigMaps and Leases; `None`: the configuration's
     /// namespace.
     Kubernetes {
@@ -55,7 +66,7 @@ impl FromStr for StoreUrl {
             "sqlite" => SqliteStore::path_from_url(url)
                 .map(StoreUrl::Sqlite)
                 .map_err(|e| e.to_string()),
-            "etcd" => {
+            scheme @ ("etcd" | "etcds") => {
                 let endpoints: Vec<String> = rest
                     .split(',')
                     .map(str::trim)
@@ -64,10 +75,22 @@ impl FromStr for StoreUrl {
                     .collect();
                 if endpoints.is_empty() {
                     return Err(format!(
-                        "store {url:?}: no etcd endpoint (etcd://HOST:PORT)"
+                        "store {url:?}: no etcd endpoint ({scheme}://HOST:PORT)"
                     ));
                 }
-                Ok(StoreUrl::Etcd(endpoints))
+                if rest.contains('@') {
+                    // The URL is not repeated: it holds a password.
+                    return Err("store: credentials in the URL are refused (a URL shows in \
+                                ps, logs and errors); use --etcd-username and \
+                                --etcd-password-file"
+                        .to_owned());
+                }
+                let tls = scheme == "etcds";
+                Ok(StoreUrl::Etcd {
+                    endpoints,
+                    tls,
+                    access: EtcdAccess::default(),
+                })
             }
             // The namespace is checked by the backend (a DNS label); opening does no I/O.
             "kubernetes" => KubeStore::from_url(url)
@@ -83,8 +106,8 @@ impl FromStr for StoreUrl {
 
 fn expected(url: &str) -> String {
     format!(
-        "store {url:?}: expected sqlite://PATH, etcd://HOST:PORT, kubernetes://NAMESPACE or \
-         memory://"
+        "store {url:?}: expected sqlite://PATH, etcd://HOST:PORT, etcds://HOST:PORT, \
+         kubernetes://NAMESPACE or memory://"
     )
 }
 
@@ -93,7 +116,10 @@ impl fmt::Display for StoreUrl {
         match self {
             StoreUrl::Memory => f.write_str("memory://"),
             StoreUrl::Sqlite(path) => write!(f, "sqlite://{}", path.display()),
-            StoreUrl::Etcd(endpoints) => write!(f, "etcd://{}", endpoints.join(",")),
+            StoreUrl::Etcd { endpoints, tls, .. } => {
+                let scheme = if *tls { "etcds" } else { "etcd" };
+                write!(f, "{scheme}://{}", endpoints.join(","))
+            }
             StoreUrl::Kubernetes { namespace } => {
                 write!(f, "kubernetes://{}", namespace.as_deref().unwrap_or(""))
             }
@@ -124,6 +150,27 @@ impl fmt::Debug for OpenedStore {
 }
 
 impl StoreUrl {
+    /// The URL with the TLS files and user of an etcd store, checked with its scheme
+    /// (mixed or incomplete settings are refused, naming what is missing). Settings for a
+    /// store that is not etcd are refused too: they would be ignored.
+    pub fn with_etcd_access(self, access: EtcdAccess) -> Result<StoreUrl, String> {
+        match self {
+            StoreUrl::Etcd { endpoints, tls, .. } => {
+                access.check(tls).map_err(|e| format!("store etcd: {e}"))?;
+                Ok(StoreUrl::Etcd {
+                    endpoints,
+                    tls,
+                    access,
+                })
+            }
+            _ if access.is_empty() => Ok(self),
+            other => Err(format!(
+                "the --etcd-* settings (or FLEETSHARD_ETCD_PASSWORD) are only for etcd:// and \
+                 etcds:// stores, and the store is {other}"
+            )),
+        }
+    }
+
     /// Opens the store, creating it if it is a SQLite file that does not exist yet (a
     /// replica).
     pub fn open(&self) -> Result<OpenedStore, ReplicaError> {
@@ -160,14 +207,25 @@ impl StoreUrl {
                     .map_err(|e| opening(&e))?,
             ),
             #[cfg(feature = "etcd")]
-            StoreUrl::Etcd(_) => Arc::new(
-                fleetshard_store_etcd::EtcdStore::from_url(&self.to_string())
-                    .map_err(|e| opening(&e))?,
-            ),
+            StoreUrl::Etcd {
+                endpoints,
+                tls,
+                access,
+            } => {
+                access.check(*tls).map_err(|e| opening(&e))?;
+                let options = fleetshard_store_etcd::EtcdOptions {
+                    security: access.security(*tls),
+                    ..Default::default()
+                };
+                Arc::new(
+                    fleetshard_store_etcd::EtcdStore::new(endpoints, options)
+                        .map_err(|e| opening(&e))?,
+                )
+            }
             // Optional because etcd's client is generated from .proto files at build time,
             // and a plain `cargo build` must work with nothing but cargo.
             #[cfg(not(feature = "etcd"))]
-            StoreUrl::Etcd(_) => {
+            StoreUrl::Etcd { .. } => {
                 return Err(opening(
                     &"etcd is not yet supported in this build (built without the `etcd` \
                       feature); rebuild with `cargo build --features etcd` (it needs protoc: \
@@ -207,7 +265,19 @@ mod tests {
             ("sqlite://f.db", StoreUrl::Sqlite("f.db".into())),
             (
                 "etcd://a:1,b:2",
-                StoreUrl::Etcd(vec!["a:1".into(), "b:2".into()]),
+                StoreUrl::Etcd {
+                    endpoints: vec!["a:1".into(), "b:2".into()],
+                    tls: false,
+                    access: EtcdAccess::default(),
+                },
+            ),
+            (
+                "etcds://a:1",
+                StoreUrl::Etcd {
+                    endpoints: vec!["a:1".into()],
+                    tls: true,
+                    access: EtcdAccess::default(),
+                },
             ),
             (
                 "kubernetes://argocd",
@@ -230,6 +300,8 @@ mod tests {
             "fleetshard.db",
             "memory://x",
             "etcd://",
+            "etcds://",
+            "etcds://root:pw@a:1",
             "kubernetes://Bad_NS",
         ] {
             assert!(text.parse::<StoreUrl>().is_err(), "{text}");
@@ -240,6 +312,72 @@ mod tests {
                 .unwrap_err()
                 .contains("sqlite://PATH")
         );
+    }
+
+    #[test]
+    fn etcd_access_is_checked_with_the_scheme_and_never_shows_the_password() {
+        let access = EtcdAccess {
+            ca_file: Some("ca.pem".into()),
+            username: Some("root".into()),
+            password: Some("pw-secret-2".into()),
+            ..EtcdAccess::default()
+        };
+        let url: StoreUrl = "etcds://a:1".parse().unwrap();
+        let url = url.with_etcd_access(access.clone()).unwrap();
+        assert_eq!(url.to_string(), "etcds://a:1");
+        assert!(!format!("{url:?}").contains("pw-secret-2"), "{url:?}");
+        let e = "etcd://a:1"
+            .parse::<StoreUrl>()
+            .unwrap()
+            .with_etcd_access(access.clone())
+            .unwrap_err();
+        assert!(e.contains("etcds://") && !e.contains("pw-secret-2"), "{e}");
+        let e = StoreUrl::Memory.with_etcd_access(access).unwrap_err();
+        assert!(e.contains("memory://"), "{e}");
+        assert_eq!(
+            StoreUrl::Memory.with_etcd_access(EtcdAccess::default()),
+            Ok(StoreUrl::Memory)
+        );
+    }
+
+    /// A replica's store on an etcd that serves TLS only, wants a client certificate and
+    /// has authentication on: it works with the right files and password, and a wrong
+    /// password is a clear error that does not show it.
+    #[cfg(feature = "etcd")]
+    #[tokio::test]
+    async fn a_secured_etcd_is_opened_with_its_files_and_user() {
+        let etcd = fleetshard_testsupport::etcd::EtcdServer::start_secured(Some("pw-3")).unwrap();
+        let files = etcd.tls_files().unwrap();
+        let access = |password: &str| EtcdAccess {
+            ca_file: Some(files.ca.clone()),
+            cert_file: Some(files.client_cert.clone()),
+            key_file: Some(files.client_key.clone()),
+            username: Some("root".into()),
+            password: Some(password.into()),
+        };
+        let url: StoreUrl = etcd.url().parse().unwrap();
+        let good = url.clone().with_etcd_access(access("pw-3")).unwrap();
+        let store = good.open().unwrap().store;
+        store
+            .put(
+                "fs/k",
+                b"v".to_vec(),
+                fleetshard_coord::store::Precondition::Any,
+            )
+            .await
+            .unwrap();
+        assert_eq!(store.list("fs/").await.unwrap().entries.len(), 1);
+        let bad = url.with_etcd_access(access("wrong-pw-4")).unwrap();
+        let e = bad
+            .open()
+            .unwrap()
+            .store
+            .list("fs/")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("authentication failed"), "{e}");
+        assert!(!e.contains("wrong-pw-4"), "{e}");
     }
 
     #[tokio::test]
@@ -275,10 +413,14 @@ mod tests {
         assert!(StoreUrl::Memory.open().unwrap().kube.is_none());
         #[cfg(not(feature = "etcd"))]
         {
-            let e = StoreUrl::Etcd(vec!["localhost:2379".into()])
-                .open()
-                .unwrap_err()
-                .to_string();
+            let e = StoreUrl::Etcd {
+                endpoints: vec!["localhost:2379".into()],
+                tls: false,
+                access: EtcdAccess::default(),
+            }
+            .open()
+            .unwrap_err()
+            .to_string();
             assert!(e.contains("--features etcd"), "{e}");
         }
     }

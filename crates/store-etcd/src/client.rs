@@ -30,10 +30,17 @@ impl EtcdStore {
         let options = ConnectOptions::new()
             .with_connect_timeout(t)
             .with_timeout(t);
+        // The TLS files are read at every connect, so a rotated certificate is used from
+        // the next reconnect on.
+        let options = self
+            .inner
+            .options
+            .security
+            .apply(options, &self.inner.url)?;
         let connecting = Client::connect(&self.inner.endpoints, Some(options));
         let client = match tokio::time::timeout(t, connecting).await {
             Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(store_error(&e, &self.inner.url, "connect")),
+            Ok(Err(e)) => return Err(self.error(&e, "connect")),
             Err(_) => {
                 return Err(StoreError::Unavailable(format!(
                     "{}: connect: no answer within {t:?}",
@@ -45,6 +52,27 @@ impl EtcdStore {
         // earlier one's is dropped when its call ends. Harmless, and rare.
         *self.client_slot() = Some(client.clone());
         Ok(client)
+    }
+
+    /// The trait's error for `e`. etcd closes a TLS connection that brings no client
+    /// certificate when it requires one, which the client only sees as "connection
+    /// closed": with no client certificate configured, the message says so.
+    fn error(&self, e: &etcd_client::Error, what: &str) -> StoreError {
+        let hint = " (etcd closed the connection: an etcd with --client-cert-auth needs a \
+                    client certificate, and none is configured)";
+        let no_client_cert = self
+            .inner
+            .options
+            .security
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.client.is_none());
+        match store_error(e, &self.inner.url, what) {
+            StoreError::Unavailable(m) if no_client_cert && m.contains("connection closed") => {
+                StoreError::Unavailable(format!("{m}{hint}"))
+            }
+            other => other,
+        }
     }
 
     /// Forgets the client after a failure that may have broken its connection, so the next
@@ -101,7 +129,7 @@ impl EtcdStore {
                 if kind == Kind::Unavailable {
                     self.reset();
                 }
-                Err((kind, store_error(&e, &self.inner.url, what)))
+                Err((kind, self.error(&e, what)))
             }
             Err(_) => {
                 self.reset();

@@ -46,12 +46,36 @@ pub(crate) fn kind(e: &Error) -> Kind {
 pub(crate) fn store_error(e: &Error, endpoints: &str, what: &str) -> StoreError {
     let message = match e {
         // The status's own text is the useful part ("etcdserver: no leader").
-        Error::GRpcStatus(s) => format!("{endpoints}: {what}: {:?}: {}", s.code(), s.message()),
-        other => format!("{endpoints}: {what}: {other}"),
+        Error::GRpcStatus(s) => {
+            let mut text = format!("{endpoints}: {what}: {:?}: {}", s.code(), s.message());
+            // A transport failure's status says only "transport error": its causes say
+            // which (refused, the handshake failed, …).
+            add_causes(&mut text, std::error::Error::source(s));
+            text
+        }
+        other => {
+            let mut text = format!("{endpoints}: {what}: {other}");
+            add_causes(&mut text, std::error::Error::source(other));
+            text
+        }
     };
     match kind(e) {
         Kind::Unavailable => StoreError::Unavailable(message),
         Kind::Compacted | Kind::Backend => StoreError::Backend(message),
+    }
+}
+
+/// Appends `cause` and its own causes to `text`, `: `-separated, skipping any whose text
+/// is already there (a transport error's own text is just "transport error"; the causes
+/// say which: refused, a certificate not trusted, …).
+fn add_causes(text: &mut String, mut cause: Option<&(dyn std::error::Error + 'static)>) {
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
     }
 }
 

@@ -1,5 +1,6 @@
 //! `etcd://HOST:PORT[,HOST:PORT…]`: the etcd coordination store, for replicas on several
-//! machines (etcd v3 API over gRPC, plain HTTP).
+//! machines (etcd v3 API over gRPC); `etcds://…` over TLS, with a client certificate and an
+//! etcd user if etcd asks for them ([`EtcdSecurity`], `security.rs`).
 //!
 //! # Mapping
 //! etcd already has the trait's model, so the mapping is direct:
@@ -54,8 +55,10 @@
 //! - *Transactions are what make it safe*, and they are used: every write is a
 //!   compare-and-swap on the `mod_revision` the writer observed.
 //!
-//! A lease could later garbage-collect `replicas/<identity>` presence records of spares that
-//! died (they are only shown by `status`); that is cosmetic and not needed for safety.
+//! Presence records (`replicas/<identity>`) of spares that died are not left to an etcd
+//! lease either: the distributor deletes one it has seen unchanged for a grace, with
+//! compare-and-swap on that version (`fleetshard_coord`, `fenced/replica/forget.rs`), the
+//! same way on every backend.
 //!
 //! # The store is the store
 //! Every answer names the etcd cluster that sent it; the first is recorded, and an answer
@@ -72,8 +75,11 @@
 mod client;
 mod error;
 mod identity;
+mod security;
 mod url;
 mod watch;
+
+pub use security::{ClientCert, EtcdSecurity, EtcdTls, EtcdUser, Password};
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -100,6 +106,8 @@ pub struct EtcdOptions {
     pub page_size: u32,
     /// Prefix of every key this store reads or writes (default empty; see the crate docs).
     pub key_prefix: String,
+    /// TLS and authentication (default: neither).
+    pub security: EtcdSecurity,
 }
 
 impl Default for EtcdOptions {
@@ -109,6 +117,7 @@ impl Default for EtcdOptions {
             watch_check: Duration::from_secs(5),
             page_size: 1000,
             key_prefix: String::new(),
+            security: EtcdSecurity::default(),
         }
     }
 }
@@ -123,7 +132,7 @@ pub struct EtcdStore {
 struct Inner {
     /// `HOST:PORT` each.
     endpoints: Vec<String>,
-    /// `etcd://HOST:PORT,…` for messages.
+    /// `etcd://HOST:PORT,…` (or `etcds://`) for messages.
     url: String,
     options: EtcdOptions,
     /// `None` until first use and after a failure that may have broken the connection.
@@ -149,17 +158,28 @@ const MAX_PAGE: u32 = 100_000;
 const LIST_ATTEMPTS: u32 = 3;
 
 impl EtcdStore {
-    /// A store on `endpoints` (`HOST:PORT` each) with the default options. Makes no
-    /// connection: the first call does (see [`EtcdStore::connect`] to check at once).
+    /// A store on `endpoints` (`HOST:PORT` each) with `options`; TLS when
+    /// [`EtcdOptions::security`] says so. Makes no connection: the first call does (see
+    /// [`EtcdStore::connect`] to check at once), but the TLS files are read now, so a
+    /// missing one is reported here.
     pub fn new<I, S>(endpoints: I, options: EtcdOptions) -> Result<Self, StoreError>
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
         let endpoints: Vec<String> = endpoints.into_iter().map(Into::into).collect();
-        let url = format!("{}{}", url::SCHEME, endpoints.join(","));
+        let scheme = if options.security.tls.is_some() {
+            url::TLS_SCHEME
+        } else {
+            url::SCHEME
+        };
+        let url = format!("{scheme}{}", endpoints.join(","));
         // The same checks as a URL's, so both ways in accept the same endpoints.
-        let endpoints = url::parse(&url)?;
+        let (endpoints, _) = url::parse(&url)?;
+        options.security.check(&url)?;
+        options
+            .security
+            .apply(etcd_client::ConnectOptions::new(), &url)?;
         if options.page_size == 0 || options.page_size > MAX_PAGE {
             return Err(StoreError::Backend(format!(
                 "{url}: page_size {} is out of range (1–{MAX_PAGE})",
@@ -173,7 +193,7 @@ impl EtcdStore {
         }
         Ok(EtcdStore {
             inner: Arc::new(Inner {
-                url: format!("{}{}", url::SCHEME, endpoints.join(",")),
+                url: format!("{scheme}{}", endpoints.join(",")),
                 endpoints,
                 options,
                 client: Mutex::new(None),
@@ -200,9 +220,26 @@ impl EtcdStore {
         Self::from_url_with(url, EtcdOptions::default())
     }
 
-    /// The store an `etcd://` URL names, with `options`. Makes no connection.
+    /// The store an `etcd://` or `etcds://` URL names, with `options`. Makes no
+    /// connection. `etcds://` needs [`EtcdSecurity::tls`] (its CA file) and `etcd://`
+    /// refuses it: the URL and the options must agree.
     pub fn from_url_with(url: &str, options: EtcdOptions) -> Result<Self, StoreError> {
-        Self::new(url::parse(url)?, options)
+        let (endpoints, tls) = url::parse(url)?;
+        let reason = match (tls, options.security.tls.is_some()) {
+            (true, false) => Some(
+                "etcds:// needs the CA certificate that signed etcd's server certificate \
+                 (a CA file)",
+            ),
+            (false, true) => Some("TLS files were given for a plain etcd:// URL; write etcds://"),
+            _ => None,
+        };
+        if let Some(reason) = reason {
+            return Err(StoreError::InvalidUrl {
+                url: url.to_owned(),
+                reason: reason.into(),
+            });
+        }
+        Self::new(endpoints, options)
     }
 
     /// The endpoints, `HOST:PORT` each.

@@ -1,43 +1,51 @@
-//! `etcd://HOST:PORT[,HOST:PORT…]` URLs.
+//! `etcd://HOST:PORT[,HOST:PORT…]` and `etcds://…` URLs.
 //!
-//! The endpoints are etcd's client URLs without their `http://`: one or more `HOST:PORT`
-//! separated by commas, where HOST is a name, an IPv4 address or a bracketed IPv6 address.
-//! A missing port means 2379 (etcd's client port). Plain HTTP only: TLS and credentials
-//! are not supported yet, and a URL asking for them is refused rather than silently sent
-//! in the clear. A path, query or fragment is refused too (the key prefix is `--root`).
+//! The endpoints are etcd's client URLs without their `http://` or `https://`: one or more
+//! `HOST:PORT` separated by commas, where HOST is a name, an IPv4 address or a bracketed
+//! IPv6 address. A missing port means 2379 (etcd's client port). `etcd://` is plain HTTP,
+//! `etcds://` is TLS (its CA and client certificate are options, `security.rs`).
+//! Credentials in the URL are refused (a URL shows in `ps`, logs and errors), and so is a
+//! path, query or fragment (the key prefix is `--root`).
 
 use fleetshard_coord::store::StoreError;
 
 /// The URL scheme, with its `://`.
 pub(crate) const SCHEME: &str = "etcd://";
 
+/// The TLS URL scheme, with its `://`.
+pub(crate) const TLS_SCHEME: &str = "etcds://";
+
 /// etcd's standard client port.
 pub(crate) const DEFAULT_PORT: u16 = 2379;
 
-/// Parses `etcd://HOST:PORT[,HOST:PORT…]` into its endpoints (`HOST:PORT` each).
-pub(crate) fn parse(url: &str) -> Result<Vec<String>, StoreError> {
+/// Parses `etcd://HOST:PORT[,HOST:PORT…]` (or `etcds://…`) into its endpoints
+/// (`HOST:PORT` each) and whether it asks for TLS.
+pub(crate) fn parse(url: &str) -> Result<(Vec<String>, bool), StoreError> {
     let invalid = |reason: String| StoreError::InvalidUrl {
         url: url.to_owned(),
         reason,
     };
     let lower = url.to_ascii_lowercase();
-    if lower.starts_with("etcds://") || lower.starts_with("https://") {
+    if lower.starts_with("https://") || lower.starts_with("http://") {
         return Err(invalid(
-            "TLS is not supported by this build's etcd client; use etcd://HOST:PORT (plain \
-             HTTP on a trusted network)"
-                .into(),
+            "write etcd://HOST:PORT (plain HTTP) or etcds://HOST:PORT (TLS)".into(),
         ));
     }
     // Schemes are case-insensitive (RFC 3986 §3.1); `get` guards against slicing through a
     // multi-byte character.
-    let rest = match url.get(..SCHEME.len()) {
-        Some(head) if head.eq_ignore_ascii_case(SCHEME) => &url[SCHEME.len()..],
-        _ if lower.starts_with("etcd:") => {
+    let scheme = |s: &str| {
+        url.get(..s.len())
+            .is_some_and(|h| h.eq_ignore_ascii_case(s))
+    };
+    let (rest, tls) = match () {
+        () if scheme(SCHEME) => (&url[SCHEME.len()..], false),
+        () if scheme(TLS_SCHEME) => (&url[TLS_SCHEME.len()..], true),
+        () if lower.starts_with("etcd:") || lower.starts_with("etcds:") => {
             return Err(invalid(
                 "expected etcd://HOST:PORT[,HOST:PORT…] (two slashes, then the endpoints)".into(),
             ));
         }
-        _ => return Err(invalid("not an etcd:// URL".into())),
+        () => return Err(invalid("not an etcd:// or etcds:// URL".into())),
     };
     // One trailing slash is harmless (`etcd://host:2379/`); anything after it is not.
     let rest = rest.strip_suffix('/').unwrap_or(rest);
@@ -48,7 +56,8 @@ pub(crate) fn parse(url: &str) -> Result<Vec<String>, StoreError> {
     }
     if rest.contains('@') {
         return Err(invalid(
-            "credentials in the URL are not supported (etcd authentication is not implemented)"
+            "credentials in the URL are refused (a URL shows in ps, logs and errors); give the \
+             etcd user and its password file as options"
                 .into(),
         ));
     }
@@ -57,10 +66,12 @@ pub(crate) fn parse(url: &str) -> Result<Vec<String>, StoreError> {
             "no endpoint; write etcd://HOST:PORT, e.g. etcd://127.0.0.1:2379".into(),
         ));
     }
-    rest.split(',')
+    let endpoints = rest
+        .split(',')
         .enumerate()
         .map(|(i, ep)| endpoint(ep).map_err(|r| invalid(format!("endpoint {} {ep:?}: {r}", i + 1))))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok((endpoints, tls))
 }
 
 /// Checks one `HOST[:PORT]` and returns `HOST:PORT`.
@@ -119,8 +130,15 @@ mod tests {
             ("etcd://[::1]:2379", &["[::1]:2379"]),
             ("etcd://[fe80::1]", &["[fe80::1]:2379"]),
         ] {
-            assert_eq!(parse(url).unwrap(), eps, "{url}");
+            let (got, tls) = parse(url).unwrap();
+            assert_eq!(
+                (got, tls),
+                (eps.iter().map(|e| e.to_string()).collect(), false),
+                "{url}"
+            );
         }
+        let tls = parse("ETCDS://a:1,b").unwrap();
+        assert_eq!(tls, (vec!["a:1".to_owned(), "b:2379".to_owned()], true));
     }
 
     #[test]
@@ -131,8 +149,9 @@ mod tests {
             ("etcd:x", "two slashes"),
             ("sqlite://x.db", "not an etcd"),
             ("", "not an etcd"),
-            ("etcds://x:1", "TLS"),
-            ("https://x:1", "TLS"),
+            ("etcds:/x:1", "two slashes"),
+            ("https://x:1", "etcds://HOST:PORT (TLS)"),
+            ("etcds://u:p@x:1", "credentials"),
             ("etcd://x:1/prefix", "path"),
             ("etcd://x:1?a=b", "query"),
             ("etcd://user:pw@x:1", "credentials"),

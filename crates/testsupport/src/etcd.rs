@@ -18,6 +18,14 @@
 //!
 //! Starting is synchronous (it polls `/health` with short blocking sleeps), so it works
 //! from plain `#[test]`s and from async tests alike.
+//!
+//! [`EtcdServer::start_secured`] starts an etcd that serves only TLS and requires a client
+//! certificate (`--client-cert-auth`), optionally with authentication enabled for the user
+//! `root` (`secure.rs`); it is always a local server.
+
+mod secure;
+
+pub use secure::EtcdTlsFiles;
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -107,6 +115,10 @@ struct Local {
     child: Option<Child>,
     client_port: u16,
     peer_port: u16,
+    /// Where `/health` answers over plain HTTP: the client port, or (TLS) a metrics port.
+    health_port: u16,
+    /// TLS, for a secured server (boxed: it is six paths, and most servers have none).
+    tls: Option<Box<EtcdTlsFiles>>,
     dir: tempfile::TempDir,
 }
 
@@ -117,18 +129,39 @@ impl EtcdServer {
         if let Ok(value) = std::env::var(EXTERNAL_ENV) {
             return Self::external(value);
         }
+        Self::start_local(false)
+    }
+
+    /// Starts a fresh local etcd that serves TLS only and requires a client certificate
+    /// signed by [`EtcdTlsFiles::ca`]; with `root_password`, authentication is enabled and
+    /// the user `root` has that password. Ignores `FLEETSHARD_TEST_ETCD`.
+    pub fn start_secured(root_password: Option<&str>) -> Result<Self, EtcdError> {
+        let server = Self::start_local(true)?;
+        if let (Some(password), Some(local)) = (root_password, &server.local) {
+            local.enable_auth(password)?;
+        }
+        Ok(server)
+    }
+
+    fn start_local(tls: bool) -> Result<Self, EtcdError> {
         let binary = find_binary()?;
         let mut last = None;
         for _ in 0..START_ATTEMPTS {
+            let dir = tempfile::Builder::new()
+                .prefix("fleetshard-etcd-")
+                .tempdir()
+                .map_err(io("creating etcd's data directory"))?;
+            let client_port = free_port()?;
             let mut local = Local {
                 binary: binary.clone(),
                 child: None,
-                client_port: free_port()?,
+                client_port,
                 peer_port: free_port()?,
-                dir: tempfile::Builder::new()
-                    .prefix("fleetshard-etcd-")
-                    .tempdir()
-                    .map_err(io("creating etcd's data directory"))?,
+                health_port: if tls { free_port()? } else { client_port },
+                tls: tls
+                    .then(|| secure::write_files(dir.path()).map(Box::new))
+                    .transpose()?,
+                dir,
             };
             match local.spawn_and_wait() {
                 Ok(()) => {
@@ -171,9 +204,19 @@ impl EtcdServer {
         &self.endpoint
     }
 
-    /// `etcd://127.0.0.1:PORT`: the store URL.
+    /// `etcd://127.0.0.1:PORT` (`etcds://` for a secured server): the store URL.
     pub fn url(&self) -> String {
-        format!("etcd://{}", self.endpoint)
+        let scheme = if self.tls_files().is_some() {
+            "etcds"
+        } else {
+            "etcd"
+        };
+        format!("{scheme}://{}", self.endpoint)
+    }
+
+    /// The certificates of a server from [`EtcdServer::start_secured`].
+    pub fn tls_files(&self) -> Option<&EtcdTlsFiles> {
+        self.local.as_ref()?.tls.as_deref()
     }
 
     /// The prefix every key of this test must start with: empty for a server of its own,
@@ -291,14 +334,24 @@ impl Local {
     /// Runs etcd and waits for `/health`; on failure the process is stopped and the error
     /// carries its stderr tail.
     fn spawn_and_wait(&mut self) -> Result<(), EtcdError> {
-        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{}", self.client_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.stderr_path())
             .map_err(io("creating etcd's stderr file"))?;
-        let child = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        if let Some(tls) = &self.tls {
+            command
+                .arg(format!(
+                    "--listen-metrics-urls=http://127.0.0.1:{}",
+                    self.health_port
+                ))
+                .args(tls.server_args());
+        }
+        let child = command
             .arg("--name=fleetshard-test")
             .arg(format!("--data-dir={}", self.data_dir().display()))
             .arg(format!("--listen-client-urls={client}"))
@@ -339,13 +392,14 @@ impl Local {
                 self.child = None;
                 return Err(self.did_not_start(format!("it exited with {status}")));
             }
-            if health(self.client_port, [127, 0, 0, 1].into()) {
+            if health(self.health_port, [127, 0, 0, 1].into()) {
                 return Ok(());
             }
             if start.elapsed() > START_DEADLINE {
                 self.stop();
                 return Err(self.did_not_start(format!(
-                    "no healthy answer on {client}/health within {START_DEADLINE:?}"
+                    "no healthy answer on port {}'s /health within {START_DEADLINE:?}",
+                    self.health_port
                 )));
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -494,6 +548,8 @@ mod tests {
             child: None,
             client_port: free_port().unwrap(),
             peer_port: free_port().unwrap(),
+            health_port: 0,
+            tls: None,
             dir: tempfile::tempdir().unwrap(),
         };
         let e = local.spawn_and_wait().unwrap_err();
@@ -510,6 +566,8 @@ mod tests {
             child: None,
             client_port: free_port().unwrap(),
             peer_port: free_port().unwrap(),
+            health_port: 0,
+            tls: None,
             dir,
         };
         std::fs::write(local.stderr_path(), "line one\nboom: address in use\n").unwrap();

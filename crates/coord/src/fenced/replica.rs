@@ -7,10 +7,12 @@
 //! judging leases), `leases` (claiming, renewing and releasing the shard, the distributor
 //! role and the presence record), `count` (the shard count policies), `distribute` (the
 //! elected distributor's round: the shard count and the placement), `handover` (applying
-//! a generation and the start barrier).
+//! a generation and the start barrier), `forget` (deleting dead replicas' presence records).
 
+mod action;
 mod count;
 mod distribute;
+mod forget;
 mod guard;
 mod handover;
 mod leases;
@@ -19,8 +21,10 @@ mod seen;
 #[cfg(test)]
 mod tests;
 
+pub use action::{Action, Ticket, WritePurpose};
 pub use count::{MAX_SHARDS, ShardCount, ShardCountError};
 pub use distribute::{Placed, PlacementJob};
+pub use forget::PRESENCE_GRACE;
 pub use guard::{DropGuard, HeldBack};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,7 +36,7 @@ use fleetshard_core::placement::PlacementConfig;
 
 use super::records::{AssignmentDoc, CorruptRecord};
 use crate::lease::{HeldLease, LeaseObserver, LeaseTiming, Mono, RenewSent};
-use crate::store::{Listing, Precondition, StoreError};
+use crate::store::{Listing, StoreError};
 
 /// How one replica is set up.
 #[derive(Debug, Clone)]
@@ -69,73 +73,6 @@ pub struct FleetInput<'a> {
     pub revision: u64,
     /// The shard count from outside, for [`ShardCount::External`].
     pub external_shards: Option<u32>,
-}
-
-/// What a write is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WritePurpose {
-    /// Taking a free shard (a takeover when its last holder's lease expired).
-    ClaimShard,
-    /// Renewing the held shard (and acknowledging generations).
-    RenewShard,
-    /// Giving the shard up.
-    ReleaseShard,
-    /// Taking, renewing or giving up the distributor lease.
-    Distributor,
-    /// The presence record of a replica without a shard.
-    Presence,
-    /// Committing an assignment generation.
-    Commit,
-    /// This replica's inventory record (its digest, problems, a drop held back).
-    Inventory,
-}
-
-impl WritePurpose {
-    /// A short label (`claim_shard`, `renew_shard`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WritePurpose::ClaimShard => "claim_shard",
-            WritePurpose::RenewShard => "renew_shard",
-            WritePurpose::ReleaseShard => "release_shard",
-            WritePurpose::Distributor => "distributor",
-            WritePurpose::Presence => "presence",
-            WritePurpose::Commit => "commit",
-            WritePurpose::Inventory => "inventory",
-        }
-    }
-}
-
-/// Identifies a write whose outcome [`Replica::on_write`] must be told.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Ticket(pub u64);
-
-/// What the runner must do, in the order given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    /// Stop reconciling this cluster now (before any later action), and report with
-    /// [`Replica::on_stopped`] once nothing runs on it any more: until then no write of
-    /// this replica tells others it has let the cluster go (acknowledgement, release).
-    Stop(String),
-    /// Write a record; report the outcome with the ticket.
-    Write {
-        /// For [`Replica::on_write`].
-        ticket: Ticket,
-        /// What the write is for (metrics, logs).
-        purpose: WritePurpose,
-        /// Key.
-        key: String,
-        /// Value.
-        value: Vec<u8>,
-        /// Compare-and-swap condition.
-        pre: Precondition,
-    },
-    /// Start reconciling this cluster.
-    Start(String),
-    /// Compute the distributor's placement — whole-fleet work — where it holds up nothing
-    /// else ([`PlacementJob::run`], e.g. on a blocking thread), and give the result to
-    /// [`Replica::on_placed`] (or report [`Replica::on_placement_failed`]). Only from a
-    /// replica built with [`Replica::place_off_step`].
-    Place(Box<PlacementJob>),
 }
 
 #[derive(Debug, Clone)]
@@ -196,6 +133,11 @@ enum Pending {
     Inventory,
     ReleaseShard,
     ReleaseDistributor,
+    /// Deleting a dead replica's presence record (`forget.rs`).
+    ForgetPresence {
+        key: String,
+        sent: Mono,
+    },
 }
 
 /// What the distributor last found needed no new generation: the committed document's
@@ -259,6 +201,8 @@ pub struct Replica {
     guard: guard::GuardState,
     /// This replica's inventory as published, and how others' compare (`publish.rs`).
     inventory: publish::InventoryState,
+    /// Presence records whose delete the store refused, and when to try again (`forget.rs`).
+    refused_deletes: BTreeMap<String, Mono>,
 }
 
 impl Replica {
@@ -292,6 +236,7 @@ impl Replica {
             corrupt: Vec::new(),
             guard: guard::GuardState::default(),
             inventory: publish::InventoryState::default(),
+            refused_deletes: BTreeMap::new(),
         }
     }
 
@@ -415,6 +360,7 @@ impl Replica {
         self.claim_or_renew_distributor(&seen, now, &mut out);
         if self.is_distributor(now) {
             self.distribute(&seen, now, fleet, &mut out);
+            self.forget_dead_presence(&seen, now, &mut out);
         } else {
             self.forget_drop();
         }
@@ -544,7 +490,7 @@ impl Replica {
             }
             Pending::ReleaseShard => self.shard = None,
             Pending::ReleaseDistributor => self.distributor = None,
-            Pending::Commit | Pending::Inventory => {}
+            Pending::Commit | Pending::Inventory | Pending::ForgetPresence { .. } => {}
         }
     }
 

@@ -46,8 +46,11 @@ enum Ev {
     Poll(usize),
     Tick(usize),
     Deliver(usize, u64, Option<Listing>),
-    Arrive(usize, u64, Ticket, String, Vec<u8>, Precondition),
+    /// A write (`Some` value) or a delete (`None`) reaches the store.
+    Arrive(usize, u64, Ticket, String, Option<Vec<u8>>, Precondition),
     Reply(usize, u64, Ticket, Result<u64, StoreError>),
+    /// A delete's outcome reaches its replica.
+    Deleted(usize, u64, Ticket, Result<(), StoreError>),
     Fault(usize, Fault),
     /// An operator runs `fleetshard scale N`.
     Scale(u32),
@@ -410,6 +413,7 @@ impl Sim {
             | Ev::Tick(n)
             | Ev::Deliver(n, ..)
             | Ev::Reply(n, ..)
+            | Ev::Deleted(n, ..)
             | Ev::Stopped(n, ..) => match self.deferred(n, ev) {
                 Some(ev) => ev,
                 None => return,
@@ -460,7 +464,24 @@ impl Sim {
                 }
                 self.send(n, inc, actions);
             }
-            Ev::Arrive(n, inc, ticket, key, value, pre) => {
+            Ev::Arrive(n, inc, ticket, key, None, pre) => {
+                let result = self.store.delete(&key, pre);
+                if tracing() {
+                    eprintln!(
+                        "{:>6} {} deleted {key}: {result:?}",
+                        self.t, self.nodes[n].life.identity
+                    );
+                }
+                let lat = self.latency();
+                self.queue
+                    .at(self.t + lat, Ev::Deleted(n, inc, ticket, result));
+            }
+            Ev::Deleted(n, inc, ticket, result) => {
+                if self.current(n, inc) {
+                    self.nodes[n].replica.on_delete(ticket, result);
+                }
+            }
+            Ev::Arrive(n, inc, ticket, key, Some(value), pre) => {
                 let result = self.store.write(&key, value, pre);
                 if tracing() {
                     eprintln!(
@@ -634,14 +655,20 @@ impl Sim {
                     self.nodes[n].replica.on_stopped(c);
                 }
             }
-            if let Action::Write {
-                ticket,
-                key,
-                value,
-                pre,
-                ..
-            } = a
-            {
+            let write = match a {
+                Action::Write {
+                    ticket,
+                    key,
+                    value,
+                    pre,
+                    ..
+                } => Some((ticket, key, Some(value), pre)),
+                Action::Delete {
+                    ticket, key, pre, ..
+                } => Some((ticket, key, None, pre)),
+                _ => None,
+            };
+            if let Some((ticket, key, value, pre)) = write {
                 if self.t < self.nodes[n].life.partitioned_until {
                     let err = Err(StoreError::Unavailable("partitioned".into()));
                     self.queue

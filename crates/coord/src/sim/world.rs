@@ -91,6 +91,21 @@ impl SimStore {
         self.entries.insert(key.to_owned(), (value, self.revision));
         Ok(self.revision)
     }
+
+    /// Deletes `key` if `pre` holds (a delete is a store revision, as in etcd).
+    pub(crate) fn delete(&mut self, key: &str, pre: Precondition) -> Result<(), StoreError> {
+        let current = self.entries.get(key).map(|e| e.1);
+        if !pre.admits(current) {
+            return Err(StoreError::Conflict {
+                key: key.to_owned(),
+            });
+        }
+        if current.is_some() {
+            self.revision += 1;
+            self.entries.remove(key);
+        }
+        Ok(())
+    }
 }
 
 /// One replica's clocks. Monotonic: `offset + rate × real` ms; the wall clock: a date plus

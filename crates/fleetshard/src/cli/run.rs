@@ -326,7 +326,7 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
     Ok(ReplicaSettings {
         identity,
         incarnation,
-        store: args.store.store.clone(),
+        store: args.store.url()?,
         root: args.store.root()?.to_owned(),
         listen: args.listen,
         zone: args.zone.clone(),

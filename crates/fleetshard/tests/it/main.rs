@@ -19,6 +19,7 @@ mod pin;
 mod repo_server;
 mod run_argocd;
 mod run_etcd;
+mod run_etcd_secured;
 mod run_fleet_dir;
 mod run_gitops;
 mod run_kube;

@@ -12,7 +12,7 @@ use crate::fenced::records::{
     assignment_key, distributor_key, encode, presence_key, shard_key,
 };
 use crate::lease::LeaseTiming;
-use crate::store::Entry;
+use crate::store::{Entry, Precondition};
 
 const ROOT: &str = "f/";
 
@@ -122,6 +122,22 @@ impl Bench {
                     };
                     done.push((purpose, pre, result.is_ok()));
                     self.r.on_write(ticket, result);
+                }
+                Action::Delete {
+                    ticket,
+                    purpose,
+                    key,
+                    pre,
+                } => {
+                    let result = if pre.admits(self.entries.get(&key).map(|e| e.1)) {
+                        self.revision += 1;
+                        self.entries.remove(&key);
+                        Ok(())
+                    } else {
+                        Err(StoreError::Conflict { key })
+                    };
+                    done.push((purpose, pre, result.is_ok()));
+                    self.r.on_delete(ticket, result);
                 }
             }
         }
@@ -559,6 +575,7 @@ fn a_corrupt_desired_count_keeps_the_last_good_one() {
     assert_eq!(b.r.corrupt_records()[0].key, "f/desired-shards");
 }
 
+mod forget;
 mod guard;
 mod publish;
 mod spare;

@@ -309,3 +309,47 @@ fn concurrent_faults_store_outages_churn_and_sigterm_drains() {
         12,
     );
 }
+
+#[test]
+fn a_crashed_spares_presence_record_is_deleted_after_the_grace() {
+    let cfg = SimConfig {
+        faults: false,
+        run_ms: 20_000,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(cfg, 4);
+    sim.advance();
+    let spare = sim
+        .holders()
+        .iter()
+        .position(|&(_, _, spare)| spare)
+        .expect("4 replicas, 3 shards: one spare");
+    let key = crate::fenced::presence_key("fs/", &sim.nodes[spare].life.identity);
+    assert!(sim.store.entries.contains_key(&key));
+    let crashed = sim.t;
+    sim.queue.at(crashed, Ev::Fault(spare, Fault::Crash));
+    // Clocks run up to 1 % fast: 300 s may be 297 s of real time, after the last renew
+    // (at most one renew period before the crash).
+    let grace = crate::fenced::PRESENCE_GRACE.as_millis() as u64;
+    sim.cfg.run_ms = crashed + grace - 10_000;
+    sim.advance();
+    assert!(
+        sim.store.entries.contains_key(&key),
+        "deleted within the grace"
+    );
+    sim.cfg.run_ms = crashed + grace + 10_000;
+    sim.advance();
+    assert!(
+        !sim.store.entries.contains_key(&key),
+        "kept after the grace"
+    );
+    // The live replicas' presence and shard records are all still there.
+    let live: Vec<&String> = sim.store.entries.keys().collect();
+    for shard in 0..3 {
+        let k = crate::fenced::shard_key("fs/", shard);
+        assert!(sim.store.entries.contains_key(&k), "{live:?}");
+    }
+    let out = sim.run();
+    assert!(out.overlaps.is_empty(), "{:?}", out.overlaps);
+    assert!(out.open_at_end.is_empty(), "every cluster has an owner");
+}

@@ -44,7 +44,10 @@ fn not_exercised(overlay: &str) -> &'static [(&'static str, &'static str, &'stat
         // And the assignment ConfigMap is rewritten (a PUT at its resourceVersion,
         // store-kube ops.rs put_record) by every generation after the first; a lone
         // replica over an unchanging fleet commits only the first (a create).
+        // A Lease is deleted only when a presence record has been unchanged for 5 minutes
+        // (coord fenced/replica/forget.rs), longer than this run.
         "fenced" => &[
+            ("coordination.k8s.io", "leases", "delete"),
             ("argoproj.io", "appprojects", "get"),
             ("argoproj.io", "appprojects", "update"),
             ("", "configmaps", "get"),
