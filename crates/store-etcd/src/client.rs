@@ -54,11 +54,12 @@ impl EtcdStore {
         Ok(client)
     }
 
-    /// The trait's error for `e`. etcd closes a TLS connection that brings no client
-    /// certificate when it requires one, which the client only sees as "connection
-    /// closed": with no client certificate configured, the message says so.
+    /// The trait's error for `e`. etcd refuses a TLS connection that brings no client
+    /// certificate when it requires one, which the client sees as "connection closed" or,
+    /// depending on when the alert arrives, as a `BadCertificate` or `CertificateRequired`
+    /// alert: with no client certificate configured, the message says so.
     fn error(&self, e: &etcd_client::Error, what: &str) -> StoreError {
-        let hint = " (etcd closed the connection: an etcd with --client-cert-auth needs a \
+        let hint = " (etcd refused the connection: an etcd with --client-cert-auth needs a \
                     client certificate, and none is configured)";
         let no_client_cert = self
             .inner
@@ -68,7 +69,12 @@ impl EtcdStore {
             .as_ref()
             .is_some_and(|t| t.client.is_none());
         match store_error(e, &self.inner.url, what) {
-            StoreError::Unavailable(m) if no_client_cert && m.contains("connection closed") => {
+            StoreError::Unavailable(m)
+                if no_client_cert
+                    && ["connection closed", "BadCertificate", "CertificateRequired"]
+                        .iter()
+                        .any(|sign| m.contains(sign)) =>
+            {
                 StoreError::Unavailable(format!("{m}{hint}"))
             }
             other => other,
