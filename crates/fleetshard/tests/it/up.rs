@@ -270,7 +270,8 @@ fn up_exits_when_ready_and_says_how_long_it_took() {
 
 /// The page in a real browser: kill the replica holding shard 0 from its button; the
 /// timeline shows the failover and every cluster is owned again. On failure, a screenshot
-/// under target/ (its path printed).
+/// under target/ (its path printed); with `FLEETSHARD_DASHBOARD_SCREENSHOT`, one on
+/// success too (the README's).
 #[test]
 fn the_dashboard_shows_a_failover_in_headless_chromium() {
     let dir = tempfile::tempdir().unwrap();
@@ -287,6 +288,16 @@ fn the_dashboard_shows_a_failover_in_headless_chromium() {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/dashboard-failure.png");
         let shot = browser.screenshot(shot);
         panic!("{why}\nscreenshot: {}", shot.display());
+    }
+    // The README's picture of a failover: `FLEETSHARD_DASHBOARD_SCREENSHOT=docs/dashboard.png`
+    // (relative to the workspace) writes the page as the test leaves it.
+    if let Some(path) = std::env::var_os("FLEETSHARD_DASHBOARD_SCREENSHOT") {
+        let shot = browser.screenshot(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(path),
+        );
+        eprintln!("screenshot: {}", shot.display());
     }
     drop(browser);
     up.interrupt();
