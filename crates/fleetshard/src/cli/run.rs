@@ -395,7 +395,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Returns on SIGTERM or Ctrl-C.
+/// Returns on SIGTERM or Ctrl-C (every long-running command: `run`, `simulate`, `up`,
+/// `pin --watch`).
 pub(super) async fn wait_for_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;

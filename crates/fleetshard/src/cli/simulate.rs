@@ -115,7 +115,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             );
         }
         super::print_stdout("ready\n")?;
-        wait_for_signal().await?;
+        super::run::wait_for_signal().await?;
         tracing::info!("signal received: stopping the simulated clusters");
         drop(servers);
         Ok(())
@@ -304,16 +304,6 @@ async fn probe(server: &FakeApiServer) -> anyhow::Result<()> {
     .await
     .context("no answer in 10 s")?
     .context("GET /version")?;
-    Ok(())
-}
-
-pub async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
-        _ = term.recv() => {}
-    }
     Ok(())
 }
 

@@ -170,7 +170,7 @@ async fn up(
     let mut ready = false;
     let outcome = loop {
         tokio::select! {
-            r = simulate::wait_for_signal() => break r,
+            r = super::run::wait_for_signal() => break r,
             published = dashboard.next() => {
                 let Some(p) = published else { break Ok(()) };
                 let s = &p.snapshot;
