@@ -9,6 +9,7 @@
 //! elected distributor's round: the shard count and the placement), `handover` (applying
 //! a generation and the start barrier).
 
+mod capacity;
 mod count;
 mod distribute;
 mod guard;
@@ -19,6 +20,7 @@ mod seen;
 #[cfg(test)]
 mod tests;
 
+pub use capacity::{MAX_CAPACITY, MAX_CAPACITY_RATIO};
 pub use count::{MAX_SHARDS, ShardCount, ShardCountError};
 pub use distribute::{Placed, PlacementJob};
 pub use guard::{DropGuard, HeldBack};
@@ -27,8 +29,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetshard_core::Cluster;
 use fleetshard_core::placement::PlacementConfig;
+use fleetshard_core::{Cluster, ShardSpec};
 
 use super::records::{AssignmentDoc, CorruptRecord};
 use crate::lease::{HeldLease, LeaseObserver, LeaseTiming, Mono, RenewSent};
@@ -55,6 +57,14 @@ pub struct ReplicaConfig {
     /// This replica's zone, written in its shard record: the distributor places zone-aware
     /// when every shard and cluster has one (clusters: `topology.kubernetes.io/zone`).
     pub zone: Option<String>,
+    /// This replica's capacity (`--capacity`, by default the CPUs it may use), written in
+    /// its shard record: the distributor gives each shard load in proportion to its
+    /// holder's capacity (`replica/capacity.rs` has the rules and safeguards).
+    pub capacity: u32,
+    /// Shards whose capacity (and zone, when named) the operator fixed — a fleet file's
+    /// `shards:`, entry n for shard n: as distributor, these win over what the shards'
+    /// holders advertise. Usually empty.
+    pub shard_specs: Vec<ShardSpec>,
 }
 
 /// The inventory the distributor places, and what the runner knows of the world.
@@ -207,7 +217,8 @@ struct Unchanged {
     vacant: Vec<u32>,
     shards: u32,
     fleet: u64,
-    zones: Vec<Option<String>>,
+    /// Each shard's zone and capacity.
+    specs: Vec<ShardSpec>,
     /// The drop the guard lets through (it held for the grace).
     allow_drop: Option<u64>,
 }
