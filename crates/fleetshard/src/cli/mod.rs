@@ -241,6 +241,15 @@ mod tests {
     }
 
     #[test]
+    fn a_replicas_capacity_is_its_cpus_unless_told() {
+        assert_eq!(run::capacity(None, Some(8)), 8);
+        assert_eq!(run::capacity(None, Some(1)), 1);
+        assert_eq!(run::capacity(None, None), 1);
+        assert_eq!(run::capacity(None, Some(5000)), 1024);
+        assert_eq!(run::capacity(Some(3), Some(8)), 3);
+    }
+
+    #[test]
     fn a_replica_uses_every_cpu_it_may_at_least_two_unless_told() {
         assert_eq!(replica_worker_threads(None, Some(8)).unwrap(), 8);
         assert_eq!(replica_worker_threads(None, Some(1)).unwrap(), 2);
