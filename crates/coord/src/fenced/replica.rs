@@ -57,13 +57,9 @@ pub struct ReplicaConfig {
     /// This replica's zone, written in its shard record: the distributor places zone-aware
     /// when every shard and cluster has one (clusters: `topology.kubernetes.io/zone`).
     pub zone: Option<String>,
-    /// This replica's capacity (`--capacity`, by default the CPUs it may use), written in
-    /// its shard record: the distributor gives each shard load in proportion to its
-    /// holder's capacity (`replica/capacity.rs` has the rules and safeguards).
+    /// This replica's capacity (its CPUs, or `--capacity`), in its shard record (`capacity.rs`).
     pub capacity: u32,
-    /// Shards whose capacity (and zone, when named) the operator fixed — a fleet file's
-    /// `shards:`, entry n for shard n: as distributor, these win over what the shards'
-    /// holders advertise. Usually empty.
+    /// Shard n's capacity (and zone) fixed by the operator (fleet file `shards:`): wins.
     pub shard_specs: Vec<ShardSpec>,
 }
 
@@ -208,16 +204,14 @@ enum Pending {
     ReleaseDistributor,
 }
 
-/// What the distributor last found needed no new generation: the committed document's
-/// version, the vacant shards, the shard count and the fleet revision. The same inputs give
-/// the same placement, so it is not recomputed.
+/// What the distributor last found needed no new generation (document version, vacant
+/// shards, count, fleet revision, shard specs): the same inputs give the same placement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Unchanged {
     doc_version: u64,
     vacant: Vec<u32>,
     shards: u32,
     fleet: u64,
-    /// Each shard's zone and capacity.
     specs: Vec<ShardSpec>,
     /// The drop the guard lets through (it held for the grace).
     allow_drop: Option<u64>,
