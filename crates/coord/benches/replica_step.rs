@@ -42,6 +42,8 @@ fn main() {
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),
         zone: None,
+        capacity: 1,
+        shard_specs: Vec::new(),
     };
     let mut replica = Replica::new(cfg);
     let mut t = Mono::default();
@@ -66,6 +68,7 @@ fn main() {
                 acked: 0,
                 released: false,
                 zone: None,
+                capacity: None,
             }),
             version: 2,
         })

@@ -43,6 +43,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             root: "fleetshard/".into(),
             listen: "127.0.0.1:0".parse()?,
             zone: None,
+            capacity: 1,
             audit_log: None,
             allow_empty_fleet: false,
             fleet: FleetSource::Fixed(fleet.clone()),

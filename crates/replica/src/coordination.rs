@@ -78,6 +78,8 @@ pub struct CoordinationInputs<'a> {
     pub root: &'a str,
     /// Its zone.
     pub zone: Option<String>,
+    /// Its capacity.
+    pub capacity: u32,
     /// The store.
     pub store: Arc<dyn Store>,
     /// The Kubernetes backend, when the store is one (a Deployment's replicas).
@@ -105,6 +107,8 @@ pub async fn fenced(
         grace: settings.grace,
         placement: settings.placement.clone(),
         zone: inputs.zone,
+        capacity: inputs.capacity,
+        shard_specs: settings.shard_specs.clone(),
     };
     let (events_tx, events) = mpsc::unbounded_channel();
     let (fleet, follower) = follow_fleet(inputs.inventory, &settings.placement);

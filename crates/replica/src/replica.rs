@@ -112,6 +112,7 @@ impl Replica {
             incarnation: settings.incarnation,
             root: &settings.root,
             zone: settings.zone.clone(),
+            capacity: settings.capacity,
             store: store.store.clone(),
             kube: store.kube.as_ref(),
             inventory: &inventory.inventory,

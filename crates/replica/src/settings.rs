@@ -10,6 +10,7 @@ use fleetshard_coord::argocd_runner::ArgoConfig;
 use fleetshard_coord::fenced::{DropGuard, ShardCount};
 use fleetshard_coord::lease::LeaseTiming;
 use fleetshard_coord::runner::RunnerTiming;
+use fleetshard_core::ShardSpec;
 use fleetshard_core::placement::PlacementConfig;
 
 use crate::ReplicaError;
@@ -33,6 +34,9 @@ pub struct ReplicaSettings {
     pub listen: SocketAddr,
     /// This replica's zone.
     pub zone: Option<String>,
+    /// This replica's capacity (relative: its CPUs), advertised in its shard record; the
+    /// distributor gives shards load in proportion to their holders' capacities.
+    pub capacity: u32,
     /// Append one JSON line per ownership change to this file.
     pub audit_log: Option<PathBuf>,
     /// Where the clusters and applications come from.
@@ -192,6 +196,9 @@ pub struct FencedSettings {
     /// As distributor: how large a drop of clusters is committed at once, and how long a
     /// larger one must hold first.
     pub drop_guard: DropGuard,
+    /// As distributor: shards whose capacity (and zone) the operator fixed, entry n for
+    /// shard n (a fleet file's `shards:`); these win over the holders' advertisements.
+    pub shard_specs: Vec<ShardSpec>,
 }
 
 impl Default for FencedSettings {
@@ -204,6 +211,7 @@ impl Default for FencedSettings {
             runner: RunnerTiming::default(),
             placement: PlacementConfig::default(),
             drop_guard: DropGuard::default(),
+            shard_specs: Vec::new(),
         }
     }
 }

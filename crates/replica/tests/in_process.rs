@@ -40,6 +40,7 @@ fn settings(identity: &str, store: StoreUrl, clusters: usize) -> ReplicaSettings
         root: "fleetshard/".to_owned(),
         listen: "127.0.0.1:0".parse().unwrap(),
         zone: None,
+        capacity: 1,
         audit_log: None,
         allow_empty_fleet: false,
         fleet: fleet(clusters),

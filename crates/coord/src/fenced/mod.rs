@@ -19,7 +19,8 @@ pub use records::{
     distributor_key, encode, incarnation_text, is_lease_key, presence_key, shard_key,
 };
 pub use replica::{
-    Action, DropGuard, FleetInput, HeldBack, MAX_SHARDS, PRESENCE_GRACE, Placed, PlacementJob,
-    Replica, ReplicaConfig, ShardCount, ShardCountError, Ticket, WritePurpose,
+    Action, DropGuard, FleetInput, HeldBack, MAX_CAPACITY, MAX_CAPACITY_RATIO, MAX_SHARDS,
+    PRESENCE_GRACE, Placed, PlacementJob, Replica, ReplicaConfig, ShardCount, ShardCountError,
+    Ticket, WritePurpose,
 };
 pub use snapshot::{FencedSnapshot, RecordKey, decode_desired};

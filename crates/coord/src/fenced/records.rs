@@ -66,6 +66,10 @@ pub struct ShardRecord {
     /// The holder's zone (`--zone`), for zone-aware placement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// The holder's capacity (`--capacity`, by default its CPUs), for capacity-aware
+    /// placement. Absent in records of older releases: shares are then equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u32>,
 }
 
 /// The distributor's lease record.
@@ -218,8 +222,17 @@ mod tests {
             acked: 2,
             released: false,
             zone: None,
+            capacity: None,
         };
         assert_eq!(decode::<ShardRecord>("k", &encode(&r)).unwrap(), r);
+        let sized = ShardRecord {
+            capacity: Some(4),
+            ..r.clone()
+        };
+        assert_eq!(decode::<ShardRecord>("k", &encode(&sized)).unwrap(), sized);
+        // A record of an older release, without a capacity, still reads.
+        let old = br#"{"holder":"pod-a","incarnation":7,"beat":3,"acked":2,"zone":"z"}"#;
+        assert_eq!(decode::<ShardRecord>("k", old).unwrap().capacity, None);
         let e = decode::<ShardRecord>("fleetshard/shards/1", b"{\"holder\":1}").unwrap_err();
         assert_eq!(e.key, "fleetshard/shards/1");
         assert!(

@@ -10,6 +10,7 @@
 //! a generation and the start barrier), `forget` (deleting dead replicas' presence records).
 
 mod action;
+mod capacity;
 mod count;
 mod distribute;
 mod forget;
@@ -22,6 +23,7 @@ mod seen;
 mod tests;
 
 pub use action::{Action, Ticket, WritePurpose};
+pub use capacity::{MAX_CAPACITY, MAX_CAPACITY_RATIO};
 pub use count::{MAX_SHARDS, ShardCount, ShardCountError};
 pub use distribute::{Placed, PlacementJob};
 pub use forget::PRESENCE_GRACE;
@@ -31,8 +33,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetshard_core::Cluster;
 use fleetshard_core::placement::PlacementConfig;
+use fleetshard_core::{Cluster, ShardSpec};
 
 use super::records::{AssignmentDoc, CorruptRecord};
 use crate::lease::{HeldLease, LeaseObserver, LeaseTiming, Mono, RenewSent};
@@ -59,6 +61,10 @@ pub struct ReplicaConfig {
     /// This replica's zone, written in its shard record: the distributor places zone-aware
     /// when every shard and cluster has one (clusters: `topology.kubernetes.io/zone`).
     pub zone: Option<String>,
+    /// This replica's capacity (its CPUs, or `--capacity`), in its shard record (`capacity.rs`).
+    pub capacity: u32,
+    /// Shard n's capacity (and zone) fixed by the operator (fleet file `shards:`): wins.
+    pub shard_specs: Vec<ShardSpec>,
 }
 
 /// The inventory the distributor places, and what the runner knows of the world.
@@ -140,16 +146,15 @@ enum Pending {
     },
 }
 
-/// What the distributor last found needed no new generation: the committed document's
-/// version, the vacant shards, the shard count and the fleet revision. The same inputs give
-/// the same placement, so it is not recomputed.
+/// What the distributor last found needed no new generation (document version, vacant
+/// shards, count, fleet revision, shard specs): the same inputs give the same placement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Unchanged {
     doc_version: u64,
     vacant: Vec<u32>,
     shards: u32,
     fleet: u64,
-    zones: Vec<Option<String>>,
+    specs: Vec<ShardSpec>,
     /// The drop the guard lets through (it held for the grace).
     allow_drop: Option<u64>,
 }

@@ -209,6 +209,7 @@ mod tests {
             acked: 0,
             released: false,
             zone: None,
+            capacity: None,
         };
         let listing = Listing {
             revision: 9,

@@ -28,6 +28,8 @@ fn config(name: &str, shards: u32, zone: Option<&str>) -> ReplicaConfig {
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),
         zone: zone.map(str::to_owned),
+        capacity: 1,
+        shard_specs: Vec::new(),
     }
 }
 
@@ -354,6 +356,31 @@ async fn replicas_with_zones_get_their_zones_clusters() {
         assert_eq!(who, i % 2, "{c} is in zone {} and owned by {who}", i % 2);
     }
     drop((a.shutdown, b.shutdown));
+}
+
+/// Pods of different sizes: each shard's share follows its holder's advertised capacity.
+#[tokio::test(start_paused = true)]
+async fn replicas_get_shares_in_proportion_to_their_capacities() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let clusters: Vec<Cluster> = (0..40)
+        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+        .collect();
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let sized = |name: &str, capacity: u32| {
+        let cfg = ReplicaConfig {
+            capacity,
+            ..config(name, 2, None)
+        };
+        start(runner(&store, cfg, &clusters, &tx))
+    };
+    let (small, large) = (sized("small", 1), sized("large", 3));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let owners = owners(&[&small, &large]);
+    assert_eq!(owners.len(), 40);
+    let held_by_small = owners.values().filter(|&&who| who == 0).count();
+    // Targets 10 and 30 (1:3), each within the 10% tolerance.
+    assert!((9..=11).contains(&held_by_small), "{held_by_small} of 40");
+    drop((small.shutdown, large.shutdown));
 }
 
 #[tokio::test(start_paused = true)]

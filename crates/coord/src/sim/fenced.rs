@@ -342,6 +342,9 @@ impl Sim {
             grace: self.cfg.grace,
             placement: PlacementConfig::default(),
             zone: None,
+            // Mixed sizes: placement follows capacities, the protocol holds regardless.
+            capacity: 1 + (incarnation % 4) as u32,
+            shard_specs: Vec::new(),
         };
         let clock = Clock::drawn(&mut self.rng, self.cfg.drift);
         let fleet_rev = self.fleets.len() as u64 - 1;

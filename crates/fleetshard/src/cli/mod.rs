@@ -186,6 +186,13 @@ pub fn replica_worker_threads(
     }
 }
 
+/// The CPUs this process may use: std's `available_parallelism`, which honours the
+/// affinity mask and the cgroup CPU quota a pod's limit sets (`None`: unknown). The default
+/// of a replica's worker threads ([`replica_worker_threads`]) and of its `--capacity`.
+pub fn available_cpus() -> Option<usize> {
+    std::thread::available_parallelism().ok().map(usize::from)
+}
+
 /// Builds the tokio runtime a command runs on; the one place that does.
 pub fn runtime(kind: Runtime) -> anyhow::Result<tokio::runtime::Runtime> {
     use anyhow::Context as _;
@@ -194,7 +201,7 @@ pub fn runtime(kind: Runtime) -> anyhow::Result<tokio::runtime::Runtime> {
         Runtime::Replica => {
             let threads = replica_worker_threads(
                 std::env::var(WORKER_THREADS_ENV).ok().as_deref(),
-                std::thread::available_parallelism().ok().map(usize::from),
+                available_cpus(),
             )?;
             let mut b = tokio::runtime::Builder::new_multi_thread();
             b.worker_threads(threads);
@@ -231,6 +238,15 @@ mod tests {
     #[test]
     fn command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_replicas_capacity_is_its_cpus_unless_told() {
+        assert_eq!(run::capacity(None, Some(8)), 8);
+        assert_eq!(run::capacity(None, Some(1)), 1);
+        assert_eq!(run::capacity(None, None), 1);
+        assert_eq!(run::capacity(None, Some(5000)), 1024);
+        assert_eq!(run::capacity(Some(3), Some(8)), 3);
     }
 
     #[test]

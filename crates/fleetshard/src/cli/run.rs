@@ -11,7 +11,8 @@ use anyhow::{Context as _, bail};
 use fleetshard_controller::inventory::{
     DirectoryConfig, InventoryContent, KubernetesConfig, shared_projects, specs_by_app_key,
 };
-use fleetshard_coord::fenced::DropGuard;
+use fleetshard_coord::fenced::{DropGuard, MAX_CAPACITY};
+use fleetshard_core::ShardSpec;
 use fleetshard_core::placement::PlacementConfig;
 use fleetshard_replica::{
     ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, ReconcilerKind, Replica,
@@ -91,6 +92,17 @@ pub struct RunArgs {
     /// while that zone is not overloaded.
     #[arg(long, value_name = "ZONE", env = "FLEETSHARD_ZONE")]
     pub zone: Option<String>,
+    /// This replica's capacity relative to the others' (e.g. its CPU cores), advertised in
+    /// its shard record: the distributor gives each shard, and each zone, load in
+    /// proportion to its holders' capacities. Default: the CPUs this process may use (the
+    /// pod's CPU limit). A fleet file's `shards:` capacities, when given, win.
+    #[arg(
+        long,
+        value_name = "1-1024",
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_CAPACITY)),
+        env = "FLEETSHARD_CAPACITY"
+    )]
+    pub capacity: Option<u32>,
     /// The controller: reconciler, workers, resync.
     #[command(flatten)]
     pub reconcile: ReconcileArgs,
@@ -300,7 +312,9 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
     };
     let incarnation = fleetshard_replica::fresh_incarnation()?;
     let env = env_settings();
-    let protocol = match protocol(&args.protocol, &env) {
+    let protocol_kind = protocol(&args.protocol, &env);
+    let (fleet, shard_specs) = fleet_source(args, protocol_kind)?;
+    let protocol = match protocol_kind {
         Protocol::Fenced => ProtocolSettings::Fenced(FencedSettings {
             shards: args.shards.0,
             deployment: args.shards.1.as_ref().map(Deployment::resolve),
@@ -313,6 +327,7 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
                 max_drop_percent: args.max_fleet_drop_percent,
                 grace: Duration::from_millis(args.fleet_drop_grace_ms),
             },
+            shard_specs,
             ..FencedSettings::default()
         }),
         Protocol::Argocd => ProtocolSettings::Argocd(argo_settings(
@@ -330,18 +345,33 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
         root: args.store.root()?.to_owned(),
         listen: args.listen,
         zone: args.zone.clone(),
+        capacity: capacity(args.capacity, super::available_cpus()),
         audit_log: args.audit_log.clone(),
         allow_empty_fleet: args.allow_empty_fleet,
-        fleet: fleet_source(args)?,
+        fleet,
         controller: args.reconcile.settings()?,
         protocol,
     })
 }
 
-/// Where the inventory comes from.
-fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
+/// This replica's capacity: `--capacity` when given (clap checked its range), else the
+/// CPUs it may use, clamped to the range.
+pub fn capacity(configured: Option<u32>, cpus: Option<usize>) -> u32 {
+    configured.unwrap_or_else(|| {
+        let cpus = cpus.map_or(1, |n| u32::try_from(n).unwrap_or(MAX_CAPACITY));
+        cpus.clamp(1, MAX_CAPACITY)
+    })
+}
+
+/// Where the inventory comes from, and the shards whose capacity and zone a fleet file
+/// fixes (its `shards:` section, fenced mode only).
+fn fleet_source(
+    args: &RunArgs,
+    protocol: Protocol,
+) -> anyhow::Result<(FleetSource, Vec<ShardSpec>)> {
+    let source = |s| Ok((s, Vec::new()));
     if let Some(dir) = &args.fleet_dir {
-        return Ok(FleetSource::Directory(DirectoryConfig {
+        return source(FleetSource::Directory(DirectoryConfig {
             in_cluster_enabled: args.input.in_cluster.in_cluster_enabled,
             ..DirectoryConfig::new(dir.clone())
         }));
@@ -352,7 +382,7 @@ fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
             Some("*") => None,
             Some(other) => Some(other.to_owned()),
         };
-        return Ok(FleetSource::Kubernetes(KubernetesConfig {
+        return source(FleetSource::Kubernetes(KubernetesConfig {
             secrets_namespace: ns.clone(),
             apps_namespace: apps,
             in_cluster_enabled: args.input.in_cluster.in_cluster_enabled,
@@ -362,15 +392,20 @@ fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
     for w in &loaded.warnings {
         tracing::warn!(source = %w.source, "{}", w.message);
     }
-    if !loaded.shards.is_empty() {
-        // The replica takes a shard count only: zones and capacities are not placed.
-        tracing::warn!(
-            listed = loaded.shards.len(),
-            shards = %args.shards,
-            "the fleet file's shards: section (zones, capacities) is not used by run; --shards sets the count"
-        );
-    }
-    Ok(FleetSource::Fixed(InventoryContent {
+    let shard_specs = match protocol {
+        // Entry n fixes shard n's capacity (and zone, when named), over what its holder
+        // advertises; the count still comes from --shards.
+        Protocol::Fenced => loaded.shards,
+        Protocol::Argocd if !loaded.shards.is_empty() => {
+            tracing::warn!(
+                listed = loaded.shards.len(),
+                "the fleet file's shards: section (zones, capacities) is not used by the argocd protocol: Argo CD's algorithms place by shard count only"
+            );
+            Vec::new()
+        }
+        Protocol::Argocd => Vec::new(),
+    };
+    let fleet = FleetSource::Fixed(InventoryContent {
         clusters: loaded.fleet.clusters,
         apps: loaded.fleet.apps,
         specs: specs_by_app_key(loaded.specs),
@@ -380,7 +415,8 @@ fn fleet_source(args: &RunArgs) -> anyhow::Result<FleetSource> {
         // A fleet file's argocd-cm is not read (warned about as an unrelated object):
         // renders use Argo CD's default settings.
         argocd_cm: Default::default(),
-    }))
+    });
+    Ok((fleet, shard_specs))
 }
 
 /// Runs one replica until SIGTERM or Ctrl-C.

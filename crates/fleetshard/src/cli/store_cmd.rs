@@ -244,6 +244,7 @@ pub fn plan(root: &str, listing: &Listing) -> Vec<Fix> {
                     acked: 0,
                     released: false,
                     zone: None,
+                    capacity: None,
                 })),
                 "a lease of an unknown holder: claimable once unchanged for the lease duration",
             ),

@@ -18,6 +18,7 @@ mod grafana;
 mod pin;
 mod repo_server;
 mod run_argocd;
+mod run_capacity;
 mod run_etcd;
 mod run_etcd_secured;
 mod run_fleet_dir;

@@ -87,6 +87,7 @@ fn status_watch_prints_snapshots_to_a_pipe_with_unowned_clusters_first() {
                     acked: 1,
                     released: false,
                     zone: None,
+                    capacity: None,
                 };
                 let key = shard_key(ROOT, 0);
                 let put = store.put(&key, serde_json::to_vec(&rec).unwrap(), Precondition::Any);

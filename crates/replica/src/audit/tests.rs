@@ -32,6 +32,7 @@ fn settings(identity: &str, shards: u32, audit: std::path::PathBuf) -> ReplicaSe
         root: "fleetshard/".to_owned(),
         listen: "127.0.0.1:0".parse().unwrap(),
         zone: None,
+        capacity: 1,
         audit_log: Some(audit),
         allow_empty_fleet: false,
         fleet: FleetSource::Fixed(InventoryContent {

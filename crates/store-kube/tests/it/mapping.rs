@@ -37,6 +37,7 @@ async fn lease_records_are_leases_showing_their_holder() {
         acked: 0,
         released: false,
         zone: None,
+        capacity: None,
     };
     let v = store
         .put(&key, encode(&record), Precondition::Absent)

@@ -14,8 +14,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use fleetshard_core::Cluster;
 use fleetshard_core::placement::{BalancedPlacer, PlacementConfig, PreviousPlacement};
-use fleetshard_core::{Cluster, ShardSpec};
+
+use super::capacity::{Advertised, shard_specs};
 
 use super::guard::{DropCheck, DropGuard, keep_dropped};
 use super::seen::View;
@@ -27,7 +29,7 @@ use crate::lease::{Mono, Verdict};
 use crate::store::Precondition;
 
 /// The distributor's placement of one set of inputs (the committed document, the vacant
-/// shards, the shard count, the fleet revision, the shards' zones): pure, and the costly
+/// shards, the shard count, the fleet revision, the shards' zones and capacities): pure, and the costly
 /// part of distributing. [`PlacementJob::run`] it over the fleet of
 /// [`PlacementJob::fleet_revision`] and give the result to [`Replica::on_placed`].
 #[derive(Clone)]
@@ -94,16 +96,7 @@ impl PlacementJob {
             homes: doc.homes.iter().map(|(k, &v)| (k.clone(), v)).collect(),
             local_zones: Default::default(),
         };
-        let specs: Vec<ShardSpec> = self
-            .inputs
-            .zones
-            .iter()
-            .map(|zone| ShardSpec {
-                zone: zone.clone(),
-                ..ShardSpec::default()
-            })
-            .collect();
-        let placement = BalancedPlacer::new(self.config.clone(), specs)
+        let placement = BalancedPlacer::new(self.config.clone(), self.inputs.specs.clone())
             .with_vacant(self.inputs.vacant.iter().copied())
             .place(clusters, loads, Some(&previous));
         let pairs = |of: &[Option<u32>]| -> BTreeMap<String, u32> {
@@ -179,16 +172,25 @@ impl Replica {
         let vacant: Vec<u32> = (0..shards)
             .filter(|&n| Some(n) != mine && self.is_vacant(view, n))
             .collect();
-        // Each shard's zone is its holder's (the last one's, for a vacant shard).
-        let zones: Vec<Option<String>> = (0..shards)
-            .map(|n| view.shards.get(&n).and_then(|s| s.record.zone.clone()))
+        // Each shard's zone and capacity are its holder's (the last one's, for a vacant
+        // shard), unless the operator fixed them.
+        let advertised: Vec<Advertised> = (0..shards)
+            .map(|n| {
+                let record = view.shards.get(&n).map(|s| &s.record);
+                Advertised {
+                    zone: record.and_then(|r| r.zone.clone()),
+                    capacity: record.and_then(|r| r.capacity),
+                    held: !vacant.contains(&n),
+                }
+            })
             .collect();
+        let specs = shard_specs(&advertised, &self.cfg.shard_specs);
         let inputs = Unchanged {
             doc_version: version,
             vacant,
             shards,
             fleet: fleet.revision,
-            zones,
+            specs,
             allow_drop: self.drop_allowed(now),
         };
         self.wanted = Some(inputs.clone());

@@ -81,6 +81,7 @@ impl Replica {
             acked,
             released: false,
             zone: self.cfg.zone.clone(),
+            capacity: Some(self.cfg.capacity),
         };
         let (key, pre) = (
             shard_key(&self.cfg.root, h.shard),
@@ -140,6 +141,7 @@ impl Replica {
             },
             released: false,
             zone: self.cfg.zone.clone(),
+            capacity: Some(self.cfg.capacity),
         };
         let ticket = self.ticket(Pending::ClaimShard {
             shard: n,
@@ -179,6 +181,7 @@ impl Replica {
             acked: self.applied,
             released: true,
             zone: self.cfg.zone.clone(),
+            capacity: Some(self.cfg.capacity),
         };
         let (key, pre) = (
             shard_key(&self.cfg.root, h.shard),

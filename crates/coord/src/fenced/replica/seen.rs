@@ -121,6 +121,7 @@ impl Replica {
                             acked: 0,
                             released: false,
                             zone: None,
+                            capacity: None,
                         },
                     );
                     let verdict = judge(&mut self.observer);

@@ -26,6 +26,8 @@ fn config(identity: &str, shards: u32) -> ReplicaConfig {
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),
         zone: None,
+        capacity: 1,
+        shard_specs: Vec::new(),
     }
 }
 
@@ -193,6 +195,7 @@ fn shard_record(holder: &str, acked: u64) -> Vec<u8> {
         acked,
         released: false,
         zone: None,
+        capacity: None,
     })
 }
 

@@ -61,6 +61,9 @@ pub(super) struct ShardRow {
     pub released: bool,
     /// The holder's zone, when it gave one.
     pub zone: Option<String>,
+    /// The holder's advertised capacity (`--capacity`, by default its CPUs; `None`: an
+    /// older release advertised none).
+    pub capacity: Option<u32>,
     /// The lease as judged (`None`: vacant, no record).
     pub lease: Option<Lease>,
 }
@@ -223,6 +226,7 @@ pub(super) fn build(root: &str, shards: Option<u32>, w: &Watched<'_>, names: &Na
                 acked: rec.map(|r| r.acked),
                 released: rec.is_some_and(|r| r.released),
                 zone: rec.and_then(|r| r.zone.clone()),
+                capacity: rec.and_then(|r| r.capacity),
                 lease: shard_lease.get(&n).copied(),
             }
         })

@@ -189,6 +189,11 @@ impl Harness {
 
     /// Starts a replica with `identity` and returns its index.
     pub fn start(&mut self, identity: &str) -> usize {
+        self.start_with(identity, &[])
+    }
+
+    /// Starts a replica with `identity` and `extra` arguments of `run`; returns its index.
+    pub fn start_with(&mut self, identity: &str, extra: &[&str]) -> usize {
         let incarnation = self
             .replicas
             .iter()
@@ -214,6 +219,7 @@ impl Harness {
             .arg(&audit)
             .args(&self.setup.args)
             .envs(self.setup.env.iter().map(|(k, v)| (k, v)))
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("creating the replica's log"))

@@ -16,6 +16,7 @@ fn shard(n: u32, holder: &str, version: u64) -> Entry {
         acked: 2,
         released: false,
         zone: Some("z".into()),
+        capacity: Some(2),
     };
     Entry {
         key: shard_key(ROOT, n),
@@ -124,6 +125,7 @@ fn a_holder_that_stops_renewing_shows_expired_then_a_failover_then_owned() {
                 acked: 3,
                 released: false,
                 zone: None,
+                capacity: None,
             });
             e
         },

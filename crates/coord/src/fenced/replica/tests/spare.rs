@@ -48,6 +48,7 @@ fn a_released_shard_waits_the_grace_for_a_spare_else_its_clusters_move_at_once()
             acked: b.doc().generation,
             released: true,
             zone: None,
+            capacity: None,
         });
         b.put(&shard_key(ROOT, 1), released);
         if spare {
