@@ -1,11 +1,16 @@
 //! The dashboard's driver and HTTP routes: a task reads the store every interval, steps
-//! the [`Observer`] and publishes the page's JSON; the routes serve the page (assets
+//! the [`Observer`] and publishes the page's JSON — a replica's dashboard (no controls)
+//! only while someone looks: a page's event stream is open, or the page or its JSON was
+//! asked for in the last [`IDLE_AFTER`] (every replica reading the whole store each
+//! second for nobody would multiply the store's load by the replica count); the routes
+//! serve the page (assets
 //! embedded in the binary), the JSON, a Server-Sent Events stream of it, and — only when
 //! the dashboard was started with [`Controls`] — a POST endpoint that needs the token the
 //! page carries.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
@@ -78,6 +83,50 @@ pub struct Source {
     pub lease: Duration,
 }
 
+/// How long a replica's dashboard keeps reading the store after the last request for
+/// its page or JSON, with no event stream open.
+pub const IDLE_AFTER: Duration = Duration::from_secs(60);
+
+/// Who is looking: open event streams, and when the page or its JSON was last asked for.
+#[derive(Default)]
+struct Demand {
+    streams: AtomicUsize,
+    last: Mutex<Option<tokio::time::Instant>>,
+}
+
+impl Demand {
+    fn touch(&self) {
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(tokio::time::Instant::now());
+    }
+
+    fn active(&self, now: tokio::time::Instant) -> bool {
+        self.streams.load(Ordering::SeqCst) > 0
+            || self
+                .last
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some_and(|t| now.duration_since(t) < IDLE_AFTER)
+    }
+}
+
+/// An open event stream, counted while it lives.
+struct Watching(Arc<Demand>);
+
+impl Watching {
+    fn new(demand: &Arc<Demand>) -> Self {
+        demand.streams.fetch_add(1, Ordering::SeqCst);
+        demand.touch();
+        Watching(Arc::clone(demand))
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        self.0.streams.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// One published step: the snapshot and the page's JSON of it.
 #[derive(Debug)]
 pub struct Published {
@@ -98,6 +147,7 @@ struct PageJson<'a> {
 pub struct Dashboard {
     rx: watch::Receiver<Option<Arc<Published>>>,
     controls: Option<(Arc<dyn Controls>, Arc<str>)>,
+    demand: Arc<Demand>,
     task: JoinHandle<()>,
 }
 
@@ -108,15 +158,22 @@ impl Drop for Dashboard {
 }
 
 impl Dashboard {
-    /// Starts reading `source`. With `controls`, the page gets buttons and the POST
-    /// endpoint accepts requests carrying `token`.
+    /// Starts reading `source`: always with `controls` (the page gets buttons and the
+    /// POST endpoint accepts requests carrying `token`), else only while someone looks.
     pub fn start(source: Source, controls: Option<(Arc<dyn Controls>, String)>) -> Dashboard {
         let (tx, rx) = watch::channel(None);
         let controls: Option<(Arc<dyn Controls>, Arc<str>)> =
             controls.map(|(c, t)| (c, Arc::from(t)));
         let procs = controls.as_ref().map(|(c, _)| c.clone());
-        let task = tokio::spawn(drive(source, procs, tx));
-        Dashboard { rx, controls, task }
+        let demand = Arc::new(Demand::default());
+        let on_demand = controls.is_none().then(|| Arc::clone(&demand));
+        let task = tokio::spawn(drive(source, procs, on_demand, tx));
+        Dashboard {
+            rx,
+            controls,
+            demand,
+            task,
+        }
     }
 
     /// Waits for the next published step.
@@ -132,6 +189,7 @@ impl Dashboard {
         let state = RouteState {
             rx: self.rx.clone(),
             controls: self.controls.clone(),
+            demand: Arc::clone(&self.demand),
         };
         let mut router = Router::new()
             .route("/dashboard", get(page))
@@ -155,6 +213,7 @@ impl Dashboard {
 async fn drive(
     source: Source,
     controls: Option<Arc<dyn Controls>>,
+    on_demand: Option<Arc<Demand>>,
     tx: watch::Sender<Option<Arc<Published>>>,
 ) {
     let mut observer = Observer::new(source.lease, tokio::time::Instant::now());
@@ -162,6 +221,12 @@ async fn drive(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        if on_demand
+            .as_ref()
+            .is_some_and(|d| !d.active(tokio::time::Instant::now()))
+        {
+            continue;
+        }
         let listing = match source.store.list(&source.root).await {
             Ok(l) => l,
             Err(e) => {
@@ -223,6 +288,7 @@ async fn app_statuses(store: &dyn Store, root: &str) -> AppStatuses {
 struct RouteState {
     rx: watch::Receiver<Option<Arc<Published>>>,
     controls: Option<(Arc<dyn Controls>, Arc<str>)>,
+    demand: Arc<Demand>,
 }
 
 fn asset(body: &'static str, kind: &'static str) -> impl IntoResponse {
@@ -236,6 +302,7 @@ fn asset(body: &'static str, kind: &'static str) -> impl IntoResponse {
 }
 
 async fn page(State(state): State<RouteState>) -> impl IntoResponse {
+    state.demand.touch();
     let token = state.controls.as_ref().map_or("", |(_, t)| t);
     let body = PAGE.replace("__TOKEN__", token).replace(
         "__CONTROLS__",
@@ -251,6 +318,7 @@ async fn page(State(state): State<RouteState>) -> impl IntoResponse {
 }
 
 async fn snapshot(State(state): State<RouteState>) -> Response {
+    state.demand.touch();
     let current = state.rx.borrow().clone();
     match current {
         Some(p) => ([(header::CONTENT_TYPE, "application/json")], p.json.clone()).into_response(),
@@ -261,13 +329,15 @@ async fn snapshot(State(state): State<RouteState>) -> Response {
 async fn events(State(state): State<RouteState>) -> impl IntoResponse {
     let mut rx = state.rx.clone();
     rx.mark_changed();
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
+    // Counted while the stream lives: the store is read for it.
+    let watching = Watching::new(&state.demand);
+    let stream = futures::stream::unfold((rx, watching), |(mut rx, watching)| async move {
         loop {
             rx.changed().await.ok()?;
             let current = rx.borrow_and_update().clone();
             if let Some(p) = current {
                 let event = SseEvent::default().data(p.json.clone());
-                return Some((Ok::<_, Infallible>(event), rx));
+                return Some((Ok::<_, Infallible>(event), (rx, watching)));
             }
         }
     });
@@ -316,6 +386,27 @@ async fn control(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A replica's dashboard reads only while looked at: an open stream, or a request in
+    /// the last minute.
+    #[tokio::test(start_paused = true)]
+    async fn demand_is_an_open_stream_or_a_recent_request() {
+        let demand = Arc::new(Demand::default());
+        let now = tokio::time::Instant::now;
+        assert!(!demand.active(now()), "nobody yet");
+        demand.touch();
+        assert!(demand.active(now()));
+        tokio::time::advance(IDLE_AFTER).await;
+        assert!(!demand.active(now()), "idle after a minute");
+        let stream = Watching::new(&demand);
+        tokio::time::advance(IDLE_AFTER * 3).await;
+        assert!(demand.active(now()), "an open stream keeps it reading");
+        drop(stream);
+        assert!(
+            !demand.active(now()),
+            "closed, and the last request long ago"
+        );
+    }
 
     #[test]
     fn tokens_must_match_exactly() {
