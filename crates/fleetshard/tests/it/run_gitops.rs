@@ -223,11 +223,22 @@ fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
         mut replicas,
         first: _,
     } = world(&[]);
-    let r0 = &mut replicas[0];
+    // The replica that applied c0's ConfigMap leaves: the other then writes the second
+    // commit, so both replicas have written whichever synced the first (started
+    // together, one may sync both apps before the other holds a shard).
+    let first_writer = fakes.clusters[0]
+        .writes()
+        .iter()
+        .rev()
+        .find(|w| w.verb == Verb::Patch)
+        .and_then(|w| identity_of(w).map(str::to_owned))
+        .expect("c0's ConfigMap was applied by a replica");
+    let leaving = if first_writer == "r0" { 0 } else { 1 };
+    let leaver = &mut replicas[leaving];
 
     // One replica leaves; the other takes its cluster and syncs a new commit to both.
-    signal(r0.0.id(), "-TERM");
-    let exit = r0.0.wait().unwrap();
+    signal(leaver.0.id(), "-TERM");
+    let exit = leaver.0.wait().unwrap();
     assert!(exit.success(), "SIGTERM exits 0: {exit:?}");
     git.write("app0/cm.yaml", &config_map("cm0", "2"));
     git.write("app1/cm.yaml", &config_map("cm1", "2"));
