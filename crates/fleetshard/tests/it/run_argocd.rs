@@ -16,8 +16,6 @@
 //! nothing; it can log no release).
 
 use std::collections::BTreeMap;
-use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -25,6 +23,8 @@ use std::time::Duration;
 use fleetshard_coord::argocd::{MAPPING_KEY, ShardEntry, WallTime, decode, upstream};
 use fleetshard_coord::store::Store as _;
 use serde_json::Value;
+
+use crate::support::http;
 
 const CLUSTERS: usize = 12;
 const HEARTBEAT_MS: u64 = 300;
@@ -51,30 +51,6 @@ impl Drop for Procs {
             let _ = c.wait();
         }
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Status code and body of `GET path`, or None when nothing answers.
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let code = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
-    Some((code, body))
 }
 
 #[derive(Debug, Clone)]
@@ -205,7 +181,7 @@ impl Setup {
     }
 
     fn ready(&self, name: &str) -> Option<String> {
-        http_get(self.ports[name], "/readyz")
+        http::get(self.ports[name], "/readyz")
             .filter(|(code, _)| *code == 200)
             .map(|(_, body)| body)
     }
@@ -219,7 +195,7 @@ fn argocd_processes_take_over_after_staleness_or_at_once_after_sigterm() {
         store: format!("sqlite://{}", dir.path().join("fleetshard.db").display()),
         ports: ["r0", "r1", "r2"]
             .iter()
-            .map(|n| ((*n).to_owned(), free_port()))
+            .map(|n| ((*n).to_owned(), http::free_port()))
             .collect(),
         dir,
         kubeconfig: None,
@@ -477,7 +453,7 @@ fn argocd_processes_share_argo_cds_configmap_over_kubernetes() {
         store: "kubernetes://default".into(),
         ports: ["k0", "k1"]
             .iter()
-            .map(|n| ((*n).to_owned(), free_port()))
+            .map(|n| ((*n).to_owned(), http::free_port()))
             .collect(),
         dir,
         kubeconfig: Some(kubeconfig),

@@ -229,8 +229,10 @@ async fn events_are_dated_when_they_happened_not_when_read() {
     let gap = ts(1)
         .checked_sub(ts(0))
         .expect("the acquire is dated before the lapse");
+    // 2 s apart in (paused) time, plus the real time between the two lines' writing, which
+    // a loaded machine may stretch: no upper bound tighter than that is honest.
     assert!(
-        (1_900..=2_100).contains(&gap),
+        (1_999..3_000).contains(&gap),
         "the lapse 2 s after: {gap} ms"
     );
 }
