@@ -57,7 +57,8 @@ impl EtcdStore {
     /// The trait's error for `e`. etcd refuses a TLS connection that brings no client
     /// certificate when it requires one, which the client sees as "connection closed" or,
     /// depending on when the alert arrives, as a `BadCertificate` or `CertificateRequired`
-    /// alert: with no client certificate configured, the message says so.
+    /// alert, or (TLS 1.3: the client writes before the server's alert is read) as a broken
+    /// pipe or a reset connection: with no client certificate configured, the message says so.
     fn error(&self, e: &etcd_client::Error, what: &str) -> StoreError {
         let hint = " (etcd refused the connection: an etcd with --client-cert-auth needs a \
                     client certificate, and none is configured)";
@@ -71,9 +72,15 @@ impl EtcdStore {
         match store_error(e, &self.inner.url, what) {
             StoreError::Unavailable(m)
                 if no_client_cert
-                    && ["connection closed", "BadCertificate", "CertificateRequired"]
-                        .iter()
-                        .any(|sign| m.contains(sign)) =>
+                    && [
+                        "connection closed",
+                        "BadCertificate",
+                        "CertificateRequired",
+                        "broken pipe",
+                        "connection reset",
+                    ]
+                    .iter()
+                    .any(|sign| m.contains(sign)) =>
             {
                 StoreError::Unavailable(format!("{m}{hint}"))
             }
