@@ -208,7 +208,7 @@ async fn renewals_stay_on_time_while_every_worker_is_busy() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let spin = timing.duration * 2;
-    let sampled_from = std::time::Instant::now();
+    let sampled_from = tokio::time::Instant::now();
     let mut samples = Vec::new();
     while sampled_from.elapsed() < spin {
         std::thread::sleep(Duration::from_millis(100));
