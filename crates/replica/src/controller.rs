@@ -30,13 +30,15 @@ use crate::{ControllerSettings, ReconcilerKind, ReplicaError};
 /// else in the store beside the coordination records (`fleetshard apps` reads them) —
 /// except in the Kubernetes store, where that would be one ConfigMap per app: there they
 /// stay in this replica's memory (and the log says how to get them on Applications).
+/// In SQLite, statuses go through a connection of their own
+/// ([`StoreUrl::open_for_statuses`]): lease renewals never wait behind them.
 pub(crate) fn status_sink(
     applications: Option<kube::Client>,
     store: &OpenedStore,
     url: &StoreUrl,
     root: &str,
-) -> Arc<dyn StatusSink> {
-    match (applications, url) {
+) -> Result<Arc<dyn StatusSink>, ReplicaError> {
+    Ok(match (applications, url) {
         (Some(client), _) => Arc::new(KubeStatusSink::new(client, Duration::from_secs(5))),
         (None, StoreUrl::Kubernetes { .. }) => {
             tracing::warn!(
@@ -48,9 +50,9 @@ pub(crate) fn status_sink(
             MemorySink::new()
         }
         (None, StoreUrl::Memory | StoreUrl::Sqlite(_) | StoreUrl::Etcd { .. }) => Arc::new(
-            StoreStatusSink::new(store.store.clone(), root, DEFAULT_HEARTBEAT),
+            StoreStatusSink::new(url.open_for_statuses(store)?, root, DEFAULT_HEARTBEAT),
         ),
-    }
+    })
 }
 
 /// The reconciler the workers run.

@@ -13,6 +13,20 @@
 //! deadline, which is shorter than `duration`, however empty or stale the new store looks.
 //! Without the hold, a newcomer finding no lease records would start every cluster at
 //! once, beside them. The price: a replica starts acting `duration` (4 s) later.
+//!
+//! # The runner has a thread of its own
+//! The runner renews the leases; the controller's workers share the replica's runtime and
+//! run CPU-heavy work (decoding, rendering, comparing) that does not yield for many
+//! milliseconds at a time. With the runner as one more task among them, a fleet that kept
+//! every worker busy delayed renewals past their deadline and the replica lost its shard
+//! (seen with `fleetshard up --replicas 5 --clusters 200 --apps 5000`). So the runner runs
+//! on a dedicated OS thread with a single-threaded runtime of its own
+//! ([`run_on_own_thread`]): its renew timer, its writes (tasks on that runtime) and its
+//! store calls (SQLite's blocking calls go to that runtime's own blocking pool) never
+//! queue behind reconciles. Stops still reach the controller through the hook, whose
+//! futures wait on the controller's work from that thread. (A store whose client keeps
+//! its connection on a task of the replica's runtime — etcd, Kubernetes — still needs
+//! that runtime to make progress; SQLite and `memory://` do not.)
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +40,7 @@ use fleetshard_coord::runner::{Runner, Status};
 use fleetshard_coord::store::{Store, StoreIdentity};
 use fleetshard_store_kube::KubeStore;
 use futures::future::BoxFuture;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::clock::SystemClock;
@@ -232,6 +246,36 @@ pub async fn hold_before_claiming(
         _ = tokio::time::sleep(hold) => true,
         _ = shutdown.wait_for(|stop| *stop) => false,
     }
+}
+
+/// Runs the coordination runner's future on a dedicated OS thread with a single-threaded
+/// tokio runtime of its own (see the module docs); the receiver gets its result (closed
+/// without one: the thread panicked). Tasks it spawned and still running when it returns
+/// are dropped with that runtime; blocking calls in flight are left to finish.
+pub fn run_on_own_thread(
+    run: impl std::future::Future<Output = bool> + Send + 'static,
+) -> Result<oneshot::Receiver<bool>, ReplicaError> {
+    let failed = |e: std::io::Error| ReplicaError::Start {
+        part: "the coordination runner's thread",
+        reason: e.to_string(),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_name("fleetshard-coordination-blocking")
+        .build()
+        .map_err(failed)?;
+    let (tx, rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("fleetshard-coordination".into())
+        .spawn(move || {
+            let released = runtime.block_on(run);
+            let _ = tx.send(released);
+            // Writes whose outcome nobody awaits any more, a placement still computing:
+            // the runner is done; nothing waits for them.
+            runtime.shutdown_background();
+        })
+        .map_err(failed)?;
+    Ok(rx)
 }
 
 /// Keeps a Deployment's replica count current, through the Kubernetes store's client (in

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use fleetshard_controller::inventory::Inventory;
 use fleetshard_controller::{ControllerInputs, ControllerRuntime, NoopReconciler, Reconciler};
 use fleetshard_coord::ownership::{OwnershipChange, ReplicaStatus};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::controller::{self, ControllerPart, ReconcilerPart};
@@ -93,12 +93,21 @@ impl Replica {
                 settings.fleet
             )));
         }
-        let sink = controller::status_sink(
+        let sink = match controller::status_sink(
             inventory.kube.clone(),
             &store,
             &settings.store,
             &settings.root,
-        );
+        ) {
+            Ok(sink) => sink,
+            Err(e) => {
+                inventory.reporter.abort();
+                if let Some(source) = &inventory.source {
+                    source.abort();
+                }
+                return Err(e);
+            }
+        };
         let controller = controller::build(
             &settings.controller,
             &inventory.inventory,
@@ -212,7 +221,8 @@ pub struct ReplicaHandle {
     /// The inventory (a test can publish a new fleet into a fixed one).
     pub inventory: Inventory,
     shutdown: watch::Sender<bool>,
-    runner: JoinHandle<bool>,
+    /// The runner's verdict, sent from its own thread when it returns.
+    runner: oneshot::Receiver<bool>,
     feeders: Vec<JoinHandle<()>>,
     controller: ControllerRuntime,
     audit: JoinHandle<Result<(), ReplicaError>>,
@@ -354,11 +364,11 @@ fn spawn_with<S: ReplicaStatus>(
     let audit = tokio::spawn(audit::audit_loop(audited, audit_file, identity));
     let (shutdown, shutdown_rx) = watch::channel(false);
     // The Deployment watch lives as long as the runner that reads it.
-    let runner = tokio::spawn(async move {
+    let runner = coordination::run_on_own_thread(async move {
         let released = run(shutdown_rx).await;
         drop(deployment);
         released
-    });
+    })?;
     Ok(ReplicaHandle {
         addr,
         inventory: inventory.inventory,

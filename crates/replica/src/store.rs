@@ -22,7 +22,7 @@ use fleetshard_store_kube::{KubeOptions, KubeStore};
 /// store to create or a file to open read-only; an etcd cluster or a namespace is there or
 /// not, so the mode changes nothing for them.
 pub use fleetshard_store_sqlite::OpenMode;
-use fleetshard_store_sqlite::{SqliteOptions, SqliteStore};
+use fleetshard_store_sqlite::{Durability, OpenMode as SqliteMode, SqliteOptions, SqliteStore};
 use tokio::sync::watch;
 
 use crate::ReplicaError;
@@ -188,6 +188,39 @@ impl StoreUrl {
     /// naming its path).
     pub fn open_in(&self, mode: OpenMode) -> Result<OpenedStore, ReplicaError> {
         self.open_with(mode, None)
+    }
+
+    /// The store app statuses are written to (local mode), beside `coordination`, the
+    /// replica's coordination store opened from this URL. For SQLite, a connection of its
+    /// own: one connection serves one call at a time, and thousands of status writes
+    /// queued on the coordination store's connection delayed lease renewals behind them.
+    /// Its commits are not fsynced one by one (`synchronous = NORMAL`: they survive a
+    /// crash of the process, and the next lease commit's fsync takes them to disk; a power
+    /// loss may roll back the last ones, which the next refresh writes again), so a status
+    /// write holds the file's write lock for microseconds, not an fsync. Every other store
+    /// is shared as it is.
+    pub fn open_for_statuses(
+        &self,
+        coordination: &OpenedStore,
+    ) -> Result<Arc<dyn Store>, ReplicaError> {
+        let StoreUrl::Sqlite(path) = self else {
+            return Ok(coordination.store.clone());
+        };
+        let options = SqliteOptions {
+            durability: Durability::Normal,
+            ..SqliteOptions::default()
+        };
+        let store = SqliteStore::open_in(path, options, SqliteMode::Existing).map_err(|e| {
+            ReplicaError::Store {
+                url: self.to_string(),
+                reason: format!("opening a connection for app statuses: {e}"),
+            }
+        })?;
+        let chunked = Arc::new(ChunkedStore::new(Arc::new(store), chunked::DEFAULT_LIMIT));
+        Ok(Arc::new(GuardedStore::new(
+            chunked,
+            guard::DEFAULT_CHECK_EVERY,
+        )))
     }
 
     fn open_with(

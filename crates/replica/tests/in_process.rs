@@ -3,6 +3,8 @@
 //! and over one SQLite file with audit logs.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fleetshard_controller::inventory::InventoryContent;
@@ -157,6 +159,101 @@ async fn replicas_on_one_sqlite_file_write_a_complete_audit_log() {
         assert!(!held.is_empty(), "{name} acquired something");
         assert!(held.values().all(|n| *n == 0), "{name}: {held:?}");
     }
+}
+
+// Issue 14 item 2: CPU-heavy reconciles (decoding, rendering, comparing) do not yield, and
+// when they keep every worker thread of the replica's runtime busy the lease is still
+// renewed on time. Real time (a spinning thread cannot run under a paused clock), but the
+// outcome does not depend on timing: tasks that never yield hold *every* worker for two
+// lease durations, so a runner that needs one of those workers cannot renew at all, and
+// its lease lapses for certain; the sampling below runs on the test's own thread, which
+// is not one of the runtime's workers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_stay_on_time_while_every_worker_is_busy() {
+    const WORKERS: usize = 2;
+    let mut s = settings("r0", StoreUrl::Memory, 3);
+    s.protocol = ProtocolSettings::Fenced(FencedSettings {
+        shards: ShardCount::Fixed(1),
+        ..FencedSettings::default()
+    });
+    let timing = FencedSettings::default().timing;
+    let store = StoreUrl::Memory.open().unwrap();
+    let handle = Replica::build_on(s, store).await.unwrap().spawn().unwrap();
+    until(
+        &[&handle],
+        Duration::from_secs(20),
+        "r0 owns every cluster",
+        |a| a == [3],
+    )
+    .await;
+    let before = handle.view();
+
+    // As many spinners as workers, each spinning without ever awaiting until told to stop:
+    // once all are running, each holds a worker of its own, so every worker is taken.
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = Arc::new(AtomicUsize::new(0));
+    let spinners: Vec<_> = (0..WORKERS)
+        .map(|_| {
+            let (stop, running) = (stop.clone(), running.clone());
+            tokio::spawn(async move {
+                running.fetch_add(1, Ordering::SeqCst);
+                while !stop.load(Ordering::SeqCst) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    // Blocking sleeps on purpose: this thread drives `block_on`, not a worker, and tokio's
+    // timers would not fire while the workers are held.
+    while running.load(Ordering::SeqCst) < WORKERS {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let spin = timing.duration * 2;
+    let sampled_from = tokio::time::Instant::now();
+    let mut samples = Vec::new();
+    while sampled_from.elapsed() < spin {
+        std::thread::sleep(Duration::from_millis(100));
+        samples.push(handle.view());
+    }
+    // Released before any assertion: a failing test must not leave the workers held.
+    stop.store(true, Ordering::SeqCst);
+    for s in spinners {
+        s.await.unwrap();
+    }
+
+    // At most one renewal late at any moment: what is left of the renew deadline never
+    // drops below the deadline less two renew intervals.
+    let floor = (timing.renew_deadline - timing.renew_every * 2).as_secs_f64();
+    let lowest = samples
+        .iter()
+        .map(|v| v.lease_valid_secs)
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        lowest >= floor,
+        "the lease came within {lowest:.2} s of lapsing (floor {floor:.2} s) while the \
+         workers were busy"
+    );
+    // The lease was renewed all along (its validity moved forward), not just once.
+    let renewals = samples
+        .windows(2)
+        .filter(|w| w[1].lease_valid_secs > w[0].lease_valid_secs)
+        .count();
+    let expected = (spin.as_secs_f64() / timing.renew_every.as_secs_f64()) as usize - 2;
+    assert!(
+        renewals >= expected,
+        "{renewals} renewals seen in {spin:?} (expected at least {expected})"
+    );
+    for v in &samples {
+        assert!(v.ready.is_ok(), "{:?}", v.ready);
+        assert_eq!((v.shard, v.acting), (Some(0), 3));
+    }
+    // Nothing was lost and taken again meanwhile.
+    let after = handle.view();
+    assert_eq!(
+        (after.acting, after.handovers, after.failovers),
+        (3, before.handovers, before.failovers)
+    );
+    assert!(handle.shutdown().await.unwrap());
 }
 
 /// A plain HTTP/1.0 GET; the status line and body.
