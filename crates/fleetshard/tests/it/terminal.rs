@@ -73,6 +73,9 @@ fn status_watch_prints_snapshots_to_a_pipe_with_unowned_clusters_first() {
     ))
     .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
+    // The watch starts after the first renew landed: a first frame read before it saw
+    // shard 0 vacant (a loaded machine).
+    let (first_renew, renewed) = std::sync::mpsc::channel();
     let renewer = {
         let stop = stop.clone();
         std::thread::spawn(move || {
@@ -92,10 +95,12 @@ fn status_watch_prints_snapshots_to_a_pipe_with_unowned_clusters_first() {
                 let key = shard_key(ROOT, 0);
                 let put = store.put(&key, serde_json::to_vec(&rec).unwrap(), Precondition::Any);
                 block_on(put).unwrap();
+                let _ = first_renew.send(());
                 std::thread::sleep(Duration::from_millis(150));
             }
         })
     };
+    renewed.recv().expect("the first renew");
 
     let mut child = fleetshard()
         .args(["status", "--watch", "--interval", "100ms", "--store"])

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use fleetshard_testsupport::git::config_map;
 use fleetshard_testsupport::kube_api::{
-    FakeApiServer, FaultAction, Verb, WriteOutcome, WriteRecord,
+    FakeApiServer, FaultAction, RequestInfo, Verb, WriteOutcome, WriteRecord,
 };
 use serde_json::json;
 
@@ -61,48 +61,42 @@ fn an_apply_straddling_a_lease_lapse_is_cut_and_never_lands_after_the_new_owner(
         first: _,
     } = world(&[]);
     let c0 = &fakes.clusters[0];
-    // The holder of c0: who applied its ConfigMap.
-    let holder = c0
-        .writes()
-        .iter()
-        .rev()
-        .find(|w| w.verb == Verb::Patch)
-        .and_then(|w| w.user_agent.clone())
-        .expect("c0 was applied");
-    let from_holder = {
-        let holder = holder.clone();
-        move |r: &fleetshard_testsupport::kube_api::RequestInfo| {
-            r.user_agent.as_deref() == Some(holder.as_str())
-        }
-    };
-    // c0 holds every apply from its holder for 4.5 s: more than any lease has left (3 s
+    // c0 holds every apply of a ConfigMap for 4.5 s: more than any lease has left (3 s
     // after the last confirmed renew), less than the call timeout (5 s) that bounded
-    // requests before the write deadline did.
-    let slow = {
-        let from_holder = from_holder.clone();
+    // requests before the write deadline did. The holder of c0 is whoever sends the apply
+    // of the new commit: the replica that applied the first commit may have handed c0 over
+    // since (the two started together, and one can sync both apps before the other holds
+    // a shard).
+    let hold = |matches: Box<dyn Fn(&RequestInfo) -> bool + Send + Sync>| {
         c0.inject(
             None,
             FaultAction::Delay(Duration::from_millis(4_500)),
-            move |r| from_holder(r) && r.is(Verb::Patch, "configmaps"),
+            move |r| matches(r) && r.is(Verb::Patch, "configmaps"),
         )
     };
+    let any = hold(Box::new(|_| true));
     let before = c0.writes().last().map_or(0, |w| w.seq);
     git.write("app0/cm.yaml", &config_map("cm0", "2"));
     git.commit("second");
-    let straddling = wait_for(
-        "the holder's apply of the new commit in flight",
-        SETTLE,
-        || {
-            c0.writes()
-                .into_iter()
-                .find(|w| {
-                    w.seq > before
-                        && w.user_agent.as_deref() == Some(holder.as_str())
-                        && w.outcome == WriteOutcome::InFlight
-                })
-                .ok_or_else(|| format!("writes {:#?}", c0.writes()))
-        },
-    );
+    let straddling = wait_for("an apply of the new commit in flight", SETTLE, || {
+        c0.writes()
+            .into_iter()
+            .find(|w| {
+                w.seq > before && w.outcome == WriteOutcome::InFlight && w.verb == Verb::Patch
+            })
+            .ok_or_else(|| format!("writes {:#?}", c0.writes()))
+    });
+    let holder = straddling
+        .user_agent
+        .clone()
+        .expect("a replica's User-Agent");
+    let from_holder = {
+        let holder = holder.clone();
+        move |r: &RequestInfo| r.user_agent.as_deref() == Some(holder.as_str())
+    };
+    // From now on only the holder's applies are held (the one in flight stays held).
+    let slow = hold(Box::new(from_holder.clone()));
+    c0.remove_fault(any);
     // Now the holder is cut off from the store (and the control plane): its lease lapses
     // while the apply is held.
     fakes.control.partition(from_holder);
