@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::{FakeApiServer, FaultAction, RequestInfo, Verb};
+use serde_json::Value;
 
 use super::rbac::{allows, granted, verb_name};
 use super::{POD_NAME, argo, container, rendered, support, volume, workload};
@@ -185,10 +186,14 @@ pub fn run_overlay_against_rbac(overlay: &str) {
     }
     let mut env: Vec<(String, String)> = Vec::new();
     for e in c["env"].as_array().unwrap() {
-        let mut value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+        let from = &e["valueFrom"];
+        let mut value = match from["fieldRef"]["fieldPath"].as_str() {
             Some("metadata.name") => POD_NAME.to_owned(),
             Some("metadata.namespace") => namespace.clone(),
             Some(other) => panic!("{overlay}: fieldRef {other} not simulated"),
+            None if from["resourceFieldRef"].is_object() => {
+                resource_field(c, &from["resourceFieldRef"], overlay)
+            }
             None => e["value"].as_str().expect("a value").to_owned(),
         };
         for (k, v) in &env {
@@ -253,6 +258,28 @@ pub fn run_overlay_against_rbac(overlay: &str) {
                 .is_some_and(|t| t.ends_with('Z')),
             "{status}"
         );
+        // Fenced: the shard record advertises the capacity the downward API gave
+        // (requests.cpu 100m in tenths of a core: 1).
+        if overlay == "fenced" {
+            let leases = server.list("coordination.k8s.io/v1", "Lease", None);
+            let capacities: Vec<Value> = leases
+                .iter()
+                .map(|l| &l["metadata"]["annotations"])
+                .filter(|a| {
+                    a["fleetshard.io/key"]
+                        .as_str()
+                        .is_some_and(|k| k.contains("shards/"))
+                })
+                .filter_map(|a| a["fleetshard.io/record"].as_str())
+                .filter_map(|r| serde_json::from_str::<Value>(r).ok())
+                .filter(|r| r["holder"] == POD_NAME)
+                .map(|r| r["capacity"].clone())
+                .collect();
+            assert!(
+                !capacities.is_empty() && capacities.iter().all(|c| c == 1),
+                "{overlay}: the holder's shard records' capacities {capacities:?}"
+            );
+        }
         // The mirror is in the repository cache, on the pod's writable volume.
         let cache = env_of("FLEETSHARD_REPO_CACHE");
         let mirrored = std::fs::read_dir(&cache).map_or(0, |d| d.count());
@@ -399,4 +426,25 @@ pub fn run_overlay_against_rbac(overlay: &str) {
         "{overlay}: granted but never used: {unused:?}; used: {used:?}"
     );
     eprintln!("{overlay}: requests made {used:?}");
+}
+
+/// A `resourceFieldRef`'s value as the kubelet gives it: the container's CPU request or
+/// limit divided by the divisor, rounded up (only CPU is simulated).
+fn resource_field(c: &Value, field: &Value, overlay: &str) -> String {
+    assert_eq!(field["containerName"], c["name"], "{overlay}: {field}");
+    let resource = field["resource"].as_str().unwrap();
+    let (kind, "cpu") = resource.split_once('.').unwrap() else {
+        panic!("{overlay}: resourceFieldRef {resource} not simulated");
+    };
+    let millis = |q: &str| -> u64 {
+        match q.strip_suffix('m') {
+            Some(m) => m.parse().unwrap(),
+            None => (q.parse::<f64>().unwrap() * 1000.0).round() as u64,
+        }
+    };
+    let quantity = c["resources"][kind]["cpu"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{overlay}: no resources.{kind}.cpu"));
+    let divisor = field["divisor"].as_str().unwrap_or("1");
+    millis(quantity).div_ceil(millis(divisor)).to_string()
 }
