@@ -90,6 +90,9 @@ pub struct PlanArgs {
         requires = "from_store"
     )]
     pub root: String,
+    /// With an etcds:// --from-store: etcd's TLS files and user.
+    #[command(flatten)]
+    pub etcd: super::store::EtcdAccessArgs,
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = Output::Table, env = "FLEETSHARD_OUTPUT")]
     pub output: Output,
@@ -226,7 +229,7 @@ pub fn run(args: PlanArgs, matches: &ArgMatches) -> anyhow::Result<()> {
         let fleet = input::load(&source)?;
         let previous = match (&args.previous, &args.from_store) {
             (Some(path), _) => Some(read_previous(path)?),
-            (None, Some(url)) => Some(read_committed(url, &args.root)?),
+            (None, Some(url)) => Some(read_committed(&args.etcd.apply(url.clone())?, &args.root)?),
             (None, None) => None,
         };
         Ok((fleet, previous))

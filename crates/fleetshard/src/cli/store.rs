@@ -36,6 +36,15 @@ pub struct StoreArgs {
         env = "FLEETSHARD_ROOT"
     )]
     pub root: String,
+    /// etcd's TLS files and user.
+    #[command(flatten)]
+    pub etcd: EtcdAccessArgs,
+}
+
+/// The flags that reach a secured etcd (`etcds://`): TLS files and a user. Shared by every
+/// command that opens a store (`plan --from-store` too).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EtcdAccessArgs {
     /// etcds:// stores: the CA certificate (PEM) that signed etcd's server certificate.
     #[arg(long, value_name = "FILE", env = "FLEETSHARD_ETCD_CA_FILE")]
     pub etcd_ca_file: Option<PathBuf>,
@@ -56,6 +65,25 @@ pub struct StoreArgs {
     pub etcd_password_file: Option<PathBuf>,
 }
 
+impl EtcdAccessArgs {
+    /// `url` with these TLS files and user (checked together; the password read from its
+    /// file or [`ETCD_PASSWORD_ENV`]).
+    pub fn apply(&self, url: StoreUrl) -> anyhow::Result<StoreUrl> {
+        let password = password(
+            self.etcd_password_file.as_deref(),
+            std::env::var(ETCD_PASSWORD_ENV).ok(),
+        )?;
+        let access = EtcdAccess {
+            ca_file: self.etcd_ca_file.clone(),
+            cert_file: self.etcd_cert_file.clone(),
+            key_file: self.etcd_key_file.clone(),
+            username: self.etcd_username.clone(),
+            password,
+        };
+        url.with_etcd_access(access).map_err(anyhow::Error::msg)
+    }
+}
+
 impl StoreArgs {
     /// The key prefix, checked.
     pub fn root(&self) -> anyhow::Result<&str> {
@@ -68,21 +96,7 @@ impl StoreArgs {
     /// The store URL with the etcd TLS files and user (checked together; the password
     /// read from its file or [`ETCD_PASSWORD_ENV`]).
     pub fn url(&self) -> anyhow::Result<StoreUrl> {
-        let password = password(
-            self.etcd_password_file.as_deref(),
-            std::env::var(ETCD_PASSWORD_ENV).ok(),
-        )?;
-        let access = EtcdAccess {
-            ca_file: self.etcd_ca_file.clone(),
-            cert_file: self.etcd_cert_file.clone(),
-            key_file: self.etcd_key_file.clone(),
-            username: self.etcd_username.clone(),
-            password,
-        };
-        self.store
-            .clone()
-            .with_etcd_access(access)
-            .map_err(anyhow::Error::msg)
+        self.etcd.apply(self.store.clone())
     }
 
     /// Opens the store in `mode` (a one-shot command: [`OpenMode::ReadOnly`] to read,

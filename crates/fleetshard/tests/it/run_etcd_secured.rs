@@ -133,3 +133,45 @@ fn incomplete_or_mixed_settings_are_refused() {
         );
     }
 }
+
+/// `plan --from-store` reaches a secured etcd with the same flags: with them it reads the
+/// store (which holds no assignment yet); without the password it is refused, naming where
+/// the password comes from.
+#[test]
+fn plan_from_a_secured_store_takes_the_etcd_flags() {
+    let etcd = EtcdServer::start_secured(Some(PASSWORD)).unwrap();
+    let files = etcd.tls_files().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet.yaml");
+    std::fs::write(
+        &fleet,
+        "clusters:\n- {id: c-a, name: a, server: https://a.example}\n- {id: c-b, name: b, server: https://b.example}\n",
+    )
+    .unwrap();
+    let path = |p: &std::path::Path| p.display().to_string();
+    let plan = |env: &[(&str, &str)]| {
+        fleetshard()
+            .args(["plan", "--fleet", &path(&fleet), "-r", "2"])
+            .args(["--from-store", &etcd.url()])
+            .args(["--etcd-ca-file", &path(&files.ca)])
+            .args(["--etcd-cert-file", &path(&files.client_cert)])
+            .args(["--etcd-key-file", &path(&files.client_key)])
+            .args(["--etcd-username", "root"])
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let out = plan(&[("FLEETSHARD_ETCD_PASSWORD", PASSWORD)]);
+    let all = text(&out);
+    assert!(
+        !out.status.success() && all.contains("none is committed"),
+        "read the store: {all}"
+    );
+    assert!(!all.contains(PASSWORD), "{all}");
+    let out = plan(&[]);
+    let all = text(&out);
+    assert!(
+        !out.status.success() && all.contains("FLEETSHARD_ETCD_PASSWORD"),
+        "{all}"
+    );
+}
