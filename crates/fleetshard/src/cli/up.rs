@@ -356,3 +356,27 @@ fn instructions(
         dir = dir.display(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_is_sqlite_in_the_directory_unless_given_and_never_memory() {
+        let dir = std::path::Path::new("/tmp/up-dir");
+        assert_eq!(
+            store_url(None, dir).unwrap(),
+            "sqlite:///tmp/up-dir/fleetshard.db"
+        );
+        assert_eq!(
+            store_url(Some("sqlite:///var/fleet.db"), dir).unwrap(),
+            "sqlite:///var/fleet.db"
+        );
+        let e = store_url(Some("memory://"), dir).unwrap_err().to_string();
+        assert!(
+            e.contains("memory://") && e.contains("separate processes"),
+            "{e}"
+        );
+        assert!(store_url(Some("nonsense"), dir).is_err());
+    }
+}
