@@ -2,8 +2,10 @@
 //! `git`): simulated clusters in this process (`simulate`'s), spread over three zones; a
 //! local Git repository of demo apps (`up/demo.rs`) with drift to heal and one broken
 //! manifest; N `fleetshard run` replicas as child processes on an embedded SQLite store
-//! (`up/procs.rs`); and the dashboard with controls on 127.0.0.1. SIGINT or SIGTERM stops
-//! the replicas (each hands its shard over), then the clusters; no child is left behind.
+//! (or the store `--store` names; `up/procs.rs`), each appending its ownership changes to
+//! `logs/<identity>.audit.jsonl`; and the dashboard with controls on 127.0.0.1. SIGINT or
+//! SIGTERM stops the replicas (each hands its shard over), then the clusters; no child is
+//! left behind. `scripts/scale-run` measures a fleet at scale with it.
 
 mod demo;
 mod procs;
@@ -19,7 +21,9 @@ use fleetshard_kube_sim::FakeApiServer;
 use fleetshard_replica::StoreUrl;
 use fleetshard_replica::dashboard::{ClusterInfo, Clusters, Controls, Dashboard, Source};
 use fleetshard_replica::store::OpenMode;
+use fleetshard_util::duration::parse_go_duration;
 
+use super::run::ReconcilerArg;
 use super::simulate::{self, SimCluster};
 use demo::{DemoApp, Kind};
 
@@ -27,14 +31,13 @@ use demo::{DemoApp, Kind};
 const ROOT: &str = "fleetshard/";
 /// The zones of the clusters and replicas.
 const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
-/// How often `up`'s dashboard reads the store.
-const INTERVAL: Duration = Duration::from_millis(500);
 
 /// `fleetshard up` options.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example:\n  \
     fleetshard up\n  \
-    fleetshard up --replicas 5 --clusters 200 --apps 5000")]
+    fleetshard up --replicas 5 --clusters 200 --apps 5000\n  \
+    fleetshard up --store etcd://127.0.0.1:2379 --reconciler none --clusters 10000 --apps 100000")]
 pub struct UpArgs {
     /// Replicas (`fleetshard run` processes) to start; also the initial shard count.
     #[arg(long, value_name = "N", default_value_t = 3,
@@ -42,11 +45,12 @@ pub struct UpArgs {
     pub replicas: u16,
     /// Simulated clusters, spread over three zones.
     #[arg(long, value_name = "N", default_value_t = 24,
-          value_parser = clap::value_parser!(u16).range(1..=1000), env = "FLEETSHARD_UP_CLUSTERS")]
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_CLUSTERS)),
+          env = "FLEETSHARD_UP_CLUSTERS")]
     pub clusters: u16,
     /// Applications (ConfigMaps, Deployments, Services; some drifted, one broken).
     #[arg(long, value_name = "N", default_value_t = 300,
-          value_parser = clap::value_parser!(u32).range(1..=50_000), env = "FLEETSHARD_UP_APPS")]
+          value_parser = clap::value_parser!(u32).range(1..=100_000), env = "FLEETSHARD_UP_APPS")]
     pub apps: u32,
     /// The dashboard's port on 127.0.0.1 (0: any free port).
     #[arg(
@@ -64,7 +68,34 @@ pub struct UpArgs {
     /// has an owner, printing the time it took (for tests and measurements).
     #[arg(long, env = "FLEETSHARD_UP_EXIT_WHEN_READY")]
     pub exit_when_ready: bool,
+    /// The store the replicas share: `sqlite://FILE` or `etcd://HOST:PORT[,…]` (with the
+    /// `etcd` feature), one no other fleet uses under `fleetshard/`. Default: `fleetshard.db`
+    /// in the working directory.
+    #[arg(long, value_name = "URL", env = "FLEETSHARD_UP_STORE")]
+    pub store: Option<String>,
+    /// What the replicas' workers do: `gitops` compares, syncs and records statuses;
+    /// `none` leaves the apps alone (coordination only: ready once every cluster is owned).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "gitops",
+        env = "FLEETSHARD_UP_RECONCILER"
+    )]
+    pub reconciler: ReconcilerArg,
+    /// How often `up`'s dashboard (and its readiness check) reads the store, e.g. `500ms`,
+    /// `5s`: each read lists every record and app status, which costs at 100,000 apps.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "500ms",
+        value_parser = parse_go_duration,
+        env = "FLEETSHARD_UP_DASHBOARD_INTERVAL"
+    )]
+    pub dashboard_interval: Duration,
 }
+
+/// The most simulated clusters `up` starts (each one listens on a port of its own).
+pub const MAX_CLUSTERS: u16 = 10_000;
 
 /// Runs everything until a signal (or, with `--exit-when-ready`, until ready).
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
@@ -111,10 +142,11 @@ async fn up(
     )?;
     let applications = demo::applications(&apps, &clusters, &format!("file://{}", repo.display()));
     simulate::write_private(&fleet.join("apps.json"), &applications.to_string())?;
-    let deployments = tokio::spawn(deployment_controller(servers.clone()));
+    // With reconciler `none` nothing creates Deployments: no controller polling 10k servers.
+    let deployments = (args.reconciler == ReconcilerArg::Gitops)
+        .then(|| tokio::spawn(deployment_controller(servers.clone())));
 
-    let db = dir.join("fleetshard.db");
-    let store_url = format!("sqlite://{}", db.display());
+    let store_url = store_url(args.store.as_deref(), dir)?;
     let store = store_url
         .parse::<StoreUrl>()
         .map_err(anyhow::Error::msg)
@@ -128,6 +160,7 @@ async fn up(
             dir: dir.to_owned(),
             shards: u32::from(args.replicas),
             zones,
+            reconciler: args.reconciler,
         },
         usize::from(args.replicas),
         store.clone(),
@@ -141,7 +174,7 @@ async fn up(
             store,
             root: ROOT.into(),
             clusters: Arc::new(move || known.clone()),
-            interval: INTERVAL,
+            interval: args.dashboard_interval,
             lease: LeaseTiming::default().duration,
         },
         Some((controls, token)),
@@ -167,6 +200,7 @@ async fn up(
     super::print_stdout(&instructions(args, addr, dir, &store_url, &replicas))?;
 
     let good = apps.iter().filter(|a| a.kind != Kind::Broken).count();
+    let gitops = args.reconciler == ReconcilerArg::Gitops;
     let mut ready = false;
     let outcome = loop {
         tokio::select! {
@@ -174,12 +208,17 @@ async fn up(
             published = dashboard.next() => {
                 let Some(p) = published else { break Ok(()) };
                 let s = &p.snapshot;
-                if !ready && s.apps.good >= good && s.unowned == 0 && !s.clusters.is_empty() {
+                let apps_ready = !gitops || s.apps.good >= good;
+                if !ready && apps_ready && s.unowned == 0 && !s.clusters.is_empty() {
                     ready = true;
                     let secs = started.elapsed().as_secs_f64();
+                    let apps = if gitops {
+                        format!("all {good} good apps Synced and Healthy")
+                    } else {
+                        "reconciler none (apps untouched)".to_owned()
+                    };
                     super::print_stdout(&format!(
-                        "ready: all {good} good apps Synced and Healthy, every cluster owned, \
-                         {secs:.1} s after start\n"
+                        "ready: {apps}, every cluster owned, {secs:.1} s after start\n"
                     ))?;
                     if args.exit_when_ready {
                         break Ok(());
@@ -195,9 +234,26 @@ async fn up(
     tokio::task::spawn_blocking(move || stopping.shutdown())
         .await
         .context("stopping the replicas")?;
-    deployments.abort();
+    if let Some(d) = deployments {
+        d.abort();
+    }
     drop(servers);
     outcome
+}
+
+/// The store `--store` names (never `memory://`: the replicas are other processes), or
+/// `sqlite://DIR/fleetshard.db`.
+fn store_url(given: Option<&str>, dir: &std::path::Path) -> anyhow::Result<String> {
+    let Some(url) = given else {
+        return Ok(format!("sqlite://{}", dir.join("fleetshard.db").display()));
+    };
+    match url.parse::<StoreUrl>().map_err(anyhow::Error::msg)? {
+        StoreUrl::Memory => anyhow::bail!(
+            "--store {url}: the replicas are separate processes and memory:// is private to \
+             one; use sqlite://FILE or etcd://HOST:PORT"
+        ),
+        _ => Ok(url.to_owned()),
+    }
 }
 
 /// The namespace of the apps on every cluster, and the drifted ConfigMaps, as someone's
@@ -279,7 +335,7 @@ fn instructions(
     let pids: Vec<String> = replicas.pids().iter().map(u32::to_string).collect();
     format!(
         "fleetshard up: {replicas} replicas (pids {pids}), {clusters} SIMULATED clusters in 3 zones, \
-         {apps} apps from a local Git repository; store {store}; files in {dir}\n\
+         {apps} apps from a local Git repository; reconciler {reconciler}; store {store}; files in {dir}\n\
          \n  Open  http://{addr}/dashboard\n\
          \nThen try:\n\
          \x20 - kill a replica (button, or kill -9 PID): its shard fails over, its clusters are owned again within seconds\n\
@@ -292,6 +348,35 @@ fn instructions(
         pids = pids.join(", "),
         clusters = args.clusters,
         apps = args.apps,
+        reconciler = if args.reconciler == ReconcilerArg::Gitops {
+            "gitops"
+        } else {
+            "none"
+        },
         dir = dir.display(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_is_sqlite_in_the_directory_unless_given_and_never_memory() {
+        let dir = std::path::Path::new("/tmp/up-dir");
+        assert_eq!(
+            store_url(None, dir).unwrap(),
+            "sqlite:///tmp/up-dir/fleetshard.db"
+        );
+        assert_eq!(
+            store_url(Some("sqlite:///var/fleet.db"), dir).unwrap(),
+            "sqlite:///var/fleet.db"
+        );
+        let e = store_url(Some("memory://"), dir).unwrap_err().to_string();
+        assert!(
+            e.contains("memory://") && e.contains("separate processes"),
+            "{e}"
+        );
+        assert!(store_url(Some("nonsense"), dir).is_err());
+    }
 }

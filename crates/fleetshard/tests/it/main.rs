@@ -26,6 +26,7 @@ mod run_gitops;
 mod run_kube;
 mod run_kube_deployment;
 mod run_sqlite;
+mod scale_run;
 mod secrets;
 mod simulate;
 mod store_identity;

@@ -17,6 +17,8 @@ use fleetshard_replica::dashboard::{Action, Controls, ProcessView};
 use futures::future::BoxFuture;
 use rustix::process::{Pid, Signal, kill_process};
 
+use super::super::run::ReconcilerArg;
+
 /// How long a replica asked to stop (SIGTERM) may take to hand its shard over.
 const STOP_WAIT: Duration = Duration::from_secs(15);
 
@@ -25,7 +27,7 @@ const STOP_WAIT: Duration = Duration::from_secs(15);
 pub struct Launch {
     /// This binary.
     pub exe: PathBuf,
-    /// `sqlite://…`.
+    /// The store's URL (`sqlite://…`, `etcd://…`).
     pub store: String,
     /// The fleet directory.
     pub fleet: PathBuf,
@@ -35,6 +37,8 @@ pub struct Launch {
     pub shards: u32,
     /// Zones, given to replicas round-robin.
     pub zones: Vec<String>,
+    /// `--reconciler`.
+    pub reconciler: ReconcilerArg,
 }
 
 struct Proc {
@@ -297,7 +301,8 @@ fn free_port() -> anyhow::Result<u16> {
 
 fn spawn(launch: &Launch, identity: &str, zone: Option<&str>) -> anyhow::Result<Proc> {
     let port = free_port()?;
-    let log_path = launch.dir.join("logs").join(format!("{identity}.log"));
+    let logs = launch.dir.join("logs");
+    let log_path = logs.join(format!("{identity}.log"));
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -313,6 +318,13 @@ fn spawn(launch: &Launch, identity: &str, zone: Option<&str>) -> anyhow::Result<
         .arg(launch.dir.join("cache").join(identity))
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
+        .arg("--audit-log")
+        .arg(logs.join(format!("{identity}.audit.jsonl")))
+        .arg("--reconciler")
+        .arg(match launch.reconciler {
+            ReconcilerArg::Gitops => "gitops",
+            ReconcilerArg::None => "none",
+        })
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
