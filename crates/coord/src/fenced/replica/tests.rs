@@ -590,4 +590,5 @@ fn a_corrupt_desired_count_keeps_the_last_good_one() {
 mod forget;
 mod guard;
 mod publish;
+mod role;
 mod spare;
