@@ -170,8 +170,8 @@ fn the_role_binds_to_the_shard_once_every_live_replica_announced_it() {
     assert_eq!(b.r.distributor_bound_to(ms(18_000)), None);
 }
 
-#[test]
-fn a_bound_role_is_judged_through_its_shard_record() {
+/// Replica a (announced) beside b (announced), whose role record is bound to its shard 1.
+fn bound_to_b() -> Bench {
     let mut b = Bench::new("a", 2, 4);
     b.r.set_inventory(summary());
     b.put(&inventory_key(ROOT, "b"), ANNOUNCED_INVENTORY.to_vec());
@@ -183,6 +183,12 @@ fn a_bound_role_is_judged_through_its_shard_record() {
         shard: Some(1),
     };
     b.put(&distributor_key(ROOT), encode(&bound));
+    b
+}
+
+#[test]
+fn a_bound_role_is_judged_through_its_shard_record() {
+    let mut b = bound_to_b();
     let renew_b = |b: &mut Bench| {
         b.put(&shard_key(ROOT, 1), OLDER_SHARD.to_vec());
     };
@@ -202,17 +208,7 @@ fn a_bound_role_is_judged_through_its_shard_record() {
 
 #[test]
 fn a_bound_role_is_free_at_once_when_its_shard_is_released() {
-    let mut b = Bench::new("a", 2, 4);
-    b.r.set_inventory(summary());
-    b.put(&inventory_key(ROOT, "b"), ANNOUNCED_INVENTORY.to_vec());
-    let bound = DistributorRecord {
-        holder: "b".into(),
-        incarnation: 1,
-        beat: 1,
-        released: false,
-        shard: Some(1),
-    };
-    b.put(&distributor_key(ROOT), encode(&bound));
+    let mut b = bound_to_b();
     b.put(&shard_key(ROOT, 1), OLDER_SHARD.to_vec());
     b.settle(ms(0));
     assert!(!b.r.is_distributor(ms(0)));
