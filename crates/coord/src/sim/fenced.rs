@@ -163,6 +163,8 @@ pub(super) struct Sim {
     no_distributor_since: Option<u64>,
     /// When the store was last replaced by an empty one.
     replaced_at: Option<u64>,
+    /// Whether the stored distributor record is bound to a shard (`None`: none stored yet).
+    role_bound: Option<bool>,
 }
 
 impl Sim {
@@ -187,6 +189,7 @@ impl Sim {
             checker: Checker::new(cfg.warmup_ms, 0, &[]),
             no_distributor_since: None,
             replaced_at: None,
+            role_bound: None,
         };
         // Loads of the clusters that may join, drawn after the others' (so that a
         // configuration without churn replays as before).
@@ -512,8 +515,17 @@ impl Sim {
                 }
             }
             Ev::Arrive(n, inc, ticket, key, Some(value), pre) => {
+                let bound = value.windows(7).any(|w| w == b"\"shard\"");
                 let result = self.store.write(&key, value, pre);
                 self.count_write(n, result.is_ok());
+                if result.is_ok() && key == distributor_key("fs/") {
+                    let switches = &mut self.checker.out.role_switches;
+                    match (self.role_bound.replace(bound), bound) {
+                        (Some(false), true) => switches.0 += 1,
+                        (Some(true), false) => switches.1 += 1,
+                        _ => {}
+                    }
+                }
                 if tracing() {
                     eprintln!(
                         "{:>6} {} arrived {key}: {result:?}",

@@ -395,6 +395,9 @@ pub(crate) struct Outcome {
     pub(crate) distributor_gaps: Vec<(u64, u64)>,
     /// Writes (and deletes) each replica made that the store applied, after warm-up.
     pub(crate) writes: Vec<u64>,
+    /// Times the stored distributor record changed form: (separate → bound, bound →
+    /// separate).
+    pub(crate) role_switches: (u64, u64),
 }
 
 impl Outcome {

@@ -35,21 +35,6 @@ fn summary() -> InventorySummary {
     }
 }
 
-/// The values of the distributor writes among `actions`.
-fn distributor_writes(actions: &[Action]) -> Vec<DistributorRecord> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Write {
-                purpose: WritePurpose::Distributor,
-                value,
-                ..
-            } => Some(serde_json::from_slice(value).unwrap()),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Steps every 250 ms over `from..to`, with `each` run before every step (to keep other
 /// replicas' records live); returns the distributor records written.
 fn run_for(
