@@ -443,9 +443,13 @@ impl Replica {
         };
         let timing = self.cfg.timing;
         let Ok(version) = result else {
-            if matches!(pending, Pending::Presence { .. }) {
+            match pending {
                 // Re-read the record's version from the next listing.
-                self.presence = None;
+                Pending::Presence { .. } => self.presence = None,
+                // A release of the role may have applied (and been acted on): the role is
+                // not taken up again. Only a stopping replica releases it again.
+                Pending::ReleaseDistributor if !self.stopping => self.distributor = None,
+                _ => {}
             }
             return;
         };
@@ -529,7 +533,7 @@ impl Replica {
             self.lapsed = h.lease.valid_until();
             self.lose_shard(out);
         }
-        if self.distributor.is_some() && !self.role_valid(now) {
+        if self.distributor.is_some() && !self.role_held(now) {
             self.distributor = None;
         }
     }

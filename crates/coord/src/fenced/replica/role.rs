@@ -12,10 +12,17 @@ use crate::lease::{HeldLease, Mono};
 use crate::store::Precondition;
 
 impl Replica {
-    /// Whether the role this replica took is still its own at `now`: the separate form's
-    /// lease is valid, or (the bound form) the shard it is bound to is held, valid and not
-    /// being released.
+    /// Whether the role this replica took is still its own at `now`: not being released
+    /// (others may take it the moment they see the release), and the separate form's lease
+    /// is valid, or (the bound form) the shard it is bound to is held, valid and not being
+    /// released.
     pub(super) fn role_valid(&self, now: Mono) -> bool {
+        !self.has_pending(|p| matches!(p, Pending::ReleaseDistributor)) && self.role_held(now)
+    }
+
+    /// Whether the lease under the role is still valid at `now` (a release being sent
+    /// aside: until it is answered the role is kept, to be released again if it fails).
+    pub(super) fn role_held(&self, now: Mono) -> bool {
         let Some(d) = &self.distributor else {
             return false;
         };
@@ -115,7 +122,7 @@ impl Replica {
         now: Mono,
         out: &mut Vec<Action>,
     ) {
-        if self.distributor.is_some() && !self.role_valid(now) {
+        if self.distributor.is_some() && !self.role_held(now) {
             self.distributor = None;
         }
         let bound_ok = Self::fleet_announced(view);

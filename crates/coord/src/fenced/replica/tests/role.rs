@@ -213,3 +213,56 @@ fn a_bound_role_is_free_at_once_when_its_shard_is_released() {
     let _releases = b.r.release();
     assert!(!b.r.is_distributor(ms(100)));
 }
+
+#[test]
+fn a_role_without_a_shard_is_given_up_and_ends_when_the_release_is_sent() {
+    let mut b = Bench::new("a", 2, 4);
+    b.r.set_inventory(summary());
+    b.put(&inventory_key(ROOT, "b"), OLDER_INVENTORY.to_vec());
+    let renew_b = |b: &mut Bench| {
+        b.put(&shard_key(ROOT, 1), OLDER_SHARD.to_vec());
+    };
+    run_for(&mut b, 0, 2_000, renew_b);
+    assert_eq!(b.r.shard(ms(2_000)), Some(0));
+    assert_eq!(
+        b.r.distributor_bound_to(ms(2_000)),
+        None,
+        "separate: b is older"
+    );
+    // Shard 0 is taken from a (its record names c now); b and c announce the bound role.
+    let c = ShardRecord {
+        holder: "c".into(),
+        incarnation: 1,
+        beat: 1,
+        acked: 0,
+        released: false,
+        zone: None,
+        capacity: None,
+    };
+    b.put(&shard_key(ROOT, 0), encode(&c));
+    let announced_c = String::from_utf8(ANNOUNCED_INVENTORY.to_vec())
+        .unwrap()
+        .replace("\"b\"", "\"c\"");
+    b.put(&inventory_key(ROOT, "c"), announced_c.into_bytes());
+    b.put(&inventory_key(ROOT, "b"), ANNOUNCED_INVENTORY.to_vec());
+    renew_b(&mut b);
+    let a = b.step(ms(2_100));
+    let released: Vec<DistributorRecord> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::Write {
+                purpose: WritePurpose::Distributor,
+                value,
+                ..
+            } => serde_json::from_slice(value).ok(),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        released.iter().any(|r| r.released),
+        "no shard to bind it to: {released:?}"
+    );
+    // Others may take the role the moment they see the release: it ends at the send.
+    assert!(!b.r.is_distributor(ms(2_100)));
+    assert_eq!(b.r.shard(ms(2_100)), None);
+}
