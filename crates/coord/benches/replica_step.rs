@@ -80,6 +80,7 @@ fn main() {
             incarnation: 7,
             beat: 1,
             released: false,
+            shard: None,
         }),
         version: 2,
     });

@@ -39,7 +39,18 @@ pub struct InventoryRecord {
     /// From the distributor: a drop of clusters it holds back, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_back: Option<HeldBackRecord>,
+    /// The fenced protocol revision its writer speaks ([`PROTOCOL`]); absent from older
+    /// releases' records (which read this record without refusing unknown fields, so the
+    /// field is safe to add).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u32>,
 }
+
+/// The fenced protocol revision this release speaks, announced in its inventory record:
+/// 2 = the distributor role bound to its holder's shard record (`role.rs`). A replica
+/// without it (an older release, or one that has not published its inventory yet) keeps
+/// the distributor on the separate, renewed lease.
+pub const PROTOCOL: u32 = 2;
 
 /// A drop of clusters the distributor holds back, as published.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

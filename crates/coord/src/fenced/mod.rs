@@ -8,10 +8,12 @@
 mod inventory;
 mod records;
 mod replica;
+mod role;
 mod snapshot;
 
 pub use inventory::{
-    HeldBackRecord, InventoryRecord, InventorySummary, digest_text, inventory_digest, inventory_key,
+    HeldBackRecord, InventoryRecord, InventorySummary, PROTOCOL, digest_text, inventory_digest,
+    inventory_key,
 };
 pub use records::{
     AssignmentDoc, CorruptRecord, DesiredShards, DistributorRecord, MAX_LEASE_RECORD_BYTES,
@@ -23,4 +25,5 @@ pub use replica::{
     PRESENCE_GRACE, Placed, PlacementJob, Replica, ReplicaConfig, ShardCount, ShardCountError,
     Ticket, WritePurpose,
 };
+pub use role::{RoleLease, ShardSeen, role_lease};
 pub use snapshot::{FencedSnapshot, RecordKey, decode_desired};

@@ -72,7 +72,15 @@ pub struct ShardRecord {
     pub capacity: Option<u32>,
 }
 
-/// The distributor's lease record.
+/// The distributor role's record, in one of two forms (`role.rs`):
+///
+/// - **bound** (`shard` set): written once, when the role is taken; the role lives as long
+///   as that shard's record names the same holder and incarnation, unreleased and live, so
+///   the holder's shard renewals confirm it and the record itself is never renewed;
+/// - **separate** (`shard` absent, byte for byte the older releases' lease): renewed like a
+///   lease and judged by its own version. Written while any live replica has not announced
+///   the bound form (an older release, which refuses the `shard` field and would take an
+///   unrenewed record over).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DistributorRecord {
@@ -85,6 +93,9 @@ pub struct DistributorRecord {
     /// The holder gave the role up (graceful shutdown): anyone may take it at once.
     #[serde(default)]
     pub released: bool,
+    /// The shard whose record carries the role (the bound form), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u32>,
 }
 
 /// A replica's presence while it holds no shard, renewed like a lease: it is how the

@@ -18,6 +18,7 @@ mod guard;
 mod handover;
 mod leases;
 mod publish;
+mod role;
 mod seen;
 #[cfg(test)]
 mod tests;
@@ -93,10 +94,13 @@ struct Held {
 
 #[derive(Debug, Clone)]
 struct Distributing {
+    /// The separate form's lease (unused while bound).
     lease: HeldLease,
     version: u64,
     beat: u64,
     last_sent: Mono,
+    /// The shard the stored record binds the role to (`None`: the separate form).
+    bound: Option<u32>,
 }
 
 /// The presence record this replica keeps while it holds no shard.
@@ -125,10 +129,13 @@ enum Pending {
     ClaimDistributor {
         sent: RenewSent,
         beat: u64,
+        bound: Option<u32>,
     },
+    /// A renew of the separate form, or a change of form (to `bound`).
     RenewDistributor {
         sent: RenewSent,
         beat: u64,
+        bound: Option<u32>,
     },
     Presence {
         beat: u64,
@@ -271,22 +278,28 @@ impl Replica {
         self.spare
     }
 
-    /// When the distributor lease lapses unless a renew is confirmed first (`None`: not the
-    /// distributor at `now`).
+    /// When the distributor role lapses unless a renew (of its record, or of the shard it
+    /// is bound to) is confirmed first (`None`: not the distributor at `now`).
     pub fn distributor_valid_until(&self, now: Mono) -> Option<Mono> {
         if !self.is_distributor(now) {
             return None;
         }
-        self.distributor.as_ref()?.lease.valid_until()
+        self.role_valid_until()
     }
 
-    /// Whether this replica holds the distributor lease at `now`.
+    /// Whether this replica holds the distributor role at `now`.
     pub fn is_distributor(&self, now: Mono) -> bool {
-        !self.stopping
-            && self
-                .distributor
-                .as_ref()
-                .is_some_and(|d| d.lease.is_valid(now))
+        !self.stopping && self.role_valid(now)
+    }
+
+    /// The shard the held distributor role is bound to (`None`: not the distributor, or
+    /// the role is on its separate, renewed record because a live replica has not announced
+    /// the bound form).
+    pub fn distributor_bound_to(&self, now: Mono) -> Option<u32> {
+        self.distributor
+            .as_ref()
+            .filter(|_| self.is_distributor(now))?
+            .bound
     }
 
     /// The clusters this replica may act on at `now`: those started, while its lease is
@@ -430,9 +443,13 @@ impl Replica {
         };
         let timing = self.cfg.timing;
         let Ok(version) = result else {
-            if matches!(pending, Pending::Presence { .. }) {
+            match pending {
                 // Re-read the record's version from the next listing.
-                self.presence = None;
+                Pending::Presence { .. } => self.presence = None,
+                // A release of the role may have applied (and been acted on): the role is
+                // not taken up again. Only a stopping replica releases it again.
+                Pending::ReleaseDistributor if !self.stopping => self.distributor = None,
+                _ => {}
             }
             return;
         };
@@ -465,21 +482,17 @@ impl Replica {
                     h.acked = h.acked.max(acked);
                 }
             }
-            Pending::ClaimDistributor { sent, beat } => {
-                let mut lease = HeldLease::new();
-                lease.confirmed(sent, &timing);
-                self.distributor = Some(Distributing {
-                    lease,
-                    version,
-                    beat,
-                    last_sent: sent.at(),
-                });
+            Pending::ClaimDistributor { sent, beat, bound } => {
+                self.role_claimed(sent, version, beat, bound);
             }
-            Pending::RenewDistributor { sent, beat } => {
-                if let Some(d) = &mut self.distributor {
+            Pending::RenewDistributor { sent, beat, bound } => {
+                if let Some(d) = &mut self.distributor
+                    && version >= d.version
+                {
                     d.lease.confirmed(sent, &timing);
-                    d.version = d.version.max(version);
+                    d.version = version;
                     d.beat = d.beat.max(beat);
+                    d.bound = bound;
                 }
             }
             Pending::Presence {
@@ -520,11 +533,7 @@ impl Replica {
             self.lapsed = h.lease.valid_until();
             self.lose_shard(out);
         }
-        if self
-            .distributor
-            .as_ref()
-            .is_some_and(|d| !d.lease.is_valid(now))
-        {
+        if self.distributor.is_some() && !self.role_held(now) {
             self.distributor = None;
         }
     }

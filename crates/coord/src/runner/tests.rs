@@ -245,7 +245,9 @@ async fn a_runner_paused_past_its_lease_dates_its_stops_at_the_lapse() {
     }
     let mut p_stops = 0;
     for (at, e) in &events {
-        if e.identity == "p" && matches!(e.change, Ownership::Stopped(_)) {
+        // Before the pause p may stop clusters a start-up generation moved (the third
+        // replica's shard claimed after the first commit): those are no lapse.
+        if e.identity == "p" && matches!(e.change, Ownership::Stopped(_)) && *at >= paused_at {
             p_stops += 1;
             let lapsed = e.lapsed_at.expect("a stop after a pause is a lapse");
             assert!(lapsed > paused_at && lapsed < *at, "{lapsed:?} {at:?}");

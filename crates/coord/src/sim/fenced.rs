@@ -16,8 +16,9 @@ use super::world::{
     Checker, Clock, Fault, FaultPlan, Latency, Life, Outcome, Queue, SimStore, tracing,
 };
 use crate::fenced::{
-    Action, DesiredShards, FleetInput, MAX_LEASE_RECORD_BYTES, Replica, ReplicaConfig, ShardCount,
-    Ticket, assignment_key, desired_shards_key, distributor_key, encode, presence_key, shard_key,
+    Action, DesiredShards, FleetInput, InventorySummary, MAX_LEASE_RECORD_BYTES, Replica,
+    ReplicaConfig, ShardCount, Ticket, assignment_key, desired_shards_key, distributor_key, encode,
+    presence_key, shard_key,
 };
 use crate::lease::LeaseTiming;
 use crate::store::{Listing, Precondition, StoreError};
@@ -111,6 +112,11 @@ pub(super) struct SimConfig {
     /// bound): the runner gives up, the process drains on until its work ends or its lease
     /// deadline, and exits.
     pub long_drains: bool,
+    /// The first this many replicas publish no inventory record until they restart: to the
+    /// others they look like an older release's, so the distributor keeps its separate
+    /// lease renewed, and binds it to its shard once they have all restarted (a rolling
+    /// update).
+    pub unannounced: usize,
 }
 
 impl Default for SimConfig {
@@ -135,6 +141,7 @@ impl Default for SimConfig {
             concurrent: false,
             churn: false,
             long_drains: false,
+            unannounced: 0,
         }
     }
 }
@@ -152,6 +159,12 @@ pub(super) struct Sim {
     /// Each fleet revision's members (indexes into `pool`); the last is the truth.
     fleets: Vec<Vec<usize>>,
     pub(super) checker: Checker,
+    /// Since when no replica has held the distributor role (after warm-up).
+    no_distributor_since: Option<u64>,
+    /// When the store was last replaced by an empty one.
+    replaced_at: Option<u64>,
+    /// Whether the stored distributor record is bound to a shard (`None`: none stored yet).
+    role_bound: Option<bool>,
 }
 
 impl Sim {
@@ -174,6 +187,9 @@ impl Sim {
             pool_loads,
             fleets: vec![(0..cfg.clusters).collect()],
             checker: Checker::new(cfg.warmup_ms, 0, &[]),
+            no_distributor_since: None,
+            replaced_at: None,
+            role_bound: None,
         };
         // Loads of the clusters that may join, drawn after the others' (so that a
         // configuration without churn replays as before).
@@ -185,6 +201,7 @@ impl Sim {
         for c in &sim.pool[cfg.clusters..] {
             sim.checker.set_present(&c.id, false);
         }
+        sim.checker.out.writes = vec![0; cfg.nodes];
         for i in 0..cfg.nodes {
             let node = sim.fresh_node(format!("replica-{i}"), 1);
             sim.nodes.push(node);
@@ -349,8 +366,17 @@ impl Sim {
         let clock = Clock::drawn(&mut self.rng, self.cfg.drift);
         let fleet_rev = self.fleets.len() as u64 - 1;
         let (fleet, loads) = self.fleet(fleet_rev);
+        let mut replica = Replica::new(cfg);
+        let index: usize = identity
+            .strip_prefix("replica-")
+            .and_then(|i| i.parse().ok())
+            .unwrap_or(usize::MAX);
+        // A restart runs the newer release (a rolling update).
+        if index >= self.cfg.unannounced || incarnation > 1 {
+            replica.set_inventory(InventorySummary::of(&fleet, 0));
+        }
         Node {
-            replica: Replica::new(cfg),
+            replica,
             life: Life::new(identity, incarnation, clock),
             fleet,
             loads,
@@ -365,7 +391,10 @@ impl Sim {
     pub(super) fn run(mut self) -> Outcome {
         self.advance();
         let end = self.t;
-        self.checker.finish(end)
+        let open = self.no_distributor_since.map(|since| (since, end));
+        let mut out = self.checker.finish(end);
+        out.distributor_gaps.extend(open);
+        out
     }
 
     /// Processes events up to the end of the run.
@@ -469,6 +498,7 @@ impl Sim {
             }
             Ev::Arrive(n, inc, ticket, key, None, pre) => {
                 let result = self.store.delete(&key, pre);
+                self.count_write(n, result.is_ok());
                 if tracing() {
                     eprintln!(
                         "{:>6} {} deleted {key}: {result:?}",
@@ -485,7 +515,17 @@ impl Sim {
                 }
             }
             Ev::Arrive(n, inc, ticket, key, Some(value), pre) => {
+                let bound = value.windows(7).any(|w| w == b"\"shard\"");
                 let result = self.store.write(&key, value, pre);
+                self.count_write(n, result.is_ok());
+                if result.is_ok() && key == distributor_key("fs/") {
+                    let switches = &mut self.checker.out.role_switches;
+                    match (self.role_bound.replace(bound), bound) {
+                        (Some(false), true) => switches.0 += 1,
+                        (Some(true), false) => switches.1 += 1,
+                        _ => {}
+                    }
+                }
                 if tracing() {
                     eprintln!(
                         "{:>6} {} arrived {key}: {result:?}",
@@ -537,6 +577,7 @@ impl Sim {
                 }
                 self.store.entries.clear();
                 self.checker.out.disruptions.push(self.t);
+                self.replaced_at = Some(self.t);
             }
             Ev::Scale(shards) => {
                 let value = encode(&DesiredShards { shards });
@@ -704,6 +745,45 @@ impl Sim {
         }
         let nodes = &self.nodes;
         self.checker.end(self.t, |i| nodes[i].life.identity.clone());
+        self.check_distributor();
+    }
+
+    /// At most one replica holds the distributor role at any instant (each judged on its
+    /// own clock, as its machine acts on it), and the time without one is measured. Not
+    /// checked for a lease deadline after the store was replaced by an empty one: every
+    /// record is absent then, and a real runner fences itself at the replacement
+    /// (`store/guard.rs`), which the simulated store does not model.
+    fn check_distributor(&mut self) {
+        let deadline = self.cfg.timing.renew_deadline.as_millis() as u64;
+        let fenced = self.replaced_at.is_some_and(|at| self.t <= at + deadline);
+        let holders: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| n.life.alive && !n.life.runner_stopped)
+            .filter(|n| n.replica.is_distributor(n.life.local(self.t)))
+            .map(|n| n.life.identity.clone())
+            .collect();
+        if holders.len() > 1 {
+            if !fenced {
+                self.checker
+                    .out
+                    .distributor_overlaps
+                    .push((self.t, holders));
+            }
+        } else if holders.is_empty() {
+            if self.t >= self.cfg.warmup_ms {
+                self.no_distributor_since.get_or_insert(self.t);
+            }
+        } else if let Some(since) = self.no_distributor_since.take() {
+            self.checker.out.distributor_gaps.push((since, self.t));
+        }
+    }
+
+    /// Counts a write (or delete) the store applied, after warm-up.
+    fn count_write(&mut self, n: usize, applied: bool) {
+        if applied && self.t >= self.cfg.warmup_ms {
+            self.checker.out.writes[n] += 1;
+        }
     }
 
     /// The last committed generation and who holds which shard, at the end of a run.

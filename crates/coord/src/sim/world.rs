@@ -388,6 +388,16 @@ pub(crate) struct Outcome {
     /// Instants where a machine's own view of what it acts on differed from what the
     /// driver executed (starts and stops) within its published deadline.
     pub(crate) disagreements: Vec<String>,
+    /// Instants where two replicas held the distributor role at once: (time, replicas).
+    pub(crate) distributor_overlaps: Vec<(u64, Vec<String>)>,
+    /// Windows (from, to) without a distributor after warm-up, those still open at the
+    /// end included (to = the end).
+    pub(crate) distributor_gaps: Vec<(u64, u64)>,
+    /// Writes (and deletes) each replica made that the store applied, after warm-up.
+    pub(crate) writes: Vec<u64>,
+    /// Times the stored distributor record changed form: (separate → bound, bound →
+    /// separate).
+    pub(crate) role_switches: (u64, u64),
 }
 
 impl Outcome {
@@ -395,7 +405,13 @@ impl Outcome {
     /// of its window's start and the last disruption before the window ended (a window that
     /// a second failure or a count change prolonged is measured from that).
     pub(crate) fn longest_since_disruption(&self) -> u64 {
-        self.spans
+        self.longest_after_disruption(&self.spans)
+    }
+
+    /// The longest of `spans` counted from the later of its start and the last disruption
+    /// before it ended.
+    pub(crate) fn longest_after_disruption(&self, spans: &[(u64, u64)]) -> u64 {
+        spans
             .iter()
             .map(|&(from, to)| {
                 let last = self

@@ -254,6 +254,7 @@ pub fn plan(root: &str, listing: &Listing) -> Vec<Fix> {
                     incarnation: 0,
                     beat: 0,
                     released: false,
+                    shard: None,
                 })),
                 "a lease of an unknown holder: vacant once unchanged for the lease duration",
             ),

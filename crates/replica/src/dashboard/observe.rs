@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
-use fleetshard_coord::fenced::FencedSnapshot;
+use fleetshard_coord::fenced::{FencedSnapshot, RoleLease, ShardSeen, role_lease};
 use fleetshard_coord::store::Listing;
 use fleetshard_core::argo::{IN_CLUSTER_NAME, IN_CLUSTER_SERVER};
 use serde::Serialize;
@@ -305,8 +305,25 @@ impl Observer {
             holders.insert(n, (r.holder.clone(), lease));
             shard_age.insert(n, age);
         }
+        // The role judged as the replicas judge it (`fenced/role.rs`): a bound record
+        // through its shard's lease, a separate one through its own.
+        let shard_seen = |n: u32| match snap.shards.get(&n) {
+            Some((_, r)) => ShardSeen::Record(r),
+            None if snap
+                .corrupt
+                .iter()
+                .any(|c| c.key == format!("{root}shards/{n}")) =>
+            {
+                ShardSeen::Unreadable
+            }
+            None => ShardSeen::Absent,
+        };
         let distributor = snap.distributor.as_ref().and_then(|(v, d)| {
-            let (lease, _) = self.judge("distributor", *v, d.released, now);
+            let lease = match role_lease(d, shard_seen) {
+                RoleLease::Own => self.judge("distributor", *v, false, now).0,
+                RoleLease::Shard(n) => holders.get(&n).map_or(Lease::Unknown, |(_, l)| *l),
+                RoleLease::Free => Lease::Expired,
+            };
             matches!(lease, Lease::Live | Lease::Unknown).then(|| d.holder.clone())
         });
         let mut spares = Vec::new();

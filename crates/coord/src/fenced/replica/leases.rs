@@ -1,13 +1,11 @@
-//! The records this replica writes for itself: its shard lease, the distributor lease, and
-//! its presence while it holds no shard. Each is claimed with compare-and-swap, renewed on
-//! the replica's own timer, and released on purpose when it is given up.
+//! The records this replica writes for itself: its shard lease and its presence while it
+//! holds no shard (the distributor role is `role.rs`'s). Each is claimed with
+//! compare-and-swap, renewed on the replica's own timer, and released on purpose when it is
+//! given up.
 
 use super::seen::View;
 use super::{Action, Pending, Replica, WritePurpose};
-use crate::fenced::records::{
-    DistributorRecord, PresenceRecord, ShardRecord, distributor_key, encode, presence_key,
-    shard_key,
-};
+use crate::fenced::records::{PresenceRecord, ShardRecord, encode, presence_key, shard_key};
 use crate::lease::{HeldLease, Mono};
 use crate::store::Precondition;
 
@@ -29,17 +27,7 @@ impl Replica {
                 _ => self.lose_shard(out),
             }
         }
-        if self.distributor.is_some() {
-            match &view.distributor {
-                Some(s) if self.is_me(&s.record.holder, s.record.incarnation) => {
-                    let v = s.version;
-                    if let Some(d) = &mut self.distributor {
-                        d.version = d.version.max(v);
-                    }
-                }
-                _ => self.distributor = None,
-            }
-        }
+        self.check_role(view);
     }
 
     pub(super) fn claim_or_renew_shard(&mut self, view: &View, now: Mono, out: &mut Vec<Action>) {
@@ -203,7 +191,8 @@ impl Replica {
         let pending_dist = self.has_pending(|p| matches!(p, Pending::ReleaseDistributor));
         if let (Some(d), false) = (&self.distributor, pending_dist) {
             let (beat, pre) = (d.beat + 1, Precondition::Version(d.version));
-            self.write_distributor(beat, true, pre, Pending::ReleaseDistributor, out);
+            let shard = d.bound;
+            self.write_distributor(beat, true, shard, pre, Pending::ReleaseDistributor, out);
         }
         if self.presence.is_some() && !self.has_pending(|p| matches!(p, Pending::Presence { .. })) {
             self.write_presence(None, true, Mono::default(), out);
@@ -274,79 +263,5 @@ impl Replica {
             value: encode(&record),
             pre,
         });
-    }
-
-    pub(super) fn claim_or_renew_distributor(
-        &mut self,
-        view: &View,
-        now: Mono,
-        out: &mut Vec<Action>,
-    ) {
-        if self.distributor.is_some() {
-            self.renew_distributor(now, out);
-            return;
-        }
-        if self.has_pending(|p| matches!(p, Pending::ClaimDistributor { .. })) {
-            return;
-        }
-        let (beat, pre) = match &view.distributor {
-            None => (1, Precondition::Absent),
-            Some(s) => {
-                // Ours already (a claim whose reply was lost): take it back at once, as for
-                // shards; otherwise only once expired by our own observation.
-                let mine = self.is_me(&s.record.holder, s.record.incarnation);
-                if s.verdict.is_live() && !mine && !s.record.released {
-                    return;
-                }
-                (s.record.beat + 1, Precondition::Version(s.version))
-            }
-        };
-        let pending = Pending::ClaimDistributor {
-            sent: HeldLease::sending(now),
-            beat,
-        };
-        self.write_distributor(beat, false, pre, pending, out);
-    }
-
-    /// Writes the distributor record (a claim, renew or release) with `pre`.
-    fn write_distributor(
-        &mut self,
-        beat: u64,
-        released: bool,
-        pre: Precondition,
-        pending: Pending,
-        out: &mut Vec<Action>,
-    ) {
-        let record = DistributorRecord {
-            holder: self.cfg.identity.clone(),
-            incarnation: self.cfg.incarnation,
-            beat,
-            released,
-        };
-        let ticket = self.ticket(pending);
-        out.push(Action::Write {
-            ticket,
-            purpose: WritePurpose::Distributor,
-            key: distributor_key(&self.cfg.root),
-            value: encode(&record),
-            pre,
-        });
-    }
-
-    /// Renews the distributor lease when due (not waiting for a stalled renew, as for shards).
-    pub(super) fn renew_distributor(&mut self, now: Mono, out: &mut Vec<Action>) {
-        let Some(d) = &mut self.distributor else {
-            return;
-        };
-        if now.since(d.last_sent) < self.cfg.timing.renew_every {
-            return;
-        }
-        d.last_sent = now;
-        let (beat, pre) = (d.beat + 1, Precondition::Version(d.version));
-        let pending = Pending::RenewDistributor {
-            sent: HeldLease::sending(now),
-            beat,
-        };
-        self.write_distributor(beat, false, pre, pending, out);
     }
 }

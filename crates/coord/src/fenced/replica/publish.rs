@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use super::seen::View;
 use super::{Action, Pending, Replica, WritePurpose};
 use crate::fenced::inventory::{
-    HeldBackRecord, InventoryRecord, InventorySummary, digest_text, inventory_key,
+    HeldBackRecord, InventoryRecord, InventorySummary, PROTOCOL, digest_text, inventory_key,
 };
 use crate::fenced::records::encode;
 use crate::store::Precondition;
@@ -91,6 +91,7 @@ impl Replica {
                 dropped: h.dropped,
                 grace_secs: self.guard.config.grace.as_secs(),
             }),
+            protocol: Some(PROTOCOL),
         };
         let stored = view.inventories.get(&self.cfg.identity);
         // Ours already; or another live process's with our identity (a misconfiguration

@@ -75,6 +75,7 @@ impl Replica {
                             incarnation: 0,
                             beat: 0,
                             released: false,
+                            shard: None,
                         },
                     );
                     let verdict = judge(&mut self.observer);

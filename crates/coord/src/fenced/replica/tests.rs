@@ -205,7 +205,13 @@ fn claims_a_free_shard_and_the_distributor_role_with_create() {
     let a = b.step(ms(0));
     let w = writes(&a);
     assert!(w.contains(&(WritePurpose::ClaimShard, "f/shards/0", Precondition::Absent)));
-    assert!(w.contains(&(
+    assert!(
+        !w.iter().any(|w| w.0 == WritePurpose::Distributor),
+        "only a replica holding a shard takes the role: {w:?}"
+    );
+    b.run(a);
+    let a = b.step(ms(5));
+    assert!(writes(&a).contains(&(
         WritePurpose::Distributor,
         "f/distributor",
         Precondition::Absent
@@ -446,6 +452,7 @@ fn distributor(holder: &str) -> DistributorRecord {
         incarnation: 1,
         beat: 1,
         released: false,
+        shard: None,
     }
 }
 
@@ -482,8 +489,10 @@ fn a_corrupt_assignment_without_a_last_good_one_is_replaced_above_every_ack() {
     let mut b = Bench::new("a", 2, 4);
     b.put(&shard_key(ROOT, 1), shard_record("b", 9));
     let v = b.put(&assignment_key(ROOT), vec![b'x'; 100]);
-    // The first step claims the shard and the distributor role; the commit follows.
+    // The first step claims the shard, the second the distributor role; the commit follows.
     let a = b.step(ms(0));
+    b.run(a);
+    let a = b.step(ms(5));
     b.run(a);
     b.put(&shard_key(ROOT, 1), shard_record("b", 9));
     let a = b.step(ms(10));
@@ -581,4 +590,5 @@ fn a_corrupt_desired_count_keeps_the_last_good_one() {
 mod forget;
 mod guard;
 mod publish;
+mod role;
 mod spare;

@@ -5,7 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fleetshard_coord::fenced::{FencedSnapshot, InventoryRecord, incarnation_text};
+use fleetshard_coord::fenced::{
+    FencedSnapshot, InventoryRecord, RoleLease, ShardSeen, incarnation_text, role_lease,
+};
 use fleetshard_coord::store::Listing;
 use serde::Serialize;
 
@@ -193,6 +195,9 @@ pub(super) struct DistributorRow {
     pub holder: String,
     pub incarnation: String,
     pub released: bool,
+    /// The shard whose record carries the role (its lease is the role's), or `null`: the
+    /// role's own record, renewed (while a replica of an older release is live).
+    pub shard: Option<u32>,
     pub lease: Lease,
 }
 
@@ -231,11 +236,34 @@ pub(super) fn build(root: &str, shards: Option<u32>, w: &Watched<'_>, names: &Na
             }
         })
         .collect();
-    let distributor = snap.distributor.as_ref().map(|(_, d)| DistributorRow {
-        holder: d.holder.clone(),
-        incarnation: incarnation_text(d.incarnation),
-        released: d.released,
-        lease: w.judge(&key("distributor".into()), d.released),
+    // The role is judged as the replicas judge it (`fenced/role.rs`): a bound record through
+    // its shard's record, a separate one through its own.
+    let distributor = snap.distributor.as_ref().map(|(_, d)| {
+        let shard_seen = |n: u32| match snap.shards.get(&n) {
+            Some((_, r)) => ShardSeen::Record(r),
+            None if snap
+                .corrupt
+                .iter()
+                .any(|c| c.key == key(format!("shards/{n}"))) =>
+            {
+                ShardSeen::Unreadable
+            }
+            None => ShardSeen::Absent,
+        };
+        let lease = match role_lease(d, shard_seen) {
+            RoleLease::Own => w.judge(&key("distributor".into()), false),
+            RoleLease::Shard(n) => w.judge(&key(format!("shards/{n}")), false),
+            RoleLease::Free if d.released => Lease::Released,
+            // Bound to a shard now released, absent or held by someone else.
+            RoleLease::Free => Lease::Expired,
+        };
+        DistributorRow {
+            holder: d.holder.clone(),
+            incarnation: incarnation_text(d.incarnation),
+            released: d.released,
+            shard: d.shard,
+            lease,
+        }
     });
     let spares: Vec<SpareRow> = snap
         .presence
@@ -422,9 +450,11 @@ pub(super) fn table(r: &Report) -> String {
     let _ = writeln!(out, "shards: {count} (desired: {desired})");
     let dist = match &r.distributor {
         Some(d) => format!(
-            "{} (incarnation {}) {}",
+            "{} (incarnation {}{}) {}",
             d.holder,
             d.incarnation,
+            d.shard
+                .map_or(String::new(), |n| format!(", with shard {n}")),
             lease_text(d.lease)
         ),
         None => "none".into(),

@@ -158,10 +158,11 @@ fn all_renewed(root: &str, first: &Listing, now: &Listing) -> bool {
                 .filter(|(_, (_, r))| !r.released)
                 .map(|(id, _)| format!("{root}replicas/{id}")),
         )
+        // A distributor record bound to a shard is never renewed: that shard's is.
         .chain(
             snap.distributor
                 .iter()
-                .filter(|(_, r)| !r.released)
+                .filter(|(_, r)| !r.released && r.shard.is_none())
                 .map(|_| format!("{root}distributor")),
         );
     leases

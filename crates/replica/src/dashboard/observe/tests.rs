@@ -1,6 +1,9 @@
 //! The observer's steps: leases judged by versions, and the timeline.
 
-use fleetshard_coord::fenced::{AssignmentDoc, ShardRecord, assignment_key, encode, shard_key};
+use fleetshard_coord::fenced::{
+    AssignmentDoc, DistributorRecord, ShardRecord, assignment_key, distributor_key, encode,
+    shard_key,
+};
 use fleetshard_coord::store::Entry;
 
 use super::*;
@@ -148,4 +151,39 @@ fn a_holder_that_stops_renewing_shows_expired_then_a_failover_then_owned() {
     assert_eq!((s.apps.total, s.apps.good), (2, 1));
     assert_eq!(s.app_problems.len(), 1);
     assert_eq!(s.app_problems[0].sync, "-");
+}
+
+#[test]
+fn a_distributor_bound_to_its_shard_is_shown_while_that_shard_is_renewed() {
+    let t0 = Instant::now();
+    let mut o = Observer::new(LEASE, t0);
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    // r0's role record never changes: its shard 0's renewals carry it.
+    let role = Entry {
+        key: distributor_key(ROOT),
+        value: encode(&DistributorRecord {
+            holder: "r0".into(),
+            incarnation: 1,
+            beat: 1,
+            released: false,
+            shard: Some(0),
+        }),
+        version: 1,
+    };
+    let mut v = 1;
+    let mut step = |ms: u64, renewed: bool| {
+        v += u64::from(renewed);
+        let l = listing(vec![role.clone(), shard(0, "r0", v)]);
+        o.step(at(ms), ROOT, &l, &clusters(), &AppStatuses::new())
+    };
+    for ms in (0..10_000).step_by(500) {
+        let s = step(ms, true);
+        assert_eq!(s.distributor.as_deref(), Some("r0"), "at {ms} ms");
+    }
+    // r0 stops renewing its shard: the role goes with its lease.
+    let mut last = None;
+    for ms in (10_000..15_000).step_by(500) {
+        last = Some(step(ms, false));
+    }
+    assert_eq!(last.unwrap().distributor, None);
 }

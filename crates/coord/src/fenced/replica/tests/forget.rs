@@ -103,6 +103,7 @@ fn only_the_distributor_deletes() {
                 incarnation: 1,
                 beat: t,
                 released: false,
+                shard: None,
             }),
         );
         let a = b.step(ms(t));

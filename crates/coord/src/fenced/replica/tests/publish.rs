@@ -19,6 +19,7 @@ fn inventory(holder: &str, incarnation: u64, digest: &str) -> Vec<u8> {
         clusters: 4,
         problems: 0,
         held_back: None,
+        protocol: None,
     })
 }
 

@@ -236,3 +236,60 @@ fn replicas_that_see_another_fleet_are_flagged_and_dead_ones_ignored() {
     assert_eq!(json["replicas"][0]["digest"], "00000000000000aa");
     assert_eq!(json["held_back"]["dropped"], 7);
 }
+
+#[test]
+fn a_distributor_bound_to_its_shard_is_judged_by_that_shard() {
+    // r0's role record stands still; its shard 0 is renewed (v0 moves), r2's is not.
+    let with_role = |v0: u64, holder: &str, shard: u32| {
+        let mut l = fleet(v0, 10);
+        l.entries.push(entry(
+            "fs/distributor",
+            json!({"holder": holder, "incarnation": 1, "beat": 1, "shard": shard}),
+            4,
+        ));
+        l
+    };
+    let report = |holder: &str, shard: u32| {
+        let (first, now) = (with_role(5, holder, shard), with_role(11, holder, shard));
+        let w = Watched {
+            now: &now,
+            first: &first,
+            full: true,
+        };
+        build("fs/", None, &w, &Names::new())
+    };
+    let r = report("r0", 0);
+    let d = r.distributor.as_ref().unwrap();
+    assert_eq!((d.lease, d.shard), (Lease::Live, Some(0)));
+    assert!(table(&r).contains("distributor: r0 (incarnation 0000000000000001, with shard 0) "));
+    // Bound to a shard whose lease expired, or that was released: nobody holds the role.
+    assert_eq!(report("r2", 2).distributor.unwrap().lease, Lease::Expired);
+    assert_eq!(report("r1", 1).distributor.unwrap().lease, Lease::Expired);
+    // Bound to a shard someone else holds.
+    assert_eq!(report("r9", 0).distributor.unwrap().lease, Lease::Expired);
+}
+
+#[test]
+fn the_watch_does_not_wait_for_a_bound_distributor_record_to_be_renewed() {
+    // Shard 0 renewed between the two reads; the distributor record unchanged.
+    let reads = |bound: Option<u32>| {
+        let mut record = json!({"holder": "r0", "incarnation": 1, "beat": 1});
+        if let Some(n) = bound {
+            record["shard"] = json!(n);
+        }
+        let at = |v0: u64| {
+            listing(
+                20,
+                vec![
+                    entry("fs/shards/0", shard("r0", 2, false), v0),
+                    entry("fs/distributor", record.clone(), 4),
+                ],
+            )
+        };
+        (at(5), at(11))
+    };
+    let (first, now) = reads(Some(0));
+    assert!(crate::cli::status::all_renewed("fs/", &first, &now));
+    let (first, now) = reads(None);
+    assert!(!crate::cli::status::all_renewed("fs/", &first, &now));
+}
