@@ -143,6 +143,7 @@ async fn up(
             clusters: Arc::new(move || known.clone()),
             interval: INTERVAL,
             lease: LeaseTiming::default().duration,
+            argocd: None,
         },
         Some((controls, token)),
     );
