@@ -6,7 +6,6 @@
 //! shows the spare owning those clusters and a failover naming both.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use fleetshard_core::Cluster;
 use fleetshard_core::argo::{ArgoAlgorithm, ArgoControllerAssignment};

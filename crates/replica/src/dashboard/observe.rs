@@ -321,12 +321,7 @@ impl Observer {
         }
 
         // Clusters: ownership and apps.
-        let acting = |n: u32| {
-            holders
-                .get(&n)
-                .filter(|(_, l)| matches!(l, Lease::Live | Lease::Unknown))
-                .map(|(h, _)| h.clone())
-        };
+        let acting = |n: u32| acting(&holders, n);
         let ClusterViews {
             views,
             totals,
@@ -521,7 +516,7 @@ mod argocd;
 mod views;
 
 pub use argocd::ArgoObserver;
-use views::{ClusterViews, cluster_views, shard_load};
+use views::{ClusterViews, acting, cluster_views, shard_load};
 
 #[cfg(test)]
 mod tests;

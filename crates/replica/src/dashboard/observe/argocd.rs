@@ -21,7 +21,11 @@
 //! - **Timeline**: claims, releases, expiries (`expired`), and a `failover` when an entry
 //!   passes to another controller after its content stayed unchanged for half of 3H or
 //!   more (a live holder changes it every H), else a `handover`; the same events and
-//!   wording as fenced mode's, from the same code.
+//!   wording as fenced mode's, from the same code. "Unchanged" is measured up to the read
+//!   that saw the new holder, so with a heartbeat shorter than about twice the read
+//!   interval (a replica's dashboard reads every second; only the tests'
+//!   `--heartbeat-ms` go below Argo CD's 10 s) a release and a claim that both fall
+//!   between two reads are shown as a failover.
 //!
 //! The map has no presence records, no distributor and no generation: a snapshot has no
 //! spares, no distributor, generation 0 and no zones.
@@ -35,8 +39,8 @@ use fleetshard_core::argo::{ArgoAlgorithm, ArgoControllerAssignment, ArgoPrepare
 use fleetshard_core::{App, Cluster};
 use tokio::time::Instant;
 
-use super::{AppStatuses, ClusterViews, Clusters, Lease, Observer, ShardView, Snapshot};
-use super::{cluster_views, shard_load};
+use super::{AppStatuses, Clusters, Lease, Observer, ShardView, Snapshot};
+use super::{acting, cluster_views, shard_load};
 
 /// How many replica counts' assignments are kept (counts rarely change).
 const ASSIGNMENTS_KEPT: usize = 4;
@@ -51,6 +55,8 @@ pub struct ArgoObserver {
     algorithm: ArgoAlgorithm,
     /// The clusters the replicas place (those known at start), in the inventory's order.
     fleet: Vec<Cluster>,
+    /// Their ids.
+    fleet_ids: BTreeSet<String>,
     prepared: ArgoPrepared,
     /// Replica count → each fleet cluster's shard.
     assignments: BTreeMap<u32, Vec<ArgoShard>>,
@@ -75,6 +81,7 @@ impl ArgoObserver {
             inner: Observer::new(stale_after, now),
             stale_after,
             algorithm,
+            fleet_ids: fleet.iter().map(|c| c.id.clone()).collect(),
             fleet,
             prepared: ArgoPrepared::new(apps),
             assignments: BTreeMap::new(),
@@ -106,8 +113,8 @@ impl ArgoObserver {
             ));
         }
 
-        // Entries: holders and leases, judged by content changes.
-        self.contents.retain(|n, _| by_number.contains_key(n));
+        // Entries: holders and leases, judged by content changes (counters are kept for
+        // entries missing from one read, so that one unreadable map moves nothing).
         let mut holders: BTreeMap<u32, (String, Lease)> = BTreeMap::new();
         let mut ages: BTreeMap<u32, (Lease, f64)> = BTreeMap::new();
         let mut stale_replaced: Vec<u32> = Vec::new();
@@ -154,7 +161,7 @@ impl ArgoObserver {
         let blocked = self.blocked(replicas, len);
         let added = clusters
             .keys()
-            .filter(|id| !self.fleet.iter().any(|c| &c.id == *id))
+            .filter(|id| !self.fleet_ids.contains(*id))
             .count();
         if added > 0 {
             warnings.push(format!(
@@ -162,20 +169,9 @@ impl ArgoObserver {
                  places them after a restart"
             ));
         }
-        let acting = |n: u32| {
-            holders
-                .get(&n)
-                .filter(|(_, l)| matches!(l, Lease::Live | Lease::Unknown))
-                .map(|(h, _)| h.clone())
-        };
-        let ClusterViews {
-            views,
-            totals,
-            problems,
-            unowned,
-        } = cluster_views(clusters, &assigned, statuses, |id, shard| {
-            match shard.filter(|_| !blocked.contains(id)).and_then(acting) {
-                Some(owner) => (Some(owner), "acting"),
+        let views = cluster_views(clusters, &assigned, statuses, |id, shard| {
+            match shard.filter(|_| !blocked.contains(id)) {
+                Some(n) => acting(&holders, n).map_or((None, "unowned"), |o| (Some(o), "acting")),
                 None => (None, "unowned"),
             }
         });
@@ -213,7 +209,7 @@ impl ArgoObserver {
         }
         let none = BTreeSet::new();
         self.inner
-            .record_changes(now, &holders, &none, &assigned, 0, replicas, unowned);
+            .record_changes(now, &holders, &none, &assigned, 0, replicas, views.unowned);
 
         Snapshot {
             step: self.inner.steps,
@@ -225,10 +221,10 @@ impl ArgoObserver {
             distributor: None,
             shards,
             spares: Vec::new(),
-            clusters: views,
-            unowned,
-            apps: totals,
-            app_problems: problems,
+            clusters: views.views,
+            unowned: views.unowned,
+            apps: views.totals,
+            app_problems: views.problems,
             timeline: self.inner.timeline.iter().cloned().collect(),
             warnings,
         }

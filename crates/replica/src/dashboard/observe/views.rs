@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{APP_PROBLEMS_LEN, AppProblem, AppStatuses, AppTotals, ClusterView, Clusters, unknown};
+use super::{
+    APP_PROBLEMS_LEN, AppProblem, AppStatuses, AppTotals, ClusterView, Clusters, Lease, unknown,
+};
 
 /// The clusters' part of a [`super::Snapshot`].
 pub(super) struct ClusterViews {
@@ -13,6 +15,15 @@ pub(super) struct ClusterViews {
     pub totals: AppTotals,
     pub problems: Vec<AppProblem>,
     pub unowned: usize,
+}
+
+/// The holder acting on shard `n`: one whose lease is live, or not watched long enough to
+/// tell.
+pub(super) fn acting(holders: &BTreeMap<u32, (String, Lease)>, n: u32) -> Option<String> {
+    holders
+        .get(&n)
+        .filter(|(_, l)| matches!(l, Lease::Live | Lease::Unknown))
+        .map(|(h, _)| h.clone())
 }
 
 /// Every cluster the inventory knows or `assigned` names (by id, with its shard), with

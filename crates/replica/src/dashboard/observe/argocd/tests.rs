@@ -78,16 +78,12 @@ impl Run {
         self.version += 1;
         let m = map(entries, self.version);
         let at = self.t0 + Duration::from_millis(ms);
-        let statuses: AppStatuses = [(
-            "argocd/app-c0".to_owned(),
-            AppStatus {
-                sync: "Synced".into(),
-                health: "Healthy".into(),
-                condition: None,
-            },
-        )]
-        .into_iter()
-        .collect();
+        let good = AppStatus {
+            sync: "Synced".into(),
+            health: "Healthy".into(),
+            condition: None,
+        };
+        let statuses: AppStatuses = [("argocd/app-c0".to_owned(), good)].into();
         self.o.step(
             at,
             MAPPING_KEY,
