@@ -108,7 +108,7 @@ pub struct ArgoSource {
 enum Machine {
     Fenced(Observer),
     Argocd {
-        observer: ArgoObserver,
+        observer: Box<ArgoObserver>,
         key: String,
         replicas: Arc<dyn Fn() -> u32 + Send + Sync>,
     },
@@ -119,13 +119,13 @@ impl Machine {
         match &source.argocd {
             None => Machine::Fenced(Observer::new(source.lease, now)),
             Some(a) => Machine::Argocd {
-                observer: ArgoObserver::new(
+                observer: Box::new(ArgoObserver::new(
                     source.lease,
                     a.algorithm,
                     a.fleet.clone(),
                     &a.apps,
                     now,
-                ),
+                )),
                 key: a.key.clone(),
                 replicas: Arc::clone(&a.replicas),
             },

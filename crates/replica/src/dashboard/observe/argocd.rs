@@ -30,11 +30,12 @@
 //! The map has no presence records, no distributor and no generation: a snapshot has no
 //! spares, no distributor, generation 0 and no zones.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use fleetshard_coord::argocd::{ShardEntry, WallTime, decode};
-use fleetshard_coord::store::Entry;
+use fleetshard_coord::store::Entry as StoreEntry;
 use fleetshard_core::argo::{ArgoAlgorithm, ArgoControllerAssignment, ArgoPrepared, ArgoShard};
 use fleetshard_core::{App, Cluster};
 use tokio::time::Instant;
@@ -96,7 +97,7 @@ impl ArgoObserver {
         &mut self,
         now: Instant,
         key: &str,
-        map: Option<&Entry>,
+        map: Option<&StoreEntry>,
         replicas: u32,
         clusters: &Clusters,
         statuses: &AppStatuses,
@@ -272,7 +273,7 @@ impl ArgoObserver {
 }
 
 /// The map's entries (none when absent or unreadable, with a warning naming the key).
-fn read_map(key: &str, map: Option<&Entry>, warnings: &mut Vec<String>) -> Vec<ShardEntry> {
+fn read_map(key: &str, map: Option<&StoreEntry>, warnings: &mut Vec<String>) -> Vec<ShardEntry> {
     let Some(entry) = map else {
         return Vec::new();
     };
@@ -304,12 +305,13 @@ fn by_number<'a>(
             ));
             continue;
         };
-        if out.contains_key(&n) {
-            warnings.push(format!(
+        match out.entry(n) {
+            Entry::Vacant(v) => {
+                v.insert(e);
+            }
+            Entry::Occupied(_) => warnings.push(format!(
                 "{key}: ShardNumber {n} appears more than once; the first entry is shown"
-            ));
-        } else {
-            out.insert(n, e);
+            )),
         }
     }
     out

@@ -47,8 +47,8 @@ fn held(n: i64, who: &str, beat: i64) -> ShardEntry {
     ShardEntry::held(n, who, WallTime::from_unix_seconds(1_800_000_000 + beat))
 }
 
-fn map(entries: &[ShardEntry], version: u64) -> Entry {
-    Entry {
+fn map(entries: &[ShardEntry], version: u64) -> StoreEntry {
+    StoreEntry {
         key: MAPPING_KEY.into(),
         value: encode(entries).into_bytes(),
         version,
@@ -267,7 +267,7 @@ fn unowned_clusters_are_shown_and_explained() {
         &AppStatuses::new(),
     );
     assert_eq!(s.unowned, 7);
-    let bad = Entry {
+    let bad = StoreEntry {
         key: MAPPING_KEY.into(),
         value: b"{not a list".to_vec(),
         version: 9,
