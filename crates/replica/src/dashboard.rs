@@ -5,9 +5,8 @@
 //! `observe/argocd.rs` that of Argo CD's heartbeat protocol (the shard map's entries judged
 //! by watching their content change, clusters placed with Argo CD's algorithm), both
 //! building the clusters' view with `observe/views.rs`; `serve.rs` the driver task and the
-//! routes; the page, its
-//! script and style are embedded in the binary (`assets/`, no CDN). Nothing here reads
-//! credentials: clusters are shown by name, server and zone only.
+//! routes; the page, its script and style are embedded in the binary (`assets/`, no CDN).
+//! Nothing here reads credentials: clusters are shown by name, server and zone only.
 
 mod observe;
 mod serve;
