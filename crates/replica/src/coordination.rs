@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_controller::StopMode;
-use fleetshard_controller::inventory::Inventory;
+use fleetshard_controller::inventory::{Inventory, InventorySnapshot};
 use fleetshard_coord::argocd_runner::{ArgoRunner, ArgoStatus, WallClock};
 use fleetshard_coord::fenced::{ReplicaConfig, ShardCount};
 use fleetshard_coord::ownership::{OwnershipChange, ReplicaStatus, RunnerMetrics, StopHook};
@@ -164,14 +164,15 @@ pub async fn fenced(
 
 /// Argo CD's heartbeat protocol: stops go through the controller's hook (work in flight
 /// ends) before the machine frees anything or the stop reaches the audit log. Argo CD's
-/// distribution is computed over the clusters known at start; apps (and their
-/// destinations) are followed by the controller. A cluster added later is placed after a
-/// restart (`docs/argocd-compatibility.md`).
+/// distribution is computed over the clusters of `fleet`, the inventory as known at start
+/// (the dashboard places the same ones); apps (and their destinations) are followed by the
+/// controller. A cluster added later is placed after a restart
+/// (`docs/argocd-compatibility.md`).
 pub async fn argocd(
     settings: &ArgoSettings,
     inputs: CoordinationInputs<'_>,
+    fleet: &InventorySnapshot,
 ) -> Result<Coordination<ArgoStatus>, ReplicaError> {
-    let fleet = inputs.inventory.snapshot();
     let mut cfg = settings.config.clone();
     cfg.identity = inputs.identity.to_owned();
     // A fixed count, or the Deployment's replicas (Argo CD's source) forwarded as they

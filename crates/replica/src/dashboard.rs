@@ -1,18 +1,23 @@
 //! The web dashboard: who owns what, live. Every replica serves it read-only on its HTTP
-//! listener (`/dashboard`); `fleetshard up` serves it with controls. `observe.rs` is the
-//! pure step machine (leases judged by watching versions move, the timeline derived from
-//! successive store snapshots), `serve.rs` the driver task and the routes; the page, its
-//! script and style are embedded in the binary (`assets/`, no CDN). Nothing here reads
-//! credentials: clusters are shown by name, server and zone only.
+//! listener (`/dashboard`), whichever protocol it runs; `fleetshard up` serves it with
+//! controls. `observe.rs` is the pure step machine of fenced mode (leases judged by
+//! watching versions move, the timeline derived from successive store snapshots),
+//! `observe/argocd.rs` that of Argo CD's heartbeat protocol (the shard map's entries judged
+//! by watching their content change, clusters placed with Argo CD's algorithm), both
+//! building the clusters' view with `observe/views.rs`; `serve.rs` the driver task and the
+//! routes; the page, its script and style are embedded in the binary (`assets/`, no CDN).
+//! Nothing here reads credentials: clusters are shown by name, server and zone only.
 
 mod observe;
 mod serve;
 
 pub use observe::{
-    APP_PROBLEMS_LEN, AppProblem, AppStatus, AppStatuses, AppTotals, ClusterInfo, ClusterView,
-    Clusters, Event, Lease, Observer, ShardView, Snapshot, TIMELINE_LEN,
+    APP_PROBLEMS_LEN, AppProblem, AppStatus, AppStatuses, AppTotals, ArgoObserver, ClusterInfo,
+    ClusterView, Clusters, Event, Lease, Observer, ShardView, Snapshot, TIMELINE_LEN,
 };
-pub use serve::{Action, Controls, Dashboard, ProcessView, Published, Source, TOKEN_HEADER};
+pub use serve::{
+    Action, ArgoSource, Controls, Dashboard, ProcessView, Published, Source, TOKEN_HEADER,
+};
 
 use fleetshard_controller::inventory::InventorySnapshot;
 use fleetshard_core::model::{DestinationIndex, ZONE_LABEL};

@@ -43,13 +43,18 @@ pub struct Replica {
 pub struct HttpPart {
     listener: tokio::net::TcpListener,
     metrics: Metrics,
-    /// The read-only dashboard's store, root and lease duration (fenced mode only: Argo
-    /// CD's protocol keeps no leases in the store to show).
-    dashboard: Option<(
-        Arc<dyn fleetshard_coord::store::Store>,
-        String,
-        std::time::Duration,
-    )>,
+    /// What the read-only dashboard reads.
+    dashboard: DashboardPart,
+}
+
+/// The read-only dashboard's inputs, but the inventory: the store, the root, how long a
+/// record may stay unchanged (fenced: the lease duration; Argo CD's protocol: its
+/// stale-after), and under Argo CD's protocol what it places.
+struct DashboardPart {
+    store: Arc<dyn fleetshard_coord::store::Store>,
+    root: String,
+    lease: std::time::Duration,
+    argocd: Option<crate::dashboard::ArgoSource>,
 }
 
 impl Replica {
@@ -116,6 +121,8 @@ impl Replica {
             &user_agent,
             matches!(settings.fleet, crate::FleetSource::Kubernetes(_)),
         )?;
+        // Argo CD's protocol places the clusters known now, and its dashboard the same.
+        let start_fleet = inventory.inventory.snapshot();
         let inputs = CoordinationInputs {
             identity: &identity,
             incarnation: settings.incarnation,
@@ -133,17 +140,23 @@ impl Replica {
                 CoordinationRunner::Fenced(coordination::fenced(fenced, inputs).await?)
             }
             ProtocolSettings::Argocd(argo) => {
-                CoordinationRunner::Argocd(coordination::argocd(argo, inputs).await?)
+                CoordinationRunner::Argocd(coordination::argocd(argo, inputs, &start_fleet).await?)
             }
         };
         let audit = audit::open(settings.audit_log.as_deref())?;
-        let dashboard = match &settings.protocol {
-            ProtocolSettings::Fenced(f) => Some((
-                store.store.clone(),
-                settings.root.clone(),
-                f.timing.duration,
-            )),
-            ProtocolSettings::Argocd(_) => None,
+        let dashboard = DashboardPart {
+            store: store.store.clone(),
+            root: settings.root.clone(),
+            lease: match &settings.protocol {
+                ProtocolSettings::Fenced(f) => f.timing.duration,
+                ProtocolSettings::Argocd(a) => a.config.stale_after,
+            },
+            argocd: match (&settings.protocol, &coordination) {
+                (ProtocolSettings::Argocd(a), CoordinationRunner::Argocd(c)) => {
+                    Some(argo_dashboard(a, c.status.clone(), &start_fleet))
+                }
+                _ => None,
+            },
         };
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await
@@ -332,22 +345,20 @@ fn spawn_with<S: ReplicaStatus>(
         })?;
     let (http_stop, mut stop_rx) = watch::channel(false);
     let mut router = crate::http::router(view.clone(), http.metrics);
-    let dashboard = http.dashboard.map(|(store, root, lease)| {
-        let inventory_rx = inventory.inventory.subscribe();
-        crate::dashboard::Dashboard::start(
-            crate::dashboard::Source {
-                store,
-                root,
-                clusters: Arc::new(move || crate::dashboard::clusters_of(&inventory_rx.borrow())),
-                interval: DASHBOARD_INTERVAL,
-                lease,
-            },
-            None,
-        )
-    });
-    if let Some(d) = &dashboard {
-        router = router.merge(d.router());
-    }
+    let inventory_rx = inventory.inventory.subscribe();
+    let d = http.dashboard;
+    let dashboard = crate::dashboard::Dashboard::start(
+        crate::dashboard::Source {
+            store: d.store,
+            root: d.root,
+            clusters: Arc::new(move || crate::dashboard::clusters_of(&inventory_rx.borrow())),
+            interval: DASHBOARD_INTERVAL,
+            lease: d.lease,
+            argocd: d.argocd,
+        },
+        None,
+    );
+    router = router.merge(dashboard.router());
     let server = tokio::spawn(async move {
         // The dashboard's reader stops with the server.
         let _dashboard = dashboard;
@@ -383,6 +394,27 @@ fn spawn_with<S: ReplicaStatus>(
         http_stop,
         view,
     })
+}
+
+/// What the dashboard of a replica running Argo CD's protocol places: the fleet the runner
+/// was built with, by the configured algorithm, among the runner's replica count (the
+/// configured one until the runner has published it).
+fn argo_dashboard(
+    settings: &crate::ArgoSettings,
+    status: watch::Receiver<fleetshard_coord::argocd_runner::ArgoStatus>,
+    fleet: &fleetshard_controller::inventory::InventorySnapshot,
+) -> crate::dashboard::ArgoSource {
+    let configured = settings.replicas;
+    crate::dashboard::ArgoSource {
+        key: settings.config.key.clone(),
+        algorithm: settings.config.algorithm,
+        replicas: Arc::new(move || match status.borrow().replicas {
+            0 => configured,
+            n => n,
+        }),
+        fleet: fleet.clusters.to_vec(),
+        apps: fleet.apps.to_vec(),
+    }
 }
 
 fn start_controller<R: Reconciler, S: ReplicaStatus>(

@@ -176,6 +176,7 @@ async fn up(
             clusters: Arc::new(move || known.clone()),
             interval: args.dashboard_interval,
             lease: LeaseTiming::default().duration,
+            argocd: None,
         },
         Some((controls, token)),
     );

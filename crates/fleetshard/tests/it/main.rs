@@ -11,6 +11,7 @@
 mod apps;
 mod cli;
 mod corrupt_records;
+mod dashboard_argocd;
 mod deploy_manifests;
 mod failover;
 mod figures;

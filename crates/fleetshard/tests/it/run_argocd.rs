@@ -26,8 +26,8 @@ use serde_json::Value;
 
 use crate::support::http;
 
-const CLUSTERS: usize = 12;
-const HEARTBEAT_MS: u64 = 300;
+pub(crate) const CLUSTERS: usize = 12;
+pub(crate) const HEARTBEAT_MS: u64 = 300;
 const STALE_MS: u64 = 3 * HEARTBEAT_MS;
 /// Every wait is bounded by this, so a broken build fails instead of hanging.
 const WAIT: Duration = Duration::from_secs(40);
@@ -42,7 +42,7 @@ fn unix_ms() -> u64 {
 }
 
 /// Kills the children if the test fails half-way.
-struct Procs(BTreeMap<String, Child>);
+pub(crate) struct Procs(pub(crate) BTreeMap<String, Child>);
 
 impl Drop for Procs {
     fn drop(&mut self) {
@@ -111,7 +111,7 @@ fn replay(events: &[Event], killed: Option<(&str, u64)>) -> BTreeMap<String, Str
 }
 
 /// Polls until `f` holds; panics after [`WAIT`].
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let start = unix_ms();
     while !f() {
         assert!(
@@ -126,7 +126,7 @@ fn fleetshard() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fleetshard"))
 }
 
-fn write_fleet(dir: &Path) -> PathBuf {
+pub(crate) fn write_fleet(dir: &Path) -> PathBuf {
     let mut yaml = String::from("clusters:\n");
     for i in 0..CLUSTERS {
         let id = format!("c{i:02}");
@@ -139,13 +139,13 @@ fn write_fleet(dir: &Path) -> PathBuf {
     path
 }
 
-struct Setup {
-    dir: tempfile::TempDir,
-    fleet: PathBuf,
-    store: String,
-    ports: BTreeMap<String, u16>,
+pub(crate) struct Setup {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) fleet: PathBuf,
+    pub(crate) store: String,
+    pub(crate) ports: BTreeMap<String, u16>,
     /// `KUBECONFIG` for `kubernetes://` stores.
-    kubeconfig: Option<PathBuf>,
+    pub(crate) kubeconfig: Option<PathBuf>,
 }
 
 impl Setup {
@@ -153,7 +153,7 @@ impl Setup {
         self.dir.path().join(format!("{name}.audit.jsonl"))
     }
 
-    fn spawn(&self, name: &str) -> Child {
+    pub(crate) fn spawn(&self, name: &str) -> Child {
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

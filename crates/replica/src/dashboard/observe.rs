@@ -338,21 +338,13 @@ impl Observer {
         }
 
         // Clusters: ownership and apps.
-        let acting = |n: u32| {
-            holders
-                .get(&n)
-                .filter(|(_, l)| matches!(l, Lease::Live | Lease::Unknown))
-                .map(|(h, _)| h.clone())
-        };
-        let mut totals = AppTotals::default();
-        let mut problems = Vec::new();
-        let mut views: Vec<ClusterView> = Vec::new();
-        let mut ids: Vec<&String> = clusters.keys().chain(assigned.keys()).collect();
-        ids.sort();
-        ids.dedup();
-        for id in ids {
-            let info = clusters.get(id).cloned().unwrap_or_else(|| unknown(id));
-            let shard = assigned.get(id).copied();
+        let acting = |n: u32| acting(&holders, n);
+        let ClusterViews {
+            views,
+            totals,
+            problems,
+            unowned,
+        } = cluster_views(clusters, &assigned, statuses, |_, shard| {
             let owner = shard.and_then(acting);
             let state = match (&owner, shard) {
                 (None, _) | (_, None) => "unowned",
@@ -365,52 +357,7 @@ impl Observer {
                     }
                 }
             };
-            let mut v = ClusterView {
-                id: id.clone(),
-                name: info.name.clone(),
-                server: info.server.clone(),
-                zone: info.zone.clone(),
-                shard,
-                owner,
-                state,
-                apps: info.apps.len(),
-                synced: 0,
-                healthy: 0,
-                errors: 0,
-            };
-            for app in &info.apps {
-                totals.total += 1;
-                let s = statuses.get(app);
-                let synced = s.is_some_and(|s| s.sync == "Synced");
-                let healthy = s.is_some_and(|s| s.health == "Healthy");
-                let error = s.is_some_and(|s| s.condition.is_some());
-                totals.recorded += usize::from(s.is_some());
-                v.synced += usize::from(synced);
-                v.healthy += usize::from(healthy);
-                v.errors += usize::from(error);
-                if !(synced && healthy) && problems.len() < APP_PROBLEMS_LEN {
-                    problems.push(AppProblem {
-                        app: app.clone(),
-                        cluster: info.name.clone(),
-                        sync: s.map_or_else(|| "-".into(), |s| s.sync.clone()),
-                        health: s.map_or_else(|| "-".into(), |s| s.health.clone()),
-                        condition: s.and_then(|s| s.condition.clone()),
-                    });
-                }
-            }
-            totals.synced += v.synced;
-            totals.healthy += v.healthy;
-            totals.errors += v.errors;
-            views.push(v);
-        }
-        totals.good = statuses
-            .iter()
-            .filter(|(_, s)| s.sync == "Synced" && s.health == "Healthy")
-            .count()
-            .min(totals.total);
-        let unowned = views.iter().filter(|v| v.state == "unowned").count();
-        views.sort_by(|a, b| {
-            (a.state != "unowned", &a.name, &a.id).cmp(&(b.state != "unowned", &b.name, &b.id))
+            (owner, state)
         });
 
         // Shards.
@@ -420,24 +367,16 @@ impl Observer {
             .into_iter()
             .map(|n| {
                 let rec = snap.shards.get(&n).map(|(_, r)| r);
-                let mine: Vec<&String> = assigned
-                    .iter()
-                    .filter(|(_, s)| **s == n)
-                    .map(|(id, _)| id)
-                    .collect();
-                let apps: usize = mine
-                    .iter()
-                    .map(|id| clusters.get(*id).map_or(0, |c| c.apps.len()))
-                    .sum();
+                let (mine, apps) = shard_load(n, &assigned, clusters);
                 ShardView {
                     shard: n,
                     holder: rec.map(|r| r.holder.clone()),
                     zone: rec.and_then(|r| r.zone.clone()),
                     lease: holders.get(&n).map(|(_, l)| *l),
                     lease_age_secs: shard_age.get(&n).copied().unwrap_or(0.0),
-                    clusters: mine.len(),
+                    clusters: mine,
                     apps,
-                    load: mine.len() + apps,
+                    load: mine + apps,
                 }
             })
             .collect();
@@ -589,6 +528,12 @@ impl Observer {
         });
     }
 }
+
+mod argocd;
+mod views;
+
+pub use argocd::ArgoObserver;
+use views::{ClusterViews, acting, cluster_views, shard_load};
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 //! The dashboard's driver and HTTP routes: a task reads the store every interval, steps
-//! the [`Observer`] and publishes the page's JSON — a replica's dashboard (no controls)
+//! the protocol's observer ([`Observer`] on fenced mode's records, [`ArgoObserver`] on
+//! Argo CD's shard map) and publishes the page's JSON — a replica's dashboard (no controls)
 //! only while someone looks: a page's event stream is open, or the page or its JSON was
 //! asked for in the last [`IDLE_AFTER`] (every replica reading the whole store each
 //! second for nobody would multiply the store's load by the replica count); the routes
@@ -20,13 +21,15 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use fleetshard_coord::store::Store;
+use fleetshard_core::argo::ArgoAlgorithm;
+use fleetshard_core::{App, Cluster};
 use fleetshard_gitops::reconciler::read_statuses;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::observe::{AppStatus, AppStatuses, Clusters, Observer, Snapshot};
+use super::observe::{AppStatus, AppStatuses, ArgoObserver, Clusters, Observer, Snapshot};
 
 const PAGE: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
@@ -79,8 +82,95 @@ pub struct Source {
     pub clusters: Arc<dyn Fn() -> Clusters + Send + Sync>,
     /// How often the store is read.
     pub interval: Duration,
-    /// The lease duration (a record unchanged this long is expired).
+    /// A record unchanged this long is expired: fenced mode's lease duration, or Argo CD's
+    /// stale-after (3H) under its protocol.
     pub lease: Duration,
+    /// Argo CD's heartbeat protocol: its shard map is read instead of fenced mode's
+    /// records under `root` (`None`: fenced mode).
+    pub argocd: Option<ArgoSource>,
+}
+
+/// What the dashboard of a replica running Argo CD's heartbeat protocol reads and places.
+pub struct ArgoSource {
+    /// The store key of the shard map.
+    pub key: String,
+    /// Argo CD's distribution algorithm the replicas use.
+    pub algorithm: ArgoAlgorithm,
+    /// The replica count in use now.
+    pub replicas: Arc<dyn Fn() -> u32 + Send + Sync>,
+    /// The clusters the replicas place (those known when they started), in order.
+    pub fleet: Vec<Cluster>,
+    /// The apps known then (they weigh clusters for consistent hashing).
+    pub apps: Vec<App>,
+}
+
+/// The step machine of the protocol the dashboard shows.
+enum Machine {
+    Fenced(Observer),
+    Argocd {
+        observer: Box<ArgoObserver>,
+        key: String,
+        replicas: Arc<dyn Fn() -> u32 + Send + Sync>,
+    },
+}
+
+impl Machine {
+    fn new(source: &Source, now: tokio::time::Instant) -> Machine {
+        match &source.argocd {
+            None => Machine::Fenced(Observer::new(source.lease, now)),
+            Some(a) => Machine::Argocd {
+                observer: Box::new(ArgoObserver::new(
+                    source.lease,
+                    a.algorithm,
+                    a.fleet.clone(),
+                    &a.apps,
+                    now,
+                )),
+                key: a.key.clone(),
+                replicas: Arc::clone(&a.replicas),
+            },
+        }
+    }
+
+    /// Reads the protocol's records and the statuses, and steps (`None`: the store could
+    /// not be read).
+    async fn step(&mut self, source: &Source) -> Option<Snapshot> {
+        let store = source.store.as_ref();
+        let failed = |e: fleetshard_coord::store::StoreError| {
+            tracing::debug!("dashboard: reading the store failed: {e}");
+        };
+        match self {
+            Machine::Fenced(observer) => {
+                let listing = store.list(&source.root).await.map_err(failed).ok()?;
+                let statuses = app_statuses(store, &source.root).await;
+                let clusters = (source.clusters)();
+                Some(observer.step(
+                    tokio::time::Instant::now(),
+                    &source.root,
+                    &listing,
+                    &clusters,
+                    &statuses,
+                ))
+            }
+            Machine::Argocd {
+                observer,
+                key,
+                replicas,
+            } => {
+                let map = store.get(key).await.map_err(failed).ok()?;
+                let statuses = app_statuses(store, &source.root).await;
+                let clusters = (source.clusters)();
+                Some(observer.step(
+                    tokio::time::Instant::now(),
+                    key,
+                    map.as_ref(),
+                    replicas(),
+                    &clusters,
+                    &statuses,
+                ))
+            }
+        }
+    }
 }
 
 /// How long a replica's dashboard keeps reading the store after the last request for
@@ -216,7 +306,7 @@ async fn drive(
     on_demand: Option<Arc<Demand>>,
     tx: watch::Sender<Option<Arc<Published>>>,
 ) {
-    let mut observer = Observer::new(source.lease, tokio::time::Instant::now());
+    let mut machine = Machine::new(&source, tokio::time::Instant::now());
     let mut tick = tokio::time::interval(source.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -227,22 +317,9 @@ async fn drive(
         {
             continue;
         }
-        let listing = match source.store.list(&source.root).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::debug!("dashboard: listing the store failed: {e}");
-                continue;
-            }
+        let Some(snapshot) = machine.step(&source).await else {
+            continue;
         };
-        let statuses = app_statuses(source.store.as_ref(), &source.root).await;
-        let clusters = (source.clusters)();
-        let snapshot = observer.step(
-            tokio::time::Instant::now(),
-            &source.root,
-            &listing,
-            &clusters,
-            &statuses,
-        );
         let page = PageJson {
             fleet: &snapshot,
             processes: controls.as_ref().map(|c| c.processes()).unwrap_or_default(),

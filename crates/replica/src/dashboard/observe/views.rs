@@ -1,0 +1,119 @@
+//! What the observers of both protocols show the same way once they know each cluster's
+//! shard and owner: each cluster with its apps' sync and health (unowned clusters first),
+//! the app totals and problems, and each shard's load.
+
+use std::collections::BTreeMap;
+
+use super::{
+    APP_PROBLEMS_LEN, AppProblem, AppStatuses, AppTotals, ClusterView, Clusters, Lease, unknown,
+};
+
+/// The clusters' part of a [`super::Snapshot`].
+pub(super) struct ClusterViews {
+    /// Unowned first, then by name and id.
+    pub views: Vec<ClusterView>,
+    pub totals: AppTotals,
+    pub problems: Vec<AppProblem>,
+    pub unowned: usize,
+}
+
+/// The holder acting on shard `n`: one whose lease is live, or not watched long enough to
+/// tell.
+pub(super) fn acting(holders: &BTreeMap<u32, (String, Lease)>, n: u32) -> Option<String> {
+    holders
+        .get(&n)
+        .filter(|(_, l)| matches!(l, Lease::Live | Lease::Unknown))
+        .map(|(h, _)| h.clone())
+}
+
+/// Every cluster the inventory knows or `assigned` names (by id, with its shard), with
+/// the owner and state `ownership` gives it (from its id and shard) and its apps'
+/// statuses.
+pub(super) fn cluster_views(
+    clusters: &Clusters,
+    assigned: &BTreeMap<String, u32>,
+    statuses: &AppStatuses,
+    ownership: impl Fn(&str, Option<u32>) -> (Option<String>, &'static str),
+) -> ClusterViews {
+    let mut totals = AppTotals::default();
+    let mut problems = Vec::new();
+    let mut views: Vec<ClusterView> = Vec::new();
+    let mut ids: Vec<&String> = clusters.keys().chain(assigned.keys()).collect();
+    ids.sort();
+    ids.dedup();
+    for id in ids {
+        let info = clusters.get(id).cloned().unwrap_or_else(|| unknown(id));
+        let shard = assigned.get(id).copied();
+        let (owner, state) = ownership(id, shard);
+        let mut v = ClusterView {
+            id: id.clone(),
+            name: info.name.clone(),
+            server: info.server.clone(),
+            zone: info.zone.clone(),
+            shard,
+            owner,
+            state,
+            apps: info.apps.len(),
+            synced: 0,
+            healthy: 0,
+            errors: 0,
+        };
+        for app in &info.apps {
+            totals.total += 1;
+            let s = statuses.get(app);
+            let synced = s.is_some_and(|s| s.sync == "Synced");
+            let healthy = s.is_some_and(|s| s.health == "Healthy");
+            let error = s.is_some_and(|s| s.condition.is_some());
+            totals.recorded += usize::from(s.is_some());
+            v.synced += usize::from(synced);
+            v.healthy += usize::from(healthy);
+            v.errors += usize::from(error);
+            if !(synced && healthy) && problems.len() < APP_PROBLEMS_LEN {
+                problems.push(AppProblem {
+                    app: app.clone(),
+                    cluster: info.name.clone(),
+                    sync: s.map_or_else(|| "-".into(), |s| s.sync.clone()),
+                    health: s.map_or_else(|| "-".into(), |s| s.health.clone()),
+                    condition: s.and_then(|s| s.condition.clone()),
+                });
+            }
+        }
+        totals.synced += v.synced;
+        totals.healthy += v.healthy;
+        totals.errors += v.errors;
+        views.push(v);
+    }
+    totals.good = statuses
+        .iter()
+        .filter(|(_, s)| s.sync == "Synced" && s.health == "Healthy")
+        .count()
+        .min(totals.total);
+    let unowned = views.iter().filter(|v| v.state == "unowned").count();
+    views.sort_by(|a, b| {
+        (a.state != "unowned", &a.name, &a.id).cmp(&(b.state != "unowned", &b.name, &b.id))
+    });
+    ClusterViews {
+        views,
+        totals,
+        problems,
+        unowned,
+    }
+}
+
+/// How many clusters `assigned` gives shard `n`, and how many apps they have.
+pub(super) fn shard_load(
+    n: u32,
+    assigned: &BTreeMap<String, u32>,
+    clusters: &Clusters,
+) -> (usize, usize) {
+    let mine: Vec<&String> = assigned
+        .iter()
+        .filter(|(_, s)| **s == n)
+        .map(|(id, _)| id)
+        .collect();
+    let apps: usize = mine
+        .iter()
+        .map(|id| clusters.get(*id).map_or(0, |c| c.apps.len()))
+        .sum();
+    (mine.len(), apps)
+}
