@@ -35,7 +35,7 @@ use fleetshard_gitops::reconciler::{
 use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
 use fleetshard_manifest::{AppSource, AppSpec, AutoSync};
 use fleetshard_testsupport::git::Git;
-use fleetshard_testsupport::kube_api::FakeApiServer;
+use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -99,7 +99,11 @@ fn write_repo(dir: &std::path::Path, a: &Args) -> Git {
     git
 }
 
-fn inventory(repo: &str, access: &ClusterAccess, apps: usize) -> (Arc<StaticInventory>, Vec<AppKey>) {
+fn inventory(
+    repo: &str,
+    access: &ClusterAccess,
+    apps: usize,
+) -> (Arc<StaticInventory>, Vec<AppKey>) {
     let inventory = Arc::new(StaticInventory::default());
     let project = Arc::new(fleetshard_manifest::AppProject::builtin_default("argocd"));
     let mut keys = Vec::new();
@@ -296,13 +300,21 @@ async fn memory_child(server: &str) {
     });
     let conn = conns.start(&access).await.expect("connect");
     let mut kinds = Vec::new();
-    for (v, k) in [("v1", "ConfigMap"), ("v1", "Service"), ("apps/v1", "Deployment")] {
+    for (v, k) in [
+        ("v1", "ConfigMap"),
+        ("v1", "Service"),
+        ("apps/v1", "Deployment"),
+    ] {
         kinds.push(conn.kind_info(v, k).await.expect("discovery"));
     }
     let before = rss().unwrap_or(0);
     conn.watch_kinds(&kinds).await.expect("lists");
     let after = rss().unwrap_or(0);
-    println!("{} {}", conns.cached_objects(), after.saturating_sub(before));
+    println!(
+        "{} {}",
+        conns.cached_objects(),
+        after.saturating_sub(before)
+    );
 }
 
 #[tokio::main]
@@ -322,6 +334,11 @@ async fn main() {
         server: server.url(),
         credentials: ClusterCredentials::default(),
     };
+    for ns in 0..NAMESPACES {
+        server
+            .create_namespace(&format!("team{ns}"))
+            .expect("namespace");
+    }
     let (inventory, keys) = inventory(&repo.path(), &access, a.apps);
     let keys = Arc::new(keys);
 
@@ -332,7 +349,11 @@ async fn main() {
     round(&first.reconciler, &keys, Op::Operate).await;
     populate(&server, &a);
     round(&first.reconciler, &keys, Op::Refresh).await;
-    assert_eq!(synced(&first.sink), a.apps, "the first owner synced every app");
+    assert_eq!(
+        synced(&first.sink),
+        a.apps,
+        "the first owner synced every app"
+    );
     let objects: usize = server
         .resources()
         .iter()
@@ -358,13 +379,24 @@ async fn main() {
         // The previous owner goes: a crash drops its tasks and connections where they
         // are; a handover stops the cluster first.
         if graceful {
+            previous.reconciler.stop_warmup(&access.id).await;
             previous.reconciler.stop_cluster(&access.id);
         }
         drop(previous);
         let next = owner(&inventory, &tmp.path().join(format!("cache{trial}")));
+        server.reset_request_counts();
         let start = Instant::now();
+        // What the replica does on an acquisition (`cluster_acquired` runs this).
+        let warm = {
+            let (r, id) = (next.reconciler.clone(), access.id.clone());
+            tokio::spawn(async move {
+                let w = r.warm_cluster(&id).await.expect("warm-up");
+                (w, start.elapsed().as_secs_f64())
+            })
+        };
         round(&next.reconciler, &keys, Op::Refresh).await;
         let took = start.elapsed().as_secs_f64();
+        let (warmup, warm_took) = warm.await.expect("warm-up task");
         assert_eq!(synced(&next.sink), a.apps, "every app refreshed and Synced");
         assert_eq!(
             next.reconciler.clusters().cached_objects(),
@@ -372,10 +404,24 @@ async fn main() {
             "the cache holds every object of the apps' kinds"
         );
         figures[usize::from(graceful)].push(took);
+        let lists: u64 = ["configmaps", "services", "deployments"]
+            .iter()
+            .map(|r| server.request_count(Verb::List, r))
+            .sum();
         println!(
-            "  trial {}: {} → every app refreshed in {took:.2} s",
+            "  trial {}: {} → every app refreshed in {took:.2} s (warm-up: {} apps, kinds {:?}, caches listed in {warm_took:.2} s, {lists} list pages)",
             trial / 2 + 1,
-            if graceful { "graceful handover" } else { "crash" },
+            if graceful {
+                "graceful handover"
+            } else {
+                "crash"
+            },
+            warmup.apps,
+            warmup
+                .kinds
+                .iter()
+                .map(|(_, k)| k.as_str())
+                .collect::<Vec<_>>(),
         );
         previous = next;
     }
@@ -399,7 +445,9 @@ async fn main() {
         .await
         .expect("memory child");
     let text = String::from_utf8_lossy(&out.stdout);
-    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().unwrap_or(0));
+    let mut fields = text
+        .split_whitespace()
+        .map(|f| f.parse::<u64>().unwrap_or(0));
     let (cached, bytes) = (fields.next().unwrap_or(0), fields.next().unwrap_or(0));
     println!(
         "live cache of the apps' kinds: {cached} objects, {:.1} MiB resident ({:.0} bytes per object)",
