@@ -28,6 +28,7 @@ mod cache;
 pub mod eks;
 mod error;
 mod kubeconfig;
+mod slim;
 mod versions;
 
 use std::collections::{HashMap, HashSet};
@@ -71,6 +72,9 @@ pub struct LiveOptions {
     pub watch_timeout: Duration,
     /// How long a refresh waits for a new kind's first list.
     pub sync_timeout: Duration,
+    /// How many first lists (of a kind, or of a kind in one namespace) run at once on
+    /// one cluster: the kinds of a cluster are listed in parallel, within this bound.
+    pub list_concurrency: usize,
     /// After this long without hearing from a cluster, its reachability is probed before
     /// its cache is trusted.
     pub probe_after: Duration,
@@ -85,11 +89,16 @@ impl Default for LiveOptions {
             call_timeout: Duration::from_secs(5),
             watch_timeout: Duration::from_secs(60),
             sync_timeout: Duration::from_secs(10),
+            list_concurrency: DEFAULT_LIST_CONCURRENCY,
             probe_after: Duration::from_secs(5),
             refuse_plaintext: false,
         }
     }
 }
+
+/// The default of [`LiveOptions::list_concurrency`] (Argo CD's cluster cache lists
+/// kinds in parallel too, through a semaphore of its own).
+pub const DEFAULT_LIST_CONCURRENCY: usize = 8;
 
 /// A kind as a cluster serves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,6 +236,8 @@ pub struct ClusterConn {
     heard: Arc<Mutex<Option<Instant>>>,
     probe: tokio::sync::Mutex<()>,
     listener: Option<ChangeListener>,
+    /// Bounds the first lists in flight ([`LiveOptions::list_concurrency`]).
+    lists: Arc<tokio::sync::Semaphore>,
     /// The last discovery of the server's versions, for rendering.
     versions: versions::VersionsSlot,
 }
@@ -331,8 +342,14 @@ impl ClusterConn {
             heard: Arc::new(Mutex::new(None)),
             probe: tokio::sync::Mutex::new(()),
             listener,
+            lists: Arc::new(tokio::sync::Semaphore::new(options.list_concurrency.max(1))),
             versions: Default::default(),
         })
+    }
+
+    /// The cluster's id.
+    pub fn cluster_id(&self) -> &str {
+        &self.access.id
     }
 
     /// The cluster's client (retries off).
@@ -425,15 +442,16 @@ impl ClusterConn {
         }
     }
 
-    /// Makes sure every kind in `kinds` is watched and its first list is complete.
-    /// A cluster-scoped kind on a namespace-scoped cluster without `clusterResources` is
-    /// [`LiveError::NotManaged`], and not watched.
+    /// Makes sure every kind in `kinds` is watched and its first list is complete: every
+    /// kind's watch is started first, so their lists run in parallel (within
+    /// [`LiveOptions::list_concurrency`]). A cluster-scoped kind on a namespace-scoped
+    /// cluster without `clusterResources` is [`LiveError::NotManaged`], and not watched.
     pub async fn watch_kinds(&self, kinds: &[KindInfo]) -> Result<(), LiveError> {
-        for info in kinds {
-            if !info.namespaced {
-                self.check_managed(&info.resource.kind, "", "(any)")?;
-            }
-            let cache = self.cache(info);
+        for info in kinds.iter().filter(|i| !i.namespaced) {
+            self.check_managed(&info.resource.kind, "", "(any)")?;
+        }
+        let caches: Vec<_> = kinds.iter().map(|info| (info, self.cache(info))).collect();
+        for (info, cache) in caches {
             cache
                 .wait_ready(self.options.sync_timeout)
                 .await
@@ -444,6 +462,20 @@ impl ClusterConn {
                 })?;
         }
         Ok(())
+    }
+
+    /// Starts watching `info`'s kind, if it is not watched yet and inside the cluster's
+    /// scope, without waiting for its first list (a warm-up); false if out of scope.
+    pub fn start_watch(&self, info: &KindInfo) -> bool {
+        if !info.namespaced
+            && self
+                .check_managed(&info.resource.kind, "", "(any)")
+                .is_err()
+        {
+            return false;
+        }
+        self.cache(info);
+        true
     }
 
     fn cache(&self, info: &KindInfo) -> Arc<KindCache> {
@@ -459,6 +491,7 @@ impl ClusterConn {
                         .max(1),
                     heard: self.heard.clone(),
                     listener: self.listener.clone(),
+                    lists: self.lists.clone(),
                 };
                 let namespaces = self.scope().watched_namespaces(info.namespaced);
                 Arc::new(KindCache::start(&ctx, &info.resource, namespaces))

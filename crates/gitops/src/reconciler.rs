@@ -38,19 +38,19 @@
 mod guard;
 mod inventory;
 mod operate;
+mod place;
 mod problem;
 mod project;
 mod render;
 mod self_heal;
 mod status;
 mod store_sink;
+mod takeover;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use fleetshard_controller::{AppKey, Operated, ReconcileError, Reconciler};
-use fleetshard_coord::runner::StopHook;
-use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::apply::{DesiredObject, LeaseCheck, PruneTarget, handover_patch};
@@ -73,6 +73,7 @@ pub use store_sink::{
     DEFAULT_HEARTBEAT, RecordError, StoreStatusSink, StoredAppStatus, StoredStatusEntry,
     read_statuses, status_key, status_prefix,
 };
+pub use takeover::{GitOpsStopHook, Warmup};
 
 /// Settings of the reconciler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,6 +166,8 @@ pub struct GitOpsReconciler {
     clock: Arc<dyn Clock>,
     config: ReconcilerConfig,
     apps: Mutex<HashMap<AppKey, Memo>>,
+    /// The takeover warm-ups running, by cluster (`takeover.rs`).
+    warming: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
 }
 
 impl GitOpsReconciler {
@@ -191,6 +194,7 @@ impl GitOpsReconciler {
             clock,
             config,
             apps: Mutex::new(HashMap::new()),
+            warming: Mutex::new(HashMap::new()),
         }
     }
 
@@ -201,7 +205,8 @@ impl GitOpsReconciler {
         self
     }
 
-    /// The cluster connections (started lazily by the first refresh of an app there).
+    /// The cluster connections (started by a cluster's warm-up or the first refresh of an
+    /// app there).
     pub fn clusters(&self) -> &ClusterConnections {
         &self.clusters
     }
@@ -209,6 +214,9 @@ impl GitOpsReconciler {
     /// Drops the cluster's connection and caches and what was remembered of its apps.
     /// Call it once no work of the cluster is in flight ([`GitOpsStopHook`] does).
     pub fn stop_cluster(&self, id: &str) {
+        if let Some(warmup) = self.warmups().remove(id) {
+            warmup.abort();
+        }
         self.clusters.stop(id);
         self.memos().retain(|_, m| m.cluster != id);
     }
@@ -241,16 +249,10 @@ impl GitOpsReconciler {
         target: &AppTarget,
         refresh: Refresh,
     ) -> Result<(Refreshed, ComparisonStatus), Problem> {
-        let app = &target.app;
         self.check_refusals(key, target)?;
         // Before anything is read: a repository the project does not permit is not fetched.
         self.check_project(target)?;
-        let dest_ns = app
-            .destination
-            .namespace
-            .clone()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| "default".to_owned());
+        let dest_ns = place::destination_namespace(target);
         let app_name = self.instance_name(key);
         let render::RenderedApp {
             rendered,
@@ -278,39 +280,15 @@ impl GitOpsReconciler {
         let mut values: Vec<Value> = Vec::with_capacity(manifests.objects.len());
         let mut kinds: Vec<KindInfo> = Vec::new();
         for m in &manifests.objects {
-            let id = &m.identity;
-            if let Some(why) = guard::object_refusal(&m.object, &format!("{id} ({})", m.location)) {
-                return Err(with_rev(Problem::permanent(COMPARISON_ERROR, why)));
-            }
-            let kind = conn
-                .kind_info(&id.api_version, &id.kind)
+            let p = self
+                .place(&conn, target, m, &dest_ns)
                 .await
-                .map_err(|e| with_rev(e.into()))?;
-            let mut object = m.object.clone();
-            let namespace = if kind.namespaced {
-                id.namespace.clone().unwrap_or_else(|| dest_ns.clone())
-            } else {
-                String::new()
-            };
-            if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-                if kind.namespaced {
-                    meta.insert("namespace".into(), Value::String(namespace.clone()));
-                } else {
-                    meta.remove("namespace");
-                }
+                .map_err(&with_rev)?;
+            if !kinds.contains(&p.kind) {
+                kinds.push(p.kind.clone());
             }
-            // Outside a namespace-scoped cluster's namespaces: the whole app is refused.
-            conn.check_managed(&id.kind, &namespace, &id.name)
-                .map_err(|e| with_rev(e.into()))?;
-            if !kinds.contains(&kind) {
-                kinds.push(kind.clone());
-            }
-            let resource = ResourceKey::new(id.group(), &id.kind, &namespace, &id.name);
-            // Its kind, and its own namespace, against the project (a manifest's namespace
-            // does not escape it; Argo CD's control plane is not written).
-            self.check_resource(target, &resource).map_err(&with_rev)?;
-            placed.push((resource, kind));
-            values.push(object);
+            placed.push((p.key, p.kind));
+            values.push(p.object);
         }
         conn.watch_kinds(&kinds)
             .await
@@ -572,27 +550,6 @@ impl Reconciler for GitOpsReconciler {
 
     async fn operate(&self, app: &AppKey) -> Result<Operated, ReconcileError> {
         self.do_operate(app).await
-    }
-}
-
-/// Stops a cluster in the controller (the inner hook, e.g. the shard filter's, which
-/// returns once none of its work is in flight) and then drops the reconciler's
-/// connection and caches of it, so caches live exactly while the cluster is owned.
-pub struct GitOpsStopHook {
-    /// The controller's hook.
-    pub inner: Arc<dyn StopHook>,
-    /// The reconciler whose caches follow ownership.
-    pub reconciler: Arc<GitOpsReconciler>,
-}
-
-impl StopHook for GitOpsStopHook {
-    fn stop(&self, cluster: String) -> BoxFuture<'static, ()> {
-        let inner = self.inner.stop(cluster.clone());
-        let reconciler = self.reconciler.clone();
-        Box::pin(async move {
-            inner.await;
-            reconciler.stop_cluster(&cluster);
-        })
     }
 }
 

@@ -329,7 +329,10 @@ fn spawn_with<S: ReplicaStatus>(
             inputs,
         ),
         ReconcilerPart::GitOps(r) => {
-            start_controller(controller.config, controller.work, r, inputs)
+            let work = controller.work.clone();
+            start_controller(controller.config, controller.work, r.clone(), inputs).map(
+                |(runtime, events)| (runtime, crate::controller::warm_on_acquire(r, work, events)),
+            )
         }
     }?;
     // The store guard's verdict applies whatever the protocol: a replaced store fences.

@@ -1,6 +1,9 @@
 //! One kind's watch-backed cache on one cluster: a `kube::runtime::watcher` task keeps a
 //! map of every object of the kind, keyed by (namespace, name) — one task for all
-//! namespaces, or one per namespace of a namespace-scoped cluster.
+//! namespaces, or one per namespace of a namespace-scoped cluster. The cluster's first
+//! lists run at most [`LiveOptions::list_concurrency`](super::LiveOptions) at a time,
+//! each paged by the watcher (500 objects a page, `limit`/`continue`), and every object
+//! is slimmed (`slim.rs`) before it is kept.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -11,7 +14,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -133,6 +136,9 @@ pub(crate) struct WatchContext {
     pub(crate) heard: Arc<Mutex<Option<Instant>>>,
     /// Told the app of every tracked object that changes after the first list.
     pub(crate) listener: Option<super::ChangeListener>,
+    /// Bounds the cluster's first lists in flight (a permit is held from a watch's start
+    /// to its first complete list).
+    pub(crate) lists: Arc<Semaphore>,
 }
 
 impl KindCache {
@@ -217,7 +223,8 @@ impl KindCache {
     /// Records an object we just wrote, so that the refresh that follows our own sync sees
     /// it even before the watch delivers it (read-your-writes). An object no watch sees
     /// is not kept.
-    pub(crate) fn observe(&self, key: ObjKey, value: Value) {
+    pub(crate) fn observe(&self, key: ObjKey, mut value: Value) {
+        super::slim::slim(&mut value);
         if let Some(w) = self.watch_of(&key) {
             lock(&w.state).objects.insert_if_newer(key, Arc::new(value));
         }
@@ -240,8 +247,10 @@ impl Watched {
             Some(ns) => Api::namespaced_with(ctx.client, ns, &resource),
             None => Api::all_with(ctx.client, &resource),
         };
-        let (heard, listener) = (ctx.heard, ctx.listener);
+        let (heard, listener, lists) = (ctx.heard, ctx.listener, ctx.lists);
         let task = tokio::spawn(async move {
+            // Held until the first list is complete or fails (never closed).
+            let mut permit = lists.acquire_owned().await.ok();
             let config = watcher::Config::default().timeout(ctx.watch_timeout_secs);
             let mut events = watcher::watcher(api, config).default_backoff().boxed();
             while let Some(event) = events.next().await {
@@ -250,6 +259,9 @@ impl Watched {
                 match event {
                     Err(e) => {
                         s.error = Some(e.to_string());
+                        // A list that keeps failing (403, a kind gone) must not hold a
+                        // permit the cluster's other kinds wait for.
+                        drop(permit.take());
                         continue;
                     }
                     Ok(Event::Init) => s.buffer = Some(HashMap::new()),
@@ -260,6 +272,7 @@ impl Watched {
                     Ok(Event::InitDone) => {
                         s.objects = Objects::from_map(s.buffer.take().unwrap_or_default());
                         ready_tx.send_replace(true);
+                        drop(permit.take());
                     }
                     Ok(Event::Apply(obj)) => {
                         let (key, value) = to_value(&resource, obj);
@@ -296,7 +309,9 @@ fn to_value(resource: &ApiResource, obj: DynamicObject) -> (ObjKey, Arc<Value>) 
         obj.metadata.namespace.clone().unwrap_or_default(),
         obj.metadata.name.clone().unwrap_or_default(),
     );
-    (key, Arc::new(live_value(resource, obj)))
+    let mut value = live_value(resource, obj);
+    super::slim::slim(&mut value);
+    (key, Arc::new(value))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! timestamps.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use fleetshard_controller::AppKey;
 use fleetshard_controller::inventory::InventorySnapshot;
@@ -45,6 +45,13 @@ pub struct AppTarget {
 pub trait Inventory: Send + Sync + 'static {
     /// The app `key`, if it exists and resolves.
     fn target(&self, key: &AppKey) -> Option<AppTarget>;
+
+    /// The apps whose destination is the cluster `cluster` (its id), in a stable order;
+    /// what a takeover warms. An inventory that cannot tell answers none.
+    fn apps_of_cluster(&self, cluster: &str) -> Vec<AppKey> {
+        let _ = cluster;
+        Vec::new()
+    }
 }
 
 impl<F: Fn(&AppKey) -> Option<AppTarget> + Send + Sync + 'static> Inventory for F {
@@ -90,6 +97,17 @@ impl StaticInventory {
 impl Inventory for StaticInventory {
     fn target(&self, key: &AppKey) -> Option<AppTarget> {
         self.lock().get(key).cloned()
+    }
+
+    fn apps_of_cluster(&self, cluster: &str) -> Vec<AppKey> {
+        let mut apps: Vec<AppKey> = self
+            .lock()
+            .iter()
+            .filter(|(_, t)| t.cluster.id == cluster)
+            .map(|(k, _)| k.clone())
+            .collect();
+        apps.sort();
+        apps
     }
 }
 
@@ -154,13 +172,36 @@ impl InventoryTargets {
     }
 }
 
-impl Inventory for InventoryTargets {
-    fn target(&self, key: &AppKey) -> Option<AppTarget> {
+impl InventoryTargets {
+    /// The index of the latest inventory revision.
+    fn latest(&self) -> MutexGuard<'_, TargetIndex> {
         let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
         let latest = self.rx.borrow().revision;
         if index.snapshot.revision != latest || index.snapshot.revision == 0 {
             *index = TargetIndex::new(self.rx.borrow().clone());
         }
+        index
+    }
+}
+
+impl Inventory for InventoryTargets {
+    /// One pass over the apps (an acquisition is rare beside refreshes: no index by
+    /// cluster is kept for it).
+    fn apps_of_cluster(&self, cluster: &str) -> Vec<AppKey> {
+        let index = self.latest();
+        let clusters = &index.snapshot.clusters;
+        let mut apps: Vec<AppKey> = index
+            .apps
+            .iter()
+            .filter(|(_, (_, c))| clusters[*c].id == cluster)
+            .map(|(k, _)| k.clone())
+            .collect();
+        apps.sort();
+        apps
+    }
+
+    fn target(&self, key: &AppKey) -> Option<AppTarget> {
+        let index = self.latest();
         let &(a, c) = index.apps.get(key)?;
         let snap = &index.snapshot;
         let cluster = &snap.clusters[c];

@@ -10,3 +10,4 @@ mod safety;
 mod scoped;
 mod support;
 mod sync;
+mod takeover;

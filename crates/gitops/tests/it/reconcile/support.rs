@@ -85,6 +85,7 @@ pub fn live_options() -> LiveOptions {
         sync_timeout: Duration::from_secs(5),
         probe_after: Duration::from_secs(5),
         refuse_plaintext: false,
+        ..LiveOptions::default()
     }
 }
 

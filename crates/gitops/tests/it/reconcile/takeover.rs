@@ -1,0 +1,151 @@
+//! Taking a cluster over: its kinds listed in parallel, its warm-up at acquisition
+//! watching only the kinds its apps use, and no warm-up outliving ownership.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::support::*;
+use fleetshard_coord::runner::StopHook;
+use fleetshard_gitops::reconciler::{GitOpsStopHook, MemorySink, StaticInventory};
+use fleetshard_testsupport::git::{Git, config_map};
+use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
+use futures::future::BoxFuture;
+use serde_json::json;
+
+const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: web\n        image: nginx\n";
+
+const SERVICE: &str =
+    "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  ports:\n  - port: 80\n";
+
+/// Cluster c1 (apps one and two: a ConfigMap, a Deployment; app four's path does not
+/// exist) holding objects of kinds no app uses; cluster c2 (app three: a Service).
+struct Env {
+    _tmp: tempfile::TempDir,
+    c1: FakeApiServer,
+    c2: FakeApiServer,
+    reconciler: Arc<fleetshard_gitops::reconciler::GitOpsReconciler>,
+}
+
+async fn env() -> Env {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    git.write("one/cm.yaml", &config_map("one", "1"));
+    git.write("two/deploy.yaml", DEPLOYMENT);
+    git.write("three/svc.yaml", SERVICE);
+    git.commit("apps");
+    let (c1, c2) = (
+        FakeApiServer::start().await.unwrap(),
+        FakeApiServer::start().await.unwrap(),
+    );
+    for obj in [
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other"}, "data": {"a": "b"}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {}}),
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"}, "spec": {}}),
+    ] {
+        c1.insert(obj).unwrap();
+    }
+    let inventory = Arc::new(StaticInventory::default());
+    let repo = git.path();
+    for (name, path, cluster) in [
+        ("one", "one", access("c1", &c1)),
+        ("two", "two", access("c1", &c1)),
+        ("three", "three", access("c2", &c2)),
+        ("four", "missing", access("c1", &c1)),
+    ] {
+        inventory.insert(target(name, &repo, "HEAD", path, cluster, None));
+    }
+    let reconciler = reconciler(
+        &inventory,
+        repos(&tmp.path().join("cache")),
+        live_options(),
+        MemorySink::new(),
+        always(),
+    );
+    Env {
+        _tmp: tmp,
+        c1,
+        c2,
+        reconciler,
+    }
+}
+
+/// A warm-up watches exactly the kinds of the cluster's apps' objects, and lists them
+/// before any refresh ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_warms_only_the_kinds_its_apps_use() {
+    let env = env().await;
+    let warm = env.reconciler.warm_cluster("c1").await.unwrap();
+    let mut kinds: Vec<&str> = warm.kinds.iter().map(|(_, k)| k.as_str()).collect();
+    kinds.sort();
+    assert_eq!(kinds, ["ConfigMap", "Deployment"]);
+    assert_eq!(warm.apps, 2, "app four renders nothing; app three is on c2");
+    // Its ConfigMap ("other"): listed; nothing else of c1 (no Deployment exists yet).
+    assert_eq!(env.reconciler.clusters().cached_objects(), 1);
+    assert_eq!(env.reconciler.clusters().started(), ["c1"]);
+    for kind in ["secrets", "services"] {
+        assert_eq!(env.c1.request_count(Verb::List, kind), 0, "{kind} listed");
+        assert_eq!(env.c1.request_count(Verb::Watch, kind), 0, "{kind} watched");
+    }
+    assert_eq!(env.c2.request_count(Verb::List, "services"), 0);
+}
+
+/// The kinds of a cluster are listed side by side: while one kind's list is held, the
+/// next kind's list is already asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kinds_of_a_cluster_are_listed_in_parallel() {
+    let env = env().await;
+    let conn = env
+        .reconciler
+        .clusters()
+        .start(&access("c1", &env.c1))
+        .await
+        .unwrap();
+    let kinds = vec![
+        conn.kind_info("v1", "ConfigMap").await.unwrap(),
+        conn.kind_info("apps/v1", "Deployment").await.unwrap(),
+    ];
+    env.c1
+        .partition(|r| r.verb == Some(Verb::List) && r.resource == "configmaps");
+    let waiting = {
+        let conn = conn.clone();
+        tokio::spawn(async move { conn.watch_kinds(&kinds).await })
+    };
+    eventually(Duration::from_secs(5), "the Deployments listed", || async {
+        (env.c1.request_count(Verb::List, "deployments") > 0).then_some(())
+    })
+    .await;
+    assert!(!waiting.is_finished(), "the ConfigMaps' list is held");
+    env.c1.heal();
+    waiting.await.unwrap().unwrap();
+    assert_eq!(conn.cached_objects(), 1);
+}
+
+/// Stops nothing: the controller's part of a stop.
+struct NoWork;
+
+impl StopHook for NoWork {
+    fn stop(&self, _: String) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// An acquisition already stopped starts no warm-up; a stop ends a running warm-up
+/// before the cluster's connection is dropped, and none is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_warm_up_outlives_ownership() {
+    let env = env().await;
+    // A warm-up is held in its reachability probe.
+    env.c1.partition(|_| true);
+    env.reconciler.cluster_acquired("c1", &|| false);
+    assert!(env.reconciler.warming().is_empty(), "stopped meanwhile");
+    env.reconciler.cluster_acquired("c1", &|| true);
+    assert_eq!(env.reconciler.warming(), ["c1"]);
+    let hook = GitOpsStopHook {
+        inner: Arc::new(NoWork),
+        reconciler: env.reconciler.clone(),
+    };
+    hook.stop("c1".into()).await;
+    assert!(env.reconciler.warming().is_empty());
+    assert!(env.reconciler.clusters().started().is_empty());
+    env.c1.heal();
+}
