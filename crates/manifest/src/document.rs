@@ -141,10 +141,11 @@ pub(crate) enum ObjectKind {
 pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFile, LoadError> {
     // Editors on some platforms prepend a byte-order mark; neither parser wants it.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    // A one-document YAML list is read item by item (`stream`), never as one tree.
+    // A one-document list is read item by item (`stream`), never as one tree.
     let mut read = None;
-    if !is_json(text) && crate::stream::one_document(text) {
-        match crate::stream::parse(text, ctx, accept) {
+    let json = is_json(text);
+    if json || crate::stream::one_document(text) {
+        match crate::stream::parse(text, ctx, accept, json) {
             crate::stream::Streamed::List(result) => return result,
             crate::stream::Streamed::Document(doc) => read = Some(doc),
             crate::stream::Streamed::Other => {}
@@ -178,7 +179,7 @@ fn parse_documents(
         message,
     };
     let (docs, json): (Vec<Value>, bool) = if let Some(doc) = read {
-        (vec![doc], false)
+        (vec![doc], is_json(text))
     } else if is_json(text) {
         match serde_json::from_str(text) {
             Ok(doc) => (vec![doc], true),

@@ -1,5 +1,5 @@
-//! A one-document list (`kubectl get … -o yaml`: `kind: List` or a typed list) read item
-//! by item: each item becomes a `Value` of its own, is converted, and is dropped before the
+//! A one-document list (`kubectl get … -o yaml` or `-o json`: `kind: List` or a typed list)
+//! read item by item: each item becomes a `Value` of its own, is converted, and is dropped before the
 //! next is parsed, so the parser never holds the whole fleet as a tree (at 500k
 //! Applications that tree was about 2 GB, four times the model it became).
 //!
@@ -52,32 +52,44 @@ pub(crate) fn one_document(text: &str) -> bool {
     true
 }
 
-/// Reads a one-document YAML text (see [`one_document`]) item by item.
-pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Streamed {
+/// Reads a one-document YAML text (see [`one_document`]), or a JSON text when `json`,
+/// item by item.
+pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept, json: bool) -> Streamed {
     let mark = ctx.warnings.len();
     let mut items = Items::new(accept);
-    let read = serde_saphyr::with_deserializer_from_str_with_options(
-        text,
-        yaml_options(text.len()),
-        |de| {
-            RootSeed {
-                ctx: &mut *ctx,
-                items: &mut items,
+    let seed = RootSeed {
+        ctx: &mut *ctx,
+        items: &mut items,
+    };
+    let root = if json {
+        let mut de = serde_json::Deserializer::from_str(text);
+        match seed
+            .deserialize(&mut de)
+            .and_then(|root| de.end().map(|()| root))
+        {
+            Ok(root) => root,
+            // The generic path tells invalid JSON from a YAML flow mapping.
+            Err(_) => Root::Other,
+        }
+    } else {
+        let read = serde_saphyr::with_deserializer_from_str_with_options(
+            text,
+            yaml_options(text.len()),
+            |de| seed.deserialize(de),
+        );
+        match read {
+            Ok(root) => root,
+            Err(e) => {
+                return Streamed::List(Err(LoadError::Syntax {
+                    file: ctx.file.clone(),
+                    message: yaml_message(&e),
+                }));
             }
-            .deserialize(de)
-        },
-    );
-    let root = match read {
-        Ok(root) => root,
-        Err(e) => {
-            return Streamed::List(Err(LoadError::Syntax {
-                file: ctx.file.clone(),
-                message: yaml_message(&e),
-            }));
         }
     };
     let outcome = match root {
         Root::Map { rest, had_items } => match list_kind(ctx, &rest, accept) {
+            _ if items.duplicate => None,
             Err(e) => Some(Err(e)),
             Ok(Some(default)) => Some(match items.not_a_sequence {
                 Some(found) => Err(ctx.field_error(
@@ -151,6 +163,8 @@ struct Items {
     failed: Option<LoadError>,
     /// An item was refused: the rest are only parsed.
     refused: bool,
+    /// A second `items` key (JSON).
+    duplicate: bool,
     /// `items` was there but not a sequence (nor null): what it was.
     not_a_sequence: Option<&'static str>,
 }
@@ -166,6 +180,7 @@ impl Items {
             failed: None,
             refused: false,
             not_a_sequence: None,
+            duplicate: false,
         }
     }
 
@@ -323,9 +338,13 @@ impl<'de> Visitor<'de> for RootSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Root, A::Error> {
         let mut rest = serde_json::Map::new();
         let mut had_items = false;
-        // Duplicate keys are the parser's to refuse, before any visitor sees them.
+        // YAML's parser refuses duplicate keys before any visitor sees them; JSON's does not
+        // (a value keeps the last), so a second `items` leaves the text to the generic path.
         while let Some(key) = map.next_key::<String>()? {
-            if key == "items" {
+            if key == "items" && had_items {
+                map.next_value::<IgnoredAny>()?;
+                self.items.duplicate = true;
+            } else if key == "items" {
                 had_items = true;
                 map.next_value_seed(ItemsSeed {
                     ctx: &mut *self.ctx,

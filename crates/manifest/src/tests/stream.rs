@@ -55,7 +55,7 @@ fn assert_same(text: &str, accept: Accept) -> String {
 
 fn is_streamed(text: &str, accept: Accept) -> bool {
     matches!(
-        stream::parse(text, &mut Ctx::new("f.yaml"), accept),
+        stream::parse(text, &mut Ctx::new("f.yaml"), accept, false),
         Streamed::List(_)
     )
 }
@@ -152,4 +152,36 @@ fn what_is_not_a_one_document_list_reads_as_before() {
     assert!(!stream::one_document("%YAML 1.2\n---\na: 1\n"));
     assert!(stream::one_document("---\na: 1\n"));
     assert!(stream::one_document("a: |\n  ---x\n"));
+}
+
+#[test]
+fn json_lists_are_streamed_and_read_the_same() {
+    let item = |name: &str| {
+        format!(
+            r#"{{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{{"name":"{name}","namespace":"argocd"}},"spec":{{"project":"default","destination":{{"server":"https://c1.example"}},"source":{{"repoURL":"https://git.example/a","path":"a"}}}}}}"#
+        )
+    };
+    let text = format!(
+        r#"{{"apiVersion":"v1","items":[{},{}],"kind":"List","metadata":{{}}}}"#,
+        item("a"),
+        item("b")
+    );
+    assert!(matches!(
+        stream::parse(&text, &mut Ctx::new("f.json"), Accept::APPS, true),
+        Streamed::List(Ok(_))
+    ));
+    assert!(assert_same(&text, Accept::APPS).contains("\"b\""));
+    // A second `items` (JSON keeps the last), invalid JSON, a YAML flow mapping.
+    let twice = format!(
+        r#"{{"kind":"List","items":[{}],"items":[{}]}}"#,
+        item("a"),
+        item("b")
+    );
+    let out = assert_same(&twice, Accept::APPS);
+    assert!(
+        out.contains("name: \"b\"") && !out.contains("name: \"a\""),
+        "{out}"
+    );
+    assert_same(r#"{"kind":"List","items":[}"#, Accept::APPS);
+    assert_same("{clusters: []}", Accept::ANY);
 }
