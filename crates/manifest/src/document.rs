@@ -4,7 +4,9 @@
 //! (`serde_json::Value`, through serde-saphyr for YAML so the parser's budgets apply), then
 //! each object is deserialised on its own. That way a type error names the object it is in
 //! (`Secret argocd/foo`) and the field (`metadata.labels[team]`), and a document of an
-//! unexpected kind is refused by its `kind` before its body is interpreted.
+//! unexpected kind is refused by its `kind` before its body is interpreted. A one-document
+//! list is read item by item instead (`crate::stream`), so that a large export never exists
+//! as one tree of values; this module's whole-document reading is what it must equal.
 //!
 //! The native fleet file is instead deserialised straight from the text: it is written by
 //! hand, so its errors should carry line and column, and serde's `deny_unknown_fields`
