@@ -52,46 +52,54 @@ pub(crate) fn one_document(text: &str) -> bool {
     true
 }
 
+/// Texts from this size on are parsed on this thread while another converts the items
+/// (parsing and converting take about as long each); tests cross it with small texts.
+const PARALLEL_FROM: usize = if cfg!(test) { 1 << 14 } else { 1 << 20 };
+/// Items parsed ahead of the converting thread, at most.
+const AHEAD: usize = 256;
+
 /// Reads a one-document YAML text (see [`one_document`]), or a JSON text when `json`,
 /// item by item.
 pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept, json: bool) -> Streamed {
     let mark = ctx.warnings.len();
     let mut items = Items::new(accept);
-    let seed = RootSeed {
-        ctx: &mut *ctx,
-        items: &mut items,
-    };
-    let root = if json {
-        let mut de = serde_json::Deserializer::from_str(text);
-        match seed
-            .deserialize(&mut de)
-            .and_then(|root| de.end().map(|()| root))
-        {
-            Ok(root) => root,
-            // The generic path tells invalid JSON from a YAML flow mapping.
-            Err(_) => Root::Other,
-        }
-    } else {
-        let read = serde_saphyr::with_deserializer_from_str_with_options(
-            text,
-            yaml_options(text.len()),
-            |de| seed.deserialize(de),
-        );
-        match read {
-            Ok(root) => root,
-            Err(e) => {
-                return Streamed::List(Err(LoadError::Syntax {
-                    file: ctx.file.clone(),
-                    message: yaml_message(&e),
-                }));
+    let mut shape = ItemsShape::default();
+    let read = if text.len() >= PARALLEL_FROM {
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Value>(AHEAD);
+            let (items, ctx) = (&mut items, &mut *ctx);
+            let converter = scope.spawn(move || {
+                for value in rx {
+                    items.item(ctx, value);
+                }
+            });
+            // A send fails only when the converter panicked, which the join raises again.
+            let mut send = move |value| drop(tx.send(value));
+            let read = read_root(text, json, &mut send, &mut shape);
+            drop(send);
+            if let Err(panic) = converter.join() {
+                std::panic::resume_unwind(panic);
             }
+            read
+        })
+    } else {
+        let mut convert = |value| items.item(ctx, value);
+        read_root(text, json, &mut convert, &mut shape)
+    };
+    let root = match read {
+        Ok(root) => root,
+        Err(e) => {
+            return Streamed::List(Err(LoadError::Syntax {
+                file: ctx.file.clone(),
+                message: yaml_message(&e),
+            }));
         }
     };
     let outcome = match root {
         Root::Map { rest, had_items } => match list_kind(ctx, &rest, accept) {
-            _ if items.duplicate => None,
+            _ if shape.duplicate => None,
             Err(e) => Some(Err(e)),
-            Ok(Some(default)) => Some(match items.not_a_sequence {
+            Ok(Some(default)) => Some(match shape.not_a_sequence {
                 Some(found) => Err(ctx.field_error(
                     LOCATOR,
                     "items",
@@ -110,6 +118,30 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept, json: bool) -> St
             ctx.warnings.truncate(mark);
             Streamed::Other
         }
+    }
+}
+
+/// Parses the document, handing each item of `items` to `sink` as it is read. Invalid
+/// JSON is [`Root::Other`]: the generic path tells it from a YAML flow mapping.
+fn read_root(
+    text: &str,
+    json: bool,
+    sink: &mut dyn FnMut(Value),
+    shape: &mut ItemsShape,
+) -> Result<Root, serde_saphyr::Error> {
+    let seed = RootSeed { sink, shape };
+    if json {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let root = seed
+            .deserialize(&mut de)
+            .and_then(|root| de.end().map(|()| root));
+        Ok(root.unwrap_or(Root::Other))
+    } else {
+        serde_saphyr::with_deserializer_from_str_with_options(
+            text,
+            yaml_options(text.len()),
+            |de| seed.deserialize(de),
+        )
     }
 }
 
@@ -163,6 +195,11 @@ struct Items {
     failed: Option<LoadError>,
     /// An item was refused: the rest are only parsed.
     refused: bool,
+}
+
+/// What the document's `items` looked like, besides its items.
+#[derive(Default)]
+struct ItemsShape {
     /// A second `items` key (JSON).
     duplicate: bool,
     /// `items` was there but not a sequence (nor null): what it was.
@@ -179,8 +216,6 @@ impl Items {
             keeping: false,
             failed: None,
             refused: false,
-            not_a_sequence: None,
-            duplicate: false,
         }
     }
 
@@ -279,8 +314,8 @@ enum Root {
 }
 
 struct RootSeed<'a> {
-    ctx: &'a mut Ctx,
-    items: &'a mut Items,
+    sink: &'a mut dyn FnMut(Value),
+    shape: &'a mut ItemsShape,
 }
 
 impl<'de> DeserializeSeed<'de> for RootSeed<'_> {
@@ -343,12 +378,12 @@ impl<'de> Visitor<'de> for RootSeed<'_> {
         while let Some(key) = map.next_key::<String>()? {
             if key == "items" && had_items {
                 map.next_value::<IgnoredAny>()?;
-                self.items.duplicate = true;
+                self.shape.duplicate = true;
             } else if key == "items" {
                 had_items = true;
                 map.next_value_seed(ItemsSeed {
-                    ctx: &mut *self.ctx,
-                    items: &mut *self.items,
+                    sink: &mut *self.sink,
+                    shape: &mut *self.shape,
                 })?;
             } else {
                 rest.insert(key, map.next_value()?);
@@ -359,8 +394,8 @@ impl<'de> Visitor<'de> for RootSeed<'_> {
 }
 
 struct ItemsSeed<'a> {
-    ctx: &'a mut Ctx,
-    items: &'a mut Items,
+    sink: &'a mut dyn FnMut(Value),
+    shape: &'a mut ItemsShape,
 }
 
 impl<'de> DeserializeSeed<'de> for ItemsSeed<'_> {
@@ -379,19 +414,19 @@ impl<'de> Visitor<'de> for ItemsSeed<'_> {
 
     not_a_mapping!(|seed: ItemsSeed<'_>, found| {
         if found != "null" {
-            seed.items.not_a_sequence = Some(found);
+            seed.shape.not_a_sequence = Some(found);
         }
     });
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        self.items.not_a_sequence = Some("a mapping");
+        self.shape.not_a_sequence = Some("a mapping");
         Ok(())
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         while let Some(value) = seq.next_element::<Value>()? {
-            self.items.item(self.ctx, value);
+            (self.sink)(value);
         }
         Ok(())
     }

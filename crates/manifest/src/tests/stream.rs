@@ -185,3 +185,22 @@ fn json_lists_are_streamed_and_read_the_same() {
     assert_same(r#"{"kind":"List","items":[}"#, Accept::APPS);
     assert_same("{clusters: []}", Accept::ANY);
 }
+
+/// Above a size (a megabyte; 16 KiB in tests), items are converted on a second thread:
+/// same answers, in order.
+#[test]
+fn large_lists_read_the_same_on_two_threads() {
+    let items: String = (0..200)
+        .map(|i| app(&format!("app-{i}"), "    helm: {releaseName: x}\n"))
+        .collect();
+    let text = list("List", &items);
+    assert!(text.len() > 1 << 14, "{}", text.len());
+    let out = assert_same(&text, Accept::APPS);
+    assert!(out.contains("app-199"));
+    // A conversion error near the end, a kind error after it.
+    let bad = list(
+        "List",
+        &format!("{items}{}{}- kind: Pod\n", app("[1]", ""), app("z", "")),
+    );
+    assert!(assert_same(&bad, Accept::APPS).contains("\"Pod\""));
+}
