@@ -4,7 +4,9 @@
 //! (`serde_json::Value`, through serde-saphyr for YAML so the parser's budgets apply), then
 //! each object is deserialised on its own. That way a type error names the object it is in
 //! (`Secret argocd/foo`) and the field (`metadata.labels[team]`), and a document of an
-//! unexpected kind is refused by its `kind` before its body is interpreted.
+//! unexpected kind is refused by its `kind` before its body is interpreted. A one-document
+//! list is read item by item instead (`crate::stream`), so that a large export never exists
+//! as one tree of values; this module's whole-document reading is what it must equal.
 //!
 //! The native fleet file is instead deserialised straight from the text: it is written by
 //! hand, so its errors should carry line and column, and serde's `deny_unknown_fields`
@@ -124,13 +126,13 @@ pub(crate) fn yaml_message(e: &serde_saphyr::Error) -> String {
 }
 
 /// True when the text is JSON: its first non-whitespace character is `{`.
-fn is_json(text: &str) -> bool {
+pub(crate) fn is_json(text: &str) -> bool {
     text.trim_start().starts_with('{')
 }
 
 /// The kinds of object this crate turns into the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ObjectKind {
+pub(crate) enum ObjectKind {
     Secret,
     Application,
     AppProject,
@@ -141,12 +143,46 @@ enum ObjectKind {
 pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFile, LoadError> {
     // Editors on some platforms prepend a byte-order mark; neither parser wants it.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // A one-document list is read item by item (`stream`), never as one tree.
+    let mut read = None;
+    let json = is_json(text);
+    if json || crate::stream::one_document(text) {
+        match crate::stream::parse(text, ctx, accept, json) {
+            crate::stream::Streamed::List(result) => return result,
+            crate::stream::Streamed::Document(doc) => read = Some(doc),
+            crate::stream::Streamed::Other => {}
+        }
+    }
+    parse_documents(text, ctx, accept, read)
+}
+
+/// [`parse`] without the item-by-item reading of lists: what it must answer the same as.
+#[cfg(test)]
+pub(crate) fn parse_whole(
+    text: &str,
+    ctx: &mut Ctx,
+    accept: Accept,
+) -> Result<FleetFile, LoadError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    parse_documents(text, ctx, accept, None)
+}
+
+/// Reads the text's documents as values (unless its one document was `read` already),
+/// then each object.
+fn parse_documents(
+    text: &str,
+    ctx: &mut Ctx,
+    accept: Accept,
+    read: Option<Value>,
+) -> Result<FleetFile, LoadError> {
     let yaml = |text| serde_saphyr::from_multiple_with_options(text, yaml_options(text.len()));
     let syntax = |message| LoadError::Syntax {
         file: ctx.file.clone(),
         message,
     };
-    let (docs, json): (Vec<Value>, bool) = if is_json(text) {
+    let (docs, json): (Vec<Value>, bool) = if let Some(doc) = read {
+        (vec![doc], is_json(text))
+    } else if is_json(text) {
         match serde_json::from_str(text) {
             Ok(doc) => (vec![doc], true),
             // A hand-written YAML flow mapping (`{clusters: []}`) starts with `{` too.
@@ -196,64 +232,92 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFi
         collect_objects(ctx, doc, &locator, accept, &mut objects)?;
     }
 
-    let mut clusters: Vec<Cluster> = Vec::new();
-    let mut apps: Vec<App> = Vec::new();
-    let mut specs = std::collections::BTreeMap::new();
-    let mut credentials = std::collections::BTreeMap::new();
-    let mut projects = std::collections::BTreeMap::new();
-    let mut repositories = crate::RepoSettings::default();
+    let mut out = Objects::default();
     for (kind, value, locator) in objects {
+        out.absorb(ctx, accept, kind, value, &locator)?;
+    }
+    Ok(out.finish())
+}
+
+/// A file's objects converted so far, one at a time, in file order.
+#[derive(Default)]
+pub(crate) struct Objects {
+    clusters: Vec<Cluster>,
+    apps: Vec<App>,
+    specs: std::collections::BTreeMap<(String, String), crate::AppSpec>,
+    credentials: std::collections::BTreeMap<String, crate::ClusterCredentials>,
+    projects: std::collections::BTreeMap<String, crate::AppProject>,
+    repositories: crate::RepoSettings,
+}
+
+impl Objects {
+    /// Converts one object whose kind was checked, adding it to the file's objects.
+    pub(crate) fn absorb(
+        &mut self,
+        ctx: &mut Ctx,
+        accept: Accept,
+        kind: ObjectKind,
+        value: &Value,
+        locator: &str,
+    ) -> Result<(), LoadError> {
         match kind {
             ObjectKind::Secret if accept.repositories && repository::is_repo_secret(value) => {
-                if let Some(repo) = repository::to_repo_secret(ctx, value, &locator)? {
-                    repositories.secrets.push(repo);
+                if let Some(repo) = repository::to_repo_secret(ctx, value, locator)? {
+                    self.repositories.secrets.push(repo);
                 }
             }
             ObjectKind::ConfigMap => {
-                repository::read_config_map(ctx, value, &locator, &mut repositories)?;
+                repository::read_config_map(ctx, value, locator, &mut self.repositories)?;
             }
             ObjectKind::Secret => {
                 if let Some((cluster, creds)) =
-                    secret::to_cluster(ctx, value, &locator, secret::UnreadableConfig::Skip)?
+                    secret::to_cluster(ctx, value, locator, secret::UnreadableConfig::Skip)?
                 {
                     if let Some(creds) = creds {
-                        credentials.insert(cluster.id.clone(), creds);
+                        self.credentials.insert(cluster.id.clone(), creds);
                     }
-                    clusters.push(cluster);
+                    self.clusters.push(cluster);
                 }
             }
             ObjectKind::Application => {
-                let (app, spec) = application::to_app(ctx, value, &locator)?;
+                let (app, spec) = application::to_app(ctx, value, locator)?;
                 // The first definition of a key is the one that counts (as in the loads).
-                specs.entry(spec_key(&app)).or_insert(spec);
-                apps.push(app);
+                self.specs.entry(spec_key(&app)).or_insert(spec);
+                self.apps.push(app);
             }
             ObjectKind::AppProject => {
-                let project = crate::project::to_project(ctx, value, &locator)?;
-                if projects.contains_key(&project.name) {
+                let project = crate::project::to_project(ctx, value, locator)?;
+                if self.projects.contains_key(&project.name) {
                     ctx.warn(
                         &format!("AppProject {}", project.name),
                         None,
                         "defined more than once; the first definition is used".to_owned(),
                     );
                 } else {
-                    projects.insert(project.name.clone(), project);
+                    self.projects.insert(project.name.clone(), project);
                 }
             }
         }
+        Ok(())
     }
-    Ok(FleetFile {
-        fleet: fleetshard_core::Fleet { clusters, apps },
-        specs,
-        shards: Vec::new(),
-        credentials,
-        projects,
-        repositories: {
-            repositories.secrets.sort_by(|a, b| a.secret.cmp(&b.secret));
-            repositories
-        },
-        format: crate::InputFormat::Kubernetes,
-    })
+
+    /// The file.
+    pub(crate) fn finish(self) -> FleetFile {
+        let mut repositories = self.repositories;
+        repositories.secrets.sort_by(|a, b| a.secret.cmp(&b.secret));
+        FleetFile {
+            fleet: fleetshard_core::Fleet {
+                clusters: self.clusters,
+                apps: self.apps,
+            },
+            specs: self.specs,
+            shards: Vec::new(),
+            credentials: self.credentials,
+            projects: self.projects,
+            repositories,
+            format: crate::InputFormat::Kubernetes,
+        }
+    }
 }
 
 /// Appends the objects of one Kubernetes document (itself, or the items of a list) after
@@ -317,7 +381,7 @@ fn collect_objects<'a>(
 }
 
 /// The document's `kind`, which must be a string.
-fn kind_of<'a>(ctx: &Ctx, doc: &'a Value, locator: &str) -> Result<&'a str, LoadError> {
+pub(crate) fn kind_of<'a>(ctx: &Ctx, doc: &'a Value, locator: &str) -> Result<&'a str, LoadError> {
     match doc.get("kind") {
         Some(Value::String(kind)) => Ok(kind),
         None | Some(Value::Null) => Ok(""),
@@ -330,7 +394,7 @@ fn kind_of<'a>(ctx: &Ctx, doc: &'a Value, locator: &str) -> Result<&'a str, Load
 }
 
 /// Maps an object kind to what we read, if this input accepts it.
-fn object_kind(
+pub(crate) fn object_kind(
     ctx: &Ctx,
     kind: &str,
     locator: &str,
@@ -345,7 +409,7 @@ fn object_kind(
     }
 }
 
-fn unknown_kind(ctx: &Ctx, locator: &str, kind: &str, accept: Accept) -> LoadError {
+pub(crate) fn unknown_kind(ctx: &Ctx, locator: &str, kind: &str, accept: Accept) -> LoadError {
     LoadError::UnknownKind {
         file: ctx.file.clone(),
         object: locator.to_owned(),
@@ -366,7 +430,7 @@ pub(crate) fn typed<T: DeserializeOwned>(
 }
 
 /// The name of a JSON value's type, for messages.
-fn value_type(value: &Value) -> &'static str {
+pub(crate) fn value_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -12,6 +12,7 @@ mod native;
 pub mod project;
 mod repository;
 mod secret;
+mod stream;
 mod write;
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use blake2b_simd::many::{HashManyJob, hash_many};
 
 use rustc_hash::FxHashMap;
 
+use super::ring_table;
 use crate::model::Cluster;
 
 /// Virtual nodes per shard upstream.
@@ -50,8 +51,28 @@ pub struct ConsistentHashRing {
 }
 
 impl ConsistentHashRing {
-    /// Builds the ring for `replicas` shards.
+    /// Builds the ring for `replicas` shards: from the build-time table up to
+    /// [`ring_table::TABLE_SHARDS`] shards, hashed here above.
     pub fn new(replicas: u32) -> Self {
+        let points = if replicas <= ring_table::TABLE_SHARDS {
+            ring_table::points(replicas)
+        } else {
+            Self::hashed_points(replicas)
+        };
+        let mut by_shard = vec![Vec::new(); replicas as usize];
+        for &(h, s) in &points {
+            by_shard[s as usize].push(h);
+        }
+        ConsistentHashRing {
+            replicas,
+            points,
+            by_shard,
+        }
+    }
+
+    /// The ring's points hashed at run time, sorted by hash; of equal hashes the higher
+    /// shard's point is kept.
+    fn hashed_points(replicas: u32) -> Vec<(u64, u32)> {
         use std::io::Write;
         // All keys in one buffer: 100k small allocations would cost more than the hashing.
         let count = replicas as usize * REPLICATION_FACTOR as usize;
@@ -85,15 +106,7 @@ impl ConsistentHashRing {
                 _ => deduped.push(p),
             }
         }
-        let mut by_shard = vec![Vec::new(); replicas as usize];
-        for &(h, s) in &deduped {
-            by_shard[s as usize].push(h);
-        }
-        ConsistentHashRing {
-            replicas,
-            points: deduped,
-            by_shard,
-        }
+        deduped
     }
 
     /// The replica count the ring was built for.
@@ -269,6 +282,24 @@ mod tests {
                 "round {round}"
             );
         }
+    }
+
+    /// The build-time table answers exactly the points hashed at run time, collisions
+    /// included (R = 12 is the first with equal keys; 128 is the table's last).
+    #[test]
+    fn table_ring_equals_the_hashed_ring() {
+        for r in [1, 2, 11, 12, 13, 37, 100, 127, ring_table::TABLE_SHARDS] {
+            assert_eq!(
+                ring_table::points(r),
+                ConsistentHashRing::hashed_points(r),
+                "R = {r}"
+            );
+        }
+        let above = ConsistentHashRing::new(ring_table::TABLE_SHARDS + 1);
+        assert_eq!(
+            above.points,
+            ConsistentHashRing::hashed_points(ring_table::TABLE_SHARDS + 1)
+        );
     }
 
     #[test]

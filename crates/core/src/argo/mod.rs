@@ -17,6 +17,7 @@ mod cluster_list;
 mod consistent;
 mod controller;
 mod legacy;
+mod ring_table;
 mod round_robin;
 
 use rustc_hash::FxHashMap;
@@ -227,14 +228,23 @@ fn sorted_by_id<'a>(clusters: &[&'a Cluster]) -> Vec<&'a Cluster> {
 /// Application count per raw `spec.destination.server`, over apps keyed by *name only*
 /// (the later of two same-named apps wins), exactly as Argo CD counts load (W4, W5).
 pub fn argo_app_counts(apps: &[App]) -> FxHashMap<&str, u64> {
-    let mut by_name: FxHashMap<&str, &str> =
+    // The last app of each name, then the winners counted in input order: walking the
+    // by-name map instead reads every app's server in hash order, one cache miss each
+    // (that walk was 90 % of the count at 100k apps).
+    let mut last: FxHashMap<&str, usize> =
         FxHashMap::with_capacity_and_hasher(apps.len(), Default::default());
-    for a in apps {
-        by_name.insert(&a.name, a.destination.server.as_deref().unwrap_or(""));
+    for (i, a) in apps.iter().enumerate() {
+        last.insert(&a.name, i);
+    }
+    let mut wins = vec![false; apps.len()];
+    for i in last.into_values() {
+        wins[i] = true;
     }
     let mut counts = FxHashMap::default();
-    for server in by_name.into_values() {
-        *counts.entry(server).or_insert(0) += 1;
+    for (a, _) in apps.iter().zip(wins).filter(|(_, w)| *w) {
+        *counts
+            .entry(a.destination.server.as_deref().unwrap_or(""))
+            .or_insert(0) += 1;
     }
     counts
 }

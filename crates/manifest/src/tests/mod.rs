@@ -5,6 +5,7 @@ mod applications;
 mod native;
 mod proptests;
 mod secrets;
+mod stream;
 
 use fleetshard_core::App;
 
