@@ -26,8 +26,9 @@ pub enum StoreUnderTest {
     /// A real etcd server (or `FLEETSHARD_TEST_ETCD`'s, under a key prefix of its own).
     #[cfg(feature = "etcd")]
     Etcd(fleetshard_testsupport::etcd::EtcdServer),
-    /// A namespace of a fake API server, reached through a kubeconfig file.
-    Kube(KubeUnderTest),
+    /// A namespace of a fake API server, reached through a kubeconfig file (boxed: it is
+    /// far larger than the others).
+    Kube(Box<KubeUnderTest>),
 }
 
 /// A fake API server with the store's namespace, the runtime serving it, and the
@@ -76,12 +77,12 @@ impl StoreUnderTest {
         server
             .write_kubeconfig(&kubeconfig)
             .expect("writing the kubeconfig");
-        StoreUnderTest::Kube(KubeUnderTest {
+        StoreUnderTest::Kube(Box::new(KubeUnderTest {
             server,
             namespace: namespace.to_owned(),
             kubeconfig,
             _rt: rt,
-        })
+        }))
     }
 
     /// What every process using the store needs in its environment.
