@@ -303,6 +303,25 @@ impl ArgoRunner {
         )
         .await
         .unwrap_or(false);
+        // Stops still running (the release gave up waiting for them): wait as long again,
+        // then report them anyway — the process is leaving, and the controller's shutdown
+        // that follows drains what is left. Every start gets its stop in the audit log.
+        let drain_by = tokio::time::Instant::now() + release_timeout;
+        while !self.machine.all_stopped() {
+            tokio::select! {
+                Some(stop) = stops_rx.recv() => {
+                    let _ = self.stop_done(stop);
+                }
+                _ = tokio::time::sleep_until(drain_by) => break,
+            }
+        }
+        let left: Vec<String> = self.machine.draining().cloned().collect();
+        for cluster in left {
+            tracing::warn!(identity = %self.identity(), %cluster, "stopped: its work did not end within the release timeout; the controller's shutdown drains it");
+            let shard = self.machine.shard();
+            self.report(Ownership::Stopped(cluster.clone()), shard, None);
+            let _ = self.machine.on_stopped(&cluster, self.now());
+        }
         self.publish();
         tracing::info!(identity = %self.identity(), freed, "argocd runner stopped");
         freed

@@ -411,10 +411,19 @@ impl ArgoReplica {
         self.draining.is_empty()
     }
 
-    /// Whether a stopping replica is done: nothing in flight, and no entry of its own left
-    /// in the map it knows (freed, lost, or never held).
+    /// The clusters whose stops have not been reported done.
+    pub fn draining(&self) -> impl Iterator<Item = &String> {
+        self.draining.iter()
+    }
+
+    /// Whether a stopping replica is done: every stop reported done, nothing in flight, and
+    /// no entry of its own left in the map it knows (freed, lost, or never held). A replica
+    /// that lost its entry still waits for its stops: its work may be running.
     pub fn is_released(&self) -> bool {
-        self.stopping && self.write.is_none() && self.release_entries().is_none()
+        self.stopping
+            && self.draining.is_empty()
+            && self.write.is_none()
+            && self.release_entries().is_none()
     }
 
     /// Problems seen since the last call (claim warnings, an undecodable map, a lost entry),

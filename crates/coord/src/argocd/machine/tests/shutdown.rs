@@ -63,3 +63,31 @@ fn shutdown_waits_for_a_write_in_flight() {
     assert!(r.is_released());
     assert!(map.entries()[0].is_free());
 }
+
+/// A replica whose entry went (taken by another, or gone with a smaller count) while its
+/// stops are still running holds nothing to free, but it is not done until those stops
+/// are: its runner returning earlier left the work running after "released", and the
+/// stops unreported (an acquire without its release in the audit log).
+#[test]
+fn a_replica_that_lost_its_entry_is_released_only_once_its_stops_are_done() {
+    let (mut r, mut map) = settled(1, 4);
+    let t = secs(33);
+    let mut entries = map.entries();
+    entries[0].controller_name = "someone-else".into();
+    map.set(&entries);
+    let lost = r.step(t, wall(t), Ok(map.listing()));
+    assert_eq!(stopped(&lost), expected(4, 1, 0), "{lost:?}");
+    assert_eq!(
+        r.shutdown(t),
+        vec![],
+        "nothing more to stop, no entry to free"
+    );
+    assert!(!r.is_released(), "the stops are still running");
+    let mut last = Vec::new();
+    for c in expected(4, 1, 0) {
+        assert!(!r.is_released());
+        last = r.on_stopped(&c, t);
+    }
+    assert!(r.is_released(), "{last:?}");
+    assert!(last.is_empty(), "no write: the entry is not ours: {last:?}");
+}
