@@ -16,9 +16,8 @@
 //! the fake API servers, so total throughput here cannot grow with R.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use fleetshard_controller::{AppKey, Operated, Reconciler};
+use fleetshard_controller::AppKey;
 use fleetshard_core::placement::{PlacementConfig, place};
 use fleetshard_core::{App, Cluster, Destination, ShardSpec};
 use fleetshard_gitops::live::{ClusterAccess, ClusterConnections, ClusterCredentials, LiveOptions};
@@ -30,6 +29,9 @@ use fleetshard_manifest::{AppSource, AppSpec, AutoSync};
 use fleetshard_testsupport::git::Git;
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use tokio::time::Instant;
+
+mod common;
+use common::{Op, median, round};
 
 /// Argo CD's status processors (`--status-processors`), the default of WORKERS.
 const WORKERS: usize = 20;
@@ -242,49 +244,16 @@ fn replicas(fleet: &Fleet, count: usize, cache_dir: &std::path::Path) -> Vec<Rep
         .collect()
 }
 
-#[derive(Clone, Copy)]
-enum Op {
-    Refresh,
-    Operate,
-}
-
 /// Runs `op` on every app of one replica with `workers` concurrent tasks; returns the
 /// elapsed seconds.
-async fn round(
+async fn timed_round(
     reconciler: Arc<GitOpsReconciler>,
     apps: Arc<Vec<AppKey>>,
     op: Op,
     workers: usize,
 ) -> f64 {
-    let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
-    let tasks: Vec<_> = (0..workers)
-        .map(|_| {
-            let (r, apps, next) = (reconciler.clone(), apps.clone(), next.clone());
-            tokio::spawn(async move {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(app) = apps.get(i) else { return };
-                    match op {
-                        Op::Refresh => r
-                            .refresh(app)
-                            .await
-                            .unwrap_or_else(|e| panic!("refresh {app}: {e}")),
-                        Op::Operate => {
-                            let done = r
-                                .operate(app)
-                                .await
-                                .unwrap_or_else(|e| panic!("operate {app}: {e}"));
-                            assert_eq!(done, Operated::Finished, "{app} was out of sync");
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.expect("worker");
-    }
+    round(&reconciler, &apps, op, workers).await;
     start.elapsed().as_secs_f64()
 }
 
@@ -300,7 +269,14 @@ async fn phase(replicas: &[Replica], op: Op, workers: usize) -> Phase {
     let start = Instant::now();
     let tasks: Vec<_> = replicas
         .iter()
-        .map(|r| tokio::spawn(round(r.reconciler.clone(), r.apps.clone(), op, workers)))
+        .map(|r| {
+            tokio::spawn(timed_round(
+                r.reconciler.clone(),
+                r.apps.clone(),
+                op,
+                workers,
+            ))
+        })
         .collect();
     let mut each = Vec::new();
     for t in tasks {
@@ -322,11 +298,6 @@ fn cpu_seconds() -> Option<f64> {
     // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
     Some(ticks as f64 / 100.0)
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
 }
 
 /// "min–max" of per-replica rates (one value when they agree to the unit).

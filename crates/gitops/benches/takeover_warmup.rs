@@ -23,10 +23,9 @@
 //! cluster's live cache alone and reports its resident memory.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use fleetshard_controller::{AppKey, Operated, Reconciler};
+use fleetshard_controller::AppKey;
 use fleetshard_core::{App, Destination};
 use fleetshard_gitops::live::{ClusterAccess, ClusterConnections, ClusterCredentials, LiveOptions};
 use fleetshard_gitops::reconciler::{
@@ -38,6 +37,9 @@ use fleetshard_testsupport::git::Git;
 use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
 use serde_json::json;
 use tokio::time::Instant;
+
+mod common;
+use common::{Op, median, round};
 
 /// Argo CD's status processors.
 const WORKERS: usize = 20;
@@ -173,42 +175,6 @@ fn owner(inventory: &Arc<StaticInventory>, cache_dir: &std::path::Path) -> Owner
     Owner { reconciler, sink }
 }
 
-#[derive(Clone, Copy)]
-enum Op {
-    Refresh,
-    Operate,
-}
-
-/// `op` on every app with `WORKERS` concurrent tasks.
-async fn round(reconciler: &Arc<GitOpsReconciler>, apps: &Arc<Vec<AppKey>>, op: Op) {
-    let next = Arc::new(AtomicUsize::new(0));
-    let tasks: Vec<_> = (0..WORKERS)
-        .map(|_| {
-            let (r, apps, next) = (reconciler.clone(), apps.clone(), next.clone());
-            tokio::spawn(async move {
-                while let Some(app) = apps.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    match op {
-                        Op::Refresh => r
-                            .refresh(app)
-                            .await
-                            .unwrap_or_else(|e| panic!("refresh {app}: {e}")),
-                        Op::Operate => {
-                            let done = r
-                                .operate(app)
-                                .await
-                                .unwrap_or_else(|e| panic!("operate {app}: {e}"));
-                            assert_eq!(done, Operated::Finished, "{app} was out of sync");
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.expect("worker");
-    }
-}
-
 fn synced(sink: &MemorySink) -> usize {
     sink.all()
         .values()
@@ -281,11 +247,6 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
 /// The child: loads the live cache of the apps' kinds on the cluster at `server` and
 /// prints the resident memory it added.
 async fn memory_child(server: &str) {
@@ -345,10 +306,10 @@ async fn main() {
     // The first owner deploys every app; the cluster gets its other objects.
     let setup = Instant::now();
     let first = owner(&inventory, &tmp.path().join("cache-first"));
-    round(&first.reconciler, &keys, Op::Refresh).await;
-    round(&first.reconciler, &keys, Op::Operate).await;
+    round(&first.reconciler, &keys, Op::Refresh, WORKERS).await;
+    round(&first.reconciler, &keys, Op::Operate, WORKERS).await;
     populate(&server, &a);
-    round(&first.reconciler, &keys, Op::Refresh).await;
+    round(&first.reconciler, &keys, Op::Refresh, WORKERS).await;
     assert_eq!(
         synced(&first.sink),
         a.apps,
@@ -394,7 +355,7 @@ async fn main() {
                 (w, start.elapsed().as_secs_f64())
             })
         };
-        round(&next.reconciler, &keys, Op::Refresh).await;
+        round(&next.reconciler, &keys, Op::Refresh, WORKERS).await;
         let took = start.elapsed().as_secs_f64();
         let (warmup, warm_took) = warm.await.expect("warm-up task");
         assert_eq!(synced(&next.sink), a.apps, "every app refreshed and Synced");
