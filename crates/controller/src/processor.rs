@@ -59,6 +59,13 @@ pub trait Reconciler: Send + Sync + 'static {
         &self,
         app: &AppKey,
     ) -> impl Future<Output = Result<Operated, ReconcileError>> + Send;
+    /// This replica acquired `cluster` and its apps are queued: a reconciler may prepare
+    /// the cluster (warm its caches) before the first refresh reaches it. Called in order
+    /// with the stops (a stop of the cluster is carried out after this returns);
+    /// `still_owned` tells whether the work still owns it. Must not block. Default: nothing.
+    fn cluster_started(self: &Arc<Self>, cluster: &str, still_owned: &dyn Fn() -> bool) {
+        let _ = (cluster, still_owned);
+    }
 }
 
 /// Pool sizes.

@@ -152,6 +152,7 @@ impl ControllerRuntime {
         // The inventory first, so the first ownership events find their apps.
         let first = inventory.borrow().clone();
         work.set_inventory(&first.clusters, &first.apps);
+        let reconciler_for_feed = reconciler.clone();
         let processors = Processors::start(cfg.pools, work.clone(), reconciler)?;
         let projects = ProjectProcessor::start(
             cfg.pools.project_processors,
@@ -159,7 +160,7 @@ impl ControllerRuntime {
             inventory.clone(),
             project_finalizer,
         );
-        let (events, feed) = feed(work.clone(), ownership, stops);
+        let (events, feed) = feed(work.clone(), reconciler_for_feed, ownership, stops);
         let mut followers = vec![
             tokio::spawn(follow_lease(work.clone(), status)),
             tokio::spawn(follow_inventory(work.clone(), inventory)),
@@ -202,9 +203,11 @@ impl ControllerRuntime {
     }
 }
 
-/// Applies ownership events in order and passes each on once it took effect.
-fn feed(
+/// Applies ownership events in order and passes each on once it took effect; a start is
+/// told to the reconciler once its apps are queued ([`Reconciler::cluster_started`]).
+fn feed<R: Reconciler>(
     work: Arc<ShardWork>,
+    reconciler: Arc<R>,
     mut events: mpsc::UnboundedReceiver<OwnershipChange>,
     stops: StopMode,
 ) -> (mpsc::UnboundedReceiver<OwnershipChange>, JoinHandle<()>) {
@@ -212,7 +215,10 @@ fn feed(
     let task = tokio::spawn(async move {
         while let Some(change) = events.recv().await {
             match (&change.change, &stops) {
-                (Ownership::Started(c), _) => work.start_cluster(c),
+                (Ownership::Started(c), _) => {
+                    work.start_cluster(c);
+                    reconciler.cluster_started(c, &|| work.owns(c));
+                }
                 (Ownership::Stopped(c), StopMode::Reported(hook)) => hook.stop(c.clone()).await,
                 (Ownership::Stopped(_), StopMode::Gated) => {}
             }
@@ -260,9 +266,10 @@ mod tests {
     use fleetshard_core::{App, Cluster};
     use prometheus_client::registry::Registry;
 
-    /// Counts refreshes; each takes 1 s.
+    /// Counts refreshes, each taking 1 s; records each start it is told of, with whether
+    /// the work owned the cluster then.
     #[derive(Default)]
-    struct Slow(AtomicUsize);
+    struct Slow(AtomicUsize, std::sync::Mutex<Vec<(String, bool)>>);
 
     impl Reconciler for Slow {
         async fn refresh(&self, _: &AppKey) -> Result<(), ReconcileError> {
@@ -272,6 +279,12 @@ mod tests {
         }
         async fn operate(&self, _: &AppKey) -> Result<Operated, ReconcileError> {
             Ok(Operated::Idle)
+        }
+        fn cluster_started(self: &Arc<Self>, cluster: &str, still_owned: &dyn Fn() -> bool) {
+            self.1
+                .lock()
+                .unwrap()
+                .push((cluster.to_owned(), still_owned()));
         }
     }
 
@@ -353,6 +366,11 @@ mod tests {
             .send(change(Ownership::Started("c1".into())))
             .unwrap();
         assert!(r.out.recv().await.is_some(), "the start is passed on");
+        assert_eq!(
+            *rec.1.lock().unwrap(),
+            [("c1".to_owned(), true)],
+            "the reconciler is told of the start, the cluster owned"
+        );
         // Let the workers pick the three refreshes up (each takes 1 s).
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(r.rt.work().in_flight("c1"), 3);

@@ -551,6 +551,11 @@ impl Reconciler for GitOpsReconciler {
     async fn operate(&self, app: &AppKey) -> Result<Operated, ReconcileError> {
         self.do_operate(app).await
     }
+
+    /// Starts the cluster's warm-up ([`GitOpsReconciler::cluster_acquired`]).
+    fn cluster_started(self: &Arc<Self>, cluster: &str, still_owned: &dyn Fn() -> bool) {
+        self.cluster_acquired(cluster, still_owned);
+    }
 }
 
 #[cfg(test)]

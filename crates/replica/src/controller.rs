@@ -9,7 +9,7 @@ use fleetshard_controller::inventory::Inventory;
 use fleetshard_controller::{
     PoolConfig, RateLimiterConfig, RuntimeConfig, ShardWork, WorkStopHook,
 };
-use fleetshard_coord::ownership::{Ownership, OwnershipChange, StopHook};
+use fleetshard_coord::ownership::StopHook;
 use fleetshard_gitops::live::eks::{AwsEnv, EksTokens};
 use fleetshard_gitops::live::{ClusterConnections, LiveOptions};
 use fleetshard_gitops::reconciler::{
@@ -21,7 +21,6 @@ use fleetshard_gitops::source::{
 };
 use fleetshard_reposerver::RepoServerClient;
 use prometheus_client::registry::Registry;
-use tokio::sync::mpsc;
 
 use crate::clock::SystemClock;
 use crate::store::{OpenedStore, StoreUrl};
@@ -226,29 +225,6 @@ fn gitops(
     );
     let renderer = RepoServerRenderer::new(client);
     Ok(Arc::new(reconciler.with_renderer(Arc::new(renderer))))
-}
-
-/// Passes the runtime's ownership events on unchanged (to the audit log), starting the
-/// warm-up of each cluster acquired as its event goes by — the runtime has queued the
-/// cluster's apps by then. A warm-up starts only while the work still owns the cluster
-/// (asked under the reconciler's lock that its stop hook takes once the work stopped), so
-/// none outlives ownership. Ends when the runtime's events end.
-pub(crate) fn warm_on_acquire(
-    reconciler: Arc<GitOpsReconciler>,
-    work: Arc<ShardWork>,
-    mut events: mpsc::UnboundedReceiver<OwnershipChange>,
-) -> mpsc::UnboundedReceiver<OwnershipChange> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Some(event) = events.recv().await {
-            if let Ownership::Started(cluster) = &event.change {
-                reconciler.cluster_acquired(cluster, &|| work.owns(cluster));
-            }
-            // No audit log: the events were still acted on.
-            let _ = tx.send(event);
-        }
-    });
-    rx
 }
 
 #[cfg(test)]

@@ -329,10 +329,7 @@ fn spawn_with<S: ReplicaStatus>(
             inputs,
         ),
         ReconcilerPart::GitOps(r) => {
-            let work = controller.work.clone();
-            start_controller(controller.config, controller.work, r.clone(), inputs).map(
-                |(runtime, events)| (runtime, crate::controller::warm_on_acquire(r, work, events)),
-            )
+            start_controller(controller.config, controller.work, r, inputs)
         }
     }?;
     // The store guard's verdict applies whatever the protocol: a replaced store fences.
