@@ -37,6 +37,16 @@ pub struct StartedInventory {
     pub reporter: JoinHandle<()>,
 }
 
+impl StartedInventory {
+    /// Ends the inventory's tasks (a replica that did not start).
+    pub fn abort(&self) {
+        self.reporter.abort();
+        if let Some(source) = &self.source {
+            source.abort();
+        }
+    }
+}
+
 /// Logs the inventory's problems whenever they change (once per change, not per read) and
 /// keeps `gauges` at their count by severity, until the inventory is dropped.
 pub fn report_problems(inventory: &Inventory, gauges: ProblemGauges) -> JoinHandle<()> {

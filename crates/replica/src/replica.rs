@@ -84,86 +84,86 @@ impl Replica {
             &user_agent,
         )
         .await?;
-        // An empty fleet placed by the distributor unassigns every cluster: refused unless
-        // the operator says it is meant (a new install, say).
-        if inventory.inventory.snapshot().clusters.is_empty() && !settings.allow_empty_fleet {
-            inventory.reporter.abort();
-            if let Some(source) = &inventory.source {
-                source.abort();
+        // Everything else is put together with the inventory's tasks running: if any part
+        // fails, they are ended before the error is returned.
+        let parts = async {
+            // An empty fleet placed by the distributor unassigns every cluster: refused unless
+            // the operator says it is meant (a new install, say).
+            if inventory.inventory.snapshot().clusters.is_empty() && !settings.allow_empty_fleet {
+                return Err(ReplicaError::Inventory(format!(
+                    "{}: the fleet has no clusters; refusing to start, because placing an empty \
+                     fleet would leave every cluster unowned (give --allow-empty-fleet if an \
+                     empty fleet is meant)",
+                    settings.fleet
+                )));
             }
-            return Err(ReplicaError::Inventory(format!(
-                "{}: the fleet has no clusters; refusing to start, because placing an empty \
-                 fleet would leave every cluster unowned (give --allow-empty-fleet if an \
-                 empty fleet is meant)",
-                settings.fleet
-            )));
-        }
-        let sink = match controller::status_sink(
-            inventory.kube.clone(),
-            &store,
-            &settings.store,
-            &settings.root,
-        ) {
-            Ok(sink) => sink,
-            Err(e) => {
-                inventory.reporter.abort();
-                if let Some(source) = &inventory.source {
-                    source.abort();
+            let sink = controller::status_sink(
+                inventory.kube.clone(),
+                &store,
+                &settings.store,
+                &settings.root,
+            )?;
+            let controller = controller::build(
+                &settings.controller,
+                &inventory.inventory,
+                sink,
+                metrics.registry_mut(),
+                &user_agent,
+                matches!(settings.fleet, crate::FleetSource::Kubernetes(_)),
+            )?;
+            // Argo CD's protocol places the clusters known now, and its dashboard the same.
+            let start_fleet = inventory.inventory.snapshot();
+            let inputs = CoordinationInputs {
+                identity: &identity,
+                incarnation: settings.incarnation,
+                root: &settings.root,
+                zone: settings.zone.clone(),
+                capacity: settings.capacity,
+                store: store.store.clone(),
+                kube: store.kube.as_ref(),
+                inventory: &inventory.inventory,
+                stop_hook: controller.stop_hook.clone(),
+                metrics: Arc::new(metrics.store_latency()),
+            };
+            let coordination = match &settings.protocol {
+                ProtocolSettings::Fenced(fenced) => {
+                    CoordinationRunner::Fenced(coordination::fenced(fenced, inputs).await?)
                 }
+                ProtocolSettings::Argocd(argo) => CoordinationRunner::Argocd(
+                    coordination::argocd(argo, inputs, &start_fleet).await?,
+                ),
+            };
+            let audit = audit::open(settings.audit_log.as_deref())?;
+            let dashboard = DashboardPart {
+                store: store.store.clone(),
+                root: settings.root.clone(),
+                lease: match &settings.protocol {
+                    ProtocolSettings::Fenced(f) => f.timing.duration,
+                    ProtocolSettings::Argocd(a) => a.config.stale_after,
+                },
+                argocd: match (&settings.protocol, &coordination) {
+                    (ProtocolSettings::Argocd(a), CoordinationRunner::Argocd(c)) => {
+                        Some(argo_dashboard(a, c.status.clone(), &start_fleet))
+                    }
+                    _ => None,
+                },
+            };
+            let listener = tokio::net::TcpListener::bind(settings.listen)
+                .await
+                .map_err(|source| ReplicaError::Io {
+                    what: format!("cannot listen on {}", settings.listen),
+                    source,
+                })?;
+            Ok((controller, coordination, audit, dashboard, listener))
+        }
+        .await;
+        let (controller, coordination, audit, dashboard, listener) = match parts {
+            Ok(parts) => parts,
+            Err(e) => {
+                inventory.abort();
                 return Err(e);
             }
         };
-        let controller = controller::build(
-            &settings.controller,
-            &inventory.inventory,
-            sink,
-            metrics.registry_mut(),
-            &user_agent,
-            matches!(settings.fleet, crate::FleetSource::Kubernetes(_)),
-        )?;
-        // Argo CD's protocol places the clusters known now, and its dashboard the same.
-        let start_fleet = inventory.inventory.snapshot();
-        let inputs = CoordinationInputs {
-            identity: &identity,
-            incarnation: settings.incarnation,
-            root: &settings.root,
-            zone: settings.zone.clone(),
-            capacity: settings.capacity,
-            store: store.store.clone(),
-            kube: store.kube.as_ref(),
-            inventory: &inventory.inventory,
-            stop_hook: controller.stop_hook.clone(),
-            metrics: Arc::new(metrics.store_latency()),
-        };
-        let coordination = match &settings.protocol {
-            ProtocolSettings::Fenced(fenced) => {
-                CoordinationRunner::Fenced(coordination::fenced(fenced, inputs).await?)
-            }
-            ProtocolSettings::Argocd(argo) => {
-                CoordinationRunner::Argocd(coordination::argocd(argo, inputs, &start_fleet).await?)
-            }
-        };
-        let audit = audit::open(settings.audit_log.as_deref())?;
-        let dashboard = DashboardPart {
-            store: store.store.clone(),
-            root: settings.root.clone(),
-            lease: match &settings.protocol {
-                ProtocolSettings::Fenced(f) => f.timing.duration,
-                ProtocolSettings::Argocd(a) => a.config.stale_after,
-            },
-            argocd: match (&settings.protocol, &coordination) {
-                (ProtocolSettings::Argocd(a), CoordinationRunner::Argocd(c)) => {
-                    Some(argo_dashboard(a, c.status.clone(), &start_fleet))
-                }
-                _ => None,
-            },
-        };
-        let listener = tokio::net::TcpListener::bind(settings.listen)
-            .await
-            .map_err(|source| ReplicaError::Io {
-                what: format!("cannot listen on {}", settings.listen),
-                source,
-            })?;
         tracing::info!(
             %identity,
             incarnation = %fleetshard_coord::fenced::incarnation_text(settings.incarnation),
