@@ -203,13 +203,17 @@ impl Replica {
     /// the distributor can count it as a spare; once it holds one, it marks the record
     /// released. A record left by an earlier incarnation is taken over.
     pub(super) fn keep_presence(&mut self, view: &View, now: Mono, out: &mut Vec<Action>) {
-        if self.has_pending(|p| matches!(p, Pending::Presence { .. })) {
+        // While a claim is in flight the presence record is left as it is: a release sent
+        // beside the claim may land first, and a distributor listing between the two would
+        // see the released shard with no spare waiting for it and move its clusters away,
+        // only to move them back once the claim lands (each cluster moving twice in a
+        // rolling update).
+        if self.has_pending(|p| matches!(p, Pending::Presence { .. } | Pending::ClaimShard { .. }))
+        {
             return;
         }
         let stored = view.presence.get(&self.cfg.identity);
-        let holding =
-            self.shard.is_some() || self.has_pending(|p| matches!(p, Pending::ClaimShard { .. }));
-        if holding {
+        if self.shard.is_some() {
             // Ours, unreleased: say we are no longer a spare.
             if let Some(s) =
                 stored.filter(|s| !s.record.released && s.record.holder == self.cfg.identity)

@@ -433,7 +433,9 @@ fn a_rolling_update_from_the_separate_distributor_lease() {
             unannounced: 2,
             ..SimConfig::default()
         },
-        25,
+        // About one run in ten sees the role unbound (a restarted replica live before its
+        // inventory is published): enough runs that both ways happen.
+        60,
     );
     eprintln!("the role was bound {binds} times and unbound {unbinds} times");
     // Both ways: bound once both older replicas restarted, and back while a restarted

@@ -403,8 +403,9 @@ fn scale_and_roll(name: &str) {
         assert_eq!(
             moves.get(c.as_str()).map_or(0, Vec::len),
             1,
-            "{name}: cluster {c} during the rollout: {:?}",
-            moves.get(c.as_str())
+            "{name}: cluster {c} during the rollout (from {roll}): {:?}\n{}",
+            moves.get(c.as_str()),
+            hist.cluster_events(c)
         );
     }
     let identities: Vec<&str> = d.h.replicas.iter().map(|r| r.identity.as_str()).collect();

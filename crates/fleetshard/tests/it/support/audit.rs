@@ -239,6 +239,31 @@ impl History {
         ))
     }
 
+    /// Every event of every source about one cluster, in time order, one per line (for
+    /// a failure message: who took it, gave it up and took it again, at which generation).
+    pub fn cluster_events(&self, cluster: &str) -> String {
+        let mut events: Vec<(&Event, &str)> = self
+            .sources
+            .iter()
+            .flat_map(|s| s.events.iter().map(move |e| (e, s.name.as_str())))
+            .filter(|(e, _)| e.cluster == cluster)
+            .collect();
+        events.sort_by_key(|(e, _)| e.ts);
+        events
+            .iter()
+            .map(|(e, who)| {
+                format!(
+                    "{} {who} {} shard {:?} generation {}{}\n",
+                    e.ts,
+                    if e.acquire { "acquire" } else { "release" },
+                    e.shard,
+                    e.generation,
+                    if e.lapsed { " (lapsed)" } else { "" }
+                )
+            })
+            .collect()
+    }
+
     fn by_cluster(&self) -> BTreeMap<&str, Vec<&Interval>> {
         let mut m: BTreeMap<&str, Vec<&Interval>> = BTreeMap::new();
         for iv in &self.intervals {
