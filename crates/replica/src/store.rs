@@ -23,6 +23,7 @@ use fleetshard_store_kube::{KubeOptions, KubeStore};
 /// not, so the mode changes nothing for them.
 pub use fleetshard_store_sqlite::OpenMode;
 use fleetshard_store_sqlite::{Durability, OpenMode as SqliteMode, SqliteOptions, SqliteStore};
+use fleetshard_util::redact::redact_userinfo;
 use tokio::sync::watch;
 
 use crate::ReplicaError;
@@ -58,49 +59,53 @@ pub enum StoreUrl {
 impl FromStr for StoreUrl {
     type Err = String;
 
+    /// Errors never repeat the URL's user information (`etcd://user:password@…` is
+    /// refused, and a mistyped scheme must not print the password either).
     fn from_str(url: &str) -> Result<Self, String> {
-        let url = url.trim();
-        let (scheme, rest) = url.split_once("://").ok_or_else(|| expected(url))?;
-        match scheme.to_ascii_lowercase().as_str() {
-            "memory" if rest.is_empty() => Ok(StoreUrl::Memory),
-            "sqlite" => SqliteStore::path_from_url(url)
-                .map(StoreUrl::Sqlite)
-                .map_err(|e| e.to_string()),
-            scheme @ ("etcd" | "etcds") => {
-                let endpoints: Vec<String> = rest
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|e| !e.is_empty())
-                    .map(str::to_owned)
-                    .collect();
-                if endpoints.is_empty() {
-                    return Err(format!(
-                        "store {url:?}: no etcd endpoint ({scheme}://HOST:PORT)"
-                    ));
-                }
-                if rest.contains('@') {
-                    // The URL is not repeated: it holds a password.
-                    return Err("store: credentials in the URL are refused (a URL shows in \
+        parse_store_url(url.trim()).map_err(|e| redact_userinfo(&e))
+    }
+}
+
+fn parse_store_url(url: &str) -> Result<StoreUrl, String> {
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| expected(url))?;
+    match scheme.to_ascii_lowercase().as_str() {
+        "memory" if rest.is_empty() => Ok(StoreUrl::Memory),
+        "sqlite" => SqliteStore::path_from_url(url)
+            .map(StoreUrl::Sqlite)
+            .map_err(|e| e.to_string()),
+        scheme @ ("etcd" | "etcds") => {
+            let endpoints: Vec<String> = rest
+                .split(',')
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .map(str::to_owned)
+                .collect();
+            if endpoints.is_empty() {
+                return Err(format!(
+                    "store {url:?}: no etcd endpoint ({scheme}://HOST:PORT)"
+                ));
+            }
+            if rest.contains('@') {
+                // The URL is not repeated: it holds a password.
+                return Err("store: credentials in the URL are refused (a URL shows in \
                                 ps, logs and errors); use --etcd-username and \
                                 --etcd-password-file"
-                        .to_owned());
-                }
-                let tls = scheme == "etcds";
-                Ok(StoreUrl::Etcd {
-                    endpoints,
-                    tls,
-                    access: EtcdAccess::default(),
-                })
+                    .to_owned());
             }
-            // The namespace is checked by the backend (a DNS label); opening does no I/O.
-            "kubernetes" => KubeStore::from_url(url)
-                .map(|_| StoreUrl::Kubernetes {
-                    namespace: Some(rest.trim_end_matches('/').to_owned())
-                        .filter(|n| !n.is_empty()),
-                })
-                .map_err(|e| e.to_string()),
-            _ => Err(expected(url)),
+            let tls = scheme == "etcds";
+            Ok(StoreUrl::Etcd {
+                endpoints,
+                tls,
+                access: EtcdAccess::default(),
+            })
         }
+        // The namespace is checked by the backend (a DNS label); opening does no I/O.
+        "kubernetes" => KubeStore::from_url(url)
+            .map(|_| StoreUrl::Kubernetes {
+                namespace: Some(rest.trim_end_matches('/').to_owned()).filter(|n| !n.is_empty()),
+            })
+            .map_err(|e| e.to_string()),
+        _ => Err(expected(url)),
     }
 }
 

@@ -2,7 +2,7 @@
 //! user information of any URL (`https://user:token@host` → `https://<redacted>@host`),
 //! are replaced by `<redacted>` before a repo-server message is kept.
 
-const REDACTED: &str = "<redacted>";
+use fleetshard_util::redact::{REDACTED, redact_userinfo};
 
 /// `message` without any of `secrets` (longest first, so that a secret containing another
 /// is replaced whole) and without URL user information.
@@ -18,28 +18,6 @@ pub(crate) fn redact(message: &str, secrets: &[String]) -> String {
         out = out.replace(s, REDACTED);
     }
     redact_userinfo(&out)
-}
-
-/// Replaces `user:password@` after every `://` with `<redacted>@`.
-fn redact_userinfo(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    let mut rest = message;
-    while let Some(i) = rest.find("://") {
-        let (head, tail) = rest.split_at(i + 3);
-        out.push_str(head);
-        let authority_end = tail
-            .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace() || c == '"')
-            .unwrap_or(tail.len());
-        match tail[..authority_end].rfind('@') {
-            Some(at) => {
-                out.push_str(REDACTED);
-                rest = &tail[at..];
-            }
-            None => rest = tail,
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 #[cfg(test)]

@@ -2,11 +2,13 @@
 //!
 //! - [`duration`]: Go's `time.ParseDuration` as Argo CD reads its settings;
 //! - [`backoff`]: exponential backoff with a cap, as a pure function of the attempt;
-//! - [`rng`]: SplitMix64, a seeded generator whose stream is fixed by its definition.
+//! - [`rng`]: SplitMix64, a seeded generator whose stream is fixed by its definition;
+//! - [`redact`]: URL user information kept out of messages.
 //!
 //! **Architecture invariant:** no dependencies, no I/O, no clock, no global state — the
 //! pure crates (`core`, `fleetgen`) may use it.
 
 pub mod backoff;
 pub mod duration;
+pub mod redact;
 pub mod rng;

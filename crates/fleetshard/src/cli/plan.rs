@@ -79,7 +79,8 @@ pub struct PlanArgs {
         long,
         value_name = "URL",
         conflicts_with = "previous",
-        env = "FLEETSHARD_PLAN_FROM_STORE"
+        env = "FLEETSHARD_PLAN_FROM_STORE",
+        value_parser = super::store::StoreUrlParser
     )]
     pub from_store: Option<fleetshard_replica::StoreUrl>,
     /// With --from-store: the key prefix of the fleet's records.

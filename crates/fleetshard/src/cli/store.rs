@@ -25,7 +25,8 @@ pub struct StoreArgs {
         long,
         value_name = "URL",
         default_value = "sqlite://fleetshard.db",
-        env = "FLEETSHARD_STORE"
+        env = "FLEETSHARD_STORE",
+        value_parser = StoreUrlParser
     )]
     pub store: StoreUrl,
     /// Key prefix of this fleet's records in the store (ends with `/`).
@@ -39,6 +40,37 @@ pub struct StoreArgs {
     /// etcd's TLS files and user.
     #[command(flatten)]
     pub etcd: EtcdAccessArgs,
+}
+
+/// Parses a store URL for clap without repeating it: clap's own message for a rejected
+/// value quotes the value, and a store URL may hold a password
+/// (`etcd://user:password@…`, refused). The message is the parser's, which leaves the
+/// URL's user information out.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreUrlParser;
+
+impl clap::builder::TypedValueParser for StoreUrlParser {
+    type Value = StoreUrl;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<StoreUrl, clap::Error> {
+        let name = arg.map_or_else(|| "--store".to_owned(), ToString::to_string);
+        let refuse = |why: String| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value for '{name}': {why}\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let text = value
+            .to_str()
+            .ok_or_else(|| refuse("not UTF-8".to_owned()))?;
+        text.parse().map_err(refuse)
+    }
 }
 
 /// The flags that reach a secured etcd (`etcds://`): TLS files and a user. Shared by every
