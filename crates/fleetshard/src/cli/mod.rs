@@ -10,6 +10,7 @@ pub mod apps;
 pub mod exit;
 pub mod fleet;
 pub mod input;
+pub mod limits;
 pub mod logging;
 pub mod pin;
 pub mod plan;

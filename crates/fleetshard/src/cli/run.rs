@@ -422,6 +422,9 @@ fn fleet_source(
 /// Runs one replica until SIGTERM or Ctrl-C.
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let settings = settings(&args)?;
+    // Its size is the fleet's, unknown until loaded and changing: raised, not checked.
+    let open_files = super::limits::raise_open_files();
+    tracing::debug!(open_files, "open-file limit");
     super::runtime(super::Runtime::Replica)?.block_on(async move {
         let replica = Replica::build(settings).await?.spawn()?;
         wait_for_signal().await?;

@@ -9,6 +9,11 @@
 //! --fleet-dir OUT` reads), prints `ready` on stdout once every server answers, and runs
 //! until SIGINT or SIGTERM (exit 0). Objects live in memory: they are gone when it stops.
 //! Tokens are never logged; the file holding them is written with mode 0600.
+//! Several processes can serve one fleet between them (`--first`: `fleetshard up` starts
+//! one per 500 clusters, so that no process needs tens of thousands of descriptors), and
+//! one can seed its clusters and play their Deployment controller (`simulate/seed.rs`).
+
+mod seed;
 
 use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
@@ -33,10 +38,19 @@ pub struct SimulateArgs {
         long,
         value_name = "N",
         default_value_t = 3,
-        value_parser = clap::value_parser!(u16).range(1..=1000),
+        value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_CLUSTERS)),
         env = "FLEETSHARD_SIMULATE_CLUSTERS"
     )]
     pub clusters: u16,
+    /// The number of the first cluster: they are `sim-FIRST`, `sim-FIRST+1`, …, their
+    /// zones continuing round-robin from it (several processes serving one fleet).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        env = "FLEETSHARD_SIMULATE_FIRST"
+    )]
+    pub first: u32,
     /// Directory for `clusters.yaml`, the clusters' Argo CD Secrets (created if missing;
     /// the file is replaced, and left in place on exit).
     #[arg(long, value_name = "DIR", env = "FLEETSHARD_SIMULATE_OUT")]
@@ -62,7 +76,28 @@ pub struct SimulateArgs {
     /// `tlsClientConfig.caData` (default: plain HTTP).
     #[arg(long, env = "FLEETSHARD_SIMULATE_TLS")]
     pub tls: bool,
+    /// Namespaces created on every cluster before `ready`.
+    #[arg(
+        long,
+        value_name = "NAMESPACE,...",
+        value_delimiter = ',',
+        env = "FLEETSHARD_SIMULATE_NAMESPACES"
+    )]
+    pub namespaces: Vec<String>,
+    /// Objects created before `ready`: a JSON file mapping cluster names (`sim-N`, of this
+    /// process) to lists of objects (`apiVersion`, `kind`, `metadata`, …; status included).
+    #[arg(long, value_name = "FILE", env = "FLEETSHARD_SIMULATE_OBJECTS")]
+    pub objects: Option<PathBuf>,
+    /// Play the Deployment controller: a Deployment whose spec changed becomes ready (its
+    /// status observes the new generation, every replica ready) within 250 ms.
+    #[arg(long, env = "FLEETSHARD_SIMULATE_READY_DEPLOYMENTS")]
+    pub ready_deployments: bool,
 }
+
+/// The most clusters one `simulate` process serves (each listens on a port of its own,
+/// and holds the connections of whoever watches it: about
+/// [`super::limits::PER_SIMULATED_CLUSTER`] descriptors).
+pub const MAX_CLUSTERS: u16 = 1000;
 
 /// One simulated cluster as its Secret describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,12 +122,33 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     for zone in &args.zones {
         check_label("--zones", zone, true)?;
     }
+    for ns in &args.namespaces {
+        check_label("--namespaces", ns, false)?;
+    }
+    let objects = match &args.objects {
+        Some(path) => seed::read_objects(path)?,
+        None => seed::Objects::new(),
+    };
+    super::limits::require_open_files(
+        super::limits::for_simulated_clusters(u64::from(args.clusters)),
+        &format!("serving {} simulated clusters", args.clusters),
+    )?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating the output directory {}", args.out.display()))?;
     let file = args.out.join(CLUSTERS_FILE);
     super::runtime(super::Runtime::Replica)?.block_on(async move {
+        let first = args.first as usize;
         let (servers, clusters) =
-            start_clusters(usize::from(args.clusters), &args.zones, args.tls).await?;
+            start_clusters(first, usize::from(args.clusters), &args.zones, args.tls).await?;
+        let source = args
+            .objects
+            .as_ref()
+            .map_or_else(String::new, |p| p.display().to_string());
+        seed::seed(&servers, &clusters, &args.namespaces, &objects, &source)?;
+        let servers = std::sync::Arc::new(servers);
+        let controller = args
+            .ready_deployments
+            .then(|| tokio::spawn(seed::deployment_controller(servers.clone())));
         eprintln!(
             "fleetshard simulate: {} SIMULATED Kubernetes API servers (in memory, not real \
              clusters) on 127.0.0.1, {} with a bearer token each; their Argo CD \
@@ -117,15 +173,20 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         super::print_stdout("ready\n")?;
         super::run::wait_for_signal().await?;
         tracing::info!("signal received: stopping the simulated clusters");
+        if let Some(c) = controller {
+            c.abort();
+        }
         drop(servers);
         Ok(())
     })
 }
 
-/// Starts `count` simulated clusters `sim-0`, `sim-1`, … on free 127.0.0.1 ports, each
-/// requiring its own random bearer token (HTTPS with a CA of its own with `tls`), zones
-/// given round-robin, and waits until every one answers. The servers stop when dropped.
+/// Starts `count` simulated clusters `sim-FIRST`, `sim-FIRST+1`, … on free 127.0.0.1
+/// ports, each requiring its own random bearer token (HTTPS with a CA of its own with
+/// `tls`), zones given round-robin by number, and waits until every one answers. The
+/// servers stop when dropped.
 pub async fn start_clusters(
+    first: usize,
     count: usize,
     zones: &[String],
     tls: bool,
@@ -133,15 +194,11 @@ pub async fn start_clusters(
     let mut random = std::fs::File::open("/dev/urandom").context("opening /dev/urandom")?;
     let mut servers = Vec::with_capacity(count);
     let mut clusters = Vec::with_capacity(count);
-    for i in 0..count {
+    for i in first..first + count {
         let token = hex(&random_bytes(&mut random, 32)?);
-        let server = FakeApiServer::start_with(FakeConfig {
-            bearer_token: Some(token.clone()),
-            tls: tls.then(TlsOptions::default),
-            ..FakeConfig::default()
-        })
-        .await
-        .with_context(|| format!("starting simulated cluster sim-{i}"))?;
+        let server = FakeApiServer::start_with(server_config(token.clone(), tls))
+            .await
+            .with_context(|| format!("starting simulated cluster sim-{i}"))?;
         clusters.push(SimCluster {
             name: format!("sim-{i}"),
             uid: uuid(&random_bytes(&mut random, 16)?),
@@ -161,6 +218,18 @@ pub async fn start_clusters(
             .with_context(|| format!("simulated cluster {} does not answer", cluster.name))?;
     }
     Ok((servers, clusters))
+}
+
+/// A served cluster's settings: its token, TLS if asked, and a write log of one record
+/// (the log is for tests holding the server; kept whole here it held every write's body,
+/// up to 100,000 per cluster, for as long as the process ran).
+fn server_config(token: String, tls: bool) -> FakeConfig {
+    FakeConfig {
+        bearer_token: Some(token),
+        tls: tls.then(TlsOptions::default),
+        write_log_limit: 1,
+        ..FakeConfig::default()
+    }
 }
 
 /// Random bytes as lower-case hexadecimal (`n` bytes, 2n digits): tokens and the like.

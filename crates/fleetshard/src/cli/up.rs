@@ -1,14 +1,16 @@
 //! `fleetshard up`: the whole system on one machine with nothing but this binary (and
-//! `git`): simulated clusters in this process (`simulate`'s), spread over three zones; a
+//! `git`): simulated clusters spread over three zones, served by `fleetshard simulate`
+//! child processes (one per 500 clusters by default; `up/sims.rs`); a
 //! local Git repository of demo apps (`up/demo.rs`) with drift to heal and one broken
 //! manifest; N `fleetshard run` replicas as child processes on an embedded SQLite store
 //! (or the store `--store` names; `up/procs.rs`), each appending its ownership changes to
 //! `logs/<identity>.audit.jsonl`; and the dashboard with controls on 127.0.0.1. SIGINT or
-//! SIGTERM stops the replicas (each hands its shard over), then the clusters; no child is
-//! left behind. `scripts/scale-run` measures a fleet at scale with it.
+//! SIGTERM stops the replicas (each hands its shard over), then the clusters' processes;
+//! no child is left behind. `scripts/scale-run` measures a fleet at scale with it.
 
 mod demo;
 mod procs;
+mod sims;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,12 +19,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use fleetshard_coord::lease::LeaseTiming;
-use fleetshard_kube_sim::FakeApiServer;
 use fleetshard_replica::StoreUrl;
 use fleetshard_replica::dashboard::{ClusterInfo, Clusters, Controls, Dashboard, Source};
 use fleetshard_replica::store::OpenMode;
 use fleetshard_util::duration::parse_go_duration;
 
+use super::limits;
 use super::run::ReconcilerArg;
 use super::simulate::{self, SimCluster};
 use demo::{DemoApp, Kind};
@@ -92,6 +94,12 @@ pub struct UpArgs {
         env = "FLEETSHARD_UP_DASHBOARD_INTERVAL"
     )]
     pub dashboard_interval: Duration,
+    /// `fleetshard simulate` processes serving the clusters between them (each at most
+    /// 1,000). Default: one per 500 clusters.
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_CLUSTERS)),
+          env = "FLEETSHARD_UP_CLUSTER_PROCESSES")]
+    pub cluster_processes: Option<u16>,
 }
 
 /// The most simulated clusters `up` starts (each one listens on a port of its own).
@@ -100,6 +108,11 @@ pub const MAX_CLUSTERS: u16 = 10_000;
 /// Runs everything until a signal (or, with `--exit-when-ready`, until ready).
 pub fn run(args: UpArgs) -> anyhow::Result<()> {
     let started = tokio::time::Instant::now();
+    let processes = sims::processes(
+        usize::from(args.clusters),
+        args.cluster_processes.map(usize::from),
+    )?;
+    check_replica_descriptors(&args);
     let (dir, temporary) = match &args.dir {
         Some(d) => (d.clone(), false),
         None => (
@@ -111,8 +124,8 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir.join(sub))
             .with_context(|| format!("creating {}", dir.join(sub).display()))?;
     }
-    let result =
-        super::runtime(super::Runtime::Replica)?.block_on(async { up(&args, &dir, started).await });
+    let result = super::runtime(super::Runtime::Replica)?
+        .block_on(async { up(&args, processes, &dir, started).await });
     if temporary {
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -121,20 +134,36 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
 
 async fn up(
     args: &UpArgs,
+    processes: usize,
     dir: &std::path::Path,
     started: tokio::time::Instant,
 ) -> anyhow::Result<()> {
     let zones: Vec<String> = ZONES.iter().map(|z| (*z).to_owned()).collect();
-    let (servers, clusters) =
-        simulate::start_clusters(usize::from(args.clusters), &zones, false).await?;
-    let servers = Arc::new(servers);
-    let apps = demo::apps(args.apps as usize, clusters.len());
+    let apps = demo::apps(args.apps as usize, usize::from(args.clusters));
+    // With reconciler `none` nothing creates Deployments: no controller polling 10k servers.
+    let mut sims = sims::Sims::spawn(&sims::Launch {
+        exe: std::env::current_exe().context("finding this binary to start clusters")?,
+        dir,
+        clusters: usize::from(args.clusters),
+        processes,
+        zones: &zones,
+        namespaces: &[demo::DEMO_NAMESPACE],
+        objects: drifted(&apps),
+        ready_deployments: args.reconciler == ReconcilerArg::Gitops,
+    })?;
+    let clusters = tokio::select! {
+        c = sims.ready() => c?,
+        r = super::run::wait_for_signal() => {
+            eprintln!("fleetshard up: stopping the simulated clusters");
+            sims.shutdown().await;
+            return r;
+        }
+    };
     let repo = dir.join("repo");
     if repo.exists() {
         std::fs::remove_dir_all(&repo).with_context(|| format!("removing {}", repo.display()))?;
     }
     demo::write_repository(&repo, &apps)?;
-    prepare_clusters(&servers, &apps)?;
     let fleet = dir.join("fleet");
     simulate::write_private(
         &fleet.join(simulate::CLUSTERS_FILE),
@@ -142,9 +171,6 @@ async fn up(
     )?;
     let applications = demo::applications(&apps, &clusters, &format!("file://{}", repo.display()));
     simulate::write_private(&fleet.join("apps.json"), &applications.to_string())?;
-    // With reconciler `none` nothing creates Deployments: no controller polling 10k servers.
-    let deployments = (args.reconciler == ReconcilerArg::Gitops)
-        .then(|| tokio::spawn(deployment_controller(servers.clone())));
 
     let store_url = store_url(args.store.as_deref(), dir)?;
     let store = store_url
@@ -198,7 +224,7 @@ async fn up(
             tracing::error!("the dashboard's HTTP server failed: {e}");
         }
     });
-    super::print_stdout(&instructions(args, addr, dir, &store_url, &replicas))?;
+    super::print_stdout(&instructions(args, addr, dir, &store_url, &replicas, &sims))?;
 
     let good = apps.iter().filter(|a| a.kind != Kind::Broken).count();
     let gitops = args.reconciler == ReconcilerArg::Gitops;
@@ -228,17 +254,14 @@ async fn up(
             }
         }
     };
-    eprintln!("fleetshard up: stopping the replicas, then the simulated clusters");
+    eprintln!("fleetshard up: stopping the replicas, then the simulated clusters' processes");
     server.abort();
     drop(dashboard);
     let stopping = replicas.clone();
     tokio::task::spawn_blocking(move || stopping.shutdown())
         .await
         .context("stopping the replicas")?;
-    if let Some(d) = deployments {
-        d.abort();
-    }
-    drop(servers);
+    sims.shutdown().await;
     outcome
 }
 
@@ -257,48 +280,31 @@ fn store_url(given: Option<&str>, dir: &std::path::Path) -> anyhow::Result<Strin
     }
 }
 
-/// The namespace of the apps on every cluster, and the drifted ConfigMaps, as someone's
-/// `kubectl edit` would have left them.
-fn prepare_clusters(servers: &[FakeApiServer], apps: &[DemoApp]) -> anyhow::Result<()> {
-    for (i, s) in servers.iter().enumerate() {
-        s.create_namespace(demo::DEMO_NAMESPACE)
-            .map_err(|e| anyhow::anyhow!("sim-{i}: creating namespace demo: {e:?}"))?;
-    }
+/// The drifted ConfigMaps, by cluster number, as someone's `kubectl edit` would have left
+/// them (the namespace `demo` is created on every cluster first).
+fn drifted(apps: &[DemoApp]) -> std::collections::BTreeMap<usize, Vec<serde_json::Value>> {
+    let mut out = std::collections::BTreeMap::<usize, Vec<_>>::new();
     for a in apps.iter().filter(|a| a.drift) {
-        servers[a.cluster]
-            .insert(demo::config_map(&a.name, demo::DRIFTED))
-            .map_err(|e| anyhow::anyhow!("{}: the drifted ConfigMap: {e:?}", a.name))?;
+        out.entry(a.cluster)
+            .or_default()
+            .push(demo::config_map(&a.name, demo::DRIFTED));
     }
-    Ok(())
+    out
 }
 
-/// Plays the Deployment controller on the simulated clusters: a Deployment whose spec
-/// changed becomes ready (its status observes the new generation).
-async fn deployment_controller(servers: Arc<Vec<FakeApiServer>>) {
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
-    loop {
-        tick.tick().await;
-        for s in servers.iter() {
-            for d in s.list("apps/v1", "Deployment", None) {
-                let generation = d.pointer("/metadata/generation").cloned();
-                if d.pointer("/status/observedGeneration").cloned() == generation {
-                    continue;
-                }
-                let ns = d
-                    .pointer("/metadata/namespace")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("default");
-                let name = d
-                    .pointer("/metadata/name")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or_default();
-                let replicas = d
-                    .pointer("/spec/replicas")
-                    .and_then(serde_json::Value::as_u64)
-                    .unwrap_or(1);
-                let _ = s.set_deployment_ready(ns, name, replicas);
-            }
-        }
+/// Warns when a replica's share of the clusters may need more descriptors than the limit
+/// allows (the replicas raise theirs to the hard limit, as `up` does; with `gitops` each
+/// owned cluster holds about [`limits::PER_SIMULATED_CLUSTER`] connections).
+fn check_replica_descriptors(args: &UpArgs) {
+    let limit = limits::raise_open_files();
+    let share = u64::from(args.clusters).div_ceil(u64::from(args.replicas));
+    let need = limits::for_simulated_clusters(share);
+    if args.reconciler == ReconcilerArg::Gitops && need > limit {
+        eprintln!(
+            "fleetshard up: warning: each replica may own about {share} clusters and need \
+             about {need} open files with reconciler gitops, over the limit of {limit}: \
+             start more replicas, or raise the hard limit"
+        );
     }
 }
 
@@ -332,11 +338,14 @@ fn instructions(
     dir: &std::path::Path,
     store: &str,
     replicas: &procs::Replicas,
+    sims: &sims::Sims,
 ) -> String {
     let pids: Vec<String> = replicas.pids().iter().map(u32::to_string).collect();
+    let sim_pids: Vec<String> = sims.pids().iter().map(u32::to_string).collect();
     format!(
         "fleetshard up: {replicas} replicas (pids {pids}), {clusters} SIMULATED clusters in 3 zones, \
          {apps} apps from a local Git repository; reconciler {reconciler}; store {store}; files in {dir}\n\
+         simulated clusters served by {n} `fleetshard simulate` processes: {sim_pids}\n\
          \n  Open  http://{addr}/dashboard\n\
          \nThen try:\n\
          \x20 - kill a replica (button, or kill -9 PID): its shard fails over, its clusters are owned again within seconds\n\
@@ -347,6 +356,8 @@ fn instructions(
          \nCtrl-C stops everything.\n",
         replicas = args.replicas,
         pids = pids.join(", "),
+        n = sim_pids.len(),
+        sim_pids = sim_pids.join(", "),
         clusters = args.clusters,
         apps = args.apps,
         reconciler = if args.reconciler == ReconcilerArg::Gitops {

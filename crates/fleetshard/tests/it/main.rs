@@ -30,6 +30,7 @@ mod run_sqlite;
 mod scale_run;
 mod secrets;
 mod simulate;
+mod simulate_seed;
 mod store_identity;
 mod support;
 mod terminal;

@@ -100,7 +100,7 @@ pub(crate) fn read_sims(out: &Path) -> Vec<Sim> {
 
 /// One HTTP/1.1 request (`Connection: close`) with an optional bearer token and JSON
 /// body; the status code and the body as JSON (Null when empty or not JSON).
-fn call(
+pub(crate) fn call(
     addr: &str,
     method: &str,
     path: &str,
@@ -126,7 +126,7 @@ fn call(
 }
 
 /// Sends SIGTERM and waits (with a deadline) for the process to exit; its exit status.
-fn terminate(child: &mut Child) -> std::process::ExitStatus {
+pub(crate) fn terminate(child: &mut Child) -> std::process::ExitStatus {
     signal(child.id(), "-TERM");
     wait_for("the process to exit", SETTLE, || {
         child

@@ -1,8 +1,8 @@
 //! `fleetshard up`, black-box: the real binary starts replicas as child processes,
 //! simulated clusters and a Git repository of demo apps; every good app becomes Synced and
 //! Healthy, the broken one shows a ComparisonError; the replicas' own dashboards are
-//! read-only and show no credential; controls need the page's token; SIGINT leaves no
-//! child process behind. And the dashboard in headless Chromium: a replica killed from the
+//! read-only and show no credential; controls need the page's token; SIGINT or SIGTERM
+//! leaves no child process behind, replicas and `fleetshard simulate` processes alike. And the dashboard in headless Chromium: a replica killed from the
 //! page shows as a failover on the timeline, and every cluster is owned again.
 
 use std::io::BufRead as _;
@@ -28,6 +28,8 @@ struct Up {
     lines: Receiver<String>,
     port: u16,
     pids: Vec<u32>,
+    /// The `fleetshard simulate` processes serving the clusters.
+    sim_pids: Vec<u32>,
     dir: PathBuf,
 }
 
@@ -55,6 +57,7 @@ fn start_up(dir: &Path, args: &[&str]) -> Up {
         lines,
         port: 0,
         pids: Vec::new(),
+        sim_pids: Vec::new(),
         dir: dir.to_owned(),
     };
     let first = up.line("fleetshard up:", Duration::from_secs(60));
@@ -64,6 +67,14 @@ fn start_up(dir: &Path, args: &[&str]) -> Up {
         .expect("the pids of the replicas")
         .0;
     up.pids = pids.split(", ").map(|p| p.parse().unwrap()).collect();
+    let sims = up.line("simulated clusters served by ", Duration::from_secs(5));
+    up.sim_pids = sims
+        .split_once("processes: ")
+        .expect("the pids of the simulate processes")
+        .1
+        .split(", ")
+        .map(|p| p.parse().unwrap())
+        .collect();
     let open = up.line("  Open  http://127.0.0.1:", Duration::from_secs(5));
     up.port = open
         .trim_start()
@@ -102,9 +113,16 @@ impl Up {
     }
 
     /// SIGINT; `up` exits 0 and none of its children is left.
-    fn interrupt(mut self) {
-        let children = self.pids.clone();
-        signal(self.child.0.id(), "-INT");
+    fn interrupt(self) {
+        self.stop("-INT");
+    }
+
+    /// `signal`; `up` exits 0 and none of its children (replicas, simulate processes) is
+    /// left.
+    fn stop(mut self, signal_name: &str) {
+        let children = [self.pids.clone(), self.sim_pids.clone()].concat();
+        assert!(!self.sim_pids.is_empty());
+        signal(self.child.0.id(), signal_name);
         let status = wait_for("fleetshard up to exit", Duration::from_secs(60), || {
             self.child
                 .0
@@ -116,7 +134,7 @@ impl Up {
         for pid in children {
             assert!(
                 !Path::new(&format!("/proc/{pid}")).exists(),
-                "replica pid {pid} outlived fleetshard up"
+                "child pid {pid} outlived fleetshard up"
             );
         }
     }
@@ -235,6 +253,51 @@ fn up_runs_the_fleet_and_leaves_no_process_behind() {
     up.interrupt();
 }
 
+/// The clusters spread over several `fleetshard simulate` processes: the drift seeded in
+/// one is healed, the Deployments made ready by theirs; SIGTERM stops them all.
+#[test]
+fn up_spreads_the_clusters_over_simulate_processes_and_stops_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = start_up(
+        &dir.path().join("up"),
+        &[
+            "--replicas",
+            "2",
+            "--clusters",
+            "5",
+            "--apps",
+            "40",
+            "--cluster-processes",
+            "3",
+        ],
+    );
+    assert_eq!(up.sim_pids.len(), 3, "{:?}", up.sim_pids);
+    for pid in &up.sim_pids {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        assert_eq!(
+            args.get(1).map(String::as_str),
+            Some("simulate"),
+            "{args:?}"
+        );
+    }
+    let ready = up.line("ready:", READY);
+    assert!(
+        ready.contains("all 39 good apps Synced and Healthy"),
+        "{ready}"
+    );
+    let secrets = tokens(&up.dir);
+    assert_eq!(
+        secrets.len(),
+        5,
+        "one Secret per cluster, whichever process serves it"
+    );
+    up.stop("-TERM");
+}
+
 #[test]
 fn up_exits_when_ready_and_says_how_long_it_took() {
     let dir = tempfile::tempdir().unwrap();
@@ -260,7 +323,7 @@ fn up_exits_when_ready_and_says_how_long_it_took() {
             .ok_or("running".into())
     });
     assert!(status.success(), "{status}");
-    for pid in &up.pids {
+    for pid in up.pids.iter().chain(&up.sim_pids) {
         assert!(
             !Path::new(&format!("/proc/{pid}")).exists(),
             "pid {pid} left"

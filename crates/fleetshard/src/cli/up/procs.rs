@@ -285,7 +285,7 @@ fn reap(p: &mut Proc, deadline: Instant) {
 }
 
 /// Sends `sig` to `pid` (kill(2): no `kill` executable needed).
-fn send(pid: u32, sig: Signal) -> Result<(), String> {
+pub(super) fn send(pid: u32, sig: Signal) -> Result<(), String> {
     let target = i32::try_from(pid)
         .ok()
         .and_then(Pid::from_raw)
