@@ -7,8 +7,8 @@
 //! and an Application `List`, as `fleetshard fleet generate --format argocd --skew uniform`
 //! does); the manifest loader reads both texts, as `fleetshard run --clusters --apps` does;
 //! the content is published into an [`Inventory`], and a [`ShardWork`] indexes it
-//! (`set_inventory`, every cluster owned, the refresh queue emptied). Counted by a
-//! counting global allocator (bytes asked of the allocator, not its rounding): the heap
+//! (as `follow_inventory` does; then every cluster owned, and the refresh queue emptied).
+//! Counted by a counting global allocator (bytes asked of the allocator, not its rounding): the heap
 //! live after each step, relative to the heap before loading (the texts excluded). The
 //! inventory is then taken apart to attribute its bytes.
 
@@ -51,7 +51,13 @@ fn exports(clusters: usize) -> (String, String) {
                 directory: Default::default(),
                 raw: Default::default(),
             };
-            (spec_key(app), AppSpec { source, ..AppSpec::default() })
+            (
+                spec_key(app),
+                AppSpec {
+                    source,
+                    ..AppSpec::default()
+                },
+            )
         })
         .collect();
     (
@@ -106,7 +112,7 @@ fn measure(clusters: usize) {
         Default::default(),
     );
     let snap = inventory.snapshot();
-    work.set_inventory(&snap.clusters, &snap.apps);
+    work.set_inventory_sharing(&snap.clusters, &snap.apps, &snap.specs);
     let indexed = Step::since(base);
     // Every cluster owned: the start queues every app; the workers then empty the queue,
     // whose sets keep their capacity.
@@ -132,10 +138,7 @@ fn measure(clusters: usize) {
     let after_apps = live();
     drop(rest);
     let after_rest = live();
-    let (inv, index) = (
-        published.bytes,
-        indexed.bytes - published.bytes,
-    );
+    let (inv, index) = (published.bytes, indexed.bytes - published.bytes);
     println!(
         "{clusters} clusters × {apps} apps:\n  \
          loader output: {:.1} MiB ({} allocations)\n  \
