@@ -5,7 +5,9 @@
 //! Kept as an [`AppSpec`] it costs about a kilobyte: the struct's room for every field
 //! (sync request, refusals, several sources) and `source.raw`, the whole `spec.source` as
 //! read, which repeats the typed fields in a JSON map of its own. Here the repository URL
-//! and the revision are shared between the specs of one publication ([`Interner`]), `raw`
+//! and the revision are shared between the specs converted together ([`Interner`]:
+//! a file's, by [`super::specs_by_app_key`]; the Kubernetes source converts one object at a
+//! time, sharing nothing), `raw`
 //! keeps only what the typed fields do not already say (with a note of which typed fields
 //! it said, so it is rebuilt exactly), and the rest of the spec is kept only when it is not
 //! the default.
@@ -20,7 +22,7 @@ use serde_json::Value;
 /// order of the bits of [`StoredSpec::stripped`].
 const TYPED_FIELDS: [&str; 4] = ["repoURL", "path", "targetRevision", "directory"];
 
-/// Shares equal strings between the specs of one publication.
+/// Shares equal strings between the specs converted together.
 #[derive(Debug, Default)]
 pub(crate) struct Interner(HashSet<Arc<str>>);
 
@@ -76,6 +78,11 @@ impl StoredSpec {
                     raw.remove(*field);
                     stripped |= 1 << bit;
                 }
+            }
+            // A map emptied by removals keeps its node (about 600 bytes); a new empty
+            // one has none.
+            if raw.is_empty() {
+                *raw = serde_json::Map::new();
             }
         }
         rest.source.directory = directory;

@@ -155,7 +155,14 @@ impl TargetIndex {
             .iter()
             .enumerate()
             .filter_map(|(i, app)| {
-                Some((AppKey::of(app), (i, clusters.resolve(&app.destination)?)))
+                let c = clusters.resolve(&app.destination)?;
+                // The inventory's key of the app, shared, when it has a spec.
+                let key = AppKey::of(app);
+                let key = snapshot
+                    .specs
+                    .get_key_value(&key)
+                    .map_or(key, |(k, _)| k.clone());
+                Some((key, (i, c)))
             })
             .collect();
         TargetIndex { snapshot, apps }
