@@ -26,6 +26,7 @@ use crate::{AppKey, ShardWork};
 mod directory;
 mod kubernetes;
 mod project_finalizer;
+mod stored_spec;
 
 pub use directory::{DirectoryConfig, DirectorySource, FileStamp, Files, MemoryFiles, RealFiles};
 pub use kubernetes::{
@@ -33,6 +34,7 @@ pub use kubernetes::{
     application_resource, secret_resource,
 };
 pub use project_finalizer::KubernetesProjectFinalizer;
+pub use stored_spec::StoredSpec;
 
 /// How serious a [`Problem`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -201,9 +203,10 @@ pub struct InventorySnapshot {
     pub clusters: Arc<Vec<Cluster>>,
     /// Applications, keyed (and ordered) by namespace and name, without duplicates.
     pub apps: Arc<Vec<App>>,
-    /// Each application's GitOps spec (source, sync policy, operation), by key; an
-    /// application without an entry has the default spec (no source, no sync policy).
-    pub specs: Arc<BTreeMap<AppKey, AppSpec>>,
+    /// Each application's GitOps spec (source, sync policy, operation), by key, compact
+    /// ([`InventorySnapshot::spec`] gives it as an [`AppSpec`]); an application without an
+    /// entry has the default spec (no source, no sync policy).
+    pub specs: Arc<BTreeMap<AppKey, StoredSpec>>,
     /// How to reach each cluster, by cluster id (from the cluster Secret's `config`); a
     /// cluster without an entry is reached anonymously with verified TLS.
     pub credentials: Arc<BTreeMap<String, ClusterCredentials>>,
@@ -231,6 +234,14 @@ impl InventorySnapshot {
         (name == DEFAULT_PROJECT_NAME).then(|| builtin_default().clone())
     }
 
+    /// The GitOps spec of the application `key` (the default one when it has none).
+    pub fn spec(&self, key: &AppKey) -> AppSpec {
+        self.specs
+            .get(key)
+            .map(StoredSpec::to_spec)
+            .unwrap_or_default()
+    }
+
     /// Problems of severity [`Severity::Error`].
     pub fn errors(&self) -> impl Iterator<Item = &Problem> {
         self.problems
@@ -246,8 +257,9 @@ pub struct InventoryContent {
     pub clusters: Vec<Cluster>,
     /// Applications, keyed by namespace and name, without duplicates.
     pub apps: Vec<App>,
-    /// Each application's GitOps spec, by key (see [`InventorySnapshot::specs`]).
-    pub specs: BTreeMap<AppKey, AppSpec>,
+    /// Each application's GitOps spec, by key, compact (see [`InventorySnapshot::specs`];
+    /// [`specs_by_app_key`] makes them from the loaders' specs).
+    pub specs: BTreeMap<AppKey, StoredSpec>,
     /// How to reach each cluster, by cluster id.
     pub credentials: BTreeMap<String, ClusterCredentials>,
     /// How to reach private Git repositories (see [`InventorySnapshot::repositories`]).
@@ -312,14 +324,20 @@ impl InventoryContent {
 }
 
 /// GitOps specs keyed as the manifest loaders key them (`(namespace, name)`, see
-/// [`FleetFile::specs`](fleetshard_manifest::FleetFile::specs)), keyed as the inventory
-/// keys them.
+/// [`FleetFile::specs`](fleetshard_manifest::FleetFile::specs)), keyed and kept as the
+/// inventory keeps them (compact, their repository URLs and revisions shared).
 pub fn specs_by_app_key(
     specs: impl IntoIterator<Item = ((String, String), AppSpec)>,
-) -> BTreeMap<AppKey, AppSpec> {
+) -> BTreeMap<AppKey, StoredSpec> {
+    let mut strings = stored_spec::Interner::default();
     specs
         .into_iter()
-        .map(|((namespace, name), spec)| (AppKey::new(&namespace, &name), spec))
+        .map(|((namespace, name), spec)| {
+            (
+                AppKey::new(&namespace, &name),
+                StoredSpec::new(spec, &mut strings),
+            )
+        })
         .collect()
 }
 
@@ -380,6 +398,10 @@ impl Inventory {
                 || *snap.argocd_cm != argocd_cm;
             if content {
                 snap.revision += 1;
+                // Kept until the next change: without the room the loaders grew them by.
+                let (mut clusters, mut apps) = (clusters, apps);
+                clusters.shrink_to_fit();
+                apps.shrink_to_fit();
                 snap.clusters = Arc::new(clusters);
                 snap.apps = Arc::new(apps);
                 snap.specs = Arc::new(specs);
@@ -412,7 +434,7 @@ pub async fn follow_inventory(filter: Arc<ShardWork>, mut rx: watch::Receiver<In
     loop {
         let snap = rx.borrow_and_update().clone();
         if seen.as_ref().map(|s| s.revision) != Some(snap.revision) {
-            filter.set_inventory(&snap.clusters, &snap.apps);
+            filter.set_inventory_sharing(&snap.clusters, &snap.apps, &snap.specs);
             if let Some(old) = &seen {
                 filter.refresh_apps(changed_apps(old, &snap));
                 filter.refresh_clusters(changed_clusters(old, &snap));

@@ -32,8 +32,11 @@ use crate::AppKey;
 use crate::ConfigError;
 use crate::queue::{RateLimiterConfig, WorkQueue, WorkQueueMetrics};
 
+mod index;
 #[cfg(test)]
 mod tests;
+
+use index::AppIndex;
 
 /// An app the filter could not place on a cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,9 +170,8 @@ struct State {
     owned: HashSet<Arc<str>>,
     /// Whether work is gated on a shard lease.
     lease: LeaseGate,
-    /// App → the id of the cluster it deploys to.
-    app_cluster: HashMap<AppKey, Arc<str>>,
-    cluster_apps: HashMap<Arc<str>, HashSet<AppKey>>,
+    /// Which cluster each app deploys to, and each cluster's apps.
+    apps: AppIndex,
     unresolved: BTreeMap<AppKey, Destination>,
     /// Admitted items per cluster; absent = 0.
     in_flight: HashMap<Arc<str>, usize>,
@@ -268,32 +270,45 @@ impl ShardWork {
     /// an owned cluster (or are new on one) are queued for refresh; apps of clusters not
     /// owned are not touched (items in flight keep their hold on their old cluster).
     pub fn set_inventory(&self, clusters: &[Cluster], apps: &[App]) {
+        self.set_inventory_sharing::<()>(clusters, apps, &BTreeMap::new());
+    }
+
+    /// [`ShardWork::set_inventory`], keying each app with the equal key of `keys` when
+    /// there is one (the inventory's specs), so the index shares those keys' allocations
+    /// instead of making its own.
+    pub fn set_inventory_sharing<V>(
+        &self,
+        clusters: &[Cluster],
+        apps: &[App],
+        keys: &BTreeMap<AppKey, V>,
+    ) {
         let index = DestinationIndex::new(clusters);
         let mut s = self.lock();
         let mut to_refresh = Vec::new();
-        let old = std::mem::take(&mut s.app_cluster);
-        s.cluster_apps.clear();
+        let old = std::mem::take(&mut s.apps);
         s.unresolved.clear();
-        let ids: HashMap<&str, Arc<str>> = clusters
-            .iter()
-            .map(|c| (c.id.as_str(), Arc::from(c.id.as_str())))
-            .collect();
+        // One shared id per cluster, made when its first app is seen.
+        let mut ids: Vec<Option<Arc<str>>> = vec![None; clusters.len()];
+        let mut resolved = Vec::with_capacity(apps.len());
         for app in apps {
             let key = AppKey::of(app);
+            let key = keys
+                .get_key_value(&key)
+                .map_or(key, |(shared, _)| shared.clone());
             let Some(i) = index.resolve(&app.destination) else {
                 s.unresolved.insert(key, app.destination.clone());
                 continue;
             };
-            let id = ids[clusters[i].id.as_str()].clone();
-            if s.owned.contains(&id) && old.get(&key) != Some(&id) {
+            let id = ids[i]
+                .get_or_insert_with(|| Arc::from(clusters[i].id.as_str()))
+                .clone();
+            if s.owned.contains(&id) && old.cluster_of(&key) != Some(&id) {
                 to_refresh.push(key.clone());
             }
-            s.cluster_apps
-                .entry(id.clone())
-                .or_default()
-                .insert(key.clone());
-            s.app_cluster.insert(key, id);
+            resolved.push((key, id));
         }
+        drop(old);
+        s.apps = AppIndex::new(resolved);
         self.metrics.unresolved_apps.set(gauge(s.unresolved.len()));
         drop(s);
         self.refresh.add_many(to_refresh);
@@ -307,11 +322,7 @@ impl ShardWork {
             return;
         }
         self.metrics.owned_clusters.set(gauge(s.owned.len()));
-        let apps: Vec<AppKey> = s
-            .cluster_apps
-            .get(&id)
-            .map(|a| a.iter().cloned().collect())
-            .unwrap_or_default();
+        let apps = s.apps.apps_of(&id).to_vec();
         drop(s);
         self.refresh.add_many(apps);
     }
@@ -322,7 +333,7 @@ impl ShardWork {
         let s = self.lock();
         let owned: Vec<AppKey> = apps
             .into_iter()
-            .filter(|a| s.app_cluster.get(a).is_some_and(|c| s.owned.contains(c)))
+            .filter(|a| s.apps.cluster_of(a).is_some_and(|c| s.owned.contains(c)))
             .collect();
         drop(s);
         self.refresh.add_many(owned);
@@ -334,10 +345,8 @@ impl ShardWork {
         let s = self.lock();
         let mut apps = Vec::new();
         for c in clusters {
-            if s.owned.contains(c)
-                && let Some(a) = s.cluster_apps.get(c)
-            {
-                apps.extend(a.iter().cloned());
+            if s.owned.contains(c) {
+                apps.extend_from_slice(s.apps.apps_of(c));
             }
         }
         drop(s);
@@ -354,8 +363,7 @@ impl ShardWork {
         let apps: Vec<AppKey> = s
             .owned
             .iter()
-            .filter_map(|c| s.cluster_apps.get(c))
-            .flat_map(|a| a.iter().cloned())
+            .flat_map(|c| s.apps.apps_of(c).iter().cloned())
             .collect();
         drop(s);
         let n = apps.len();
@@ -406,7 +414,8 @@ impl ShardWork {
         if s.owned.contains(cluster) {
             return;
         }
-        if let Some(apps) = s.cluster_apps.get(cluster) {
+        let apps = s.apps.apps_of(cluster);
+        if !apps.is_empty() {
             self.refresh.remove_many(apps);
             self.operation.remove_many(apps);
         }
@@ -415,7 +424,7 @@ impl ShardWork {
     /// Whether `app` may be processed now; see [`Admission`]. Counts the drops.
     pub fn admit(self: &Arc<Self>, app: &AppKey) -> Admission {
         let mut s = self.lock();
-        let Some(cluster) = s.app_cluster.get(app).cloned() else {
+        let Some(cluster) = s.apps.cluster_of(app).cloned() else {
             return if s.unresolved.contains_key(app) {
                 self.metrics.unresolved_dropped.inc();
                 Admission::Unresolved
@@ -477,7 +486,7 @@ impl ShardWork {
 
     /// The id of the cluster `app` deploys to, if resolved.
     pub fn cluster_of(&self, app: &AppKey) -> Option<String> {
-        self.lock().app_cluster.get(app).map(|c| c.to_string())
+        self.lock().apps.cluster_of(app).map(|c| c.to_string())
     }
 
     /// Apps whose destination resolves to no cluster, sorted by key (for the status page).

@@ -27,12 +27,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_core::{App, Cluster};
-use fleetshard_manifest::{
-    AppProject, AppSpec, ClusterCredentials, InputFormat, LoadError, RepoSettings,
-};
+use fleetshard_manifest::{AppProject, ClusterCredentials, InputFormat, LoadError, RepoSettings};
 use tokio::time::MissedTickBehavior;
 
-use super::{Inventory, InventoryContent, Problem, Severity, check_app, specs_by_app_key};
+use super::{
+    Inventory, InventoryContent, Problem, Severity, StoredSpec, check_app, specs_by_app_key,
+};
 use crate::AppKey;
 
 /// Where to read from and how often to look for changes.
@@ -139,7 +139,7 @@ fn is_manifest(path: &Path) -> bool {
 struct Content {
     clusters: Vec<Cluster>,
     apps: Vec<App>,
-    specs: BTreeMap<AppKey, AppSpec>,
+    specs: BTreeMap<AppKey, StoredSpec>,
     credentials: BTreeMap<String, ClusterCredentials>,
     projects: BTreeMap<String, Arc<AppProject>>,
     repositories: RepoSettings,

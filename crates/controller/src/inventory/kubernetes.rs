@@ -23,8 +23,9 @@ use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
+use fleetshard_core::App;
 use fleetshard_manifest::{
-    AppDefinition, AppProject, ClusterSecret, KNOWN_HOSTS_CONFIG_MAP, RepoSecret, RepoSettings,
+    AppProject, ClusterSecret, KNOWN_HOSTS_CONFIG_MAP, RepoSecret, RepoSettings,
     TLS_CERTS_CONFIG_MAP,
 };
 use futures::StreamExt as _;
@@ -32,7 +33,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 
-use super::{Inventory, InventoryContent, Problem, check_app};
+use super::{Inventory, InventoryContent, Problem, StoredSpec, check_app};
 use crate::AppKey;
 
 /// The `source` of every problem this source reports.
@@ -422,7 +423,7 @@ fn key_of(obj: &DynamicObject) -> Key {
 
 struct State {
     secrets: Objects<ClusterSecret>,
-    apps: Objects<AppDefinition>,
+    apps: Objects<StoredApp>,
     projects: Objects<Arc<AppProject>>,
     repos: Objects<RepoSecret>,
     known_hosts: Objects<RepoSettings>,
@@ -500,14 +501,17 @@ fn convert_secret(obj: &DynamicObject) -> Converted<ClusterSecret> {
     Ok((loaded.value, warnings))
 }
 
-fn convert_app(obj: &DynamicObject) -> Converted<AppDefinition> {
+/// An Application as the source keeps it: the app, and its spec compact.
+type StoredApp = (App, StoredSpec);
+
+fn convert_app(obj: &DynamicObject) -> Converted<StoredApp> {
     let value = to_value(obj, "Application")?;
     let loaded = fleetshard_manifest::app_from_value(&value, SOURCE)
         .map_err(|e| Problem::from_load_error(&e))?;
-    let definition = loaded.value;
-    check_app(&definition.0, SOURCE)?;
+    let (app, spec) = loaded.value;
+    check_app(&app, SOURCE)?;
     let warnings = loaded.warnings.iter().map(Problem::from_warning).collect();
-    Ok((Some(definition), warnings))
+    Ok((Some((app, StoredSpec::from(spec))), warnings))
 }
 
 fn convert_project(obj: &DynamicObject) -> Converted<Arc<AppProject>> {

@@ -255,3 +255,23 @@ async fn a_handover_waits_for_the_workers_and_nothing_runs_after_it() {
     );
     p.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_index_shares_the_inventorys_keys() {
+    let f = ShardWork::new(queue(), queue(), WorkMetrics::default());
+    let clusters = [named("c1", "https://one", "one")];
+    let apps = [
+        App::to_server("ns", "a", "https://one"),
+        App::to_server("ns", "b", "https://one"),
+    ];
+    let shared = key("a");
+    let keys = BTreeMap::from([(shared.clone(), ())]);
+    f.set_inventory_sharing(&clusters, &apps, &keys);
+    f.start_cluster("c1");
+    let queued = drain(f.refresh_queue()).await;
+    assert_eq!(queued, [key("a"), key("b")]);
+    assert!(
+        Arc::ptr_eq(&queued[0].0, &shared.0),
+        "a's key is the inventory's"
+    );
+}

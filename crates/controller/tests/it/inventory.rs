@@ -83,10 +83,10 @@ async fn revision_moves_only_with_content() {
     // An app's GitOps spec is content too, though the app itself is the same.
     let mut with_spec = content(c.clone(), a2.clone());
     let key = AppKey::new("argocd", "app-a");
-    with_spec.specs.insert(key.clone(), spec_at("v1"));
+    with_spec.specs.insert(key.clone(), spec_at("v1").into());
     assert!(inventory.publish(with_spec.clone(), vec![], true));
     assert_eq!(inventory.snapshot().revision, 3);
-    assert_eq!(inventory.snapshot().specs[&key], spec_at("v1"));
+    assert_eq!(inventory.snapshot().spec(&key), spec_at("v1"));
     assert!(!inventory.publish(with_spec, vec![], true), "same spec");
     assert_eq!(inventory.snapshot().revision, 3);
 
@@ -197,7 +197,7 @@ async fn changed_definitions_and_credentials_are_refreshed_on_the_owner() {
     for name in ["app-a", "app-b"] {
         at_v2
             .specs
-            .insert(AppKey::new("argocd", name), spec_at("v2"));
+            .insert(AppKey::new("argocd", name), spec_at("v2").into());
     }
     inventory.publish(at_v2.clone(), vec![], true);
     queued(&filter, 1).await;
@@ -211,7 +211,8 @@ async fn changed_definitions_and_credentials_are_refreshed_on_the_owner() {
         AppSpec {
             sync_request: Some(SyncRequest::default()),
             ..spec_at("v2")
-        },
+        }
+        .into(),
     );
     inventory.publish(requested, vec![], true);
     queued(&filter, 1).await;

@@ -233,15 +233,18 @@ async fn specs_follow_the_files_and_the_first_definition() {
     let one = AppKey::new("argocd", "one");
     assert_eq!(snap.specs.len(), 1);
     assert_eq!(
-        snap.specs[&one].source.path, "first",
+        snap.spec(&one).source.path,
+        "first",
         "the first file's definition, spec included"
     );
-    assert_eq!(snap.specs[&one].source.target_revision, "HEAD");
+    assert_eq!(snap.spec(&one).source.target_revision, "HEAD");
 
     // Only the source changes: the app is the same, the revision moves.
     files.write("/fleet/a.yaml", &app_at("one", "moved"));
     let snap2 = wait_for(&mut rx, "new source", |s| {
-        s.specs.get(&one).is_some_and(|s| s.source.path == "moved")
+        s.specs
+            .get(&one)
+            .is_some_and(|s| s.to_spec().source.path == "moved")
     })
     .await;
     assert_eq!(snap2.apps, snap.apps);

@@ -96,7 +96,7 @@ async fn follows_secrets_and_applications() {
     assert!(!a.id.is_empty(), "the Secret's uid is the cluster id");
     assert_eq!(a.labels.get("env").map(String::as_str), Some("prod"));
     assert!(!a.labels.contains_key("argocd.argoproj.io/secret-type"));
-    let one = &snap.specs[&AppKey::of(&snap.apps[0])];
+    let one = &snap.spec(&AppKey::of(&snap.apps[0]));
     assert_eq!(one.source.path, "one");
     assert_eq!(one.auto_sync.map(|s| s.prune), Some(true));
     assert_eq!(snap.specs.len(), 2, "one spec per app");
@@ -162,11 +162,14 @@ async fn follows_secrets_and_applications() {
         .expect("modify");
     let one = AppKey::new("argocd", "one");
     let snap = wait_for(&mut rx, "operation", |s| {
-        s.specs.get(&one).is_some_and(|s| s.sync_request.is_some())
+        s.specs
+            .get(&one)
+            .is_some_and(|s| s.to_spec().sync_request.is_some())
     })
     .await;
     assert_eq!(snap.revision, before + 2);
-    let request = snap.specs[&one].sync_request.as_ref().expect("requested");
+    let spec = snap.spec(&one);
+    let request = spec.sync_request.as_ref().expect("requested");
     assert_eq!(
         (request.revision.as_deref(), request.prune),
         (Some("abc"), true)

@@ -155,7 +155,14 @@ impl TargetIndex {
             .iter()
             .enumerate()
             .filter_map(|(i, app)| {
-                Some((AppKey::of(app), (i, clusters.resolve(&app.destination)?)))
+                let c = clusters.resolve(&app.destination)?;
+                // The inventory's key of the app, shared, when it has a spec.
+                let key = AppKey::of(app);
+                let key = snapshot
+                    .specs
+                    .get_key_value(&key)
+                    .map_or(key, |(k, _)| k.clone());
+                Some((key, (i, c)))
             })
             .collect();
         TargetIndex { snapshot, apps }
@@ -210,7 +217,7 @@ impl Inventory for InventoryTargets {
             project: snap.project(&app.project),
             cluster_name: cluster.name.clone(),
             app: app.clone(),
-            spec: snap.specs.get(key).cloned().unwrap_or_default(),
+            spec: snap.spec(key),
             cluster: ClusterAccess {
                 id: cluster.id.clone(),
                 server: cluster.server.clone(),
@@ -271,7 +278,7 @@ mod tests {
             refresh: None,
             sources: Vec::new(),
         };
-        content.specs.insert(key.clone(), spec.clone());
+        content.specs.insert(key.clone(), spec.clone().into());
         published.publish(content.clone(), vec![], true);
         let t = targets.target(&key).expect("resolved by name");
         assert_eq!(t.spec, spec, "the app's spec, by key");
@@ -292,7 +299,7 @@ mod tests {
             },
             ..spec
         };
-        content.specs.insert(key.clone(), v2.clone());
+        content.specs.insert(key.clone(), v2.clone().into());
         published.publish(content.clone(), vec![], true);
         assert_eq!(targets.target(&key).expect("still there").spec, v2);
         content.specs.clear();
