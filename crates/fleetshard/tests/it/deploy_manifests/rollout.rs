@@ -335,8 +335,13 @@ fn scale_and_roll(name: &str) {
     };
     if argocd {
         // Argo CD's protocol (the overlay's ARGOCD_ENABLE_DYNAMIC_CLUSTER_DISTRIBUTION);
-        // test only: a 200 ms heartbeat instead of Argo CD's 10 s minimum.
-        setup.args = ["--heartbeat-ms", "200"].map(str::to_owned).to_vec();
+        // test only: a 300 ms heartbeat instead of Argo CD's 10 s minimum. A holder acts
+        // until 2 heartbeats after its last confirmed one, and a new pod that has not yet
+        // watched the map for 3 heartbeats waits that long before starting what it gains:
+        // at 200 ms a replica starting beside others on a busy 2-core machine sometimes
+        // went 400 ms without a confirmed heartbeat (clusters lost to a lease); at 500 ms
+        // a handover to a just-started pod waits 1.5 s, over the graceful bound.
+        setup.args = ["--heartbeat-ms", "300"].map(str::to_owned).to_vec();
     }
     let mut d = DeploymentController {
         h: Harness::new(dir, store, setup),
