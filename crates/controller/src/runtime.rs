@@ -151,7 +151,7 @@ impl ControllerRuntime {
         } = inputs;
         // The inventory first, so the first ownership events find their apps.
         let first = inventory.borrow().clone();
-        work.set_inventory(&first.clusters, &first.apps);
+        work.set_inventory_sharing(&first.clusters, &first.apps, &first.specs);
         let reconciler_for_feed = reconciler.clone();
         let processors = Processors::start(cfg.pools, work.clone(), reconciler)?;
         let projects = ProjectProcessor::start(

@@ -25,13 +25,12 @@ use fleetshard_gitops::reconciler::{
     AppTarget, FixedClock, GitOpsReconciler, MemorySink, ReconcilerConfig, StaticInventory,
 };
 use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
-use fleetshard_manifest::{AppSource, AppSpec, AutoSync};
 use fleetshard_testsupport::git::Git;
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use tokio::time::Instant;
 
 mod common;
-use common::{Op, median, round};
+use common::{Op, auto_synced, median, round};
 
 /// Argo CD's status processors (`--status-processors`), the default of WORKERS.
 const WORKERS: usize = 20;
@@ -132,24 +131,7 @@ async fn start_fleet(repo: &str, apps: usize, clusters: usize) -> Fleet {
                 namespace: Some("default".into()),
             },
         };
-        let spec = AppSpec {
-            source: AppSource {
-                repo_url: repo.to_owned(),
-                target_revision: "main".into(),
-                path: format!("apps/a{a}"),
-                directory: Default::default(),
-                raw: Default::default(),
-            },
-            auto_sync: Some(AutoSync {
-                prune: true,
-                self_heal: true,
-                allow_empty: false,
-            }),
-            sync_request: None,
-            refusals: Vec::new(),
-            refresh: None,
-            sources: Vec::new(),
-        };
+        let spec = auto_synced(repo, format!("apps/a{a}"));
         keys.push((AppKey::of(&app), c));
         inventory.insert(AppTarget {
             app,

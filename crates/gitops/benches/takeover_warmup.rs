@@ -32,14 +32,13 @@ use fleetshard_gitops::reconciler::{
     AppTarget, FixedClock, GitOpsReconciler, MemorySink, ReconcilerConfig, StaticInventory,
 };
 use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
-use fleetshard_manifest::{AppSource, AppSpec, AutoSync};
 use fleetshard_testsupport::git::Git;
 use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
 use serde_json::json;
 use tokio::time::Instant;
 
 mod common;
-use common::{Op, median, round};
+use common::{Op, auto_synced, median, round};
 
 /// Argo CD's status processors.
 const WORKERS: usize = 20;
@@ -120,24 +119,7 @@ fn inventory(
                 namespace: Some(format!("team{}", a % NAMESPACES)),
             },
         };
-        let spec = AppSpec {
-            source: AppSource {
-                repo_url: repo.to_owned(),
-                target_revision: "main".into(),
-                path: format!("apps/a{a}"),
-                directory: Default::default(),
-                raw: Default::default(),
-            },
-            auto_sync: Some(AutoSync {
-                prune: true,
-                self_heal: true,
-                allow_empty: false,
-            }),
-            sync_request: None,
-            refusals: Vec::new(),
-            refresh: None,
-            sources: Vec::new(),
-        };
+        let spec = auto_synced(repo, format!("apps/a{a}"));
         keys.push(AppKey::of(&app));
         inventory.insert(AppTarget {
             app,

@@ -1,11 +1,35 @@
-//! What the reconciler's measurement programs share: running an operation on every app
-//! with a number of concurrent workers, and the median of a sample.
+//! What the reconciler's measurement programs share: an auto-synced app's spec, running an
+//! operation on every app with a number of concurrent workers, and the median of a sample.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fleetshard_controller::{AppKey, Operated, Reconciler};
 use fleetshard_gitops::reconciler::GitOpsReconciler;
+use fleetshard_manifest::{AppSource, AppSpec, AutoSync};
+
+/// The spec of an app rendering the plain manifests at `path` of `repo`'s `main`, synced
+/// automatically with pruning and self-heal.
+pub fn auto_synced(repo: &str, path: String) -> AppSpec {
+    AppSpec {
+        source: AppSource {
+            repo_url: repo.to_owned(),
+            target_revision: "main".into(),
+            path,
+            directory: Default::default(),
+            raw: Default::default(),
+        },
+        auto_sync: Some(AutoSync {
+            prune: true,
+            self_heal: true,
+            allow_empty: false,
+        }),
+        sync_request: None,
+        refusals: Vec::new(),
+        refresh: None,
+        sources: Vec::new(),
+    }
+}
 
 /// What a round does to each app.
 #[derive(Clone, Copy)]

@@ -230,16 +230,7 @@ fn a_role_without_a_shard_is_given_up_and_ends_when_the_release_is_sent() {
         "separate: b is older"
     );
     // Shard 0 is taken from a (its record names c now); b and c announce the bound role.
-    let c = ShardRecord {
-        holder: "c".into(),
-        incarnation: 1,
-        beat: 1,
-        acked: 0,
-        released: false,
-        zone: None,
-        capacity: None,
-    };
-    b.put(&shard_key(ROOT, 0), encode(&c));
+    b.put(&shard_key(ROOT, 0), shard_record("c", 0));
     let announced_c = String::from_utf8(ANNOUNCED_INVENTORY.to_vec())
         .unwrap()
         .replace("\"b\"", "\"c\"");
