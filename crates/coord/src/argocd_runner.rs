@@ -51,6 +51,10 @@ pub struct ArgoStatus {
     /// Until when this replica may act on its shard unless a heartbeat is confirmed (may be
     /// in the past: the heartbeat is stale).
     pub valid_until: Option<Instant>,
+    /// From when a shard released gracefully to this replica is started at once: before
+    /// it, a replica without a shard is not ready (see [`ArgoStatus::readiness`]). `None`
+    /// counts as long ago.
+    pub fast_takeover_from: Option<Instant>,
     /// Clusters started and not stopped.
     pub acting: Vec<String>,
     /// Clusters gained and waiting for the start delay.
@@ -79,6 +83,10 @@ impl ArgoStatus {
     /// replica (a spare, or a pinned replica whose shard a live replica holds): in a
     /// Deployment such a pod is the rolling update's surge pod and must become ready for the
     /// update to proceed, and no shard is unowned (unlike upstream's "ready with −1", W15).
+    /// Such a pod is ready only once it would start a shard released to it at once
+    /// ([`ArgoStatus::fast_takeover_from`]: the map watched for the start delay, 3
+    /// heartbeats): before, the old pod the update stops next would leave its clusters
+    /// unowned for that delay.
     pub fn readiness(&self, now: Instant) -> Result<String, String> {
         if self.stopping {
             return Err("stopping".into());
@@ -102,6 +110,16 @@ impl ArgoStatus {
         }
         if let Some(e) = &self.map_error {
             return Err(format!("no shard held; {e}"));
+        }
+        let watching = self.fast_takeover_from.filter(|from| *from > now);
+        if let (Some(from), Some(ClaimStatus::Spare | ClaimStatus::WaitingForPinned { .. })) =
+            (watching, &self.claim)
+        {
+            return Err(format!(
+                "no shard held; watching the shard mapping {:.1} s more before a shard \
+                 released to this replica can be started at once",
+                from.saturating_duration_since(now).as_secs_f64()
+            ));
         }
         match &self.claim {
             Some(ClaimStatus::Spare) => Ok("spare: every shard is held by a live replica".into()),
@@ -468,6 +486,7 @@ impl ArgoRunner {
             shard: m.shard(),
             claim: m.claim_status().cloned(),
             valid_until: m.valid_until().map(|u| self.start + u.0),
+            fast_takeover_from: Some(self.start + m.fast_takeover_from().0),
             acting: m.started().map(str::to_owned).collect(),
             pending: m.pending(),
             replicas: m.replicas(),

@@ -24,9 +24,15 @@
 //! ([`run_on_own_thread`]): its renew timer, its writes (tasks on that runtime) and its
 //! store calls (SQLite's blocking calls go to that runtime's own blocking pool) never
 //! queue behind reconciles. Stops still reach the controller through the hook, whose
-//! futures wait on the controller's work from that thread. (A store whose client keeps
-//! its connection on a task of the replica's runtime — etcd, Kubernetes — still needs
-//! that runtime to make progress; SQLite and `memory://` do not.)
+//! futures wait on the controller's work from that thread.
+//!
+//! A store whose client keeps its connection on tasks (etcd's and Kubernetes' clients:
+//! a request queue's worker and the connections, spawned on the runtime that first
+//! connects) would still need the replica's runtime to make progress if that runtime made
+//! first contact. So the thread is started before the runner is built, and the store's
+//! first contact is made from it ([`CoordinationThread::first_contact`]). Seen without:
+//! with the Kubernetes store, starting a few clusters on a busy 2-core machine delayed
+//! heartbeat confirmations past a 2 s validity.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,6 +70,8 @@ pub struct Coordination<S> {
     pub feeders: Vec<JoinHandle<()>>,
     /// Kept alive while the replica runs (a Deployment watch).
     pub deployment: Option<ReplicasWatch>,
+    /// The thread [`Coordination::run`] runs on, already running its runtime.
+    pub thread: CoordinationThread,
 }
 
 /// Either protocol's runner.
@@ -124,6 +132,8 @@ pub async fn fenced(
         capacity: inputs.capacity,
         shard_specs: settings.shard_specs.clone(),
     };
+    let thread = CoordinationThread::start()?;
+    thread.first_contact(&inputs.store).await;
     let (events_tx, events) = mpsc::unbounded_channel();
     let (fleet, follower) = follow_fleet(inputs.inventory, &settings.placement);
     let (store, hold) = (inputs.store.clone(), settings.timing.duration);
@@ -159,6 +169,7 @@ pub async fn fenced(
         }),
         feeders: vec![follower],
         deployment,
+        thread,
     })
 }
 
@@ -173,6 +184,8 @@ pub async fn argocd(
     inputs: CoordinationInputs<'_>,
     fleet: &InventorySnapshot,
 ) -> Result<Coordination<ArgoStatus>, ReplicaError> {
+    let thread = CoordinationThread::start()?;
+    thread.first_contact(&inputs.store).await;
     let mut cfg = settings.config.clone();
     cfg.identity = inputs.identity.to_owned();
     // A fixed count, or the Deployment's replicas (Argo CD's source) forwarded as they
@@ -222,6 +235,7 @@ pub async fn argocd(
         run: Box::new(move |shutdown| Box::pin(runner.run(shutdown))),
         feeders,
         deployment,
+        thread,
     })
 }
 
@@ -249,34 +263,88 @@ pub async fn hold_before_claiming(
     }
 }
 
-/// Runs the coordination runner's future on a dedicated OS thread with a single-threaded
-/// tokio runtime of its own (see the module docs); the receiver gets its result (closed
-/// without one: the thread panicked). Tasks it spawned and still running when it returns
-/// are dropped with that runtime; blocking calls in flight are left to finish.
-pub fn run_on_own_thread(
-    run: impl std::future::Future<Output = bool> + Send + 'static,
-) -> Result<oneshot::Receiver<bool>, ReplicaError> {
-    let failed = |e: std::io::Error| ReplicaError::Start {
-        part: "the coordination runner's thread",
-        reason: e.to_string(),
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .thread_name("fleetshard-coordination-blocking")
-        .build()
-        .map_err(failed)?;
-    let (tx, rx) = oneshot::channel();
-    std::thread::Builder::new()
-        .name("fleetshard-coordination".into())
-        .spawn(move || {
-            let released = runtime.block_on(run);
-            let _ = tx.send(released);
-            // Writes whose outcome nobody awaits any more, a placement still computing:
-            // the runner is done; nothing waits for them.
-            runtime.shutdown_background();
+/// The coordination runner's dedicated OS thread, with a single-threaded tokio runtime of
+/// its own (see the module docs). It runs its runtime from the start, so that tasks can be
+/// spawned on it before the runner itself is given ([`CoordinationThread::run`]); dropped
+/// without a runner, the thread ends.
+pub struct CoordinationThread {
+    runtime: tokio::runtime::Handle,
+    runner: oneshot::Sender<BoxFuture<'static, bool>>,
+    released: oneshot::Receiver<bool>,
+}
+
+impl std::fmt::Debug for CoordinationThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoordinationThread").finish_non_exhaustive()
+    }
+}
+
+impl CoordinationThread {
+    /// Starts the thread and its runtime.
+    pub fn start() -> Result<CoordinationThread, ReplicaError> {
+        let failed = |e: std::io::Error| ReplicaError::Start {
+            part: "the coordination runner's thread",
+            reason: e.to_string(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_name("fleetshard-coordination-blocking")
+            .build()
+            .map_err(failed)?;
+        let handle = runtime.handle().clone();
+        let (runner, given) = oneshot::channel::<BoxFuture<'static, bool>>();
+        let (tx, released) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("fleetshard-coordination".into())
+            .spawn(move || {
+                // Tasks spawned on the runtime (first contact) run while this waits.
+                let result = runtime.block_on(async move {
+                    match given.await {
+                        Ok(run) => Some(run.await),
+                        Err(_) => None,
+                    }
+                });
+                if let Some(released) = result {
+                    let _ = tx.send(released);
+                }
+                // Writes whose outcome nobody awaits any more, a placement still computing:
+                // the runner is done; nothing waits for them.
+                runtime.shutdown_background();
+            })
+            .map_err(failed)?;
+        Ok(CoordinationThread {
+            runtime: handle,
+            runner,
+            released,
         })
-        .map_err(failed)?;
-    Ok(rx)
+    }
+
+    /// Makes the store's first contact (its identity check) from a task of this thread's
+    /// runtime, so that a client connecting on first use keeps its connection tasks here.
+    /// A failure is only logged: the runner meets and reports store trouble itself.
+    pub async fn first_contact(&self, store: &Arc<dyn Store>) {
+        let store = store.clone();
+        let contact = self
+            .runtime
+            .spawn(async move { store.check_identity().await.map(drop) });
+        match contact.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!("the store's first contact failed: {e}"),
+            Err(e) => tracing::debug!("the store's first contact did not finish: {e}"),
+        }
+    }
+
+    /// Runs the runner's future on the thread; the receiver gets its result (closed without
+    /// one: the thread panicked). Tasks it spawned and still running when it returns are
+    /// dropped with the runtime; blocking calls in flight are left to finish.
+    pub fn run(
+        self,
+        run: impl std::future::Future<Output = bool> + Send + 'static,
+    ) -> oneshot::Receiver<bool> {
+        // The thread waits for the runner until this is sent; it has not ended.
+        let _ = self.runner.send(Box::pin(run));
+        self.released
+    }
 }
 
 /// Keeps a Deployment's replica count current, through the Kubernetes store's client (in

@@ -313,6 +313,7 @@ fn spawn_with<S: ReplicaStatus>(
         run,
         feeders,
         deployment,
+        thread,
     } = coordination;
     let inputs = ControllerInputs {
         ownership: events,
@@ -375,11 +376,11 @@ fn spawn_with<S: ReplicaStatus>(
     let audit = tokio::spawn(audit::audit_loop(audited, audit_file, identity));
     let (shutdown, shutdown_rx) = watch::channel(false);
     // The Deployment watch lives as long as the runner that reads it.
-    let runner = coordination::run_on_own_thread(async move {
+    let runner = thread.run(async move {
         let released = run(shutdown_rx).await;
         drop(deployment);
         released
-    })?;
+    });
     Ok(ReplicaHandle {
         addr,
         inventory: inventory.inventory,

@@ -339,6 +339,34 @@ fn readiness_follows_argo_semantics_without_w15() {
     assert_eq!(s.readiness(now).unwrap_err(), "stopping");
 }
 
+/// A replica without a shard is a rolling update's surge pod: it reports ready only once a
+/// shard released to it would be started at once (the map watched for the start delay), so
+/// that the old pod stopped next does not leave its clusters unowned for that delay.
+#[test]
+fn a_spare_is_ready_only_once_it_would_start_a_released_shard_at_once() {
+    let now = Instant::now();
+    let mut s = ArgoStatus {
+        listed: true,
+        replicas: 3,
+        claim: Some(ClaimStatus::Spare),
+        fast_takeover_from: Some(now + H * 3),
+        ..ArgoStatus::default()
+    };
+    let early = s.readiness(now).unwrap_err();
+    assert!(early.contains("watching the shard mapping 3"), "{early}");
+    assert!(s.readiness(now + H * 3).unwrap().contains("spare"));
+    s.claim = Some(ClaimStatus::WaitingForPinned {
+        shard: 1,
+        holder: "x".into(),
+    });
+    assert!(s.readiness(now + H).is_err());
+    assert!(s.readiness(now + H * 4).is_ok());
+    // A holder is ready on its heartbeat alone: the delay concerns shards it would gain.
+    s.shard = Some(1);
+    s.valid_until = Some(now + H * 2);
+    assert_eq!(s.readiness(now).unwrap(), "holding shard 1");
+}
+
 /// Counts stops and takes `took` for each, like a controller draining work in flight.
 struct SlowStops {
     took: Duration,

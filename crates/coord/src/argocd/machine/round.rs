@@ -10,6 +10,15 @@ use crate::lease::Mono;
 use crate::store::{Precondition, StoreError};
 
 impl ArgoReplica {
+    /// From when a shard this replica gains by a graceful release it saw is started at once
+    /// (the fast path of the module docs): once the count and the map's length have been
+    /// stable for the start delay. Before that, every gain waits the delay. A replica without
+    /// a shard is a useful rolling-update surge pod only from then on, so its readiness
+    /// waits for it.
+    pub fn fast_takeover_from(&self) -> Mono {
+        self.stable_since.after(self.cfg.start_delay())
+    }
+
     /// One claim round if due: on the heartbeat (holders), or whenever a replica without a
     /// shard reads the map (it claims a free or stale entry at once).
     pub(super) fn maybe_claim(&mut self, now: Mono, wall: WallTime, out: &mut Out) {

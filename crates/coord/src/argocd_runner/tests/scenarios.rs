@@ -244,6 +244,44 @@ async fn graceful_release_frees_the_entry_for_an_immediate_takeover() {
     shutdown_all(rest).await;
 }
 
+/// A rolling update's surge pod: it joins a full map as a spare and reports ready only once
+/// it has watched the map for the start delay; the old pod stopped then (as a Deployment
+/// does once its surge pod is ready) has its clusters started by the surge pod at once.
+/// Ready earlier, the stop would leave them unowned for up to the start delay.
+#[tokio::test(start_paused = true)]
+async fn a_surge_pod_is_ready_only_when_it_would_take_a_released_shard_over_at_once() {
+    let world = World::new(10, 1);
+    let old = world.spawn("old");
+    sleep(S + Duration::from_secs(5)).await;
+    let old_clusters = old.status.borrow().acting.clone();
+    assert_eq!(old_clusters.len(), 10);
+    let joined = Instant::now();
+    let surge = world.spawn("surge");
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(surge.status.borrow().claim, Some(ClaimStatus::Spare));
+    let early = surge.status.borrow().readiness(Instant::now()).unwrap_err();
+    assert!(early.contains("watching the shard mapping"), "{early}");
+    // Readiness polled as a kubelet would, every second.
+    while surge.status.borrow().readiness(Instant::now()).is_err() {
+        sleep(Duration::from_secs(1)).await;
+    }
+    let ready_after = joined.elapsed();
+    assert!(
+        ready_after >= S && ready_after <= S + Duration::from_secs(2),
+        "ready {ready_after:?} after joining"
+    );
+    old.shutdown.send(true).unwrap();
+    assert!(old.task.await.unwrap());
+    let stopped = Instant::now();
+    while surge.status.borrow().acting.len() < 10 {
+        sleep(Duration::from_millis(100)).await;
+        assert!(stopped.elapsed() < H, "the surge pod waited for a delay");
+    }
+    assert_eq!(surge.status.borrow().acting, old_clusters);
+    world.check_timeline();
+    shutdown_all(vec![surge]).await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn lost_write_replies_do_not_cost_the_shard() {
     let world = World::new(8, 2);

@@ -335,13 +335,13 @@ fn scale_and_roll(name: &str) {
     };
     if argocd {
         // Argo CD's protocol (the overlay's ARGOCD_ENABLE_DYNAMIC_CLUSTER_DISTRIBUTION);
-        // test only: a 300 ms heartbeat instead of Argo CD's 10 s minimum. A holder acts
-        // until 2 heartbeats after its last confirmed one, and a new pod that has not yet
-        // watched the map for 3 heartbeats waits that long before starting what it gains:
-        // at 200 ms a replica starting beside others on a busy 2-core machine sometimes
-        // went 400 ms without a confirmed heartbeat (clusters lost to a lease); at 500 ms
-        // a handover to a just-started pod waits 1.5 s, over the graceful bound.
-        setup.args = ["--heartbeat-ms", "300"].map(str::to_owned).to_vec();
+        // test only: a 1 s heartbeat instead of Argo CD's 10 s minimum. A holder acts
+        // until 2 heartbeats after its last confirmed one: at 200–500 ms, replicas starting
+        // beside others on a busy 2-core machine sometimes went that long without a
+        // confirmed heartbeat (clusters lost to a lease). A longer heartbeat costs no
+        // handover time in the rolling update: a surge pod reports ready only once it has
+        // watched the map for 3 heartbeats, so the old pod stopped then hands over at once.
+        setup.args = ["--heartbeat-ms", "1000"].map(str::to_owned).to_vec();
     }
     let mut d = DeploymentController {
         h: Harness::new(dir, store, setup),
@@ -422,7 +422,7 @@ fn fenced_deployment_scales_3_5_2_and_rolls_every_pod_with_one_handover_each() {
     scale_and_roll("fenced");
 }
 
-/// With the test's 200 ms heartbeat a loaded machine sometimes lets an entry's validity
+/// With a short test heartbeat a loaded machine sometimes lets an entry's validity
 /// lapse right after a cluster started: the audit log dates each change when it happened
 /// (it once dated the acquire when written, after the lapse, and the replay refused it).
 #[test]
