@@ -434,14 +434,51 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     })
 }
 
+/// Set to `1` by `fleetshard up` on the processes it starts (`run`, `simulate`), whose
+/// standard input is a pipe `up` holds open and never writes: end of file on it means `up`
+/// is gone, SIGKILL included, and the process stops as on SIGTERM instead of running on
+/// as an orphan.
+pub(super) const STOP_WITH_PARENT_ENV: &str = "FLEETSHARD_STOP_ON_STDIN_EOF";
+
 /// Returns on SIGTERM or Ctrl-C (every long-running command: `run`, `simulate`, `up`,
-/// `pin --watch`).
+/// `pin --watch`), or once standard input ends when [`STOP_WITH_PARENT_ENV`] says so.
 pub(super) async fn wait_for_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let parent_gone =
+        stdin_closed(std::env::var_os(STOP_WITH_PARENT_ENV).is_some_and(|v| v == "1"));
     tokio::select! {
         r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
         _ = term.recv() => {}
+        _ = parent_gone => tracing::warn!(
+            "standard input closed: the `fleetshard up` that started this process is gone; \
+             stopping as on SIGTERM"
+        ),
     }
     Ok(())
+}
+
+/// Resolves once standard input reaches its end (if `watch`; never otherwise). Read on a
+/// detached thread of its own: tokio's stdin would hold the runtime's shutdown until the
+/// read returned.
+async fn stdin_closed(watch: bool) {
+    if !watch {
+        return std::future::pending().await;
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("fleetshard-stdin".into())
+        .spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+            let _ = tx.send(());
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = rx.await;
+        }
+        Err(e) => {
+            tracing::warn!("cannot watch standard input for the parent's exit: {e}");
+            std::future::pending::<()>().await;
+        }
+    }
 }

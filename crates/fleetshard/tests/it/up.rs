@@ -331,6 +331,46 @@ fn up_exits_when_ready_and_says_how_long_it_took() {
     }
 }
 
+/// `up` killed with SIGKILL cannot stop its children itself: each sees its standard input
+/// (a pipe only `up` held) end and stops as on SIGTERM, replicas and simulate processes
+/// alike, instead of running on as orphans.
+#[test]
+fn up_killed_with_sigkill_leaves_no_process_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = start_up(
+        &dir.path().join("up"),
+        &["--replicas", "2", "--clusters", "3", "--apps", "6"],
+    );
+    up.line("ready:", READY);
+    signal(up.child.0.id(), "-KILL");
+    let _ = up.child.0.wait();
+    // Gone, or a zombie its new parent has not reaped yet: either way it has exited.
+    let running = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let state = stat.rsplit_once(") ")?.1.chars().next()?;
+                Some(state != 'Z' && state != 'X')
+            })
+            .unwrap_or(false)
+    };
+    let children: Vec<u32> = up.pids.iter().chain(&up.sim_pids).copied().collect();
+    wait_for(
+        "every child of the killed up to exit",
+        Duration::from_secs(60),
+        || {
+            let left: Vec<&u32> = children.iter().filter(|p| running(p)).collect();
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("still running: {left:?}"))
+            }
+        },
+    );
+    let log = std::fs::read_to_string(up.dir.join("logs/r1.log")).unwrap_or_default();
+    assert!(log.contains("standard input closed"), "{log}");
+}
+
 /// The page in a real browser: kill the replica holding shard 0 from its button; the
 /// timeline shows the failover and every cluster is owned again. On failure, a screenshot
 /// under target/ (its path printed); with `FLEETSHARD_DASHBOARD_SCREENSHOT`, one on

@@ -325,7 +325,10 @@ fn spawn(launch: &Launch, identity: &str, zone: Option<&str>) -> anyhow::Result<
             ReconcilerArg::Gitops => "gitops",
             ReconcilerArg::None => "none",
         })
-        .stdin(Stdio::null())
+        // A pipe held open and never written: if `up` dies, SIGKILL included, the child
+        // reads its end and stops (`run::STOP_WITH_PARENT_ENV`).
+        .stdin(Stdio::piped())
+        .env(super::super::run::STOP_WITH_PARENT_ENV, "1")
         .stdout(Stdio::null())
         .stderr(log);
     if let Some(z) = zone {

@@ -216,7 +216,10 @@ fn spawn(launch: &Launch<'_>, k: usize, first: usize, count: usize) -> anyhow::R
         }
     }
     let mut child = cmd
-        .stdin(Stdio::null())
+        // A pipe held open and never written: if `up` dies, SIGKILL included, the child
+        // reads its end and stops (`run::STOP_WITH_PARENT_ENV`).
+        .stdin(Stdio::piped())
+        .env(super::super::run::STOP_WITH_PARENT_ENV, "1")
         .stdout(Stdio::piped())
         .stderr(log_file)
         .kill_on_drop(true)
