@@ -64,6 +64,44 @@ struct State<K> {
     shutting_down: bool,
 }
 
+/// A collection of the queue keeps up to this much room whatever its contents: shrinking
+/// a small one saves little and costs a rehash.
+const KEPT_ROOM: usize = 1024;
+
+/// Whether a collection of `len` items in room for `capacity` should give room back: at
+/// most a quarter full, and larger than [`KEPT_ROOM`]. Shrunk to twice its contents, it
+/// must lose half of them again before the next shrink, so a shrink's cost is spread over
+/// the removals that led to it.
+fn sparse(len: usize, capacity: usize) -> bool {
+    capacity > KEPT_ROOM && len < capacity / 4
+}
+
+impl<K: Eq + Hash> State<K> {
+    /// Gives back the room a burst left (a replica's start queues every app of its clusters
+    /// at once; the sets would otherwise keep room for all of them for good). Called where
+    /// items leave the queue.
+    fn release_room(&mut self) {
+        if sparse(self.queue.len(), self.queue.capacity()) {
+            self.queue.shrink_to(self.queue.len() * 2);
+        }
+        if sparse(self.dirty.len(), self.dirty.capacity()) {
+            self.dirty.shrink_to(self.dirty.len() * 2);
+        }
+        if sparse(self.processing.len(), self.processing.capacity()) {
+            self.processing.shrink_to(self.processing.len() * 2);
+        }
+        if sparse(self.waiting.len(), self.waiting.capacity()) {
+            self.waiting.shrink_to(self.waiting.len() * 2);
+        }
+        if sparse(self.heap.len(), self.heap.capacity()) {
+            self.heap.shrink_to(self.heap.len() * 2);
+        }
+        if sparse(self.heap_items.len(), self.heap_items.capacity()) {
+            self.heap_items.shrink_to(self.heap_items.len() * 2);
+        }
+    }
+}
+
 struct Inner<K> {
     state: Mutex<State<K>>,
     /// Wakes getters: one per add, all on shutdown.
@@ -297,6 +335,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                 self.add_locked(s, item, now);
             }
         }
+        s.release_room();
     }
 
     fn pop_locked(&self, s: &mut State<K>, now: Instant) -> Option<K> {
@@ -307,6 +346,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
             }
             let since = s.dirty.remove(&item).map_or(now, |d| d.since);
             s.live -= 1;
+            s.release_room();
             s.processing.insert(item.clone(), now);
             if let Some(m) = &self.inner.metrics {
                 m.wait
@@ -329,6 +369,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
             m.work
                 .observe(now.saturating_duration_since(started).as_secs_f64());
         }
+        s.release_room();
         let requeue = !s.shutting_down && s.dirty.get(item).is_some_and(|d| d.slot.is_none());
         if requeue {
             let id = s.next_id;
@@ -372,6 +413,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
             let State { queue, dirty, .. } = &mut *s;
             queue.retain(|(k, id)| dirty.get(k).is_some_and(|d| d.slot == Some(*id)));
         }
+        s.release_room();
         self.set_depth(&s);
         dropped
     }

@@ -263,6 +263,56 @@ async fn removal_churn_does_not_grow_the_fifo() {
     assert!(q.is_empty());
 }
 
+/// The room each collection of the queue keeps.
+fn room<K: Clone + Eq + Hash>(q: &WorkQueue<K>) -> [usize; 6] {
+    let s = q.lock();
+    [
+        s.queue.capacity(),
+        s.dirty.capacity(),
+        s.processing.capacity(),
+        s.waiting.capacity(),
+        s.heap.capacity(),
+        s.heap_items.capacity(),
+    ]
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_does_not_keep_its_room() {
+    // A replica's start queues every app of its clusters at once; the workers then drain it.
+    let q = queue();
+    q.add_many(0..20_000u32);
+    q.remove_many(&(0..10_000).collect::<Vec<u32>>());
+    while !q.is_empty() {
+        let item = q.get().await.unwrap();
+        q.done(&item);
+    }
+    // Retries wait, then are handed out.
+    for i in 0..20_000u32 {
+        q.add_after(i, ms(10));
+    }
+    advance(ms(20)).await;
+    while let Some(item) = try_get(&q).await {
+        q.done(&item);
+    }
+    assert!(q.is_empty());
+    for (name, room) in [
+        "fifo",
+        "dirty",
+        "processing",
+        "waiting",
+        "heap",
+        "heap items",
+    ]
+    .into_iter()
+    .zip(room(&q))
+    {
+        assert!(
+            room <= 2 * KEPT_ROOM,
+            "the {name} keeps room for {room} items"
+        );
+    }
+}
+
 /// One step of a random schedule: after `gap` ms, add `item` (delayed by `delay` ms when
 /// nonzero).
 #[derive(Debug, Clone)]
