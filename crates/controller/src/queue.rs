@@ -81,24 +81,21 @@ impl<K: Eq + Hash> State<K> {
     /// at once; the sets would otherwise keep room for all of them for good). Called where
     /// items leave the queue.
     fn release_room(&mut self) {
-        if sparse(self.queue.len(), self.queue.capacity()) {
-            self.queue.shrink_to(self.queue.len() * 2);
+        macro_rules! release {
+            ($($collection:expr),*) => {$(
+                if sparse($collection.len(), $collection.capacity()) {
+                    $collection.shrink_to($collection.len() * 2);
+                }
+            )*};
         }
-        if sparse(self.dirty.len(), self.dirty.capacity()) {
-            self.dirty.shrink_to(self.dirty.len() * 2);
-        }
-        if sparse(self.processing.len(), self.processing.capacity()) {
-            self.processing.shrink_to(self.processing.len() * 2);
-        }
-        if sparse(self.waiting.len(), self.waiting.capacity()) {
-            self.waiting.shrink_to(self.waiting.len() * 2);
-        }
-        if sparse(self.heap.len(), self.heap.capacity()) {
-            self.heap.shrink_to(self.heap.len() * 2);
-        }
-        if sparse(self.heap_items.len(), self.heap_items.capacity()) {
-            self.heap_items.shrink_to(self.heap_items.len() * 2);
-        }
+        release!(
+            self.queue,
+            self.dirty,
+            self.processing,
+            self.waiting,
+            self.heap,
+            self.heap_items
+        );
     }
 }
 
