@@ -6,6 +6,7 @@ mod cluster_scope;
 mod credentials;
 mod document;
 mod error;
+mod fast_yaml;
 pub mod glob;
 pub mod implemented;
 mod native;

@@ -59,8 +59,33 @@ const PARALLEL_FROM: usize = if cfg!(test) { 1 << 14 } else { 1 << 20 };
 const AHEAD: usize = 256;
 
 /// Reads a one-document YAML text (see [`one_document`]), or a JSON text when `json`,
-/// item by item.
+/// item by item. YAML is tried on the fast path first (`crate::fast_yaml`); when it
+/// declines, what it did is forgotten and serde-saphyr reads the text.
 pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept, json: bool) -> Streamed {
+    let mark = ctx.warnings.len();
+    if !json {
+        if let Some(streamed) = attempt(text, ctx, accept, Reader::Fast) {
+            return streamed;
+        }
+        ctx.warnings.truncate(mark);
+    }
+    let reader = if json { Reader::Json } else { Reader::Yaml };
+    attempt(text, ctx, accept, reader).unwrap_or(Streamed::Other)
+}
+
+/// Which parser reads the text.
+#[derive(Clone, Copy)]
+enum Reader {
+    /// `crate::fast_yaml`, which may decline.
+    Fast,
+    /// serde-saphyr.
+    Yaml,
+    /// serde_json.
+    Json,
+}
+
+/// [`parse`] with one reader; `None` when the fast path declined.
+fn attempt(text: &str, ctx: &mut Ctx, accept: Accept, reader: Reader) -> Option<Streamed> {
     let mark = ctx.warnings.len();
     let mut items = Items::new(accept);
     let mut shape = ItemsShape::default();
@@ -75,7 +100,7 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept, json: bool) -> St
             });
             // A send fails only when the converter panicked, which the join raises again.
             let mut send = move |value| drop(tx.send(value));
-            let read = read_root(text, json, &mut send, &mut shape);
+            let read = read_root(text, reader, &mut send, &mut shape);
             drop(send);
             if let Err(panic) = converter.join() {
                 std::panic::resume_unwind(panic);
@@ -84,15 +109,16 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept, json: bool) -> St
         })
     } else {
         let mut convert = |value| items.item(ctx, value);
-        read_root(text, json, &mut convert, &mut shape)
+        read_root(text, reader, &mut convert, &mut shape)
     };
     let root = match read {
-        Ok(root) => root,
+        Ok(Some(root)) => root,
+        Ok(None) => return None,
         Err(e) => {
-            return Streamed::List(Err(LoadError::Syntax {
+            return Some(Streamed::List(Err(LoadError::Syntax {
                 file: ctx.file.clone(),
                 message: yaml_message(&e),
-            }));
+            })));
         }
     };
     let outcome = match root {
@@ -108,40 +134,49 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept, json: bool) -> St
                 None => items.finish(ctx, default),
             }),
             Ok(None) if had_items => None,
-            Ok(None) => return Streamed::Document(Value::Object(rest)),
+            Ok(None) => return Some(Streamed::Document(Value::Object(rest))),
         },
         Root::Other => None,
     };
-    match outcome {
+    Some(match outcome {
         Some(result) => Streamed::List(result),
         None => {
             ctx.warnings.truncate(mark);
             Streamed::Other
         }
-    }
+    })
 }
 
 /// Parses the document, handing each item of `items` to `sink` as it is read. Invalid
-/// JSON is [`Root::Other`]: the generic path tells it from a YAML flow mapping.
+/// JSON is [`Root::Other`]: the generic path tells it from a YAML flow mapping. `None`
+/// when the fast path declined.
 fn read_root(
     text: &str,
-    json: bool,
+    reader: Reader,
     sink: &mut dyn FnMut(Value),
     shape: &mut ItemsShape,
-) -> Result<Root, serde_saphyr::Error> {
+) -> Result<Option<Root>, serde_saphyr::Error> {
     let seed = RootSeed { sink, shape };
-    if json {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let root = seed
-            .deserialize(&mut de)
-            .and_then(|root| de.end().map(|()| root));
-        Ok(root.unwrap_or(Root::Other))
-    } else {
-        serde_saphyr::with_deserializer_from_str_with_options(
+    match reader {
+        Reader::Fast => Ok(
+            crate::fast_yaml::read_list(text, seed.sink).map(|root| Root::Map {
+                rest: root.rest,
+                had_items: root.had_items,
+            }),
+        ),
+        Reader::Json => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            let root = seed
+                .deserialize(&mut de)
+                .and_then(|root| de.end().map(|()| root));
+            Ok(Some(root.unwrap_or(Root::Other)))
+        }
+        Reader::Yaml => serde_saphyr::with_deserializer_from_str_with_options(
             text,
             yaml_options(text.len()),
             |de| seed.deserialize(de),
         )
+        .map(Some),
     }
 }
 
