@@ -441,8 +441,12 @@ pub(crate) fn typed<T: DeserializeOwned>(
     value: &Value,
     object: &str,
 ) -> Result<T, LoadError> {
-    serde_path_to_error::deserialize(value)
-        .map_err(|e| ctx.path_error(object, false, e.path(), e.inner().to_string()))
+    // Tracking the path costs a wrapper around every field read; only a failure needs it,
+    // so a failed read is done again with it.
+    T::deserialize(value).or_else(|_| {
+        serde_path_to_error::deserialize(value)
+            .map_err(|e| ctx.path_error(object, false, e.path(), e.inner().to_string()))
+    })
 }
 
 /// The name of a JSON value's type, for messages.

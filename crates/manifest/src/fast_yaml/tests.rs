@@ -505,3 +505,31 @@ proptest! {
         check_list(&text);
     }
 }
+
+/// Throughput on an export, against serde-saphyr's (both into values):
+/// `FLEETSHARD_YAML=f10k/apps.yaml cargo test --release -p fleetshard-manifest --lib
+/// fast_yaml::tests::throughput -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement; needs FLEETSHARD_YAML"]
+#[allow(clippy::disallowed_types, reason = "a measurement of wall time, not a timed test")]
+fn throughput() {
+    let path = std::env::var("FLEETSHARD_YAML").expect("FLEETSHARD_YAML: a YAML list");
+    let text = std::fs::read_to_string(path).expect("readable");
+    let mb = text.len() as f64 / 1e6;
+    for _ in 0..2 {
+        let start = std::time::Instant::now();
+        let mut n = 0usize;
+        let root = read_list(&text, &mut |_| n += 1).expect("read fast");
+        let s = start.elapsed().as_secs_f64();
+        eprintln!(
+            "fast path: {n} items ({} alone) in {s:.2} s, {:.0} MB/s",
+            root.alone,
+            mb / s
+        );
+        let start = std::time::Instant::now();
+        let slow = saphyr(&text).expect("serde-saphyr reads it");
+        let s = start.elapsed().as_secs_f64();
+        drop(slow);
+        eprintln!("serde-saphyr: {s:.2} s, {:.0} MB/s", mb / s);
+    }
+}
