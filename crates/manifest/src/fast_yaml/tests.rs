@@ -349,7 +349,7 @@ fn items_beyond_the_fast_path_are_read_alone_or_the_text_is_declined() {
 
 #[test]
 fn the_loader_reads_fast_and_slow_alike() {
-    use crate::document::{Accept, parse, parse_whole};
+    use crate::document::{Accept, parse_owned, parse_str, parse_whole};
     use crate::error::Ctx;
     let app = |name: &str, extra: &str| {
         format!(
@@ -376,7 +376,8 @@ fn the_loader_reads_fast_and_slow_alike() {
                 Err(e) => format!("error: {e}"),
             }
         };
-        assert_eq!(run(parse), run(parse_whole), "{text}");
+        assert_eq!(run(parse_str), run(parse_whole), "{text}");
+        assert_eq!(run(parse_owned), run(parse_whole), "{text}");
     }
 }
 
@@ -511,7 +512,10 @@ proptest! {
 /// fast_yaml::tests::throughput -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement; needs FLEETSHARD_YAML"]
-#[allow(clippy::disallowed_types, reason = "a measurement of wall time, not a timed test")]
+#[allow(
+    clippy::disallowed_types,
+    reason = "a measurement of wall time, not a timed test"
+)]
 fn throughput() {
     let path = std::env::var("FLEETSHARD_YAML").expect("FLEETSHARD_YAML: a YAML list");
     let text = std::fs::read_to_string(path).expect("readable");
