@@ -26,7 +26,7 @@ use crate::error::{Ctx, LoadError};
 /// What the streamed read found.
 pub(crate) enum Streamed {
     /// The file was a list, read completely (or its error), to be finished.
-    List(Result<Listed, LoadError>),
+    List(Result<Box<Listed>, LoadError>),
     /// A single mapping without `items`: the generic path takes the value from here.
     Document(Value),
     /// Anything else (not a mapping, or a mapping that is not a list but has `items`): the
@@ -146,7 +146,7 @@ fn attempt(text: &str, ctx: &mut Ctx, accept: Accept, reader: Reader) -> Option<
                     "items",
                     format!("expected a sequence, found {found}"),
                 )),
-                None => Ok(Listed { items, default }),
+                None => Ok(Box::new(Listed { items, default })),
             }),
             Ok(None) if had_items => None,
             Ok(None) => return Some(Streamed::Document(Value::Object(rest))),
