@@ -230,7 +230,8 @@ enum ItemKind {
     /// No `kind`: the list's.
     Implied,
     /// Not an object, or a kind this input refuses: the error the generic path raises.
-    Refused(LoadError),
+    /// (Boxed: one of these is kept per item, 500k of them in a large export.)
+    Refused(Box<LoadError>),
 }
 
 /// The items read so far.
@@ -276,10 +277,10 @@ impl Items {
         let j = self.kinds.len();
         let locator = item_locator(j);
         let kind = if !value.is_object() {
-            ItemKind::Refused(ctx.document_error(
+            ItemKind::Refused(Box::new(ctx.document_error(
                 &locator,
                 format!("expected an object, found {}", value_type(&value)),
-            ))
+            )))
         } else {
             match value.get("kind") {
                 None | Some(Value::Null) => ItemKind::Implied,
@@ -287,7 +288,7 @@ impl Items {
                     .and_then(|k| object_kind(ctx, k, &locator, self.accept))
                 {
                     Ok(kind) => ItemKind::Own(kind),
-                    Err(e) => ItemKind::Refused(e),
+                    Err(e) => ItemKind::Refused(Box::new(e)),
                 },
             }
         };
@@ -314,7 +315,7 @@ impl Items {
         for (j, kind) in self.kinds.into_iter().enumerate() {
             let locator = item_locator(j);
             let object = match kind {
-                ItemKind::Refused(e) => return Err(e),
+                ItemKind::Refused(e) => return Err(*e),
                 ItemKind::Implied => match default {
                     Some(d) => d,
                     None => return Err(unknown_kind(ctx, &locator, "", self.accept)),
