@@ -236,6 +236,9 @@ impl<'a> Block<'a> {
                 } else {
                     scalar::single_quoted(s)?
                 };
+                if used > scalar::MAX_KEY {
+                    return Err(Declined);
+                }
                 let after = s[used..].trim_start_matches(' ');
                 if after.is_empty() {
                     return Ok(None);

@@ -16,7 +16,7 @@ use super::block::{Declined, Fast};
 
 /// Longest implicit key YAML allows is 1024 characters; declining a little earlier keeps
 /// the limit serde-saphyr's.
-const MAX_KEY: usize = 1000;
+pub(crate) const MAX_KEY: usize = 1000;
 
 /// A scalar that is the whole rest of a line (`s`: trimmed, not empty), as a value.
 pub(crate) fn inline(s: &str) -> Fast<Value> {

@@ -245,6 +245,21 @@ fn every_tricky_scalar_is_serde_saphyrs_or_declined() {
 }
 
 #[test]
+fn long_keys_are_serde_saphyrs_or_declined() {
+    // YAML limits an implicit key to 1024 characters.
+    for n in [1000, 1024, 1025, 1100] {
+        let k = "k".repeat(n);
+        for text in [
+            format!("{k}: v\n"),
+            format!("\"{k}\": v\n"),
+            format!("'{k}': v\n"),
+        ] {
+            check(&text);
+        }
+    }
+}
+
+#[test]
 fn common_scalars_are_typed_not_declined() {
     for (text, value) in [
         ("k: yes\n", Value::from("yes")),
