@@ -12,6 +12,8 @@
 //! hand, so its errors should carry line and column, and serde's `deny_unknown_fields`
 //! catches typos.
 
+use std::borrow::Cow;
+
 use fleetshard_core::{App, Cluster};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -139,21 +141,55 @@ pub(crate) enum ObjectKind {
     ConfigMap,
 }
 
-/// Reads any accepted format into a [`FleetFile`].
-pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFile, LoadError> {
+/// Reads any accepted format into a [`FleetFile`]. A text given owned is freed as soon as
+/// it is read, before the objects are finished.
+pub(crate) fn parse(
+    text: Cow<'_, str>,
+    ctx: &mut Ctx,
+    accept: Accept,
+) -> Result<FleetFile, LoadError> {
     // Editors on some platforms prepend a byte-order mark; neither parser wants it.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let bom = '\u{feff}';
+    let text = match text {
+        Cow::Borrowed(t) => Cow::Borrowed(t.strip_prefix(bom).unwrap_or(t)),
+        Cow::Owned(mut t) => {
+            if t.starts_with(bom) {
+                t.drain(..bom.len_utf8());
+            }
+            Cow::Owned(t)
+        }
+    };
     // A one-document list is read item by item (`stream`), never as one tree.
     let mut read = None;
-    let json = is_json(text);
-    if json || crate::stream::one_document(text) {
-        match crate::stream::parse(text, ctx, accept, json) {
-            crate::stream::Streamed::List(result) => return result,
+    let json = is_json(&text);
+    if json || crate::stream::one_document(&text) {
+        match crate::stream::parse(&text, ctx, accept, json) {
+            crate::stream::Streamed::List(result) => {
+                drop(text);
+                return result.and_then(|listed| listed.finish(ctx));
+            }
             crate::stream::Streamed::Document(doc) => read = Some(doc),
             crate::stream::Streamed::Other => {}
         }
     }
-    parse_documents(text, ctx, accept, read)
+    parse_documents(&text, ctx, accept, read)
+}
+
+/// [`parse`] of a borrowed text.
+#[cfg(test)]
+pub(crate) fn parse_str(text: &str, ctx: &mut Ctx, accept: Accept) -> Result<FleetFile, LoadError> {
+    parse(Cow::Borrowed(text), ctx, accept)
+}
+
+/// [`parse`] of an owned copy of the text (the text is freed before the objects are
+/// finished).
+#[cfg(test)]
+pub(crate) fn parse_owned(
+    text: &str,
+    ctx: &mut Ctx,
+    accept: Accept,
+) -> Result<FleetFile, LoadError> {
+    parse(Cow::Owned(text.to_owned()), ctx, accept)
 }
 
 /// [`parse`] without the item-by-item reading of lists: what it must answer the same as.
@@ -441,8 +477,12 @@ pub(crate) fn typed<T: DeserializeOwned>(
     value: &Value,
     object: &str,
 ) -> Result<T, LoadError> {
-    serde_path_to_error::deserialize(value)
-        .map_err(|e| ctx.path_error(object, false, e.path(), e.inner().to_string()))
+    // Tracking the path costs a wrapper around every field read; only a failure needs it,
+    // so a failed read is done again with it.
+    T::deserialize(value).or_else(|_| {
+        serde_path_to_error::deserialize(value)
+            .map_err(|e| ctx.path_error(object, false, e.path(), e.inner().to_string()))
+    })
 }
 
 /// The name of a JSON value's type, for messages.

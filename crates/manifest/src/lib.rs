@@ -6,6 +6,7 @@ mod cluster_scope;
 mod credentials;
 mod document;
 mod error;
+mod fast_yaml;
 pub mod glob;
 pub mod implemented;
 mod native;
@@ -18,6 +19,7 @@ mod write;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -114,6 +116,10 @@ pub enum InputFormat {
 /// `kubectl get secret,applications -o yaml` prints them, or as several YAML documents), or
 /// a native fleet file. `source` names the input in messages (a path, or `<stdin>`).
 pub fn parse_input(text: &str, source: &str) -> Result<Loaded<FleetFile>, LoadError> {
+    input(Cow::Borrowed(text), source)
+}
+
+fn input(text: Cow<'_, str>, source: &str) -> Result<Loaded<FleetFile>, LoadError> {
     parse(text, source, Accept::ANY)
 }
 
@@ -123,6 +129,10 @@ pub fn parse_input(text: &str, source: &str) -> Result<Loaded<FleetFile>, LoadEr
 /// Repository Secrets and ConfigMaps are skipped (with a warning, or refused as an
 /// unknown kind).
 pub fn parse_clusters(text: &str, source: &str) -> Result<Loaded<Vec<Cluster>>, LoadError> {
+    clusters(Cow::Borrowed(text), source)
+}
+
+fn clusters(text: Cow<'_, str>, source: &str) -> Result<Loaded<Vec<Cluster>>, LoadError> {
     Ok(parse_clusters_as(text, source, Accept::CLUSTERS)?.map(|f| f.fleet.clusters))
 }
 
@@ -133,11 +143,18 @@ pub fn parse_clusters_with_credentials(
     text: &str,
     source: &str,
 ) -> Result<Loaded<FleetFile>, LoadError> {
+    clusters_with_credentials(Cow::Borrowed(text), source)
+}
+
+fn clusters_with_credentials(
+    text: Cow<'_, str>,
+    source: &str,
+) -> Result<Loaded<FleetFile>, LoadError> {
     parse_clusters_as(text, source, Accept::CLUSTERS_AND_REPOSITORIES)
 }
 
 fn parse_clusters_as(
-    text: &str,
+    text: Cow<'_, str>,
     source: &str,
     accept: Accept,
 ) -> Result<Loaded<FleetFile>, LoadError> {
@@ -169,12 +186,20 @@ fn parse_clusters_as(
 /// fleet file are dropped with a warning. The applications' GitOps specs are dropped too
 /// (see [`parse_apps_with_specs`]).
 pub fn parse_apps(text: &str, source: &str) -> Result<Loaded<Vec<App>>, LoadError> {
-    Ok(parse_apps_with_specs(text, source)?.map(|f| f.fleet.apps))
+    apps(Cow::Borrowed(text), source)
+}
+
+fn apps(text: Cow<'_, str>, source: &str) -> Result<Loaded<Vec<App>>, LoadError> {
+    Ok(apps_with_specs(text, source)?.map(|f| f.fleet.apps))
 }
 
 /// [`parse_apps`], keeping the applications' GitOps specs: a [`FleetFile`] with
 /// applications and specs only.
 pub fn parse_apps_with_specs(text: &str, source: &str) -> Result<Loaded<FleetFile>, LoadError> {
+    apps_with_specs(Cow::Borrowed(text), source)
+}
+
+fn apps_with_specs(text: Cow<'_, str>, source: &str) -> Result<Loaded<FleetFile>, LoadError> {
     let mut loaded = parse(text, source, Accept::APPS)?;
     let FleetFile { fleet, shards, .. } = &mut loaded.value;
     if !fleet.clusters.is_empty() || !shards.is_empty() {
@@ -194,6 +219,10 @@ pub fn parse_apps_with_specs(text: &str, source: &str) -> Result<Loaded<FleetFil
 
 /// Reads a native fleet file; Kubernetes objects are an error.
 pub fn parse_fleet_file(text: &str, source: &str) -> Result<Loaded<FleetFile>, LoadError> {
+    fleet_file(Cow::Borrowed(text), source)
+}
+
+fn fleet_file(text: Cow<'_, str>, source: &str) -> Result<Loaded<FleetFile>, LoadError> {
     parse(text, source, Accept::NATIVE)
 }
 
@@ -270,66 +299,65 @@ pub fn app_from_value(
 /// [`parse_input`] on bytes the caller has read: bytes that are not UTF-8 are an error
 /// naming `source`.
 pub fn parse_input_bytes(bytes: &[u8], source: &str) -> Result<Loaded<FleetFile>, LoadError> {
-    parse_bytes(bytes, source, parse_input)
+    let text = std::str::from_utf8(bytes).map_err(|e| not_utf8(source, &e))?;
+    parse_input(text, source)
 }
 
 /// [`parse_input`] on a file.
 pub fn load_input(path: &Path) -> Result<Loaded<FleetFile>, LoadError> {
-    load(path, parse_input)
+    load(path, input)
 }
 
 /// [`parse_clusters`] on a file.
 pub fn load_clusters(path: &Path) -> Result<Loaded<Vec<Cluster>>, LoadError> {
-    load(path, parse_clusters)
+    load(path, clusters)
 }
 
 /// [`parse_clusters_with_credentials`] on a file.
 pub fn load_clusters_with_credentials(path: &Path) -> Result<Loaded<FleetFile>, LoadError> {
-    load(path, parse_clusters_with_credentials)
+    load(path, clusters_with_credentials)
 }
 
 /// [`parse_apps`] on a file.
 pub fn load_apps(path: &Path) -> Result<Loaded<Vec<App>>, LoadError> {
-    load(path, parse_apps)
+    load(path, apps)
 }
 
 /// [`parse_apps_with_specs`] on a file.
 pub fn load_apps_with_specs(path: &Path) -> Result<Loaded<FleetFile>, LoadError> {
-    load(path, parse_apps_with_specs)
+    load(path, apps_with_specs)
 }
 
 /// [`parse_fleet_file`] on a file.
 pub fn load_fleet_file(path: &Path) -> Result<Loaded<FleetFile>, LoadError> {
-    load(path, parse_fleet_file)
+    load(path, fleet_file)
 }
 
-fn parse(text: &str, source: &str, accept: Accept) -> Result<Loaded<FleetFile>, LoadError> {
+fn parse(text: Cow<'_, str>, source: &str, accept: Accept) -> Result<Loaded<FleetFile>, LoadError> {
     let mut ctx = error::Ctx::new(source);
     let file = document::parse(text, &mut ctx, accept)?;
     Ok(ctx.finish(file))
 }
 
+/// Reads a file and parses it, handing the parser the text to free once read.
 fn load<T>(
     path: &Path,
-    parse: fn(&str, &str) -> Result<Loaded<T>, LoadError>,
+    parse: fn(Cow<'_, str>, &str) -> Result<Loaded<T>, LoadError>,
 ) -> Result<Loaded<T>, LoadError> {
     let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
         path: path.to_owned(),
         source,
     })?;
-    parse_bytes(&bytes, &path.display().to_string(), parse)
+    let source = path.display().to_string();
+    let text = String::from_utf8(bytes).map_err(|e| not_utf8(&source, &e.utf8_error()))?;
+    parse(Cow::Owned(text), &source)
 }
 
-fn parse_bytes<T>(
-    bytes: &[u8],
-    source: &str,
-    parse: fn(&str, &str) -> Result<Loaded<T>, LoadError>,
-) -> Result<Loaded<T>, LoadError> {
-    let text = std::str::from_utf8(bytes).map_err(|e| LoadError::NotUtf8 {
+fn not_utf8(source: &str, e: &std::str::Utf8Error) -> LoadError {
+    LoadError::NotUtf8 {
         file: source.to_owned(),
         offset: e.valid_up_to(),
-    })?;
-    parse(text, source)
+    }
 }
 
 fn dropped(source: &str, a: usize, a_what: &str, b: usize, b_what: &str) -> LoadWarning {

@@ -25,13 +25,28 @@ use crate::error::{Ctx, LoadError};
 
 /// What the streamed read found.
 pub(crate) enum Streamed {
-    /// The file was a list, read completely (or its error).
-    List(Result<FleetFile, LoadError>),
+    /// The file was a list, read completely (or its error), to be finished.
+    List(Result<Box<Listed>, LoadError>),
     /// A single mapping without `items`: the generic path takes the value from here.
     Document(Value),
     /// Anything else (not a mapping, or a mapping that is not a list but has `items`): the
     /// generic path must read the text again. Warnings pushed here were taken back.
     Other,
+}
+
+/// A list read to its end: what is left to do no longer needs the text, which the caller
+/// may free first (at 500k Applications the text is 159 MB, and finishing copies every
+/// object once, [`Objects::finish`](crate::document::Objects::finish)).
+pub(crate) struct Listed {
+    items: Items,
+    default: Option<ObjectKind>,
+}
+
+impl Listed {
+    /// Checks the items' kinds, converts the items kept for the end, and packs the objects.
+    pub(crate) fn finish(self, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
+        self.items.finish(ctx, self.default)
+    }
 }
 
 /// True when `text` has no document marker after its content (`---` or `...` at the start
@@ -59,8 +74,33 @@ const PARALLEL_FROM: usize = if cfg!(test) { 1 << 14 } else { 1 << 20 };
 const AHEAD: usize = 256;
 
 /// Reads a one-document YAML text (see [`one_document`]), or a JSON text when `json`,
-/// item by item.
+/// item by item. YAML is tried on the fast path first (`crate::fast_yaml`); when it
+/// declines, what it did is forgotten and serde-saphyr reads the text.
 pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept, json: bool) -> Streamed {
+    let mark = ctx.warnings.len();
+    if !json {
+        if let Some(streamed) = attempt(text, ctx, accept, Reader::Fast) {
+            return streamed;
+        }
+        ctx.warnings.truncate(mark);
+    }
+    let reader = if json { Reader::Json } else { Reader::Yaml };
+    attempt(text, ctx, accept, reader).unwrap_or(Streamed::Other)
+}
+
+/// Which parser reads the text.
+#[derive(Clone, Copy)]
+enum Reader {
+    /// `crate::fast_yaml`, which may decline.
+    Fast,
+    /// serde-saphyr.
+    Yaml,
+    /// serde_json.
+    Json,
+}
+
+/// [`parse`] with one reader; `None` when the fast path declined.
+fn attempt(text: &str, ctx: &mut Ctx, accept: Accept, reader: Reader) -> Option<Streamed> {
     let mark = ctx.warnings.len();
     let mut items = Items::new(accept);
     let mut shape = ItemsShape::default();
@@ -75,7 +115,7 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept, json: bool) -> St
             });
             // A send fails only when the converter panicked, which the join raises again.
             let mut send = move |value| drop(tx.send(value));
-            let read = read_root(text, json, &mut send, &mut shape);
+            let read = read_root(text, reader, &mut send, &mut shape);
             drop(send);
             if let Err(panic) = converter.join() {
                 std::panic::resume_unwind(panic);
@@ -84,15 +124,16 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept, json: bool) -> St
         })
     } else {
         let mut convert = |value| items.item(ctx, value);
-        read_root(text, json, &mut convert, &mut shape)
+        read_root(text, reader, &mut convert, &mut shape)
     };
     let root = match read {
-        Ok(root) => root,
+        Ok(Some(root)) => root,
+        Ok(None) => return None,
         Err(e) => {
-            return Streamed::List(Err(LoadError::Syntax {
+            return Some(Streamed::List(Err(LoadError::Syntax {
                 file: ctx.file.clone(),
                 message: yaml_message(&e),
-            }));
+            })));
         }
     };
     let outcome = match root {
@@ -105,43 +146,52 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept, json: bool) -> St
                     "items",
                     format!("expected a sequence, found {found}"),
                 )),
-                None => items.finish(ctx, default),
+                None => Ok(Box::new(Listed { items, default })),
             }),
             Ok(None) if had_items => None,
-            Ok(None) => return Streamed::Document(Value::Object(rest)),
+            Ok(None) => return Some(Streamed::Document(Value::Object(rest))),
         },
         Root::Other => None,
     };
-    match outcome {
+    Some(match outcome {
         Some(result) => Streamed::List(result),
         None => {
             ctx.warnings.truncate(mark);
             Streamed::Other
         }
-    }
+    })
 }
 
 /// Parses the document, handing each item of `items` to `sink` as it is read. Invalid
-/// JSON is [`Root::Other`]: the generic path tells it from a YAML flow mapping.
+/// JSON is [`Root::Other`]: the generic path tells it from a YAML flow mapping. `None`
+/// when the fast path declined.
 fn read_root(
     text: &str,
-    json: bool,
+    reader: Reader,
     sink: &mut dyn FnMut(Value),
     shape: &mut ItemsShape,
-) -> Result<Root, serde_saphyr::Error> {
+) -> Result<Option<Root>, serde_saphyr::Error> {
     let seed = RootSeed { sink, shape };
-    if json {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let root = seed
-            .deserialize(&mut de)
-            .and_then(|root| de.end().map(|()| root));
-        Ok(root.unwrap_or(Root::Other))
-    } else {
-        serde_saphyr::with_deserializer_from_str_with_options(
+    match reader {
+        Reader::Fast => Ok(
+            crate::fast_yaml::read_list(text, seed.sink).map(|root| Root::Map {
+                rest: root.rest,
+                had_items: root.had_items,
+            }),
+        ),
+        Reader::Json => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            let root = seed
+                .deserialize(&mut de)
+                .and_then(|root| de.end().map(|()| root));
+            Ok(Some(root.unwrap_or(Root::Other)))
+        }
+        Reader::Yaml => serde_saphyr::with_deserializer_from_str_with_options(
             text,
             yaml_options(text.len()),
             |de| seed.deserialize(de),
         )
+        .map(Some),
     }
 }
 
@@ -180,7 +230,8 @@ enum ItemKind {
     /// No `kind`: the list's.
     Implied,
     /// Not an object, or a kind this input refuses: the error the generic path raises.
-    Refused(LoadError),
+    /// (Boxed: one of these is kept per item, 500k of them in a large export.)
+    Refused(Box<LoadError>),
 }
 
 /// The items read so far.
@@ -226,10 +277,10 @@ impl Items {
         let j = self.kinds.len();
         let locator = item_locator(j);
         let kind = if !value.is_object() {
-            ItemKind::Refused(ctx.document_error(
+            ItemKind::Refused(Box::new(ctx.document_error(
                 &locator,
                 format!("expected an object, found {}", value_type(&value)),
-            ))
+            )))
         } else {
             match value.get("kind") {
                 None | Some(Value::Null) => ItemKind::Implied,
@@ -237,7 +288,7 @@ impl Items {
                     .and_then(|k| object_kind(ctx, k, &locator, self.accept))
                 {
                     Ok(kind) => ItemKind::Own(kind),
-                    Err(e) => ItemKind::Refused(e),
+                    Err(e) => ItemKind::Refused(Box::new(e)),
                 },
             }
         };
@@ -264,7 +315,7 @@ impl Items {
         for (j, kind) in self.kinds.into_iter().enumerate() {
             let locator = item_locator(j);
             let object = match kind {
-                ItemKind::Refused(e) => return Err(e),
+                ItemKind::Refused(e) => return Err(*e),
                 ItemKind::Implied => match default {
                     Some(d) => d,
                     None => return Err(unknown_kind(ctx, &locator, "", self.accept)),

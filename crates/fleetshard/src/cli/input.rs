@@ -224,11 +224,22 @@ pub fn load(source: &FleetSource) -> anyhow::Result<LoadedFleet> {
     };
     if let Some(path) = extra_apps {
         let a = load_apps(path)?;
-        out.fleet.apps.extend(a.value.fleet.apps);
+        // Taken whole when there is nothing to add them to: at 500k apps, a second vector
+        // and a map rebuilt entry by entry cost hundreds of megabytes at the peak, and the
+        // loader's packed copies would be copied again.
+        if out.fleet.apps.is_empty() {
+            out.fleet.apps = a.value.fleet.apps;
+        } else {
+            out.fleet.apps.extend(a.value.fleet.apps);
+        }
         out.projects = a.value.projects;
-        for (key, spec) in a.value.specs {
-            // The fleet file's definition of a key comes first, and counts.
-            out.specs.entry(key).or_insert(spec);
+        if out.specs.is_empty() {
+            out.specs = a.value.specs;
+        } else {
+            for (key, spec) in a.value.specs {
+                // The fleet file's definition of a key comes first, and counts.
+                out.specs.entry(key).or_insert(spec);
+            }
         }
         out.warnings.extend(warnings(a.warnings));
     }

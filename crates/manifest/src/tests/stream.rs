@@ -2,7 +2,7 @@
 //! reading the whole document as values answers: objects, order, warnings, and which error
 //! when there are several.
 
-use crate::document::{Accept, parse, parse_whole};
+use crate::document::{Accept, parse_owned as parse, parse_whole};
 use crate::error::Ctx;
 use crate::stream::{self, Streamed};
 
