@@ -3,8 +3,7 @@
 
 use blake2b_simd::many::{HashManyJob, hash_many};
 
-use rustc_hash::FxHashMap;
-
+use super::counts::ServerCounts;
 use super::ring_table;
 use crate::model::Cluster;
 
@@ -46,8 +45,16 @@ pub struct ConsistentHashRing {
     replicas: u32,
     /// Ring points sorted by hash, each with its owning shard; hashes are distinct.
     points: Vec<(u64, u32)>,
-    /// Each shard's point hashes, sorted.
-    by_shard: Vec<Vec<u64>>,
+    /// Every shard's point hashes, shard by shard, each shard's sorted.
+    by_shard: Vec<u64>,
+    /// Where each shard's points start in `by_shard` (one more entry than shards).
+    shard_starts: Vec<usize>,
+    /// Where each run of points with the same top [`Self::prefix_bits`] bits of their hash
+    /// starts in `points` (one more entry than there are prefixes), so that finding a hash's
+    /// place reads about two points instead of searching 100k.
+    starts: Vec<u32>,
+    /// Bits of a hash that index `starts`: about one point per prefix.
+    prefix_bits: u32,
 }
 
 impl ConsistentHashRing {
@@ -59,14 +66,37 @@ impl ConsistentHashRing {
         } else {
             Self::hashed_points(replicas)
         };
-        let mut by_shard = vec![Vec::new(); replicas as usize];
-        for &(h, s) in &points {
-            by_shard[s as usize].push(h);
+        // One buffer filled by counting sort: 100 vectors grown point by point cost
+        // thousands of reallocations, slow right after a large load frees its memory.
+        let mut shard_starts = vec![0; replicas as usize + 1];
+        for &(_, s) in &points {
+            shard_starts[s as usize + 1] += 1;
         }
+        for s in 0..replicas as usize {
+            shard_starts[s + 1] += shard_starts[s];
+        }
+        let mut by_shard = vec![0; points.len()];
+        let mut next = shard_starts.clone();
+        for &(h, s) in &points {
+            by_shard[next[s as usize]] = h;
+            next[s as usize] += 1;
+        }
+        let prefix_bits = points.len().max(2).ilog2().min(24);
+        let mut starts = Vec::with_capacity((1 << prefix_bits) + 1);
+        for (i, &(h, _)) in points.iter().enumerate() {
+            let prefix = (h >> (64 - prefix_bits)) as usize;
+            while starts.len() <= prefix {
+                starts.push(i as u32);
+            }
+        }
+        starts.resize((1 << prefix_bits) + 1, points.len() as u32);
         ConsistentHashRing {
             replicas,
             points,
             by_shard,
+            shard_starts,
+            starts,
+            prefix_bits,
         }
     }
 
@@ -126,7 +156,13 @@ impl ConsistentHashRing {
 
     /// Index of the first point strictly after `hash`, wrapping around.
     fn first_after(&self, hash: u64) -> usize {
-        let i = self.points.partition_point(|&(h, _)| h <= hash);
+        // Points of a lower prefix are all below `hash`, of a higher one all above.
+        let prefix = (hash >> (64 - self.prefix_bits)) as usize;
+        let (lo, hi) = (
+            self.starts[prefix] as usize,
+            self.starts[prefix + 1] as usize,
+        );
+        let i = lo + self.points[lo..hi].partition_point(|&(h, _)| h <= hash);
         if i == self.points.len() { 0 } else { i }
     }
 
@@ -152,7 +188,8 @@ impl ConsistentHashRing {
         }
         // Nearest clockwise: points after `hash` first (not wrapped), then the smallest.
         let mut best: Option<((bool, u64), u32)> = None;
-        for (s, points) in self.by_shard.iter().enumerate() {
+        for (s, bounds) in self.shard_starts.windows(2).enumerate() {
+            let points = &self.by_shard[bounds[0]..bounds[1]];
             if load[s] >= bound || points.is_empty() {
                 continue;
             }
@@ -180,26 +217,36 @@ pub(super) fn load_bound(total: u64, replicas: u32) -> u64 {
 }
 
 /// Places every cluster, in id-sorted order, on the least-far shard under the bound
-/// (`createConsistentHashingWithBoundLoads`). Returns `id → shard`; of equal ids the last
-/// processed wins.
-pub(super) fn place<'a>(
+/// (`createConsistentHashingWithBoundLoads`). Returns the shard of each position in
+/// `clusters`; clusters of equal ids all get the shard of the last processed of them (upstream
+/// keys the result by id).
+pub(super) fn place(
     ring: &ConsistentHashRing,
-    clusters: &[&'a Cluster],
-    app_counts: &FxHashMap<String, u64>,
-) -> FxHashMap<&'a str, u32> {
+    clusters: &[&Cluster],
+    app_counts: &ServerCounts,
+) -> Vec<u32> {
     let sorted = super::sorted_by_id(clusters);
-    let ids: Vec<&[u8]> = sorted.iter().map(|c| c.id.as_bytes()).collect();
+    let ids: Vec<&[u8]> = sorted.iter().map(|&i| clusters[i].id.as_bytes()).collect();
     let hashes = argo_hash_many(&ids);
 
     let mut load = vec![0u64; ring.replicas as usize];
     let mut total = 0u64;
-    let mut out = FxHashMap::with_capacity_and_hasher(sorted.len(), Default::default());
-    for (c, h) in sorted.into_iter().zip(hashes) {
+    let mut out = vec![0; clusters.len()];
+    for (&i, h) in sorted.iter().zip(hashes) {
         let shard = ring.least_loaded(h, &load, load_bound(total, ring.replicas));
-        out.insert(c.id.as_str(), shard);
-        let n = app_counts.get(c.server.as_str()).copied().unwrap_or(0);
+        out[i] = shard;
+        let n = app_counts.get(&clusters[i].server);
         load[shard as usize] += n;
         total += n;
+    }
+    // Equal ids are adjacent in sorted order, last processed last: it wins for all.
+    for run in sorted.chunk_by(|&a, &b| clusters[a].id == clusters[b].id) {
+        if let [.., last] = run {
+            let shard = out[*last];
+            for &i in run {
+                out[i] = shard;
+            }
+        }
     }
     out
 }
@@ -281,6 +328,33 @@ mod tests {
                 walk(probe, &load, 5),
                 "round {round}"
             );
+        }
+    }
+
+    /// The prefix index finds the same point as a search of the whole ring, at every
+    /// point, beside it, at the ends, and at random hashes.
+    #[test]
+    fn first_after_equals_a_search_of_the_whole_ring() {
+        for r in [1, 3, 100, 129] {
+            let ring = ConsistentHashRing::new(r);
+            let search = |hash: u64| {
+                let i = ring.points.partition_point(|&(h, _)| h <= hash);
+                if i == ring.points.len() { 0 } else { i }
+            };
+            let mut probes = vec![0, 1, u64::MAX, u64::MAX - 1, 1 << 63];
+            for &(h, _) in ring.points.iter().step_by(7) {
+                probes.extend([h.wrapping_sub(1), h, h.wrapping_add(1)]);
+            }
+            let mut x = u64::from(r);
+            for _ in 0..5000 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                probes.push(x);
+            }
+            for hash in probes {
+                assert_eq!(ring.first_after(hash), search(hash), "R = {r}, {hash:#x}");
+            }
         }
     }
 

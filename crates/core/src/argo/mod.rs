@@ -16,6 +16,8 @@
 mod cluster_list;
 mod consistent;
 mod controller;
+mod counts;
+mod keys;
 mod legacy;
 mod ring_table;
 mod round_robin;
@@ -23,6 +25,7 @@ mod round_robin;
 use rustc_hash::FxHashMap;
 
 use crate::model::{App, Cluster};
+use counts::ServerCounts;
 
 pub use cluster_list::{
     ArgoClusterList, IN_CLUSTER_NAME, IN_CLUSTER_SERVER, in_cluster_entry, is_built_in_in_cluster,
@@ -117,8 +120,9 @@ enum Table<'a> {
     None,
     /// Round-robin: position in the sorted list; the last of equal ids wins.
     Rank(FxHashMap<&'a str, usize>),
-    /// Consistent hashing: the shard per id; the last processed of equal ids wins.
-    Shard(FxHashMap<&'a str, u32>),
+    /// Consistent hashing: the shard per position in the list; clusters of equal ids all
+    /// have the shard of the last processed of them.
+    Shard(Vec<u32>),
 }
 
 impl<'a> ArgoDistribution<'a> {
@@ -178,10 +182,10 @@ impl<'a> ArgoDistribution<'a> {
         if replicas == 0 {
             return -1;
         }
-        let (cluster, member) = match probe {
+        let cluster = match probe {
             Probe::Nil => return 0,
-            Probe::Member(i) => (self.clusters[i], true),
-            Probe::Stranger(c) => (c, false),
+            Probe::Member(i) => self.clusters[i],
+            Probe::Stranger(c) => c,
         };
         if let Some(pin) = cluster.shard
             && pin < replicas
@@ -194,21 +198,18 @@ impl<'a> ArgoDistribution<'a> {
                 Some(&rank) => (rank % self.replicas as usize) as i64,
                 None => -1,
             },
-            Table::Shard(shards) => {
-                if !member {
-                    return -1;
-                }
-                shards
-                    .get(cluster.id.as_str())
-                    .map_or(-1, |&s| i64::from(s))
-            }
+            Table::Shard(shards) => match probe {
+                Probe::Member(i) => i64::from(shards[i]),
+                _ => -1,
+            },
         }
     }
 }
 
-/// Sorts cluster references by id, bytewise, as upstream's `getSortedClustersList`. Equal
-/// ids keep their list order (upstream's sort is unstable; see W28 in `docs/glossary.md`).
-fn sorted_by_id<'a>(clusters: &[&'a Cluster]) -> Vec<&'a Cluster> {
+/// Positions in `clusters` sorted by id, bytewise, as upstream's `getSortedClustersList`.
+/// Equal ids keep their list order (upstream's sort is unstable; see W28 in
+/// `docs/glossary.md`), so they are adjacent, in list order.
+fn sorted_by_id(clusters: &[&Cluster]) -> Vec<usize> {
     // The first 8 bytes as a big-endian integer decide almost every comparison of UUIDs
     // without touching the strings; equal prefixes fall back to the full bytes.
     let prefix = |id: &str| {
@@ -217,36 +218,27 @@ fn sorted_by_id<'a>(clusters: &[&'a Cluster]) -> Vec<&'a Cluster> {
         word[..n].copy_from_slice(&id.as_bytes()[..n]);
         u64::from_be_bytes(word)
     };
-    let mut keyed: Vec<(u64, &'a Cluster)> = clusters.iter().map(|c| (prefix(&c.id), *c)).collect();
-    keyed.sort_by(|a, b| {
+    let mut keyed: Vec<(u64, usize)> = clusters
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (prefix(&c.id), i))
+        .collect();
+    keyed.sort_unstable_by(|a, b| {
         a.0.cmp(&b.0)
-            .then_with(|| a.1.id.as_bytes().cmp(b.1.id.as_bytes()))
+            .then_with(|| clusters[a.1].id.as_bytes().cmp(clusters[b.1].id.as_bytes()))
+            .then(a.1.cmp(&b.1))
     });
-    keyed.into_iter().map(|(_, c)| c).collect()
+    keyed.into_iter().map(|(_, i)| i).collect()
 }
 
 /// Application count per raw `spec.destination.server`, over apps keyed by *name only*
 /// (the later of two same-named apps wins), exactly as Argo CD counts load (W4, W5).
-pub fn argo_app_counts(apps: &[App]) -> FxHashMap<&str, u64> {
-    // The last app of each name, then the winners counted in input order: walking the
-    // by-name map instead reads every app's server in hash order, one cache miss each
-    // (that walk was 90 % of the count at 100k apps).
-    let mut last: FxHashMap<&str, usize> =
-        FxHashMap::with_capacity_and_hasher(apps.len(), Default::default());
-    for (i, a) in apps.iter().enumerate() {
-        last.insert(&a.name, i);
-    }
-    let mut wins = vec![false; apps.len()];
-    for i in last.into_values() {
-        wins[i] = true;
-    }
-    let mut counts = FxHashMap::default();
-    for (a, _) in apps.iter().zip(wins).filter(|(_, w)| *w) {
-        *counts
-            .entry(a.destination.server.as_deref().unwrap_or(""))
-            .or_insert(0) += 1;
-    }
-    counts
+/// Apps with no server count under `""`.
+pub fn argo_app_counts(apps: &[App]) -> FxHashMap<String, u64> {
+    ServerCounts::new(apps)
+        .iter()
+        .map(|(s, n)| (s.to_owned(), n))
+        .collect()
 }
 
 /// What Argo CD's algorithms need besides the cluster list, prepared once and reused across
@@ -260,26 +252,22 @@ pub fn argo_app_counts(apps: &[App]) -> FxHashMap<&str, u64> {
 /// (upstream redoes both for every cluster, W1/W2).
 #[derive(Debug, Clone, Default)]
 pub struct ArgoPrepared {
-    app_counts: FxHashMap<String, u64>,
+    app_counts: ServerCounts,
     rings: FxHashMap<u32, ConsistentHashRing>,
 }
 
 impl ArgoPrepared {
     /// Counts `apps`; rings come later, as needed.
     pub fn new(apps: &[App]) -> Self {
-        let app_counts = argo_app_counts(apps)
-            .into_iter()
-            .map(|(s, n)| (s.to_owned(), n))
-            .collect();
         ArgoPrepared {
-            app_counts,
+            app_counts: ServerCounts::new(apps),
             rings: FxHashMap::default(),
         }
     }
 
     /// Applications counted for `server` (raw `destination.server`).
     pub fn app_count(&self, server: &str) -> u64 {
-        self.app_counts.get(server).copied().unwrap_or(0)
+        self.app_counts.get(server)
     }
 
     /// The ring for `replicas`, built on first use.
@@ -287,7 +275,7 @@ impl ArgoPrepared {
         self.ring_and_counts(replicas).0
     }
 
-    fn ring_and_counts(&mut self, replicas: u32) -> (&ConsistentHashRing, &FxHashMap<String, u64>) {
+    fn ring_and_counts(&mut self, replicas: u32) -> (&ConsistentHashRing, &ServerCounts) {
         let ring = self
             .rings
             .entry(replicas)

@@ -9,8 +9,8 @@ use crate::model::Cluster;
 pub(super) fn ranks<'a>(clusters: &[&'a Cluster]) -> FxHashMap<&'a str, usize> {
     let sorted = super::sorted_by_id(clusters);
     let mut ranks = FxHashMap::with_capacity_and_hasher(sorted.len(), Default::default());
-    for (i, c) in sorted.into_iter().enumerate() {
-        ranks.insert(c.id.as_str(), i);
+    for (i, pos) in sorted.into_iter().enumerate() {
+        ranks.insert(clusters[pos].id.as_str(), i);
     }
     ranks
 }
