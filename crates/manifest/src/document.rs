@@ -34,6 +34,10 @@ pub(crate) struct Accept {
     pub(crate) apps: bool,
     /// The native fleet file.
     pub(crate) native: bool,
+    /// Keep each Application's GitOps spec ([`FleetFile::specs`]); without, it is checked
+    /// as always and dropped at once (placement reads none: at 500k Applications the specs
+    /// are about half the loader's peak).
+    pub(crate) specs: bool,
 }
 // AppProjects are accepted wherever Applications are: they come with them.
 
@@ -43,12 +47,14 @@ impl Accept {
         repositories: true,
         apps: true,
         native: true,
+        specs: true,
     };
     pub(crate) const CLUSTERS: Accept = Accept {
         secrets: true,
         repositories: false,
         apps: false,
         native: true,
+        specs: true,
     };
     pub(crate) const CLUSTERS_AND_REPOSITORIES: Accept = Accept {
         repositories: true,
@@ -59,12 +65,14 @@ impl Accept {
         repositories: false,
         apps: true,
         native: true,
+        specs: true,
     };
     pub(crate) const NATIVE: Accept = Accept {
         secrets: false,
         repositories: false,
         apps: false,
         native: true,
+        specs: true,
     };
 
     /// Human list of what is accepted, for error messages.
@@ -317,8 +325,10 @@ impl Objects {
             }
             ObjectKind::Application => {
                 let (app, spec) = application::to_app(ctx, value, locator)?;
-                // The first definition of a key is the one that counts (as in the loads).
-                self.specs.entry(spec_key(&app)).or_insert(spec);
+                if accept.specs {
+                    // The first definition of a key is the one that counts (as in the loads).
+                    self.specs.entry(spec_key(&app)).or_insert(spec);
+                }
                 self.apps.push(app);
             }
             ObjectKind::AppProject => {

@@ -190,7 +190,11 @@ pub fn parse_apps(text: &str, source: &str) -> Result<Loaded<Vec<App>>, LoadErro
 }
 
 fn apps(text: Cow<'_, str>, source: &str) -> Result<Loaded<Vec<App>>, LoadError> {
-    Ok(apps_with_specs(text, source)?.map(|f| f.fleet.apps))
+    let accept = Accept {
+        specs: false,
+        ..Accept::APPS
+    };
+    Ok(apps_as(text, source, accept)?.map(|f| f.fleet.apps))
 }
 
 /// [`parse_apps`], keeping the applications' GitOps specs: a [`FleetFile`] with
@@ -200,7 +204,15 @@ pub fn parse_apps_with_specs(text: &str, source: &str) -> Result<Loaded<FleetFil
 }
 
 fn apps_with_specs(text: Cow<'_, str>, source: &str) -> Result<Loaded<FleetFile>, LoadError> {
-    let mut loaded = parse(text, source, Accept::APPS)?;
+    apps_as(text, source, Accept::APPS)
+}
+
+fn apps_as(
+    text: Cow<'_, str>,
+    source: &str,
+    accept: Accept,
+) -> Result<Loaded<FleetFile>, LoadError> {
+    let mut loaded = parse(text, source, accept)?;
     let FleetFile { fleet, shards, .. } = &mut loaded.value;
     if !fleet.clusters.is_empty() || !shards.is_empty() {
         let warning = dropped(

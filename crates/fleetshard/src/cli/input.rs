@@ -190,8 +190,19 @@ fn argo_cluster_list(
     list.clusters
 }
 
+/// Whether [`load`] keeps the Applications' GitOps specs of an apps file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Specs {
+    /// Kept ([`LoadedFleet::specs`], and the file's AppProjects): a replica reconciles them.
+    Keep,
+    /// Checked as always, then dropped with the AppProjects: placement (`plan`, `status`)
+    /// reads neither, and at 500k Applications the specs are the larger part of the
+    /// loader's peak memory.
+    Drop,
+}
+
 /// Loads the fleet. Errors name the file, object and field (the loaders' messages).
-pub fn load(source: &FleetSource) -> anyhow::Result<LoadedFleet> {
+pub fn load(source: &FleetSource, specs: Specs) -> anyhow::Result<LoadedFleet> {
     let _progress = super::progress::Progress::spinner("reading the fleet");
     let mut out = LoadedFleet::default();
     let extra_apps = match source {
@@ -222,7 +233,15 @@ pub fn load(source: &FleetSource) -> anyhow::Result<LoadedFleet> {
             apps
         }
     };
-    if let Some(path) = extra_apps {
+    if let (Some(path), Specs::Drop) = (extra_apps, specs) {
+        let a = load_with(path, manifest::parse_apps, manifest::load_apps)?;
+        if out.fleet.apps.is_empty() {
+            out.fleet.apps = a.value;
+        } else {
+            out.fleet.apps.extend(a.value);
+        }
+        out.warnings.extend(warnings(a.warnings));
+    } else if let Some(path) = extra_apps {
         let a = load_apps(path)?;
         // Taken whole when there is nothing to add them to: at 500k apps, a second vector
         // and a map rebuilt entry by entry cost hundreds of megabytes at the peak, and the

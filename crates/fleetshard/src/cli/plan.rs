@@ -227,7 +227,7 @@ pub fn run(args: PlanArgs, matches: &ArgMatches) -> anyhow::Result<()> {
 
     let source = args.input.source()?;
     let (loaded, load_ms) = timed(|| -> anyhow::Result<_> {
-        let fleet = input::load(&source)?;
+        let fleet = input::load(&source, input::Specs::Drop)?;
         let previous = match (&args.previous, &args.from_store) {
             (Some(path), _) => Some(read_previous(path)?),
             (None, Some(url)) => Some(read_committed(&args.etcd.apply(url.clone())?, &args.root)?),

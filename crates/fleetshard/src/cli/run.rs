@@ -388,7 +388,7 @@ fn fleet_source(
             in_cluster_enabled: args.input.in_cluster.in_cluster_enabled,
         }));
     }
-    let loaded = input::load(&args.input.source()?)?;
+    let loaded = input::load(&args.input.source()?, input::Specs::Keep)?;
     for w in &loaded.warnings {
         tracing::warn!(source = %w.source, "{}", w.message);
     }

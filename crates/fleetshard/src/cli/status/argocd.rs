@@ -101,7 +101,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
     let fleet = match (&args.argocd.fleet.fleet, &args.argocd.fleet.clusters) {
         (None, None) => None,
         _ => {
-            let loaded = input::load(&args.argocd.fleet.source()?)?;
+            let loaded = input::load(&args.argocd.fleet.source()?, input::Specs::Drop)?;
             for w in &loaded.warnings {
                 tracing::warn!(source = %w.source, "{}", w.message);
             }

@@ -176,7 +176,9 @@ fn load_fleet(args: &StatusArgs) -> anyhow::Result<Option<Fleet>> {
     if fleet.fleet.is_none() && fleet.clusters.is_none() {
         return Ok(None);
     }
-    Ok(Some(input::load(&fleet.source()?)?.fleet))
+    Ok(Some(
+        input::load(&fleet.source()?, input::Specs::Drop)?.fleet,
+    ))
 }
 
 /// Cluster names and servers by id (empty without a fleet).
