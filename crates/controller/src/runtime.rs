@@ -127,7 +127,7 @@ pub struct WorkStopHook(pub Arc<ShardWork>);
 impl StopHook for WorkStopHook {
     fn stop(&self, cluster: String) -> BoxFuture<'static, ()> {
         let work = self.0.clone();
-        Box::pin(async move { work.stop_cluster(&cluster).await })
+        Box::pin(async move { work.revoke_cluster(&cluster).await })
     }
 }
 
@@ -216,8 +216,10 @@ fn feed<R: Reconciler>(
         while let Some(change) = events.recv().await {
             match (&change.change, &stops) {
                 (Ownership::Started(c), _) => {
-                    work.start_cluster(c);
-                    reconciler.cluster_started(c, &|| work.owns(c));
+                    // Skipped when the runner's stop overtook this announcement.
+                    if work.apply_start(c) {
+                        reconciler.cluster_started(c, &|| work.owns(c));
+                    }
                 }
                 (Ownership::Stopped(c), StopMode::Reported(hook)) => hook.stop(c.clone()).await,
                 (Ownership::Stopped(_), StopMode::Gated) => {}
@@ -411,6 +413,45 @@ mod tests {
             before,
             "nothing ran past the deadline"
         );
+        drop(r.events);
+        r.rt.shutdown().await;
+    }
+
+    /// The runner announces a start on the ownership feed but calls its stop hook directly,
+    /// from its own thread: when the feed is behind (a replica given a thousand clusters and
+    /// moving most of them on within a second, as at a cold start), the stop can come first.
+    /// The late announcement must then not start the cluster: the runner has handed it over,
+    /// and working on it would make a second owner. A later acquisition starts it again.
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_that_overtakes_its_start_announcement_keeps_the_cluster_stopped() {
+        let rec = Arc::new(Slow::default());
+        let apps = vec![App::to_server("argocd", "a", "https://c1")];
+        let clusters = vec![Cluster::new("c1", "https://c1")];
+        let mut r = rig(RuntimeConfig::default(), rec.clone(), clusters, apps);
+        let hook = WorkStopHook(r.rt.work().clone());
+        hook.stop("c1".into()).await;
+        r.events
+            .send(change(Ownership::Started("c1".into())))
+            .unwrap();
+        r.out.recv().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(
+            !r.rt.work().owns("c1"),
+            "a handed-over cluster is not owned"
+        );
+        assert_eq!(rec.0.load(Ordering::SeqCst), 0, "nothing ran on it");
+        assert!(
+            rec.1.lock().unwrap().is_empty(),
+            "the reconciler was not told"
+        );
+        // The next acquisition is a start like any other.
+        r.events
+            .send(change(Ownership::Started("c1".into())))
+            .unwrap();
+        r.out.recv().await.unwrap();
+        assert!(r.rt.work().owns("c1"));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(rec.0.load(Ordering::SeqCst), 1);
         drop(r.events);
         r.rt.shutdown().await;
     }

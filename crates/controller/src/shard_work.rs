@@ -175,6 +175,9 @@ struct State {
     unresolved: BTreeMap<AppKey, Destination>,
     /// Admitted items per cluster; absent = 0.
     in_flight: HashMap<Arc<str>, usize>,
+    /// Clusters the runner stopped before their announced start was applied
+    /// ([`ShardWork::revoke_cluster`]), with how many such starts to skip.
+    revoked: HashMap<Arc<str>, u32>,
 }
 
 /// The gate (see the module documentation). Shared as `Arc<ShardWork>`.
@@ -325,6 +328,40 @@ impl ShardWork {
         let apps = s.apps.apps_of(&id).to_vec();
         drop(s);
         self.refresh.add_many(apps);
+    }
+
+    /// The runner's announced start of `cluster`, applied in the order of its ownership
+    /// events: as [`ShardWork::start_cluster`], unless the runner already stopped this
+    /// acquisition through [`ShardWork::revoke_cluster`] (its stop hook runs on the
+    /// runner's thread and may overtake the announcement). Returns whether it started.
+    pub fn apply_start(&self, cluster: &str) -> bool {
+        {
+            let mut s = self.lock();
+            if let Some(skips) = s.revoked.get_mut(cluster) {
+                *skips -= 1;
+                if *skips == 0 {
+                    s.revoked.remove(cluster);
+                }
+                return false;
+            }
+        }
+        self.start_cluster(cluster);
+        true
+    }
+
+    /// The runner's stop of `cluster` (its stop hook): as [`ShardWork::stop_cluster`] when
+    /// the cluster's start was applied; when it was not yet (the announcement is still on
+    /// its way), that start is skipped when it arrives, so the cluster is never worked on
+    /// after the runner handed it over. The runner stops only what it announced started.
+    pub async fn revoke_cluster(&self, cluster: &str) {
+        {
+            let mut s = self.lock();
+            if !s.owned.contains(cluster) {
+                *s.revoked.entry(Arc::from(cluster)).or_insert(0) += 1;
+                return;
+            }
+        }
+        self.stop_cluster(cluster).await;
     }
 
     /// Queues for refresh those of `apps` whose cluster this replica owns (an app whose
