@@ -165,7 +165,16 @@ proptest! {
         let path = &paths[pick.index(paths.len())];
         let mut desired = obj.clone();
         let slot = desired.pointer_mut(path).unwrap();
-        *slot = changed(slot);
+        let new = changed(slot);
+        // `finalizers` is a set (docs of `compare`): an entry changed into another entry of
+        // the same list leaves the desired set a subset of the live one, whose extra entry
+        // counts only if we applied it (here nobody did), so that is Synced by design, not
+        // a change this property is about.
+        if let Some((list, _)) = path.rsplit_once('/').filter(|(l, _)| l.ends_with("/finalizers")) {
+            let entries = obj.pointer(list).and_then(Value::as_array);
+            prop_assume!(!entries.is_some_and(|e| e.contains(&new)));
+        }
+        *slot = new;
         prop_assert_eq!(compare_one(&desired, &obj), SyncStatus::OutOfSync, "changed {}", path);
     }
 
