@@ -319,7 +319,11 @@ impl ShardWork {
 
     /// This replica owns `cluster` from now on: its apps are queued for refresh.
     pub fn start_cluster(&self, cluster: &str) {
-        let mut s = self.lock();
+        self.start_locked(self.lock(), cluster);
+    }
+
+    /// [`ShardWork::start_cluster`] under the lock `s` already taken (released here).
+    fn start_locked(&self, mut s: MutexGuard<'_, State>, cluster: &str) {
         let id: Arc<str> = Arc::from(cluster);
         if !s.owned.insert(id.clone()) {
             return;
@@ -335,17 +339,17 @@ impl ShardWork {
     /// acquisition through [`ShardWork::revoke_cluster`] (its stop hook runs on the
     /// runner's thread and may overtake the announcement). Returns whether it started.
     pub fn apply_start(&self, cluster: &str) -> bool {
-        {
-            let mut s = self.lock();
-            if let Some(skips) = s.revoked.get_mut(cluster) {
-                *skips -= 1;
-                if *skips == 0 {
-                    s.revoked.remove(cluster);
-                }
-                return false;
+        // One lock for the check and the start: a revoke between them would find the
+        // cluster neither owned nor started, and its start would then go ahead.
+        let mut s = self.lock();
+        if let Some(skips) = s.revoked.get_mut(cluster) {
+            *skips -= 1;
+            if *skips == 0 {
+                s.revoked.remove(cluster);
             }
+            return false;
         }
-        self.start_cluster(cluster);
+        self.start_locked(s, cluster);
         true
     }
 

@@ -233,24 +233,23 @@ pub fn load(source: &FleetSource, specs: Specs) -> anyhow::Result<LoadedFleet> {
             apps
         }
     };
+    // Taken whole when there is nothing to add them to: at 500k apps, a second vector
+    // and a map rebuilt entry by entry cost hundreds of megabytes at the peak, and the
+    // loader's packed copies would be copied again.
+    let add_apps = |into: &mut Vec<fleetshard_core::App>, apps: Vec<fleetshard_core::App>| {
+        if into.is_empty() {
+            *into = apps;
+        } else {
+            into.extend(apps);
+        }
+    };
     if let (Some(path), Specs::Drop) = (extra_apps, specs) {
         let a = load_with(path, manifest::parse_apps, manifest::load_apps)?;
-        if out.fleet.apps.is_empty() {
-            out.fleet.apps = a.value;
-        } else {
-            out.fleet.apps.extend(a.value);
-        }
+        add_apps(&mut out.fleet.apps, a.value);
         out.warnings.extend(warnings(a.warnings));
     } else if let Some(path) = extra_apps {
         let a = load_apps(path)?;
-        // Taken whole when there is nothing to add them to: at 500k apps, a second vector
-        // and a map rebuilt entry by entry cost hundreds of megabytes at the peak, and the
-        // loader's packed copies would be copied again.
-        if out.fleet.apps.is_empty() {
-            out.fleet.apps = a.value.fleet.apps;
-        } else {
-            out.fleet.apps.extend(a.value.fleet.apps);
-        }
+        add_apps(&mut out.fleet.apps, a.value.fleet.apps);
         out.projects = a.value.projects;
         if out.specs.is_empty() {
             out.specs = a.value.specs;
