@@ -159,26 +159,30 @@ fn parse_clusters_as(
     accept: Accept,
 ) -> Result<Loaded<FleetFile>, LoadError> {
     let mut loaded = parse(text, source, accept)?;
-    let FleetFile {
-        fleet,
-        specs,
-        shards,
-        ..
-    } = &mut loaded.value;
-    if !fleet.apps.is_empty() || !shards.is_empty() {
-        let warning = dropped(
-            source,
-            fleet.apps.len(),
-            "applications",
-            shards.len(),
-            "shards",
-        );
-        fleet.apps.clear();
-        specs.clear();
-        shards.clear();
+    let apps = loaded.value.fleet.apps.len();
+    drop_with_shards(&mut loaded, source, apps, "applications", |file| {
+        file.fleet.apps.clear();
+        file.specs.clear();
+    });
+    Ok(loaded)
+}
+
+/// Drops `count` objects of the kind this entry point does not read (`what`, cleared by
+/// `clear`) and the fleet file's shards, with one warning saying so.
+fn drop_with_shards(
+    loaded: &mut Loaded<FleetFile>,
+    source: &str,
+    count: usize,
+    what: &str,
+    clear: impl FnOnce(&mut FleetFile),
+) {
+    let shards = loaded.value.shards.len();
+    if count > 0 || shards > 0 {
+        let warning = dropped(source, count, what, shards, "shards");
+        clear(&mut loaded.value);
+        loaded.value.shards.clear();
         loaded.warnings.push(warning);
     }
-    Ok(loaded)
 }
 
 /// Reads applications from Argo CD Applications or a native fleet file (its listed and
@@ -213,19 +217,10 @@ fn apps_as(
     accept: Accept,
 ) -> Result<Loaded<FleetFile>, LoadError> {
     let mut loaded = parse(text, source, accept)?;
-    let FleetFile { fleet, shards, .. } = &mut loaded.value;
-    if !fleet.clusters.is_empty() || !shards.is_empty() {
-        let warning = dropped(
-            source,
-            fleet.clusters.len(),
-            "clusters",
-            shards.len(),
-            "shards",
-        );
-        fleet.clusters.clear();
-        shards.clear();
-        loaded.warnings.push(warning);
-    }
+    let clusters = loaded.value.fleet.clusters.len();
+    drop_with_shards(&mut loaded, source, clusters, "clusters", |file| {
+        file.fleet.clusters.clear();
+    });
     Ok(loaded)
 }
 
