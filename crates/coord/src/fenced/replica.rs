@@ -7,10 +7,12 @@
 //! judging leases), `leases` (claiming, renewing and releasing the shard, the distributor
 //! role and the presence record), `count` (the shard count policies), `distribute` (the
 //! elected distributor's round: the shard count and the placement), `handover` (applying
-//! a generation and the start barrier), `forget` (deleting dead replicas' presence records).
+//! a generation and the start barrier), `forget` (deleting dead replicas' presence records),
+//! `cold_start` (a new fleet's shards expected, not vacant, while their holders start).
 
 mod action;
 mod capacity;
+mod cold_start;
 mod count;
 mod distribute;
 mod forget;
@@ -215,6 +217,8 @@ pub struct Replica {
     inventory: publish::InventoryState,
     /// Presence records whose delete the store refused, and when to try again (`forget.rs`).
     refused_deletes: BTreeMap<String, Mono>,
+    /// Whether the fleet was starting cold at this replica's first listing (`cold_start.rs`).
+    cold_start: cold_start::ColdStart,
 }
 
 impl Replica {
@@ -249,6 +253,7 @@ impl Replica {
             guard: guard::GuardState::default(),
             inventory: publish::InventoryState::default(),
             refused_deletes: BTreeMap::new(),
+            cold_start: cold_start::ColdStart::default(),
         }
     }
 
@@ -362,6 +367,7 @@ impl Replica {
             return out;
         };
         let seen = self.decode(view, now);
+        self.note_cold_start(&seen, now);
         self.check_ownership(&seen, &mut out);
         if self.stopping {
             self.send_releases(&mut out);

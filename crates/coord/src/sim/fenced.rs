@@ -87,6 +87,8 @@ pub(super) struct SimConfig {
     pub run_ms: u64,
     pub warmup_ms: u64,
     pub poll_ms: u64,
+    /// The replicas start (first poll) at random within this many ms of each other.
+    pub start_spread_ms: u64,
     pub timing: LeaseTiming,
     pub grace: Duration,
     /// Clock-rate error bound, as a fraction.
@@ -128,6 +130,7 @@ impl Default for SimConfig {
             run_ms: 60_000,
             warmup_ms: 10_000,
             poll_ms: 200,
+            start_spread_ms: 200,
             timing: LeaseTiming::default(),
             grace: Duration::from_millis(500),
             drift: 0.01,
@@ -197,7 +200,7 @@ impl Sim {
             let load = sim.rng.between(1, 10);
             sim.pool_loads.push(load);
         }
-        sim.checker = Checker::new(cfg.warmup_ms, 0, &sim.pool);
+        sim.checker = Checker::new(cfg.warmup_ms, 0, &sim.pool).with_loads(&sim.pool_loads);
         for c in &sim.pool[cfg.clusters..] {
             sim.checker.set_present(&c.id, false);
         }
@@ -205,7 +208,7 @@ impl Sim {
         for i in 0..cfg.nodes {
             let node = sim.fresh_node(format!("replica-{i}"), 1);
             sim.nodes.push(node);
-            let first = sim.rng.below(cfg.poll_ms);
+            let first = sim.rng.below(cfg.start_spread_ms.max(1));
             sim.queue.at(first, Ev::Poll(i));
             sim.queue.at(first + 1, Ev::Tick(i));
         }

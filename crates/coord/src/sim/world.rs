@@ -398,6 +398,11 @@ pub(crate) struct Outcome {
     /// Times the stored distributor record changed form: (separate → bound, bound →
     /// separate).
     pub(crate) role_switches: (u64, u64),
+    /// Before warm-up (a new fleet starting): the largest part of the fleet's load (per
+    /// mille, of the clusters present) one replica acted on at any instant.
+    pub(crate) cold_peak_permille: u64,
+    /// When every cluster first had an acting owner.
+    pub(crate) first_covered: Option<u64>,
 }
 
 impl Outcome {
@@ -443,6 +448,8 @@ pub(crate) struct Checker {
     uncovered_since: Vec<Option<u64>>,
     /// Per cluster, whether it is in the fleet now (coverage is measured only then).
     present: Vec<bool>,
+    /// Per cluster, its load (1 each unless [`Checker::with_loads`]).
+    loads: Vec<u64>,
     pub(crate) out: Outcome,
 }
 
@@ -461,6 +468,7 @@ impl Checker {
             owners: vec![Vec::new(); clusters.len()],
             uncovered_since: vec![None; clusters.len()],
             present: vec![true; clusters.len()],
+            loads: Vec::new(),
             out: Outcome::default(),
         }
     }
@@ -485,6 +493,12 @@ impl Checker {
         for o in &mut self.owners {
             o.clear();
         }
+    }
+
+    /// The clusters' loads, in the order they were given to [`Checker::new`].
+    pub(crate) fn with_loads(mut self, loads: &[u64]) -> Checker {
+        self.loads = loads.to_vec();
+        self
     }
 
     /// Replica `node` acts on `cluster` (a pair may be added twice).
@@ -533,6 +547,22 @@ impl Checker {
                 (true, None) => self.uncovered_since[*i] = Some(t),
                 _ => {}
             }
+        }
+        if self.out.first_covered.is_none() && self.all_covered() {
+            self.out.first_covered = Some(t);
+        }
+        if t < self.warmup {
+            let (mut acting, mut total) = (BTreeMap::<usize, u64>::new(), 0);
+            for (i, owners) in self.owners.iter().enumerate() {
+                let load = self.loads.get(i).copied().unwrap_or(1);
+                total += if self.present[i] { load } else { 0 };
+                for &node in owners {
+                    *acting.entry(node).or_default() += load;
+                }
+            }
+            let peak = acting.values().copied().max().unwrap_or(0);
+            let permille = peak * 1_000 / total.max(1);
+            self.out.cold_peak_permille = self.out.cold_peak_permille.max(permille);
         }
     }
 

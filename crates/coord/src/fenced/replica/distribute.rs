@@ -155,7 +155,9 @@ impl Replica {
         fleet: FleetInput<'_>,
         out: &mut Vec<Action>,
     ) {
-        if self.has_pending(|p| matches!(p, Pending::Commit)) {
+        if self.has_pending(|p| matches!(p, Pending::Commit))
+            || self.first_generation_waits(view, now)
+        {
             return;
         }
         // An unreadable assignment is overwritten at its stored version, from the last good
@@ -167,10 +169,10 @@ impl Replica {
             .as_ref()
             .or(self.last_doc.as_ref())
             .map_or_else(|| Arc::new(AssignmentDoc::default()), |(_, d)| d.clone());
-        let shards = self.target_count(view, fleet);
+        let shards = self.target_count(view, fleet, now);
         let mine = self.shard(now);
         let vacant: Vec<u32> = (0..shards)
-            .filter(|&n| Some(n) != mine && self.is_vacant(view, n))
+            .filter(|&n| Some(n) != mine && self.is_vacant(view, n, now))
             .collect();
         // Each shard's zone and capacity are its holder's (the last one's, for a vacant
         // shard), unless the operator fixed them.
@@ -275,7 +277,8 @@ impl Replica {
         });
     }
 
-    /// A shard never held is vacant at once; one given up is vacant at once when no spare
+    /// A shard never held is vacant at once, except while a new fleet's holders are
+    /// expected (`cold_start.rs`); one given up is vacant at once when no spare
     /// is waiting, else once this replica has seen it released for the grace (a live spare
     /// claims a released shard with its clusters within milliseconds: a rolling update's
     /// surge pod takes over the leaving pod's clusters in one move, instead of them moving
@@ -283,10 +286,10 @@ impl Replica {
     /// for the lease duration plus the grace. That is a function of the observation alone,
     /// so a newly elected distributor judges exactly as the previous one would have (no
     /// grace restarted on election).
-    fn is_vacant(&self, view: &View, n: u32) -> bool {
+    fn is_vacant(&self, view: &View, n: u32, now: Mono) -> bool {
         let silent_for = self.cfg.timing.duration + self.cfg.grace;
         match view.shards.get(&n) {
-            None => true,
+            None => !self.expecting_holders(now),
             Some(s) if s.record.released => {
                 let (Verdict::Live { unchanged_for } | Verdict::Expired { unchanged_for }) =
                     s.verdict;
@@ -300,7 +303,7 @@ impl Replica {
     }
 
     /// The shard count this generation should have, by the configured policy.
-    fn target_count(&self, view: &View, fleet: FleetInput<'_>) -> u32 {
+    fn target_count(&self, view: &View, fleet: FleetInput<'_>, now: Mono) -> u32 {
         let committed = view.assignment.as_ref().map(|(_, d)| d.shards);
         let n = match self.cfg.shards {
             ShardCount::Fixed(n) => n,
@@ -314,7 +317,7 @@ impl Replica {
                 let occupied: Vec<(u32, &str)> = view
                     .shards
                     .iter()
-                    .filter(|&(&n, _)| !self.is_vacant(view, n))
+                    .filter(|&(&n, _)| !self.is_vacant(view, n, now))
                     .map(|(&n, s)| (n, s.record.holder.as_str()))
                     .collect();
                 let mut replicas: BTreeSet<&str> = occupied.iter().map(|&(_, h)| h).collect();

@@ -587,6 +587,7 @@ fn a_corrupt_desired_count_keeps_the_last_good_one() {
     assert_eq!(b.r.corrupt_records()[0].key, "f/desired-shards");
 }
 
+mod cold_start;
 mod forget;
 mod guard;
 mod publish;

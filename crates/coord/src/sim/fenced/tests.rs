@@ -19,6 +19,46 @@ fn converges_without_faults() {
     assert!(out.open_at_end.is_empty(), "every cluster has an owner");
 }
 
+/// A new fleet whose replicas start within 1.5 s of each other (a Deployment's pods): no
+/// replica acts on more than its share at any instant (the first one up used to be given
+/// the whole fleet for a moment: `cold_start.rs`), and every cluster has an owner within
+/// two seconds of the last start (a store spike is up to 0.8 s each way). G1 at every event.
+#[test]
+fn a_new_fleet_starts_without_a_herd() {
+    let test = "sim::fenced::tests::a_new_fleet_starts_without_a_herd";
+    for (nodes, shards) in [(3, 3), (6, 5)] {
+        let cfg = SimConfig {
+            nodes,
+            shards,
+            clusters: 60,
+            faults: false,
+            run_ms: 12_000,
+            start_spread_ms: 1_500,
+            ..SimConfig::default()
+        };
+        // A shard's share of the load, per mille, and half as much again: the placement
+        // balances within a tolerance, on clusters of load 1–10.
+        let bound = 1_500 / u64::from(shards);
+        for seed in seeds(20) {
+            let out = simulate(cfg.clone(), seed);
+            assert!(out.overlaps.is_empty(), "{:?}", out.overlaps);
+            assert!(
+                out.cold_peak_permille <= bound,
+                "{nodes} replicas, {shards} shards, seed {seed}: one replica acted on {} ‰ of \
+                 the fleet's load at once (bound {bound} ‰; {})",
+                out.cold_peak_permille,
+                replay(seed, test)
+            );
+            let covered = out.first_covered.expect("every cluster owned");
+            assert!(
+                covered <= 1_500 + 2_000,
+                "seed {seed}: every cluster owned only at {covered} ms ({})",
+                replay(seed, test)
+            );
+        }
+    }
+}
+
 /// G1 must hold in every run; G2 is measured. With one failure at a time, every window
 /// without an owner must close within the bound: lease duration + grace + two polls +
 /// the slowest store round trip (the spikes are 0.8 s each way) + one renew.

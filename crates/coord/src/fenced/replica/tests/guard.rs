@@ -27,7 +27,8 @@ fn drop_warnings(b: &mut Bench) -> Vec<String> {
 
 #[test]
 fn a_drop_beyond_the_share_is_committed_only_once_it_has_held_for_the_grace() {
-    let mut b = Bench::new("a", 2, 10);
+    // Warm: a new fleet's unclaimed shard 1 would become vacant at 4 s (a new generation).
+    let mut b = Bench::new("a", 2, 10).warm();
     b.settle(ms(0));
     assert_eq!(b.doc().clusters.len(), 10);
     let generation = b.doc().generation;
