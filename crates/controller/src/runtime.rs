@@ -257,6 +257,8 @@ async fn resync(work: Arc<ShardWork>, period: Duration, jitter: Duration) {
 }
 
 #[cfg(test)]
+mod feed_props;
+#[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -290,7 +292,8 @@ mod tests {
         }
     }
 
-    fn change(c: Ownership) -> OwnershipChange {
+    /// An ownership event of replica `r` now.
+    pub(super) fn change(c: Ownership) -> OwnershipChange {
         OwnershipChange {
             identity: "r".into(),
             change: c,
