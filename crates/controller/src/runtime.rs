@@ -126,8 +126,7 @@ pub struct WorkStopHook(pub Arc<ShardWork>);
 
 impl StopHook for WorkStopHook {
     fn stop(&self, cluster: String) -> BoxFuture<'static, ()> {
-        let work = self.0.clone();
-        Box::pin(async move { work.revoke_cluster(&cluster).await })
+        self.0.revoke_cluster(cluster)
     }
 }
 
