@@ -126,8 +126,7 @@ pub struct WorkStopHook(pub Arc<ShardWork>);
 
 impl StopHook for WorkStopHook {
     fn stop(&self, cluster: String) -> BoxFuture<'static, ()> {
-        let work = self.0.clone();
-        Box::pin(async move { work.revoke_cluster(&cluster).await })
+        self.0.revoke_cluster(cluster)
     }
 }
 
@@ -257,6 +256,8 @@ async fn resync(work: Arc<ShardWork>, period: Duration, jitter: Duration) {
 }
 
 #[cfg(test)]
+mod feed_props;
+#[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -290,7 +291,8 @@ mod tests {
         }
     }
 
-    fn change(c: Ownership) -> OwnershipChange {
+    /// An ownership event of replica `r` now.
+    pub(super) fn change(c: Ownership) -> OwnershipChange {
         OwnershipChange {
             identity: "r".into(),
             change: c,

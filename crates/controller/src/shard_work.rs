@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use fleetshard_core::placement::stable_hash;
 use fleetshard_core::{App, Cluster, Destination, DestinationIndex};
+use futures::future::BoxFuture;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -357,15 +358,31 @@ impl ShardWork {
     /// the cluster's start was applied; when it was not yet (the announcement is still on
     /// its way), that start is skipped when it arrives, so the cluster is never worked on
     /// after the runner handed it over. The runner stops only what it announced started.
-    pub async fn revoke_cluster(&self, cluster: &str) {
+    ///
+    /// Which of the two it is, and the cluster's release, are decided here, when the
+    /// runner calls it, in order with its announcements; the returned future only waits
+    /// for the cluster's work to end. Decided when first polled instead, a stop whose
+    /// future ran after the runner had started the cluster again (Argo CD's runner may,
+    /// before the stop ended) and after that start was applied would have stopped the new
+    /// acquisition, and the next stop would have left a skip that no start pairs with:
+    /// every later start of the cluster would have been skipped.
+    ///
+    /// Either way the future resolves only once no item of the cluster is in flight: a
+    /// revoked start has no work of its own, but an earlier acquisition's stop may still
+    /// be waiting for its items (the runner started the cluster again meanwhile), and the
+    /// runner takes this stop's end as the cluster's.
+    pub fn revoke_cluster(self: &Arc<Self>, cluster: String) -> BoxFuture<'static, ()> {
         {
             let mut s = self.lock();
-            if !s.owned.contains(cluster) {
-                *s.revoked.entry(Arc::from(cluster)).or_insert(0) += 1;
-                return;
+            if s.owned.remove(cluster.as_str()) {
+                self.metrics.owned_clusters.set(gauge(s.owned.len()));
+            } else {
+                *s.revoked.entry(Arc::from(cluster.as_str())).or_insert(0) += 1;
             }
         }
-        self.stop_cluster(cluster).await;
+        self.drop_queued(&cluster);
+        let work = self.clone();
+        Box::pin(async move { work.wait_stopped(&cluster).await })
     }
 
     /// Queues for refresh those of `apps` whose cluster this replica owns (an app whose
@@ -433,6 +450,12 @@ impl ShardWork {
             }
         }
         self.drop_queued(cluster);
+        self.wait_stopped(cluster).await;
+    }
+
+    /// The end of a stop of `cluster` (no longer owned): returns once no item of it is
+    /// in flight.
+    async fn wait_stopped(&self, cluster: &str) {
         loop {
             let idle = self.idle.notified();
             tokio::pin!(idle);
