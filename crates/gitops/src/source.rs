@@ -40,6 +40,7 @@ use fleetshard_manifest::glob;
 mod parse;
 mod render;
 mod repo;
+mod tree_index;
 mod url;
 
 pub use access::{RepoAccess, permitted_helm_repositories};

@@ -5,8 +5,8 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Once;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Once};
 
 use gix::ObjectId;
 
@@ -18,6 +18,7 @@ use super::error::{Location, SourceError};
 use super::glob;
 use super::parse::{FileFormat, Manifest, parse_file};
 use super::render::JsonnetJob;
+use super::tree_index::TreeIndexes;
 
 /// The reference a mirror keeps the remote's `HEAD` commit in (a bare mirror's own `HEAD`
 /// is whatever `init` made it, not the remote's default branch).
@@ -44,6 +45,8 @@ const OTHER_TOOLS: [(&str, &str); 4] = [
 pub(crate) struct Opened {
     pub(crate) repo: gix::ThreadSafeRepository,
     pub(crate) mirror: bool,
+    /// Its large directories, indexed once (`tree_index.rs`).
+    pub(crate) trees: Arc<TreeIndexes>,
 }
 
 /// Opens the repository at `path` in place (a worktree or a bare repository). Only the
@@ -59,6 +62,7 @@ pub(crate) fn open_local(repo_url: &str, path: &Path) -> Result<Opened, SourceEr
     Ok(Opened {
         repo: repo.into_sync(),
         mirror: false,
+        trees: Arc::default(),
     })
 }
 
@@ -86,6 +90,7 @@ pub(crate) fn fetch_mirror(
                 return Ok(Opened {
                     repo: repo.into_sync(),
                     mirror: true,
+                    trees: Arc::default(),
                 });
             }
             Err(e) => {
@@ -128,6 +133,7 @@ pub(crate) fn fetch_mirror(
     Ok(Opened {
         repo: repo.into_sync(),
         mirror: true,
+        trees: Arc::default(),
     })
 }
 
@@ -364,15 +370,26 @@ pub(crate) fn subtree(
     if path.is_empty() {
         return Ok(root);
     }
-    let tree = repo.find_tree(root).map_err(git)?;
-    let entry = tree
-        .lookup_entry(path.iter().map(|p| p.as_bytes()))
-        .map_err(git)?
-        .ok_or_else(|| path_error("not found"))?;
-    if !entry.mode().is_tree() {
-        return Err(path_error("is not a directory"));
+    // One component at a time, large directories through their index (`tree_index.rs`).
+    let mut tree = root;
+    for (i, part) in path.iter().enumerate() {
+        let (mode, id) = at
+            .opened
+            .trees
+            .entry(repo, tree, part.as_bytes())
+            .map_err(git)?
+            .ok_or_else(|| path_error("not found"))?;
+        if !mode.is_tree() {
+            // As a whole-path lookup says it: a file on the way is "not found" below it.
+            return Err(path_error(if i + 1 == path.len() {
+                "is not a directory"
+            } else {
+                "not found"
+            }));
+        }
+        tree = id;
     }
-    Ok(entry.object_id())
+    Ok(tree)
 }
 
 /// Reads the manifests under `path` of `commit` as Argo CD reads a directory app: the top
