@@ -202,10 +202,11 @@ pub(crate) async fn connect_proxy(userinfo: Option<&str>) -> ConnectProxy {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn proxy_url_routes_the_requests_through_the_proxy() {
+/// Asks a fake API server for its version through a [`ConnectProxy`] whose URL carries
+/// `userinfo`, and gives the proxy back.
+async fn version_through_proxy(userinfo: Option<&str>) -> ConnectProxy {
     let server = server_requiring("tok").await;
-    let proxy = connect_proxy(None).await;
+    let proxy = connect_proxy(userinfo).await;
     let config = serde_json::json!({"bearerToken": "tok", "proxyUrl": proxy.url}).to_string();
     let conn = ClusterConnections::new(LiveOptions::default())
         .start(&access(&server, &config))
@@ -215,6 +216,12 @@ async fn proxy_url_routes_the_requests_through_the_proxy() {
         .apiserver_version()
         .await
         .expect("through the proxy");
+    proxy
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_url_routes_the_requests_through_the_proxy() {
+    let proxy = version_through_proxy(None).await;
     assert!(
         proxy.tunnels.load(Ordering::SeqCst) >= 1,
         "no tunnel was opened"
@@ -227,17 +234,7 @@ async fn proxy_url_routes_the_requests_through_the_proxy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxy_urls_user_info_is_its_basic_auth() {
     use base64::Engine as _;
-    let server = server_requiring("tok").await;
-    let proxy = connect_proxy(Some("fleet:p%40ss")).await;
-    let config = serde_json::json!({"bearerToken": "tok", "proxyUrl": proxy.url}).to_string();
-    let conn = ClusterConnections::new(LiveOptions::default())
-        .start(&access(&server, &config))
-        .await
-        .expect("connect");
-    conn.client()
-        .apiserver_version()
-        .await
-        .expect("through the proxy");
+    let proxy = version_through_proxy(Some("fleet:p%40ss")).await;
     let expected = format!(
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode("fleet:p@ss")
