@@ -25,10 +25,12 @@
 //! asks the API server for its version before the cache is trusted.
 
 mod cache;
+mod connector;
 pub mod eks;
 mod error;
 mod kubeconfig;
 mod slim;
+mod tls_configs;
 mod versions;
 
 use std::collections::{HashMap, HashSet};
@@ -37,7 +39,6 @@ use std::time::Duration;
 
 use http::HeaderValue;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::client::ClientBuilder;
 use kube::discovery::Scope;
 use kube::{Client, Config};
 use serde_json::Value;
@@ -49,7 +50,9 @@ use crate::compare::{ResourceKey, is_tracked_by};
 use cache::{KindCache, WatchContext};
 use eks::{BearerLayer, EksTokens};
 pub use error::LiveError;
+use error::with_causes;
 use kubeconfig::kubeconfig_config;
+use tls_configs::TlsConfigs;
 pub use versions::{ServedVersions, VERSIONS_TTL};
 
 /// A destination cluster as the reconciler reaches it.
@@ -122,6 +125,8 @@ pub struct ClusterConnections {
     listener: Option<ChangeListener>,
     user_agent: Option<HeaderValue>,
     eks: Option<Arc<EksTokens>>,
+    /// The rustls configurations the clients share, one per TLS setting.
+    tls: TlsConfigs,
 }
 
 impl ClusterConnections {
@@ -133,6 +138,7 @@ impl ClusterConnections {
             listener: None,
             user_agent: None,
             eks: None,
+            tls: TlsConfigs::default(),
         }
     }
 
@@ -177,6 +183,7 @@ impl ClusterConnections {
                 self.listener.clone(),
                 self.user_agent.clone(),
                 self.eks.clone(),
+                &self.tls,
             )
             .await?,
         );
@@ -210,18 +217,12 @@ impl ClusterConnections {
         let conns: Vec<_> = lock(&self.clusters).values().cloned().collect();
         conns.iter().map(|c| c.cached_objects()).sum()
     }
-}
 
-/// `e` and its causes: kube's message for a failed connection alone does not say why.
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    for cause in std::iter::successors(e.source(), |c| c.source()) {
-        let said = cause.to_string();
-        if !text.contains(&said) {
-            text = format!("{text}: {said}");
-        }
+    /// How many distinct rustls configurations the clusters' clients share (one per TLS
+    /// setting in use: CA, client certificate, `insecure`).
+    pub fn tls_configs(&self) -> usize {
+        self.tls.live()
     }
-    text
 }
 
 /// One cluster: client, discovery cache, and object caches.
@@ -249,6 +250,7 @@ impl ClusterConn {
         listener: Option<ChangeListener>,
         user_agent: Option<HeaderValue>,
         eks: Option<Arc<EksTokens>>,
+        tls: &TlsConfigs,
     ) -> Result<Self, LiveError> {
         let config_err = |message: String| LiveError::Config {
             cluster: access.server.clone(),
@@ -306,8 +308,8 @@ impl ClusterConn {
             )),
             _ => config_err(e.to_string()),
         };
-        let client = match &access.credentials.aws {
-            None => Client::try_from(config).map_err(client_err)?,
+        let bearer = match &access.credentials.aws {
+            None => None,
             Some(aws) => {
                 let tokens = eks.ok_or_else(|| {
                     config_err(
@@ -324,14 +326,16 @@ impl ClusterConn {
                         aws.cluster_name
                     ))
                 })?;
-                ClientBuilder::try_from(config)
-                    .map_err(client_err)?
-                    .with_layer(&BearerLayer {
-                        tokens,
-                        auth: aws.clone(),
-                    })
-                    .build()
+                Some(BearerLayer {
+                    tokens,
+                    auth: aws.clone(),
+                })
             }
+        };
+        let builder = tls.client_builder(config).map_err(client_err)?;
+        let client = match bearer {
+            None => builder.build(),
+            Some(layer) => builder.with_layer(&layer).build(),
         };
         Ok(ClusterConn {
             access,

@@ -51,3 +51,15 @@ pub enum LiveError {
         message: String,
     },
 }
+
+/// `e` and its causes: kube's message for a failed connection alone does not say why.
+pub(super) fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    for cause in std::iter::successors(e.source(), |c| c.source()) {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text = format!("{text}: {said}");
+        }
+    }
+    text
+}

@@ -4,8 +4,8 @@
 //! refusal of authentication fleetshard cannot do.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use fleetshard_gitops::live::{ClusterAccess, ClusterConnections, LiveError, LiveOptions};
 use fleetshard_manifest::ClusterCredentials;
@@ -143,18 +143,28 @@ async fn aws_authentication_is_refused_not_skipped() {
     assert!(err.to_string().contains("config.awsAuthConfig"), "{err}");
 }
 
-/// An HTTP CONNECT proxy on loopback that counts the tunnels it opened.
-async fn connect_proxy() -> (String, Arc<AtomicUsize>) {
+/// An HTTP CONNECT proxy on loopback: the tunnels it opened, and the last
+/// `Proxy-Authorization` it was sent.
+pub(crate) struct ConnectProxy {
+    pub(crate) url: String,
+    pub(crate) tunnels: Arc<AtomicUsize>,
+    pub(crate) authorization: Arc<Mutex<Option<String>>>,
+}
+
+/// Starts a [`ConnectProxy`] whose URL carries `userinfo` (`user:password@`) when given.
+pub(crate) async fn connect_proxy(userinfo: Option<&str>) -> ConnectProxy {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+    let at = userinfo.map(|u| format!("{u}@")).unwrap_or_default();
+    let url = format!("http://{at}{}", listener.local_addr().unwrap());
     let tunnels = Arc::new(AtomicUsize::new(0));
-    let counted = tunnels.clone();
+    let authorization = Arc::new(Mutex::new(None));
+    let (counted, seen) = (tunnels.clone(), authorization.clone());
     tokio::spawn(async move {
         loop {
             let Ok((client, _)) = listener.accept().await else {
                 return;
             };
-            let counted = counted.clone();
+            let (counted, seen) = (counted.clone(), seen.clone());
             tokio::spawn(async move {
                 let mut client = BufReader::new(client);
                 let mut line = String::new();
@@ -165,6 +175,11 @@ async fn connect_proxy() -> (String, Arc<AtomicUsize>) {
                     client.read_line(&mut header).await.ok()?;
                     if header == "\r\n" || header.is_empty() {
                         break;
+                    }
+                    if let Some((name, value)) = header.split_once(':')
+                        && name.eq_ignore_ascii_case("proxy-authorization")
+                    {
+                        *seen.lock().unwrap() = Some(value.trim().to_owned());
                     }
                 }
                 let mut upstream = tokio::net::TcpStream::connect(target).await.ok()?;
@@ -180,14 +195,19 @@ async fn connect_proxy() -> (String, Arc<AtomicUsize>) {
             });
         }
     });
-    (url, tunnels)
+    ConnectProxy {
+        url,
+        tunnels,
+        authorization,
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn proxy_url_routes_the_requests_through_the_proxy() {
+/// Asks a fake API server for its version through a [`ConnectProxy`] whose URL carries
+/// `userinfo`, and gives the proxy back.
+async fn version_through_proxy(userinfo: Option<&str>) -> ConnectProxy {
     let server = server_requiring("tok").await;
-    let (proxy, tunnels) = connect_proxy().await;
-    let config = serde_json::json!({"bearerToken": "tok", "proxyUrl": proxy}).to_string();
+    let proxy = connect_proxy(userinfo).await;
+    let config = serde_json::json!({"bearerToken": "tok", "proxyUrl": proxy.url}).to_string();
     let conn = ClusterConnections::new(LiveOptions::default())
         .start(&access(&server, &config))
         .await
@@ -196,7 +216,30 @@ async fn proxy_url_routes_the_requests_through_the_proxy() {
         .apiserver_version()
         .await
         .expect("through the proxy");
-    assert!(tunnels.load(Ordering::SeqCst) >= 1, "no tunnel was opened");
+    proxy
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_url_routes_the_requests_through_the_proxy() {
+    let proxy = version_through_proxy(None).await;
+    assert!(
+        proxy.tunnels.load(Ordering::SeqCst) >= 1,
+        "no tunnel was opened"
+    );
+    assert_eq!(*proxy.authorization.lock().unwrap(), None);
+}
+
+/// The proxy URL's user info is sent as basic auth to the proxy, percent-decoded (a
+/// password with `@` is written `%40` in a URL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_urls_user_info_is_its_basic_auth() {
+    use base64::Engine as _;
+    let proxy = version_through_proxy(Some("fleet:p%40ss")).await;
+    let expected = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("fleet:p@ss")
+    );
+    assert_eq!(*proxy.authorization.lock().unwrap(), Some(expected));
 }
 
 /// A token pasted with its newline cannot go into an HTTP header: the cluster is refused
