@@ -19,6 +19,10 @@
 //! duration, so that the others' presence records are counted, and is then committed with
 //! the remaining half to be claimed in.
 //!
+//! Only the shards of the fleet's first generation are expected: a shard added by a scale-up
+//! inside that lease duration is vacant at once, as any other time (expecting it would move
+//! clusters away from their running owners to a shard nobody holds yet).
+//!
 //! A replica that found an assignment, or has one from earlier (a store replaced under a
 //! running fleet), never waits: there, a shard nobody holds is vacant at once as before.
 
@@ -34,28 +38,42 @@ pub(super) enum ColdStart {
     Unknown,
     /// The store held an assignment (or this replica knew one): nothing is expected.
     Warm,
-    /// The first listing, at this time, showed a store with no assignment.
-    Since(Mono),
+    /// The first listing, at `since`, showed a store with no assignment; `shards` is the
+    /// count of the first assignment seen since (`None`: none yet).
+    Since { since: Mono, shards: Option<u32> },
 }
 
 impl Replica {
-    /// Notes what the first decoded listing says; later listings change nothing.
+    /// Notes what the first decoded listing says, and the count of the first assignment
+    /// seen after a cold one.
     pub(super) fn note_cold_start(&mut self, view: &View, now: Mono) {
-        if matches!(self.cold_start, ColdStart::Unknown) {
-            let cold = view.assignment_version.is_none() && self.last_doc.is_none();
-            self.cold_start = if cold {
-                ColdStart::Since(now)
-            } else {
-                ColdStart::Warm
-            };
+        match &mut self.cold_start {
+            ColdStart::Unknown => {
+                let cold = view.assignment_version.is_none() && self.last_doc.is_none();
+                self.cold_start = if cold {
+                    ColdStart::Since {
+                        since: now,
+                        shards: None,
+                    }
+                } else {
+                    ColdStart::Warm
+                };
+            }
+            ColdStart::Since { shards, .. } if shards.is_none() => {
+                *shards = view.assignment.as_ref().map(|(_, doc)| doc.shards);
+            }
+            _ => {}
         }
     }
 
-    /// Whether a shard nobody has held yet is expected at `now` (its holder is still
-    /// starting) rather than vacant.
-    pub(super) fn expecting_holders(&self, now: Mono) -> bool {
+    /// Whether shard `n`, which nobody has held yet, is expected at `now` (its holder is
+    /// still starting) rather than vacant: one of the first generation's shards, within a
+    /// lease duration of the cold first listing.
+    pub(super) fn expecting_holder(&self, n: u32, now: Mono) -> bool {
         match self.cold_start {
-            ColdStart::Since(since) => now < since.after(self.cfg.timing.duration),
+            ColdStart::Since { since, shards } => {
+                now < since.after(self.cfg.timing.duration) && shards.is_none_or(|c| n < c)
+            }
             ColdStart::Unknown | ColdStart::Warm => false,
         }
     }
@@ -64,7 +82,7 @@ impl Replica {
     /// the lease duration has passed since the cold first listing (the count is the
     /// replicas seen, and the others' presence records take a moment to appear).
     pub(super) fn first_generation_waits(&self, view: &View, now: Mono) -> bool {
-        let ColdStart::Since(since) = self.cold_start else {
+        let ColdStart::Since { since, .. } = self.cold_start else {
             return false;
         };
         matches!(self.cfg.shards, ShardCount::Auto { .. })

@@ -289,7 +289,7 @@ impl Replica {
     fn is_vacant(&self, view: &View, n: u32, now: Mono) -> bool {
         let silent_for = self.cfg.timing.duration + self.cfg.grace;
         match view.shards.get(&n) {
-            None => !self.expecting_holders(now),
+            None => !self.expecting_holder(n, now),
             Some(s) if s.record.released => {
                 let (Verdict::Live { unchanged_for } | Verdict::Expired { unchanged_for }) =
                     s.verdict;

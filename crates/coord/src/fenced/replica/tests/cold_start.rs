@@ -102,3 +102,34 @@ fn with_the_automatic_count_the_first_generation_counts_the_replicas_starting_be
     assert_eq!(b.on_shard(0), 10, "{:?}", b.doc());
     assert_eq!(b.r.acting(ms(2_010)).count(), 10);
 }
+
+/// A scale-up inside the lease duration after a cold start: the new shards were not in the
+/// first generation, so they are vacant at once, and no cluster leaves its running owner
+/// for a shard nobody holds yet (the Deployment rollout test saw a 2 s gap when they were
+/// expected).
+#[test]
+fn a_scale_up_right_after_a_cold_start_moves_nothing_to_the_new_shards() {
+    let mut b = Bench::new("a", 1, 40);
+    b.r = Replica::new(ReplicaConfig {
+        shards: ShardCount::Desired { default: 2 },
+        ..config("a", 1)
+    });
+    b.put(&shard_key(ROOT, 1), shard_record("b", 0));
+    b.settle(ms(0));
+    b.put(&shard_key(ROOT, 1), shard_record("b", 1));
+    b.settle(ms(100));
+    assert_eq!((b.doc().shards, b.on_shard(0), b.on_shard(1)), (2, 20, 20));
+    assert_eq!(b.r.acting(ms(110)).count(), 20);
+    let desired = crate::fenced::desired_shards_key(ROOT);
+    b.put(&desired, br#"{"shards":4}"#.to_vec());
+    b.put(&shard_key(ROOT, 1), shard_record("b", 1));
+    b.settle(ms(1_000));
+    assert_eq!(b.doc().shards, 4, "{:?}", b.doc());
+    assert_eq!(
+        (b.on_shard(0), b.on_shard(1)),
+        (20, 20),
+        "moved to shards nobody holds: {:?}",
+        b.doc()
+    );
+    assert_eq!(b.r.acting(ms(1_010)).count(), 20);
+}
