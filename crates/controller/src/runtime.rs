@@ -272,7 +272,10 @@ mod tests {
     /// Counts refreshes, each taking 1 s; records each start it is told of, with whether
     /// the work owned the cluster then.
     #[derive(Default)]
-    struct Slow(AtomicUsize, std::sync::Mutex<Vec<(String, bool)>>);
+    pub(super) struct Slow(
+        AtomicUsize,
+        pub(super) std::sync::Mutex<Vec<(String, bool)>>,
+    );
 
     impl Reconciler for Slow {
         async fn refresh(&self, _: &AppKey) -> Result<(), ReconcileError> {

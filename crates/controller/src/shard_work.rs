@@ -374,9 +374,7 @@ impl ShardWork {
     pub fn revoke_cluster(self: &Arc<Self>, cluster: String) -> BoxFuture<'static, ()> {
         {
             let mut s = self.lock();
-            if s.owned.remove(cluster.as_str()) {
-                self.metrics.owned_clusters.set(gauge(s.owned.len()));
-            } else {
+            if !self.disown(&mut s, &cluster) {
                 *s.revoked.entry(Arc::from(cluster.as_str())).or_insert(0) += 1;
             }
         }
@@ -443,14 +441,19 @@ impl ShardWork {
     /// same cluster while its stop is pending keeps its new items, but the stop then also
     /// waits for them.
     pub async fn stop_cluster(&self, cluster: &str) {
-        {
-            let mut s = self.lock();
-            if s.owned.remove(cluster) {
-                self.metrics.owned_clusters.set(gauge(s.owned.len()));
-            }
-        }
+        self.disown(&mut self.lock(), cluster);
         self.drop_queued(cluster);
         self.wait_stopped(cluster).await;
+    }
+
+    /// Removes `cluster` from the owned set under the lock `s`; returns whether it was
+    /// owned.
+    fn disown(&self, s: &mut State, cluster: &str) -> bool {
+        let owned = s.owned.remove(cluster);
+        if owned {
+            self.metrics.owned_clusters.set(gauge(s.owned.len()));
+        }
+        owned
     }
 
     /// The end of a stop of `cluster` (no longer owned): returns once no item of it is

@@ -21,7 +21,7 @@
 //! later run.
 
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use fleetshard_coord::ownership::{Ownership, OwnershipChange, StopHook};
@@ -32,10 +32,9 @@ use prometheus_client::registry::Registry;
 use proptest::prelude::*;
 use tokio::sync::mpsc;
 
-use super::tests::change;
+use super::tests::{Slow, change};
 use super::{StopMode, WorkStopHook, feed};
 use crate::AppKey;
-use crate::processor::{Operated, ReconcileError, Reconciler};
 use crate::queue::RateLimiterConfig;
 use crate::shard_work::{Admission, InFlight, ShardWork};
 
@@ -93,30 +92,13 @@ struct Runner {
     stopping: VecDeque<(u64, BoxFuture<'static, ()>)>,
 }
 
-/// Records each start the reconciler is told of, with whether the work owned it then.
-#[derive(Default)]
-struct Told(Mutex<Vec<(String, bool)>>);
-
-impl Reconciler for Told {
-    async fn refresh(&self, _: &AppKey) -> Result<(), ReconcileError> {
-        Ok(())
-    }
-    async fn operate(&self, _: &AppKey) -> Result<Operated, ReconcileError> {
-        Ok(Operated::Idle)
-    }
-    fn cluster_started(self: &Arc<Self>, cluster: &str, still_owned: &dyn Fn() -> bool) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((cluster.to_owned(), still_owned()));
-    }
-}
-
 /// The model runner, the real work and the real feed task between them.
 struct Model {
     work: Arc<ShardWork>,
     hook: WorkStopHook,
-    told: Arc<Told>,
+    /// Records each start the reconciler is told of (its refreshes never run here: no
+    /// workers), with whether the work owned the cluster then.
+    told: Arc<Slow>,
     /// How many of `told`'s starts were checked.
     told_seen: usize,
     runner: Vec<Runner>,
@@ -145,7 +127,7 @@ impl Model {
             .map(|i| App::to_server("argocd", &format!("a{i}"), &format!("https://c{i}")))
             .collect();
         work.set_inventory(&clusters, &apps);
-        let told = Arc::new(Told::default());
+        let told = Arc::new(Slow::default());
         let (to_feed, events) = mpsc::unbounded_channel();
         let (applied, _task) = feed(work.clone(), told.clone(), events, StopMode::Gated);
         Model {
@@ -166,6 +148,19 @@ impl Model {
 
     fn acting(&self, i: usize) -> bool {
         self.runner[i].started || !self.runner[i].stopping.is_empty()
+    }
+
+    /// The clusters the runner acts on.
+    fn acting_set(&self) -> BTreeSet<String> {
+        (0..CLUSTERS)
+            .filter(|&i| self.acting(i))
+            .map(cluster)
+            .collect()
+    }
+
+    /// The clusters the work owns.
+    fn owned(&self) -> BTreeSet<String> {
+        self.work.owned().into_iter().collect()
     }
 
     /// Runs one event, then checks every invariant; `Err` names the first one broken.
@@ -253,11 +248,7 @@ impl Model {
     }
 
     fn check(&mut self) -> Result<(), String> {
-        let owned: BTreeSet<String> = self.work.owned().into_iter().collect();
-        let acting: BTreeSet<String> = (0..CLUSTERS)
-            .filter(|&i| self.acting(i))
-            .map(cluster)
-            .collect();
+        let (owned, acting) = (self.owned(), self.acting_set());
         let started: BTreeSet<String> = (0..CLUSTERS)
             .filter(|&i| self.runner[i].started)
             .map(cluster)
@@ -274,7 +265,7 @@ impl Model {
         }
         // The starts told during this event (the runner's state did not change during a
         // delivery, so it is the state they were told in).
-        let told = self.told.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let told = self.told.1.lock().unwrap_or_else(PoisonError::into_inner);
         let new = told.get(self.told_seen..).unwrap_or_default();
         if let Some((c, _)) = new.iter().find(|(c, owned)| !owned || !acting.contains(c)) {
             return Err(format!(
@@ -303,11 +294,7 @@ impl Model {
                 }
             }
             self.step(&Op::Deliver(usize::MAX)).await?;
-            let owned: BTreeSet<String> = self.work.owned().into_iter().collect();
-            let acting: BTreeSet<String> = (0..CLUSTERS)
-                .filter(|&i| self.acting(i))
-                .map(cluster)
-                .collect();
+            let (owned, acting) = (self.owned(), self.acting_set());
             if owned != acting {
                 return Err(format!(
                     "settled (round {round}): the work owns {owned:?}, the runner acts on {acting:?}"

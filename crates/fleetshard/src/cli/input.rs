@@ -158,6 +158,17 @@ fn load_apps(path: &Path) -> anyhow::Result<Loaded<manifest::FleetFile>> {
     )
 }
 
+/// Adds an apps file's `apps` to `into`, taken whole when there is nothing to add them to:
+/// at 500k apps, a second vector and a map rebuilt entry by entry cost hundreds of
+/// megabytes at the peak, and the loader's packed copies would be copied again.
+fn add_apps(into: &mut Vec<fleetshard_core::App>, apps: Vec<fleetshard_core::App>) {
+    if into.is_empty() {
+        *into = apps;
+    } else {
+        into.extend(apps);
+    }
+}
+
 /// Argo CD's cluster list from the clusters of its Secrets
 /// ([`manifest::complete_argo_cluster_list`]): the built-in entry logged, Secrets left out
 /// warned about.
@@ -233,33 +244,27 @@ pub fn load(source: &FleetSource, specs: Specs) -> anyhow::Result<LoadedFleet> {
             apps
         }
     };
-    // Taken whole when there is nothing to add them to: at 500k apps, a second vector
-    // and a map rebuilt entry by entry cost hundreds of megabytes at the peak, and the
-    // loader's packed copies would be copied again.
-    let add_apps = |into: &mut Vec<fleetshard_core::App>, apps: Vec<fleetshard_core::App>| {
-        if into.is_empty() {
-            *into = apps;
-        } else {
-            into.extend(apps);
+    match (extra_apps, specs) {
+        (None, _) => {}
+        (Some(path), Specs::Drop) => {
+            let a = load_with(path, manifest::parse_apps, manifest::load_apps)?;
+            add_apps(&mut out.fleet.apps, a.value);
+            out.warnings.extend(warnings(a.warnings));
         }
-    };
-    if let (Some(path), Specs::Drop) = (extra_apps, specs) {
-        let a = load_with(path, manifest::parse_apps, manifest::load_apps)?;
-        add_apps(&mut out.fleet.apps, a.value);
-        out.warnings.extend(warnings(a.warnings));
-    } else if let Some(path) = extra_apps {
-        let a = load_apps(path)?;
-        add_apps(&mut out.fleet.apps, a.value.fleet.apps);
-        out.projects = a.value.projects;
-        if out.specs.is_empty() {
-            out.specs = a.value.specs;
-        } else {
-            for (key, spec) in a.value.specs {
-                // The fleet file's definition of a key comes first, and counts.
-                out.specs.entry(key).or_insert(spec);
+        (Some(path), Specs::Keep) => {
+            let a = load_apps(path)?;
+            add_apps(&mut out.fleet.apps, a.value.fleet.apps);
+            out.projects = a.value.projects;
+            if out.specs.is_empty() {
+                out.specs = a.value.specs;
+            } else {
+                for (key, spec) in a.value.specs {
+                    // The fleet file's definition of a key comes first, and counts.
+                    out.specs.entry(key).or_insert(spec);
+                }
             }
+            out.warnings.extend(warnings(a.warnings));
         }
-        out.warnings.extend(warnings(a.warnings));
     }
     tracing::info!(
         clusters = out.fleet.clusters.len(),

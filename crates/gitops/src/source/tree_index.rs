@@ -6,9 +6,10 @@
 //! (inflate, then a scan) cost more than the rest of the render: at 10,000 apps per replica
 //! it kept every core busy and, read on many blocking threads at once, left hundreds of
 //! megabytes of freed buffers in the allocator's arenas. Argo CD's repo-server reads the
-//! path from a checkout on disk instead. Here a tree over [`INDEXED_FROM`] bytes is read
-//! once and kept as a map from entry name to entry; a tree is immutable under its id, so
-//! the index is never stale. The last [`KEEP`] such trees are kept per opened repository
+//! path from a checkout on disk instead. Here a tree over [`INDEXED_FROM`] bytes is indexed
+//! once — a map from entry name to entry, built by one thread while the lookups that read
+//! the tree meanwhile wait for it — and kept; a tree is immutable under its id, so the
+//! index is never stale. The last [`KEEP`] such trees are kept per opened repository
 //! (a new commit's root tree replaces its predecessor's); smaller trees are read as before.
 
 use std::collections::{HashMap, VecDeque};
@@ -30,6 +31,9 @@ type Index = HashMap<Box<[u8]>, (EntryMode, ObjectId)>;
 #[derive(Debug, Default)]
 pub(crate) struct TreeIndexes {
     kept: Mutex<VecDeque<(ObjectId, Arc<Index>)>>,
+    /// Held while a tree is indexed: the refreshes of a new commit all ask for its root at
+    /// once, and one index is built while the others wait for it.
+    building: Mutex<()>,
 }
 
 impl TreeIndexes {
@@ -52,6 +56,10 @@ impl TreeIndexes {
                 .iter()
                 .find(|e| e.filename == name)
                 .map(|e| (e.mode, e.oid.to_owned())));
+        }
+        let _building = self.building.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(index) = self.kept(tree) {
+            return Ok(index.get(name).copied());
         }
         let index: Index = decoded
             .entries
@@ -82,12 +90,9 @@ impl TreeIndexes {
             .map(|(_, index)| Arc::clone(index))
     }
 
+    /// Keeps `index` (called with `building` held, once `tree` was found not kept).
     fn keep(&self, tree: ObjectId, index: Arc<Index>) {
         let mut kept = self.lock();
-        // Another thread may have indexed it meanwhile: one copy is enough.
-        if kept.iter().any(|(id, _)| *id == tree) {
-            return;
-        }
         if kept.len() == KEEP {
             kept.pop_front();
         }

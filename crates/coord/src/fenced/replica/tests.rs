@@ -64,6 +64,16 @@ impl Bench {
         }
     }
 
+    /// [`Bench::new`] with the shard count policy `count`.
+    fn with_count(identity: &str, count: ShardCount, n_clusters: usize) -> Bench {
+        let mut b = Bench::new(identity, 1, n_clusters);
+        b.r = Replica::new(ReplicaConfig {
+            shards: count,
+            ..config(identity, 1)
+        });
+        b
+    }
+
     fn listing(&self) -> Listing {
         Listing {
             entries: self
@@ -566,11 +576,7 @@ fn a_replaced_store_is_rebuilt_with_a_higher_generation() {
 
 #[test]
 fn a_corrupt_desired_count_keeps_the_last_good_one() {
-    let mut b = Bench::new("a", 1, 4);
-    b.r = Replica::new(ReplicaConfig {
-        shards: ShardCount::Desired { default: 1 },
-        ..config("a", 1)
-    });
+    let mut b = Bench::with_count("a", ShardCount::Desired { default: 1 }, 4);
     b.put(
         &crate::fenced::desired_shards_key(ROOT),
         br#"{"shards":3}"#.to_vec(),

@@ -81,11 +81,7 @@ fn a_fleet_that_has_run_before_expects_nobody() {
 /// replica seen, and the others' shards are expected for the rest of the lease duration.
 #[test]
 fn with_the_automatic_count_the_first_generation_counts_the_replicas_starting_beside() {
-    let mut b = Bench::new("a", 1, 30);
-    b.r = Replica::new(ReplicaConfig {
-        shards: ShardCount::Auto { min: 1, max: 10 },
-        ..config("a", 1)
-    });
+    let mut b = Bench::with_count("a", ShardCount::Auto { min: 1, max: 10 }, 30);
     b.settle(ms(0));
     assert!(!b.entries.contains_key(&assignment_key(ROOT)));
     b.put(&presence_key(ROOT, "b"), presence("b"));
@@ -109,11 +105,7 @@ fn with_the_automatic_count_the_first_generation_counts_the_replicas_starting_be
 /// expected).
 #[test]
 fn a_scale_up_right_after_a_cold_start_moves_nothing_to_the_new_shards() {
-    let mut b = Bench::new("a", 1, 40);
-    b.r = Replica::new(ReplicaConfig {
-        shards: ShardCount::Desired { default: 2 },
-        ..config("a", 1)
-    });
+    let mut b = Bench::with_count("a", ShardCount::Desired { default: 2 }, 40);
     b.put(&shard_key(ROOT, 1), shard_record("b", 0));
     b.settle(ms(0));
     b.put(&shard_key(ROOT, 1), shard_record("b", 1));
