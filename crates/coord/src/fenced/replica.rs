@@ -17,6 +17,7 @@ mod count;
 mod distribute;
 mod forget;
 mod guard;
+mod handoffs;
 mod handover;
 mod leases;
 mod publish;
@@ -42,6 +43,7 @@ use fleetshard_core::{Cluster, ShardSpec};
 use super::records::{AssignmentDoc, CorruptRecord};
 use crate::lease::{HeldLease, LeaseObserver, LeaseTiming, Mono, RenewSent};
 use crate::store::{Listing, StoreError};
+use handoffs::Handoffs;
 
 /// How one replica is set up.
 #[derive(Debug, Clone)]
@@ -148,8 +150,9 @@ enum Pending {
     Inventory,
     ReleaseShard,
     ReleaseDistributor,
-    /// Deleting a dead replica's presence record (`forget.rs`).
-    ForgetPresence {
+    /// Deleting a dead replica's presence record, or a shard record beyond the count
+    /// that nobody will renew again (`forget.rs`).
+    Forget {
         key: String,
         sent: Mono,
     },
@@ -178,6 +181,9 @@ pub struct Replica {
     presence: Option<Present>,
     /// Highest generation applied: everything it took from this replica is stopped.
     applied: u64,
+    /// The generations applied one after another, as far as the handover barrier needs
+    /// them (`handoffs.rs`).
+    handoffs: Handoffs,
     /// The shard count of the applied generation (or the initial count before one).
     count: u32,
     active: BTreeSet<String>,
@@ -232,6 +238,7 @@ impl Replica {
             distributor: None,
             presence: None,
             applied: 0,
+            handoffs: Handoffs::default(),
             count,
             active: BTreeSet::new(),
             stopping_clusters: BTreeSet::new(),
@@ -384,7 +391,7 @@ impl Replica {
         self.claim_or_renew_distributor(&seen, now, &mut out);
         if self.is_distributor(now) {
             self.distribute(&seen, now, fleet, &mut out);
-            self.forget_dead_presence(&seen, now, &mut out);
+            self.forget_dead_records(&seen, now, &mut out);
         } else {
             self.forget_drop();
         }
@@ -514,7 +521,7 @@ impl Replica {
             }
             Pending::ReleaseShard => self.shard = None,
             Pending::ReleaseDistributor => self.distributor = None,
-            Pending::Commit | Pending::Inventory | Pending::ForgetPresence { .. } => {}
+            Pending::Commit | Pending::Inventory | Pending::Forget { .. } => {}
         }
     }
 

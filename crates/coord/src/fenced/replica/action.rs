@@ -25,6 +25,9 @@ pub enum WritePurpose {
     /// Deleting the presence record of a replica gone for
     /// [`PRESENCE_GRACE`](super::PRESENCE_GRACE).
     ForgetPresence,
+    /// Deleting the record of a shard beyond the committed count whose holder let it go
+    /// or is gone (`forget.rs`).
+    ForgetShard,
 }
 
 impl WritePurpose {
@@ -39,6 +42,7 @@ impl WritePurpose {
             WritePurpose::Commit => "commit",
             WritePurpose::Inventory => "inventory",
             WritePurpose::ForgetPresence => "forget_presence",
+            WritePurpose::ForgetShard => "forget_shard",
         }
     }
 }

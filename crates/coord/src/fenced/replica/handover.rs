@@ -1,6 +1,7 @@
 //! Moving clusters between replicas safely: apply a committed generation (stop what it
 //! took from us, adopt its shard count, give up a shard beyond it), and start what it gave
-//! us only once every other live holder has acknowledged it — the handover barrier.
+//! us only once every holder that may still act on a cluster has let it go — the handover
+//! barrier (`handoffs.rs`).
 
 use super::seen::View;
 use super::{Action, FleetInput, MAX_SHARDS, Replica};
@@ -28,6 +29,7 @@ impl Replica {
                 self.stop(c, out);
             }
             self.applied = doc.generation;
+            self.handoffs.applied(doc);
             self.count = doc.shards.clamp(1, MAX_SHARDS);
         }
         if self.shard.as_ref().is_some_and(|h| h.shard >= self.count) {
@@ -35,9 +37,9 @@ impl Replica {
         }
     }
 
-    /// Starts the clusters the applied generation gives us, once every other live holder
-    /// has acknowledged it (their old clusters are stopped) and our own stop of each has
-    /// ended. Holders of shards beyond the count take part until they have let go.
+    /// Starts the clusters the applied generation gives us, each once every holder that
+    /// may still act on it has let it go (`handoffs.rs`) and our own stop of it has ended.
+    /// Holders of shards beyond the count take part until they have let go.
     pub(super) fn start(&mut self, view: &View, now: Mono, out: &mut Vec<Action>) {
         let (Some(me), Some((_, doc))) = (self.shard(now), &view.assignment) else {
             return;
@@ -45,17 +47,14 @@ impl Replica {
         if doc.generation != self.applied || me >= self.count {
             return;
         }
-        let barrier = view.shards.iter().filter(|&(&n, _)| n != me).all(|(_, s)| {
-            s.record.released || !s.verdict.is_live() || s.record.acked >= doc.generation
-        });
-        if !barrier {
+        if !self.handoffs.base_acknowledged(view, me) {
             return;
         }
         // A cluster whose stop (after a lapse, say) is still running starts at a later step,
         // once [`Replica::on_stopped`] said so: a start before the stop ends would be undone
         // by it.
         for (c, _) in doc.clusters.iter().filter(|&(_, &s)| s == me) {
-            if self.stopping_clusters.contains(c) {
+            if self.stopping_clusters.contains(c) || !self.handoffs.let_go(view, c, me) {
                 continue;
             }
             if self.active.insert(c.clone()) {

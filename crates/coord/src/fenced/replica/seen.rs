@@ -49,6 +49,27 @@ pub(super) struct View {
     pub corrupt: Vec<CorruptRecord>,
 }
 
+impl View {
+    /// Whether the holder of shard `n` can no longer act on what generation `generation`
+    /// took from it: no record, or one released, no longer live by this replica's
+    /// observation, or acknowledging that generation (its holder has stopped every cluster
+    /// that generation did not give it).
+    pub(super) fn shard_let_go(&self, n: u32, generation: u64) -> bool {
+        self.shards.get(&n).is_none_or(|s| {
+            s.record.released || !s.verdict.is_live() || s.record.acked >= generation
+        })
+    }
+
+    /// Whether every shard's holder but `except`'s let generation `generation` go
+    /// ([`View::shard_let_go`]): the handover barrier's base (`handoffs.rs`).
+    pub(super) fn acknowledged(&self, generation: u64, except: Option<u32>) -> bool {
+        self.shards
+            .keys()
+            .filter(|&&n| Some(n) != except)
+            .all(|&n| self.shard_let_go(n, generation))
+    }
+}
+
 impl Replica {
     /// Decodes a listing of `root` and judges each lease record. The assignment document is
     /// decoded only when its version changed (it may be megabytes; listings come every few

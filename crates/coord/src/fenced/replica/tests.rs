@@ -596,6 +596,7 @@ fn a_corrupt_desired_count_keeps_the_last_good_one() {
 mod cold_start;
 mod forget;
 mod guard;
+mod handoffs;
 mod publish;
 mod role;
 mod spare;
