@@ -154,6 +154,10 @@ struct Memo {
     /// The refresh annotation was seen at the last refresh (its hard refresh is served
     /// once, until the annotation goes and comes back).
     hard_refresh_served: bool,
+    /// An ended operation whose record could not be written (a conflict that kept
+    /// recurring, an API server that did not answer): written before anything else the app
+    /// does, so no operation that ended stays recorded as Running.
+    unrecorded: Option<OperationState>,
 }
 
 /// The GitOps reconciler of one replica.
@@ -231,14 +235,37 @@ impl GitOpsReconciler {
         self.apps.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Writes `update`. An operation's state that could not be written is kept, if the
+    /// operation has ended, and written again first by the app's next refresh or operation
+    /// ([`GitOpsReconciler::record_unrecorded`]); any operation state written replaces it.
     async fn record(&self, app: &AppKey, update: StatusUpdate) -> Result<(), ReconcileError> {
-        if !self.lease.lease_valid() {
-            return Err(ReconcileError::RetryLater("the shard lease lapsed".into()));
+        let written = if self.lease.lease_valid() {
+            match self.sink.write(app, &update).await {
+                // The Application was deleted: nothing to record; the inventory drops it.
+                Ok(()) | Err(SinkError::NotFound(_)) => Ok(()),
+                Err(e) => Err(ReconcileError::RetryLater(e.to_string())),
+            }
+        } else {
+            Err(ReconcileError::RetryLater("the shard lease lapsed".into()))
+        };
+        if let StatusUpdate::Operation(state) = &update
+            && let Some(m) = self.memos().get_mut(app)
+        {
+            m.unrecorded = match &written {
+                Ok(()) => None,
+                Err(_) if state.phase != "Running" => Some(state.clone()),
+                Err(_) => m.unrecorded.take(),
+            };
         }
-        match self.sink.write(app, &update).await {
-            // The Application was deleted: nothing to record; the inventory drops it.
-            Ok(()) | Err(SinkError::NotFound(_)) => Ok(()),
-            Err(e) => Err(ReconcileError::RetryLater(e.to_string())),
+        written
+    }
+
+    /// Writes the ended operation whose record failed, if any (see [`Memo::unrecorded`]).
+    async fn record_unrecorded(&self, app: &AppKey) -> Result<(), ReconcileError> {
+        let unrecorded = self.memos().get(app).and_then(|m| m.unrecorded.clone());
+        match unrecorded {
+            Some(state) => self.record(app, StatusUpdate::Operation(state)).await,
+            None => Ok(()),
         }
     }
 
@@ -413,6 +440,7 @@ impl GitOpsReconciler {
             self.memos().remove(key);
             return Ok(());
         };
+        self.record_unrecorded(key).await?;
         // A hard refresh asked for by the annotation is served once per request: the status
         // write removes the annotation (Kubernetes), but a fleet file keeps it, and a watch
         // may still show it on the next refresh.
@@ -457,6 +485,7 @@ impl GitOpsReconciler {
         let Some(target) = self.inventory.target(key) else {
             return Ok(Operated::Idle);
         };
+        self.record_unrecorded(key).await?;
         if let Some(done) = self.manual_sync(key, &target).await? {
             return Ok(done);
         }

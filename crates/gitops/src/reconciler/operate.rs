@@ -285,7 +285,11 @@ impl GitOpsReconciler {
             finished_at: Some(self.clock.now_rfc3339()),
             sync_result: Some(sync_result(target, last, &results)),
         };
-        self.record(key, StatusUpdate::Operation(done)).await?;
+        // The sync ran: whether or not its end is recorded now, it is not run again (a
+        // record that failed is written first by the app's next refresh or operation).
+        if let Err(e) = self.record(key, StatusUpdate::Operation(done)).await {
+            tracing::warn!(app = %key, error = %e, "the end of an operation is not recorded yet; written again at the app's next refresh");
+        }
         if let Some(m) = self.memos().get_mut(key) {
             m.sync_error = None;
             // A dry run or a selective sync does not make the commit synced.

@@ -26,7 +26,8 @@
 //! decision costs no read. Writes are compare-and-swap on that version; when another
 //! writer got there first (the app moved between replicas, or a refresh and an operation
 //! of the app wrote at once) the record is read again, this update merged on top, and the
-//! write retried once. The first write of an app after a start reads the record first and
+//! write tried again (up to [`CONFLICT_RETRIES`] times; then the reconciler retries, and an
+//! operation's end is kept until it is written). The first write of an app after a start reads the record first and
 //! always writes. A record that does not decode is overwritten (with a warning) by its
 //! owner's next write. A store error is [`SinkError::Unavailable`]: the reconciler retries
 //! with backoff; the app's memory is dropped, since the write may or may not have applied.
@@ -54,6 +55,10 @@ use super::status::{
 
 /// How old a stored `reconciledAt` may get before an unchanged refresh is written anyway.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(600);
+
+/// How many times a write that meets another writer's is merged on top of theirs and tried
+/// again before the write is reported failed (and retried by the reconciler).
+const CONFLICT_RETRIES: u32 = 8;
 
 /// What the store holds for one app (JSON), as the sink writes it and readers read it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -295,7 +300,7 @@ impl StoreStatusSink {
             Plan::Write(base) => *base,
             Plan::Read => self.read(app, &key).await?,
         };
-        let mut retried = false;
+        let mut conflicts = 0;
         loop {
             let record = merge(&base.record, update);
             let pre = base
@@ -318,9 +323,10 @@ impl StoreStatusSink {
                     );
                     return Ok(());
                 }
-                Err(StoreError::Conflict { .. }) if !retried => {
-                    // Someone else wrote it: merge this update on top of theirs, once.
-                    retried = true;
+                Err(StoreError::Conflict { .. }) if conflicts < CONFLICT_RETRIES => {
+                    // Someone else wrote it (this replica's other pool, or the app's
+                    // previous owner): merge this update on top of theirs and try again.
+                    conflicts += 1;
                     base = match self.read(app, &key).await {
                         Ok(b) => b,
                         Err(e) => {

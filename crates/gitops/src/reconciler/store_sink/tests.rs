@@ -1,4 +1,4 @@
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use fleetshard_coord::store::memory::MemoryStore;
 use fleetshard_coord::store::{Listing, Precondition};
@@ -279,10 +279,12 @@ async fn apps_not_written_for_two_heartbeats_are_forgotten() {
     assert_eq!(stored(store.as_ref()).await.1, v2);
 }
 
-/// A memory store whose writes fail while `failing` is set.
+/// A memory store whose writes fail while `failing` is set, and before whose next
+/// `interleaved` writes another writer gets there first (another record written at the key).
 struct Flaky {
     inner: MemoryStore,
     failing: AtomicBool,
+    interleaved: AtomicU32,
 }
 
 impl Store for Flaky {
@@ -301,7 +303,22 @@ impl Store for Flaky {
         if self.failing.load(Ordering::SeqCst) {
             return Box::pin(async { Err(StoreError::Unavailable("no answer".into())) });
         }
-        self.inner.put(key, value, pre)
+        let interleave = self
+            .interleaved
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        Box::pin(async move {
+            if interleave {
+                let theirs = StoredAppStatus {
+                    comparison: Some(comparison("Synced", "theirs", &[])),
+                    operation: None,
+                };
+                self.inner
+                    .put(key, theirs.encode(), Precondition::Any)
+                    .await?;
+            }
+            self.inner.put(key, value, pre).await
+        })
     }
     fn delete<'a>(
         &'a self,
@@ -327,6 +344,7 @@ async fn a_store_failure_is_unavailable_and_the_next_write_starts_over() {
     let flaky = Arc::new(Flaky {
         inner: MemoryStore::new(),
         failing: AtomicBool::new(false),
+        interleaved: AtomicU32::new(0),
     });
     let sink = sink(flaky.clone());
     write(
@@ -442,4 +460,36 @@ async fn sqlite_store_status_writes_do_not_wake_the_root() {
         .await
         .unwrap();
     status_writes_do_not_wake_the_root(Arc::new(store), Duration::from_millis(300)).await;
+}
+
+/// A refresh and an operation of one app write at once, again and again (the demo's 7 of
+/// 300 apps whose operation stayed Running: the write retried once, met the other pool's
+/// write again, and was dropped). Every conflict is read again and merged, so the
+/// operation's end is written.
+#[tokio::test(start_paused = true)]
+async fn an_operation_end_meeting_conflicts_again_and_again_is_written() {
+    let flaky = Arc::new(Flaky {
+        inner: MemoryStore::new(),
+        failing: AtomicBool::new(false),
+        interleaved: AtomicU32::new(0),
+    });
+    let sink = sink(flaky.clone());
+    write(
+        &sink,
+        StatusUpdate::Operation(operation("Running", "t0", None)),
+    )
+    .await
+    .unwrap();
+    flaky.interleaved.store(5, Ordering::SeqCst);
+    let done = operation("Succeeded", "t0", Some("t1"));
+    write(&sink, StatusUpdate::Operation(done.clone()))
+        .await
+        .unwrap();
+    let (s, _) = stored(&flaky.inner).await;
+    assert_eq!(s.operation, Some(done));
+    assert_eq!(
+        s.comparison.map(|c| c.reconciled_at).as_deref(),
+        Some("theirs"),
+        "the other writer's half is kept"
+    );
 }

@@ -538,3 +538,82 @@ async fn self_heal_backs_off_when_drift_keeps_coming_back() {
     );
     assert_eq!(e.settings_value(), Some(json!("edited again")));
 }
+
+/// A sink whose first write of each ended operation fails, as a write does when the API
+/// server does not answer or another writer keeps getting there first.
+struct LosesEachEndOnce {
+    inner: Arc<MemorySink>,
+    lost: std::sync::Mutex<Vec<String>>,
+}
+
+impl fleetshard_gitops::reconciler::StatusSink for LosesEachEndOnce {
+    fn write<'a>(
+        &'a self,
+        app: &'a fleetshard_controller::AppKey,
+        update: &'a fleetshard_gitops::reconciler::StatusUpdate,
+    ) -> futures::future::BoxFuture<'a, Result<(), fleetshard_gitops::reconciler::SinkError>> {
+        use fleetshard_gitops::reconciler::{SinkError, StatusUpdate};
+        if let StatusUpdate::Operation(o) = update
+            && o.phase != "Running"
+        {
+            let id = format!("{} {}", o.started_at, o.phase);
+            let mut lost = self.lost.lock().unwrap();
+            if !lost.contains(&id) {
+                lost.push(id);
+                return Box::pin(async move {
+                    Err(SinkError::Unavailable {
+                        app: app.to_string(),
+                        message: "no answer".into(),
+                    })
+                });
+            }
+        }
+        self.inner.write(app, update)
+    }
+
+    fn last_operation<'a>(
+        &'a self,
+        app: &'a fleetshard_controller::AppKey,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<
+            Option<fleetshard_gitops::reconciler::OperationState>,
+            fleetshard_gitops::reconciler::SinkError,
+        >,
+    > {
+        self.inner.last_operation(app)
+    }
+}
+
+/// An operation whose end could not be recorded is not left Running: its end is written
+/// first by the app's next refresh (the demo's apps stayed Running for minutes, across
+/// hand-overs: the end's write failed, a refresh then saw the app synced, and nothing ran
+/// or recorded the operation again). The sync itself is not run twice.
+#[tokio::test]
+async fn an_operation_whose_end_was_not_recorded_does_not_stay_running() {
+    let e = env(&[("app/cm.yaml", config_map("settings", "v1"))]).await;
+    e.add_app("a", AUTO);
+    let sink = Arc::new(LosesEachEndOnce {
+        inner: e.sink.clone(),
+        lost: Default::default(),
+    });
+    let r = reconciler(
+        &e.inventory,
+        repos(&e._tmp.path().join("cache")),
+        live_options(),
+        sink.clone(),
+        always(),
+    );
+    r.refresh(&key("a")).await.unwrap();
+    let _ = r.operate(&key("a")).await;
+    assert_eq!(e.settings_value(), Some(json!("v1")), "the sync ran");
+    assert_eq!(sink.lost.lock().unwrap().len(), 1, "its end was lost");
+    let writes = e.fake.write_count();
+    r.refresh(&key("a")).await.unwrap();
+    let _ = r.operate(&key("a")).await;
+    let op = e.sink.get(&key("a")).unwrap().operation.unwrap();
+    assert_eq!(op.phase, "Succeeded", "{op:?}");
+    assert!(op.finished_at.is_some());
+    assert_eq!(e.fake.write_count(), writes, "the sync was not run again");
+    assert_eq!(e.sync_status("a").0, "Synced");
+}
