@@ -130,6 +130,18 @@ pub fn start(
         if position == u64::MAX {
             return; // expired: the ERROR was the whole answer
         }
+        // A watch from a revision gets the retained events after it at once, as a real
+        // server sends them, not at the next write or bookmark (a client resuming after
+        // its stream ended would otherwise miss every change made meanwhile until then).
+        let (lines, expired) = drain(&shared, &req, &mut position);
+        for b in lines {
+            if tx.send(b).await.is_err() {
+                return;
+            }
+        }
+        if expired {
+            return;
+        }
         let deadline = req.timeout.map(|t| tokio::time::Instant::now() + t);
         let mut next_bookmark =
             tokio::time::Instant::now() + every(*interval_rx.borrow_and_update());

@@ -200,6 +200,28 @@ async fn watch_from_a_revision_sees_exactly_the_later_events_in_order() {
     assert!(seen[0].2 > from);
 }
 
+/// A client resuming its watch after the stream ended gets what changed meanwhile at once,
+/// not at the next write or bookmark: with bookmarks an hour apart and nothing written
+/// after the watch opens, the events must still come (the simulated clusters of the scale
+/// run send bookmarks a minute apart, and a resumed watch waited that long, or for the
+/// next write, before replaying).
+#[tokio::test]
+async fn a_resumed_watch_replays_at_once_without_a_later_write() {
+    let f = FakeApiServer::start().await.unwrap();
+    f.set_bookmark_interval(Duration::from_secs(3600));
+    let a = f.addr();
+    send_json(a, "POST", CMS, &cm("before", json!({}))).await;
+    let from = f.revision();
+    send_json(a, "POST", CMS, &cm("meanwhile", json!({}))).await;
+    let mut w = Watch::open(a, &format!("{CMS}?watch=true&resourceVersion={from}")).await;
+    assert_eq!(w.status, 200);
+    let e = w.expect().await;
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("ADDED"), Some("meanwhile"))
+    );
+}
+
 #[tokio::test]
 async fn watch_from_zero_starts_with_the_current_state_and_honours_selectors() {
     let f = FakeApiServer::start().await.unwrap();
