@@ -84,7 +84,23 @@ pub struct LiveOptions {
     /// Refuse clusters whose server is plaintext `http://` (their token would cross the
     /// network in clear); otherwise such a connection is warned about once.
     pub refuse_plaintext: bool,
+    /// How long after a kind's last complete list its watch is restarted with a new list
+    /// (Argo CD's `ARGOCD_CLUSTER_CACHE_WATCH_RESYNC_DURATION`, 10 minutes): what a
+    /// watch missed is current again within this period plus one list.
+    pub relist_every: Duration,
 }
+
+impl LiveOptions {
+    /// How old a kind's cache may be (since its last complete list) before comparisons
+    /// on it fail with [`LiveError::NotReady`]: the relist period and two minutes for the
+    /// new list (and its retries) to complete.
+    pub fn stale_after(&self) -> Duration {
+        self.relist_every + STALE_MARGIN
+    }
+}
+
+/// What [`LiveOptions::stale_after`] allows beyond the relist period.
+const STALE_MARGIN: Duration = Duration::from_secs(120);
 
 impl Default for LiveOptions {
     fn default() -> Self {
@@ -95,9 +111,13 @@ impl Default for LiveOptions {
             list_concurrency: DEFAULT_LIST_CONCURRENCY,
             probe_after: Duration::from_secs(5),
             refuse_plaintext: false,
+            relist_every: DEFAULT_RELIST_EVERY,
         }
     }
 }
+
+/// The default of [`LiveOptions::relist_every`]: Argo CD's watch resync, 10 minutes.
+pub const DEFAULT_RELIST_EVERY: Duration = Duration::from_secs(600);
 
 /// The default of [`LiveOptions::list_concurrency`] (Argo CD's cluster cache lists
 /// kinds in parallel too, through a semaphore of its own).
@@ -216,6 +236,21 @@ impl ClusterConnections {
     pub fn cached_objects(&self) -> usize {
         let conns: Vec<_> = lock(&self.clusters).values().cloned().collect();
         conns.iter().map(|c| c.cached_objects()).sum()
+    }
+
+    /// Each started cluster's id and the age of its cache ([`ClusterConn::cache_age`]),
+    /// sorted by id.
+    pub fn cache_ages(&self) -> Vec<(String, Option<Duration>)> {
+        let conns: Vec<_> = lock(&self.clusters)
+            .iter()
+            .map(|(id, c)| (id.clone(), c.clone()))
+            .collect();
+        let mut ages: Vec<_> = conns
+            .into_iter()
+            .map(|(id, c)| (id, c.cache_age()))
+            .collect();
+        ages.sort_by(|a, b| a.0.cmp(&b.0));
+        ages
     }
 
     /// How many distinct rustls configurations the clusters' clients share (one per TLS
@@ -455,15 +490,33 @@ impl ClusterConn {
             self.check_managed(&info.resource.kind, "", "(any)")?;
         }
         let caches: Vec<_> = kinds.iter().map(|info| (info, self.cache(info))).collect();
+        let not_ready = |info: &KindInfo, message: String| LiveError::NotReady {
+            cluster: self.access.server.clone(),
+            kind: info.resource.kind.clone(),
+            message,
+        };
         for (info, cache) in caches {
             cache
                 .wait_ready(self.options.sync_timeout)
                 .await
-                .map_err(|message| LiveError::NotReady {
-                    cluster: self.access.server.clone(),
-                    kind: info.resource.kind.clone(),
-                    message,
-                })?;
+                .map_err(|message| not_ready(info, message))?;
+            // Lists that keep failing leave the cache as old as its last good one: past
+            // the bound it is not trusted.
+            let age = cache.listed_at().map(|at| at.elapsed());
+            if let Some(age) = age.filter(|age| *age > self.options.stale_after()) {
+                let why = cache
+                    .last_error()
+                    .unwrap_or_else(|| "its new list has not completed".to_owned());
+                return Err(not_ready(
+                    info,
+                    format!(
+                        "last listed {}s ago, beyond the {}s bound (a new list every {}s): {why}",
+                        age.as_secs(),
+                        self.options.stale_after().as_secs(),
+                        self.options.relist_every.as_secs()
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -494,6 +547,7 @@ impl ClusterConn {
                         .unwrap_or(u32::MAX)
                         .max(1),
                     heard: self.heard.clone(),
+                    relist_every: self.options.relist_every,
                     listener: self.listener.clone(),
                     lists: self.lists.clone(),
                 };
@@ -520,6 +574,20 @@ impl ClusterConn {
                 message,
             }),
         }
+    }
+
+    /// How long ago the oldest of this cluster's last complete lists ended (every kind
+    /// watched): the cache holds everything at least that current. `None` before every
+    /// kind's first list. Kept at most [`LiveOptions::relist_every`] plus one list while
+    /// lists succeed.
+    pub fn cache_age(&self) -> Option<Duration> {
+        let caches: Vec<_> = lock(&self.caches).values().cloned().collect();
+        let mut oldest: Option<Instant> = None;
+        for cache in caches {
+            let at = cache.listed_at()?;
+            oldest = Some(oldest.map_or(at, |o| o.min(at)));
+        }
+        oldest.map(|at| at.elapsed())
     }
 
     /// How many objects this cluster's caches hold (every watched kind).

@@ -98,6 +98,9 @@ pub(crate) fn build(
         ReconcilerKind::None => (ReconcilerPart::Noop, work_stop),
         ReconcilerKind::Gitops => {
             let reconciler = gitops(settings, inventory, sink, &work, user_agent, argo_objects)?;
+            registry.register_collector(Box::new(crate::live_metrics::LiveStateCollector(
+                reconciler.clone(),
+            )));
             let stop_hook = Arc::new(GitOpsStopHook {
                 inner: work_stop,
                 reconciler: reconciler.clone(),
@@ -179,6 +182,7 @@ fn gitops(
     };
     let live_options = LiveOptions {
         refuse_plaintext: settings.refuse_plaintext_http,
+        relist_every: settings.cluster_cache_relist,
         ..LiveOptions::default()
     };
     // EKS clusters (awsAuthConfig): tokens from the pod's AWS credentials, as the AWS SDK

@@ -27,6 +27,7 @@ pub mod dashboard;
 pub mod deployment;
 pub mod http;
 pub mod inventory;
+mod live_metrics;
 pub mod metrics;
 mod replica;
 pub mod settings;

@@ -114,6 +114,9 @@ pub struct ControllerSettings {
     /// Refuse plaintext `http://` clusters and repositories (otherwise each is warned
     /// about once).
     pub refuse_plaintext_http: bool,
+    /// How long after a kind's last complete list its watch is restarted with a new one
+    /// (`LiveOptions::relist_every`).
+    pub cluster_cache_relist: Duration,
     /// Where sources are rendered.
     pub repo_server: RepoServerSetting,
     /// How this replica renders sources when no repo-server does (tools' timeout, renders
@@ -161,6 +164,7 @@ impl Default for ControllerSettings {
             allow_local_repositories: None,
             read_limits: Default::default(),
             refuse_plaintext_http: false,
+            cluster_cache_relist: fleetshard_gitops::live::DEFAULT_RELIST_EVERY,
             repo_server: RepoServerSetting::Auto(fleetshard_reposerver::ClientConfig::new(
                 fleetshard_reposerver::client::DEFAULT_ADDR,
             )),

@@ -262,6 +262,17 @@ pub struct ReconcileArgs {
     /// would cross the network in clear. Without it, each is warned about once.
     #[arg(long, env = "FLEETSHARD_REFUSE_PLAINTEXT_HTTP")]
     pub refuse_plaintext_http: bool,
+    /// How long after a kind's last complete list its watch on a cluster is restarted with
+    /// a new list (Argo CD's watch resync): what a watch missed shows within this period
+    /// plus one list. Units: `ms`, `s`, `m`, `h`.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10m",
+        env = "ARGOCD_CLUSTER_CACHE_WATCH_RESYNC_DURATION",
+        value_parser = parse_go_duration
+    )]
+    pub cluster_cache_relist: Duration,
     /// Where sources are rendered.
     #[command(flatten)]
     pub render: super::repo_server::RepoServerArgs,
@@ -288,6 +299,7 @@ impl ReconcileArgs {
                 ..Default::default()
             },
             refuse_plaintext_http: self.refuse_plaintext_http,
+            cluster_cache_relist: self.cluster_cache_relist,
             repo_server: self.render.setting()?,
             render: self.render.standalone(),
         })

@@ -4,6 +4,17 @@
 //! lists run at most [`LiveOptions::list_concurrency`](super::LiveOptions) at a time,
 //! each paged by the watcher (500 objects a page, `limit`/`continue`), and every object
 //! is slimmed (`slim.rs`) before it is kept.
+//!
+//! **Never stale unseen.** A watch can miss what a server fails to send (a stream that
+//! stalls, a server that skips events), and nothing in the stream says so. So, as Argo
+//! CD's cluster cache restarts every kind's watch with a new list every 10 minutes
+//! (`ARGOCD_CLUSTER_CACHE_WATCH_RESYNC_DURATION`), each watch here lists its kind again
+//! once [`LiveOptions::relist_every`](super::LiveOptions) has passed since its last
+//! complete list: an object the watch missed is current again within that period plus
+//! one list (a list that fails is retried with the watcher's backoff, and the cache's
+//! age, [`KindCache::listed_at`], shows it). Every list after the first — this one, and
+//! the watcher's own after a `410 Gone` — tells the listener the apps whose objects it
+//! found changed, added or gone, as a watch event would have.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -101,6 +112,32 @@ struct KindState {
     buffer: Option<HashMap<ObjKey, Arc<Value>>>,
     /// The last watch or list error, cleared by the next event.
     error: Option<String>,
+    /// When the last complete list ended.
+    listed_at: Option<Instant>,
+}
+
+impl Objects {
+    /// The apps whose objects differ between `self` and `next` (by resourceVersion, or
+    /// present in one only): what a list tells that the watch may not have.
+    fn changed_apps(&self, next: &HashMap<ObjKey, Arc<Value>>) -> HashSet<String> {
+        let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
+        let mut apps = HashSet::new();
+        for (key, new) in next {
+            match self.by_key.get(key) {
+                Some(old) if rv(old) == rv(new) => {}
+                old => {
+                    apps.extend(old.and_then(|o| tracked_app(o)));
+                    apps.extend(tracked_app(new));
+                }
+            }
+        }
+        for (key, old) in &self.by_key {
+            if !next.contains_key(key) {
+                apps.extend(tracked_app(old));
+            }
+        }
+        apps
+    }
 }
 
 /// One watch of a kind: in one namespace, or in all (or of a cluster-scoped kind).
@@ -134,6 +171,8 @@ pub(crate) struct WatchContext {
     pub(crate) watch_timeout_secs: u32,
     /// Set at every event.
     pub(crate) heard: Arc<Mutex<Option<Instant>>>,
+    /// How long after a complete list the watch is restarted with a new one.
+    pub(crate) relist_every: std::time::Duration,
     /// Told the app of every tracked object that changes after the first list.
     pub(crate) listener: Option<super::ChangeListener>,
     /// Bounds the cluster's first lists in flight (a permit is held from a watch's start
@@ -205,6 +244,26 @@ impl KindCache {
         out.into_iter().collect()
     }
 
+    /// When the oldest of this cache's last complete lists ended: everything the cache
+    /// holds is at least that current. `None` while a watch has not completed its first.
+    pub(crate) fn listed_at(&self) -> Option<Instant> {
+        self.watches
+            .iter()
+            .map(|w| lock(&w.state).listed_at)
+            .try_fold(None, |oldest: Option<Instant>, at| {
+                at.map(|at| Some(oldest.map_or(at, |o| o.min(at))))
+            })
+            .flatten()
+    }
+
+    /// The last watch or list error of any of this cache's watches, if the watch has not
+    /// heard anything since.
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.watches
+            .iter()
+            .find_map(|w| lock(&w.state).error.clone())
+    }
+
     /// How many objects are cached.
     pub(crate) fn len(&self) -> usize {
         self.watches
@@ -248,49 +307,75 @@ impl Watched {
             None => Api::all_with(ctx.client, &resource),
         };
         let (heard, listener, lists) = (ctx.heard, ctx.listener, ctx.lists);
+        let relist_every = ctx.relist_every;
         let task = tokio::spawn(async move {
             // Held until the first list is complete or fails (never closed).
             let mut permit = lists.acquire_owned().await.ok();
-            let config = watcher::Config::default().timeout(ctx.watch_timeout_secs);
-            let mut events = watcher::watcher(api, config).default_backoff().boxed();
-            while let Some(event) = events.next().await {
-                let mut changed = None;
-                let mut s = lock(&task_state);
-                match event {
-                    Err(e) => {
-                        s.error = Some(e.to_string());
-                        // A list that keeps failing (403, a kind gone) must not hold a
-                        // permit the cluster's other kinds wait for.
-                        drop(permit.take());
-                        continue;
+            let mut first_list = true;
+            loop {
+                let config = watcher::Config::default().timeout(ctx.watch_timeout_secs);
+                let mut events = watcher::watcher(api.clone(), config)
+                    .default_backoff()
+                    .boxed();
+                // Restarted with a new list once `relist_every` has passed since the last
+                // complete one (none yet: not before this watch's first list completes).
+                let mut relist_at = None;
+                loop {
+                    let event = tokio::select! {
+                        event = events.next() => match event {
+                            Some(event) => event,
+                            None => break,
+                        },
+                        () = sleep_until_opt(relist_at) => break,
+                    };
+                    let mut changed = HashSet::new();
+                    let mut s = lock(&task_state);
+                    match event {
+                        Err(e) => {
+                            s.error = Some(e.to_string());
+                            // A list that keeps failing (403, a kind gone) must not hold a
+                            // permit the cluster's other kinds wait for.
+                            drop(permit.take());
+                            continue;
+                        }
+                        Ok(Event::Init) => s.buffer = Some(HashMap::new()),
+                        Ok(Event::InitApply(obj)) => {
+                            let (key, value) = to_value(&resource, obj);
+                            s.buffer.get_or_insert_with(HashMap::new).insert(key, value);
+                        }
+                        Ok(Event::InitDone) => {
+                            let listed = s.buffer.take().unwrap_or_default();
+                            if !first_list {
+                                changed = s.objects.changed_apps(&listed);
+                            }
+                            first_list = false;
+                            s.objects = Objects::from_map(listed);
+                            let now = Instant::now();
+                            s.listed_at = Some(now);
+                            relist_at = Some(now + relist_every);
+                            ready_tx.send_replace(true);
+                            drop(permit.take());
+                        }
+                        Ok(Event::Apply(obj)) => {
+                            let (key, value) = to_value(&resource, obj);
+                            changed.extend(tracked_app(&value));
+                            s.objects.insert_if_newer(key, value);
+                        }
+                        Ok(Event::Delete(obj)) => {
+                            let (key, value) = to_value(&resource, obj);
+                            changed.extend(tracked_app(&value));
+                            s.objects.remove(&key);
+                        }
                     }
-                    Ok(Event::Init) => s.buffer = Some(HashMap::new()),
-                    Ok(Event::InitApply(obj)) => {
-                        let (key, value) = to_value(&resource, obj);
-                        s.buffer.get_or_insert_with(HashMap::new).insert(key, value);
+                    s.error = None;
+                    drop(s);
+                    *lock(&heard) = Some(Instant::now());
+                    // Told outside the cache's lock: the listener takes the controller's.
+                    if let Some(listener) = &listener {
+                        for app in &changed {
+                            listener(app);
+                        }
                     }
-                    Ok(Event::InitDone) => {
-                        s.objects = Objects::from_map(s.buffer.take().unwrap_or_default());
-                        ready_tx.send_replace(true);
-                        drop(permit.take());
-                    }
-                    Ok(Event::Apply(obj)) => {
-                        let (key, value) = to_value(&resource, obj);
-                        changed = tracked_app(&value);
-                        s.objects.insert_if_newer(key, value);
-                    }
-                    Ok(Event::Delete(obj)) => {
-                        let (key, value) = to_value(&resource, obj);
-                        changed = tracked_app(&value);
-                        s.objects.remove(&key);
-                    }
-                }
-                s.error = None;
-                drop(s);
-                *lock(&heard) = Some(Instant::now());
-                // Told outside the cache's lock: the listener takes the controller's.
-                if let (Some(app), Some(listener)) = (changed, &listener) {
-                    listener(&app);
                 }
             }
         });
@@ -300,6 +385,13 @@ impl Watched {
             ready,
             task,
         }
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -354,5 +446,23 @@ mod tests {
         o.remove(&key("a"));
         o.remove(&key("b"));
         assert!(o.by_app.is_empty() && o.by_key.is_empty());
+    }
+
+    #[test]
+    fn a_list_tells_the_apps_whose_objects_changed_came_or_went() {
+        let key = |n: &str| ("ns".to_owned(), n.to_owned());
+        let before = Objects::from_map(HashMap::from([
+            (key("same"), obj("same", "1", Some("quiet"))),
+            (key("moved"), obj("moved", "1", Some("one"))),
+            (key("gone"), obj("gone", "1", Some("two"))),
+        ]));
+        let after = HashMap::from([
+            (key("same"), obj("same", "1", Some("quiet"))),
+            (key("moved"), obj("moved", "2", Some("three"))),
+            (key("new"), obj("new", "5", Some("four"))),
+        ]);
+        let mut told: Vec<String> = before.changed_apps(&after).into_iter().collect();
+        told.sort();
+        assert_eq!(told, ["four", "one", "three", "two"]);
     }
 }

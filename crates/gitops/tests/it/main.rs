@@ -13,6 +13,7 @@ mod compare;
 mod compare_bench;
 mod compare_props;
 mod health;
+mod live_cache;
 mod reconcile;
 mod render;
 mod source;

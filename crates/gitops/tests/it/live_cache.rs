@@ -1,0 +1,213 @@
+//! The live cache never stays wrong unseen: an object's change reaches the cache (and the
+//! listener that refreshes its app) without any unrelated event — right after a watch's
+//! first list, across a watch restart, after `410 Gone`, during a bookmark, and when a
+//! watch silently stops delivering (then within the relist period). Real HTTP against the
+//! simulated API server, so time cannot be paused: each wait has a deadline far beyond
+//! the bound it checks (a correctness check, not a speed measurement).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fleetshard_gitops::compare::ResourceKey;
+use fleetshard_gitops::live::{
+    ClusterAccess, ClusterConn, ClusterConnections, ClusterCredentials, LiveOptions,
+};
+use fleetshard_testsupport::kube_api::FakeApiServer;
+use fleetshard_testsupport::kube_api::Verb;
+use serde_json::{Value, json};
+
+/// Apps the listener was told of, in order.
+type Told = Arc<Mutex<Vec<String>>>;
+
+struct Cluster {
+    fake: FakeApiServer,
+    conn: Arc<ClusterConn>,
+    told: Told,
+    _conns: ClusterConnections,
+}
+
+fn settings(value: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "settings",
+            "namespace": "default",
+            "annotations": {"argocd.argoproj.io/tracking-id": "a:/ConfigMap:default/settings"},
+        },
+        "data": {"value": value},
+    })
+}
+
+/// A fake with the app's ConfigMap, bookmarks an hour apart (none comes to the rescue),
+/// and a connection whose ConfigMap cache has completed its first list.
+async fn cluster(relist_every: Duration) -> Cluster {
+    let fake = FakeApiServer::start().await.unwrap();
+    fake.set_bookmark_interval(Duration::from_secs(3600));
+    fake.insert(settings("v1")).unwrap();
+    let told: Told = Arc::default();
+    let listener = {
+        let told = told.clone();
+        Arc::new(move |app: &str| told.lock().unwrap().push(app.to_owned()))
+    };
+    let conns = ClusterConnections::new(LiveOptions {
+        relist_every,
+        ..LiveOptions::default()
+    })
+    .with_listener(listener);
+    let access = ClusterAccess {
+        id: "c1".into(),
+        server: fake.url(),
+        credentials: ClusterCredentials::default(),
+    };
+    let conn = conns.start(&access).await.unwrap();
+    let info = conn.kind_info("v1", "ConfigMap").await.unwrap();
+    conn.watch_kinds(&[info]).await.unwrap();
+    Cluster {
+        fake,
+        conn,
+        told,
+        _conns: conns,
+    }
+}
+
+impl Cluster {
+    fn cached_value(&self) -> Option<String> {
+        let keys: HashSet<ResourceKey> = HashSet::new();
+        self.conn.live_objects("a", &keys).iter().find_map(|o| {
+            o.pointer("/data/value")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+    }
+
+    fn change(&self, value: &str) {
+        self.fake
+            .modify("v1", "ConfigMap", "default", "settings", |cm| {
+                cm["data"]["value"] = json!(value);
+            })
+            .unwrap();
+    }
+
+    /// Waits until the cache holds `value` and the listener was told of app `a` since
+    /// `told_before` notices; panics after `deadline`.
+    async fn seen(&self, value: &str, told_before: usize, deadline: Duration) {
+        let start = tokio::time::Instant::now();
+        loop {
+            let told = self.told.lock().unwrap().len();
+            if self.cached_value().as_deref() == Some(value) && told > told_before {
+                return;
+            }
+            assert!(
+                start.elapsed() < deadline,
+                "after {:?}: cache {:?}, listener told {:?}",
+                start.elapsed(),
+                self.cached_value(),
+                self.told.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn told(&self) -> usize {
+        self.told.lock().unwrap().len()
+    }
+}
+
+const LONG: Duration = Duration::from_secs(3600);
+
+/// The watch after the first list starts from the list's revision; a change made before
+/// it opens (its request held back here) is replayed at once.
+#[tokio::test]
+async fn a_change_right_after_the_first_list_is_seen() {
+    let fake = FakeApiServer::start().await.unwrap();
+    fake.set_bookmark_interval(LONG);
+    fake.insert(settings("v1")).unwrap();
+    // Every watch request waits 500 ms: the change below lands between list and watch.
+    fake.add_latency(Duration::from_millis(500), |r| r.verb == Some(Verb::Watch));
+    let conns = ClusterConnections::new(LiveOptions::default());
+    let access = ClusterAccess {
+        id: "c1".into(),
+        server: fake.url(),
+        credentials: ClusterCredentials::default(),
+    };
+    let conn = conns.start(&access).await.unwrap();
+    let info = conn.kind_info("v1", "ConfigMap").await.unwrap();
+    conn.watch_kinds(&[info]).await.unwrap();
+    fake.modify("v1", "ConfigMap", "default", "settings", |cm| {
+        cm["data"]["value"] = json!("v2");
+    })
+    .unwrap();
+    let start = tokio::time::Instant::now();
+    let keys: HashSet<ResourceKey> = HashSet::new();
+    loop {
+        let value = conn
+            .live_objects("a", &keys)
+            .iter()
+            .find_map(|o| o.pointer("/data/value").cloned());
+        if value == Some(json!("v2")) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{value:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The server ends every open watch; the change lands before the client's next watch
+/// opens: replayed from the revision the client resumes at.
+#[tokio::test]
+async fn a_change_across_a_watch_restart_is_seen() {
+    let c = cluster(LONG).await;
+    let before = c.told();
+    let delay = c
+        .fake
+        .add_latency(Duration::from_millis(500), |r| r.verb == Some(Verb::Watch));
+    c.fake.close_watches();
+    c.change("v2");
+    c.seen("v2", before, Duration::from_secs(20)).await;
+    c.fake.remove_fault(delay);
+}
+
+/// The revision the client resumes at is no longer retained: `410 Gone`, the watcher lists
+/// again, and the list's news reaches the listener as an event would have.
+#[tokio::test]
+async fn a_change_behind_a_410_gone_is_seen_and_told() {
+    let c = cluster(LONG).await;
+    let before = c.told();
+    let delay = c
+        .fake
+        .add_latency(Duration::from_millis(500), |r| r.verb == Some(Verb::Watch));
+    c.fake.close_watches();
+    c.change("v2");
+    c.fake.compact();
+    c.seen("v2", before, Duration::from_secs(20)).await;
+    c.fake.remove_fault(delay);
+}
+
+/// Bookmarks go out while the object changes: neither is lost.
+#[tokio::test]
+async fn a_change_during_bookmarks_is_seen() {
+    let c = cluster(LONG).await;
+    let before = c.told();
+    c.fake.send_bookmarks();
+    c.change("v2");
+    c.fake.send_bookmarks();
+    c.seen("v2", before, Duration::from_secs(20)).await;
+}
+
+/// The open watch stalls (nothing more is delivered, the stream stays open): the cache
+/// lists again once the relist period has passed, and the change is seen and told.
+#[tokio::test]
+async fn a_watch_that_silently_stops_delivering_is_relisted_within_the_period() {
+    let relist = Duration::from_secs(2);
+    let c = cluster(relist).await;
+    let before = c.told();
+    c.fake.partition(|r| r.verb == Some(Verb::Watch));
+    c.change("v2");
+    // Within the relist period and one list (the watch timeout alone would take a minute).
+    c.seen("v2", before, Duration::from_secs(20)).await;
+    // The cache's age shows how current it is: within the period (and one list).
+    let age = c.conn.cache_age().expect("listed");
+    assert!(age <= relist + Duration::from_secs(10), "{age:?}");
+}
