@@ -1,5 +1,6 @@
 //! Sync: server-side apply of an application's desired objects (field manager
-//! [`FIELD_MANAGER`], forced, with the tracking annotation added), then, only when asked,
+//! [`FIELD_MANAGER`], forced; the reconciler has stamped them as the app's, as argocd-cm's
+//! tracking method says: [`Tracking::stamp`](crate::compare::Tracking::stamp)), then, only when asked,
 //! deletion of the live objects it tracks that Git no longer has (prune).
 //!
 //! Before every write the caller's [`LeaseCheck`] is asked; once it says no, the
@@ -21,7 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::compare::{FIELD_MANAGER, ResourceKey, TRACKING_ANNOTATION, tracking_annotation};
+use crate::compare::{FIELD_MANAGER, ResourceKey};
 use crate::live::{ClusterConn, KindInfo, live_value};
 
 mod handover;
@@ -171,7 +172,6 @@ pub enum ApplyError {
 /// `dryRun=All` and nothing is recorded.
 pub async fn sync(
     conn: &ClusterConn,
-    app_name: &str,
     desired: &[DesiredObject],
     to_prune: &[PruneTarget],
     mode: SyncMode,
@@ -189,8 +189,7 @@ pub async fn sync(
         else {
             return Err(ApplyError::LeaseLapsed { done: results });
         };
-        let mut object = d.object.clone();
-        annotate(&mut object, &tracking_annotation(app_name, &d.key));
+        let object = &d.object;
         let api = api_for(conn, &d.kind, &d.key.namespace);
         let handed = match (&d.handover, mode.dry_run) {
             (Some(ops), false) => hand_over(&api, &d.key.name, ops, until).await,
@@ -198,7 +197,7 @@ pub async fn sync(
         };
         let outcome = match handed {
             Ok(()) => {
-                let patch = Patch::Apply(&object);
+                let patch = Patch::Apply(object);
                 let call = api.patch(&d.key.name, &params, &patch);
                 tokio::time::timeout_at(until.at, call)
                     .await
@@ -344,22 +343,6 @@ fn wave(key: &ResourceKey) -> u8 {
         ("", "Namespace") => 0,
         ("apiextensions.k8s.io", "CustomResourceDefinition") => 1,
         _ => 2,
-    }
-}
-
-/// Sets the tracking annotation (creating `metadata.annotations` if needed).
-fn annotate(object: &mut Value, id: &str) {
-    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let annotations = meta
-        .entry("annotations")
-        .or_insert_with(|| Value::Object(Default::default()));
-    if !annotations.is_object() {
-        *annotations = Value::Object(Default::default());
-    }
-    if let Some(map) = annotations.as_object_mut() {
-        map.insert(TRACKING_ANNOTATION.to_owned(), Value::String(id.to_owned()));
     }
 }
 

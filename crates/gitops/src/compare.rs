@@ -23,8 +23,9 @@
 //!   (the key already matched the group and kind), `metadata.{uid, resourceVersion,
 //!   generation, creationTimestamp, managedFields, selfLink, deletionTimestamp,
 //!   deletionGracePeriodSeconds}` and the annotations `kubectl.kubernetes.io/
-//!   last-applied-configuration`, `argocd.argoproj.io/tracking-id` (written by the sync,
-//!   not by the manifest's author) and `deployment.kubernetes.io/revision`.
+//!   last-applied-configuration`, `argocd.argoproj.io/tracking-id` and
+//!   `argocd.argoproj.io/installation-id` (written by the sync, not by the manifest's
+//!   author) and `deployment.kubernetes.io/revision`.
 //! - **Defaults.** A field at the value the API server defaults it to equals its absence,
 //!   in both directions, for Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob,
 //!   Pod, Service and PersistentVolumeClaim (`replicas: 1`, `strategy`,
@@ -74,7 +75,11 @@ use serde_json::Value;
 
 pub use key::{KeyError, ResourceKey};
 pub(crate) use owned::LAST_APPLIED;
-pub use tracking::{TRACKING_ANNOTATION, TrackingId, is_tracked_by, tracking_annotation};
+pub(crate) use tracking::candidate_apps;
+pub use tracking::{
+    DEFAULT_APP_LABEL_KEY, INSTALLATION_ID_ANNOTATION, TRACKING_ANNOTATION, Tracking, TrackingId,
+    TrackingMethod, tracking_annotation,
+};
 
 /// The field manager fleetshard's server-side apply uses.
 pub const FIELD_MANAGER: &str = "fleetshard";
@@ -164,6 +169,8 @@ pub struct CompareOptions {
     pub destination_namespace: Option<String>,
     /// The server-side-apply field manager whose `managedFields` entries are ours.
     pub field_manager: String,
+    /// How live objects are recognised as the application's (argocd-cm).
+    pub tracking: Tracking,
 }
 
 impl CompareOptions {
@@ -174,12 +181,19 @@ impl CompareOptions {
             app_name: app_name.to_owned(),
             destination_namespace: None,
             field_manager: FIELD_MANAGER.to_owned(),
+            tracking: Tracking::default(),
         }
     }
 
     /// With a destination namespace.
     pub fn with_destination_namespace(mut self, namespace: &str) -> CompareOptions {
         self.destination_namespace = Some(namespace.to_owned());
+        self
+    }
+
+    /// With a tracking method other than Argo CD's default.
+    pub fn with_tracking(mut self, tracking: Tracking) -> CompareOptions {
+        self.tracking = tracking;
         self
     }
 }
@@ -268,7 +282,7 @@ pub fn compare_resource(
 /// Compares an application's desired objects with the live objects of its destination.
 /// `live` may hold objects of other applications: a live object without a desired
 /// counterpart is reported (to prune) only if it is tracked by this application
-/// ([`is_tracked_by`]). Errors name the first object that has no valid key, or a key
+/// ([`Tracking::is_tracked_by`]). Errors name the first object that has no valid key, or a key
 /// given twice on one side.
 /// `live` may be the cache's shared objects (`Arc<Value>`): they are read, not copied.
 pub fn compare_app<L: Borrow<Value>>(
@@ -308,7 +322,11 @@ pub fn compare_app<L: Borrow<Value>>(
         ));
     }
     for (key, &l) in &live_keys {
-        if !used[l] && is_tracked_by(live[l].borrow(), &opts.app_name) {
+        if !used[l]
+            && opts
+                .tracking
+                .is_tracked_by(live[l].borrow(), &opts.app_name)
+        {
             resources.push(ResourceStatus {
                 key: key.clone(),
                 status: SyncStatus::OutOfSync,

@@ -46,7 +46,7 @@ use tokio::time::Instant;
 
 pub use fleetshard_manifest::{ClusterCredentials, ClusterScope};
 
-use crate::compare::{ResourceKey, is_tracked_by};
+use crate::compare::{ResourceKey, Tracking};
 use cache::{KindCache, WatchContext};
 use eks::{BearerLayer, EksTokens};
 pub use error::LiveError;
@@ -147,6 +147,9 @@ pub struct ClusterConnections {
     eks: Option<Arc<EksTokens>>,
     /// The rustls configurations the clients share, one per TLS setting.
     tls: TlsConfigs,
+    /// The instance label key the caches index objects by (argocd-cm's
+    /// `application.instanceLabelKey`).
+    label_key: Mutex<Arc<str>>,
 }
 
 impl ClusterConnections {
@@ -159,7 +162,21 @@ impl ClusterConnections {
             user_agent: None,
             eks: None,
             tls: TlsConfigs::default(),
+            label_key: Mutex::new(Arc::from(crate::compare::DEFAULT_APP_LABEL_KEY)),
         }
+    }
+
+    /// Indexes the caches' objects by the instance label `key` (argocd-cm's
+    /// `application.instanceLabelKey`): when it changes, every started cluster is
+    /// stopped, and its caches are made again, so indexed by the new key, at its next use.
+    pub fn set_instance_label_key(&self, key: &str) {
+        let mut current = lock(&self.label_key);
+        if &**current == key {
+            return;
+        }
+        *current = Arc::from(key);
+        drop(current);
+        lock(&self.clusters).clear();
     }
 
     /// Reaches clusters whose Secret has `awsAuthConfig` with tokens from `tokens` (shared
@@ -196,6 +213,7 @@ impl ClusterConnections {
         {
             return Ok(conn.clone());
         }
+        let label_key = lock(&self.label_key).clone();
         let conn = Arc::new(
             ClusterConn::connect(
                 access.clone(),
@@ -204,6 +222,7 @@ impl ClusterConnections {
                 self.user_agent.clone(),
                 self.eks.clone(),
                 &self.tls,
+                label_key,
             )
             .await?,
         );
@@ -274,6 +293,8 @@ pub struct ClusterConn {
     listener: Option<ChangeListener>,
     /// Bounds the first lists in flight ([`LiveOptions::list_concurrency`]).
     lists: Arc<tokio::sync::Semaphore>,
+    /// The instance label key the caches index by.
+    label_key: Arc<str>,
     /// The last discovery of the server's versions, for rendering.
     versions: versions::VersionsSlot,
 }
@@ -286,6 +307,7 @@ impl ClusterConn {
         user_agent: Option<HeaderValue>,
         eks: Option<Arc<EksTokens>>,
         tls: &TlsConfigs,
+        label_key: Arc<str>,
     ) -> Result<Self, LiveError> {
         let config_err = |message: String| LiveError::Config {
             cluster: access.server.clone(),
@@ -382,6 +404,7 @@ impl ClusterConn {
             probe: tokio::sync::Mutex::new(()),
             listener,
             lists: Arc::new(tokio::sync::Semaphore::new(options.list_concurrency.max(1))),
+            label_key,
             versions: Default::default(),
         })
     }
@@ -547,6 +570,7 @@ impl ClusterConn {
                         .unwrap_or(u32::MAX)
                         .max(1),
                     heard: self.heard.clone(),
+                    label_key: self.label_key.clone(),
                     relist_every: self.options.relist_every,
                     listener: self.listener.clone(),
                     lists: self.lists.clone(),
@@ -596,9 +620,14 @@ impl ClusterConn {
         caches.iter().map(|c| c.len()).sum()
     }
 
-    /// The cached objects of the watched kinds that `desired` names or that carry
-    /// `app_name`'s tracking annotation, shared with the cache (not copied).
-    pub fn live_objects(&self, app_name: &str, desired: &HashSet<ResourceKey>) -> Vec<Arc<Value>> {
+    /// The cached objects of the watched kinds that `desired` names or that `tracking`
+    /// says are `app_name`'s, shared with the cache (not copied).
+    pub fn live_objects(
+        &self,
+        app_name: &str,
+        desired: &HashSet<ResourceKey>,
+        tracking: &Tracking,
+    ) -> Vec<Arc<Value>> {
         let caches: Vec<_> = lock(&self.caches)
             .iter()
             .map(|(k, c)| (k.clone(), c.clone()))
@@ -616,7 +645,7 @@ impl ClusterConn {
             for ((ns, name), obj) in cache.of_app(app_name, &keys) {
                 probe.namespace = ns;
                 probe.name = name;
-                if desired.contains(&probe) || is_tracked_by(&obj, app_name) {
+                if desired.contains(&probe) || tracking.is_tracked_by(&obj, app_name) {
                     out.push(obj);
                 }
             }

@@ -54,7 +54,9 @@ use fleetshard_controller::{AppKey, Operated, ReconcileError, Reconciler};
 use serde_json::Value;
 
 use crate::apply::{DesiredObject, LeaseCheck, PruneTarget, handover_patch};
-use crate::compare::{AppComparison, CompareOptions, ResourceKey, SyncStatus, compare_app};
+use crate::compare::{
+    AppComparison, CompareOptions, ResourceKey, SyncStatus, Tracking, compare_app,
+};
 use crate::health::{app_health, assess};
 use crate::live::{ClusterConnections, KindInfo};
 use crate::source::{Refresh, Render, RepoCache, StandaloneRenderer};
@@ -293,6 +295,9 @@ impl GitOpsReconciler {
             p.revision.clone_from(&revision);
             p
         };
+        // How this Argo CD instance tracks objects (argocd-cm, followed live).
+        let tracking = Tracking::from_argocd_cm(&target.argocd_cm);
+        self.clusters.set_instance_label_key(&tracking.label_key);
         let conn = self
             .clusters
             .start(&target.cluster)
@@ -314,15 +319,21 @@ impl GitOpsReconciler {
             if !kinds.contains(&p.kind) {
                 kinds.push(p.kind.clone());
             }
+            // Stamped as Argo CD stamps them (its repo-server already did for its renders):
+            // compared and applied so.
+            let mut object = p.object;
+            tracking.stamp(&mut object, &app_name, &p.key);
             placed.push((p.key, p.kind));
-            values.push(p.object);
+            values.push(object);
         }
         conn.watch_kinds(&kinds)
             .await
             .map_err(|e| with_rev(e.into()))?;
         let keys: HashSet<ResourceKey> = placed.iter().map(|(k, _)| k.clone()).collect();
-        let live = conn.live_objects(&app_name, &keys);
-        let opts = CompareOptions::new(&app_name).with_destination_namespace(&dest_ns);
+        let live = conn.live_objects(&app_name, &keys, &tracking);
+        let opts = CompareOptions::new(&app_name)
+            .with_destination_namespace(&dest_ns)
+            .with_tracking(tracking);
         let comparison = compare_app(&values, &live, &opts).map_err(|e| {
             with_rev(Problem::permanent(
                 COMPARISON_ERROR,

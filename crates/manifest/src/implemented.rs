@@ -116,9 +116,11 @@ pub const OBJECT_SYNC_OPTIONS: &[&str] =
 
 /// Annotations under Argo CD's and Helm's prefixes accepted on a manifest; any other key
 /// with prefix [`CONTROLLED_PREFIXES`] (sync waves, hooks, compare options) is refused.
-/// `helm.sh/resource-policy` is accepted with the value `keep` only.
+/// `helm.sh/resource-policy` is accepted with the value `keep` only. The tracking id and
+/// the installation id are what Argo CD itself stamps on every object it renders.
 pub const OBJECT_ANNOTATIONS: &[&str] = &[
     "argocd.argoproj.io/tracking-id",
+    "argocd.argoproj.io/installation-id",
     "argocd.argoproj.io/sync-options",
     "helm.sh/resource-policy",
 ];

@@ -34,5 +34,5 @@ pub use request::{
     ref_sources,
 };
 pub use response::Rendered;
-pub use settings::{DEFAULT_APP_LABEL_KEY, RenderSettings, TrackingMethod};
+pub use settings::{DEFAULT_APP_LABEL_KEY, RenderSettings, TrackingMethod, TrackingSettings};
 pub use tls::{ClientIdentity, TlsMode};

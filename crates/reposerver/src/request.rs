@@ -17,7 +17,7 @@
 //! | 14, 15 | `kubeVersion`, `apiVersions` | the destination's discovery ([`ClusterVersions`]); not sent without it |
 //! | 17 | `helmRepoCreds` | the Helm (and OCI) credential templates the project permits |
 //! | 18 | `noRevisionCache` | [`ManifestInputs::no_revision_cache`] |
-//! | 19 | `trackingMethod` | [`TrackingMethod`]; fleetshard tracks by annotation |
+//! | 19 | `trackingMethod` | `argocd-cm` `application.resourceTrackingMethod` ([`TrackingMethod`]) |
 //! | 20 | `enabledSourceTypes` | `argocd-cm` |
 //! | 21 | `helmOptions` | `argocd-cm` `helm.valuesFileSchemes` |
 //! | 22 | `hasMultipleSources` | `spec.sources` is used |
@@ -38,7 +38,7 @@ use crate::cluster::ClusterVersions;
 use crate::error::RequestError;
 use crate::json::Obj;
 use crate::proto::{ManifestRequest, RefTarget, RepoCreds, Repository};
-use crate::settings::{RenderSettings, TrackingMethod};
+use crate::settings::RenderSettings;
 use crate::source::application_source;
 
 /// A repository as the request carries it, credentials resolved. `Debug` never shows a
@@ -282,9 +282,7 @@ pub struct ManifestInputs {
     /// The destination's versions; `None`: not sent (as the controller without runtime
     /// state).
     pub cluster: Option<ClusterVersions>,
-    /// The tracking method.
-    pub tracking_method: TrackingMethod,
-    /// `argocd-cm`'s settings.
+    /// `argocd-cm`'s settings (the tracking method among them).
     pub settings: RenderSettings,
     /// Permitted Helm (and for OCI sources OCI) repositories, credentials resolved.
     pub helm_repos: Vec<RepositoryInput>,
@@ -315,7 +313,6 @@ impl ManifestInputs {
             app_name: app_name.to_owned(),
             namespace: String::new(),
             cluster: None,
-            tracking_method: TrackingMethod::default(),
             settings: RenderSettings::default(),
             helm_repos: Vec::new(),
             helm_repo_creds: Vec::new(),
@@ -338,7 +335,7 @@ pub fn build_request(inputs: &ManifestInputs) -> Result<ManifestRequest, Request
         repo: Some(inputs.repository.to_proto()),
         revision: inputs.revision.clone(),
         no_cache: inputs.no_cache,
-        app_label_key: inputs.settings.app_label_key.clone(),
+        app_label_key: inputs.settings.tracking.label_key.clone(),
         app_name: inputs.app_name.clone(),
         namespace: inputs.namespace.clone(),
         application_source: Some(source),
@@ -356,7 +353,7 @@ pub fn build_request(inputs: &ManifestInputs) -> Result<ManifestRequest, Request
             .map(RepoCredsInput::to_proto)
             .collect(),
         no_revision_cache: inputs.no_revision_cache,
-        tracking_method: inputs.tracking_method.as_str().to_owned(),
+        tracking_method: inputs.settings.tracking.method.as_str().to_owned(),
         enabled_source_types: inputs.settings.enabled_source_types.clone(),
         helm_options: Some(inputs.settings.helm_options()),
         has_multiple_sources: inputs.has_multiple_sources,
@@ -375,7 +372,7 @@ pub fn build_request(inputs: &ManifestInputs) -> Result<ManifestRequest, Request
         project_source_repos: inputs.project.source_repos.clone(),
         project_name: inputs.project.name.clone(),
         annotation_manifest_generate_paths: inputs.manifest_generate_paths.clone(),
-        installation_id: inputs.settings.installation_id.clone(),
+        installation_id: inputs.settings.tracking.installation_id.clone(),
     })
 }
 

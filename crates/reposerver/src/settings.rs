@@ -1,6 +1,6 @@
 //! The settings every request carries, read from `argocd-cm` as Argo CD's settings
-//! manager reads them: enabled source types, Kustomize and Helm options, the instance
-//! label key, the tracking method and the installation id.
+//! manager reads them: enabled source types, Kustomize and Helm options, and how objects
+//! are tracked (the method, the instance label key, the installation id).
 
 use std::collections::BTreeMap;
 
@@ -10,27 +10,77 @@ use crate::proto::{HelmOptions, KustomizeOptions, KustomizeVersion};
 /// Argo CD's default instance label key (`application.instanceLabelKey`).
 pub const DEFAULT_APP_LABEL_KEY: &str = "app.kubernetes.io/instance";
 
-/// How generated objects are stamped as the app's (`application.resourceTrackingMethod`).
-/// The repo-server stamps every object it renders, so the request must name the method the
-/// caller compares with.
+/// How objects are stamped as an app's, and recognised as such
+/// (`application.resourceTrackingMethod`). The repo-server stamps every object it renders,
+/// so the request names the method the controller compares with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TrackingMethod {
-    /// The `appLabelKey` label only.
+    /// The instance label (`application.instanceLabelKey`) only: Argo CD's default before
+    /// 3.0.
     Label,
-    /// The `argocd.argoproj.io/tracking-id` annotation: fleetshard's method.
+    /// The `argocd.argoproj.io/tracking-id` annotation: Argo CD's default since 3.0.
     #[default]
     Annotation,
-    /// Both.
+    /// The annotation tracks; the label is written too.
     AnnotationAndLabel,
 }
 
 impl TrackingMethod {
-    /// The value sent (`trackingMethod`).
+    /// The value sent (`trackingMethod`), as argocd-cm spells it.
     pub fn as_str(self) -> &'static str {
         match self {
             TrackingMethod::Label => "label",
             TrackingMethod::Annotation => "annotation",
             TrackingMethod::AnnotationAndLabel => "annotation+label",
+        }
+    }
+
+    /// argocd-cm's value: `label`, `annotation+label`; anything else (`annotation`, empty,
+    /// absent, unknown) is annotation tracking, as Argo CD's controller reads it.
+    pub fn parse(value: Option<&str>) -> Self {
+        match value {
+            Some("label") => TrackingMethod::Label,
+            Some("annotation+label") => TrackingMethod::AnnotationAndLabel,
+            _ => TrackingMethod::Annotation,
+        }
+    }
+}
+
+/// How one Argo CD instance tracks the objects of its apps: argocd-cm's
+/// `application.resourceTrackingMethod`, `application.instanceLabelKey` and
+/// `installationID`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackingSettings {
+    /// `application.resourceTrackingMethod`.
+    pub method: TrackingMethod,
+    /// `application.instanceLabelKey` ([`DEFAULT_APP_LABEL_KEY`] when absent or empty).
+    pub label_key: String,
+    /// `installationID` (empty: none): stamped on every object as
+    /// `argocd.argoproj.io/installation-id`, and an object stamped with another id is not
+    /// this instance's.
+    pub installation_id: String,
+}
+
+impl Default for TrackingSettings {
+    /// Argo CD's defaults: annotation tracking, the default label key, no installation id.
+    fn default() -> Self {
+        TrackingSettings::from_argocd_cm(&BTreeMap::new())
+    }
+}
+
+impl TrackingSettings {
+    /// Reads `argocd-cm`'s `data`.
+    pub fn from_argocd_cm(data: &BTreeMap<String, String>) -> Self {
+        TrackingSettings {
+            method: TrackingMethod::parse(
+                data.get("application.resourceTrackingMethod")
+                    .map(String::as_str),
+            ),
+            label_key: data
+                .get("application.instanceLabelKey")
+                .filter(|k| !k.is_empty())
+                .map_or_else(|| DEFAULT_APP_LABEL_KEY.to_owned(), String::clone),
+            installation_id: data.get("installationID").cloned().unwrap_or_default(),
         }
     }
 }
@@ -49,11 +99,9 @@ pub struct RenderSettings {
     /// `helmOptions.valuesFileSchemes`: `helm.valuesFileSchemes` split on commas;
     /// `https`, `http` when the key is absent.
     pub helm_values_file_schemes: Vec<String>,
-    /// `installationID` (empty: none).
-    pub installation_id: String,
-    /// `application.instanceLabelKey` ([`DEFAULT_APP_LABEL_KEY`] when absent or empty):
-    /// the label the repo-server stamps under label tracking.
-    pub app_label_key: String,
+    /// The tracking method, the instance label key and the installation id (the
+    /// repo-server stamps every object it renders with them).
+    pub tracking: TrackingSettings,
 }
 
 impl Default for RenderSettings {
@@ -124,11 +172,7 @@ impl RenderSettings {
                 versions: versions.into_values().collect(),
             },
             helm_values_file_schemes,
-            installation_id: data.get("installationID").cloned().unwrap_or_default(),
-            app_label_key: data
-                .get("application.instanceLabelKey")
-                .filter(|k| !k.is_empty())
-                .map_or_else(|| DEFAULT_APP_LABEL_KEY.to_owned(), String::clone),
+            tracking: TrackingSettings::from_argocd_cm(data),
         })
     }
 
@@ -171,7 +215,8 @@ mod tests {
         assert_eq!(on.len(), 4);
         assert_eq!(s.helm_values_file_schemes, ["https", "http"]);
         assert_eq!(s.kustomize_options, KustomizeOptions::default());
-        assert_eq!(s.app_label_key, DEFAULT_APP_LABEL_KEY);
+        assert_eq!(s.tracking.label_key, DEFAULT_APP_LABEL_KEY);
+        assert_eq!(s.tracking.method, TrackingMethod::Annotation);
         assert!(s.is_enabled("Kustomize") && s.is_enabled("Helm"));
     }
 
@@ -193,7 +238,8 @@ mod tests {
         .unwrap();
         assert!(!s.enabled_source_types["Helm"]);
         assert!(!s.is_enabled("Helm") && s.is_enabled("Kustomize"));
-        assert_eq!(s.app_label_key, "example.com/instance");
+        assert_eq!(s.tracking.label_key, "example.com/instance");
+        assert_eq!(s.tracking.installation_id, "prod-1");
         assert!(s.enabled_source_types["Directory"]);
         assert_eq!(s.helm_values_file_schemes, ["https", "s3"]);
         assert_eq!(s.kustomize_options.build_options, "--enable-helm");
@@ -205,8 +251,36 @@ mod tests {
                 build_options: "--load-restrictor LoadRestrictionsNone".into(),
             }]
         );
-        assert_eq!(s.installation_id, "prod-1");
+        assert_eq!(s.tracking.installation_id, "prod-1");
         let twice = cm(&[("kustomize.path.v5", "/a"), ("kustomize.version.v5", "/b")]);
         assert!(RenderSettings::from_argocd_cm(&twice).is_err());
+    }
+}
+
+#[cfg(test)]
+mod tracking_tests {
+    use super::*;
+
+    #[test]
+    fn the_tracking_method_is_read_as_argo_cd_reads_it() {
+        let read = |v: Option<&str>| {
+            let mut data = BTreeMap::new();
+            if let Some(v) = v {
+                data.insert(
+                    "application.resourceTrackingMethod".to_owned(),
+                    v.to_owned(),
+                );
+            }
+            TrackingSettings::from_argocd_cm(&data).method
+        };
+        assert_eq!(read(None), TrackingMethod::Annotation);
+        assert_eq!(read(Some("")), TrackingMethod::Annotation);
+        assert_eq!(read(Some("annotation")), TrackingMethod::Annotation);
+        assert_eq!(read(Some("label")), TrackingMethod::Label);
+        assert_eq!(
+            read(Some("annotation+label")),
+            TrackingMethod::AnnotationAndLabel
+        );
+        assert_eq!(read(Some("Label")), TrackingMethod::Annotation);
     }
 }

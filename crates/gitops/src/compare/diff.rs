@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::defaults::default_for;
 use super::owned::{LAST_APPLIED, Owned};
 use super::quantity::quantities_equal;
-use super::tracking::TRACKING_ANNOTATION;
+use super::tracking::{INSTALLATION_ID_ANNOTATION, TRACKING_ANNOTATION};
 use super::{Difference, DifferenceKind};
 
 /// Metadata the API server writes; never compared, even when a manifest carries it
@@ -31,6 +31,7 @@ const SERVER_METADATA: &[&str] = &[
 const TOOL_ANNOTATIONS: &[&str] = &[
     LAST_APPLIED,
     TRACKING_ANNOTATION,
+    INSTALLATION_ID_ANNOTATION,
     "deployment.kubernetes.io/revision",
 ];
 

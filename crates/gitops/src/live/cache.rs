@@ -31,44 +31,52 @@ use tokio::time::Instant;
 
 use super::{live_value, lock};
 
-/// The app instance an object's tracking annotation names, if any.
-fn tracked_app(obj: &Value) -> Option<String> {
-    let id = obj
-        .pointer("/metadata/annotations")?
-        .get(crate::compare::TRACKING_ANNOTATION)?
-        .as_str()?;
-    crate::compare::TrackingId::parse(id).map(|t| t.app)
+/// The instance names an object could be tracked under (its tracking id's app, its
+/// instance label under `label_key`): what the index by app keys it by.
+fn tracked_apps(obj: &Value, label_key: &str) -> Vec<String> {
+    crate::compare::candidate_apps(obj, label_key)
 }
 
 /// (namespace, name); the namespace is empty for cluster-scoped kinds.
 pub(crate) type ObjKey = (String, String);
 
-/// The cached objects, indexed by the app their tracking annotation names, so that one
-/// app's refresh reads its own objects instead of scanning the cluster's.
-#[derive(Default)]
+/// The cached objects, indexed by every instance name they could be tracked under (their
+/// tracking id's app, their instance label), so that one app's refresh reads its own
+/// objects instead of scanning the cluster's.
 struct Objects {
     by_key: HashMap<ObjKey, Arc<Value>>,
     by_app: HashMap<String, HashSet<ObjKey>>,
+    /// The instance label's key (argocd-cm's `application.instanceLabelKey`).
+    label_key: Arc<str>,
 }
 
 impl Objects {
-    fn from_map(by_key: HashMap<ObjKey, Arc<Value>>) -> Self {
-        let mut by_app: HashMap<String, HashSet<ObjKey>> = HashMap::new();
+    fn new(label_key: Arc<str>) -> Self {
+        Objects {
+            by_key: HashMap::new(),
+            by_app: HashMap::new(),
+            label_key,
+        }
+    }
+
+    fn from_map(by_key: HashMap<ObjKey, Arc<Value>>, label_key: Arc<str>) -> Self {
+        let mut objects = Objects::new(label_key);
         for (key, value) in &by_key {
-            if let Some(app) = tracked_app(value) {
-                by_app.entry(app).or_default().insert(key.clone());
+            for app in tracked_apps(value, &objects.label_key) {
+                objects.by_app.entry(app).or_default().insert(key.clone());
             }
         }
-        Objects { by_key, by_app }
+        objects.by_key = by_key;
+        objects
     }
 
     fn unindex(&mut self, key: &ObjKey, old: &Value) {
-        if let Some(app) = tracked_app(old)
-            && let Some(keys) = self.by_app.get_mut(&app)
-        {
-            keys.remove(key);
-            if keys.is_empty() {
-                self.by_app.remove(&app);
+        for app in tracked_apps(old, &self.label_key) {
+            if let Some(keys) = self.by_app.get_mut(&app) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.by_app.remove(&app);
+                }
             }
         }
     }
@@ -92,7 +100,7 @@ impl Objects {
             let old = old.clone();
             self.unindex(&key, &old);
         }
-        if let Some(app) = tracked_app(&value) {
+        for app in tracked_apps(&value, &self.label_key) {
             self.by_app.entry(app).or_default().insert(key.clone());
         }
         self.by_key.insert(key, value);
@@ -103,9 +111,33 @@ impl Objects {
             self.unindex(key, &old);
         }
     }
+
+    /// The apps whose objects differ between `self` and `next` (by resourceVersion, or
+    /// present in one only): what a list tells that the watch may not have.
+    fn changed_apps(&self, next: &HashMap<ObjKey, Arc<Value>>) -> HashSet<String> {
+        let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
+        let label_key = &*self.label_key;
+        let mut apps = HashSet::new();
+        for (key, new) in next {
+            match self.by_key.get(key) {
+                Some(old) if rv(old) == rv(new) => {}
+                old => {
+                    if let Some(old) = old {
+                        apps.extend(tracked_apps(old, label_key));
+                    }
+                    apps.extend(tracked_apps(new, label_key));
+                }
+            }
+        }
+        for (key, old) in &self.by_key {
+            if !next.contains_key(key) {
+                apps.extend(tracked_apps(old, label_key));
+            }
+        }
+        apps
+    }
 }
 
-#[derive(Default)]
 struct KindState {
     objects: Objects,
     /// The re-list in progress (between `Init` and `InitDone`).
@@ -114,30 +146,6 @@ struct KindState {
     error: Option<String>,
     /// When the last complete list ended.
     listed_at: Option<Instant>,
-}
-
-impl Objects {
-    /// The apps whose objects differ between `self` and `next` (by resourceVersion, or
-    /// present in one only): what a list tells that the watch may not have.
-    fn changed_apps(&self, next: &HashMap<ObjKey, Arc<Value>>) -> HashSet<String> {
-        let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
-        let mut apps = HashSet::new();
-        for (key, new) in next {
-            match self.by_key.get(key) {
-                Some(old) if rv(old) == rv(new) => {}
-                old => {
-                    apps.extend(old.and_then(|o| tracked_app(o)));
-                    apps.extend(tracked_app(new));
-                }
-            }
-        }
-        for (key, old) in &self.by_key {
-            if !next.contains_key(key) {
-                apps.extend(tracked_app(old));
-            }
-        }
-        apps
-    }
 }
 
 /// One watch of a kind: in one namespace, or in all (or of a cluster-scoped kind).
@@ -171,6 +179,8 @@ pub(crate) struct WatchContext {
     pub(crate) watch_timeout_secs: u32,
     /// Set at every event.
     pub(crate) heard: Arc<Mutex<Option<Instant>>>,
+    /// The instance label's key the objects are indexed by, beside their tracking ids.
+    pub(crate) label_key: Arc<str>,
     /// How long after a complete list the watch is restarted with a new one.
     pub(crate) relist_every: std::time::Duration,
     /// Told the app of every tracked object that changes after the first list.
@@ -299,7 +309,13 @@ impl KindCache {
 
 impl Watched {
     fn start(ctx: WatchContext, resource: ApiResource, namespace: Option<String>) -> Watched {
-        let state = Arc::new(Mutex::new(KindState::default()));
+        let state = Arc::new(Mutex::new(KindState {
+            objects: Objects::new(ctx.label_key.clone()),
+            buffer: None,
+            error: None,
+            listed_at: None,
+        }));
+        let label_key = ctx.label_key.clone();
         let (ready_tx, ready) = watch::channel(false);
         let task_state = state.clone();
         let api: Api<DynamicObject> = match &namespace {
@@ -349,7 +365,7 @@ impl Watched {
                                 changed = s.objects.changed_apps(&listed);
                             }
                             first_list = false;
-                            s.objects = Objects::from_map(listed);
+                            s.objects = Objects::from_map(listed, label_key.clone());
                             let now = Instant::now();
                             s.listed_at = Some(now);
                             relist_at = Some(now + relist_every);
@@ -358,12 +374,12 @@ impl Watched {
                         }
                         Ok(Event::Apply(obj)) => {
                             let (key, value) = to_value(&resource, obj);
-                            changed.extend(tracked_app(&value));
+                            changed.extend(tracked_apps(&value, &label_key));
                             s.objects.insert_if_newer(key, value);
                         }
                         Ok(Event::Delete(obj)) => {
                             let (key, value) = to_value(&resource, obj);
-                            changed.extend(tracked_app(&value));
+                            changed.extend(tracked_apps(&value, &label_key));
                             s.objects.remove(&key);
                         }
                     }
@@ -421,6 +437,10 @@ mod tests {
         Arc::new(v)
     }
 
+    fn label() -> Arc<str> {
+        Arc::from(crate::compare::DEFAULT_APP_LABEL_KEY)
+    }
+
     fn apps(o: &Objects) -> Vec<(String, usize)> {
         let mut v: Vec<_> = o.by_app.iter().map(|(a, k)| (a.clone(), k.len())).collect();
         v.sort();
@@ -430,10 +450,13 @@ mod tests {
     #[test]
     fn the_index_by_app_follows_every_change() {
         let key = |n: &str| ("ns".to_owned(), n.to_owned());
-        let mut o = Objects::from_map(HashMap::from([
-            (key("a"), obj("a", "1", Some("one"))),
-            (key("b"), obj("b", "1", None)),
-        ]));
+        let mut o = Objects::from_map(
+            HashMap::from([
+                (key("a"), obj("a", "1", Some("one"))),
+                (key("b"), obj("b", "1", None)),
+            ]),
+            label(),
+        );
         assert_eq!(apps(&o), [("one".to_owned(), 1)]);
         // Re-annotated for another app: the index moves.
         o.insert_if_newer(key("a"), obj("a", "2", Some("two")));
@@ -443,6 +466,12 @@ mod tests {
         assert_eq!(apps(&o), [("two".to_owned(), 1)]);
         o.insert_if_newer(key("b"), obj("b", "3", Some("two")));
         assert_eq!(apps(&o), [("two".to_owned(), 2)]);
+        // An instance label indexes the object under its value too.
+        let mut labelled = obj("b", "4", Some("two"));
+        Arc::make_mut(&mut labelled)["metadata"]["labels"] =
+            json!({crate::compare::DEFAULT_APP_LABEL_KEY: "legacy"});
+        o.insert_if_newer(key("b"), labelled);
+        assert_eq!(apps(&o), [("legacy".to_owned(), 1), ("two".to_owned(), 2)]);
         o.remove(&key("a"));
         o.remove(&key("b"));
         assert!(o.by_app.is_empty() && o.by_key.is_empty());
@@ -451,11 +480,14 @@ mod tests {
     #[test]
     fn a_list_tells_the_apps_whose_objects_changed_came_or_went() {
         let key = |n: &str| ("ns".to_owned(), n.to_owned());
-        let before = Objects::from_map(HashMap::from([
-            (key("same"), obj("same", "1", Some("quiet"))),
-            (key("moved"), obj("moved", "1", Some("one"))),
-            (key("gone"), obj("gone", "1", Some("two"))),
-        ]));
+        let before = Objects::from_map(
+            HashMap::from([
+                (key("same"), obj("same", "1", Some("quiet"))),
+                (key("moved"), obj("moved", "1", Some("one"))),
+                (key("gone"), obj("gone", "1", Some("two"))),
+            ]),
+            label(),
+        );
         let after = HashMap::from([
             (key("same"), obj("same", "1", Some("quiet"))),
             (key("moved"), obj("moved", "2", Some("three"))),

@@ -215,7 +215,6 @@ impl GitOpsReconciler {
             sync_result: None,
         };
         self.record(key, StatusUpdate::Operation(running)).await?;
-        let app_name = self.instance_name(key);
         let only = request.resources.as_deref();
         let desired: Vec<DesiredObject> = last
             .desired
@@ -233,15 +232,7 @@ impl GitOpsReconciler {
             prune: request.prune,
             dry_run: request.dry_run,
         };
-        let results = match apply::sync(
-            &conn,
-            &app_name,
-            &desired,
-            &to_prune,
-            mode,
-            self.lease.as_ref(),
-        )
-        .await
+        let results = match apply::sync(&conn, &desired, &to_prune, mode, self.lease.as_ref()).await
         {
             Ok(results) => results,
             // Nothing more may be written, the status included.

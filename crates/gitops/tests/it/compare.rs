@@ -3,7 +3,7 @@
 
 use fleetshard_gitops::compare::{
     CompareError, CompareOptions, DifferenceKind, KeyError, ResourceKey, ResourceStatus, Side,
-    SyncStatus, TRACKING_ANNOTATION, TrackingId, compare_app, compare_resource, is_tracked_by,
+    SyncStatus, TRACKING_ANNOTATION, Tracking, TrackingId, compare_app, compare_resource,
     tracking_annotation,
 };
 use serde_json::{Value, json};
@@ -537,6 +537,8 @@ fn tracking_ids_use_argo_cds_format() {
 
 #[test]
 fn tracked_by_needs_the_app_and_the_object_itself() {
+    let is_tracked_by =
+        |o: &serde_json::Value, app: &str| Tracking::default().is_tracked_by(o, app);
     let ns_scoped = configmap(
         "cfg",
         json!({TRACKING_ANNOTATION: "shop:/ConfigMap:prod/cfg"}),
@@ -547,7 +549,7 @@ fn tracked_by_needs_the_app_and_the_object_itself() {
                           "metadata": {"name": "cfg", "namespace": "prod", "labels": {"app.kubernetes.io/instance": "shop"}}});
     assert!(
         !is_tracked_by(&labelled, "shop"),
-        "label tracking is not trusted"
+        "under annotation tracking (Argo CD's default) the label does not track"
     );
     let cluster = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                          "metadata": {"name": "reader", "annotations": {TRACKING_ANNOTATION: "shop:rbac.authorization.k8s.io/ClusterRole:prod/reader"}}});

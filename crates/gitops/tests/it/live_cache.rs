@@ -75,11 +75,14 @@ async fn cluster(relist_every: Duration) -> Cluster {
 impl Cluster {
     fn cached_value(&self) -> Option<String> {
         let keys: HashSet<ResourceKey> = HashSet::new();
-        self.conn.live_objects("a", &keys).iter().find_map(|o| {
-            o.pointer("/data/value")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
+        self.conn
+            .live_objects("a", &keys, &Default::default())
+            .iter()
+            .find_map(|o| {
+                o.pointer("/data/value")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
     }
 
     fn change(&self, value: &str) {
@@ -143,7 +146,7 @@ async fn a_change_right_after_the_first_list_is_seen() {
     let keys: HashSet<ResourceKey> = HashSet::new();
     loop {
         let value = conn
-            .live_objects("a", &keys)
+            .live_objects("a", &keys, &Default::default())
             .iter()
             .find_map(|o| o.pointer("/data/value").cloned());
         if value == Some(json!("v2")) {

@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::settings::TrackingMethod;
 
 fn anonymous(url: &str) -> RepositoryInput {
     RepositoryInput::anonymous(url)

@@ -617,3 +617,100 @@ async fn an_operation_whose_end_was_not_recorded_does_not_stay_running() {
     assert_eq!(e.fake.write_count(), writes, "the sync was not run again");
     assert_eq!(e.sync_status("a").0, "Synced");
 }
+
+/// argocd-cm's settings, as the inventory hands them to every app of the instance.
+fn with_argocd_cm(e: &Env, app: &str, pairs: &[(&str, &str)]) {
+    let cm: std::collections::BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    e.inventory
+        .update(&key(app), |t| t.argocd_cm = Arc::new(cm));
+}
+
+/// An Argo CD with `installationID`: its repo-server stamps every rendered object with it
+/// (here Git does, as a repo-server's render would), the sync stamps it too, the app stays
+/// Synced and Healthy, and an object stamped by another installation under the app's own
+/// tracking id is not the app's: neither listed nor pruned.
+#[tokio::test]
+async fn an_installation_id_keeps_apps_synced_and_other_installations_objects_alone() {
+    let stamped = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  annotations:\n    argocd.argoproj.io/installation-id: eu-1\n    argocd.argoproj.io/tracking-id: a:/ConfigMap:default/settings\ndata:\n  value: v1\n";
+    let e = env(&[("app/cm.yaml", stamped.to_owned())]).await;
+    e.fake
+        .insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "theirs", "namespace": "default", "annotations": {
+                "argocd.argoproj.io/tracking-id": "a:/ConfigMap:default/theirs",
+                "argocd.argoproj.io/installation-id": "us-1"}}}))
+        .unwrap();
+    e.add_app(
+        "a",
+        Some(AutoSync {
+            prune: true,
+            self_heal: true,
+            allow_empty: false,
+        }),
+    );
+    with_argocd_cm(&e, "a", &[("installationID", "eu-1")]);
+    let r = e.reconciler();
+    r.refresh(&key("a")).await.unwrap();
+    let status = e.sink.get(&key("a")).unwrap().comparison.unwrap();
+    assert!(status.conditions.is_empty(), "{:?}", status.conditions);
+    assert_eq!(status.resources.len(), 1, "{:?}", status.resources);
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    let cm = e
+        .fake
+        .get("v1", "ConfigMap", "default", "settings")
+        .unwrap();
+    assert_eq!(
+        cm["metadata"]["annotations"]["argocd.argoproj.io/installation-id"],
+        "eu-1"
+    );
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(e.sync_status("a"), ("Synced".into(), "Healthy".into()));
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Idle);
+    assert!(e.fake.get("v1", "ConfigMap", "default", "theirs").is_some());
+}
+
+/// `application.resourceTrackingMethod: label` (the default before Argo CD 3.0): objects
+/// are stamped with the instance label of argocd-cm's key, not the annotation, and a live
+/// object carrying the label that Git no longer has is the app's, and pruned.
+#[tokio::test]
+async fn label_tracking_stamps_and_prunes_by_the_instance_label() {
+    let e = env(&[("app/cm.yaml", config_map("settings", "v1"))]).await;
+    e.fake
+        .insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "old", "namespace": "default",
+                "labels": {"example.com/instance": "a"}}}))
+        .unwrap();
+    e.add_app(
+        "a",
+        Some(AutoSync {
+            prune: true,
+            self_heal: false,
+            allow_empty: false,
+        }),
+    );
+    with_argocd_cm(
+        &e,
+        "a",
+        &[
+            ("application.resourceTrackingMethod", "label"),
+            ("application.instanceLabelKey", "example.com/instance"),
+        ],
+    );
+    let r = e.reconciler();
+    r.refresh(&key("a")).await.unwrap();
+    let status = e.sink.get(&key("a")).unwrap().comparison.unwrap();
+    let old = status.resources.iter().find(|r| r.name == "old");
+    assert!(old.is_some_and(|o| o.requires_pruning), "{status:?}");
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    let cm = e
+        .fake
+        .get("v1", "ConfigMap", "default", "settings")
+        .unwrap();
+    assert_eq!(cm["metadata"]["labels"]["example.com/instance"], "a");
+    assert_eq!(tracking(&cm), None, "label tracking writes no annotation");
+    assert!(e.fake.get("v1", "ConfigMap", "default", "old").is_none());
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(e.sync_status("a").0, "Synced");
+}

@@ -288,10 +288,10 @@ async fn hard_refresh_and_instance_settings() {
     );
     i.no_cache = true;
     i.no_revision_cache = true;
-    i.tracking_method = fleetshard_reposerver::TrackingMethod::AnnotationAndLabel;
     i.manifest_generate_paths = ".;../shared".into();
     let cm: BTreeMap<String, String> = [
         ("installationID", "eu-1"),
+        ("application.resourceTrackingMethod", "annotation+label"),
         ("helm.enable", "false"),
         ("application.instanceLabelKey", "example.com/app"),
     ]
