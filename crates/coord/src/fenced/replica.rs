@@ -150,6 +150,11 @@ enum Pending {
     Inventory,
     ReleaseShard,
     ReleaseDistributor,
+    /// Releasing a record of this incarnation on a shard it no longer holds
+    /// (`leases.rs`, `release_strays`).
+    ReleaseStray {
+        shard: u32,
+    },
     /// Deleting a dead replica's presence record, or a shard record beyond the count
     /// that nobody will renew again (`forget.rs`).
     Forget {
@@ -386,6 +391,7 @@ impl Replica {
         // (a rolling update stops the old pod as soon as its replacement is ready).
         self.spare =
             self.shard.is_none() && self.presence.is_some() && self.all_held_by_others(&seen);
+        self.release_strays(&seen, &mut out);
         self.claim_or_renew_shard(&seen, now, &mut out);
         self.keep_presence(&seen, now, &mut out);
         self.claim_or_renew_distributor(&seen, now, &mut out);
@@ -521,7 +527,10 @@ impl Replica {
             }
             Pending::ReleaseShard => self.shard = None,
             Pending::ReleaseDistributor => self.distributor = None,
-            Pending::Commit | Pending::Inventory | Pending::Forget { .. } => {}
+            Pending::Commit
+            | Pending::Inventory
+            | Pending::Forget { .. }
+            | Pending::ReleaseStray { .. } => {}
         }
     }
 

@@ -30,6 +30,43 @@ impl Replica {
         self.check_role(view);
     }
 
+    /// A renew that landed after this replica's deadline had passed (its reply late or
+    /// lost) leaves a record that names this very incarnation on a shard it no longer
+    /// holds: to everyone else it looks live for another lease duration, and the
+    /// acknowledgement it carries holds their handover barriers back (simulation seed
+    /// 666,924,577,494 of the scaling configuration: 9.4 s without an owner). Such a record
+    /// is released at once, with compare-and-swap on its version: this replica has acted on
+    /// nothing of that shard since its deadline. (A stray below the count while this
+    /// replica holds no shard is taken back by [`Replica::claim_shard`] instead.)
+    pub(super) fn release_strays(&mut self, view: &View, out: &mut Vec<Action>) {
+        let held = self.shard.as_ref().map(|h| h.shard);
+        for (&n, seen) in &view.shards {
+            let stray = self.is_me(&seen.record.holder, seen.record.incarnation)
+                && !seen.record.released
+                && Some(n) != held
+                && (n >= self.count || held.is_some());
+            let busy = self.has_pending(|p| {
+                matches!(p, Pending::ReleaseStray { shard } | Pending::ClaimShard { shard, .. } if *shard == n)
+            });
+            if !stray || busy {
+                continue;
+            }
+            let record = ShardRecord {
+                released: true,
+                beat: seen.record.beat + 1,
+                ..seen.record.clone()
+            };
+            let ticket = self.ticket(Pending::ReleaseStray { shard: n });
+            out.push(Action::Write {
+                ticket,
+                purpose: WritePurpose::ReleaseShard,
+                key: shard_key(&self.cfg.root, n),
+                value: encode(&record),
+                pre: Precondition::Version(seen.version),
+            });
+        }
+    }
+
     pub(super) fn claim_or_renew_shard(&mut self, view: &View, now: Mono, out: &mut Vec<Action>) {
         if self.shard.is_some() {
             self.renew_shard(now, out);

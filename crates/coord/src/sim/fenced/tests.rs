@@ -567,6 +567,16 @@ fn seed_1005205671012_no_start_waits_on_a_dead_record_beyond_the_count() {
     replay_scaling_seed(1_005_205_671_012);
 }
 
+/// The 10,000-seed sweep's failure, replayed: a holder's renew, its reply late, landed
+/// after the holder's deadline had passed; the record looked live for another lease
+/// duration with an old acknowledgement, and held back the barrier of a cluster moved away
+/// from it (9.4 s without an owner). The holder releases such a stray record at once
+/// (`fenced/replica/leases.rs`).
+#[test]
+fn seed_666924577494_a_late_renew_of_a_lapsed_holder_holds_nothing_back() {
+    replay_scaling_seed(666_924_577_494);
+}
+
 /// One seed of the scaling configuration, checked as `check_configuration` checks it.
 fn replay_scaling_seed(seed: u64) {
     let cfg = scaling_configuration();

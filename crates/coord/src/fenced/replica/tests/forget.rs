@@ -225,3 +225,47 @@ fn an_expired_record_below_the_count_is_not_deleted() {
     assert_eq!(shard_deletes(&mut b, 1_000, 10_000, None), vec![]);
     assert!(b.entries.contains_key(&shard_key(ROOT, 1)));
 }
+
+/// A renew of ours that landed after our deadline (its reply late) names this very
+/// incarnation on a shard we no longer hold: it is released at once, not left to look live
+/// for a lease duration (simulation seed 666,924,577,494 of the scaling configuration: its
+/// old acknowledgement held the barrier of a cluster moved away from it for 9.4 s). Another
+/// incarnation's record of the same identity is not ours to release.
+#[test]
+fn a_stray_record_of_this_incarnation_is_released_at_once() {
+    let mut b = Bench::new("a", 1, 2);
+    b.settle(ms(0));
+    assert_eq!(b.r.shard(ms(0)), Some(0));
+    let ours = |incarnation: u64| {
+        encode(&ShardRecord {
+            holder: "a".into(),
+            incarnation,
+            beat: 9,
+            acked: 1,
+            released: false,
+            zone: None,
+            capacity: None,
+        })
+    };
+    let stray = b.put(&shard_key(ROOT, 3), ours(7));
+    let older = b.put(&shard_key(ROOT, 4), ours(6));
+    let a = b.step(ms(100));
+    let releases: Vec<_> = writes(&a)
+        .into_iter()
+        .filter(|w| w.0 == WritePurpose::ReleaseShard)
+        .collect();
+    assert_eq!(
+        releases,
+        [(
+            WritePurpose::ReleaseShard,
+            "f/shards/3",
+            Precondition::Version(stray)
+        )]
+    );
+    b.run(a);
+    let rec: ShardRecord = serde_json::from_slice(&b.entries[&shard_key(ROOT, 3)].0).unwrap();
+    assert!(rec.released);
+    assert_eq!(b.entries[&shard_key(ROOT, 4)].1, older, "not ours");
+    // Our own shard is untouched.
+    assert_eq!(b.r.shard(ms(110)), Some(0));
+}
