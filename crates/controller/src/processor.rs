@@ -5,7 +5,9 @@
 //! - a successful refresh hands the app to the operation queue (which decides whether
 //!   there is something to sync);
 //! - an operation that finished forces a refresh, so the status shows its result;
-//! - `Err(RetryLater)` re-adds the app to the same queue rate-limited; success and
+//! - `Err(RetryLater)` re-adds the app to the same queue rate-limited; `Err(RetryAfter)`
+//!   re-adds it once the given delay has passed (a floor the reconciler knows, such as
+//!   Argo CD's 10 s between attempts at an unreachable cluster); success and
 //!   `Err(Failed)` `forget` its backoff (a permanent failure waits for the next event);
 //! - a reconciler that panics is treated as `Failed` (the worker survives, and the item is
 //!   marked done so a drain can finish).
@@ -42,9 +44,18 @@ pub enum Operated {
 /// Why a refresh or operation did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReconcileError {
-    /// A transient problem (cluster or repository unreachable): retried with backoff.
+    /// A transient problem (a status write refused, a lease lapsed): retried with backoff.
     #[error("retry later: {0}")]
     RetryLater(String),
+    /// A transient problem worth trying again only after a while (a cluster unreachable):
+    /// retried once `after` has passed.
+    #[error("retry in {after:?}: {reason}")]
+    RetryAfter {
+        /// What failed.
+        reason: String,
+        /// When to try again.
+        after: Duration,
+    },
     /// A permanent problem (invalid manifests): not retried until the app changes.
     #[error("failed: {0}")]
     Failed(String),
@@ -303,6 +314,12 @@ async fn worker<R: Reconciler>(
                 tracing::warn!(%app, pool = pool.name(), retries, %why, "will retry");
                 PoolStats::bump(&stats.retried);
                 queue.add_rate_limited(app.clone());
+            }
+            Err(ReconcileError::RetryAfter { reason, after }) => {
+                tracing::warn!(%app, pool = pool.name(), %reason, ?after, "will retry");
+                PoolStats::bump(&stats.retried);
+                queue.forget(&app);
+                queue.add_after(app.clone(), after);
             }
             Err(ReconcileError::Failed(why)) => {
                 tracing::warn!(%app, pool = pool.name(), %why, "failed");

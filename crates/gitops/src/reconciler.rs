@@ -487,7 +487,14 @@ impl GitOpsReconciler {
         }
         self.record(key, StatusUpdate::Comparison(status)).await?;
         match problem {
-            Some(p) if p.transient => Err(ReconcileError::RetryLater(p.message)),
+            Some(Problem {
+                retry_after: Some(after),
+                message,
+                ..
+            }) => Err(ReconcileError::RetryAfter {
+                reason: message,
+                after,
+            }),
             _ => Ok(()),
         }
     }

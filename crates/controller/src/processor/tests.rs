@@ -197,6 +197,33 @@ async fn retry_later_backs_off_and_success_forgets() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn retry_after_waits_exactly_the_delay_given() {
+    let rec = Arc::new(Scripted::default());
+    let unreachable = || {
+        Err(ReconcileError::RetryAfter {
+            reason: "cluster unreachable".into(),
+            after: Duration::from_secs(10),
+        })
+    };
+    rec.refresh
+        .lock()
+        .unwrap()
+        .insert("ns/a".into(), [unreachable(), unreachable()].into());
+    let p = start(&rec, 1);
+    p.work().refresh_queue().add(app("a"));
+    settle(&p).await;
+    assert_eq!(
+        rec.calls(),
+        [refresh("a"), refresh("a"), refresh("a"), operate("a")]
+    );
+    let t = rec.times();
+    let gaps: Vec<Duration> = t.windows(2).take(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(gaps, [Duration::from_secs(10), Duration::from_secs(10)]);
+    assert_eq!(PoolStats::get(&p.stats().retried), 2);
+    p.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_failure_is_not_retried_and_a_panic_is_a_failure() {
     let rec = Arc::new(Scripted::default());
     rec.refresh.lock().unwrap().insert(

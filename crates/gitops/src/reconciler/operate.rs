@@ -137,7 +137,13 @@ impl GitOpsReconciler {
                 }
                 match self.compare(key, &at, Refresh::Normal).await {
                     Ok((refreshed, _)) => Arc::new(refreshed),
-                    Err(p) => return Err(ReconcileError::RetryLater(p.message)),
+                    // The request stays pending: tried again, not in a loop.
+                    Err(p) => {
+                        return Err(ReconcileError::RetryAfter {
+                            reason: p.message,
+                            after: p.retry_after.unwrap_or(super::problem::CLUSTER_RETRY),
+                        });
+                    }
                 }
             }
         };

@@ -1,14 +1,28 @@
-//! Why a refresh could not compare an app, and whether waiting may fix it.
+//! Why a refresh could not compare an app, and when to try again.
+//!
+//! As Argo CD's controller, a refresh that failed is not retried in a loop: a source that
+//! cannot be rendered (a repository or repo-server error, a bad manifest) waits for the
+//! next periodic refresh or for a change of the app (Argo CD's refresh queue never
+//! re-queues a failed comparison), so a failing app costs one render per resync period —
+//! Argo CD's cost —, never a burst. A cluster that cannot be reached or listed is tried
+//! again after [`CLUSTER_RETRY`], Argo CD's pause between attempts at a cluster whose
+//! cache failed to sync.
+
+use std::time::Duration;
 
 use super::status::{ComparisonStatus, Condition, HealthInfo, SyncInfo};
 use crate::live::LiveError;
 use crate::source::SourceError;
 
+/// Argo CD's pause before it tries a cluster whose cache failed to sync again
+/// (`clusterSyncRetryTimeoutDuration`).
+pub(super) const CLUSTER_RETRY: Duration = Duration::from_secs(10);
+
 /// A refresh that could not compare the app.
 pub(super) struct Problem {
     pub(super) message: String,
-    /// Waiting may fix it: retried with backoff.
-    pub(super) transient: bool,
+    /// Try again after this long; `None`: at the next periodic refresh or change.
+    pub(super) retry_after: Option<Duration>,
     pub(super) revision: Option<String>,
     /// The condition type it is shown as (`ComparisonError`, `InvalidSpecError`).
     pub(super) condition: &'static str,
@@ -22,7 +36,7 @@ impl Problem {
     pub(super) fn permanent(condition: &'static str, message: impl ToString) -> Problem {
         Problem {
             message: message.to_string(),
-            transient: false,
+            retry_after: None,
             revision: None,
             condition,
         }
@@ -54,10 +68,11 @@ impl Problem {
         }
     }
 
-    pub(super) fn transient(message: impl ToString) -> Problem {
+    /// A cluster that cannot be reached or listed now: tried again after [`CLUSTER_RETRY`].
+    pub(super) fn cluster(message: impl ToString) -> Problem {
         Problem {
             message: message.to_string(),
-            transient: true,
+            retry_after: Some(CLUSTER_RETRY),
             revision: None,
             condition: COMPARISON_ERROR,
         }
@@ -72,28 +87,15 @@ impl From<LiveError> for Problem {
             LiveError::NotManaged { .. } => Problem::permanent(COMPARISON_ERROR, e),
             // Every other live-state failure can pass: a cluster comes back, a CRD gets
             // installed, credentials get fixed in the cluster Secret.
-            _ => Problem::transient(e),
+            _ => Problem::cluster(e),
         }
     }
 }
 
 impl From<SourceError> for Problem {
+    /// Whatever went wrong with the source, the next periodic refresh or a change of the
+    /// app tries again (a repository back, a commit pushed, a manifest fixed).
     fn from(e: SourceError) -> Self {
-        let transient = matches!(
-            e,
-            SourceError::RepoNotFound { .. }
-                | SourceError::Fetch { .. }
-                | SourceError::Credentials { .. }
-                | SourceError::RevisionNotFound { .. }
-                | SourceError::Git { .. }
-                | SourceError::Task { .. }
-                | SourceError::RepoServer { .. }
-        );
-        Problem {
-            message: e.to_string(),
-            transient,
-            revision: None,
-            condition: COMPARISON_ERROR,
-        }
+        Problem::permanent(COMPARISON_ERROR, e)
     }
 }

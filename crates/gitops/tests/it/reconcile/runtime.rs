@@ -58,15 +58,30 @@ fn replica(
     clusters: &[Cluster],
     apps: &[fleetshard_core::App],
 ) -> Replica {
+    replica_with(clusters, apps, RuntimeConfig::default(), |sink, lease| {
+        reconciler(inventory, repos(cache), live_options(), sink, lease)
+    })
+}
+
+/// [`replica`] with the runtime's configuration and the reconciler given (built from the
+/// status sink and the lease check).
+fn replica_with(
+    clusters: &[Cluster],
+    apps: &[fleetshard_core::App],
+    config: RuntimeConfig,
+    build: impl FnOnce(
+        Arc<dyn fleetshard_gitops::reconciler::StatusSink>,
+        Arc<dyn fleetshard_gitops::apply::LeaseCheck>,
+    ) -> Arc<GitOpsReconciler>,
+) -> Replica {
     let memory = MemorySink::new();
     let sink = CountingSink::new(memory.clone());
-    let work =
-        ShardWork::registered(RateLimiterConfig::default(), &mut Registry::default()).unwrap();
+    let work = ShardWork::registered(config.limits, &mut Registry::default()).unwrap();
     let lease = {
         let work = work.clone();
         Arc::new(move || work.write_deadline())
     };
-    let reconciler = reconciler(inventory, repos(cache), live_options(), sink.clone(), lease);
+    let reconciler = build(sink.clone(), lease);
     let app_inventory = Inventory::new();
     app_inventory.publish(
         InventoryContent {
@@ -90,8 +105,7 @@ fn replica(
         project_finalizer: None,
     };
     let (runtime, audit) =
-        ControllerRuntime::start(RuntimeConfig::default(), work, reconciler.clone(), inputs)
-            .unwrap();
+        ControllerRuntime::start(config, work, reconciler.clone(), inputs).unwrap();
     Replica {
         runtime,
         reconciler,
@@ -241,4 +255,96 @@ async fn a_moved_cluster_stops_on_the_old_owner_before_the_new_one_starts() {
     drop((a.feed, b.feed));
     a.runtime.shutdown().await;
     b.runtime.shutdown().await;
+}
+
+/// A source that never renders, counting how often it is asked.
+#[derive(Default)]
+struct FailingRender {
+    asked: std::sync::atomic::AtomicU64,
+}
+
+impl fleetshard_gitops::source::Render for FailingRender {
+    fn render<'a>(
+        &'a self,
+        request: fleetshard_gitops::source::RenderRequest<'a>,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<fleetshard_gitops::source::Rendered, fleetshard_gitops::source::SourceError>,
+    > {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let source = request.source.clone();
+        Box::pin(async move {
+            Err(fleetshard_gitops::source::SourceError::RepoServer {
+                repo: source.repo_url,
+                revision: source.target_revision,
+                addr: "repo-server:8081".into(),
+                message: "rpc error: code = Unknown desc = helm template: exit status 1".into(),
+            })
+        })
+    }
+}
+
+/// A failing render costs what it costs Argo CD's controller: one request per periodic
+/// refresh (Argo CD does not re-queue a failed comparison), never a burst. Before, a failed
+/// refresh was retried with the queue's per-item backoff from 1 ms (`fleetshard run`'s
+/// limits: up to the resync period): 26 requests in the first minute, 34 in ten. Paused
+/// time: ten minutes pass in an instant.
+#[tokio::test(start_paused = true)]
+async fn a_failing_render_is_asked_once_per_periodic_refresh() {
+    let inventory = Arc::new(StaticInventory::default());
+    // The cluster is never reached: the render fails first.
+    let cluster = fleetshard_gitops::live::ClusterAccess {
+        id: "c1".into(),
+        server: "https://127.0.0.1:1".into(),
+        credentials: Default::default(),
+    };
+    let t = target(
+        "broken",
+        "https://git.example/apps.git",
+        "main",
+        "app",
+        cluster,
+        AUTO,
+    );
+    inventory.insert(t.clone());
+    let render = Arc::new(FailingRender::default());
+    let resync = Duration::from_secs(180);
+    // `fleetshard run`'s runtime: a failing item's backoff grows up to the resync period.
+    let config = RuntimeConfig {
+        resync: Some(resync),
+        resync_jitter: Duration::ZERO,
+        limits: RateLimiterConfig {
+            max_delay: resync,
+            ..RateLimiterConfig::default()
+        },
+        ..RuntimeConfig::default()
+    };
+    let r = replica_with(
+        &[Cluster::new("c1", "https://127.0.0.1:1")],
+        &[t.app],
+        config,
+        {
+            let (inventory, render) = (inventory.clone(), render.clone());
+            move |sink, lease| {
+                let tmp = std::env::temp_dir().join("fleetshard-failing-render");
+                let base = reconciler(&inventory, repos(&tmp), live_options(), sink, lease);
+                Arc::new(
+                    Arc::try_unwrap(base)
+                        .unwrap_or_else(|_| panic!("one owner"))
+                        .with_renderer(render),
+                )
+            }
+        },
+    );
+    r.feed.send(started("c1")).unwrap();
+    let asked = || render.asked.load(std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(asked(), 1, "one request in the first minute");
+    tokio::time::sleep(Duration::from_secs(540)).await;
+    // At 0, 180, 360 and 540 s.
+    assert_eq!(asked(), 4, "one request per periodic refresh");
+    let status = r.memory.get(&key("broken")).unwrap().comparison.unwrap();
+    assert_eq!(status.conditions[0].kind, "ComparisonError");
+    drop(r.feed);
+    r.runtime.shutdown().await;
 }
