@@ -90,6 +90,7 @@ async fn main() {
         refresh,
         multi: None,
         argocd_cm: &no_settings,
+        manifest_generate_paths: None,
     };
     let kustomize_objects = renderer
         .render(request(&kustomize, Refresh::Normal))

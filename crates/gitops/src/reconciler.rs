@@ -156,6 +156,9 @@ struct Memo {
     /// The refresh annotation was seen at the last refresh (its hard refresh is served
     /// once, until the annotation goes and comes back).
     hard_refresh_served: bool,
+    /// The app's source(s) as its last comparison read them: a comparison after they
+    /// changed resolves the revision again (Argo CD's `noRevisionCache`).
+    compared_source: Option<Value>,
     /// An ended operation whose record could not be written (a conflict that kept
     /// recurring, an API server that did not answer): written before anything else the app
     /// does, so no operation that ended stays recorded as Running.
@@ -455,12 +458,33 @@ impl GitOpsReconciler {
         // A hard refresh asked for by the annotation is served once per request: the status
         // write removes the annotation (Kubernetes), but a fleet file keeps it, and a watch
         // may still show it on the next refresh.
+        // As Argo CD: a refresh annotation, or the first comparison after the source
+        // changed, resolves the revision again; a hard one renders again too.
+        let source_now = serde_json::json!([
+            target.spec.source.raw,
+            target
+                .spec
+                .sources
+                .iter()
+                .map(|s| &s.raw)
+                .collect::<Vec<_>>()
+        ]);
         let refresh = {
             let mut memos = self.memos();
             let m = memos.entry(key.clone()).or_default();
-            let hard = target.spec.refresh == Some(RefreshRequest::Hard) && !m.hard_refresh_served;
+            let asked = target.spec.refresh.filter(|_| !m.hard_refresh_served);
             m.hard_refresh_served = target.spec.refresh.is_some();
-            if hard { Refresh::Hard } else { Refresh::Normal }
+            let changed = m
+                .compared_source
+                .as_ref()
+                .is_some_and(|before| *before != source_now);
+            m.compared_source = Some(source_now);
+            match asked {
+                Some(RefreshRequest::Hard) => Refresh::Hard,
+                Some(RefreshRequest::Normal) => Refresh::Resolve,
+                None if changed => Refresh::Resolve,
+                None => Refresh::Normal,
+            }
         };
         let (last, mut status, problem) = match self.compare(key, &target, refresh).await {
             Ok((refreshed, status)) => (Some(Arc::new(refreshed)), status, None),

@@ -188,6 +188,9 @@ pub struct AppSpec {
     /// (Argo CD's "Refresh" and "Hard Refresh"); the controller removes the annotation
     /// once the refresh is done.
     pub refresh: Option<RefreshRequest>,
+    /// The Application's `argocd.argoproj.io/manifest-generate-paths` annotation (the
+    /// paths whose changes matter to it; Argo CD's repo-server is told them).
+    pub manifest_generate_paths: Option<String>,
     /// What the Application sets that fleetshard does not implement
     /// ([`crate::implemented`]); any refusal of kind [`RefusalKind::InvalidSpec`] stops
     /// every sync of the app, one of kind [`RefusalKind::Sync`] the request.

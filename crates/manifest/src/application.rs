@@ -27,7 +27,8 @@ use crate::error::{Ctx, LoadError, object_name};
 use crate::secret::ObjectMeta;
 
 /// `targetRevision` when the source does not say.
-pub(crate) const DEFAULT_REVISION: &str = "HEAD";
+/// The revision an Application without `targetRevision` follows (Argo CD reads none as `HEAD`).
+pub const DEFAULT_REVISION: &str = "HEAD";
 
 #[derive(Debug, Default, Deserialize)]
 struct ApplicationObject {
@@ -272,6 +273,10 @@ pub(crate) fn to_app(
         sync_request,
         refusals,
         refresh: refresh_request(value),
+        manifest_generate_paths: value
+            .pointer("/metadata/annotations/argocd.argoproj.io~1manifest-generate-paths")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     };
     Ok((app, spec))
 }

@@ -30,6 +30,7 @@ pub use app_spec::{
     AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, RefreshRequest,
     Refusal, RefusalKind, SyncRequest, SyncResource, spec_key,
 };
+pub use application::DEFAULT_REVISION;
 pub use cluster_scope::ClusterScope;
 pub use credentials::{AwsAuth, ClusterCredentials, ConfigProblem, ExecProvider};
 use document::Accept;

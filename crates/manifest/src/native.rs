@@ -242,6 +242,7 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
             sync_request: None,
             refusals: Vec::new(),
             refresh: None,
+            manifest_generate_paths: None,
             sources: Vec::new(),
         };
         // The first definition of a key is the one that counts (as in the fleet's loads).

@@ -112,6 +112,9 @@ pub struct RepoSecret {
     pub repo_type: String,
     /// `project`: only applications of this project use it (empty: every project).
     pub project: String,
+    /// `name`: the repository's name (what a Helm chart's dependencies call it, `@name`
+    /// or `alias:name`; empty: none).
+    pub name: String,
     /// The credentials.
     pub credentials: RepoCredentials,
     /// `insecure`: skip the TLS certificate check (HTTPS) or the host key check (SSH).
@@ -253,6 +256,7 @@ pub(crate) fn to_repo_secret(
         url,
         repo_type,
         project: text("project")?.unwrap_or_default(),
+        name: text("name")?.unwrap_or_default(),
         insecure: flag("insecure")?,
         force_http_basic_auth: flag("forceHttpBasicAuth")?,
         proxy: text("proxy")?,

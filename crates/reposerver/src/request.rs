@@ -5,9 +5,9 @@
 //!
 //! | # | field | from |
 //! |---|---|---|
-//! | 1 | `repo` | [`ManifestInputs::repository`]: the source's `repoURL` with the credentials of the repository Secret or template that matches it for the app's project |
-//! | 2 | `revision` | [`ManifestInputs::revision`]: the source's `targetRevision`, or the revision being synced |
-//! | 3 | `noCache` | [`ManifestInputs::no_cache`]: a hard refresh |
+//! | 1 | `repo` | [`ManifestInputs::repository`]: the source's `repoURL` with the credentials of the repository Secret or template that matches it for the app's project, the Secret's `type`, `name` and `project`, and `inheritedCreds` when a template gave the credentials |
+//! | 2 | `revision` | [`ManifestInputs::revision`]: the source's `targetRevision` as written (empty when absent or empty, as Argo CD sends it), or the revision being synced |
+//! | 3 | `noCache` | [`ManifestInputs::no_cache`]: a hard refresh (`argocd.argoproj.io/refresh: hard`) |
 //! | 4 | `appLabelKey` | `argocd-cm` `application.instanceLabelKey` ([`DEFAULT_APP_LABEL_KEY`](crate::DEFAULT_APP_LABEL_KEY)) |
 //! | 5 | `appName` | the instance name: `name`, or `namespace_name` outside the control-plane namespace |
 //! | 8 | `namespace` | `spec.destination.namespace` |
@@ -16,7 +16,7 @@
 //! | 13 | `kustomizeOptions` | `argocd-cm` ([`RenderSettings`]) |
 //! | 14, 15 | `kubeVersion`, `apiVersions` | the destination's discovery ([`ClusterVersions`]); not sent without it |
 //! | 17 | `helmRepoCreds` | the Helm (and OCI) credential templates the project permits |
-//! | 18 | `noRevisionCache` | [`ManifestInputs::no_revision_cache`] |
+//! | 18 | `noRevisionCache` | [`ManifestInputs::no_revision_cache`]: a refresh annotation (normal or hard), or the first comparison after the app's source changed (Argo CD's `CompareWithLatestForceResolve`) |
 //! | 19 | `trackingMethod` | `argocd-cm` `application.resourceTrackingMethod` ([`TrackingMethod`]) |
 //! | 20 | `enabledSourceTypes` | `argocd-cm` |
 //! | 21 | `helmOptions` | `argocd-cm` `helm.valuesFileSchemes` |

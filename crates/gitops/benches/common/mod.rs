@@ -27,6 +27,7 @@ pub fn auto_synced(repo: &str, path: String) -> AppSpec {
         sync_request: None,
         refusals: Vec::new(),
         refresh: None,
+        manifest_generate_paths: None,
         sources: Vec::new(),
     }
 }

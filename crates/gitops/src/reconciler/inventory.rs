@@ -276,6 +276,7 @@ mod tests {
             sync_request: None,
             refusals: Vec::new(),
             refresh: None,
+            manifest_generate_paths: None,
             sources: Vec::new(),
         };
         content.specs.insert(key.clone(), spec.clone().into());

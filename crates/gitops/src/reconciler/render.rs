@@ -107,6 +107,7 @@ impl GitOpsReconciler {
             refresh,
             multi: None,
             argocd_cm: &target.argocd_cm,
+            manifest_generate_paths: target.spec.manifest_generate_paths.as_deref(),
         };
         if sources.is_empty() {
             let rendered = self.renderer.render(single).await?;

@@ -50,6 +50,13 @@ pub struct RepoAccess {
     /// The matching Secret's `type` (`git`, `helm`, `oci`; empty: no Secret), which a
     /// repo-server is told.
     pub repo_type: String,
+    /// The repository Secret's `name` and `project` (empty without one), which a
+    /// repo-server is told.
+    pub name: String,
+    /// See [`RepoAccess::name`].
+    pub project: String,
+    /// The credentials come from a credential template (`repo-creds`).
+    pub inherited_creds: bool,
 }
 
 impl fmt::Debug for RepoAccess {
@@ -65,6 +72,9 @@ impl fmt::Debug for RepoAccess {
             .field("ca_certs", &self.ca_certs.as_ref().map(String::len))
             .field("unsupported", &self.unsupported)
             .field("repo_type", &self.repo_type)
+            .field("name", &self.name)
+            .field("project", &self.project)
+            .field("inherited_creds", &self.inherited_creds)
             .finish()
     }
 }
@@ -142,16 +152,28 @@ impl RepoAccess {
                 .map(|f| format!("{}: {f}", s.secret))
                 .collect();
         };
+        if let Some(r) = repository {
+            access.name.clone_from(&r.name);
+            access.project.clone_from(&r.project);
+        }
         match (repository, template) {
             (Some(r), Some(t)) if r.credentials.is_empty() && r.unsupported.is_empty() => {
                 access.from.push(r.secret.clone());
                 take(t, &mut access);
+                access.inherited_creds = true;
                 access.repo_type.clone_from(&r.repo_type);
                 access.insecure = r.insecure;
                 access.proxy = r.proxy.clone().or_else(|| t.proxy.clone());
                 access.no_proxy = r.no_proxy.clone().or_else(|| t.no_proxy.clone());
             }
-            (Some(s), _) | (None, Some(s)) => {
+            (None, Some(s)) => {
+                take(s, &mut access);
+                access.inherited_creds = true;
+                access.insecure = s.insecure;
+                access.proxy = s.proxy.clone();
+                access.no_proxy = s.no_proxy.clone();
+            }
+            (Some(s), _) => {
                 take(s, &mut access);
                 access.insecure = s.insecure;
                 access.proxy = s.proxy.clone();

@@ -34,7 +34,12 @@ pub use super::config::{
 pub enum Refresh {
     /// Use a resolution younger than `refresh_interval`.
     Normal,
-    /// Fetch now (Argo CD's hard refresh), unless a fetch started after this request did.
+    /// Resolve the revision again now (fetch, unless a fetch started after this request
+    /// did), but reuse what was rendered for a commit: Argo CD's `noRevisionCache`, asked
+    /// by a refresh annotation and by the first comparison after the app's source changed.
+    Resolve,
+    /// Fetch now and render again (Argo CD's hard refresh: `noCache` too), unless a fetch
+    /// started after this request did.
     Hard,
 }
 
@@ -316,7 +321,7 @@ impl RepoCache {
         let fetched_since_request = state.refreshed_at.is_some_and(|t| t >= requested_at);
         let need_fetch = state.opened.is_none()
             || !state.refreshed_at.is_some_and(fresh)
-            || (refresh == Refresh::Hard && !fetched_since_request);
+            || (refresh != Refresh::Normal && !fetched_since_request);
         let mut fetched = false;
         if need_fetch {
             self.fetch(&slot, repo_url, &mut state).await?;

@@ -100,6 +100,9 @@ pub struct RenderRequest<'a> {
     /// `argocd-cm`'s `data` (empty: Argo CD's defaults): the repo-server is sent its
     /// settings; a standalone Kustomize build takes its `kustomize.buildOptions`.
     pub argocd_cm: &'a BTreeMap<String, String>,
+    /// The Application's `argocd.argoproj.io/manifest-generate-paths` (the repo-server is
+    /// told them).
+    pub manifest_generate_paths: Option<&'a str>,
 }
 
 /// A multi-source application's part of a [`RenderRequest`] (`spec.sources`): each source

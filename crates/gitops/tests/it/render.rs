@@ -91,6 +91,7 @@ async fn render_with(
         refresh: Refresh::Normal,
         multi: None,
         argocd_cm: &argocd_cm,
+        manifest_generate_paths: None,
     })
     .await
 }

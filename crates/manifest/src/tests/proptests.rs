@@ -115,6 +115,7 @@ fn app() -> impl Strategy<Value = (App, AppSpec)> {
                     sync_request: None,
                     refusals: Vec::new(),
                     refresh: None,
+                    manifest_generate_paths: None,
                     sources: Vec::new(),
                 };
                 (app, spec)
@@ -197,6 +198,7 @@ fn seeds() -> Vec<String> {
                 sync_request: None,
                 refusals: Vec::new(),
                 refresh: None,
+                manifest_generate_paths: None,
                 sources: Vec::new(),
             },
         )]

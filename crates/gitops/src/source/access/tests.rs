@@ -9,6 +9,7 @@ fn secret(kind: RepoSecretKind, name: &str, url: &str, project: &str, user: &str
         url: url.to_owned(),
         repo_type: "git".to_owned(),
         project: project.to_owned(),
+        name: String::new(),
         credentials: RepoCredentials {
             username: Some(user.to_owned()).filter(|u| !u.is_empty()),
             password: Some(format!("{user}-password")).filter(|_| !user.is_empty()),

@@ -101,7 +101,7 @@ impl RenderMemo {
         let gate = {
             let mut inner = self.lock();
             inner.stats.requests += 1;
-            if refresh == Refresh::Normal
+            if refresh != Refresh::Hard
                 && let Some(hit) = inner.entries.get(&key).cloned()
             {
                 inner.stats.hits += 1;
@@ -115,7 +115,7 @@ impl RenderMemo {
             gate,
         };
         let _turn = flight.gate.lock().await;
-        if refresh == Refresh::Normal {
+        if refresh != Refresh::Hard {
             let mut inner = self.lock();
             if let Some(hit) = inner.entries.get(&key).cloned() {
                 inner.stats.hits += 1;

@@ -8,8 +8,10 @@
 //! namespace, the destination's Kubernetes version and API versions (from discovery), the
 //! project's name and `sourceRepos`, and `argocd-cm`'s settings ([`RenderSettings`], read
 //! from the request's [`RenderRequest::argocd_cm`] each time).
-//! Objects come back already carrying the app's tracking annotation; they are checked as
-//! files read from Git are (each a Kubernetes object with a name, no object twice).
+//! Objects come back already stamped as the app's (argocd-cm's tracking); they are checked
+//! as files read from Git are (each a Kubernetes object with a name, no object twice).
+//! `noRevisionCache` goes with a refresh annotation and the first comparison after the
+//! app's source changed, `noCache` with a hard refresh ([`Refresh`]).
 //!
 //! Every failure — a repo-server unreachable, timing out, or answering an error — is a
 //! [`SourceError::RepoServer`], which the reconciler shows as a `ComparisonError` and
@@ -108,10 +110,15 @@ impl RepoServerRenderer {
         let mut inputs = ManifestInputs::new(
             raw_or_typed(source),
             repository(&source.repo_url, request.access),
-            revision(&source.target_revision),
+            revision(source),
             request.app_name,
         );
         inputs.no_cache = request.refresh == Refresh::Hard;
+        inputs.no_revision_cache = request.refresh != Refresh::Normal;
+        inputs.manifest_generate_paths = request
+            .manifest_generate_paths
+            .unwrap_or_default()
+            .to_owned();
         inputs.namespace = request.namespace.to_owned();
         inputs.cluster = match request.kube_version {
             Some(v) => Some(ClusterVersions {
@@ -142,6 +149,7 @@ impl RepoServerRenderer {
             .iter()
             .map(|s| RepositoryInput {
                 repo_type: s.repo_type.clone(),
+                name: s.name.clone(),
                 project: s.project.clone(),
                 credentials: s.credentials.clone(),
                 insecure: s.insecure,
@@ -199,15 +207,28 @@ fn raw_or_typed(source: &AppSource) -> Value {
     }
 }
 
-/// The revision asked for: `targetRevision`, `HEAD` when empty (as Argo CD).
-fn revision(target: &str) -> &str {
-    if target.is_empty() { "HEAD" } else { target }
+/// The revision asked for: `targetRevision` as the Application writes it — empty when it
+/// is empty or absent, as Argo CD's controller sends it (the repo-server reads that as
+/// `HEAD`) —, or the revision a sync asked for.
+fn revision(source: &AppSource) -> &str {
+    let written = source.raw.get("targetRevision").and_then(Value::as_str);
+    let defaulted = source.target_revision == fleetshard_manifest::DEFAULT_REVISION
+        && written.is_none_or(str::is_empty)
+        && source.raw.is_object();
+    if defaulted || source.target_revision.is_empty() {
+        ""
+    } else {
+        &source.target_revision
+    }
 }
 
 /// The repository message's inputs from the resolved access.
 fn repository(url: &str, access: &RepoAccess) -> RepositoryInput {
     RepositoryInput {
         repo_type: access.repo_type.clone(),
+        name: access.name.clone(),
+        project: access.project.clone(),
+        inherited_creds: access.inherited_creds,
         credentials: access.credentials.clone(),
         insecure: access.insecure,
         force_http_basic_auth: access.force_http_basic_auth,

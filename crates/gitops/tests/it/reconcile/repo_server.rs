@@ -84,6 +84,7 @@ async fn env_with(addr_override: Option<&str>, refresh: Option<&str>) -> Env {
             url: url.into(),
             repo_type: repo_type.into(),
             project: project.into(),
+            name: format!("{name}-repo"),
             credentials: RepoCredentials {
                 username: Some("charts-reader".into()),
                 password: Some(password.into()),
@@ -207,6 +208,7 @@ async fn a_helm_repository_chart_rendered_by_the_repo_server_syncs() {
     assert_eq!(repo.str_or_empty(2), "charts-reader", "username");
     assert_eq!(repo.str_or_empty(3), CHART_PASSWORD, "password");
     assert_eq!(repo.str_or_empty(11), "helm", "type");
+    assert_eq!(repo.str_or_empty(12), "charts-repo", "name: the Secret's");
     assert_eq!(q.str_or_empty(2), "1.2.*", "revision");
     assert!(!q.bool(3), "noCache on a normal refresh");
     assert_eq!(q.str_or_empty(4), "app.kubernetes.io/instance");
@@ -237,16 +239,26 @@ async fn a_helm_repository_chart_rendered_by_the_repo_server_syncs() {
     assert_eq!(q.str_or_empty(19), "annotation", "trackingMethod");
     // The Helm repositories and templates the project permits (Argo CD's
     // GetPermittedRepos), with their credentials.
-    let repos: Vec<(String, String)> = q
+    // Each with its Secret's name, which a chart's dependencies (`@name`, `alias:name`)
+    // are found by.
+    let repos: Vec<(String, String, String)> = q
         .messages(11)
         .iter()
-        .map(|r| (r.str_or_empty(1), r.str_or_empty(3)))
+        .map(|r| (r.str_or_empty(1), r.str_or_empty(3), r.str_or_empty(12)))
         .collect();
     assert_eq!(
         repos,
         [
-            (CHART_REPO.to_owned(), CHART_PASSWORD.to_owned()),
-            (DEPS_REPO.to_owned(), "deps-s3cret".to_owned())
+            (
+                CHART_REPO.to_owned(),
+                CHART_PASSWORD.to_owned(),
+                "charts-repo".to_owned()
+            ),
+            (
+                DEPS_REPO.to_owned(),
+                "deps-s3cret".to_owned(),
+                "deps-repo".to_owned()
+            )
         ],
         "repos"
     );
@@ -442,6 +454,70 @@ async fn a_hard_refresh_asks_for_no_cache_and_removes_its_annotation() {
     });
     e.reconciler.refresh(&key("web")).await.unwrap();
     assert!(e.server.requests().last().unwrap().bool(3), "asked again");
+}
+
+/// Argo CD's `noRevisionCache` (request field 18): sent with a refresh annotation (normal
+/// or hard) and with the first comparison after the app's source changed, not otherwise;
+/// `noCache` (3) only with a hard refresh. The app's `manifest-generate-paths` annotation
+/// travels as field 26, and an empty `targetRevision` as Argo CD sends it: empty.
+#[tokio::test]
+async fn the_revision_cache_is_skipped_when_argo_cd_skips_it() {
+    let e = env_with(None, Some("normal")).await;
+    e.server.answer_all(
+        Answer::rendered(&[&config_map_json("web-config", "2")], "1.2.7", "Helm"),
+        Duration::ZERO,
+    );
+    let flags = |e: &Env| {
+        let q = e.server.requests().pop().expect("asked");
+        (q.bool(3), q.bool(18))
+    };
+    e.reconciler.refresh(&key("web")).await.unwrap();
+    assert_eq!(
+        flags(&e),
+        (false, true),
+        "a normal refresh: noRevisionCache only"
+    );
+    e.inventory.update(&key("web"), |t| t.spec.refresh = None);
+    e.reconciler.refresh(&key("web")).await.unwrap();
+    assert_eq!(
+        flags(&e),
+        (false, false),
+        "a periodic refresh uses the caches"
+    );
+    e.inventory.update(&key("web"), |t| {
+        t.spec.source.raw["targetRevision"] = json!("1.3.*");
+        t.spec.source.target_revision = "1.3.*".into();
+    });
+    e.reconciler.refresh(&key("web")).await.unwrap();
+    assert_eq!(
+        flags(&e),
+        (false, true),
+        "the first comparison after a change"
+    );
+    e.reconciler.refresh(&key("web")).await.unwrap();
+    assert_eq!(flags(&e), (false, false), "not the next");
+    e.inventory.update(&key("web"), |t| {
+        t.spec.manifest_generate_paths = Some(".;../shared".into());
+        t.spec
+            .source
+            .raw
+            .as_object_mut()
+            .unwrap()
+            .remove("targetRevision");
+        t.spec.source.target_revision = fleetshard_manifest::DEFAULT_REVISION.into();
+    });
+    e.reconciler.refresh(&key("web")).await.unwrap();
+    let q = e.server.requests().pop().expect("asked");
+    assert_eq!(
+        q.str_or_empty(26),
+        ".;../shared",
+        "annotationManifestGeneratePaths"
+    );
+    assert_eq!(
+        q.str_or_empty(2),
+        "",
+        "an absent targetRevision is sent empty"
+    );
 }
 
 /// A sync asked for by hand (Argo CD's Sync button) runs on an app whose source fields

@@ -63,6 +63,7 @@ pub fn target(
             sync_request: None,
             refusals: Vec::new(),
             refresh: None,
+            manifest_generate_paths: None,
             sources: Vec::new(),
         },
         cluster_name: cluster.id.clone(),

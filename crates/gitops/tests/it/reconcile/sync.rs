@@ -714,3 +714,33 @@ async fn label_tracking_stamps_and_prunes_by_the_instance_label() {
     r.refresh(&key("a")).await.unwrap();
     assert_eq!(e.sync_status("a").0, "Synced");
 }
+
+/// A sync applies what its comparison rendered, at the commit the comparison resolved: a
+/// commit pushed between the two is not applied by that sync (Argo CD renders the sync at
+/// the comparison's revision), but by the next one, after a comparison that sees it.
+#[tokio::test]
+async fn a_commit_pushed_between_compare_and_sync_waits_for_the_next_comparison() {
+    let e = env(&[("app/cm.yaml", config_map("settings", "v1"))]).await;
+    e.add_app("a", AUTO);
+    let r = e.reconciler();
+    r.refresh(&key("a")).await.unwrap();
+    let compared = e
+        .sink
+        .get(&key("a"))
+        .unwrap()
+        .comparison
+        .unwrap()
+        .sync
+        .revision;
+    e.git.write("app/cm.yaml", &config_map("settings", "v2"));
+    let pushed = e.git.commit("v2");
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    assert_eq!(e.settings_value(), Some(json!("v1")), "the compared commit");
+    let op = e.sink.get(&key("a")).unwrap().operation.unwrap();
+    assert_eq!(Some(op.sync_result.unwrap().revision), compared);
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    assert_eq!(e.settings_value(), Some(json!("v2")));
+    let op = e.sink.get(&key("a")).unwrap().operation.unwrap();
+    assert_eq!(op.sync_result.unwrap().revision, pushed);
+}
