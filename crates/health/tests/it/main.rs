@@ -4,4 +4,5 @@
 //! `resource_customizations`, its own scripts against its own test cases (`conformance`).
 
 mod builtin;
+mod conformance;
 mod controllers;
