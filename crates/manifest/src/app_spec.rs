@@ -188,6 +188,11 @@ pub struct AppSpec {
     /// (Argo CD's "Refresh" and "Hard Refresh"); the controller removes the annotation
     /// once the refresh is done.
     pub refresh: Option<RefreshRequest>,
+    /// `spec.ignoreDifferences`: fields the comparison leaves out, per object.
+    pub ignore_differences: Vec<crate::customizations::IgnoreDifference>,
+    /// `RespectIgnoreDifferences=true` in `spec.syncPolicy.syncOptions`: a sync leaves the
+    /// ignored fields as they are live.
+    pub respect_ignore_differences: bool,
     /// What the Application sets that fleetshard does not implement
     /// ([`crate::implemented`]); any refusal of kind [`RefusalKind::InvalidSpec`] stops
     /// every sync of the app, one of kind [`RefusalKind::Sync`] the request.

@@ -96,6 +96,12 @@ struct Spec {
         skip_serializing_if = "Option::is_none"
     )]
     sync_policy: Option<SyncPolicy>,
+    #[serde(
+        default,
+        rename = "ignoreDifferences",
+        skip_serializing_if = "Option::is_none"
+    )]
+    ignore_differences: Option<Vec<crate::customizations::IgnoreDifference>>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -145,6 +151,12 @@ struct Dest {
 struct SyncPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     automated: Option<Automated>,
+    #[serde(
+        default,
+        rename = "syncOptions",
+        skip_serializing_if = "Option::is_none"
+    )]
+    sync_options: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -220,6 +232,16 @@ pub(crate) fn to_app(
     let refusals = crate::implemented::refusals(value);
 
     let dest = spec.destination.unwrap_or_default();
+    let ignore_differences = spec.ignore_differences.unwrap_or_default();
+    let respect_ignore_differences = spec
+        .sync_policy
+        .as_ref()
+        .and_then(|p| p.sync_options.as_ref())
+        .and_then(Value::as_array)
+        .is_some_and(|opts| {
+            opts.iter()
+                .any(|o| o.as_str().map(str::trim) == Some("RespectIgnoreDifferences=true"))
+        });
     let auto_sync = spec
         .sync_policy
         .and_then(|p| p.automated)
@@ -272,6 +294,8 @@ pub(crate) fn to_app(
         sync_request,
         refusals,
         refresh: refresh_request(value),
+        ignore_differences,
+        respect_ignore_differences,
     };
     Ok((app, spec))
 }
@@ -386,7 +410,13 @@ pub(crate) fn to_application(app: &App, spec: Option<&AppSpec>) -> ApplicationOu
                     self_heal: Some(a.self_heal),
                     allow_empty: Some(a.allow_empty).filter(|e| *e),
                 }),
+                sync_options: spec
+                    .filter(|s| s.respect_ignore_differences)
+                    .map(|_| Value::from(vec!["RespectIgnoreDifferences=true"])),
             }),
+            ignore_differences: spec
+                .map(|s| s.ignore_differences.clone())
+                .filter(|d| !d.is_empty()),
         },
     }
 }

@@ -72,6 +72,9 @@ pub const SPEC_FIELDS: &[&str] = &[
     "syncPolicy.automated.selfHeal",
     "syncPolicy.automated.allowEmpty",
     "syncPolicy.syncOptions",
+    // What the comparison leaves out (group, kind, name, namespace, jsonPointers,
+    // jqPathExpressions, managedFieldsManagers; the loader reads the entries' types).
+    "ignoreDifferences",
     // Informational only: shown by Argo CD's UI, never read by its controller.
     "info",
     // Bounds `status.history`, which fleetshard does not write (so never exceeds it).
@@ -104,6 +107,8 @@ pub const APP_SYNC_OPTIONS: &[&str] = &[
     "Replace=false",
     "Force=false",
     "RespectIgnoreDifferences=false",
+    // A sync leaves the fields `ignoreDifferences` names as they are live.
+    "RespectIgnoreDifferences=true",
     "FailOnSharedResource=false",
     "SkipDryRunOnMissingResource=false",
 ];
@@ -318,7 +323,6 @@ mod tests {
                 "metadata.annotations[argocd.argoproj.io/skip-reconcile]",
                 "operation.sync.manifests",
                 "operation.sync.syncStrategy",
-                "spec.ignoreDifferences",
                 "spec.someFieldOfTomorrow",
                 "spec.source.directory.jsonnet.tomorrow",
                 "spec.source.helm.fileParameters",

@@ -28,6 +28,7 @@ pub fn auto_synced(repo: &str, path: String) -> AppSpec {
         refusals: Vec::new(),
         refresh: None,
         sources: Vec::new(),
+        ..AppSpec::default()
     }
 }
 

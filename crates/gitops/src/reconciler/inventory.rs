@@ -277,6 +277,7 @@ mod tests {
             refusals: Vec::new(),
             refresh: None,
             sources: Vec::new(),
+            ..AppSpec::default()
         };
         content.specs.insert(key.clone(), spec.clone().into());
         published.publish(content.clone(), vec![], true);

@@ -116,6 +116,7 @@ fn app() -> impl Strategy<Value = (App, AppSpec)> {
                     refusals: Vec::new(),
                     refresh: None,
                     sources: Vec::new(),
+                    ..AppSpec::default()
                 };
                 (app, spec)
             },
@@ -198,6 +199,7 @@ fn seeds() -> Vec<String> {
                 refusals: Vec::new(),
                 refresh: None,
                 sources: Vec::new(),
+                ..AppSpec::default()
             },
         )]
         .into(),

@@ -64,6 +64,7 @@ pub fn target(
             refusals: Vec::new(),
             refresh: None,
             sources: Vec::new(),
+            ..AppSpec::default()
         },
         cluster_name: cluster.id.clone(),
         cluster,
