@@ -35,6 +35,7 @@
 //! Limits: `ignoreDifferences`, sync waves and hooks and retry policies are not
 //! implemented.
 
+mod customize;
 mod guard;
 mod inventory;
 mod operate;
@@ -54,8 +55,10 @@ use fleetshard_controller::{AppKey, Operated, ReconcileError, Reconciler};
 use serde_json::Value;
 
 use crate::apply::{DesiredObject, LeaseCheck, PruneTarget, handover_patch};
-use crate::compare::{AppComparison, CompareOptions, ResourceKey, SyncStatus, compare_app};
-use crate::health::{app_health, assess};
+use crate::compare::{
+    AppComparison, CompareOptions, ResourceKey, SyncStatus, compare_app_normalized,
+};
+use crate::health::app_health;
 use crate::live::{ClusterConnections, KindInfo};
 use crate::source::{Refresh, Render, RepoCache, StandaloneRenderer};
 use fleetshard_manifest::project::WindowVerdict;
@@ -168,6 +171,8 @@ pub struct GitOpsReconciler {
     apps: Mutex<HashMap<AppKey, Memo>>,
     /// The takeover warm-ups running, by cluster (`takeover.rs`).
     warming: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// argocd-cm's resource customizations, compiled (`customize.rs`).
+    customizations: customize::Customizations,
 }
 
 impl GitOpsReconciler {
@@ -195,7 +200,16 @@ impl GitOpsReconciler {
             config,
             apps: Mutex::new(HashMap::new()),
             warming: Mutex::new(HashMap::new()),
+            customizations: customize::Customizations::new(None, Default::default()),
         }
+    }
+
+    /// The same reconciler taking health scripts from `dir` (Argo CD's
+    /// `resource_customizations` layout), after argocd-cm's and before the built-in checks.
+    #[must_use]
+    pub fn with_health_scripts(mut self, dir: Arc<fleetshard_health::ScriptDir>) -> Self {
+        self.customizations = customize::Customizations::new(Some(dir), Default::default());
+        self
     }
 
     /// The same reconciler rendering sources with `renderer`.
@@ -266,6 +280,15 @@ impl GitOpsReconciler {
             p.revision.clone_from(&revision);
             p
         };
+        let comparison_error =
+            |message: String| with_rev(Problem::permanent(COMPARISON_ERROR, message));
+        let settings = self
+            .customizations
+            .settings(&target.argocd_cm)
+            .map_err(comparison_error)?;
+        let normalizer = settings
+            .normalizer(&target.spec.ignore_differences)
+            .map_err(comparison_error)?;
         let conn = self
             .clusters
             .start(&target.cluster)
@@ -290,18 +313,15 @@ impl GitOpsReconciler {
             placed.push((p.key, p.kind));
             values.push(p.object);
         }
+        conn.keep_managers(normalizer.trusted_managers());
         conn.watch_kinds(&kinds)
             .await
             .map_err(|e| with_rev(e.into()))?;
         let keys: HashSet<ResourceKey> = placed.iter().map(|(k, _)| k.clone()).collect();
         let live = conn.live_objects(&app_name, &keys);
         let opts = CompareOptions::new(&app_name).with_destination_namespace(&dest_ns);
-        let comparison = compare_app(&values, &live, &opts).map_err(|e| {
-            with_rev(Problem::permanent(
-                COMPARISON_ERROR,
-                format!("comparing {key}: {e}"),
-            ))
-        })?;
+        let comparison = compare_app_normalized(&values, &live, &opts, &normalizer)
+            .map_err(|e| comparison_error(format!("comparing {key}: {e}")))?;
         let live_by_key: HashMap<ResourceKey, &Value> = live
             .iter()
             .filter_map(|v| ResourceKey::of(v).ok().map(|k| (k, v.as_ref())))
@@ -315,7 +335,7 @@ impl GitOpsReconciler {
         let mut prune = Vec::new();
         for r in &comparison.resources {
             let live = live_by_key.get(&r.key).copied();
-            let health = assess(live);
+            let (health, counted) = customize::resource_health(&settings.health, &r.key, live);
             let live_api = live
                 .and_then(|v| v.get("apiVersion"))
                 .and_then(Value::as_str)
@@ -340,13 +360,16 @@ impl GitOpsReconciler {
                 namespace: r.key.namespace.clone(),
                 name: r.key.name.clone(),
                 status: sync_word(r.status).to_owned(),
-                health: HealthInfo {
-                    status: health.status.to_string(),
-                    message: health.message.clone(),
-                },
+                health: health
+                    .status()
+                    .map_or_else(HealthInfo::default, |s| HealthInfo {
+                        status: s.to_string(),
+                        message: health.message.clone(),
+                        last_transition_time: None,
+                    }),
                 requires_pruning: r.requires_pruning,
             });
-            healths.push(health);
+            healths.push(counted);
         }
         let mut conditions = Vec::new();
         if let Some(auto) = target.spec.auto_sync
@@ -374,6 +397,7 @@ impl GitOpsReconciler {
             health: HealthInfo {
                 status: app_health(&healths).to_string(),
                 message: String::new(),
+                last_transition_time: None,
             },
             resources,
             reconciled_at: self.clock.now_rfc3339(),
@@ -387,14 +411,23 @@ impl GitOpsReconciler {
                 .collect(),
             refresh_done: false,
         };
+        let respect = target.spec.respect_ignore_differences;
         let desired = placed
             .into_iter()
             .zip(values)
-            .map(|((key, kind), object)| DesiredObject {
-                handover: live_by_key.get(&key).and_then(|l| handover_patch(l)),
-                key,
-                kind,
-                object,
+            .map(|((key, kind), object)| {
+                let live = live_by_key.get(&key).copied();
+                DesiredObject {
+                    handover: live.and_then(handover_patch),
+                    object: match live {
+                        Some(live) if respect => {
+                            normalizer.respect(key.object_ref(), &object, live)
+                        }
+                        _ => object,
+                    },
+                    key,
+                    kind,
+                }
             })
             .collect();
         let refreshed = Refreshed {
@@ -493,6 +526,7 @@ impl GitOpsReconciler {
             .collect();
         let to_do = last.comparison.resources.iter().any(|r| {
             r.status == SyncStatus::OutOfSync
+                && !r.extraneous_ignored
                 && (!r.requires_pruning || (auto.prune && !protected.contains(&r.key)))
         });
         let already = synced.as_deref() == Some(last.commit.as_str());

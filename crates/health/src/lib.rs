@@ -197,6 +197,14 @@ impl HealthChecks {
             .or_else(|| self.directory.as_ref().and_then(|d| d.script_for(&key)))
     }
 
+    /// Whether argocd-cm configures a script for exactly `group` and `kind` or a built-in
+    /// check applies: what Argo CD (3.2) asks before it counts a Missing resource towards
+    /// its application's health.
+    pub fn has_configured_or_builtin(&self, group: &str, kind: &str) -> bool {
+        let key = group_kind_key(group, kind);
+        self.configured.iter().any(|(k, _)| *k == key) || builtin::has_check(group, kind)
+    }
+
     /// Whether some check (a script or a built-in one) applies to `group` and `kind`.
     pub fn has_check(&self, group: &str, kind: &str) -> bool {
         self.script_for(group, kind).is_some() || builtin::has_check(group, kind)

@@ -126,6 +126,20 @@ pub const OBJECT_ANNOTATIONS: &[&str] = &[
     "argocd.argoproj.io/tracking-id",
     "argocd.argoproj.io/sync-options",
     "helm.sh/resource-policy",
+    // Compare options, checked against OBJECT_COMPARE_OPTIONS.
+    "argocd.argoproj.io/compare-options",
+    // `"true"`: the object's health does not count towards its application's.
+    "argocd.argoproj.io/ignore-healthcheck",
+];
+
+/// Per-object compare options (`argocd.argoproj.io/compare-options` on a manifest)
+/// accepted: `IgnoreExtraneous` (implemented) and the defaults. `ServerSideDiff=true` and
+/// `IncludeMutationWebhook=true` need a server-side dry run per comparison, which
+/// fleetshard does not make: refused.
+pub const OBJECT_COMPARE_OPTIONS: &[&str] = &[
+    "IgnoreExtraneous",
+    "ServerSideDiff=false",
+    "IncludeMutationWebhook=false",
 ];
 
 /// Annotation prefixes whose keys steer Argo CD's controller.

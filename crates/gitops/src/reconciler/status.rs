@@ -28,13 +28,28 @@ pub struct SyncInfo {
 }
 
 /// `status.health` and a resource's `health`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HealthInfo {
-    /// `Healthy`, `Progressing`, `Degraded`, `Suspended`, `Missing` or `Unknown`.
+    /// `Healthy`, `Progressing`, `Degraded`, `Suspended`, `Missing` or `Unknown`; empty
+    /// for a resource without health (no check applies to its kind: the field is then not
+    /// written, as Argo CD writes none).
+    #[serde(default)]
     pub status: String,
     /// Why, when a rule said.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The application's health: when its status last changed (Argo CD 3's
+    /// `health.lastTransitionTime`); absent on a resource's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+impl HealthInfo {
+    /// Whether this is no health at all (a resource no check applies to).
+    pub fn is_none(&self) -> bool {
+        self.status.is_empty()
+    }
 }
 
 /// One entry of `status.resources`.
@@ -54,7 +69,8 @@ pub struct ResourceEntry {
     pub name: String,
     /// `Synced` or `OutOfSync`.
     pub status: String,
-    /// The live object's health.
+    /// The live object's health (absent when no check applies to its kind).
+    #[serde(default, skip_serializing_if = "HealthInfo::is_none")]
     pub health: HealthInfo,
     /// Live, tracked by the app, and no longer in Git.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

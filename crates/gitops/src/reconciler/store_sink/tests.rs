@@ -22,6 +22,7 @@ fn comparison(sync: &str, at: &str, conditions: &[&str]) -> ComparisonStatus {
         health: HealthInfo {
             status: "Healthy".to_owned(),
             message: String::new(),
+            last_transition_time: None,
         },
         resources: Vec::new(),
         source_type: None,
