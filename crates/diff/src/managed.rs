@@ -8,7 +8,8 @@ use serde_json::Value;
 /// `metadata.managedFields`) gives to one of `managers`, whatever its operation or
 /// subresource (an HPA's `spec.replicas` is its manager's through the `scale` subresource).
 /// A field owned by one of them is removed as a leaf: a map or list it descends into stays,
-/// less the owned fields.
+/// less the owned fields, and a map named as a leaf stays whole (its fields are compared
+/// one by one, as Argo CD removes only the leaves that differ).
 pub(crate) fn remove_owned(value: &mut Value, managed_fields: &Value, managers: &[String]) {
     for entry in managed_fields.as_array().into_iter().flatten() {
         let trusted = entry
@@ -36,7 +37,11 @@ fn remove_fields(value: &mut Value, node: &Value) {
                 continue;
             };
             if is_leaf(child) {
-                map.remove(field);
+                // A map is compared field by field (Argo CD removes only differing leaves):
+                // owning a map as a whole leaves its fields compared.
+                if !map.get(field).is_some_and(Value::is_object) {
+                    map.remove(field);
+                }
             } else if let Some(inner) = map.get_mut(field) {
                 remove_fields(inner, child);
             }
@@ -97,5 +102,10 @@ mod tests {
             json!([{"name": "web", "image": "a"}])
         );
         assert_eq!(injected["spec"]["replicas"], 7);
+        // A map owned as a leaf (`f:spec: {}`) is not removed whole.
+        let whole = json!([{"manager": "m", "fieldsV1": {"f:spec": {}}}]);
+        let mut kept = obj.clone();
+        remove_owned(&mut kept, &whole, &["m".into()]);
+        assert_eq!(kept, obj);
     }
 }
