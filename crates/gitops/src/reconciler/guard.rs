@@ -115,6 +115,8 @@ mod tests {
             json!({"argocd.argoproj.io/sync-options": "Prune=false,ServerSideApply=true"}),
             json!({"helm.sh/resource-policy": "keep"}),
             json!({"example.com/anything": "x"}),
+            json!({"argocd.argoproj.io/compare-options": "IgnoreExtraneous, ServerSideDiff=false"}),
+            json!({"argocd.argoproj.io/ignore-healthcheck": "true"}),
         ] {
             assert_eq!(object_refusal(&with(ok.clone()), "o"), None, "{ok}");
         }
@@ -125,6 +127,8 @@ mod tests {
             json!({"argocd.argoproj.io/sync-options": "Replace=true"}),
             json!({"argocd.argoproj.io/sync-options": "Prune=confirm"}),
             json!({"argocd.argoproj.io/some-future-annotation": "x"}),
+            json!({"argocd.argoproj.io/compare-options": "ServerSideDiff=true"}),
+            json!({"argocd.argoproj.io/compare-options": "IncludeMutationWebhook=true"}),
         ] {
             let why = object_refusal(&with(bad.clone()), "ConfigMap default/x").unwrap();
             assert!(why.starts_with("ConfigMap default/x: annotation "), "{why}");

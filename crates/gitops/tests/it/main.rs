@@ -11,6 +11,7 @@ mod cluster_eks;
 mod cluster_tls;
 mod compare;
 mod compare_bench;
+mod compare_ignored;
 mod compare_props;
 mod reconcile;
 mod render;
