@@ -262,6 +262,11 @@ pub struct ReconcileArgs {
     /// would cross the network in clear. Without it, each is warned about once.
     #[arg(long, env = "FLEETSHARD_REFUSE_PLAINTEXT_HTTP")]
     pub refuse_plaintext_http: bool,
+    /// A directory of health scripts in Argo CD's resource_customizations layout
+    /// (`<group>/<kind>/health.lua`, `_` for a wildcard segment; e.g. a checkout of Argo
+    /// CD's own): checked after argocd-cm's scripts, before the built-in checks.
+    #[arg(long, value_name = "DIR", env = "FLEETSHARD_RESOURCE_CUSTOMIZATIONS")]
+    pub resource_customizations: Option<PathBuf>,
     /// Where sources are rendered.
     #[command(flatten)]
     pub render: super::repo_server::RepoServerArgs,
@@ -290,6 +295,7 @@ impl ReconcileArgs {
             refuse_plaintext_http: self.refuse_plaintext_http,
             repo_server: self.render.setting()?,
             render: self.render.standalone(),
+            resource_customizations: self.resource_customizations.clone(),
         })
     }
 }
