@@ -38,6 +38,7 @@
 mod customize;
 mod guard;
 mod inventory;
+mod memo;
 mod operate;
 mod place;
 mod problem;
@@ -55,14 +56,13 @@ use fleetshard_controller::{AppKey, Operated, ReconcileError, Reconciler};
 use serde_json::Value;
 
 use crate::apply::{DesiredObject, LeaseCheck, PruneTarget, handover_patch};
-use crate::compare::{
-    AppComparison, CompareOptions, ResourceKey, SyncStatus, compare_app_normalized,
-};
+use crate::compare::{CompareOptions, ResourceKey, SyncStatus, compare_app_normalized};
 use crate::health::app_health;
 use crate::live::{ClusterConnections, KindInfo};
 use crate::source::{Refresh, Render, RepoCache, StandaloneRenderer};
 use fleetshard_manifest::project::WindowVerdict;
 use fleetshard_manifest::{RefreshRequest, RefusalKind};
+use memo::{Memo, Refreshed};
 use problem::{COMPARISON_ERROR, Problem};
 
 pub use inventory::{AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory};
@@ -122,41 +122,6 @@ impl Default for ReconcilerConfig {
             self_heal_backoff: SelfHealBackoff::default(),
         }
     }
-}
-
-/// What the last successful refresh of an app found, for its operation.
-struct Refreshed {
-    /// The commit rendered (a multi-source app's revisions joined with `,`).
-    commit: String,
-    /// A multi-source app's revisions, one per source (empty: one source).
-    revisions: Vec<String>,
-    cluster: String,
-    desired: Vec<DesiredObject>,
-    prune: Vec<PruneTarget>,
-    comparison: AppComparison,
-}
-
-#[derive(Default)]
-struct Memo {
-    /// The app's cluster when it was last refreshed or operated on: the memo goes when
-    /// that cluster stops, so a later owner reads the recorded operation again.
-    cluster: String,
-    last: Option<Arc<Refreshed>>,
-    /// The commit last synced successfully.
-    synced: Option<String>,
-    /// `synced` was read from the recorded status (once per owner: the operation a
-    /// previous owner, or this replica before a restart, recorded).
-    recorded_read: bool,
-    /// The sync request last run; the same request is not run again until it is cleared.
-    request_done: Option<fleetshard_manifest::SyncRequest>,
-    /// A sync request refused (`SyncError`), shown on the app's status until the next
-    /// operation runs.
-    sync_error: Option<String>,
-    /// Consecutive self-heals, for their back-off.
-    heals: self_heal::SelfHeals,
-    /// The refresh annotation was seen at the last refresh (its hard refresh is served
-    /// once, until the annotation goes and comes back).
-    hard_refresh_served: bool,
 }
 
 /// The GitOps reconciler of one replica.
@@ -469,6 +434,11 @@ impl GitOpsReconciler {
             let m = memos.entry(key.clone()).or_default();
             m.cluster.clone_from(&target.cluster.id);
             m.last = last;
+            status.health.last_transition_time = memo::health_transition(
+                &mut m.health_since,
+                &status.health.status,
+                &status.reconciled_at,
+            );
             m.sync_error.clone()
         };
         status.refresh_done = target.spec.refresh.is_some();

@@ -399,7 +399,11 @@ impl StatusSink for MemorySink {
         let mut s = self.statuses.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = s.entry(app.clone()).or_default();
         match update {
-            StatusUpdate::Comparison(c) => entry.comparison = Some(c.clone()),
+            StatusUpdate::Comparison(c) => {
+                let mut c = c.clone();
+                keep_health_transition(&mut c, entry.comparison.as_ref());
+                entry.comparison = Some(c);
+            }
             StatusUpdate::Operation(o) => entry.operation = Some(o.clone()),
         }
         Box::pin(async { Ok(()) })
@@ -412,6 +416,21 @@ impl StatusSink for MemorySink {
         let operation = self.get(app).and_then(|s| s.operation);
         Box::pin(async { Ok(operation) })
     }
+}
+
+/// The app's health in `new` written without `lastTransitionTime` (the reconciler's first
+/// refresh of the app): the recorded time when the recorded status is the same, else the
+/// refresh's time (a new app, or a status that changed).
+pub(crate) fn keep_health_transition(new: &mut ComparisonStatus, old: Option<&ComparisonStatus>) {
+    if new.health.last_transition_time.is_some() {
+        return;
+    }
+    new.health.last_transition_time = match old {
+        Some(old) if old.health.status == new.health.status => {
+            old.health.last_transition_time.clone()
+        }
+        _ => Some(new.reconciled_at.clone()),
+    };
 }
 
 /// Kubernetes mode: a merge patch of the Application's `status` (`argoproj.io/v1alpha1`,
