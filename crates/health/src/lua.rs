@@ -159,6 +159,8 @@ struct Interpreter {
     fallback: Table,
     /// Instructions left in this call, in units of [`HOOK_EVERY`].
     budget: Arc<AtomicU64>,
+    /// Memory in use once the script is compiled (libraries, the compiled chunk).
+    baseline: usize,
 }
 
 impl Interpreter {
@@ -195,11 +197,13 @@ impl Interpreter {
             .set_name(format!("={name}"))
             .into_function()
             .map_err(|e| error_text(&e))?;
+        let baseline = lua.used_memory();
         Ok(Interpreter {
             lua,
             chunk,
             fallback,
             budget,
+            baseline,
         })
     }
 
@@ -228,9 +232,13 @@ impl Interpreter {
             }
         })?;
         let health = health_of(&returned);
-        // The call's values are garbage now; collect them before the interpreter idles.
         drop(returned);
-        let _ = lua.gc_collect();
+        // The call's values are garbage now. A full collection costs more than the call;
+        // it runs once garbage fills half the memory limit, so that garbage never makes a
+        // later call fail its limit.
+        if lua.used_memory() > self.baseline + limits.memory_bytes / 2 {
+            let _ = lua.gc_collect();
+        }
         health
     }
 }

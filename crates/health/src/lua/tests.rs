@@ -319,3 +319,21 @@ fn a_script_allocating_without_bound_stops_at_its_memory_limit() {
     let e = script.run(&json!({})).unwrap_err();
     assert!(e.contains("memory limit"), "{e}");
 }
+
+#[test]
+fn garbage_of_earlier_calls_never_counts_against_a_later_call() {
+    let limits = LuaLimits {
+        memory_bytes: 4 << 20,
+        ..LuaLimits::default()
+    };
+    // About 1 MiB of garbage per call: fifty calls would pass 4 MiB without collections.
+    let script = LuaScript::new(
+        "churn",
+        "local t = {} for i = 1, 8000 do t[i] = string.rep('x', 100) .. i end return {status = 'Healthy'}",
+        true,
+        limits,
+    );
+    for _ in 0..50 {
+        assert!(script.run(&json!({})).unwrap().is_some());
+    }
+}
