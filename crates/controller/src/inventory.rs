@@ -427,7 +427,8 @@ impl Inventory {
 /// the project queue ([`ShardWork::project_queue`]), which re-queues its applications. An app whose definition (the app
 /// or its GitOps spec) changed, and every app of a cluster whose address or credentials
 /// changed, is queued for refresh if this replica owns it (Argo CD refreshes an app on
-/// every change of its object).
+/// every change of its object); a change of `argocd-cm` queues every owned app (its
+/// resource customizations apply to all).
 /// Returns when the inventory is dropped (every [`Inventory`] clone gone).
 pub async fn follow_inventory(filter: Arc<ShardWork>, mut rx: watch::Receiver<InventorySnapshot>) {
     let mut seen: Option<InventorySnapshot> = None;
@@ -436,6 +437,11 @@ pub async fn follow_inventory(filter: Arc<ShardWork>, mut rx: watch::Receiver<In
         if seen.as_ref().map(|s| s.revision) != Some(snap.revision) {
             filter.set_inventory_sharing(&snap.clusters, &snap.apps, &snap.specs);
             if let Some(old) = &seen {
+                if old.argocd_cm != snap.argocd_cm {
+                    // argocd-cm's settings (resource customizations, render settings) apply
+                    // to every app: each owned app is compared again with them.
+                    filter.refresh_apps(snap.apps.iter().map(AppKey::of));
+                }
                 filter.refresh_apps(changed_apps(old, &snap));
                 filter.refresh_clusters(changed_clusters(old, &snap));
                 filter

@@ -38,6 +38,7 @@ fn status(resources: usize, at: &str, flipped: bool) -> ComparisonStatus {
         health: HealthInfo {
             status: "Healthy".into(),
             message: String::new(),
+            last_transition_time: None,
         },
         requires_pruning: false,
     };
@@ -50,6 +51,7 @@ fn status(resources: usize, at: &str, flipped: bool) -> ComparisonStatus {
         health: HealthInfo {
             status: "Healthy".into(),
             message: String::new(),
+            last_transition_time: None,
         },
         resources: (0..resources).map(entry).collect(),
         source_type: None,

@@ -53,10 +53,16 @@
 //!   by position and must have the same length. A list whose key is missing or repeated
 //!   is compared by position.
 //!
+//! - **Ignored differences.** A [`Normalizer`] (crate `fleetshard-diff`: the app's
+//!   `ignoreDifferences` and argocd-cm's customizations) removes the fields it names from
+//!   both objects before they are compared ([`compare_app_normalized`]).
+//! - **`argocd.argoproj.io/compare-options: IgnoreExtraneous`** on a live object to be
+//!   pruned: the resource is OutOfSync, but the application's status does not count it
+//!   ([`ResourceStatus::extraneous_ignored`]), as in Argo CD.
+//!
 //! # Not normalised (yet)
 //!
-//! Argo CD's `ignoreDifferences`, `compare-options: IgnoreExtraneous`, hooks, and
-//! defaults of kinds not listed above.
+//! Hooks, and defaults of kinds not listed above.
 
 mod defaults;
 mod diff;
@@ -70,6 +76,7 @@ use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use fleetshard_diff::Normalizer;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -130,6 +137,9 @@ pub struct ResourceStatus {
     pub requires_pruning: bool,
     /// The differing paths (empty when missing or to be pruned).
     pub differences: Vec<Difference>,
+    /// To be pruned, and its live object says `compare-options: IgnoreExtraneous`: the
+    /// application's sync status does not count it.
+    pub extraneous_ignored: bool,
 }
 
 impl ResourceStatus {
@@ -245,6 +255,17 @@ pub enum CompareError {
     },
 }
 
+/// The annotation of per-object compare options.
+pub const COMPARE_OPTIONS_ANNOTATION: &str = "argocd.argoproj.io/compare-options";
+
+/// Whether `obj`'s compare options (comma-separated) include `option`.
+pub fn has_compare_option(obj: &Value, option: &str) -> bool {
+    obj.pointer("/metadata/annotations")
+        .and_then(|a| a.get(COMPARE_OPTIONS_ANNOTATION))
+        .and_then(Value::as_str)
+        .is_some_and(|v| v.split(',').any(|o| o.trim() == option))
+}
+
 /// Compares one desired object with its live counterpart (`None`: not in the cluster).
 /// Keys are not checked here; `compare_app` pairs objects by key.
 pub fn compare_resource(
@@ -253,6 +274,17 @@ pub fn compare_resource(
     live: Option<&Value>,
     opts: &CompareOptions,
 ) -> ResourceStatus {
+    compare_resource_normalized(key, desired, live, opts, &Normalizer::default())
+}
+
+/// [`compare_resource`], with what `normalizer` leaves out removed from both objects.
+pub fn compare_resource_normalized(
+    key: ResourceKey,
+    desired: &Value,
+    live: Option<&Value>,
+    opts: &CompareOptions,
+    normalizer: &Normalizer,
+) -> ResourceStatus {
     let Some(live) = live else {
         return ResourceStatus {
             key,
@@ -260,7 +292,13 @@ pub fn compare_resource(
             missing: true,
             requires_pruning: false,
             differences: Vec::new(),
+            extraneous_ignored: false,
         };
+    };
+    let normalized = normalizer.normalize_pair(key.object_ref(), desired, live);
+    let (desired, live) = match &normalized {
+        Some((d, l)) => (d, l),
+        None => (desired, live),
     };
     let records = owned::Records::of(live, &opts.field_manager);
     let desired = secret::as_stored(&key.group, &key.kind, desired);
@@ -276,6 +314,7 @@ pub fn compare_resource(
         missing: false,
         requires_pruning: false,
         differences,
+        extraneous_ignored: false,
     }
 }
 
@@ -289,6 +328,16 @@ pub fn compare_app<L: Borrow<Value>>(
     desired: &[Value],
     live: &[L],
     opts: &CompareOptions,
+) -> Result<AppComparison, CompareError> {
+    compare_app_normalized(desired, live, opts, &Normalizer::default())
+}
+
+/// [`compare_app`], each pair of objects compared without what `normalizer` leaves out.
+pub fn compare_app_normalized<L: Borrow<Value>>(
+    desired: &[Value],
+    live: &[L],
+    opts: &CompareOptions,
+    normalizer: &Normalizer,
 ) -> Result<AppComparison, CompareError> {
     let desired_keys = keys(desired, Side::Desired, opts)?;
     let live_keys = keys(live, Side::Live, opts)?;
@@ -314,11 +363,12 @@ pub fn compare_app<L: Borrow<Value>>(
         if let Some(l) = found {
             used[l] = true;
         }
-        resources.push(compare_resource(
+        resources.push(compare_resource_normalized(
             key.clone(),
             &desired[d],
             found.map(|l| live[l].borrow()),
             opts,
+            normalizer,
         ));
     }
     for (key, &l) in &live_keys {
@@ -333,11 +383,14 @@ pub fn compare_app<L: Borrow<Value>>(
                 missing: false,
                 requires_pruning: true,
                 differences: Vec::new(),
+                extraneous_ignored: has_compare_option(live[l].borrow(), "IgnoreExtraneous"),
             });
         }
     }
     resources.sort_by(|a, b| a.key.cmp(&b.key));
-    let synced = resources.iter().all(|r| r.status == SyncStatus::Synced);
+    let synced = resources
+        .iter()
+        .all(|r| r.status == SyncStatus::Synced || r.extraneous_ignored);
     let status = if synced {
         SyncStatus::Synced
     } else {

@@ -6,8 +6,8 @@
 //!   once per revision;
 //! - [`compare`]: desired against live, with normalisation of server-populated fields and
 //!   defaults: Synced/OutOfSync per resource and per app;
-//! - [`health`]: health of live objects by kind (Healthy, Progressing, Degraded, Missing,
-//!   Unknown);
+//! - [`health`]: health of live objects (crate `fleetshard-health`, re-exported here):
+//!   built-in checks and Lua scripts;
 //! - [`live`]: live state from the destination clusters (kube-rs clients, discovery,
 //!   watch-backed caches per owned cluster);
 //! - [`apply`]: sync by server-side apply (field manager `fleetshard`) and prune, with a
@@ -17,7 +17,7 @@
 
 pub mod apply;
 pub mod compare;
-pub mod health;
+pub use fleetshard_health as health;
 pub mod live;
 pub mod reconciler;
 pub mod source;

@@ -35,8 +35,10 @@
 //! Limits: `ignoreDifferences`, sync waves and hooks and retry policies are not
 //! implemented.
 
+mod customize;
 mod guard;
 mod inventory;
+mod memo;
 mod operate;
 mod place;
 mod problem;
@@ -54,14 +56,13 @@ use fleetshard_controller::{AppKey, Operated, ReconcileError, Reconciler};
 use serde_json::Value;
 
 use crate::apply::{DesiredObject, LeaseCheck, PruneTarget, handover_patch};
-use crate::compare::{
-    AppComparison, CompareOptions, ResourceKey, SyncStatus, Tracking, compare_app,
-};
-use crate::health::{app_health, assess};
+use crate::compare::{CompareOptions, ResourceKey, SyncStatus, Tracking, compare_app_normalized};
+use crate::health::app_health;
 use crate::live::{ClusterConnections, KindInfo};
 use crate::source::{Refresh, Render, RepoCache, StandaloneRenderer};
 use fleetshard_manifest::project::WindowVerdict;
 use fleetshard_manifest::{RefreshRequest, RefusalKind};
+use memo::{Memo, Refreshed};
 use problem::{COMPARISON_ERROR, Problem};
 
 pub use inventory::{AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory};
@@ -123,48 +124,6 @@ impl Default for ReconcilerConfig {
     }
 }
 
-/// What the last successful refresh of an app found, for its operation.
-struct Refreshed {
-    /// The commit rendered (a multi-source app's revisions joined with `,`).
-    commit: String,
-    /// A multi-source app's revisions, one per source (empty: one source).
-    revisions: Vec<String>,
-    cluster: String,
-    desired: Vec<DesiredObject>,
-    prune: Vec<PruneTarget>,
-    comparison: AppComparison,
-}
-
-#[derive(Default)]
-struct Memo {
-    /// The app's cluster when it was last refreshed or operated on: the memo goes when
-    /// that cluster stops, so a later owner reads the recorded operation again.
-    cluster: String,
-    last: Option<Arc<Refreshed>>,
-    /// The commit last synced successfully.
-    synced: Option<String>,
-    /// `synced` was read from the recorded status (once per owner: the operation a
-    /// previous owner, or this replica before a restart, recorded).
-    recorded_read: bool,
-    /// The sync request last run; the same request is not run again until it is cleared.
-    request_done: Option<fleetshard_manifest::SyncRequest>,
-    /// A sync request refused (`SyncError`), shown on the app's status until the next
-    /// operation runs.
-    sync_error: Option<String>,
-    /// Consecutive self-heals, for their back-off.
-    heals: self_heal::SelfHeals,
-    /// The refresh annotation was seen at the last refresh (its hard refresh is served
-    /// once, until the annotation goes and comes back).
-    hard_refresh_served: bool,
-    /// The app's source(s) as its last comparison read them: a comparison after they
-    /// changed resolves the revision again (Argo CD's `noRevisionCache`).
-    compared_source: Option<Value>,
-    /// An ended operation whose record could not be written (a conflict that kept
-    /// recurring, an API server that did not answer): written before anything else the app
-    /// does, so no operation that ended stays recorded as Running.
-    unrecorded: Option<OperationState>,
-}
-
 /// The GitOps reconciler of one replica.
 pub struct GitOpsReconciler {
     inventory: Arc<dyn Inventory>,
@@ -177,6 +136,8 @@ pub struct GitOpsReconciler {
     apps: Mutex<HashMap<AppKey, Memo>>,
     /// The takeover warm-ups running, by cluster (`takeover.rs`).
     warming: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// argocd-cm's resource customizations, compiled (`customize.rs`).
+    customizations: customize::Customizations,
 }
 
 impl GitOpsReconciler {
@@ -204,7 +165,16 @@ impl GitOpsReconciler {
             config,
             apps: Mutex::new(HashMap::new()),
             warming: Mutex::new(HashMap::new()),
+            customizations: customize::Customizations::new(None, Default::default()),
         }
+    }
+
+    /// The same reconciler taking health scripts from `dir` (Argo CD's
+    /// `resource_customizations` layout), after argocd-cm's and before the built-in checks.
+    #[must_use]
+    pub fn with_health_scripts(mut self, dir: Arc<fleetshard_health::ScriptDir>) -> Self {
+        self.customizations = customize::Customizations::new(Some(dir), Default::default());
+        self
     }
 
     /// The same reconciler rendering sources with `renderer`.
@@ -301,6 +271,15 @@ impl GitOpsReconciler {
         // How this Argo CD instance tracks objects (argocd-cm, followed live).
         let tracking = Tracking::from_argocd_cm(&target.argocd_cm);
         self.clusters.set_instance_label_key(&tracking.label_key);
+        let comparison_error =
+            |message: String| with_rev(Problem::permanent(COMPARISON_ERROR, message));
+        let settings = self
+            .customizations
+            .settings(&target.argocd_cm)
+            .map_err(comparison_error)?;
+        let normalizer = settings
+            .normalizer(&target.spec.ignore_differences)
+            .map_err(comparison_error)?;
         let conn = self
             .clusters
             .start(&target.cluster)
@@ -329,6 +308,7 @@ impl GitOpsReconciler {
             placed.push((p.key, p.kind));
             values.push(object);
         }
+        conn.keep_managers(normalizer.trusted_managers());
         conn.watch_kinds(&kinds)
             .await
             .map_err(|e| with_rev(e.into()))?;
@@ -337,12 +317,8 @@ impl GitOpsReconciler {
         let opts = CompareOptions::new(&app_name)
             .with_destination_namespace(&dest_ns)
             .with_tracking(tracking);
-        let comparison = compare_app(&values, &live, &opts).map_err(|e| {
-            with_rev(Problem::permanent(
-                COMPARISON_ERROR,
-                format!("comparing {key}: {e}"),
-            ))
-        })?;
+        let comparison = compare_app_normalized(&values, &live, &opts, &normalizer)
+            .map_err(|e| comparison_error(format!("comparing {key}: {e}")))?;
         let live_by_key: HashMap<ResourceKey, &Value> = live
             .iter()
             .filter_map(|v| ResourceKey::of(v).ok().map(|k| (k, v.as_ref())))
@@ -356,7 +332,7 @@ impl GitOpsReconciler {
         let mut prune = Vec::new();
         for r in &comparison.resources {
             let live = live_by_key.get(&r.key).copied();
-            let health = assess(live);
+            let (health, counted) = customize::resource_health(&settings.health, &r.key, live);
             let live_api = live
                 .and_then(|v| v.get("apiVersion"))
                 .and_then(Value::as_str)
@@ -381,13 +357,16 @@ impl GitOpsReconciler {
                 namespace: r.key.namespace.clone(),
                 name: r.key.name.clone(),
                 status: sync_word(r.status).to_owned(),
-                health: HealthInfo {
-                    status: health.status.to_string(),
-                    message: health.message.clone(),
-                },
+                health: health
+                    .status()
+                    .map_or_else(HealthInfo::default, |s| HealthInfo {
+                        status: s.to_string(),
+                        message: health.message.clone(),
+                        last_transition_time: None,
+                    }),
                 requires_pruning: r.requires_pruning,
             });
-            healths.push(health);
+            healths.push(counted);
         }
         let mut conditions = Vec::new();
         if let Some(auto) = target.spec.auto_sync
@@ -415,6 +394,7 @@ impl GitOpsReconciler {
             health: HealthInfo {
                 status: app_health(&healths).to_string(),
                 message: String::new(),
+                last_transition_time: None,
             },
             resources,
             reconciled_at: self.clock.now_rfc3339(),
@@ -428,14 +408,23 @@ impl GitOpsReconciler {
                 .collect(),
             refresh_done: false,
         };
+        let respect = target.spec.respect_ignore_differences;
         let desired = placed
             .into_iter()
             .zip(values)
-            .map(|((key, kind), object)| DesiredObject {
-                handover: live_by_key.get(&key).and_then(|l| handover_patch(l)),
-                key,
-                kind,
-                object,
+            .map(|((key, kind), object)| {
+                let live = live_by_key.get(&key).copied();
+                DesiredObject {
+                    handover: live.and_then(handover_patch),
+                    object: match live {
+                        Some(live) if respect => {
+                            normalizer.respect(key.object_ref(), &object, live)
+                        }
+                        _ => object,
+                    },
+                    key,
+                    kind,
+                }
             })
             .collect();
         let refreshed = Refreshed {
@@ -499,6 +488,11 @@ impl GitOpsReconciler {
             let m = memos.entry(key.clone()).or_default();
             m.cluster.clone_from(&target.cluster.id);
             m.last = last;
+            status.health.last_transition_time = memo::health_transition(
+                &mut m.health_since,
+                &status.health.status,
+                &status.reconciled_at,
+            );
             m.sync_error.clone()
         };
         status.refresh_done = target.spec.refresh.is_some();
@@ -564,6 +558,7 @@ impl GitOpsReconciler {
             .collect();
         let to_do = last.comparison.resources.iter().any(|r| {
             r.status == SyncStatus::OutOfSync
+                && !r.extraneous_ignored
                 && (!r.requires_pruning || (auto.prune && !protected.contains(&r.key)))
         });
         let already = synced.as_deref() == Some(last.commit.as_str());

@@ -191,6 +191,11 @@ pub struct AppSpec {
     /// The Application's `argocd.argoproj.io/manifest-generate-paths` annotation (the
     /// paths whose changes matter to it; Argo CD's repo-server is told them).
     pub manifest_generate_paths: Option<String>,
+    /// `spec.ignoreDifferences`: fields the comparison leaves out, per object.
+    pub ignore_differences: Vec<crate::customizations::IgnoreDifference>,
+    /// `RespectIgnoreDifferences=true` in `spec.syncPolicy.syncOptions`: a sync leaves the
+    /// ignored fields as they are live.
+    pub respect_ignore_differences: bool,
     /// What the Application sets that fleetshard does not implement
     /// ([`crate::implemented`]); any refusal of kind [`RefusalKind::InvalidSpec`] stops
     /// every sync of the app, one of kind [`RefusalKind::Sync`] the request.

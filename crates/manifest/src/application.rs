@@ -97,6 +97,12 @@ struct Spec {
         skip_serializing_if = "Option::is_none"
     )]
     sync_policy: Option<SyncPolicy>,
+    #[serde(
+        default,
+        rename = "ignoreDifferences",
+        skip_serializing_if = "Option::is_none"
+    )]
+    ignore_differences: Option<Vec<crate::customizations::IgnoreDifference>>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -146,6 +152,12 @@ struct Dest {
 struct SyncPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     automated: Option<Automated>,
+    #[serde(
+        default,
+        rename = "syncOptions",
+        skip_serializing_if = "Option::is_none"
+    )]
+    sync_options: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -221,6 +233,16 @@ pub(crate) fn to_app(
     let refusals = crate::implemented::refusals(value);
 
     let dest = spec.destination.unwrap_or_default();
+    let ignore_differences = spec.ignore_differences.unwrap_or_default();
+    let respect_ignore_differences = spec
+        .sync_policy
+        .as_ref()
+        .and_then(|p| p.sync_options.as_ref())
+        .and_then(Value::as_array)
+        .is_some_and(|opts| {
+            opts.iter()
+                .any(|o| o.as_str().map(str::trim) == Some("RespectIgnoreDifferences=true"))
+        });
     let auto_sync = spec
         .sync_policy
         .and_then(|p| p.automated)
@@ -277,6 +299,8 @@ pub(crate) fn to_app(
             .pointer("/metadata/annotations/argocd.argoproj.io~1manifest-generate-paths")
             .and_then(Value::as_str)
             .map(str::to_owned),
+        ignore_differences,
+        respect_ignore_differences,
     };
     Ok((app, spec))
 }
@@ -391,7 +415,13 @@ pub(crate) fn to_application(app: &App, spec: Option<&AppSpec>) -> ApplicationOu
                     self_heal: Some(a.self_heal),
                     allow_empty: Some(a.allow_empty).filter(|e| *e),
                 }),
+                sync_options: spec
+                    .filter(|s| s.respect_ignore_differences)
+                    .map(|_| Value::from(vec!["RespectIgnoreDifferences=true"])),
             }),
+            ignore_differences: spec
+                .map(|s| s.ignore_differences.clone())
+                .filter(|d| !d.is_empty()),
         },
     }
 }

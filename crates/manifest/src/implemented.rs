@@ -72,6 +72,9 @@ pub const SPEC_FIELDS: &[&str] = &[
     "syncPolicy.automated.selfHeal",
     "syncPolicy.automated.allowEmpty",
     "syncPolicy.syncOptions",
+    // What the comparison leaves out (group, kind, name, namespace, jsonPointers,
+    // jqPathExpressions, managedFieldsManagers; the loader reads the entries' types).
+    "ignoreDifferences",
     // Informational only: shown by Argo CD's UI, never read by its controller.
     "info",
     // Bounds `status.history`, which fleetshard does not write (so never exceeds it).
@@ -104,6 +107,8 @@ pub const APP_SYNC_OPTIONS: &[&str] = &[
     "Replace=false",
     "Force=false",
     "RespectIgnoreDifferences=false",
+    // A sync leaves the fields `ignoreDifferences` names as they are live.
+    "RespectIgnoreDifferences=true",
     "FailOnSharedResource=false",
     "SkipDryRunOnMissingResource=false",
 ];
@@ -123,6 +128,20 @@ pub const OBJECT_ANNOTATIONS: &[&str] = &[
     "argocd.argoproj.io/installation-id",
     "argocd.argoproj.io/sync-options",
     "helm.sh/resource-policy",
+    // Compare options, checked against OBJECT_COMPARE_OPTIONS.
+    "argocd.argoproj.io/compare-options",
+    // `"true"`: the object's health does not count towards its application's.
+    "argocd.argoproj.io/ignore-healthcheck",
+];
+
+/// Per-object compare options (`argocd.argoproj.io/compare-options` on a manifest)
+/// accepted: `IgnoreExtraneous` (implemented) and the defaults. `ServerSideDiff=true` and
+/// `IncludeMutationWebhook=true` need a server-side dry run per comparison, which
+/// fleetshard does not make: refused.
+pub const OBJECT_COMPARE_OPTIONS: &[&str] = &[
+    "IgnoreExtraneous",
+    "ServerSideDiff=false",
+    "IncludeMutationWebhook=false",
 ];
 
 /// Annotation prefixes whose keys steer Argo CD's controller.
@@ -320,7 +339,6 @@ mod tests {
                 "metadata.annotations[argocd.argoproj.io/skip-reconcile]",
                 "operation.sync.manifests",
                 "operation.sync.syncStrategy",
-                "spec.ignoreDifferences",
                 "spec.someFieldOfTomorrow",
                 "spec.source.directory.jsonnet.tomorrow",
                 "spec.source.helm.fileParameters",

@@ -4,6 +4,7 @@ mod app_spec;
 mod application;
 mod cluster_scope;
 mod credentials;
+pub mod customizations;
 mod document;
 mod error;
 mod fast_yaml;

@@ -244,6 +244,7 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
             refresh: None,
             manifest_generate_paths: None,
             sources: Vec::new(),
+            ..AppSpec::default()
         };
         // The first definition of a key is the one that counts (as in the fleet's loads).
         specs.entry(spec_key(&app)).or_insert(spec);

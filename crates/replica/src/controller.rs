@@ -215,6 +215,24 @@ fn gitops(
         Arc::new(SystemClock),
         config,
     );
+    let reconciler = match &settings.resource_customizations {
+        None => reconciler,
+        Some(dir) => {
+            let scripts =
+                fleetshard_health::ScriptDir::load(dir, Default::default()).map_err(|e| {
+                    ReplicaError::Start {
+                        part: "the health scripts of --resource-customizations",
+                        reason: e.to_string(),
+                    }
+                })?;
+            tracing::info!(
+                dir = %dir.display(),
+                scripts = scripts.len(),
+                "health scripts read"
+            );
+            reconciler.with_health_scripts(Arc::new(scripts))
+        }
+    };
     let Some(client) = settings.repo_server.client(argo_objects) else {
         let renderer = StandaloneRenderer::new(repos, settings.render.clone());
         return Ok(Arc::new(reconciler.with_renderer(Arc::new(renderer))));

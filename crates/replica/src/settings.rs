@@ -122,6 +122,10 @@ pub struct ControllerSettings {
     /// How this replica renders sources when no repo-server does (tools' timeout, renders
     /// kept, Kustomize remote bases).
     pub render: fleetshard_gitops::source::RenderConfig,
+    /// A directory of health scripts in Argo CD's `resource_customizations` layout
+    /// (`<group>/<kind>/health.lua`), checked after argocd-cm's and before the built-in
+    /// checks; read once at start.
+    pub resource_customizations: Option<PathBuf>,
 }
 
 /// Where an app's source is rendered.
@@ -169,6 +173,7 @@ impl Default for ControllerSettings {
                 fleetshard_reposerver::client::DEFAULT_ADDR,
             )),
             render: Default::default(),
+            resource_customizations: None,
         }
     }
 }

@@ -57,6 +57,18 @@ const PURE_CRATES: &[(&str, &[&str])] = &[
     ),
     // The shared helpers: pure, and with no dependency at all.
     ("fleetshard-util", &[]),
+    // What a comparison leaves out: a function of the objects and the rules.
+    (
+        "fleetshard-diff",
+        &[
+            "fleetshard-manifest",
+            "jaq-core",
+            "jaq-json",
+            "jaq-std",
+            "serde_json",
+            "thiserror",
+        ],
+    ),
     // plan renders the JSON report, a stable contract: serde belongs here, not in core.
     (
         "fleetshard-plan",

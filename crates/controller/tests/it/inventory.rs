@@ -232,7 +232,24 @@ async fn changed_definitions_and_credentials_are_refreshed_on_the_owner() {
             ..Default::default()
         },
     );
-    inventory.publish(with_token, vec![], true);
+    inventory.publish(with_token.clone(), vec![], true);
+    queued(&filter, 2).await;
+    assert_eq!(
+        drain(&filter).await,
+        [
+            AppKey::new("argocd", "app-a"),
+            AppKey::new("argocd", "app-a2")
+        ]
+    );
+
+    // A change of argocd-cm (a health script, an ignoreDifferences rule) queues every
+    // owned app.
+    let mut customized = with_token.clone();
+    customized.argocd_cm.insert(
+        "resource.customizations.health.cert-manager.io_Certificate".into(),
+        "return nil".into(),
+    );
+    inventory.publish(customized, vec![], true);
     queued(&filter, 2).await;
     assert_eq!(
         drain(&filter).await,

@@ -9,6 +9,7 @@
 pub mod apps;
 pub mod exit;
 pub mod fleet;
+pub mod health;
 pub mod input;
 pub mod limits;
 pub mod logging;
@@ -112,6 +113,10 @@ pub enum Command {
     /// Everything on this machine: simulated clusters, a Git repository of demo apps,
     /// replicas on an SQLite store, and the live dashboard with controls on 127.0.0.1.
     Up(up::UpArgs),
+    /// Health of objects in files, as the reconciler assesses it: the built-in checks or
+    /// the Lua scripts of an Argo CD resource_customizations directory (`check`).
+    #[command(subcommand)]
+    Health(health::HealthCommand),
     /// Prints a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(shell::CompletionsArgs),
     /// Prints the man page (roff), fleetshard's or a command's.
@@ -149,6 +154,7 @@ pub fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         Command::Store(cmd) => store_cmd::run(cmd),
         Command::Pin(args) => pin::run(*args),
         Command::Up(args) => up::run(args),
+        Command::Health(cmd) => health::run(cmd),
         Command::Completions(args) => shell::completions(&args),
         Command::Man(args) => shell::man(&args),
     }

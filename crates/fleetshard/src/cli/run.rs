@@ -273,6 +273,11 @@ pub struct ReconcileArgs {
         value_parser = parse_go_duration
     )]
     pub cluster_cache_relist: Duration,
+    /// A directory of health scripts in Argo CD's resource_customizations layout
+    /// (`<group>/<kind>/health.lua`, `_` for a wildcard segment; e.g. a checkout of Argo
+    /// CD's own): checked after argocd-cm's scripts, before the built-in checks.
+    #[arg(long, value_name = "DIR", env = "FLEETSHARD_RESOURCE_CUSTOMIZATIONS")]
+    pub resource_customizations: Option<PathBuf>,
     /// Where sources are rendered.
     #[command(flatten)]
     pub render: super::repo_server::RepoServerArgs,
@@ -302,6 +307,7 @@ impl ReconcileArgs {
             cluster_cache_relist: self.cluster_cache_relist,
             repo_server: self.render.setting()?,
             render: self.render.standalone(),
+            resource_customizations: self.resource_customizations.clone(),
         })
     }
 }

@@ -37,6 +37,7 @@ fn comparison(sync: &str, health: &str, message: Option<&str>) -> ComparisonStat
         health: HealthInfo {
             status: health.to_owned(),
             message: String::new(),
+            last_transition_time: None,
         },
         resources: Vec::new(),
         source_type: None,

@@ -16,6 +16,7 @@ mod deploy_manifests;
 mod failover;
 mod figures;
 mod grafana;
+mod health_check;
 mod pin;
 mod repo_server;
 mod run_argocd;

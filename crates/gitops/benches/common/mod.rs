@@ -29,6 +29,7 @@ pub fn auto_synced(repo: &str, path: String) -> AppSpec {
         refresh: None,
         manifest_generate_paths: None,
         sources: Vec::new(),
+        ..AppSpec::default()
     }
 }
 

@@ -30,6 +30,16 @@ impl ResourceKey {
         }
     }
 
+    /// The object this key names, as the diff normalizer matches it.
+    pub fn object_ref(&self) -> fleetshard_diff::ObjectRef<'_> {
+        fleetshard_diff::ObjectRef {
+            group: &self.group,
+            kind: &self.kind,
+            namespace: &self.namespace,
+            name: &self.name,
+        }
+    }
+
     /// The key of `obj`, read from `apiVersion`, `kind`, `metadata.namespace` and
     /// `metadata.name`. The error names the first field that is missing or not a string.
     pub fn of(obj: &Value) -> Result<ResourceKey, KeyError> {

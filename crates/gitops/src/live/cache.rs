@@ -162,6 +162,7 @@ struct Watched {
 /// when this is dropped.
 pub(crate) struct KindCache {
     watches: Vec<Watched>,
+    kept: super::slim::KeptManagers,
 }
 
 impl Drop for KindCache {
@@ -188,6 +189,8 @@ pub(crate) struct WatchContext {
     /// Bounds the cluster's first lists in flight (a permit is held from a watch's start
     /// to its first complete list).
     pub(crate) lists: Arc<Semaphore>,
+    /// The managers whose `managedFields` entries are kept (`slim.rs`).
+    pub(crate) kept: super::slim::KeptManagers,
 }
 
 impl KindCache {
@@ -205,7 +208,10 @@ impl KindCache {
                 .map(|ns| Watched::start(ctx.clone(), resource.clone(), Some(ns.clone())))
                 .collect(),
         };
-        KindCache { watches }
+        KindCache {
+            watches,
+            kept: ctx.kept.clone(),
+        }
     }
 
     /// Waits until every watch's first list is complete; `Err` holds the last error seen
@@ -293,7 +299,8 @@ impl KindCache {
     /// it even before the watch delivers it (read-your-writes). An object no watch sees
     /// is not kept.
     pub(crate) fn observe(&self, key: ObjKey, mut value: Value) {
-        super::slim::slim(&mut value);
+        let kept = lock(&self.kept).clone();
+        super::slim::slim(&mut value, &kept);
         if let Some(w) = self.watch_of(&key) {
             lock(&w.state).objects.insert_if_newer(key, Arc::new(value));
         }
@@ -322,7 +329,7 @@ impl Watched {
             Some(ns) => Api::namespaced_with(ctx.client, ns, &resource),
             None => Api::all_with(ctx.client, &resource),
         };
-        let (heard, listener, lists) = (ctx.heard, ctx.listener, ctx.lists);
+        let (heard, listener, lists, kept) = (ctx.heard, ctx.listener, ctx.lists, ctx.kept);
         let relist_every = ctx.relist_every;
         let task = tokio::spawn(async move {
             // Held until the first list is complete or fails (never closed).
@@ -356,7 +363,7 @@ impl Watched {
                         }
                         Ok(Event::Init) => s.buffer = Some(HashMap::new()),
                         Ok(Event::InitApply(obj)) => {
-                            let (key, value) = to_value(&resource, obj);
+                            let (key, value) = to_value(&resource, obj, &kept);
                             s.buffer.get_or_insert_with(HashMap::new).insert(key, value);
                         }
                         Ok(Event::InitDone) => {
@@ -373,12 +380,12 @@ impl Watched {
                             drop(permit.take());
                         }
                         Ok(Event::Apply(obj)) => {
-                            let (key, value) = to_value(&resource, obj);
+                            let (key, value) = to_value(&resource, obj, &kept);
                             changed.extend(tracked_apps(&value, &label_key));
                             s.objects.insert_if_newer(key, value);
                         }
                         Ok(Event::Delete(obj)) => {
-                            let (key, value) = to_value(&resource, obj);
+                            let (key, value) = to_value(&resource, obj, &kept);
                             changed.extend(tracked_apps(&value, &label_key));
                             s.objects.remove(&key);
                         }
@@ -412,13 +419,18 @@ async fn sleep_until_opt(at: Option<Instant>) {
 }
 
 /// The object's key and its JSON (list items may omit `apiVersion` and `kind`).
-fn to_value(resource: &ApiResource, obj: DynamicObject) -> (ObjKey, Arc<Value>) {
+fn to_value(
+    resource: &ApiResource,
+    obj: DynamicObject,
+    kept: &super::slim::KeptManagers,
+) -> (ObjKey, Arc<Value>) {
     let key = (
         obj.metadata.namespace.clone().unwrap_or_default(),
         obj.metadata.name.clone().unwrap_or_default(),
     );
     let mut value = live_value(resource, obj);
-    super::slim::slim(&mut value);
+    let kept = lock(kept).clone();
+    super::slim::slim(&mut value, &kept);
     (key, Arc::new(value))
 }
 

@@ -8,15 +8,22 @@
 //! `last-applied-configuration` annotation — it rewrites the whole list then, so such an
 //! object is kept whole. Every other object keeps only fleetshard's `Apply` entries: the
 //! entries of controllers, kubelets and `kubectl create` (often larger than the object's
-//! own fields, e.g. a Deployment's status) are dropped. No other field is touched.
+//! own fields, e.g. a Deployment's status) are dropped — except those of the managers an
+//! application's `ignoreDifferences` trusts (`managedFieldsManagers`, [`KeptManagers`]),
+//! whose entries the comparison reads. No other field is touched.
 
 use serde_json::Value;
 
 use crate::apply::LEGACY_MANAGERS;
 use crate::compare::{FIELD_MANAGER, LAST_APPLIED};
 
-/// Drops from `obj` what no reader of the cache needs (see the module's documentation).
-pub(crate) fn slim(obj: &mut Value) {
+/// The field managers whose `managedFields` entries a cluster's caches keep beside
+/// fleetshard's own (shared by the caches and their watch tasks).
+pub(crate) type KeptManagers = std::sync::Arc<std::sync::Mutex<std::sync::Arc<Vec<String>>>>;
+
+/// Drops from `obj` what no reader of the cache needs (see the module's documentation),
+/// keeping the entries of the managers in `kept`.
+pub(crate) fn slim(obj: &mut Value, kept: &[String]) {
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
@@ -36,9 +43,11 @@ pub(crate) fn slim(obj: &mut Value) {
         return;
     }
     entries.retain(|e| {
-        main(e)
-            && field(e, "manager").as_deref() == Some(FIELD_MANAGER)
-            && field(e, "operation").as_deref() == Some("Apply")
+        let manager = field(e, "manager");
+        (main(e)
+            && manager.as_deref() == Some(FIELD_MANAGER)
+            && field(e, "operation").as_deref() == Some("Apply"))
+            || manager.is_some_and(|m| kept.contains(&m))
     });
     if entries.is_empty() {
         meta.remove("managedFields");
@@ -140,7 +149,7 @@ mod tests {
         let opts = CompareOptions::new("app");
         for (live, desired) in cases() {
             let mut slimmed = live.clone();
-            slim(&mut slimmed);
+            slim(&mut slimmed, &[]);
             let whole = compare_app(std::slice::from_ref(&desired), &[&live], &opts).unwrap();
             let slim = compare_app(std::slice::from_ref(&desired), &[&slimmed], &opts).unwrap();
             assert_eq!(whole, slim, "{}", live["metadata"]["name"]);
@@ -167,7 +176,7 @@ mod tests {
         let kept: Vec<Vec<String>> = cases()
             .into_iter()
             .map(|(mut live, _)| {
-                slim(&mut live);
+                slim(&mut live, &[]);
                 managers(&live)
             })
             .collect();
@@ -178,8 +187,12 @@ mod tests {
         // Nothing but managedFields changes.
         let (mut live, _) = cases().remove(0);
         let mut before = live.clone();
-        slim(&mut live);
+        slim(&mut live, &[]);
         before["metadata"]["managedFields"] = live["metadata"]["managedFields"].clone();
         assert_eq!(before, live);
+        // A trusted manager's entries stay, whatever their operation or subresource.
+        let (mut live, _) = cases().remove(0);
+        slim(&mut live, &["kube-controller-manager".to_owned()]);
+        assert_eq!(managers(&live), ["fleetshard/", "kube-controller-manager/"]);
     }
 }

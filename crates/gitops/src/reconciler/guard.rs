@@ -5,11 +5,12 @@
 
 use fleetshard_manifest::SyncResource;
 use fleetshard_manifest::implemented::{
-    APP_SYNC_OPTIONS, CONTROLLED_PREFIXES, OBJECT_ANNOTATIONS, OBJECT_SYNC_OPTIONS,
+    APP_SYNC_OPTIONS, CONTROLLED_PREFIXES, OBJECT_ANNOTATIONS, OBJECT_COMPARE_OPTIONS,
+    OBJECT_SYNC_OPTIONS,
 };
 use serde_json::Value;
 
-use crate::compare::ResourceKey;
+use crate::compare::{COMPARE_OPTIONS_ANNOTATION, ResourceKey};
 
 /// Argo CD's per-object sync options annotation.
 pub(crate) const SYNC_OPTIONS: &str = "argocd.argoproj.io/sync-options";
@@ -39,14 +40,22 @@ pub(crate) fn object_refusal(object: &Value, what: &str) -> Option<String> {
         }
         if !OBJECT_ANNOTATIONS.contains(&key.as_str()) {
             return Some(format!(
-                "{what}: annotation {key} is not implemented by fleetshard (sync waves, hooks \
-                 and compare options are not); nothing is synced"
+                "{what}: annotation {key} is not implemented by fleetshard (sync waves and \
+                 hooks are not); nothing is synced"
             ));
         }
         if key == RESOURCE_POLICY && value != "keep" {
             return Some(format!(
                 "{what}: annotation {key}: {value:?} is not implemented by fleetshard (only \
                  \"keep\"); nothing is synced"
+            ));
+        }
+        if key == COMPARE_OPTIONS_ANNOTATION
+            && let Some(bad) = options(value).find(|o| !OBJECT_COMPARE_OPTIONS.contains(o))
+        {
+            return Some(format!(
+                "{what}: annotation {key}: compare option {bad:?} is not implemented by \
+                 fleetshard (a server-side dry run per comparison); nothing is synced"
             ));
         }
         if key == SYNC_OPTIONS
@@ -106,6 +115,8 @@ mod tests {
             json!({"argocd.argoproj.io/sync-options": "Prune=false,ServerSideApply=true"}),
             json!({"helm.sh/resource-policy": "keep"}),
             json!({"example.com/anything": "x"}),
+            json!({"argocd.argoproj.io/compare-options": "IgnoreExtraneous, ServerSideDiff=false"}),
+            json!({"argocd.argoproj.io/ignore-healthcheck": "true"}),
         ] {
             assert_eq!(object_refusal(&with(ok.clone()), "o"), None, "{ok}");
         }
@@ -116,6 +127,8 @@ mod tests {
             json!({"argocd.argoproj.io/sync-options": "Replace=true"}),
             json!({"argocd.argoproj.io/sync-options": "Prune=confirm"}),
             json!({"argocd.argoproj.io/some-future-annotation": "x"}),
+            json!({"argocd.argoproj.io/compare-options": "ServerSideDiff=true"}),
+            json!({"argocd.argoproj.io/compare-options": "IncludeMutationWebhook=true"}),
         ] {
             let why = object_refusal(&with(bad.clone()), "ConfigMap default/x").unwrap();
             assert!(why.starts_with("ConfigMap default/x: annotation "), "{why}");

@@ -278,6 +278,7 @@ mod tests {
             refresh: None,
             manifest_generate_paths: None,
             sources: Vec::new(),
+            ..AppSpec::default()
         };
         content.specs.insert(key.clone(), spec.clone().into());
         published.publish(content.clone(), vec![], true);

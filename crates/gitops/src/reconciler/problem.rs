@@ -54,6 +54,7 @@ impl Problem {
             health: HealthInfo {
                 status: "Unknown".to_owned(),
                 message: String::new(),
+                last_transition_time: None,
             },
             resources: Vec::new(),
             source_type: None,

@@ -28,13 +28,28 @@ pub struct SyncInfo {
 }
 
 /// `status.health` and a resource's `health`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HealthInfo {
-    /// `Healthy`, `Progressing`, `Degraded`, `Suspended`, `Missing` or `Unknown`.
+    /// `Healthy`, `Progressing`, `Degraded`, `Suspended`, `Missing` or `Unknown`; empty
+    /// for a resource without health (no check applies to its kind: the field is then not
+    /// written, as Argo CD writes none).
+    #[serde(default)]
     pub status: String,
     /// Why, when a rule said.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The application's health: when its status last changed (Argo CD 3's
+    /// `health.lastTransitionTime`); absent on a resource's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+impl HealthInfo {
+    /// Whether this is no health at all (a resource no check applies to).
+    pub fn is_none(&self) -> bool {
+        self.status.is_empty()
+    }
 }
 
 /// One entry of `status.resources`.
@@ -54,7 +69,8 @@ pub struct ResourceEntry {
     pub name: String,
     /// `Synced` or `OutOfSync`.
     pub status: String,
-    /// The live object's health.
+    /// The live object's health (absent when no check applies to its kind).
+    #[serde(default, skip_serializing_if = "HealthInfo::is_none")]
     pub health: HealthInfo,
     /// Live, tracked by the app, and no longer in Git.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -383,7 +399,11 @@ impl StatusSink for MemorySink {
         let mut s = self.statuses.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = s.entry(app.clone()).or_default();
         match update {
-            StatusUpdate::Comparison(c) => entry.comparison = Some(c.clone()),
+            StatusUpdate::Comparison(c) => {
+                let mut c = c.clone();
+                keep_health_transition(&mut c, entry.comparison.as_ref());
+                entry.comparison = Some(c);
+            }
             StatusUpdate::Operation(o) => entry.operation = Some(o.clone()),
         }
         Box::pin(async { Ok(()) })
@@ -396,6 +416,21 @@ impl StatusSink for MemorySink {
         let operation = self.get(app).and_then(|s| s.operation);
         Box::pin(async { Ok(operation) })
     }
+}
+
+/// The app's health in `new` written without `lastTransitionTime` (the reconciler's first
+/// refresh of the app): the recorded time when the recorded status is the same, else the
+/// refresh's time (a new app, or a status that changed).
+pub(crate) fn keep_health_transition(new: &mut ComparisonStatus, old: Option<&ComparisonStatus>) {
+    if new.health.last_transition_time.is_some() {
+        return;
+    }
+    new.health.last_transition_time = match old {
+        Some(old) if old.health.status == new.health.status => {
+            old.health.last_transition_time.clone()
+        }
+        _ => Some(new.reconciled_at.clone()),
+    };
 }
 
 /// Kubernetes mode: a merge patch of the Application's `status` (`argoproj.io/v1alpha1`,

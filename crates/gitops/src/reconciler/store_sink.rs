@@ -408,6 +408,7 @@ fn merge(base: &StoredAppStatus, update: &StatusUpdate) -> StoredAppStatus {
             if let Some(old) = &base.comparison {
                 keep_transition_times(&mut c.conditions, &old.conditions);
             }
+            super::status::keep_health_transition(&mut c, base.comparison.as_ref());
             StoredAppStatus {
                 comparison: Some(c),
                 operation: base.operation.clone(),

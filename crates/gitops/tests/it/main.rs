@@ -1,5 +1,5 @@
 //! The GitOps crate's integration tests, as one test binary: comparison and health rules
-//! (`compare`, `compare_props`, `health`), the Git source (`source`, `source_cache`, and
+//! (`compare`, `compare_props`; health is tested in `fleetshard-health`), the Git source (`source`, `source_cache`, and
 //! `source_http` against a real `git http-backend`, `source_auth` with credentials against
 //! it and a real `sshd`), the reconciler against fake API servers (`reconcile`), and cluster
 //! authentication from a Secret's `config` (`cluster_auth`, `cluster_eks` for EKS) and over TLS
@@ -11,8 +11,8 @@ mod cluster_eks;
 mod cluster_tls;
 mod compare;
 mod compare_bench;
+mod compare_ignored;
 mod compare_props;
-mod health;
 mod live_cache;
 mod reconcile;
 mod render;

@@ -343,3 +343,29 @@ operation:
         }
     );
 }
+
+#[test]
+fn ignore_differences_and_respect_ignore_differences_are_read_not_refused() {
+    let text = r#"{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+      "metadata": {"name": "x", "namespace": "argocd"},
+      "spec": {"project": "p", "destination": {"server": "https://a"},
+               "ignoreDifferences": [{"group": "apps", "kind": "Deployment", "jsonPointers": ["/spec/replicas"]},
+                                     {"kind": "ConfigMap", "name": "c", "jqPathExpressions": [".data.x"]}],
+               "syncPolicy": {"syncOptions": ["RespectIgnoreDifferences=true"]}}}"#;
+    let file = parse_apps_with_specs(text, "x.json").unwrap().value;
+    let spec = spec_of(&file, &file.fleet.apps[0]);
+    assert!(spec.refusals.is_empty(), "{:?}", spec.refusals);
+    assert!(spec.respect_ignore_differences);
+    assert_eq!(spec.ignore_differences.len(), 2);
+    assert_eq!(
+        spec.ignore_differences[0].rules.json_pointers,
+        ["/spec/replicas"]
+    );
+    assert_eq!(spec.ignore_differences[1].name, "c");
+    let bad = text.replace(
+        r#""jsonPointers": ["/spec/replicas"]"#,
+        r#""jsonPointers": "/spec/replicas""#,
+    );
+    let err = parse_apps_with_specs(&bad, "x.json").unwrap_err();
+    assert!(err.to_string().contains("ignoreDifferences"), "{err}");
+}

@@ -117,6 +117,7 @@ fn app() -> impl Strategy<Value = (App, AppSpec)> {
                     refresh: None,
                     manifest_generate_paths: None,
                     sources: Vec::new(),
+                    ..AppSpec::default()
                 };
                 (app, spec)
             },
@@ -200,6 +201,7 @@ fn seeds() -> Vec<String> {
                 refresh: None,
                 manifest_generate_paths: None,
                 sources: Vec::new(),
+                ..AppSpec::default()
             },
         )]
         .into(),

@@ -149,3 +149,54 @@ fn a_multi_source_sync_records_its_revisions_and_a_single_source_one_removes_the
     assert_eq!(map["sources"], Value::Null, "{written}");
     assert_eq!(written["source"]["repoURL"], "https://git.example/apps");
 }
+
+#[test]
+fn health_transition_time_is_kept_or_set_and_resources_without_health_write_none() {
+    let comparison = |health: &str, at: &str, since: Option<&str>| ComparisonStatus {
+        sync: SyncInfo {
+            status: "Synced".into(),
+            revision: None,
+            revisions: Vec::new(),
+        },
+        health: HealthInfo {
+            status: health.into(),
+            message: String::new(),
+            last_transition_time: since.map(str::to_owned),
+        },
+        resources: vec![ResourceEntry {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "ns".into(),
+            name: "c".into(),
+            status: "Synced".into(),
+            health: HealthInfo::default(),
+            requires_pruning: false,
+        }],
+        reconciled_at: at.into(),
+        conditions: Vec::new(),
+        source_type: None,
+        source_types: Vec::new(),
+        refresh_done: false,
+    };
+    let old = comparison("Progressing", "t1", Some("t0"));
+    let mut same = comparison("Progressing", "t2", None);
+    keep_health_transition(&mut same, Some(&old));
+    assert_eq!(same.health.last_transition_time.as_deref(), Some("t0"));
+    let mut changed = comparison("Healthy", "t2", None);
+    keep_health_transition(&mut changed, Some(&old));
+    assert_eq!(changed.health.last_transition_time.as_deref(), Some("t2"));
+    let mut first = comparison("Healthy", "t3", None);
+    keep_health_transition(&mut first, None);
+    assert_eq!(first.health.last_transition_time.as_deref(), Some("t3"));
+    // Known by the reconciler: left as given; in the patch, a resource without health has none.
+    let mut given = comparison("Healthy", "t4", Some("t3"));
+    keep_health_transition(&mut given, Some(&old));
+    assert_eq!(given.health.last_transition_time.as_deref(), Some("t3"));
+    let patch = StatusUpdate::Comparison(given).merge_patch();
+    assert_eq!(patch["status"]["health"]["lastTransitionTime"], "t3");
+    assert!(
+        patch["status"]["resources"][0].get("health").is_none(),
+        "{patch}"
+    );
+}

@@ -22,6 +22,8 @@ fn comparison(sync: &str, at: &str, conditions: &[&str]) -> ComparisonStatus {
         health: HealthInfo {
             status: "Healthy".to_owned(),
             message: String::new(),
+            // As the reconciler gives it once it knows the app (kept as given).
+            last_transition_time: Some("t0".to_owned()),
         },
         resources: Vec::new(),
         source_type: None,

@@ -65,6 +65,7 @@ pub fn target(
             refresh: None,
             manifest_generate_paths: None,
             sources: Vec::new(),
+            ..AppSpec::default()
         },
         cluster_name: cluster.id.clone(),
         cluster,

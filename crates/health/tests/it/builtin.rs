@@ -1,6 +1,6 @@
 //! Health per kind, table-driven over realistic live objects, and application health.
 
-use fleetshard_gitops::health::{Health, HealthStatus, app_health, assess};
+use fleetshard_health::{Health, HealthStatus, app_health, assess};
 use serde_json::{Value, json};
 
 use HealthStatus::{Degraded, Healthy, Missing, Progressing, Suspended, Unknown};

@@ -1,8 +1,5 @@
-//! Health of live objects, by kind, with Argo CD's (gitops-engine's) rules, and the health
-//! of an application as the worst of its resources.
-//!
-//! Pure: no I/O, no clock (a CronJob's timestamps are compared with each other, never with
-//! now).
+//! The checks Argo CD makes in Go (gitops-engine's `pkg/health`), written here from their
+//! documented behaviour, plus CronJob (a Lua script in Argo CD, built in here).
 //!
 //! | kind (group) | rule |
 //! |---|---|
@@ -16,91 +13,30 @@
 //! | PersistentVolumeClaim | Bound → Healthy, Pending → Progressing, Lost → Degraded, else Unknown |
 //! | Job (batch) | condition Failed → Degraded, Complete → Healthy, Suspended → Suspended, else Progressing |
 //! | CronJob (batch) | suspended → Suspended; never scheduled → Healthy; last run failed (last success before last schedule, nothing active) → Degraded; no status yet → Progressing |
+//! | HorizontalPodAutoscaler (autoscaling v1, v2; other versions Unknown, as Argo CD) | the conditions (v2: `status.conditions`; v1: the `autoscaling.alpha.kubernetes.io/conditions` annotation, none → Progressing): `AbleToScale` with reason `FailedGetScale`/`FailedUpdateScale`, or `ScalingActive` with `FailedGet{Resource,Object,Pods,External}Metric`, `FailedComputeMetricsReplicas`, `InvalidSelector` → Degraded (its message); else `AbleToScale` or `ScalingLimited` True → Healthy (its message); else Progressing "Waiting to Autoscale" |
+//! | APIService (apiregistration.k8s.io v1, v1beta1; other versions Unknown) | condition `Available`: True → Healthy, else Progressing, with message `reason: message`; none → Progressing "Waiting to be processed" |
+//! | Workflow (argoproj.io) | `status.phase` empty, Pending or Running → Progressing; Succeeded → Healthy; Failed or Error → Degraded; else Unknown; message `status.message` |
 //!
-//! Any object with `metadata.deletionTimestamp` is Progressing ("Pending deletion"). A
-//! kind without a rule is **Unknown** (as the issue asks; Argo CD reports no health for
-//! it). Such resources do not count towards the application's health
-//! ([`Health::checked`] is false), as in Argo CD: otherwise every application with a
-//! ConfigMap would be Unknown. A field of the wrong type makes the object Unknown, with a
-//! message naming it (Argo CD: the typed conversion fails).
-//!
-//! The [`HealthStatus::Suspended`] variant is kept (paused Deployment, suspended Job or
-//! CronJob), as in Argo CD, rather than folded into Healthy: an operator wants to see it.
+//! A field of the wrong type makes the object Unknown, with a message naming it (Argo CD:
+//! the typed conversion fails). Pure: no I/O, no clock (a CronJob's timestamps are compared
+//! with each other, never with now).
 
 mod batch;
 mod core;
+mod others;
 mod workloads;
 
-use std::fmt;
-
-use serde::Serialize;
 use serde_json::Value;
 
-/// Health of a resource or application, ordered from best to worst as Argo CD's
-/// `healthOrder`: Healthy < Suspended < Progressing < Missing < Degraded < Unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum HealthStatus {
-    /// Working as intended.
-    Healthy,
-    /// Paused or suspended on purpose.
-    Suspended,
-    /// Not healthy yet, still expected to get there.
-    Progressing,
-    /// The object does not exist in the cluster.
-    Missing,
-    /// Failed, or cannot become healthy without intervention.
-    Degraded,
-    /// Health could not be told.
-    Unknown,
-}
+use crate::{Health, HealthStatus};
 
-impl fmt::Display for HealthStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
-
-/// The health of one resource.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Health {
-    /// The status.
-    pub status: HealthStatus,
-    /// Why, for a human (may be empty).
-    pub message: String,
-    /// Whether a rule decided the status (false only for kinds without a rule, which do
-    /// not count towards an application's health).
-    pub checked: bool,
-}
-
-impl Health {
-    pub(crate) fn new(status: HealthStatus, message: impl Into<String>) -> Health {
-        Health {
-            status,
-            message: message.into(),
-            checked: true,
-        }
-    }
-}
-
-/// The health of a live object; `None` means it does not exist (Missing).
-pub fn assess(live: Option<&Value>) -> Health {
-    let Some(obj) = live else {
-        return Health::new(HealthStatus::Missing, "not found in the cluster");
-    };
-    if !obj.is_object() {
-        return Health::new(
-            HealthStatus::Unknown,
-            "the live object is not a JSON object",
-        );
-    }
-    if obj
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|t| !t.is_null())
-    {
-        return Health::new(HealthStatus::Progressing, "Pending deletion");
-    }
+/// The built-in check of `obj`'s group and kind (`obj` is a JSON object), if there is one.
+pub(crate) fn check(obj: &Value) -> Option<Health> {
     let o = Obj::new(obj);
-    let group = o.api_version.split_once('/').map_or("", |(g, _)| g);
+    let (group, version) = o
+        .api_version
+        .rsplit_once('/')
+        .unwrap_or(("", o.api_version));
     let rule: fn(&Obj<'_>) -> Result<Health, String> = match (group, o.kind) {
         ("apps" | "extensions", "Deployment") => workloads::deployment,
         ("apps", "StatefulSet") => workloads::statefulset,
@@ -112,26 +48,36 @@ pub fn assess(live: Option<&Value>) -> Health {
         ("", "PersistentVolumeClaim") => core::pvc,
         ("batch", "Job") => batch::job,
         ("batch", "CronJob") => batch::cronjob,
-        _ => {
-            let message = format!("no health check for {} {}", o.api_version, o.kind);
-            return Health {
-                status: HealthStatus::Unknown,
-                message,
-                checked: false,
-            };
-        }
+        ("autoscaling", "HorizontalPodAutoscaler") => match version {
+            "v1" => others::hpa_v1,
+            "v2" => others::hpa_v2,
+            _ => others::unsupported_version,
+        },
+        ("apiregistration.k8s.io", "APIService") => match version {
+            "v1" | "v1beta1" => others::api_service,
+            _ => others::unsupported_version,
+        },
+        ("argoproj.io", "Workflow") => others::workflow,
+        _ => return None,
     };
-    rule(&o).unwrap_or_else(|message| Health::new(HealthStatus::Unknown, message))
+    Some(rule(&o).unwrap_or_else(|message| Health::new(HealthStatus::Unknown, message)))
 }
 
-/// An application's health: the worst of its checked resources' (Healthy when none is).
-pub fn app_health<'a>(resources: impl IntoIterator<Item = &'a Health>) -> HealthStatus {
-    resources
-        .into_iter()
-        .filter(|h| h.checked)
-        .map(|h| h.status)
-        .max()
-        .unwrap_or(HealthStatus::Healthy)
+/// Whether a built-in check exists for `group` and `kind`.
+pub(crate) fn has_check(group: &str, kind: &str) -> bool {
+    matches!(
+        (group, kind),
+        (
+            "apps" | "extensions",
+            "Deployment" | "DaemonSet" | "ReplicaSet"
+        ) | ("apps", "StatefulSet")
+            | ("", "Pod" | "Service" | "PersistentVolumeClaim")
+            | ("networking.k8s.io" | "extensions", "Ingress")
+            | ("batch", "Job" | "CronJob")
+            | ("autoscaling", "HorizontalPodAutoscaler")
+            | ("apiregistration.k8s.io", "APIService")
+            | ("argoproj.io", "Workflow")
+    )
 }
 
 /// Typed reads of a live object's fields: absent fields read as Go's zero values (as
@@ -145,7 +91,7 @@ pub(crate) struct Obj<'a> {
 }
 
 impl<'a> Obj<'a> {
-    fn new(value: &'a Value) -> Obj<'a> {
+    pub(crate) fn new(value: &'a Value) -> Obj<'a> {
         let text = |v: Option<&'a Value>| v.and_then(Value::as_str).unwrap_or("");
         Obj {
             value,
@@ -188,6 +134,22 @@ impl<'a> Obj<'a> {
         match self.get(path) {
             None => Ok(""),
             Some(v) => v.as_str().ok_or_else(|| self.wrong(path, "a string")),
+        }
+    }
+
+    /// A string field at `path` (whose segments may hold dots, as annotation keys do),
+    /// `None` when absent.
+    pub(crate) fn str_opt(&self, path: &[&str]) -> Result<Option<&'a str>, String> {
+        let found = path
+            .iter()
+            .try_fold(self.value, |v, f| v.get(f))
+            .filter(|v| !v.is_null());
+        match found {
+            None => Ok(None),
+            Some(v) => v
+                .as_str()
+                .map(Some)
+                .ok_or_else(|| self.wrong(&path.join("."), "a string")),
         }
     }
 

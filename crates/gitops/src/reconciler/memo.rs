@@ -1,0 +1,98 @@
+//! What the reconciler remembers of each app between its refresh and its operation.
+
+use std::sync::Arc;
+
+use crate::apply::{DesiredObject, PruneTarget};
+use crate::compare::AppComparison;
+
+use super::self_heal;
+
+/// What the last successful refresh of an app found, for its operation.
+pub(super) struct Refreshed {
+    /// The commit rendered (a multi-source app's revisions joined with `,`).
+    pub(super) commit: String,
+    /// A multi-source app's revisions, one per source (empty: one source).
+    pub(super) revisions: Vec<String>,
+    pub(super) cluster: String,
+    pub(super) desired: Vec<DesiredObject>,
+    pub(super) prune: Vec<PruneTarget>,
+    pub(super) comparison: AppComparison,
+}
+
+#[derive(Default)]
+pub(super) struct Memo {
+    /// The app's cluster when it was last refreshed or operated on: the memo goes when
+    /// that cluster stops, so a later owner reads the recorded operation again.
+    pub(super) cluster: String,
+    pub(super) last: Option<Arc<Refreshed>>,
+    /// The commit last synced successfully.
+    pub(super) synced: Option<String>,
+    /// `synced` was read from the recorded status (once per owner: the operation a
+    /// previous owner, or this replica before a restart, recorded).
+    pub(super) recorded_read: bool,
+    /// The sync request last run; the same request is not run again until it is cleared.
+    pub(super) request_done: Option<fleetshard_manifest::SyncRequest>,
+    /// A sync request refused (`SyncError`), shown on the app's status until the next
+    /// operation runs.
+    pub(super) sync_error: Option<String>,
+    /// Consecutive self-heals, for their back-off.
+    pub(super) heals: self_heal::SelfHeals,
+    /// The refresh annotation was seen at the last refresh (its hard refresh is served
+    /// once, until the annotation goes and comes back).
+    pub(super) hard_refresh_served: bool,
+    /// The app's health status last recorded and since when (its `lastTransitionTime`);
+    /// unknown until this owner's first refresh.
+    pub(super) health_since: Option<(String, String)>,
+    /// The app's source(s) as its last comparison read them: a comparison after they
+    /// changed resolves the revision again (Argo CD's `noRevisionCache`).
+    pub(super) compared_source: Option<serde_json::Value>,
+    /// An ended operation whose record could not be written (a conflict that kept
+    /// recurring, an API server that did not answer): written before anything else the app
+    /// does, so no operation that ended stays recorded as Running.
+    pub(super) unrecorded: Option<super::OperationState>,
+}
+
+/// The app's health `lastTransitionTime` for a refresh that found `status` at `now`, as
+/// Argo CD sets it (when the status differs from the one recorded before), from what this
+/// owner recorded last (`since`, updated). `None` on this owner's first refresh: it does not
+/// know the recorded status, and the sink keeps the recorded time (a merge patch leaves it;
+/// the local sinks keep it when the status is the same).
+pub(super) fn health_transition(
+    since: &mut Option<(String, String)>,
+    status: &str,
+    now: &str,
+) -> Option<String> {
+    let time = match since {
+        Some((previous, at)) if previous == status => Some(at.clone()),
+        Some(_) => Some(now.to_owned()),
+        None => None,
+    };
+    *since = Some((
+        status.to_owned(),
+        time.clone().unwrap_or_else(|| now.to_owned()),
+    ));
+    time
+}
+
+#[cfg(test)]
+mod tests {
+    use super::health_transition;
+
+    #[test]
+    fn the_transition_time_moves_only_when_the_status_changes() {
+        let mut since = None;
+        assert_eq!(health_transition(&mut since, "Progressing", "t1"), None);
+        assert_eq!(
+            health_transition(&mut since, "Progressing", "t2").as_deref(),
+            Some("t1")
+        );
+        assert_eq!(
+            health_transition(&mut since, "Healthy", "t3").as_deref(),
+            Some("t3")
+        );
+        assert_eq!(
+            health_transition(&mut since, "Healthy", "t4").as_deref(),
+            Some("t3")
+        );
+    }
+}

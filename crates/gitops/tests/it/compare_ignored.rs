@@ -1,0 +1,81 @@
+//! Comparison with what `ignoreDifferences` and compare options leave out: the normalizer
+//! applied to both sides, and `IgnoreExtraneous` objects not counted in the app's status.
+
+use std::collections::BTreeMap;
+
+use fleetshard_diff::Normalizer;
+use fleetshard_gitops::compare::{
+    CompareOptions, SyncStatus, TRACKING_ANNOTATION, compare_app, compare_app_normalized,
+};
+use fleetshard_manifest::customizations::{
+    CompareOptions as ArgoCompareOptions, IgnoreDifference, IgnoreRules,
+};
+use serde_json::{Value, json};
+
+fn webhook(ca: &str) -> Value {
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+           "metadata": {"name": "inject"},
+           "webhooks": [{"name": "inject.example.com", "clientConfig": {"caBundle": ca, "service": {"name": "s", "namespace": "n"}}}]})
+}
+
+#[test]
+fn an_injected_ca_bundle_is_left_out_by_a_jq_expression() {
+    let opts = CompareOptions::new("app");
+    let desired = [webhook("")];
+    let live = [webhook("LS0tLS1CRUdJTi...")];
+    let plain = compare_app(&desired, &live, &opts).unwrap();
+    let normalizer = Normalizer::new(
+        &[IgnoreDifference {
+            group: "admissionregistration.k8s.io".into(),
+            kind: "MutatingWebhookConfiguration".into(),
+            rules: IgnoreRules {
+                jq_path_expressions: vec![".webhooks[]?.clientConfig.caBundle".into()],
+                ..Default::default()
+            },
+            ..Default::default()
+        }],
+        &BTreeMap::new(),
+        &ArgoCompareOptions::default(),
+    )
+    .unwrap();
+    let ignored = compare_app_normalized(&desired, &live, &opts, &normalizer).unwrap();
+    assert_eq!(
+        plain.status,
+        SyncStatus::OutOfSync,
+        "the webhook's injector fights Git"
+    );
+    assert_eq!(ignored.status, SyncStatus::Synced);
+    // Only the named field is left out: another change still shows.
+    let mut other = webhook("");
+    other["webhooks"][0]["clientConfig"]["service"]["name"] = json!("t");
+    let changed = compare_app_normalized(&[other], &live, &opts, &normalizer).unwrap();
+    assert_eq!(changed.status, SyncStatus::OutOfSync);
+}
+
+#[test]
+fn an_extraneous_object_with_ignore_extraneous_does_not_make_the_app_out_of_sync() {
+    let opts = CompareOptions::new("app");
+    let extra = |annotations: Value| {
+        let mut a = annotations;
+        a[TRACKING_ANNOTATION] = json!("app:/ConfigMap:ns/left");
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "left", "namespace": "ns", "annotations": a}})
+    };
+    let plain = compare_app::<Value>(&[], &[extra(json!({}))], &opts).unwrap();
+    assert_eq!(plain.status, SyncStatus::OutOfSync);
+    let ignored = compare_app::<Value>(
+        &[],
+        &[extra(
+            json!({"argocd.argoproj.io/compare-options": "IgnoreExtraneous"}),
+        )],
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(ignored.status, SyncStatus::Synced);
+    let r = &ignored.resources[0];
+    assert!(r.requires_pruning && r.extraneous_ignored);
+    assert_eq!(
+        r.status,
+        SyncStatus::OutOfSync,
+        "the resource itself is still OutOfSync"
+    );
+}
