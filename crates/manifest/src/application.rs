@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::app_spec::{
     AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, RefreshRequest,
-    SyncRequest, SyncResource,
+    Refusal, RefusalKind, SyncRequest, SyncResource,
 };
 use crate::document::{meta_names, typed};
 use crate::error::{Ctx, LoadError, object_name};
@@ -28,16 +28,6 @@ use crate::secret::ObjectMeta;
 
 /// `targetRevision` when the source does not say.
 pub(crate) const DEFAULT_REVISION: &str = "HEAD";
-
-#[derive(Debug, Default, Deserialize)]
-struct ApplicationObject {
-    #[serde(default)]
-    metadata: Option<ObjectMeta>,
-    #[serde(default)]
-    spec: Option<Spec>,
-    #[serde(default)]
-    operation: Option<Operation>,
-}
 
 /// `operation`: what a user asked the controller to do now (only `sync` exists).
 #[derive(Debug, Default, Deserialize)]
@@ -163,7 +153,72 @@ struct Automated {
     allow_empty: Option<bool>,
 }
 
-/// Reads one Application.
+/// The fields that place an Application in the fleet: read strictly, since an app that
+/// cannot be placed cannot be shown anywhere either.
+#[derive(Debug, Default, Deserialize)]
+struct PlacementObject {
+    #[serde(default)]
+    metadata: Option<ObjectMeta>,
+    #[serde(default)]
+    spec: Option<PlacementSpec>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct PlacementSpec {
+    #[serde(default)]
+    project: Option<String>,
+    #[serde(default)]
+    destination: Option<Dest>,
+}
+
+/// `part` of the Application read as `T`; a part of the wrong shape is a refusal of `kind`
+/// naming the field (the app is shown with a condition and nothing of it is synced), and
+/// reads as the default.
+fn lenient<T: serde::de::DeserializeOwned + Default>(
+    value: &Value,
+    pointer: &str,
+    kind: RefusalKind,
+    refusals: &mut Vec<Refusal>,
+) -> T {
+    let Some(part) = value.pointer(pointer) else {
+        return T::default();
+    };
+    match T::deserialize(part) {
+        Ok(v) => v,
+        Err(_) => {
+            let base = pointer.trim_start_matches('/').replace('/', ".");
+            let (field, message) = match serde_path_to_error::deserialize::<_, T>(part) {
+                Ok(_) => (base, "unreadable".to_owned()),
+                Err(e) => {
+                    let mut field = base;
+                    for segment in e.path().iter() {
+                        use serde_path_to_error::Segment;
+                        match segment {
+                            Segment::Seq { index } => field.push_str(&format!("[{index}]")),
+                            Segment::Map { key } | Segment::Enum { variant: key } => {
+                                field.push('.');
+                                field.push_str(key);
+                            }
+                            Segment::Unknown => {}
+                        }
+                    }
+                    (field, e.inner().to_string())
+                }
+            };
+            refusals.push(Refusal {
+                kind,
+                field,
+                message: format!("malformed ({message}); nothing of the app is synced"),
+            });
+            T::default()
+        }
+    }
+}
+
+/// Reads one Application. Only what places it (`metadata.name`, `metadata.namespace`,
+/// `spec.project`, `spec.destination`) must be well-formed: a malformed GitOps part (a
+/// source, the sync policy, the operation) is a [`Refusal`] naming the field, so the app
+/// is loaded and shown with its own condition instead of failing the file it is in.
 pub(crate) fn to_app(
     ctx: &mut Ctx,
     value: &Value,
@@ -171,7 +226,7 @@ pub(crate) fn to_app(
 ) -> Result<AppDefinition, LoadError> {
     let (ns, name) = meta_names(value);
     let object = object_name("Application", ns, name, locator);
-    let obj: ApplicationObject = typed(ctx, value, &object)?;
+    let obj: PlacementObject = typed(ctx, value, &object)?;
     let meta = obj.metadata.unwrap_or_default();
     let name = meta.name.filter(|n| !n.is_empty()).ok_or_else(|| {
         ctx.field_error(
@@ -180,7 +235,20 @@ pub(crate) fn to_app(
             "missing; an Application needs a name".to_owned(),
         )
     })?;
-    let spec = obj.spec.unwrap_or_default();
+    let placement = obj.spec.unwrap_or_default();
+    let mut refusals = crate::implemented::refusals(value);
+    let malformed = &mut Vec::new();
+    let sources: Option<Vec<Source>> =
+        lenient(value, "/spec/sources", RefusalKind::InvalidSpec, malformed);
+    let single: Option<Source> =
+        lenient(value, "/spec/source", RefusalKind::InvalidSpec, malformed);
+    let sync_policy: Option<SyncPolicy> = lenient(
+        value,
+        "/spec/syncPolicy",
+        RefusalKind::InvalidSpec,
+        malformed,
+    );
+    let operation: Option<Operation> = lenient(value, "/operation", RefusalKind::Sync, malformed);
 
     // Argo CD uses `sources` whenever it is non-empty, ignoring `source`. With more than
     // one, every source is kept (only a repo-server renders them; `refusals` refuses them
@@ -190,7 +258,7 @@ pub(crate) fn to_app(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let (source, sources) = match spec.sources {
+    let (source, sources) = match sources {
         Some(sources) if !sources.is_empty() => {
             let many = sources.len() > 1;
             if many {
@@ -214,14 +282,15 @@ pub(crate) fn to_app(
         }
         _ => {
             let raw = value.pointer("/spec/source").cloned().unwrap_or_default();
-            (app_source(spec.source.unwrap_or_default(), raw), Vec::new())
+            (app_source(single.unwrap_or_default(), raw), Vec::new())
         }
     };
-    let refusals = crate::implemented::refusals(value);
+    // A malformed part's own field paths are not refused twice.
+    refusals.retain(|r| !malformed.iter().any(|m| r.field.starts_with(&m.field)));
+    refusals.append(malformed);
 
-    let dest = spec.destination.unwrap_or_default();
-    let auto_sync = spec
-        .sync_policy
+    let dest = placement.destination.unwrap_or_default();
+    let auto_sync = sync_policy
         .and_then(|p| p.automated)
         .filter(|a| a.enabled != Some(false))
         .map(|a| AutoSync {
@@ -230,8 +299,7 @@ pub(crate) fn to_app(
             allow_empty: a.allow_empty.unwrap_or(false),
         });
 
-    let (op_sync, initiator) = obj
-        .operation
+    let (op_sync, initiator) = operation
         .map(|o| (o.sync, o.initiated_by))
         .unwrap_or_default();
     let initiator = initiator.unwrap_or_default();
@@ -258,7 +326,7 @@ pub(crate) fn to_app(
     let app = App {
         namespace: meta.namespace.unwrap_or_default(),
         name,
-        project: spec.project.unwrap_or_default(),
+        project: placement.project.unwrap_or_default(),
         destination: Destination {
             server: dest.server,
             name: dest.name,

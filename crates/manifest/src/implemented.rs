@@ -127,11 +127,16 @@ pub const OBJECT_ANNOTATIONS: &[&str] = &[
 pub const CONTROLLED_PREFIXES: &[&str] = &["argocd.argoproj.io/", "helm.sh/"];
 
 /// Annotations under `argocd.argoproj.io/` accepted on an Application: the refresh request
-/// (`normal` or `hard`: served, then removed with the refresh's status) and the path hint
-/// (only an optimisation of Argo CD's).
+/// (`normal` or `hard`: served, then removed with the refresh's status), the path hint
+/// (only an optimisation of Argo CD's), and the Application's own `sync-wave` and
+/// `sync-options`: as in Argo CD they order and steer the Application object inside the
+/// sync of its *parent* (an app of apps deploys it as a manifest), and never change how
+/// the app itself is reconciled.
 pub const APP_ANNOTATIONS: &[&str] = &[
     "argocd.argoproj.io/refresh",
     "argocd.argoproj.io/manifest-generate-paths",
+    "argocd.argoproj.io/sync-wave",
+    "argocd.argoproj.io/sync-options",
 ];
 
 /// Everything the Application `value` sets that fleetshard does not implement.
@@ -287,7 +292,10 @@ mod tests {
 
     #[test]
     fn implemented_and_empty_fields_pass_and_everything_else_is_named() {
-        let ok = json!({"spec": {
+        let ok = json!({
+            "metadata": {"annotations": {"argocd.argoproj.io/sync-wave": "-1",
+                                         "argocd.argoproj.io/sync-options": "Prune=false"}},
+            "spec": {
             "project": "default",
             "source": {"repoURL": "r", "path": "p", "targetRevision": "HEAD",
                        "directory": {"recurse": true, "jsonnet": {"libs": ["vendor"]}},

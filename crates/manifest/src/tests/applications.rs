@@ -1,6 +1,7 @@
-use super::{assert_warned, field_of, spec_of};
+use super::{assert_warned, spec_of};
 use crate::{
-    AutoSync, DirectoryOptions, LoadError, SyncResource, parse_apps, parse_apps_with_specs,
+    AutoSync, DirectoryOptions, LoadError, RefusalKind, SyncResource, parse_apps,
+    parse_apps_with_specs,
 };
 
 /// `kubectl get applications -A -o yaml`, abridged.
@@ -172,30 +173,55 @@ items:
 }
 
 #[test]
-fn missing_name_and_bad_types_name_the_field() {
-    let err = parse_apps(
-        "kind: Application\nmetadata: {namespace: argocd}\n",
+fn a_malformed_application_is_named_and_never_stops_the_others() {
+    // Without a name, or with a destination of the wrong shape, an Application cannot be
+    // placed: it is skipped with a warning naming the field; the others load.
+    let text = "kind: List\nitems:\n\
+        - kind: Application\n  metadata: {namespace: argocd}\n\
+        - kind: Application\n  metadata: {name: a}\n  spec: {destination: 5}\n\
+        - kind: Application\n  metadata: {name: ok, namespace: n}\n  spec: {destination: {server: https://x}}\n";
+    let loaded = parse_apps_with_specs(text, "a.yaml").unwrap();
+    let names: Vec<&str> = loaded
+        .value
+        .fleet
+        .apps
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    assert_eq!(names, ["ok"]);
+    assert_warned(
+        &loaded.warnings,
+        &["items[0]: metadata.name", "Application a: spec.destination"],
+    );
+    // A malformed GitOps part (the sync policy, a source, the request) is a refusal on the
+    // app itself, naming the field: the app loads and shows its own condition.
+    let loaded = parse_apps_with_specs(
+        "kind: Application\nmetadata: {name: a, namespace: n}\nspec: {destination: {server: https://x}, \
+         syncPolicy: {automated: {prune: [1]}}, source: {repoURL: 5}}\noperation: {sync: {prune: x}}\n",
         "a.yaml",
     )
-    .unwrap_err();
+    .unwrap();
+    let file = &loaded.value;
+    let spec = spec_of(file, &file.fleet.apps[0]);
+    let mut refused: Vec<(&str, RefusalKind)> = spec
+        .refusals
+        .iter()
+        .map(|r| (r.field.as_str(), r.kind))
+        .collect();
+    refused.sort_by_key(|r| r.0);
     assert_eq!(
-        field_of(&err),
-        ("document 1".into(), "metadata.name".into())
+        refused,
+        [
+            ("operation.sync.prune", RefusalKind::Sync),
+            ("spec.source.repoURL", RefusalKind::InvalidSpec),
+            ("spec.syncPolicy.automated.prune", RefusalKind::InvalidSpec),
+        ]
     );
-    let err = parse_apps(
-        "kind: Application\nmetadata: {name: a, namespace: n}\nspec: {syncPolicy: {automated: {prune: [1]}}}\n",
-        "a.yaml",
-    )
-    .unwrap_err();
-    assert_eq!(
-        field_of(&err),
-        (
-            "Application n/a".into(),
-            "spec.syncPolicy.automated.prune".into()
-        )
+    assert!(
+        spec.refusals[0].message.starts_with("malformed ("),
+        "{:?}",
+        spec.refusals
     );
-    let err = parse_apps("kind: List\nitems:\n- kind: Application\n  metadata: {name: a}\n  spec: {destination: 5}\n", "a").unwrap_err();
-    assert_eq!(field_of(&err).1, "spec.destination");
     assert!(matches!(
         parse_apps("kind: Deployment\n", "d").unwrap_err(),
         LoadError::UnknownKind { .. }
