@@ -40,6 +40,8 @@ fn status(resources: usize, at: &str, flipped: bool) -> ComparisonStatus {
             message: String::new(),
         },
         requires_pruning: false,
+        hook: false,
+        sync_wave: 0,
     };
     ComparisonStatus {
         sync: SyncInfo {
@@ -100,7 +102,8 @@ async fn main() {
     println!(
         "apps={n} resources/app={resources} (~{record_bytes} bytes per status) writers={WRITERS}"
     );
-    let comparison = |at: &str, flipped| StatusUpdate::Comparison(status(resources, at, flipped));
+    let comparison =
+        |at: &str, flipped| StatusUpdate::Comparison(Box::new(status(resources, at, flipped)));
     let first = pass(&sink, &apps, comparison("2026-11-21T10:00:00Z", false)).await;
     println!("  first writes (read, then create): {first:.0}/s");
     let unchanged = pass(&sink, &apps, comparison("2026-11-21T10:03:00Z", false)).await;

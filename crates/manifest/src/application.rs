@@ -19,8 +19,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::app_spec::{
-    AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, RefreshRequest,
-    Refusal, RefusalKind, SyncRequest, SyncResource,
+    AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, Lifecycle,
+    ManagedNamespaceMetadata, RefreshRequest, Refusal, RefusalKind, RetryPolicy, SyncRequest,
+    SyncResource, SyncStrategy,
 };
 use crate::document::{meta_names, typed};
 use crate::error::{Ctx, LoadError, object_name};
@@ -36,6 +37,8 @@ struct Operation {
     sync: Option<OperationSync>,
     #[serde(default, rename = "initiatedBy")]
     initiated_by: Option<OperationInitiator>,
+    #[serde(default)]
+    retry: Option<Retry>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -43,11 +46,32 @@ struct OperationSync {
     #[serde(default)]
     revision: Option<String>,
     #[serde(default)]
+    source: Option<Source>,
+    #[serde(default, rename = "syncOptions")]
+    sync_options: Option<Vec<String>>,
+    #[serde(default, rename = "syncStrategy")]
+    sync_strategy: Option<Strategy>,
+    #[serde(default)]
     prune: Option<bool>,
     #[serde(default, rename = "dryRun")]
     dry_run: Option<bool>,
     #[serde(default)]
     resources: Option<Vec<OperationResource>>,
+}
+
+/// `syncStrategy`: `{apply: {force}}` or `{hook: {force}}`.
+#[derive(Debug, Default, Deserialize)]
+struct Strategy {
+    #[serde(default)]
+    apply: Option<StrategyForce>,
+    #[serde(default)]
+    hook: Option<StrategyForce>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct StrategyForce {
+    #[serde(default)]
+    force: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -86,6 +110,12 @@ struct Spec {
         skip_serializing_if = "Option::is_none"
     )]
     sync_policy: Option<SyncPolicy>,
+    #[serde(
+        default,
+        rename = "revisionHistoryLimit",
+        skip_serializing_if = "Option::is_none"
+    )]
+    revision_history_limit: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -135,6 +165,81 @@ struct Dest {
 struct SyncPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     automated: Option<Automated>,
+    #[serde(
+        default,
+        rename = "syncOptions",
+        skip_serializing_if = "Option::is_none"
+    )]
+    sync_options: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retry: Option<Retry>,
+    #[serde(
+        default,
+        rename = "managedNamespaceMetadata",
+        skip_serializing_if = "Option::is_none"
+    )]
+    managed_namespace_metadata: Option<NamespaceMetadata>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct Retry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    limit: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    backoff: Option<Backoff>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    refresh: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct Backoff {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    duration: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    factor: Option<i64>,
+    #[serde(
+        default,
+        rename = "maxDuration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    max_duration: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct NamespaceMetadata {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl Retry {
+    fn policy(self) -> RetryPolicy {
+        let backoff = self.backoff.unwrap_or_default();
+        RetryPolicy {
+            limit: self.limit.unwrap_or(0),
+            duration: backoff.duration.filter(|d| !d.is_empty()),
+            factor: backoff.factor,
+            max_duration: backoff.max_duration.filter(|d| !d.is_empty()),
+            refresh: self.refresh.unwrap_or(false),
+        }
+    }
+
+    fn of(p: &RetryPolicy) -> Self {
+        let backoff = Backoff {
+            duration: p.duration.clone(),
+            factor: p.factor,
+            max_duration: p.max_duration.clone(),
+        };
+        Retry {
+            limit: Some(p.limit),
+            backoff: (backoff.duration.is_some()
+                || backoff.factor.is_some()
+                || backoff.max_duration.is_some())
+            .then_some(backoff),
+            refresh: Some(p.refresh).filter(|r| *r),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -289,9 +394,26 @@ pub(crate) fn to_app(
     refusals.retain(|r| !malformed.iter().any(|m| r.field.starts_with(&m.field)));
     refusals.append(malformed);
 
+    let revision_history_limit: Option<i64> = lenient(
+        value,
+        "/spec/revisionHistoryLimit",
+        RefusalKind::InvalidSpec,
+        &mut refusals,
+    );
     let dest = placement.destination.unwrap_or_default();
+    let sync_policy = sync_policy.unwrap_or_default();
+    let policy = crate::app_spec::SyncPolicy {
+        sync_options: sync_policy.sync_options.unwrap_or_default(),
+        managed_namespace_metadata: sync_policy.managed_namespace_metadata.map(|m| {
+            ManagedNamespaceMetadata {
+                labels: m.labels.unwrap_or_default(),
+                annotations: m.annotations.unwrap_or_default(),
+            }
+        }),
+        retry: sync_policy.retry.map(Retry::policy),
+    };
     let auto_sync = sync_policy
-        .and_then(|p| p.automated)
+        .automated
         .filter(|a| a.enabled != Some(false))
         .map(|a| AutoSync {
             prune: a.prune.unwrap_or(false),
@@ -299,12 +421,30 @@ pub(crate) fn to_app(
             allow_empty: a.allow_empty.unwrap_or(false),
         });
 
-    let (op_sync, initiator) = operation
-        .map(|o| (o.sync, o.initiated_by))
+    let (op_sync, initiator, op_retry) = operation
+        .map(|o| (o.sync, o.initiated_by, o.retry))
         .unwrap_or_default();
     let initiator = initiator.unwrap_or_default();
+    let raw_op_source = value
+        .pointer("/operation/sync/source")
+        .cloned()
+        .unwrap_or_default();
     let sync_request = op_sync.map(|s| SyncRequest {
         revision: s.revision.filter(|r| !r.is_empty()),
+        source: s.source.map(|src| app_source(src, raw_op_source)),
+        sync_options: s.sync_options.unwrap_or_default(),
+        strategy: s
+            .sync_strategy
+            .map(|st| {
+                let force =
+                    |f: &Option<StrategyForce>| f.as_ref().and_then(|f| f.force).unwrap_or(false);
+                SyncStrategy {
+                    apply: st.apply.is_some(),
+                    force: force(&st.apply) || force(&st.hook),
+                }
+            })
+            .unwrap_or_default(),
+        retry: op_retry.map(Retry::policy),
         prune: s.prune.unwrap_or(false),
         dry_run: s.dry_run.unwrap_or(false),
         resources: s.resources.filter(|r| !r.is_empty()).map(|list| {
@@ -333,6 +473,33 @@ pub(crate) fn to_app(
             namespace: dest.namespace,
         },
     };
+    let lifecycle = Lifecycle {
+        deleting: value
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null()),
+        deleted_at: value
+            .pointer("/metadata/deletionTimestamp")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        finalizers: value
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .map(|f| {
+                f.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        skip_reconcile: annotation(value, "argocd.argoproj.io/skip-reconcile")
+            .is_some_and(|v| parse_bool(v) == Some(true)),
+        terminating: value
+            .pointer("/status/operationState/phase")
+            .and_then(Value::as_str)
+            == Some("Terminating"),
+        deletion_approved: annotation(value, "argocd.argoproj.io/deletion-approved")
+            .map(str::to_owned),
+        revision_history_limit,
+    };
     let spec = AppSpec {
         source,
         sources,
@@ -340,8 +507,19 @@ pub(crate) fn to_app(
         sync_request,
         refusals,
         refresh: refresh_request(value),
+        policy,
+        lifecycle,
     };
     Ok((app, spec))
+}
+
+impl AppSource {
+    /// A source read from its JSON (an operation's or a history entry's `source`), or
+    /// `None` when it is not one.
+    pub fn from_raw(raw: &Value) -> Option<AppSource> {
+        let source: Source = serde_json::from_value(raw.clone()).ok()?;
+        Some(app_source(source, raw.clone()))
+    }
 }
 
 /// One source as read: its typed fields, and `raw`, the object as written.
@@ -361,6 +539,23 @@ fn app_source(source: Source, raw: Value) -> AppSource {
             })
             .unwrap_or_default(),
         raw,
+    }
+}
+
+/// The Application's annotation `key`.
+fn annotation<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+/// Go's `strconv.ParseBool`: `1 t T TRUE true True` and `0 f F FALSE false False`.
+fn parse_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
     }
 }
 
@@ -400,6 +595,32 @@ fn untyped(raw: &Value, typed: &[&str]) -> serde_json::Map<String, Value> {
             .collect(),
         _ => serde_json::Map::new(),
     }
+}
+
+/// `spec.syncPolicy` as written (absent when it says nothing).
+fn write_sync_policy(spec: &AppSpec) -> Option<SyncPolicy> {
+    let p = &spec.policy;
+    let policy = SyncPolicy {
+        automated: spec.auto_sync.map(|a| Automated {
+            enabled: None,
+            prune: Some(a.prune),
+            self_heal: Some(a.self_heal),
+            allow_empty: Some(a.allow_empty).filter(|e| *e),
+        }),
+        sync_options: Some(p.sync_options.clone()).filter(|o| !o.is_empty()),
+        retry: p.retry.as_ref().map(Retry::of),
+        managed_namespace_metadata: p.managed_namespace_metadata.as_ref().map(|m| {
+            NamespaceMetadata {
+                labels: Some(m.labels.clone()).filter(|l| !l.is_empty()),
+                annotations: Some(m.annotations.clone()).filter(|a| !a.is_empty()),
+            }
+        }),
+    };
+    (policy.automated.is_some()
+        || policy.sync_options.is_some()
+        || policy.retry.is_some()
+        || policy.managed_namespace_metadata.is_some())
+    .then_some(policy)
 }
 
 /// The `spec.source` fields [`AppSource`] has typed fields for.
@@ -447,14 +668,8 @@ pub(crate) fn to_application(app: &App, spec: Option<&AppSpec>) -> ApplicationOu
                 name: app.destination.name.clone(),
                 namespace: app.destination.namespace.clone(),
             }),
-            sync_policy: spec.and_then(|s| s.auto_sync).map(|a| SyncPolicy {
-                automated: Some(Automated {
-                    enabled: None,
-                    prune: Some(a.prune),
-                    self_heal: Some(a.self_heal),
-                    allow_empty: Some(a.allow_empty).filter(|e| *e),
-                }),
-            }),
+            sync_policy: spec.and_then(write_sync_policy),
+            revision_history_limit: spec.and_then(|s| s.lifecycle.revision_history_limit),
         },
     }
 }

@@ -27,8 +27,9 @@ use fleetshard_core::argo::ArgoClusterList;
 use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
 
 pub use app_spec::{
-    AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, RefreshRequest,
-    Refusal, RefusalKind, SyncRequest, SyncResource, spec_key,
+    AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, Lifecycle,
+    ManagedNamespaceMetadata, RefreshRequest, Refusal, RefusalKind, RetryPolicy, SyncPolicy,
+    SyncRequest, SyncResource, SyncStrategy, spec_key,
 };
 pub use cluster_scope::ClusterScope;
 pub use credentials::{AwsAuth, ClusterCredentials, ConfigProblem, ExecProvider};

@@ -243,6 +243,8 @@ fn to_model(file: NativeFile, ctx: &mut Ctx) -> Result<FleetFile, LoadError> {
             refusals: Vec::new(),
             refresh: None,
             sources: Vec::new(),
+            policy: Default::default(),
+            lifecycle: Default::default(),
         };
         // The first definition of a key is the one that counts (as in the fleet's loads).
         specs.entry(spec_key(&app)).or_insert(spec);

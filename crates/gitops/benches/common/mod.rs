@@ -28,6 +28,8 @@ pub fn auto_synced(repo: &str, path: String) -> AppSpec {
         refusals: Vec::new(),
         refresh: None,
         sources: Vec::new(),
+        policy: Default::default(),
+        lifecycle: Default::default(),
     }
 }
 

@@ -277,6 +277,8 @@ mod tests {
             refusals: Vec::new(),
             refresh: None,
             sources: Vec::new(),
+            policy: Default::default(),
+            lifecycle: Default::default(),
         };
         content.specs.insert(key.clone(), spec.clone().into());
         published.publish(content.clone(), vec![], true);

@@ -14,6 +14,8 @@ use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::history::RevisionHistory;
+
 /// `status.sync`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncInfo {
@@ -52,13 +54,24 @@ pub struct ResourceEntry {
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// `Synced` or `OutOfSync`.
+    /// `Synced` or `OutOfSync` (absent for a hook, which is never compared).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub status: String,
     /// The live object's health.
     pub health: HealthInfo,
     /// Live, tracked by the app, and no longer in Git.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub requires_pruning: bool,
+    /// A hook's live object (shown, never compared or pruned).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hook: bool,
+    /// Its sync wave.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sync_wave: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// An entry of `status.conditions`.
@@ -106,6 +119,7 @@ pub struct ComparisonStatus {
 
 /// One entry of `operationState.syncResult.resources`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SyncResultEntry {
     /// API group.
     pub group: String,
@@ -119,10 +133,21 @@ pub struct SyncResultEntry {
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// `Synced`, `SyncFailed`, `Pruned` or `PruneSkipped`.
+    /// `Synced`, `SyncFailed`, `Pruned` or `PruneSkipped` (empty: not written yet).
+    #[serde(default)]
     pub status: String,
     /// The server's answer.
+    #[serde(default)]
     pub message: String,
+    /// For a hook: its type (`PreSync`, `Sync`, `PostSync`, `SyncFail`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hook_type: String,
+    /// Where its part of the sync stands (`Running`, `Succeeded`, `Failed`, …).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hook_phase: String,
+    /// The sync phase it ran in.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sync_phase: String,
 }
 
 /// `operationState.syncResult`.
@@ -140,7 +165,15 @@ pub struct SyncResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<Value>,
     /// Each resource's outcome.
+    #[serde(default)]
     pub resources: Vec<SyncResultEntry>,
+    /// The `managedNamespaceMetadata` the sync applied.
+    #[serde(
+        default,
+        rename = "managedNamespaceMetadata",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub managed_namespace_metadata: Option<Value>,
 }
 
 impl SyncResult {
@@ -163,6 +196,38 @@ pub struct OperationRecord {
     pub sync: SyncOperation,
     /// `initiatedBy`.
     pub initiated_by: Initiator,
+    /// `retry`: how a failed attempt is retried (absent: not at all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryRecord>,
+}
+
+/// `operation.retry`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RetryRecord {
+    /// `limit`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub limit: i64,
+    /// `backoff`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<BackoffRecord>,
+    /// `refresh`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refresh: bool,
+}
+
+/// `operation.retry.backoff`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackoffRecord {
+    /// `duration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    /// `factor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub factor: Option<i64>,
+    /// `maxDuration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration: Option<String>,
 }
 
 /// `operation.sync`.
@@ -181,6 +246,15 @@ pub struct SyncOperation {
     /// `resources` of a selective sync (empty: the whole app).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<SyncOperationResource>,
+    /// `syncOptions` of this sync.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sync_options: Vec<String>,
+    /// `syncStrategy` (`{hook: {}}`, `{apply: {force: true}}`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_strategy: Option<Value>,
+    /// `source` asked for (a rollback's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Value>,
 }
 
 /// One entry of `operation.sync.resources`.
@@ -226,18 +300,31 @@ pub struct OperationState {
     /// When it ended (absent while running).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
-    /// Per-resource outcomes (absent while running).
+    /// The revision synced and each resource's part so far (absent before the first
+    /// step, and while a retry waits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_result: Option<SyncResult>,
+    /// `retryCount`: the retries so far.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retry_count: i64,
+}
+
+impl OperationState {
+    /// Whether the operation goes on (`Running` or `Terminating`).
+    pub fn in_progress(&self) -> bool {
+        matches!(self.phase.as_str(), "Running" | "Terminating")
+    }
 }
 
 /// One write to an app's status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StatusUpdate {
     /// A refresh's result (replaces sync, health, resources, reconciledAt, conditions).
-    Comparison(ComparisonStatus),
+    Comparison(Box<ComparisonStatus>),
     /// An operation's progress or end (replaces operationState).
-    Operation(OperationState),
+    Operation(Box<OperationState>),
+    /// `status.history` (replaced whole).
+    History(Vec<RevisionHistory>),
 }
 
 impl StatusUpdate {
@@ -273,6 +360,7 @@ impl StatusUpdate {
             StatusUpdate::Operation(o) => {
                 json!({ "status": { "operationState": replacing(o) } })
             }
+            StatusUpdate::History(h) => json!({ "status": { "history": h } }),
         }
     }
 }
@@ -291,13 +379,25 @@ fn replacing(state: &OperationState) -> Value {
             }
         }
     };
-    null_absent(&mut v, &["finishedAt", "syncResult"]);
+    null_absent(&mut v, &["finishedAt", "syncResult", "retryCount"]);
     if v["syncResult"].is_object() {
-        null_absent(&mut v["syncResult"], &["revisions", "source", "sources"]);
+        null_absent(
+            &mut v["syncResult"],
+            &["revisions", "source", "sources", "managedNamespaceMetadata"],
+        );
     }
+    null_absent(&mut v["operation"], &["retry"]);
     null_absent(
         &mut v["operation"]["sync"],
-        &["revision", "prune", "dryRun", "resources"],
+        &[
+            "revision",
+            "prune",
+            "dryRun",
+            "resources",
+            "syncOptions",
+            "syncStrategy",
+            "source",
+        ],
     );
     null_absent(
         &mut v["operation"]["initiatedBy"],
@@ -313,6 +413,8 @@ pub struct AppStatus {
     pub comparison: Option<ComparisonStatus>,
     /// The last operation's state.
     pub operation: Option<OperationState>,
+    /// `status.history`.
+    pub history: Vec<RevisionHistory>,
 }
 
 /// Why a status could not be recorded.
@@ -347,6 +449,28 @@ pub trait StatusSink: Send + Sync {
         &'a self,
         app: &'a AppKey,
     ) -> BoxFuture<'a, Result<Option<OperationState>, SinkError>>;
+
+    /// `status.history` as recorded (a successful sync appends to it).
+    fn history<'a>(
+        &'a self,
+        app: &'a AppKey,
+    ) -> BoxFuture<'a, Result<Vec<RevisionHistory>, SinkError>> {
+        let _ = app;
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Removes the finalizers `remove` from the Application and adds `add` (a cascade
+    /// deletion done; PostDelete hooks found). Where there is no Application object
+    /// (local mode) there is nothing to do.
+    fn change_finalizers<'a>(
+        &'a self,
+        app: &'a AppKey,
+        add: &'a [String],
+        remove: &'a [String],
+    ) -> BoxFuture<'a, Result<(), SinkError>> {
+        let _ = (app, add, remove);
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// Local mode: statuses in memory (the CLI may persist them).
@@ -383,10 +507,19 @@ impl StatusSink for MemorySink {
         let mut s = self.statuses.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = s.entry(app.clone()).or_default();
         match update {
-            StatusUpdate::Comparison(c) => entry.comparison = Some(c.clone()),
-            StatusUpdate::Operation(o) => entry.operation = Some(o.clone()),
+            StatusUpdate::Comparison(c) => entry.comparison = Some((**c).clone()),
+            StatusUpdate::Operation(o) => entry.operation = Some((**o).clone()),
+            StatusUpdate::History(h) => entry.history.clone_from(h),
         }
         Box::pin(async { Ok(()) })
+    }
+
+    fn history<'a>(
+        &'a self,
+        app: &'a AppKey,
+    ) -> BoxFuture<'a, Result<Vec<RevisionHistory>, SinkError>> {
+        let history = self.get(app).map(|s| s.history).unwrap_or_default();
+        Box::pin(async { Ok(history) })
     }
 
     fn last_operation<'a>(
@@ -484,6 +617,66 @@ impl StatusSink for KubeStatusSink {
                 .data
                 .pointer("/status/operationState")
                 .and_then(|o| serde_json::from_value(o.clone()).ok()))
+        })
+    }
+
+    fn history<'a>(
+        &'a self,
+        app: &'a AppKey,
+    ) -> BoxFuture<'a, Result<Vec<RevisionHistory>, SinkError>> {
+        Box::pin(async move {
+            let (api, name) = self.api(app);
+            let obj = self
+                .call(app, api.get_opt(name))
+                .await?
+                .ok_or_else(|| SinkError::NotFound(app.to_string()))?;
+            // Entries that do not read (written by someone else) are kept out.
+            Ok(obj
+                .data
+                .pointer("/status/history")
+                .and_then(Value::as_array)
+                .map(|h| {
+                    h.iter()
+                        .filter_map(|e| serde_json::from_value(e.clone()).ok())
+                        .collect()
+                })
+                .unwrap_or_default())
+        })
+    }
+
+    fn change_finalizers<'a>(
+        &'a self,
+        app: &'a AppKey,
+        add: &'a [String],
+        remove: &'a [String],
+    ) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(async move {
+            let (api, name) = self.api(app);
+            let obj = self
+                .call(app, api.get_opt(name))
+                .await?
+                .ok_or_else(|| SinkError::NotFound(app.to_string()))?;
+            let mut finalizers: Vec<String> = obj.metadata.finalizers.clone().unwrap_or_default();
+            let before = finalizers.clone();
+            finalizers.retain(|f| !remove.contains(f));
+            for f in add {
+                if !finalizers.contains(f) {
+                    finalizers.push(f.clone());
+                }
+            }
+            if finalizers == before {
+                return Ok(());
+            }
+            // The resourceVersion read makes the patch conditional: another writer's change
+            // of the list in between fails it (retried by the next operation).
+            let patch = json!({"metadata": {
+                "resourceVersion": obj.metadata.resource_version,
+                "finalizers": finalizers,
+            }});
+            let params = PatchParams::default();
+            self.call(app, api.patch(name, &params, &Patch::Merge(patch)))
+                .await?;
+            Ok(())
         })
     }
 }

@@ -369,3 +369,78 @@ operation:
         }
     );
 }
+
+#[test]
+fn sync_policy_request_and_lifecycle_are_read() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: a
+  namespace: argocd
+  deletionTimestamp: "2026-11-21T10:00:00Z"
+  finalizers: [resources-finalizer.argocd.argoproj.io/background]
+  annotations:
+    argocd.argoproj.io/skip-reconcile: "True"
+    argocd.argoproj.io/deletion-approved: "2026-11-21T10:01:00Z"
+spec:
+  destination: {server: https://x, namespace: n}
+  revisionHistoryLimit: 3
+  syncPolicy:
+    syncOptions: [CreateNamespace=true, PruneLast=true]
+    retry: {limit: -1, backoff: {duration: 10s, factor: 3, maxDuration: 1m}, refresh: true}
+    managedNamespaceMetadata: {labels: {team: a}, annotations: {owner: b}}
+operation:
+  sync:
+    revision: abc
+    source: {repoURL: https://git.example/r, path: p, targetRevision: abc}
+    syncOptions: [Replace=true]
+    syncStrategy: {hook: {force: true}}
+  retry: {limit: 2}
+"#;
+    let loaded = parse_apps_with_specs(text, "a.yaml").unwrap();
+    let file = &loaded.value;
+    let spec = spec_of(file, &file.fleet.apps[0]);
+    assert_eq!(spec.refusals, Vec::new());
+    let p = &spec.policy;
+    assert_eq!(p.sync_options, ["CreateNamespace=true", "PruneLast=true"]);
+    let retry = p.retry.as_ref().unwrap();
+    assert_eq!(
+        (
+            retry.limit,
+            retry.duration.as_deref(),
+            retry.factor,
+            retry.max_duration.as_deref(),
+            retry.refresh
+        ),
+        (-1, Some("10s"), Some(3), Some("1m"), true)
+    );
+    let ns = p.managed_namespace_metadata.as_ref().unwrap();
+    assert_eq!(
+        (ns.labels["team"].as_str(), ns.annotations["owner"].as_str()),
+        ("a", "b")
+    );
+    let l = &spec.lifecycle;
+    assert!(l.deleting && l.skip_reconcile);
+    assert_eq!(
+        l.finalizers,
+        ["resources-finalizer.argocd.argoproj.io/background"]
+    );
+    assert_eq!(l.deletion_approved.as_deref(), Some("2026-11-21T10:01:00Z"));
+    assert_eq!(l.revision_history_limit, Some(3));
+    let r = spec.sync_request.as_ref().unwrap();
+    assert_eq!(r.sync_options, ["Replace=true"]);
+    assert!(!r.strategy.apply && r.strategy.force);
+    assert_eq!(r.retry.as_ref().map(|r| r.limit), Some(2));
+    let source = r.source.as_ref().unwrap();
+    assert_eq!(
+        (source.path.as_str(), source.target_revision.as_str()),
+        ("p", "abc")
+    );
+    // The policy is written back as read.
+    let written = crate::to_application_list_yaml(&file.fleet.apps, &file.specs);
+    let again = parse_apps_with_specs(&written, "b.yaml").unwrap().value;
+    let back = spec_of(&again, &again.fleet.apps[0]);
+    assert_eq!(back.policy, spec.policy);
+    assert_eq!(back.lifecycle.revision_history_limit, Some(3));
+}

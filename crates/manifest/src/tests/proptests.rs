@@ -116,6 +116,8 @@ fn app() -> impl Strategy<Value = (App, AppSpec)> {
                     refusals: Vec::new(),
                     refresh: None,
                     sources: Vec::new(),
+                    policy: Default::default(),
+                    lifecycle: Default::default(),
                 };
                 (app, spec)
             },
@@ -198,6 +200,8 @@ fn seeds() -> Vec<String> {
                 refusals: Vec::new(),
                 refresh: None,
                 sources: Vec::new(),
+                policy: Default::default(),
+                lifecycle: Default::default(),
             },
         )]
         .into(),

@@ -64,6 +64,8 @@ pub fn target(
             refusals: Vec::new(),
             refresh: None,
             sources: Vec::new(),
+            policy: Default::default(),
+            lifecycle: Default::default(),
         },
         cluster_name: cluster.id.clone(),
         cluster,
