@@ -2,6 +2,7 @@
 //! `support`, and a helper no module uses any more shows as dead code.
 
 mod errors;
+mod hooks;
 mod projects;
 mod render;
 mod repo_server;
