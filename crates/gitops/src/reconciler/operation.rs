@@ -282,12 +282,14 @@ impl GitOpsReconciler {
         key: &AppKey,
         target: &AppTarget,
         state: &mut OperationState,
-    ) -> Result<Result<(StepInput, std::sync::Arc<crate::live::ClusterConn>), String>, ReconcileError>
-    {
+    ) -> Result<
+        Result<(StepInput, std::sync::Arc<crate::live::ClusterConn>), (OperationPhase, String)>,
+        ReconcileError,
+    > {
         let at = Self::target_at(target, state);
         let refreshed = match self.compare(key, &at, Refresh::Normal).await {
             Ok((refreshed, _)) => refreshed,
-            Err(p) => return Ok(Err(p.message)),
+            Err(p) => return Ok(Err((OperationPhase::Error, p.message))),
         };
         if state.sync_result.is_none() {
             let multi = !refreshed.revisions.is_empty();
@@ -321,12 +323,12 @@ impl GitOpsReconciler {
             .map_err(|e| ReconcileError::RetryLater(e.to_string()))?;
         let settings = match self.settings(target, state, &refreshed, &conn).await {
             Ok(s) => s,
-            Err(why) => return Ok(Err(why)),
+            Err(why) => return Ok(Err((OperationPhase::Error, why))),
         };
         if settings.options.has("FailOnSharedResource=true") && !refreshed.shared.is_empty() {
-            return Ok(Err(format!(
-                "Shared resource found: {}",
-                refreshed.shared.join("; ")
+            return Ok(Err((
+                OperationPhase::Failed,
+                format!("Shared resource found: {}", refreshed.shared.join("; ")),
             )));
         }
         let app_name = self.instance_name(key);
@@ -346,7 +348,7 @@ impl GitOpsReconciler {
     ) -> Result<StepEnd, ReconcileError> {
         let (step, conn) = match self.step_input(key, target, state).await? {
             Ok(found) => found,
-            Err(why) => return Ok(StepEnd::Finished(OperationPhase::Error, why)),
+            Err((phase, why)) => return Ok(StepEnd::Finished(phase, why)),
         };
         let app_name = self.instance_name(key);
         let record = step::record_of(

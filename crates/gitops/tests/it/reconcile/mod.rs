@@ -3,6 +3,7 @@
 
 mod errors;
 mod hooks;
+mod options;
 mod projects;
 mod render;
 mod repo_server;

@@ -243,6 +243,8 @@ pub fn sink_for(control: &FakeApiServer) -> KubeStatusSink {
 /// wave delay and poll: the environment of the sync tests (hooks, waves, options,
 /// lifecycle).
 pub struct SyncEnv {
+    /// The first commit.
+    pub first: String,
     pub tmp: tempfile::TempDir,
     pub git: fleetshard_testsupport::git::Git,
     pub fake: FakeApiServer,
@@ -268,13 +270,14 @@ pub async fn sync_env(files: &[(&str, String)], auto: Option<AutoSync>) -> SyncE
     for (path, text) in files {
         git.write(path, text);
     }
-    git.commit("initial");
+    let first = git.commit("initial");
     let fake = FakeApiServer::start().await.unwrap();
     let inventory = Arc::new(StaticInventory::default());
     inventory.insert(target("a", &git.path(), "main", "app", access("c1", &fake), auto));
     let sink = fleetshard_gitops::reconciler::MemorySink::new();
     let r = sync_reconciler(&inventory, tmp.path(), sink.clone(), always());
     SyncEnv {
+        first,
         tmp,
         git,
         fake,
@@ -347,6 +350,28 @@ impl SyncEnv {
     /// The recorded operation's phase.
     pub fn phase(&self) -> String {
         self.op().map(|o| o.phase).unwrap_or_default()
+    }
+
+    /// Steps the reconciler until an operation at `revision` ended (retries over); its
+    /// phase.
+    pub async fn sync_to(&self, revision: &str) -> String {
+        let r = self.r.clone();
+        self.until(&r, &format!("an operation at {revision} ended"), |e| {
+            e.op().is_some_and(|o| {
+                o.phase != "Running"
+                    && o.phase != "Terminating"
+                    && o.sync_result.is_some_and(|s| s.revision == revision)
+            })
+        })
+        .await;
+        self.phase()
+    }
+
+    /// No retries of a failed sync (an automated sync retries 5 times by default).
+    pub fn no_retries(&self) {
+        self.update(|t| {
+            t.spec.policy.retry = Some(fleetshard_manifest::RetryPolicy::default());
+        });
     }
 
     /// The live object of `kind` `name` in namespace `default`.
