@@ -3,6 +3,7 @@
 
 mod errors;
 mod hooks;
+mod lifecycle;
 mod options;
 mod projects;
 mod render;
