@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::support::*;
 use fleetshard_controller::{Operated, Reconciler};
-use fleetshard_gitops::reconciler::{GitOpsReconciler, ReconcilerConfig, StatusSink, StatusUpdate};
 use fleetshard_gitops::live::ClusterConnections;
+use fleetshard_gitops::reconciler::{GitOpsReconciler, ReconcilerConfig, StatusSink, StatusUpdate};
 use fleetshard_manifest::{AppSource, AutoSync, InitiatedBy, RetryPolicy, SyncRequest};
 use fleetshard_testsupport::git::config_map;
 use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
@@ -40,9 +40,22 @@ async fn a_foreground_cascade_deletes_the_resources_then_the_application() {
         "resources-finalizer.argocd.argoproj.io/background",
     ] {
         let wave = |name: &str, w: &str| {
-            object("v1", "ConfigMap", name, &[("argocd.argoproj.io/sync-wave", w)], "data: {a: b}\n")
+            object(
+                "v1",
+                "ConfigMap",
+                name,
+                &[("argocd.argoproj.io/sync-wave", w)],
+                "data: {a: b}\n",
+            )
         };
-        let e = sync_env(&[("app/a.yaml", wave("first", "0")), ("app/b.yaml", wave("second", "1"))], PRUNE).await;
+        let e = sync_env(
+            &[
+                ("app/a.yaml", wave("first", "0")),
+                ("app/b.yaml", wave("second", "1")),
+            ],
+            PRUNE,
+        )
+        .await;
         assert_eq!(e.sync_to(&e.first).await, "Succeeded");
         let control = FakeApiServer::start().await.unwrap();
         control.install_argocd_crds().unwrap();
@@ -59,8 +72,13 @@ async fn a_foreground_cascade_deletes_the_resources_then_the_application() {
             sync_config(),
         ));
         delete_application(&control).await;
-        let live_app = control.get("argoproj.io/v1alpha1", "Application", "argocd", "a").unwrap();
-        assert!(live_app["metadata"]["deletionTimestamp"].is_string(), "held by its finalizer");
+        let live_app = control
+            .get("argoproj.io/v1alpha1", "Application", "argocd", "a")
+            .unwrap();
+        assert!(
+            live_app["metadata"]["deletionTimestamp"].is_string(),
+            "held by its finalizer"
+        );
         // What the inventory shows of it now.
         e.update(|t| {
             t.spec.lifecycle.deleting = true;
@@ -75,14 +93,24 @@ async fn a_foreground_cascade_deletes_the_resources_then_the_application() {
                 .collect()
         };
         let mut steps = 0;
-        while control.get("argoproj.io/v1alpha1", "Application", "argocd", "a").is_some() {
+        while control
+            .get("argoproj.io/v1alpha1", "Application", "argocd", "a")
+            .is_some()
+        {
             steps += 1;
             assert!(steps < 200, "{finalizer}: the Application is still there");
             let _ = owner.operate(&key("a")).await;
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert!(e.live("v1", "ConfigMap", "first").is_none() && e.live("v1", "ConfigMap", "second").is_none());
-        assert_eq!(deletes(&e), ["second", "first"], "{finalizer}: highest wave first");
+        assert!(
+            e.live("v1", "ConfigMap", "first").is_none()
+                && e.live("v1", "ConfigMap", "second").is_none()
+        );
+        assert_eq!(
+            deletes(&e),
+            ["second", "first"],
+            "{finalizer}: highest wave first"
+        );
         let propagation = e
             .fake
             .writes()
@@ -91,7 +119,11 @@ async fn a_foreground_cascade_deletes_the_resources_then_the_application() {
             .and_then(|w| w.object)
             .map(|b| b["propagationPolicy"].clone())
             .unwrap_or_default();
-        let expected = if finalizer.ends_with("/background") { "Background" } else { "Foreground" };
+        let expected = if finalizer.ends_with("/background") {
+            "Background"
+        } else {
+            "Foreground"
+        };
         assert_eq!(propagation, expected, "{finalizer}");
     }
 }
@@ -122,8 +154,15 @@ async fn history_records_each_sync_and_a_rollback_restores_an_earlier_revision()
         revisions.push(rev);
     }
     let history = e.sink.get(&key("a")).unwrap().history;
-    let got: Vec<(i64, &str)> = history.iter().map(|h| (h.id, h.revision.as_str())).collect();
-    let want: Vec<(i64, &str)> = revisions.iter().enumerate().map(|(i, r)| (i as i64, r.as_str())).collect();
+    let got: Vec<(i64, &str)> = history
+        .iter()
+        .map(|h| (h.id, h.revision.as_str()))
+        .collect();
+    let want: Vec<(i64, &str)> = revisions
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (i as i64, r.as_str()))
+        .collect();
     assert_eq!(got, want, "ids count up from 0, one per successful sync");
     assert_eq!(history[0].initiated_by.username, "alice");
     // `argocd app rollback a 0`: a request with the entry's revision and source.
@@ -133,7 +172,10 @@ async fn history_records_each_sync_and_a_rollback_restores_an_earlier_revision()
     let source = entry.source.as_ref().and_then(AppSource::from_raw);
     e.request(request(Some(entry.revision.clone()), source));
     assert_eq!(e.sync_to(&revisions[0]).await, "Succeeded", "{:?}", e.op());
-    assert_eq!(e.live("v1", "ConfigMap", "settings").unwrap()["data"]["value"], "one");
+    assert_eq!(
+        e.live("v1", "ConfigMap", "settings").unwrap()["data"]["value"],
+        "one"
+    );
     assert_eq!(e.sink.get(&key("a")).unwrap().history.len(), 4);
 }
 
@@ -152,9 +194,20 @@ async fn retries_back_off_and_stop_at_their_limit() {
         })
     });
     let r = e.r.clone();
-    e.until(&r, "the first retry", |e| e.op().is_some_and(|o| o.retry_count == 1)).await;
-    assert!(e.op().unwrap().message.contains("Retrying attempt #1 in 100ms"), "{:?}", e.op());
-    e.until(&r, "the retries' end", |e| e.phase() == "Failed").await;
+    e.until(&r, "the first retry", |e| {
+        e.op().is_some_and(|o| o.retry_count == 1)
+    })
+    .await;
+    assert!(
+        e.op()
+            .unwrap()
+            .message
+            .contains("Retrying attempt #1 in 100ms"),
+        "{:?}",
+        e.op()
+    );
+    e.until(&r, "the retries' end", |e| e.phase() == "Failed")
+        .await;
     let op = e.op().unwrap();
     assert_eq!(op.retry_count, 2);
     assert!(op.message.ends_with("(retried 2 times)."), "{}", op.message);
@@ -163,9 +216,17 @@ async fn retries_back_off_and_stop_at_their_limit() {
         assert_eq!(e.step(&r).await, Operated::Idle);
     }
     assert_eq!(e.op().unwrap().retry_count, 2);
-    let conditions = e.sink.get(&key("a")).unwrap().comparison.unwrap().conditions;
+    let conditions = e
+        .sink
+        .get(&key("a"))
+        .unwrap()
+        .comparison
+        .unwrap()
+        .conditions;
     assert!(
-        conditions.iter().any(|c| c.kind == "SyncError" && c.message.starts_with("Failed last sync attempt to")),
+        conditions
+            .iter()
+            .any(|c| c.kind == "SyncError" && c.message.starts_with("Failed last sync attempt to")),
         "{conditions:?}"
     );
 }
@@ -173,26 +234,49 @@ async fn retries_back_off_and_stop_at_their_limit() {
 #[tokio::test]
 async fn a_terminated_operation_deletes_its_running_hook_and_fails() {
     let hook = job("migrate", &[("argocd.argoproj.io/hook", "PreSync")]);
-    let e = sync_env(&[("app/migrate.yaml", hook), ("app/cm.yaml", config_map("settings", "v"))], PRUNE).await;
+    let e = sync_env(
+        &[
+            ("app/migrate.yaml", hook),
+            ("app/cm.yaml", config_map("settings", "v")),
+        ],
+        PRUNE,
+    )
+    .await;
     let r = e.r.clone();
     e.step(&r).await;
     assert!(e.live("batch/v1", "Job", "migrate").is_some());
     // `argocd app terminate-op`: the operation's phase set to Terminating.
     let mut op = e.op().unwrap();
     op.phase = "Terminating".into();
-    e.sink.write(&key("a"), &StatusUpdate::Operation(Box::new(op))).await.unwrap();
+    e.sink
+        .write(&key("a"), &StatusUpdate::Operation(Box::new(op)))
+        .await
+        .unwrap();
     e.update(|t| t.spec.lifecycle.terminating = true);
     e.step(&r).await;
     let op = e.op().unwrap();
-    assert_eq!((op.phase.as_str(), op.message.as_str()), ("Failed", "Operation terminated"));
-    assert!(e.live("batch/v1", "Job", "migrate").is_none(), "the running hook is deleted");
+    assert_eq!(
+        (op.phase.as_str(), op.message.as_str()),
+        ("Failed", "Operation terminated")
+    );
+    assert!(
+        e.live("batch/v1", "Job", "migrate").is_none(),
+        "the running hook is deleted"
+    );
     assert!(e.live("v1", "ConfigMap", "settings").is_none());
 }
 
 #[tokio::test]
 async fn the_sync_timeout_terminates_a_long_operation() {
     let hook = job("migrate", &[("argocd.argoproj.io/hook", "PreSync")]);
-    let e = sync_env(&[("app/migrate.yaml", hook), ("app/cm.yaml", config_map("settings", "v"))], PRUNE).await;
+    let e = sync_env(
+        &[
+            ("app/migrate.yaml", hook),
+            ("app/cm.yaml", config_map("settings", "v")),
+        ],
+        PRUNE,
+    )
+    .await;
     e.no_retries();
     let config = ReconcilerConfig {
         sync_timeout: Some(Duration::from_millis(300)),
@@ -209,7 +293,11 @@ async fn the_sync_timeout_terminates_a_long_operation() {
     ));
     e.until(&r, "the timeout", |e| e.phase() == "Failed").await;
     let op = e.op().unwrap();
-    assert!(op.message.ends_with("triggered by controller sync timeout"), "{}", op.message);
+    assert!(
+        op.message.ends_with("triggered by controller sync timeout"),
+        "{}",
+        op.message
+    );
 }
 
 #[tokio::test]

@@ -40,20 +40,31 @@ async fn create_namespace_creates_the_destination_with_its_managed_metadata() {
     e.git.write("app/other.yaml", &config_map("other", "v1"));
     let next = e.git.commit("another");
     assert_eq!(e.sync_to(&next).await, "Succeeded", "{:?}", e.op());
-    let ns = e.fake.get("v1", "Namespace", "", "team-a").expect("created");
+    let ns = e
+        .fake
+        .get("v1", "Namespace", "", "team-a")
+        .expect("created");
     assert_eq!(ns["metadata"]["labels"]["team"], "a");
     assert_eq!(ns["metadata"]["annotations"]["owner"], "alice");
     assert!(
-        ns.pointer("/metadata/annotations/argocd.argoproj.io~1tracking-id").is_none(),
+        ns.pointer("/metadata/annotations/argocd.argoproj.io~1tracking-id")
+            .is_none(),
         "not tracked: never compared or pruned"
     );
-    assert!(e.fake.get("v1", "ConfigMap", "team-a", "settings").is_some());
+    assert!(
+        e.fake
+            .get("v1", "ConfigMap", "team-a", "settings")
+            .is_some()
+    );
 }
 
 #[tokio::test]
 async fn prune_last_prunes_after_every_wave() {
     let e = sync_env(
-        &[("app/a.yaml", config_map("a", "1")), ("app/old.yaml", config_map("old", "1"))],
+        &[
+            ("app/a.yaml", config_map("a", "1")),
+            ("app/old.yaml", config_map("old", "1")),
+        ],
         PRUNE,
     )
     .await;
@@ -71,12 +82,24 @@ async fn prune_last_prunes_after_every_wave() {
         .filter(|w| w.may_apply() && !w.path.contains("dryRun"))
         .filter(|w| matches!(w.verb, Verb::Patch | Verb::Delete))
         .filter(|w| w.path.contains("/configmaps/"))
-        .map(|w| (w.verb, w.path.rsplit('/').next().unwrap_or_default().to_owned()))
+        .map(|w| {
+            (
+                w.verb,
+                w.path.rsplit('/').next().unwrap_or_default().to_owned(),
+            )
+        })
         .collect();
-    let at = |v: Verb, n: &str| writes.iter().position(|(vv, p)| *vv == v && p.starts_with(n));
+    let at = |v: Verb, n: &str| {
+        writes
+            .iter()
+            .position(|(vv, p)| *vv == v && p.starts_with(n))
+    };
     let (applied, pruned) = (at(Verb::Patch, "b"), at(Verb::Delete, "old"));
     assert!(applied.is_some() && pruned.is_some(), "{writes:?}");
-    assert!(pruned > applied, "PruneLast: the prune comes after the applies: {writes:?}");
+    assert!(
+        pruned > applied,
+        "PruneLast: the prune comes after the applies: {writes:?}"
+    );
     // Argo CD's default propagation for prunes: foreground.
     let body = e
         .fake
@@ -93,7 +116,9 @@ async fn prune_last_prunes_after_every_wave() {
 #[tokio::test]
 async fn apply_keeps_other_owners_fields_and_replace_does_not() {
     let cm = |extra: &str| {
-        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\n  labels:\n    app: s\n{extra}data:\n  a: \"1\"\n")
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\n  labels:\n    app: s\n{extra}data:\n  a: \"1\"\n"
+        )
     };
     let e = sync_env(&[("app/s.yaml", cm("    tier: web\n"))], PRUNE).await;
     assert_eq!(e.sync_to(&e.first).await, "Succeeded");
@@ -107,20 +132,32 @@ async fn apply_keeps_other_owners_fields_and_replace_does_not() {
     let next = e.git.commit("drop tier");
     assert_eq!(e.sync_to(&next).await, "Succeeded", "{:?}", e.op());
     let labels = e.live("v1", "ConfigMap", "s").unwrap()["metadata"]["labels"].clone();
-    assert_eq!(labels, json!({"app": "s", "other": "x"}), "tier removed, other kept");
+    assert_eq!(
+        labels,
+        json!({"app": "s", "other": "x"}),
+        "tier removed, other kept"
+    );
     options(&e, &["Replace=true"]);
     e.git.write("app/s.yaml", &cm("    tier: api\n"));
     let next = e.git.commit("tier api");
     assert_eq!(e.sync_to(&next).await, "Succeeded", "{:?}", e.op());
     let labels = e.live("v1", "ConfigMap", "s").unwrap()["metadata"]["labels"].clone();
     assert_eq!(labels, json!({"app": "s", "tier": "api"}), "replaced whole");
-    assert!(e.fake.writes().iter().any(|w| w.verb == Verb::Update && w.path.ends_with("/configmaps/s")));
+    assert!(
+        e.fake
+            .writes()
+            .iter()
+            .any(|w| w.verb == Verb::Update && w.path.ends_with("/configmaps/s"))
+    );
 }
 
 #[tokio::test]
 async fn apply_out_of_sync_only_leaves_what_matches() {
     let e = sync_env(
-        &[("app/a.yaml", config_map("a", "1")), ("app/b.yaml", config_map("b", "1"))],
+        &[
+            ("app/a.yaml", config_map("a", "1")),
+            ("app/b.yaml", config_map("b", "1")),
+        ],
         PRUNE,
     )
     .await;
@@ -135,7 +172,16 @@ async fn apply_out_of_sync_only_leaves_what_matches() {
         .writes()
         .iter()
         .filter(|w| w.verb == Verb::Patch && w.may_apply() && w.path.contains("/configmaps/"))
-        .map(|w| w.path.rsplit('/').next().unwrap_or_default().split('?').next().unwrap_or_default().to_owned())
+        .map(|w| {
+            w.path
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .split('?')
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
         .collect();
     assert!(patched.iter().all(|p| p == "b"), "{patched:?}");
     assert!(!patched.is_empty());
@@ -144,13 +190,21 @@ async fn apply_out_of_sync_only_leaves_what_matches() {
 #[tokio::test]
 async fn a_prune_waits_for_its_confirmation() {
     let old = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: old\n  annotations:\n    argocd.argoproj.io/sync-options: Prune=confirm\ndata: {a: b}\n";
-    let e = sync_env(&[("app/a.yaml", config_map("a", "1")), ("app/old.yaml", old.to_owned())], PRUNE).await;
+    let e = sync_env(
+        &[
+            ("app/a.yaml", config_map("a", "1")),
+            ("app/old.yaml", old.to_owned()),
+        ],
+        PRUNE,
+    )
+    .await;
     assert_eq!(e.sync_to(&e.first).await, "Succeeded");
     e.git.remove("app/old.yaml");
     let next = e.git.commit("old goes");
     let r = e.r.clone();
     e.until(&r, "the confirmation wait", |e| {
-        e.op().is_some_and(|o| o.message.contains("pruning confirmation of /ConfigMap/old"))
+        e.op()
+            .is_some_and(|o| o.message.contains("pruning confirmation of /ConfigMap/old"))
     })
     .await;
     assert!(e.live("v1", "ConfigMap", "old").is_some());
@@ -174,10 +228,24 @@ async fn fail_on_shared_resource_fails_a_sync_of_another_apps_object() {
     e.no_retries();
     assert_eq!(e.sync_to(&e.first).await, "Failed");
     let op = e.op().unwrap();
-    assert!(op.message.starts_with("Shared resource found: ConfigMap/default a"), "{}", op.message);
-    assert_eq!(e.live("v1", "ConfigMap", "a").unwrap()["data"]["a"], "0", "not applied");
+    assert!(
+        op.message
+            .starts_with("Shared resource found: ConfigMap/default a"),
+        "{}",
+        op.message
+    );
+    assert_eq!(
+        e.live("v1", "ConfigMap", "a").unwrap()["data"]["a"],
+        "0",
+        "not applied"
+    );
     let status = e.sink.get(&key("a")).unwrap().comparison.unwrap();
-    assert!(status.conditions.iter().any(|c| c.kind == "SharedResourceWarning"));
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.kind == "SharedResourceWarning")
+    );
 }
 
 #[tokio::test]
@@ -199,14 +267,28 @@ spec:
         type: object
         x-kubernetes-preserve-unknown-fields: true
 "#;
-    let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec: {size: 3}\n";
-    let e = sync_env(&[("app/crd.yaml", crd.to_owned()), ("app/w.yaml", widget.to_owned())], PRUNE).await;
+    let widget =
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec: {size: 3}\n";
+    let e = sync_env(
+        &[
+            ("app/crd.yaml", crd.to_owned()),
+            ("app/w.yaml", widget.to_owned()),
+        ],
+        PRUNE,
+    )
+    .await;
     assert_eq!(e.sync_to(&e.first).await, "Succeeded", "{:?}", e.op());
-    let w: Value = e.fake.get("example.com/v1", "Widget", "default", "w").expect("created");
+    let w: Value = e
+        .fake
+        .get("example.com/v1", "Widget", "default", "w")
+        .expect("created");
     assert_eq!(w["spec"]["size"], 3);
     let r = e.r.clone();
     e.until(&r, "the app Synced", |e| {
-        e.sink.get(&key("a")).and_then(|s| s.comparison).is_some_and(|c| c.sync.status == "Synced")
+        e.sink
+            .get(&key("a"))
+            .and_then(|s| s.comparison)
+            .is_some_and(|c| c.sync.status == "Synced")
     })
     .await;
 }

@@ -273,7 +273,14 @@ pub async fn sync_env(files: &[(&str, String)], auto: Option<AutoSync>) -> SyncE
     let first = git.commit("initial");
     let fake = FakeApiServer::start().await.unwrap();
     let inventory = Arc::new(StaticInventory::default());
-    inventory.insert(target("a", &git.path(), "main", "app", access("c1", &fake), auto));
+    inventory.insert(target(
+        "a",
+        &git.path(),
+        "main",
+        "app",
+        access("c1", &fake),
+        auto,
+    ));
     let sink = fleetshard_gitops::reconciler::MemorySink::new();
     let r = sync_reconciler(&inventory, tmp.path(), sink.clone(), always());
     SyncEnv {
@@ -404,14 +411,24 @@ impl SyncEnv {
         self.fake
             .list(api_version, kind, Some("default"))
             .iter()
-            .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str).map(str::to_owned))
+            .filter_map(|o| {
+                o.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
             .collect()
     }
 }
 
 /// A manifest of `kind` (`api_version`) `name` with `annotations` (`key: value` lines)
 /// and `rest` (more top-level YAML).
-pub fn object(api_version: &str, kind: &str, name: &str, annotations: &[(&str, &str)], rest: &str) -> String {
+pub fn object(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    annotations: &[(&str, &str)],
+    rest: &str,
+) -> String {
     let mut text = format!("apiVersion: {api_version}\nkind: {kind}\nmetadata:\n");
     if let Some(prefix) = name.strip_suffix('-') {
         text.push_str(&format!("  generateName: {prefix}-\n"));
