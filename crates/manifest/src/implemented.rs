@@ -184,7 +184,8 @@ pub const CONTROLLED_PREFIXES: &[&str] = &["argocd.argoproj.io/", "helm.sh/"];
 /// (only an optimisation of Argo CD's), the Application's own `sync-wave` and
 /// `sync-options` (as in Argo CD they order and steer the Application object inside the
 /// sync of its *parent* — an app of apps deploys it as a manifest — and never change how
-/// the app itself is reconciled), `skip-reconcile` and `deletion-approved`.
+/// the app itself is reconciled), `skip-reconcile`, `deletion-approved`, a parent's
+/// `tracking-id` and the UI's `managed-by-url`.
 pub const APP_ANNOTATIONS: &[&str] = &[
     "argocd.argoproj.io/refresh",
     "argocd.argoproj.io/manifest-generate-paths",
@@ -194,6 +195,11 @@ pub const APP_ANNOTATIONS: &[&str] = &[
     "argocd.argoproj.io/skip-reconcile",
     // When a deletion or prune waiting for confirmation was approved.
     "argocd.argoproj.io/deletion-approved",
+    // The parent's tracking of an Application an app of apps deploys: the parent's
+    // business, not this app's.
+    "argocd.argoproj.io/tracking-id",
+    // Which Argo CD instance's UI links to the app: informational only.
+    "argocd.argoproj.io/managed-by-url",
 ];
 
 /// Everything the Application `value` sets that fleetshard does not implement.
@@ -352,7 +358,9 @@ mod tests {
         let ok = json!({
             "metadata": {"annotations": {"argocd.argoproj.io/sync-wave": "-1",
                                          "argocd.argoproj.io/sync-options": "Prune=false",
-                                         "argocd.argoproj.io/skip-reconcile": "false"}},
+                                         "argocd.argoproj.io/skip-reconcile": "false",
+                                         "argocd.argoproj.io/tracking-id": "parent:argoproj.io/Application:argocd/child",
+                                         "argocd.argoproj.io/managed-by-url": "https://argocd.example"}},
             "spec": {
             "project": "default",
             "revisionHistoryLimit": 3,
