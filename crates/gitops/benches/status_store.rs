@@ -41,6 +41,8 @@ fn status(resources: usize, at: &str, flipped: bool) -> ComparisonStatus {
             last_transition_time: None,
         },
         requires_pruning: false,
+        hook: false,
+        sync_wave: 0,
     };
     ComparisonStatus {
         sync: SyncInfo {
@@ -102,7 +104,8 @@ async fn main() {
     println!(
         "apps={n} resources/app={resources} (~{record_bytes} bytes per status) writers={WRITERS}"
     );
-    let comparison = |at: &str, flipped| StatusUpdate::Comparison(status(resources, at, flipped));
+    let comparison =
+        |at: &str, flipped| StatusUpdate::Comparison(Box::new(status(resources, at, flipped)));
     let first = pass(&sink, &apps, comparison("2026-11-21T10:00:00Z", false)).await;
     println!("  first writes (read, then create): {first:.0}/s");
     let unchanged = pass(&sink, &apps, comparison("2026-11-21T10:03:00Z", false)).await;

@@ -1,7 +1,8 @@
-//! Sync: server-side apply of an application's desired objects (field manager
-//! [`FIELD_MANAGER`], forced; the reconciler has stamped them as the app's, as argocd-cm's
-//! tracking method says: [`Tracking::stamp`](crate::compare::Tracking::stamp)), then, only when asked,
-//! deletion of the live objects it tracks that Git no longer has (prune).
+//! The writes of a sync, one object each, as the sync engine (`fleetshard-sync`) asks
+//! for them: server-side apply of a desired object (field manager [`FIELD_MANAGER`],
+//! forced, with the tracking annotation added) or its replacement, the destination
+//! namespace of `CreateNamespace=true`, and deletes (prunes, hooks by policy, cascade
+//! deletion) with a propagation policy.
 //!
 //! Before every write the caller's [`LeaseCheck`] is asked; once it says no, the
 //! operation stops at once and nothing more reaches the cluster (a replica whose shard
@@ -17,12 +18,14 @@
 use std::time::Duration;
 
 use kube::Api;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
-use serde::Serialize;
+use kube::api::{
+    DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy,
+    ValidationDirective,
+};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::compare::{FIELD_MANAGER, ResourceKey};
+use crate::compare::{FIELD_MANAGER, ResourceKey, Tracking};
 use crate::live::{ClusterConn, KindInfo, live_value};
 
 mod handover;
@@ -116,156 +119,298 @@ pub struct PruneTarget {
     pub keep: Option<String>,
 }
 
-/// How a sync runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SyncMode {
-    /// Delete the prune targets (without: they are reported as skipped).
-    pub prune: bool,
-    /// Server-side dry run (`dryRun=All`): every write is validated by the server and
-    /// nothing is persisted; no handover, nothing pruned.
+/// How one object is written (the sync engine's choice, `fleetshard_sync::Action`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WriteHow {
+    /// Server-side dry run (`dryRun=All`): validated, nothing persisted, no handover.
     pub dry_run: bool,
+    /// `Replace=true`: replace the live object whole (create it when missing).
+    pub replace: bool,
+    /// `Force=true` (or a forced strategy): when the write is refused, delete the object
+    /// and create it again (`kubectl apply --force`).
+    pub force: bool,
+    /// Validate fields strictly (`Validate=false`: unknown fields are ignored).
+    pub validate: bool,
+    /// For a hook: the operation attempt written in `fleetshard_sync::HOOK_ATTEMPT`.
+    pub hook_attempt: Option<String>,
 }
 
-/// What happened to one resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum ResultCode {
-    /// Applied.
-    Synced,
-    /// The apply or delete was refused or failed.
-    SyncFailed,
-    /// Deleted (prune).
-    Pruned,
-    /// To prune, but the app's `prune` is off.
-    PruneSkipped,
+/// How one write ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteResult {
+    /// Done; what the server did, in words.
+    Done(String),
+    /// A delete of an object already gone.
+    Gone,
+    /// Refused or failed, and why.
+    Failed(String),
+    /// The lease check said no: nothing was sent, and nothing more may be.
+    LeaseLapsed,
 }
 
-/// One resource's outcome, as in Argo CD's `syncResult.resources[]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResourceResult {
-    /// Which object.
-    pub key: ResourceKey,
-    /// Its API version.
-    pub version: String,
-    /// What happened.
-    pub status: ResultCode,
-    /// The server's answer or why it was skipped.
-    pub message: String,
+/// The deadline of a write now, or `None` when the lease says no write may start.
+fn deadline(conn: &ClusterConn, lease: &dyn LeaseCheck) -> Option<RequestDeadline> {
+    request_deadline(
+        Instant::now(),
+        lease.write_deadline(),
+        conn.options().call_timeout,
+    )
 }
 
-/// Why a sync stopped before its end.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApplyError {
-    /// The lease check said no before a write: nothing more was written.
-    #[error("the shard lease lapsed after {} of the operation's writes", .done.len())]
-    LeaseLapsed {
-        /// The writes made before it.
-        done: Vec<ResourceResult>,
-    },
-}
-
-/// Applies `desired` in order (Namespaces first, then CustomResourceDefinitions, then the
-/// rest by key) and, when `mode.prune`, deletes `to_prune`; without it they are reported
-/// as skipped, and so is a target with a [`PruneTarget::keep`] reason always. A resource
-/// that fails is reported and the others still go on (one bad object does not block the
-/// app). The applied objects are recorded in the cluster's cache so that the refresh
-/// after the sync sees them. With `mode.dry_run` every apply and delete is sent with
-/// `dryRun=All` and nothing is recorded.
-pub async fn sync(
+/// Runs `call` until `until`; a timeout is the deadline's message.
+async fn bounded<T>(
     conn: &ClusterConn,
-    desired: &[DesiredObject],
-    to_prune: &[PruneTarget],
-    mode: SyncMode,
+    until: RequestDeadline,
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, String> {
+    tokio::time::timeout_at(until.at, call)
+        .await
+        .map_err(|_| until.message(conn.options().call_timeout))
+        .and_then(|r| r.map_err(|e| e.to_string()))
+}
+
+/// Writes the desired object `d` under `name` (a hook's generated name, or its own),
+/// with the tracking annotation of `app_name` (and a hook's attempt): server-side apply
+/// as [`FIELD_MANAGER`], forced; or, with [`WriteHow::replace`], a replace (a create when
+/// it is missing). First, outside a dry run, the fields of earlier appliers are handed
+/// over (`handover`). A refused write with [`WriteHow::force`] deletes the object and
+/// writes it again. The applied object is recorded in the cluster's cache so that the next
+/// read sees it. The lease is checked before every request.
+pub async fn apply_object(
+    conn: &ClusterConn,
+    (tracking, app_name): (&Tracking, &str),
+    d: &DesiredObject,
+    name: &str,
+    how: &WriteHow,
     lease: &dyn LeaseCheck,
-) -> Result<Vec<ResourceResult>, ApplyError> {
-    let prune = mode.prune;
-    let mut order: Vec<&DesiredObject> = desired.iter().collect();
-    order.sort_by_key(|d| (wave(&d.key), d.key.clone()));
-    let mut results = Vec::with_capacity(desired.len() + to_prune.len());
-    let mut params = PatchParams::apply(FIELD_MANAGER).force();
-    params.dry_run = mode.dry_run;
-    let call_timeout = conn.options().call_timeout;
-    for d in order {
-        let Some(until) = request_deadline(Instant::now(), lease.write_deadline(), call_timeout)
-        else {
-            return Err(ApplyError::LeaseLapsed { done: results });
-        };
-        let object = &d.object;
-        let api = api_for(conn, &d.kind, &d.key.namespace);
-        let handed = match (&d.handover, mode.dry_run) {
-            (Some(ops), false) => hand_over(&api, &d.key.name, ops, until).await,
-            _ => Ok(()),
-        };
-        let outcome = match handed {
-            Ok(()) => {
-                let patch = Patch::Apply(object);
-                let call = api.patch(&d.key.name, &params, &patch);
-                tokio::time::timeout_at(until.at, call)
-                    .await
-                    .map_err(|_| until.message(call_timeout))
-                    .and_then(|r| r.map_err(|e| e.to_string()))
-            }
-            Err(why) => Err(why),
-        };
-        let (status, message) = match outcome {
-            Ok(_) if mode.dry_run => {
-                conn.heard_now();
-                (
-                    ResultCode::Synced,
-                    "valid (server-side dry run; not applied)".to_owned(),
-                )
-            }
-            Ok(applied) => {
-                conn.heard_now();
-                conn.observe(&d.key, live_value(&d.kind.resource, applied));
-                let how = if d.handover.is_some() {
-                    "applied (server-side; fields of earlier appliers taken over)"
-                } else {
-                    "applied (server-side)"
-                };
-                (ResultCode::Synced, how.to_owned())
-            }
-            Err(message) => (ResultCode::SyncFailed, message),
-        };
-        results.push(ResourceResult {
-            key: d.key.clone(),
-            version: d.kind.resource.version.clone(),
-            status,
-            message,
-        });
+) -> WriteResult {
+    let Some(until) = deadline(conn, lease) else {
+        return WriteResult::LeaseLapsed;
+    };
+    let mut key = d.key.clone();
+    key.name = name.to_owned();
+    let mut object = d.object.clone();
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("name".into(), Value::String(name.to_owned()));
+        meta.remove("generateName");
     }
-    for p in to_prune {
-        let version = p
-            .api_version
-            .rsplit_once('/')
-            .map_or(p.api_version.as_str(), |(_, v)| v)
-            .to_owned();
-        let skipped = match &p.keep {
-            Some(why) => Some(why.clone()),
-            None if !prune => Some("not in Git; prune is off".to_owned()),
-            None => None,
-        };
-        if let Some(message) = skipped {
-            results.push(ResourceResult {
-                key: p.key.clone(),
-                version,
-                status: ResultCode::PruneSkipped,
-                message,
-            });
-            continue;
+    tracking.stamp(&mut object, app_name, &key);
+    if let Some(attempt) = &how.hook_attempt {
+        annotate(&mut object, fleetshard_sync::HOOK_ATTEMPT, attempt);
+    }
+    let api = api_for(conn, &d.kind, &key.namespace);
+    if let (Some(ops), false) = (&d.handover, how.dry_run)
+        && let Err(why) = hand_over(&api, name, ops, until).await
+    {
+        return WriteResult::Failed(why);
+    }
+    let mut written = write(conn, &api, &object, name, how, until).await;
+    if let (Err(why), true, false) = (&written, how.force, how.dry_run) {
+        tracing::info!(object = %key, %why, "forced: deleting and creating again");
+        let params = DeleteParams::background();
+        match bounded(conn, until, api.delete(name, &params)).await {
+            Ok(_) => {}
+            Err(e) if e.contains("404") || e.contains("not found") => {}
+            Err(e) => return WriteResult::Failed(format!("{why}; forced delete failed: {e}")),
         }
-        let Some(until) = request_deadline(Instant::now(), lease.write_deadline(), call_timeout)
-        else {
-            return Err(ApplyError::LeaseLapsed { done: results });
-        };
-        let (status, message) = delete(conn, p, until, mode.dry_run).await;
-        results.push(ResourceResult {
-            key: p.key.clone(),
-            version,
-            status,
-            message,
-        });
+        if let Err(e) = wait_gone(conn, &api, name, until).await {
+            return WriteResult::Failed(format!("{why}; forced re-creation: {e}"));
+        }
+        written = write(conn, &api, &object, name, how, until).await;
     }
-    Ok(results)
+    match written {
+        Ok(applied) if how.dry_run => {
+            let _ = applied;
+            conn.heard_now();
+            WriteResult::Done("valid (server-side dry run; not applied)".to_owned())
+        }
+        Ok(applied) => {
+            conn.heard_now();
+            conn.observe(&key, live_value(&d.kind.resource, applied));
+            let how = match (&d.handover, how.replace) {
+                (_, true) => "replaced",
+                (Some(_), false) => "applied (server-side; fields of earlier appliers taken over)",
+                (None, false) => "applied (server-side)",
+            };
+            WriteResult::Done(how.to_owned())
+        }
+        Err(why) => WriteResult::Failed(why),
+    }
+}
+
+/// One write of `object`: a replace (or create) or a server-side apply.
+async fn write(
+    conn: &ClusterConn,
+    api: &Api<DynamicObject>,
+    object: &Value,
+    name: &str,
+    how: &WriteHow,
+    until: RequestDeadline,
+) -> Result<DynamicObject, String> {
+    let validation = if how.validate {
+        ValidationDirective::Strict
+    } else {
+        ValidationDirective::Ignore
+    };
+    if !how.replace {
+        let mut params = PatchParams::apply(FIELD_MANAGER).force();
+        params.dry_run = how.dry_run;
+        params.field_validation = Some(validation);
+        return bounded(conn, until, api.patch(name, &params, &Patch::Apply(object))).await;
+    }
+    let post = PostParams {
+        dry_run: how.dry_run,
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+    };
+    let typed: DynamicObject = serde_json::from_value(object.clone())
+        .map_err(|e| format!("the object cannot be sent: {e}"))?;
+    match bounded(conn, until, api.get_opt(name)).await? {
+        None => bounded(conn, until, api.create(&post, &typed)).await,
+        Some(live) => {
+            let mut typed = typed;
+            typed.metadata.resource_version = live.metadata.resource_version;
+            bounded(conn, until, api.replace(name, &post, &typed)).await
+        }
+    }
+}
+
+/// Waits until `name` is gone (a forced re-creation), until `until`.
+async fn wait_gone(
+    conn: &ClusterConn,
+    api: &Api<DynamicObject>,
+    name: &str,
+    until: RequestDeadline,
+) -> Result<(), String> {
+    loop {
+        if bounded(conn, until, api.get_opt(name)).await?.is_none() {
+            return Ok(());
+        }
+        if Instant::now() + Duration::from_millis(100) >= until.at {
+            return Err("the old object is still being deleted".to_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `CreateNamespace=true`: the destination namespace `name` created (or, with managed
+/// metadata, its `labels` and `annotations` applied) by server-side apply, never tracked
+/// (as Argo CD: it is neither compared nor pruned).
+pub async fn apply_namespace(
+    conn: &ClusterConn,
+    name: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+    annotations: &std::collections::BTreeMap<String, String>,
+    dry_run: bool,
+    lease: &dyn LeaseCheck,
+) -> WriteResult {
+    let Some(until) = deadline(conn, lease) else {
+        return WriteResult::LeaseLapsed;
+    };
+    let mut meta = serde_json::Map::new();
+    meta.insert("name".into(), name.into());
+    if !labels.is_empty() {
+        meta.insert(
+            "labels".into(),
+            serde_json::to_value(labels).unwrap_or_default(),
+        );
+    }
+    if !annotations.is_empty() {
+        meta.insert(
+            "annotations".into(),
+            serde_json::to_value(annotations).unwrap_or_default(),
+        );
+    }
+    let object = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta});
+    let api: Api<DynamicObject> = Api::all_with(
+        conn.client().clone(),
+        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+    );
+    let mut params = PatchParams::apply(FIELD_MANAGER).force();
+    params.dry_run = dry_run;
+    match bounded(
+        conn,
+        until,
+        api.patch(name, &params, &Patch::Apply(&object)),
+    )
+    .await
+    {
+        Ok(_) => {
+            conn.heard_now();
+            WriteResult::Done(format!("namespace/{name} serverside-applied"))
+        }
+        Err(why) => WriteResult::Failed(why),
+    }
+}
+
+/// The live namespace `name`, read (the destination namespace `CreateNamespace=true`
+/// creates is not one of the app's objects): `Ok(None)` when it does not exist.
+pub async fn get_namespace(conn: &ClusterConn, name: &str) -> Result<Option<Value>, String> {
+    let api: Api<DynamicObject> = Api::all_with(
+        conn.client().clone(),
+        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+    );
+    let call = api.get_opt(name);
+    match tokio::time::timeout(conn.options().call_timeout, call).await {
+        Ok(Ok(found)) => Ok(found.map(|o| serde_json::to_value(o).unwrap_or_default())),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer".to_owned()),
+    }
+}
+
+/// Deletes the live object `key` (its `api_version` as cached) with `propagation`
+/// (`Foreground`, `Background`, `Orphan`). An object already gone is [`WriteResult::Gone`].
+pub async fn delete_object(
+    conn: &ClusterConn,
+    key: &ResourceKey,
+    api_version: &str,
+    propagation: &str,
+    dry_run: bool,
+    lease: &dyn LeaseCheck,
+) -> WriteResult {
+    let Some(until) = deadline(conn, lease) else {
+        return WriteResult::LeaseLapsed;
+    };
+    let kind = match conn.kind_info(api_version, &key.kind).await {
+        Ok(kind) => kind,
+        Err(e) => return WriteResult::Failed(e.to_string()),
+    };
+    let api = api_for(conn, &kind, &key.namespace);
+    let mut params = DeleteParams {
+        dry_run,
+        ..DeleteParams::default()
+    };
+    params.propagation_policy = Some(match propagation {
+        "Background" => PropagationPolicy::Background,
+        "Orphan" => PropagationPolicy::Orphan,
+        _ => PropagationPolicy::Foreground,
+    });
+    match tokio::time::timeout_at(until.at, api.delete(&key.name, &params)).await {
+        Ok(Ok(_)) if dry_run => {
+            conn.heard_now();
+            WriteResult::Done("would be deleted (server-side dry run)".to_owned())
+        }
+        Ok(Ok(answer)) => {
+            conn.heard_now();
+            match answer.left() {
+                // Still there, being deleted (finalizers, foreground dependents): the
+                // cache shows it so, and whoever waits for it waits.
+                Some(still) => {
+                    conn.observe(key, live_value(&kind.resource, still));
+                    WriteResult::Done("deleting".to_owned())
+                }
+                None => {
+                    conn.forget(key);
+                    WriteResult::Done("deleted".to_owned())
+                }
+            }
+        }
+        Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
+            conn.forget(key);
+            WriteResult::Gone
+        }
+        Ok(Err(e)) => WriteResult::Failed(e.to_string()),
+        Err(_) => WriteResult::Failed(until.message(conn.options().call_timeout)),
+    }
 }
 
 /// Sends the handover JSON patch; a failure (the object changed since it was read, a
@@ -288,47 +433,6 @@ async fn hand_over(
     }
 }
 
-async fn delete(
-    conn: &ClusterConn,
-    p: &PruneTarget,
-    until: RequestDeadline,
-    dry_run: bool,
-) -> (ResultCode, String) {
-    let kind = match conn.kind_info(&p.api_version, &p.key.kind).await {
-        Ok(kind) => kind,
-        Err(e) => return (ResultCode::SyncFailed, e.to_string()),
-    };
-    let api = api_for(conn, &kind, &p.key.namespace);
-    let params = DeleteParams {
-        dry_run,
-        ..DeleteParams::default()
-    };
-    let call = api.delete(&p.key.name, &params);
-    match tokio::time::timeout_at(until.at, call).await {
-        Ok(Ok(_)) if dry_run => {
-            conn.heard_now();
-            (
-                ResultCode::Pruned,
-                "would be pruned (server-side dry run)".to_owned(),
-            )
-        }
-        Ok(Ok(_)) => {
-            conn.heard_now();
-            conn.forget(&p.key);
-            (ResultCode::Pruned, "pruned".to_owned())
-        }
-        Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
-            conn.forget(&p.key);
-            (ResultCode::Pruned, "already gone".to_owned())
-        }
-        Ok(Err(e)) => (ResultCode::SyncFailed, e.to_string()),
-        Err(_) => (
-            ResultCode::SyncFailed,
-            until.message(conn.options().call_timeout),
-        ),
-    }
-}
-
 fn api_for(conn: &ClusterConn, kind: &KindInfo, namespace: &str) -> Api<DynamicObject> {
     if kind.namespaced {
         Api::namespaced_with(conn.client().clone(), namespace, &kind.resource)
@@ -337,12 +441,19 @@ fn api_for(conn: &ClusterConn, kind: &KindInfo, namespace: &str) -> Api<DynamicO
     }
 }
 
-/// Namespaces and CRDs go first: other objects may need them.
-fn wave(key: &ResourceKey) -> u8 {
-    match (key.group.as_str(), key.kind.as_str()) {
-        ("", "Namespace") => 0,
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => 1,
-        _ => 2,
+/// Sets annotation `key` to `value` (creating `metadata.annotations` if needed).
+fn annotate(object: &mut Value, key: &str, value: &str) {
+    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let annotations = meta
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if !annotations.is_object() {
+        *annotations = Value::Object(Default::default());
+    }
+    if let Some(map) = annotations.as_object_mut() {
+        map.insert(key.to_owned(), Value::String(value.to_owned()));
     }
 }
 

@@ -7,6 +7,8 @@
 //! ([`FleetFile::specs`](crate::FleetFile::specs)), so a change of source or sync policy
 //! never touches the model every replica recomputes assignments with.
 
+use std::collections::BTreeMap;
+
 use fleetshard_core::App;
 
 /// Where an application's manifests come from (`spec.source`).
@@ -87,12 +89,92 @@ pub struct AutoSync {
     pub allow_empty: bool,
 }
 
+/// How a sync is retried when it fails (`syncPolicy.retry`, `operation.retry`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RetryPolicy {
+    /// `limit`: retries after the first attempt (below 0: no end; 0: none).
+    pub limit: i64,
+    /// `backoff.duration` as written (seconds, or a Go duration such as `5s`).
+    pub duration: Option<String>,
+    /// `backoff.factor`.
+    pub factor: Option<i64>,
+    /// `backoff.maxDuration` as written.
+    pub max_duration: Option<String>,
+    /// `refresh`: a retry syncs the latest revision rather than the one first resolved.
+    pub refresh: bool,
+}
+
+/// `syncPolicy.managedNamespaceMetadata`: what the namespace `CreateNamespace=true`
+/// creates (or finds) is given.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ManagedNamespaceMetadata {
+    /// `labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `annotations`.
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// How an app syncs beyond automation: `spec.syncPolicy`'s options, namespace metadata and
+/// retries.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SyncPolicy {
+    /// `syncOptions`, as written (`Name=value` each).
+    pub sync_options: Vec<String>,
+    /// `managedNamespaceMetadata`.
+    pub managed_namespace_metadata: Option<ManagedNamespaceMetadata>,
+    /// `retry`.
+    pub retry: Option<RetryPolicy>,
+}
+
+/// The Application object's own state that steers its reconciliation: its deletion, its
+/// finalizers, and the annotations that pause it or approve deletions.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Lifecycle {
+    /// `metadata.deletionTimestamp` is set: the Application is being deleted.
+    pub deleting: bool,
+    /// `metadata.deletionTimestamp` as written (what an approval must not predate).
+    pub deleted_at: Option<String>,
+    /// `metadata.finalizers` (`resources-finalizer.argocd.argoproj.io` cascades the
+    /// deletion to the app's resources).
+    pub finalizers: Vec<String>,
+    /// `argocd.argoproj.io/skip-reconcile: "true"` (as Go's `strconv.ParseBool` reads it):
+    /// the app is not reconciled at all.
+    pub skip_reconcile: bool,
+    /// `status.operationState.phase` is `Terminating` (`argocd app terminate-op`): the
+    /// operation in progress is to be terminated.
+    pub terminating: bool,
+    /// `argocd.argoproj.io/deletion-approved`: when a deletion or prune waiting for
+    /// confirmation (`Delete=confirm`, `Prune=confirm`) was approved (RFC 3339).
+    pub deletion_approved: Option<String>,
+    /// `spec.revisionHistoryLimit`: how many syncs `status.history` keeps (default 10).
+    pub revision_history_limit: Option<i64>,
+}
+
+/// `operation.sync.syncStrategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SyncStrategy {
+    /// `apply` (rather than `hook`): no hooks run.
+    pub apply: bool,
+    /// `force`: a failed apply deletes and re-creates the object.
+    pub force: bool,
+}
+
 /// A sync asked for by hand: the Application's `operation.sync` (Argo CD's "Sync" button
 /// or `argocd app sync` sets it; the controller runs it once and clears it).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SyncRequest {
     /// `operation.sync.revision`: the commit to sync to; `None`: the target revision.
     pub revision: Option<String>,
+    /// `operation.sync.source`: the source to sync instead of the app's (what `argocd app
+    /// rollback` writes from a history entry).
+    pub source: Option<AppSource>,
+    /// `operation.sync.syncOptions`: the options of this sync (the app's own do not
+    /// apply to a sync asked for by hand).
+    pub sync_options: Vec<String>,
+    /// `operation.sync.syncStrategy`.
+    pub strategy: SyncStrategy,
+    /// `operation.retry`.
+    pub retry: Option<RetryPolicy>,
     /// `operation.sync.prune`.
     pub prune: bool,
     /// `operation.sync.dryRun`: validate only (server-side dry run), persist nothing.
@@ -193,16 +275,26 @@ pub struct AppSpec {
     pub manifest_generate_paths: Option<String>,
     /// `spec.ignoreDifferences`: fields the comparison leaves out, per object.
     pub ignore_differences: Vec<crate::customizations::IgnoreDifference>,
-    /// `RespectIgnoreDifferences=true` in `spec.syncPolicy.syncOptions`: a sync leaves the
-    /// ignored fields as they are live.
-    pub respect_ignore_differences: bool,
     /// What the Application sets that fleetshard does not implement
     /// ([`crate::implemented`]); any refusal of kind [`RefusalKind::InvalidSpec`] stops
     /// every sync of the app, one of kind [`RefusalKind::Sync`] the request.
     pub refusals: Vec<Refusal>,
+    /// `spec.syncPolicy` beyond automation.
+    pub policy: SyncPolicy,
+    /// The Application's deletion, finalizers and reconciliation annotations.
+    pub lifecycle: Lifecycle,
 }
 
 impl AppSpec {
+    /// `RespectIgnoreDifferences=true` in `spec.syncPolicy.syncOptions`: a sync leaves the
+    /// fields `ignoreDifferences` names as they are live.
+    pub fn respects_ignore_differences(&self) -> bool {
+        self.policy
+            .sync_options
+            .iter()
+            .any(|o| o.trim() == "RespectIgnoreDifferences=true")
+    }
+
     /// The refusals of `kind`.
     pub fn refusals_of(&self, kind: RefusalKind) -> impl Iterator<Item = &Refusal> {
         self.refusals.iter().filter(move |r| r.kind == kind)

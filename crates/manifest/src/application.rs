@@ -8,8 +8,7 @@
 //! destination server is kept exactly as written: Argo CD's load counting compares it raw
 //! (W5 in `docs/glossary.md`), so normalising here would hide the mismatch it produces.
 //!
-//! What fleetshard does not implement (helm, kustomize, `ignoreDifferences`, multi-source,
-//! most sync options, …) is listed in [`AppSpec::refusals`] by the allow-list of
+//! What fleetshard does not implement (a few source kinds and sync options, …) is listed in [`AppSpec::refusals`] by the allow-list of
 //! [`crate::implemented`]; the reconciler shows each as a condition and syncs nothing. `spec.syncPolicy.automated` present means automated sync (`{}` is
 //! automated without prune or self-heal) unless `automated.enabled` is `false`, which Argo
 //! CD 3.x honours as "configured but off".
@@ -19,26 +18,21 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::app_spec::{
-    AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, RefreshRequest,
-    SyncRequest, SyncResource,
+    AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, Lifecycle,
+    ManagedNamespaceMetadata, RefreshRequest, Refusal, RefusalKind, RetryPolicy, SyncRequest,
+    SyncResource, SyncStrategy,
 };
 use crate::document::{meta_names, typed};
 use crate::error::{Ctx, LoadError, object_name};
 use crate::secret::ObjectMeta;
 
+mod write;
+
+pub(crate) use write::to_application;
+
 /// `targetRevision` when the source does not say.
 /// The revision an Application without `targetRevision` follows (Argo CD reads none as `HEAD`).
 pub const DEFAULT_REVISION: &str = "HEAD";
-
-#[derive(Debug, Default, Deserialize)]
-struct ApplicationObject {
-    #[serde(default)]
-    metadata: Option<ObjectMeta>,
-    #[serde(default)]
-    spec: Option<Spec>,
-    #[serde(default)]
-    operation: Option<Operation>,
-}
 
 /// `operation`: what a user asked the controller to do now (only `sync` exists).
 #[derive(Debug, Default, Deserialize)]
@@ -47,6 +41,8 @@ struct Operation {
     sync: Option<OperationSync>,
     #[serde(default, rename = "initiatedBy")]
     initiated_by: Option<OperationInitiator>,
+    #[serde(default)]
+    retry: Option<Retry>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -54,11 +50,32 @@ struct OperationSync {
     #[serde(default)]
     revision: Option<String>,
     #[serde(default)]
+    source: Option<Source>,
+    #[serde(default, rename = "syncOptions")]
+    sync_options: Option<Vec<String>>,
+    #[serde(default, rename = "syncStrategy")]
+    sync_strategy: Option<Strategy>,
+    #[serde(default)]
     prune: Option<bool>,
     #[serde(default, rename = "dryRun")]
     dry_run: Option<bool>,
     #[serde(default)]
     resources: Option<Vec<OperationResource>>,
+}
+
+/// `syncStrategy`: `{apply: {force}}` or `{hook: {force}}`.
+#[derive(Debug, Default, Deserialize)]
+struct Strategy {
+    #[serde(default)]
+    apply: Option<StrategyForce>,
+    #[serde(default)]
+    hook: Option<StrategyForce>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct StrategyForce {
+    #[serde(default)]
+    force: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -103,6 +120,12 @@ struct Spec {
         skip_serializing_if = "Option::is_none"
     )]
     ignore_differences: Option<Vec<crate::customizations::IgnoreDifference>>,
+    #[serde(
+        default,
+        rename = "revisionHistoryLimit",
+        skip_serializing_if = "Option::is_none"
+    )]
+    revision_history_limit: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -157,7 +180,76 @@ struct SyncPolicy {
         rename = "syncOptions",
         skip_serializing_if = "Option::is_none"
     )]
-    sync_options: Option<Value>,
+    sync_options: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retry: Option<Retry>,
+    #[serde(
+        default,
+        rename = "managedNamespaceMetadata",
+        skip_serializing_if = "Option::is_none"
+    )]
+    managed_namespace_metadata: Option<NamespaceMetadata>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct Retry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    limit: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    backoff: Option<Backoff>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    refresh: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct Backoff {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    duration: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    factor: Option<i64>,
+    #[serde(
+        default,
+        rename = "maxDuration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    max_duration: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+struct NamespaceMetadata {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl Retry {
+    fn policy(self) -> RetryPolicy {
+        let backoff = self.backoff.unwrap_or_default();
+        RetryPolicy {
+            limit: self.limit.unwrap_or(0),
+            duration: backoff.duration.filter(|d| !d.is_empty()),
+            factor: backoff.factor,
+            max_duration: backoff.max_duration.filter(|d| !d.is_empty()),
+            refresh: self.refresh.unwrap_or(false),
+        }
+    }
+
+    fn of(p: &RetryPolicy) -> Self {
+        let backoff = Backoff {
+            duration: p.duration.clone(),
+            factor: p.factor,
+            max_duration: p.max_duration.clone(),
+        };
+        Retry {
+            limit: Some(p.limit),
+            backoff: (backoff.duration.is_some()
+                || backoff.factor.is_some()
+                || backoff.max_duration.is_some())
+            .then_some(backoff),
+            refresh: Some(p.refresh).filter(|r| *r),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize, Serialize)]
@@ -176,7 +268,72 @@ struct Automated {
     allow_empty: Option<bool>,
 }
 
-/// Reads one Application.
+/// The fields that place an Application in the fleet: read strictly, since an app that
+/// cannot be placed cannot be shown anywhere either.
+#[derive(Debug, Default, Deserialize)]
+struct PlacementObject {
+    #[serde(default)]
+    metadata: Option<ObjectMeta>,
+    #[serde(default)]
+    spec: Option<PlacementSpec>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct PlacementSpec {
+    #[serde(default)]
+    project: Option<String>,
+    #[serde(default)]
+    destination: Option<Dest>,
+}
+
+/// `part` of the Application read as `T`; a part of the wrong shape is a refusal of `kind`
+/// naming the field (the app is shown with a condition and nothing of it is synced), and
+/// reads as the default.
+fn lenient<T: serde::de::DeserializeOwned + Default>(
+    value: &Value,
+    pointer: &str,
+    kind: RefusalKind,
+    refusals: &mut Vec<Refusal>,
+) -> T {
+    let Some(part) = value.pointer(pointer) else {
+        return T::default();
+    };
+    match T::deserialize(part) {
+        Ok(v) => v,
+        Err(_) => {
+            let base = pointer.trim_start_matches('/').replace('/', ".");
+            let (field, message) = match serde_path_to_error::deserialize::<_, T>(part) {
+                Ok(_) => (base, "unreadable".to_owned()),
+                Err(e) => {
+                    let mut field = base;
+                    for segment in e.path().iter() {
+                        use serde_path_to_error::Segment;
+                        match segment {
+                            Segment::Seq { index } => field.push_str(&format!("[{index}]")),
+                            Segment::Map { key } | Segment::Enum { variant: key } => {
+                                field.push('.');
+                                field.push_str(key);
+                            }
+                            Segment::Unknown => {}
+                        }
+                    }
+                    (field, e.inner().to_string())
+                }
+            };
+            refusals.push(Refusal {
+                kind,
+                field,
+                message: format!("malformed ({message}); nothing of the app is synced"),
+            });
+            T::default()
+        }
+    }
+}
+
+/// Reads one Application. Only what places it (`metadata.name`, `metadata.namespace`,
+/// `spec.project`, `spec.destination`) must be well-formed: a malformed GitOps part (a
+/// source, the sync policy, the operation) is a [`Refusal`] naming the field, so the app
+/// is loaded and shown with its own condition instead of failing the file it is in.
 pub(crate) fn to_app(
     ctx: &mut Ctx,
     value: &Value,
@@ -184,7 +341,7 @@ pub(crate) fn to_app(
 ) -> Result<AppDefinition, LoadError> {
     let (ns, name) = meta_names(value);
     let object = object_name("Application", ns, name, locator);
-    let obj: ApplicationObject = typed(ctx, value, &object)?;
+    let obj: PlacementObject = typed(ctx, value, &object)?;
     let meta = obj.metadata.unwrap_or_default();
     let name = meta.name.filter(|n| !n.is_empty()).ok_or_else(|| {
         ctx.field_error(
@@ -193,7 +350,20 @@ pub(crate) fn to_app(
             "missing; an Application needs a name".to_owned(),
         )
     })?;
-    let spec = obj.spec.unwrap_or_default();
+    let placement = obj.spec.unwrap_or_default();
+    let mut refusals = crate::implemented::refusals(value);
+    let malformed = &mut Vec::new();
+    let sources: Option<Vec<Source>> =
+        lenient(value, "/spec/sources", RefusalKind::InvalidSpec, malformed);
+    let single: Option<Source> =
+        lenient(value, "/spec/source", RefusalKind::InvalidSpec, malformed);
+    let sync_policy: Option<SyncPolicy> = lenient(
+        value,
+        "/spec/syncPolicy",
+        RefusalKind::InvalidSpec,
+        malformed,
+    );
+    let operation: Option<Operation> = lenient(value, "/operation", RefusalKind::Sync, malformed);
 
     // Argo CD uses `sources` whenever it is non-empty, ignoring `source`. With more than
     // one, every source is kept (only a repo-server renders them; `refusals` refuses them
@@ -203,7 +373,7 @@ pub(crate) fn to_app(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let (source, sources) = match spec.sources {
+    let (source, sources) = match sources {
         Some(sources) if !sources.is_empty() => {
             let many = sources.len() > 1;
             if many {
@@ -227,25 +397,41 @@ pub(crate) fn to_app(
         }
         _ => {
             let raw = value.pointer("/spec/source").cloned().unwrap_or_default();
-            (app_source(spec.source.unwrap_or_default(), raw), Vec::new())
+            (app_source(single.unwrap_or_default(), raw), Vec::new())
         }
     };
-    let refusals = crate::implemented::refusals(value);
+    // A malformed part's own field paths are not refused twice.
+    refusals.retain(|r| !malformed.iter().any(|m| r.field.starts_with(&m.field)));
+    refusals.append(malformed);
 
-    let dest = spec.destination.unwrap_or_default();
-    let ignore_differences = spec.ignore_differences.unwrap_or_default();
-    let respect_ignore_differences = spec
-        .sync_policy
-        .as_ref()
-        .and_then(|p| p.sync_options.as_ref())
-        .and_then(Value::as_array)
-        .is_some_and(|opts| {
-            opts.iter()
-                .any(|o| o.as_str().map(str::trim) == Some("RespectIgnoreDifferences=true"))
-        });
-    let auto_sync = spec
-        .sync_policy
-        .and_then(|p| p.automated)
+    let revision_history_limit: Option<i64> = lenient(
+        value,
+        "/spec/revisionHistoryLimit",
+        RefusalKind::InvalidSpec,
+        &mut refusals,
+    );
+    // What the comparison leaves out; malformed, a refusal naming the entry's field.
+    let ignore_differences: Option<Vec<crate::customizations::IgnoreDifference>> = lenient(
+        value,
+        "/spec/ignoreDifferences",
+        RefusalKind::InvalidSpec,
+        &mut refusals,
+    );
+    let dest = placement.destination.unwrap_or_default();
+    let sync_policy = sync_policy.unwrap_or_default();
+    let sync_options = sync_policy.sync_options.unwrap_or_default();
+    let policy = crate::app_spec::SyncPolicy {
+        sync_options,
+        managed_namespace_metadata: sync_policy.managed_namespace_metadata.map(|m| {
+            ManagedNamespaceMetadata {
+                labels: m.labels.unwrap_or_default(),
+                annotations: m.annotations.unwrap_or_default(),
+            }
+        }),
+        retry: sync_policy.retry.map(Retry::policy),
+    };
+    let auto_sync = sync_policy
+        .automated
         .filter(|a| a.enabled != Some(false))
         .map(|a| AutoSync {
             prune: a.prune.unwrap_or(false),
@@ -253,13 +439,30 @@ pub(crate) fn to_app(
             allow_empty: a.allow_empty.unwrap_or(false),
         });
 
-    let (op_sync, initiator) = obj
-        .operation
-        .map(|o| (o.sync, o.initiated_by))
+    let (op_sync, initiator, op_retry) = operation
+        .map(|o| (o.sync, o.initiated_by, o.retry))
         .unwrap_or_default();
     let initiator = initiator.unwrap_or_default();
+    let raw_op_source = value
+        .pointer("/operation/sync/source")
+        .cloned()
+        .unwrap_or_default();
     let sync_request = op_sync.map(|s| SyncRequest {
         revision: s.revision.filter(|r| !r.is_empty()),
+        source: s.source.map(|src| app_source(src, raw_op_source)),
+        sync_options: s.sync_options.unwrap_or_default(),
+        strategy: s
+            .sync_strategy
+            .map(|st| {
+                let force =
+                    |f: &Option<StrategyForce>| f.as_ref().and_then(|f| f.force).unwrap_or(false);
+                SyncStrategy {
+                    apply: st.apply.is_some(),
+                    force: force(&st.apply) || force(&st.hook),
+                }
+            })
+            .unwrap_or_default(),
+        retry: op_retry.map(Retry::policy),
         prune: s.prune.unwrap_or(false),
         dry_run: s.dry_run.unwrap_or(false),
         resources: s.resources.filter(|r| !r.is_empty()).map(|list| {
@@ -281,12 +484,39 @@ pub(crate) fn to_app(
     let app = App {
         namespace: meta.namespace.unwrap_or_default(),
         name,
-        project: spec.project.unwrap_or_default(),
+        project: placement.project.unwrap_or_default(),
         destination: Destination {
             server: dest.server,
             name: dest.name,
             namespace: dest.namespace,
         },
+    };
+    let lifecycle = Lifecycle {
+        deleting: value
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null()),
+        deleted_at: value
+            .pointer("/metadata/deletionTimestamp")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        finalizers: value
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .map(|f| {
+                f.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        skip_reconcile: annotation(value, "argocd.argoproj.io/skip-reconcile")
+            .is_some_and(|v| parse_bool(v) == Some(true)),
+        terminating: value
+            .pointer("/status/operationState/phase")
+            .and_then(Value::as_str)
+            == Some("Terminating"),
+        deletion_approved: annotation(value, "argocd.argoproj.io/deletion-approved")
+            .map(str::to_owned),
+        revision_history_limit,
     };
     let spec = AppSpec {
         source,
@@ -295,14 +525,22 @@ pub(crate) fn to_app(
         sync_request,
         refusals,
         refresh: refresh_request(value),
-        manifest_generate_paths: value
-            .pointer("/metadata/annotations/argocd.argoproj.io~1manifest-generate-paths")
-            .and_then(Value::as_str)
+        manifest_generate_paths: annotation(value, "argocd.argoproj.io/manifest-generate-paths")
             .map(str::to_owned),
-        ignore_differences,
-        respect_ignore_differences,
+        ignore_differences: ignore_differences.unwrap_or_default(),
+        policy,
+        lifecycle,
     };
     Ok((app, spec))
+}
+
+impl AppSource {
+    /// A source read from its JSON (an operation's or a history entry's `source`), or
+    /// `None` when it is not one.
+    pub fn from_raw(raw: &Value) -> Option<AppSource> {
+        let source: Source = serde_json::from_value(raw.clone()).ok()?;
+        Some(app_source(source, raw.clone()))
+    }
 }
 
 /// One source as read: its typed fields, and `raw`, the object as written.
@@ -325,6 +563,23 @@ fn app_source(source: Source, raw: Value) -> AppSource {
     }
 }
 
+/// The Application's annotation `key`.
+fn annotation<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+/// Go's `strconv.ParseBool`: `1 t T TRUE true True` and `0 f F FALSE false False`.
+fn parse_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
 /// The refresh asked for by the annotation `argocd.argoproj.io/refresh` (`hard`, or any
 /// other value: `normal`, as Argo CD reads it).
 fn refresh_request(value: &Value) -> Option<RefreshRequest> {
@@ -333,95 +588,4 @@ fn refresh_request(value: &Value) -> Option<RefreshRequest> {
         Some("hard") => RefreshRequest::Hard,
         _ => RefreshRequest::Normal,
     })
-}
-
-/// `source.directory` as written: the typed options and what else the source read had
-/// there (`jsonnet`); absent when both are empty and the source read had none.
-fn write_directory(source: &AppSource) -> Option<Directory> {
-    let d = &source.directory;
-    let read = source.raw.get("directory");
-    let rest = read.map_or_else(serde_json::Map::new, |r| {
-        untyped(r, &["recurse", "include", "exclude"])
-    });
-    (*d != DirectoryOptions::default() || read.is_some_and(Value::is_object)).then(|| Directory {
-        recurse: Some(d.recurse).filter(|r| *r),
-        include: Some(d.include.clone()).filter(|s| !s.is_empty()),
-        exclude: Some(d.exclude.clone()).filter(|s| !s.is_empty()),
-        rest,
-    })
-}
-
-/// The fields of the object `raw` other than `typed` (none when it is not an object).
-fn untyped(raw: &Value, typed: &[&str]) -> serde_json::Map<String, Value> {
-    match raw {
-        Value::Object(map) => map
-            .iter()
-            .filter(|(k, _)| !typed.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        _ => serde_json::Map::new(),
-    }
-}
-
-/// The `spec.source` fields [`AppSource`] has typed fields for.
-const TYPED_SOURCE_FIELDS: [&str; 4] = ["repoURL", "path", "targetRevision", "directory"];
-
-/// An Application as `kubectl get -o yaml` prints it, for the writers.
-#[derive(Debug, Serialize)]
-pub(crate) struct ApplicationOut {
-    #[serde(rename = "apiVersion")]
-    api_version: &'static str,
-    kind: &'static str,
-    metadata: ObjectMeta,
-    spec: Spec,
-}
-
-/// The Application manifest for `app` and its `spec`. Every field is written so that
-/// reading it back gives the same [`App`] and [`AppSpec`] (`targetRevision` always, since a
-/// missing one reads as `HEAD`), except `operation`, which is not part of a definition.
-/// Without a spec, the Application has no source and no sync policy (it reads back as the
-/// default source at `HEAD`).
-pub(crate) fn to_application(app: &App, spec: Option<&AppSpec>) -> ApplicationOut {
-    let non_empty = |s: &str| Some(s.to_owned()).filter(|s| !s.is_empty());
-    ApplicationOut {
-        api_version: "argoproj.io/v1alpha1",
-        kind: "Application",
-        metadata: ObjectMeta {
-            name: Some(app.name.clone()),
-            // An empty namespace reads back as empty whether written or not.
-            namespace: non_empty(&app.namespace),
-            ..ObjectMeta::default()
-        },
-        spec: Spec {
-            project: Some(app.project.clone()),
-            source: spec.map(|s| Source {
-                repo_url: non_empty(&s.source.repo_url),
-                path: non_empty(&s.source.path),
-                target_revision: Some(s.source.target_revision.clone()),
-                directory: write_directory(&s.source),
-                // What the typed fields above do not say, as read.
-                rest: untyped(&s.source.raw, &TYPED_SOURCE_FIELDS),
-            }),
-            sources: None,
-            destination: Some(Dest {
-                server: app.destination.server.clone(),
-                name: app.destination.name.clone(),
-                namespace: app.destination.namespace.clone(),
-            }),
-            sync_policy: spec.and_then(|s| s.auto_sync).map(|a| SyncPolicy {
-                automated: Some(Automated {
-                    enabled: None,
-                    prune: Some(a.prune),
-                    self_heal: Some(a.self_heal),
-                    allow_empty: Some(a.allow_empty).filter(|e| *e),
-                }),
-                sync_options: spec
-                    .filter(|s| s.respect_ignore_differences)
-                    .map(|_| Value::from(vec!["RespectIgnoreDifferences=true"])),
-            }),
-            ignore_differences: spec
-                .map(|s| s.ignore_differences.clone())
-                .filter(|d| !d.is_empty()),
-        },
-    }
 }

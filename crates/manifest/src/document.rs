@@ -324,7 +324,39 @@ impl Objects {
                 }
             }
             ObjectKind::Application => {
-                let (app, spec) = application::to_app(ctx, value, locator)?;
+                // One Application that cannot be placed (no name, a destination of the
+                // wrong shape) is skipped and named; the file's other objects still load.
+                let (app, spec) = match application::to_app(ctx, value, locator) {
+                    Ok(read) => read,
+                    Err(LoadError::Field {
+                        object,
+                        field,
+                        message,
+                        ..
+                    }) => {
+                        ctx.warn(
+                            &object,
+                            Some(&field),
+                            format!(
+                                "{message}; this Application is skipped, the others are loaded"
+                            ),
+                        );
+                        return Ok(());
+                    }
+                    Err(LoadError::Document {
+                        object, message, ..
+                    }) => {
+                        ctx.warn(
+                            &object,
+                            None,
+                            format!(
+                                "{message}; this Application is skipped, the others are loaded"
+                            ),
+                        );
+                        return Ok(());
+                    }
+                    Err(e) => return Err(e),
+                };
                 if accept.specs {
                     // The first definition of a key is the one that counts (as in the loads).
                     self.specs.entry(spec_key(&app)).or_insert(spec);

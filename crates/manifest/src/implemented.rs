@@ -7,8 +7,8 @@
 //! either, and its CLI and UI write such empty values (`directory: {jsonnet: {}}`).
 //!
 //! Per-object annotations of the rendered manifests (sync waves, hooks, per-object sync
-//! options) are checked by the reconciler against [`OBJECT_SYNC_OPTIONS`] and
-//! [`OBJECT_ANNOTATIONS`].
+//! options) are checked by the reconciler against [`APP_SYNC_OPTIONS`],
+//! [`OBJECT_ANNOTATIONS`] and [`OBJECT_COMPARE_OPTIONS`].
 
 use serde_json::Value;
 
@@ -75,59 +75,112 @@ pub const SPEC_FIELDS: &[&str] = &[
     // What the comparison leaves out (group, kind, name, namespace, jsonPointers,
     // jqPathExpressions, managedFieldsManagers; the loader reads the entries' types).
     "ignoreDifferences",
+    // Retries of a failed sync, with Argo CD's backoff (fleetshard-sync's `retry`).
+    "syncPolicy.retry.limit",
+    "syncPolicy.retry.backoff.duration",
+    "syncPolicy.retry.backoff.factor",
+    "syncPolicy.retry.backoff.maxDuration",
+    "syncPolicy.retry.refresh",
+    // What `CreateNamespace=true` gives the namespace it creates.
+    "syncPolicy.managedNamespaceMetadata.labels",
+    "syncPolicy.managedNamespaceMetadata.annotations",
     // Informational only: shown by Argo CD's UI, never read by its controller.
     "info",
-    // Bounds `status.history`, which fleetshard does not write (so never exceeds it).
+    // Bounds `status.history` (default 10).
     "revisionHistoryLimit",
 ];
 
 /// The `operation` fields fleetshard implements (a sync asked for by hand).
-/// `sync.syncOptions` values are checked against [`APP_SYNC_OPTIONS`]. `syncStrategy`
-/// passes only empty (`{hook: {}}`, `{apply: {force: false}}`): `force` is refused.
+/// `sync.syncOptions` values are checked against [`APP_SYNC_OPTIONS`]. `sync.source` is
+/// the source a rollback syncs (`argocd app rollback` writes the history entry's).
 pub const OPERATION_FIELDS: &[&str] = &[
     "sync.revision",
     "sync.prune",
     "sync.dryRun",
     "sync.resources",
     "sync.syncOptions",
+    "sync.syncStrategy.apply.force",
+    "sync.syncStrategy.hook.force",
+    "sync.source.repoURL",
+    "sync.source.path",
+    "sync.source.targetRevision",
+    "sync.source.directory.recurse",
+    "sync.source.directory.include",
+    "sync.source.directory.exclude",
+    "sync.source.directory.jsonnet.extVars",
+    "sync.source.directory.jsonnet.tlas",
+    "sync.source.directory.jsonnet.libs",
+    // Kept for the history of self-heals (Argo CD's field; informational here).
+    "sync.autoHealAttemptsCount",
+    "retry.limit",
+    "retry.backoff.duration",
+    "retry.backoff.factor",
+    "retry.backoff.maxDuration",
+    "retry.refresh",
     "initiatedBy.username",
     "initiatedBy.automated",
     "info",
 ];
 
-/// Application-level sync options accepted: what fleetshard does anyway (server-side
-/// apply, validation) and options set to their default. Anything else is refused.
+/// Sync options accepted (`syncPolicy.syncOptions`, `operation.sync.syncOptions`, and on
+/// a manifest `argocd.argoproj.io/sync-options`), each with Argo CD's meaning
+/// (`fleetshard-sync`); one Argo CD reads only at one level does nothing at the other,
+/// as in Argo CD.
+/// `ServerSideApply` either way and `ClientSideApplyMigration=true`: fleetshard always
+/// applies server-side and takes over `kubectl apply`'s fields (a test per case shows the
+/// user sees what `kubectl apply` would give). `Force=true` at app level is accepted and,
+/// as in Argo CD, does nothing (force is per object or per request). Not here, so refused:
+/// `ClientSideApplyMigration=false`.
 pub const APP_SYNC_OPTIONS: &[&str] = &[
     "ServerSideApply=true",
     "ServerSideApply=false",
+    "ClientSideApplyMigration=true",
     "Validate=true",
+    "Validate=false",
+    "CreateNamespace=true",
     "CreateNamespace=false",
+    "PruneLast=true",
     "PruneLast=false",
+    "ApplyOutOfSyncOnly=true",
     "ApplyOutOfSyncOnly=false",
+    "Replace=true",
     "Replace=false",
+    "Force=true",
     "Force=false",
     "RespectIgnoreDifferences=false",
     // A sync leaves the fields `ignoreDifferences` names as they are live.
     "RespectIgnoreDifferences=true",
+    "FailOnSharedResource=true",
     "FailOnSharedResource=false",
+    "SkipDryRunOnMissingResource=true",
     "SkipDryRunOnMissingResource=false",
+    "PrunePropagationPolicy=foreground",
+    "PrunePropagationPolicy=background",
+    "PrunePropagationPolicy=orphan",
+    "Prune=true",
+    "Prune=false",
+    "Prune=confirm",
+    "Delete=true",
+    "Delete=false",
+    "Delete=confirm",
 ];
 
-/// Per-object sync options (`argocd.argoproj.io/sync-options` on a manifest) accepted:
-/// `Prune=false` and `Delete=false` (the object is never pruned), defaults, and the
-/// application-level ones.
-pub const OBJECT_SYNC_OPTIONS: &[&str] =
-    &["Prune=false", "Delete=false", "Prune=true", "Delete=true"];
-
 /// Annotations under Argo CD's and Helm's prefixes accepted on a manifest; any other key
-/// with prefix [`CONTROLLED_PREFIXES`] (sync waves, hooks, compare options) is refused.
-/// `helm.sh/resource-policy` is accepted with the value `keep` only. The tracking id and
-/// the installation id are what Argo CD itself stamps on every object it renders.
+/// with prefix [`CONTROLLED_PREFIXES`] is refused. `helm.sh/resource-policy` is accepted
+/// with the value `keep` only; a hook type `PreDelete` is refused (only PostDelete hooks
+/// are run on deletion). The tracking id and the installation id are what Argo CD itself
+/// stamps on every object it renders.
 pub const OBJECT_ANNOTATIONS: &[&str] = &[
     "argocd.argoproj.io/tracking-id",
     "argocd.argoproj.io/installation-id",
     "argocd.argoproj.io/sync-options",
+    "argocd.argoproj.io/sync-wave",
+    "argocd.argoproj.io/hook",
+    "argocd.argoproj.io/hook-delete-policy",
     "helm.sh/resource-policy",
+    "helm.sh/hook",
+    "helm.sh/hook-weight",
+    "helm.sh/hook-delete-policy",
     // Compare options, checked against OBJECT_COMPARE_OPTIONS.
     "argocd.argoproj.io/compare-options",
     // `"true"`: the object's health does not count towards its application's.
@@ -148,12 +201,31 @@ pub const OBJECT_COMPARE_OPTIONS: &[&str] = &[
 pub const CONTROLLED_PREFIXES: &[&str] = &["argocd.argoproj.io/", "helm.sh/"];
 
 /// Annotations under `argocd.argoproj.io/` accepted on an Application: the refresh request
-/// (`normal` or `hard`: served, then removed with the refresh's status) and the path hint
-/// (only an optimisation of Argo CD's).
+/// (`normal` or `hard`: served, then removed with the refresh's status), the path hint
+/// (only an optimisation of Argo CD's), the Application's own `sync-wave` and
+/// `sync-options` (as in Argo CD they order and steer the Application object inside the
+/// sync of its *parent* — an app of apps deploys it as a manifest — and never change how
+/// the app itself is reconciled), `skip-reconcile`, `deletion-approved`, a parent's
+/// `tracking-id` and the UI's `managed-by-url`.
 pub const APP_ANNOTATIONS: &[&str] = &[
     "argocd.argoproj.io/refresh",
     "argocd.argoproj.io/manifest-generate-paths",
+    "argocd.argoproj.io/sync-wave",
+    "argocd.argoproj.io/sync-options",
+    // The app is not reconciled while it says true (Go's ParseBool).
+    "argocd.argoproj.io/skip-reconcile",
+    // When a deletion or prune waiting for confirmation was approved.
+    "argocd.argoproj.io/deletion-approved",
+    // The parent's tracking of an Application an app of apps deploys: the parent's
+    // business, not this app's.
+    "argocd.argoproj.io/tracking-id",
+    // Which Argo CD instance's UI links to the app: informational only.
+    "argocd.argoproj.io/managed-by-url",
 ];
+
+/// Argo CD's compare options annotation; on an Application its values are checked against
+/// [`OBJECT_COMPARE_OPTIONS`].
+const APP_COMPARE_OPTIONS: &str = "argocd.argoproj.io/compare-options";
 
 /// Everything the Application `value` sets that fleetshard does not implement.
 pub fn refusals(value: &Value) -> Vec<Refusal> {
@@ -164,7 +236,30 @@ pub fn refusals(value: &Value) -> Vec<Refusal> {
         message,
     };
     if let Some(Value::Object(annotations)) = value.pointer("/metadata/annotations") {
-        for key in annotations.keys() {
+        for (key, v) in annotations {
+            if key == APP_COMPARE_OPTIONS {
+                // On the Application itself: `ServerSideDiff=true` and
+                // `IncludeMutationWebhook=true` would change how the app is compared (a
+                // server-side dry run per comparison, not made here); `IgnoreExtraneous`
+                // steers its parent's comparison of the Application, as Argo CD reads it.
+                let text = v.as_str().unwrap_or_default();
+                out.extend(
+                    text.split(',')
+                        .map(str::trim)
+                        .filter(|o| !o.is_empty() && !OBJECT_COMPARE_OPTIONS.contains(o))
+                        .map(|o| {
+                            spec(
+                                format!("metadata.annotations[{key}]"),
+                                format!(
+                                    "compare option {o:?} is not implemented by fleetshard \
+                                     (a server-side dry run per comparison); the app is not \
+                                     synced"
+                                ),
+                            )
+                        }),
+                );
+                continue;
+            }
             if key.starts_with("argocd.argoproj.io/") && !APP_ANNOTATIONS.contains(&key.as_str()) {
                 out.push(spec(
                     format!("metadata.annotations[{key}]"),
@@ -308,17 +403,34 @@ mod tests {
 
     #[test]
     fn implemented_and_empty_fields_pass_and_everything_else_is_named() {
-        let ok = json!({"spec": {
+        let ok = json!({
+            "metadata": {"annotations": {"argocd.argoproj.io/sync-wave": "-1",
+                                         "argocd.argoproj.io/sync-options": "Prune=false",
+                                         "argocd.argoproj.io/skip-reconcile": "false",
+                                         "argocd.argoproj.io/tracking-id": "parent:argoproj.io/Application:argocd/child",
+                                         "argocd.argoproj.io/managed-by-url": "https://argocd.example",
+                                         "argocd.argoproj.io/compare-options": "IgnoreExtraneous"}},
+            "spec": {
             "project": "default",
+            "revisionHistoryLimit": 3,
             "source": {"repoURL": "r", "path": "p", "targetRevision": "HEAD",
                        "directory": {"recurse": true, "jsonnet": {"libs": ["vendor"]}},
                        "kustomize": {"images": ["nginx:1.27"], "namePrefix": "p-"}},
             "syncPolicy": {"automated": {"prune": true, "allowEmpty": true},
-                           "syncOptions": ["ServerSideApply=true"]},
-        }});
+                           "syncOptions": ["ServerSideApply=true", "CreateNamespace=true",
+                                           "PruneLast=true", "PrunePropagationPolicy=background"],
+                           "retry": {"limit": 5, "backoff": {"duration": "5s", "factor": 2,
+                                                            "maxDuration": "3m"}},
+                           "managedNamespaceMetadata": {"labels": {"team": "a"}}},
+            },
+            "operation": {"sync": {"syncStrategy": {"apply": {"force": true}},
+                                   "source": {"repoURL": "r", "path": "p", "targetRevision": "abc"},
+                                   "syncOptions": ["Replace=true"]},
+                          "retry": {"limit": 2}},
+        });
         assert_eq!(fields(&ok), Vec::<String>::new());
         let bad = json!({
-            "metadata": {"annotations": {"argocd.argoproj.io/skip-reconcile": "true",
+            "metadata": {"annotations": {"argocd.argoproj.io/compare-options": "x",
                                          "argocd.argoproj.io/refresh": "hard"}},
             "spec": {
                 "source": {"repoURL": "r",
@@ -326,25 +438,26 @@ mod tests {
                            "kustomize": {"version": "v5.4.0"}, "plugin": {"name": "cmp"},
                            "directory": {"jsonnet": {"libs": ["vendor"], "tomorrow": 1}}},
                 "ignoreDifferences": [{"kind": "Deployment"}],
-                "syncPolicy": {"retry": {"limit": 5}, "syncOptions": ["CreateNamespace=true"]},
+                "syncPolicy": {"retry": {"limit": 5, "soon": 1},
+                               "syncOptions": ["ClientSideApplyMigration=false"]},
                 "someFieldOfTomorrow": {"x": 1},
             },
-            "operation": {"sync": {"manifests": ["a"], "syncStrategy": {"apply": {"force": true}}}},
+            "operation": {"sync": {"manifests": ["a"], "syncStrategy": {"apply": {"force": true, "x": 1}}}},
         });
         let mut got = fields(&bad);
         got.sort();
         assert_eq!(
             got,
             [
-                "metadata.annotations[argocd.argoproj.io/skip-reconcile]",
+                "metadata.annotations[argocd.argoproj.io/compare-options]",
                 "operation.sync.manifests",
-                "operation.sync.syncStrategy",
+                "operation.sync.syncStrategy.apply.x",
                 "spec.someFieldOfTomorrow",
                 "spec.source.directory.jsonnet.tomorrow",
                 "spec.source.helm.fileParameters",
                 "spec.source.kustomize.version",
                 "spec.source.plugin",
-                "spec.syncPolicy.retry",
+                "spec.syncPolicy.retry.soon",
                 "spec.syncPolicy.syncOptions",
             ]
         );

@@ -164,6 +164,9 @@ fn gitops(
     }
     let config = ReconcilerConfig {
         control_plane_namespace: settings.control_plane_namespace.clone(),
+        wave_delay: settings.sync_wave_delay,
+        sync_timeout: settings.sync_timeout,
+        hard_refresh: settings.hard_resync,
         ..ReconcilerConfig::default()
     };
     // A change of an app's object on its cluster queues the app's refresh (drift is seen,

@@ -98,6 +98,13 @@ pub struct ControllerSettings {
     pub resync: Duration,
     /// Spread of each app's periodic refresh (at most the period).
     pub resync_jitter: Duration,
+    /// Every app refreshed hard at least this often (Argo CD's
+    /// `timeout.hard.reconciliation`); `None`: never.
+    pub hard_resync: Option<Duration>,
+    /// Operations running longer are terminated (Argo CD's sync timeout); `None`: never.
+    pub sync_timeout: Option<Duration>,
+    /// The pause after each sync wave but the last (Argo CD's `ARGOCD_SYNC_WAVE_DELAY`).
+    pub sync_wave_delay: Duration,
     /// Where remote Git repositories are mirrored (`None`: `fleetshard-repos` in the
     /// system's temporary directory).
     pub repo_cache: Option<PathBuf>,
@@ -162,6 +169,9 @@ impl Default for ControllerSettings {
             operation_processors: 10,
             resync: fleetshard_controller::DEFAULT_RESYNC,
             resync_jitter: fleetshard_controller::DEFAULT_RESYNC_JITTER,
+            hard_resync: None,
+            sync_timeout: None,
+            sync_wave_delay: Duration::from_secs(2),
             repo_cache: None,
             manifest_cache: fleetshard_gitops::source::DEFAULT_MAX_CACHED_READS,
             control_plane_namespace: "argocd".to_owned(),

@@ -17,7 +17,10 @@
 //!
 //! A file that fails to parse (or to read) keeps the objects it had at its last good read,
 //! and a [`Problem`] names the file, the object and the field; a deleted file's objects
-//! leave the inventory. An application key (namespace/name) seen in two files is kept from
+//! leave the inventory. One Application that cannot be placed (no name, no destination,
+//! a destination of the wrong shape) is named in a [`Problem`] and left out, and the
+//! file's other objects load; one with a malformed GitOps part (source, sync policy,
+//! operation) loads with a refusal naming the field (its own condition). An application key (namespace/name) seen in two files is kept from
 //! the first file in path order, and the second is reported.
 
 use std::collections::{BTreeMap, HashMap};
@@ -273,13 +276,20 @@ impl<F: Files> DirectorySource<F> {
             Ok(loaded) => loaded,
             Err(e) => return failed(Problem::from_load_error(&e)),
         };
-        let mut apps = loaded.value.fleet.apps.iter();
-        if let Some(problem) = apps.find_map(|app| check_app(app, &source).err()) {
-            return failed(problem);
-        }
         let mut problems: Vec<Problem> =
             loaded.warnings.iter().map(Problem::from_warning).collect();
-        let file = loaded.value;
+        let mut file = loaded.value;
+        // An application that deploys nowhere is named and left out; the file's others
+        // still load.
+        file.fleet.apps.retain(|app| match check_app(app, &source) {
+            Ok(()) => true,
+            Err(problem) => {
+                file.specs
+                    .remove(&(app.namespace.clone(), app.name.clone()));
+                problems.push(problem);
+                false
+            }
+        });
         if !file.shards.is_empty() {
             problems.push(Problem {
                 severity: Severity::Warning,

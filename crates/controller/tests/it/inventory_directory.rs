@@ -147,7 +147,8 @@ async fn a_bad_file_keeps_its_last_good_objects_and_names_the_field() {
     assert_eq!(p.field.as_deref(), Some("metadata.labels"));
     assert!(p.message.contains("/fleet/clusters.yaml"), "{}", p.message);
 
-    // An application deploying nowhere: reported with its field; the file's apps stay.
+    // An application deploying nowhere: reported with its field and left out; the file's
+    // other applications load (one bad object never stops the others).
     files.write(
         "/fleet/apps.yaml",
         &docs(&[app("one", "server: https://a"), app("two", "server: \"\"")]),
@@ -156,7 +157,9 @@ async fn a_bad_file_keeps_its_last_good_objects_and_names_the_field() {
         s.problems.iter().any(|p| p.source == "/fleet/apps.yaml")
     })
     .await;
-    assert_eq!(snap.apps, good.apps);
+    let (_, apps) = names(&snap);
+    assert_eq!(apps, ["one"]);
+    assert_eq!(snap.revision, good.revision + 1, "one app fewer");
     let p = snap
         .problems
         .iter()
@@ -171,14 +174,14 @@ async fn a_bad_file_keeps_its_last_good_objects_and_names_the_field() {
         s.problems.iter().any(|p| p.source == "/fleet/new.yaml")
     })
     .await;
-    assert_eq!(snap.revision, good.revision);
+    assert_eq!(snap.revision, good.revision + 1);
 
     // Fixing everything clears the problems and moves the revision once.
     files.write("/fleet/clusters.yaml", &secret("a", "u-a", "https://a2"));
     files.write("/fleet/apps.yaml", &app("one", "server: https://a2"));
     files.remove("/fleet/new.yaml");
     let snap = wait_for(&mut rx, "fixed", |s| s.problems.is_empty()).await;
-    assert_eq!(snap.revision, good.revision + 1);
+    assert_eq!(snap.revision, good.revision + 2);
     assert_eq!(snap.clusters[0].server, "https://a2");
     assert_eq!(snap.apps.len(), 1);
     task.abort();

@@ -209,6 +209,36 @@ pub struct ReconcileArgs {
         value_parser = parse_go_duration
     )]
     pub resync_jitter: Duration,
+    /// Every app is refreshed hard (caches bypassed, the repository fetched again) at
+    /// least this often: Argo CD's `timeout.hard.reconciliation`. `0`: never.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "0",
+        env = "ARGOCD_HARD_RECONCILIATION_TIMEOUT",
+        value_parser = parse_go_duration
+    )]
+    pub app_hard_resync: Duration,
+    /// A sync operation running longer than this (as the replica stepping it counts) is
+    /// terminated: Argo CD's `controller.sync.timeout.seconds`. `0`: no timeout.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "0",
+        env = "ARGOCD_APPLICATION_CONTROLLER_SYNC_TIMEOUT",
+        value_parser = parse_go_duration
+    )]
+    pub sync_timeout: Duration,
+    /// The pause after each sync wave but the last, before its health is judged (Argo CD's
+    /// `ARGOCD_SYNC_WAVE_DELAY`, in seconds).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "2",
+        env = "ARGOCD_SYNC_WAVE_DELAY",
+        value_parser = parse_go_duration
+    )]
+    pub sync_wave_delay: Duration,
     /// Where remote Git repositories are mirrored. Local paths and `file://` URLs are
     /// read in place. Default: `fleetshard-repos` in the system's temporary directory.
     #[arg(long, value_name = "DIR", env = "FLEETSHARD_REPO_CACHE")]
@@ -294,6 +324,9 @@ impl ReconcileArgs {
             operation_processors: self.operation_processors,
             resync: self.resync,
             resync_jitter: self.resync_jitter,
+            hard_resync: (!self.app_hard_resync.is_zero()).then_some(self.app_hard_resync),
+            sync_timeout: (!self.sync_timeout.is_zero()).then_some(self.sync_timeout),
+            sync_wave_delay: self.sync_wave_delay,
             repo_cache: self.repo_cache.clone(),
             manifest_cache: self.manifest_cache,
             control_plane_namespace: self.control_plane_namespace.clone(),

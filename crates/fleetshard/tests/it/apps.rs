@@ -71,33 +71,34 @@ fn populate(db: &Path) -> String {
         write(
             "team-a",
             "guestbook",
-            StatusUpdate::Comparison(comparison("Synced", "Healthy", None)),
+            StatusUpdate::Comparison(Box::new(comparison("Synced", "Healthy", None))),
         )
         .await;
         write(
             "team-a",
             "guestbook",
-            StatusUpdate::Operation(OperationState {
+            StatusUpdate::Operation(Box::new(OperationState {
                 operation: Default::default(),
                 phase: "Succeeded".to_owned(),
                 message: "successfully synced".to_owned(),
                 started_at: "2026-11-21T09:58:00Z".to_owned(),
                 finished_at: Some("2026-11-21T09:58:01Z".to_owned()),
                 sync_result: None,
-            }),
+                retry_count: 0,
+            })),
         )
         .await;
         let long = format!("manifests/deploy.yaml: document 2: {}", "x".repeat(200));
         write(
             "team-b",
             "api",
-            StatusUpdate::Comparison(comparison("Unknown", "Degraded", Some(&long))),
+            StatusUpdate::Comparison(Box::new(comparison("Unknown", "Degraded", Some(&long)))),
         )
         .await;
         write(
             "team-b",
             "web",
-            StatusUpdate::Comparison(comparison("OutOfSync", "Progressing", None)),
+            StatusUpdate::Comparison(Box::new(comparison("OutOfSync", "Progressing", None))),
         )
         .await;
         let bad = status_key(ROOT, &AppKey::new("team-c", "broken"));

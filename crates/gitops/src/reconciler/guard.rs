@@ -1,16 +1,14 @@
 //! What stops a sync before it writes: per-object annotations fleetshard does not
 //! implement (refused, naming the object and the annotation, from the allow-list in
-//! [`fleetshard_manifest::implemented`]), the annotations that protect a live object from
-//! pruning, and selective sync's choice of objects.
+//! [`fleetshard_manifest::implemented`]; PreDelete hooks), the annotations that protect a
+//! live object from pruning.
 
-use fleetshard_manifest::SyncResource;
 use fleetshard_manifest::implemented::{
     APP_SYNC_OPTIONS, CONTROLLED_PREFIXES, OBJECT_ANNOTATIONS, OBJECT_COMPARE_OPTIONS,
-    OBJECT_SYNC_OPTIONS,
 };
 use serde_json::Value;
 
-use crate::compare::{COMPARE_OPTIONS_ANNOTATION, ResourceKey};
+use crate::compare::COMPARE_OPTIONS_ANNOTATION;
 
 /// Argo CD's per-object sync options annotation.
 pub(crate) const SYNC_OPTIONS: &str = "argocd.argoproj.io/sync-options";
@@ -24,6 +22,14 @@ fn annotations(object: &Value) -> impl Iterator<Item = (&String, &str)> {
         .into_iter()
         .flatten()
         .map(|(k, v)| (k, v.as_str().unwrap_or_default()))
+}
+
+/// The object's annotations as strings (the sync engine's view; a value that is no
+/// string reads as empty).
+pub(crate) fn annotation_map(object: &Value) -> fleetshard_sync::Annotations {
+    annotations(object)
+        .map(|(k, v)| (k.clone(), v.to_owned()))
+        .collect()
 }
 
 /// Argo CD's sync options of an annotation value: comma-separated, trimmed.
@@ -40,8 +46,15 @@ pub(crate) fn object_refusal(object: &Value, what: &str) -> Option<String> {
         }
         if !OBJECT_ANNOTATIONS.contains(&key.as_str()) {
             return Some(format!(
-                "{what}: annotation {key} is not implemented by fleetshard (sync waves and \
-                 hooks are not); nothing is synced"
+                "{what}: annotation {key} is not implemented by fleetshard; nothing is synced"
+            ));
+        }
+        if (key == "argocd.argoproj.io/hook" && options(value).any(|t| t == "PreDelete"))
+            || (key == "helm.sh/hook" && options(value).any(|t| t == "pre-delete"))
+        {
+            return Some(format!(
+                "{what}: annotation {key}: {value:?}: PreDelete hooks are not implemented by \
+                 fleetshard (PostDelete hooks are); nothing is synced"
             ));
         }
         if key == RESOURCE_POLICY && value != "keep" {
@@ -59,8 +72,7 @@ pub(crate) fn object_refusal(object: &Value, what: &str) -> Option<String> {
             ));
         }
         if key == SYNC_OPTIONS
-            && let Some(bad) = options(value)
-                .find(|o| !OBJECT_SYNC_OPTIONS.contains(o) && !APP_SYNC_OPTIONS.contains(o))
+            && let Some(bad) = options(value).find(|o| !APP_SYNC_OPTIONS.contains(o))
         {
             return Some(format!(
                 "{what}: annotation {key}: sync option {bad:?} is not implemented by \
@@ -87,19 +99,6 @@ pub(crate) fn keep_reason(live: &Value) -> Option<String> {
     None
 }
 
-/// Whether selective sync's `resources` name `key` (as Argo CD matches them: group, kind
-/// and name equal, and the namespace equal unless the request leaves it empty).
-pub(crate) fn selected(resources: Option<&[SyncResource]>, key: &ResourceKey) -> bool {
-    resources.is_none_or(|list| {
-        list.iter().any(|r| {
-            r.group == key.group
-                && r.kind == key.kind
-                && r.name == key.name
-                && (r.namespace.is_empty() || r.namespace == key.namespace)
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,12 +119,18 @@ mod tests {
         ] {
             assert_eq!(object_refusal(&with(ok.clone()), "o"), None, "{ok}");
         }
-        for bad in [
+        for ok in [
             json!({"argocd.argoproj.io/sync-wave": "1"}),
-            json!({"argocd.argoproj.io/hook": "PreSync"}),
-            json!({"helm.sh/hook": "pre-install"}),
-            json!({"argocd.argoproj.io/sync-options": "Replace=true"}),
-            json!({"argocd.argoproj.io/sync-options": "Prune=confirm"}),
+            json!({"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "HookSucceeded"}),
+            json!({"helm.sh/hook": "pre-install", "helm.sh/hook-weight": "-5"}),
+            json!({"argocd.argoproj.io/sync-options": "Replace=true,Prune=confirm"}),
+        ] {
+            assert_eq!(object_refusal(&with(ok.clone()), "o"), None, "{ok}");
+        }
+        for bad in [
+            json!({"argocd.argoproj.io/hook": "PreDelete"}),
+            json!({"helm.sh/hook": "pre-delete"}),
+            json!({"argocd.argoproj.io/sync-options": "ClientSideApplyMigration=false"}),
             json!({"argocd.argoproj.io/some-future-annotation": "x"}),
             json!({"argocd.argoproj.io/compare-options": "ServerSideDiff=true"}),
             json!({"argocd.argoproj.io/compare-options": "IncludeMutationWebhook=true"}),

@@ -1,11 +1,14 @@
 //! What the reconciler remembers of each app between its refresh and its operation.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::apply::{DesiredObject, PruneTarget};
-use crate::compare::AppComparison;
+use serde_json::Value;
 
-use super::self_heal;
+use super::customize::Settings;
+use super::{OperationState, self_heal};
+use crate::apply::{DesiredObject, PruneTarget};
+use crate::compare::{AppComparison, ResourceKey, Tracking};
 
 /// What the last successful refresh of an app found, for its operation.
 pub(super) struct Refreshed {
@@ -14,9 +17,38 @@ pub(super) struct Refreshed {
     /// A multi-source app's revisions, one per source (empty: one source).
     pub(super) revisions: Vec<String>,
     pub(super) cluster: String,
+    /// The resources (compared, synced, pruned).
     pub(super) desired: Vec<DesiredObject>,
+    /// The hooks (never compared or pruned; named by the sync when only `generateName`).
+    pub(super) hooks: Vec<DesiredObject>,
+    /// The desired objects whose kind the cluster does not serve yet (a CRD of the app
+    /// defines it).
+    pub(super) unserved: HashSet<ResourceKey>,
     pub(super) prune: Vec<PruneTarget>,
     pub(super) comparison: AppComparison,
+    /// The live objects read: the desired ones' and every object the app tracks.
+    pub(super) live: Vec<Arc<Value>>,
+    /// Desired objects whose live object another app tracks (Argo CD's shared resources).
+    pub(super) shared: Vec<String>,
+    /// PostDelete hooks (run when the Application is deleted, not by a sync).
+    pub(super) post_delete: Vec<DesiredObject>,
+    /// How argocd-cm said objects are tracked when this was read.
+    pub(super) tracking: Tracking,
+    /// argocd-cm's resource customizations when this was read (health checks).
+    pub(super) settings: Arc<Settings>,
+}
+
+/// Monotonic times of the operation in progress as this owner saw it: its sync timeout,
+/// a retry's wait and the wave delay are counted on them (never on recorded wall-clock
+/// times, which another replica wrote). A new owner starts counting when it takes over.
+#[derive(Debug, Clone, Default)]
+pub(super) struct OpClock {
+    /// The operation (its `startedAt` and retry count) these times are of.
+    pub(super) attempt: String,
+    /// When this owner first stepped it.
+    pub(super) seen: Option<tokio::time::Instant>,
+    /// No step before this (the wave delay, a retry's backoff).
+    pub(super) not_before: Option<tokio::time::Instant>,
 }
 
 #[derive(Default)]
@@ -25,11 +57,12 @@ pub(super) struct Memo {
     /// that cluster stops, so a later owner reads the recorded operation again.
     pub(super) cluster: String,
     pub(super) last: Option<Arc<Refreshed>>,
-    /// The commit last synced successfully.
-    pub(super) synced: Option<String>,
-    /// `synced` was read from the recorded status (once per owner: the operation a
-    /// previous owner, or this replica before a restart, recorded).
-    pub(super) recorded_read: bool,
+    /// The operation last recorded: written here, or read from the sink once per owner.
+    pub(super) op: Option<OperationState>,
+    /// `op` was read from the sink (once per owner).
+    pub(super) op_read: bool,
+    /// The operation in progress' times.
+    pub(super) op_clock: OpClock,
     /// The sync request last run; the same request is not run again until it is cleared.
     pub(super) request_done: Option<fleetshard_manifest::SyncRequest>,
     /// A sync request refused (`SyncError`), shown on the app's status until the next
@@ -40,16 +73,18 @@ pub(super) struct Memo {
     /// The refresh annotation was seen at the last refresh (its hard refresh is served
     /// once, until the annotation goes and comes back).
     pub(super) hard_refresh_served: bool,
+    /// When the app was last refreshed hard (`timeout.hard.reconciliation`).
+    pub(super) hard_at: Option<tokio::time::Instant>,
     /// The app's health status last recorded and since when (its `lastTransitionTime`);
     /// unknown until this owner's first refresh.
     pub(super) health_since: Option<(String, String)>,
     /// The app's source(s) as its last comparison read them: a comparison after they
     /// changed resolves the revision again (Argo CD's `noRevisionCache`).
-    pub(super) compared_source: Option<serde_json::Value>,
+    pub(super) compared_source: Option<Value>,
     /// An ended operation whose record could not be written (a conflict that kept
     /// recurring, an API server that did not answer): written before anything else the app
     /// does, so no operation that ended stays recorded as Running.
-    pub(super) unrecorded: Option<super::OperationState>,
+    pub(super) unrecorded: Option<OperationState>,
 }
 
 /// The app's health `lastTransitionTime` for a refresh that found `status` at `now`, as

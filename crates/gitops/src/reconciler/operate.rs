@@ -1,109 +1,165 @@
-//! Operations: a sync asked for by hand, the sync itself (apply, prune, record), and what
-//! a new owner learns of the last one.
+//! Which operation runs: one in progress (resumed from the recorded `operationState`), a
+//! sync asked for by hand (`operation.sync`, once per request), or an automated sync by
+//! Argo CD's rules; and what a new owner learns of the last one.
 //!
 //! A request that sets what fleetshard does not implement, or a request for an app whose
 //! spec is refused, is not run: it is recorded as an operation in phase `Error` naming the
 //! fields (which clears the request, as Argo CD ends an operation) and shown as a
-//! `SyncError` condition until the next operation runs. `dryRun` sends every write with
-//! `dryRun=All` (validated by the server, nothing persisted or pruned, the synced commit
-//! not remembered); `resources` (selective sync) applies and prunes only the objects named.
-
-use std::sync::Arc;
+//! `SyncError` condition until the next operation runs.
+//!
+//! An automated sync starts when the last refresh found the app OutOfSync (not only to
+//! prune when `prune` is off) and, as Argo CD's `autoSync` decides, the revision and
+//! source were not synced before — a success of the same is left alone without
+//! `selfHeal` (a self-heal then syncs the resources that drifted, backing off); a failure
+//! of the same is not synced again (its retries are over: a `SyncError` says so) — and
+//! no sync window blocks it. It runs with the app's sync options and retry policy (5
+//! retries when it sets none).
 
 use fleetshard_controller::{AppKey, Operated, ReconcileError};
 use fleetshard_manifest::project::WindowVerdict;
-use fleetshard_manifest::{RefusalKind, SyncRequest, SyncResource};
+use fleetshard_manifest::{RefusalKind, RetryPolicy, SyncRequest};
+use serde_json::{Value, json};
 
-use super::guard::selected;
 use super::{
-    AppTarget, GitOpsReconciler, Initiator, OperationRecord, OperationState, Refreshed, SinkError,
-    StatusUpdate, SyncOperation, SyncOperationResource, SyncResult, SyncResultEntry,
+    AppTarget, BackoffRecord, GitOpsReconciler, Initiator, OperationRecord, OperationState,
+    RetryRecord, SinkError, StatusUpdate, SyncOperation, SyncOperationResource,
 };
-use crate::apply::{self, ApplyError, DesiredObject, PruneTarget, ResultCode, SyncMode};
-use crate::source::Refresh;
+use crate::compare::{ResourceKey, SyncStatus};
 
-/// What one sync runs: an automated sync or a request.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Request {
-    revision: String,
-    prune: bool,
-    dry_run: bool,
-    resources: Option<Vec<SyncResource>>,
-    initiated_by: Initiator,
+/// `operation.retry` as recorded.
+fn retry_record(p: &RetryPolicy) -> RetryRecord {
+    let backoff = BackoffRecord {
+        duration: p.duration.clone(),
+        factor: p.factor,
+        max_duration: p.max_duration.clone(),
+    };
+    RetryRecord {
+        limit: p.limit,
+        backoff: (backoff != BackoffRecord::default()).then_some(backoff),
+        refresh: p.refresh,
+    }
 }
 
-impl Request {
-    /// An automated sync.
-    pub(super) fn automated(prune: bool) -> Self {
-        Request {
-            prune,
-            initiated_by: Initiator {
-                username: String::new(),
-                automated: true,
-            },
-            ..Request::default()
+/// `operationState.operation` of a sync asked for by hand.
+pub(super) fn requested(r: &SyncRequest) -> OperationRecord {
+    let strategy = match (r.strategy.apply, r.strategy.force) {
+        (false, false) => None,
+        (apply, force) => {
+            let how = if force {
+                json!({"force": true})
+            } else {
+                json!({})
+            };
+            Some(if apply {
+                json!({"apply": how})
+            } else {
+                json!({"hook": how})
+            })
         }
-    }
-
-    fn manual(r: &SyncRequest) -> Self {
-        Request {
+    };
+    OperationRecord {
+        sync: SyncOperation {
             revision: r.revision.clone().unwrap_or_default(),
             prune: r.prune,
             dry_run: r.dry_run,
-            resources: r.resources.clone(),
-            initiated_by: Initiator {
-                username: r.initiated_by.username.clone(),
-                automated: r.initiated_by.automated,
-            },
-        }
-    }
-
-    /// `operationState.operation` for it.
-    fn record(&self) -> OperationRecord {
-        OperationRecord {
-            sync: SyncOperation {
-                revision: self.revision.clone(),
-                prune: self.prune,
-                dry_run: self.dry_run,
-                resources: self
-                    .resources
-                    .iter()
-                    .flatten()
-                    .map(|r| SyncOperationResource {
-                        group: r.group.clone(),
-                        kind: r.kind.clone(),
-                        name: r.name.clone(),
-                        namespace: r.namespace.clone(),
-                    })
-                    .collect(),
-            },
-            initiated_by: self.initiated_by.clone(),
-        }
+            resources: r
+                .resources
+                .iter()
+                .flatten()
+                .map(|s| SyncOperationResource {
+                    group: s.group.clone(),
+                    kind: s.kind.clone(),
+                    name: s.name.clone(),
+                    namespace: s.namespace.clone(),
+                })
+                .collect(),
+            sync_options: r.sync_options.clone(),
+            sync_strategy: strategy,
+            source: r
+                .source
+                .as_ref()
+                .map(|s| s.raw.clone())
+                .filter(Value::is_object),
+        },
+        initiated_by: Initiator {
+            username: r.initiated_by.username.clone(),
+            automated: r.initiated_by.automated,
+        },
+        retry: r.retry.as_ref().map(retry_record),
     }
 }
 
 impl GitOpsReconciler {
-    /// Runs the sync asked for by hand (`operation.sync`), once per request: whatever
-    /// the sync policy, to the requested revision or the target one. `None`: no request
-    /// pending.
-    pub(super) async fn manual_sync(
+    pub(super) async fn do_operate(&self, key: &AppKey) -> Result<Operated, ReconcileError> {
+        let Some(target) = self.inventory.target(key) else {
+            return Ok(Operated::Idle);
+        };
+        if target.spec.lifecycle.skip_reconcile {
+            return Ok(Operated::Idle);
+        }
+        self.record_unrecorded(key).await?;
+        if target.spec.lifecycle.deleting {
+            return self.finalize_deletion(key, &target).await;
+        }
+        if let Some(state) = self.recorded_operation(key, &target).await?
+            && state.in_progress()
+        {
+            return self.run_operation(key, &target, state).await;
+        }
+        if let Some(done) = self.manual_sync(key, &target).await? {
+            return Ok(done);
+        }
+        self.auto_sync(key, &target).await
+    }
+
+    /// The operation last recorded: from memory, read from the sink once per owner, and
+    /// again when the Application says it is being terminated.
+    async fn recorded_operation(
+        &self,
+        key: &AppKey,
+        target: &AppTarget,
+    ) -> Result<Option<OperationState>, ReconcileError> {
+        let (known, read) = {
+            let mut memos = self.memos();
+            let m = memos.entry(key.clone()).or_default();
+            m.cluster.clone_from(&target.cluster.id);
+            (m.op.clone(), m.op_read)
+        };
+        let asked_to_stop = target.spec.lifecycle.terminating
+            && known.as_ref().is_none_or(|o| o.phase != "Terminating");
+        if read && !asked_to_stop {
+            return Ok(known);
+        }
+        let recorded = match self.sink.last_operation(key).await {
+            Ok(op) => op,
+            Err(SinkError::NotFound(_)) => None,
+            // Not knowing could run again what ran, or miss an operation in progress: wait.
+            Err(e) => return Err(ReconcileError::RetryLater(e.to_string())),
+        };
+        let mut memos = self.memos();
+        let m = memos.entry(key.clone()).or_default();
+        m.op.clone_from(&recorded);
+        m.op_read = true;
+        Ok(recorded)
+    }
+
+    /// Starts the sync asked for by hand (`operation.sync`), once per request: whatever
+    /// the sync policy, to the requested revision (and source) or the target one. `None`:
+    /// no request pending.
+    async fn manual_sync(
         &self,
         key: &AppKey,
         target: &AppTarget,
     ) -> Result<Option<Operated>, ReconcileError> {
         let request = target.spec.sync_request.clone();
-        let (pending, last) = {
+        let pending = {
             let mut memos = self.memos();
             let m = memos.entry(key.clone()).or_default();
-            m.cluster.clone_from(&target.cluster.id);
             if request.is_none() {
                 // Cleared (by our own status write, or by hand): the next request runs.
                 m.request_done = None;
             }
-            (
-                request.filter(|r| m.request_done.as_ref() != Some(r)),
-                m.last.clone(),
-            )
+            request.filter(|r| m.request_done.as_ref() != Some(r))
         };
         let Some(request) = pending else {
             return Ok(None);
@@ -126,42 +182,35 @@ impl GitOpsReconciler {
             }
             return Ok(Some(Operated::Idle));
         }
-        let last = match (&request.revision, last) {
-            (None, Some(last)) => last,
-            (Some(rev), Some(last)) if *rev == last.commit => last,
-            // Another revision (a rollback), or no refresh yet: compare at that revision.
-            (revision, _) => {
-                let mut at = target.clone();
-                if let Some(rev) = revision {
-                    at.spec.source.target_revision.clone_from(rev);
-                }
-                match self.compare(key, &at, Refresh::Normal).await {
-                    Ok((refreshed, _)) => Arc::new(refreshed),
-                    // The request stays pending: tried again, not in a loop.
-                    Err(p) => {
-                        return Err(ReconcileError::RetryAfter {
-                            reason: p.message,
-                            after: p.retry_after.unwrap_or(super::problem::CLUSTER_RETRY),
-                        });
-                    }
-                }
-            }
-        };
-        let how = if request.dry_run {
-            "dry run of a sync"
-        } else {
-            "sync"
-        };
-        let message = format!("{how} to {} (requested)", last.commit);
-        // Ran (succeeded or failed, as operationState records): done, as Argo CD runs an
-        // operation once. Not run (a lapsed lease, an unreachable store): retried.
-        let _outcome = self
-            .sync(key, target, &last, &Request::manual(&request), message)
-            .await?;
-        if let Some(m) = self.memos().get_mut(key) {
+        let state = self.new_operation(requested(&request));
+        let (started_at, operation) = (state.started_at.clone(), state.operation.clone());
+        let ran = self.run_operation(key, target, state).await;
+        // Done once it ran or its state was recorded (a new owner resumes it from there);
+        // a request that failed before anything was recorded (a lapsed lease, a store that
+        // did not answer) stays pending and is run again.
+        let mut memos = self.memos();
+        if let Some(m) = memos.get_mut(key)
+            && (ran.is_ok()
+                || m.op
+                    .as_ref()
+                    .is_some_and(|o| o.started_at == started_at && o.operation == operation))
+        {
             m.request_done = Some(request);
         }
-        Ok(Some(Operated::Finished))
+        ran.map(Some)
+    }
+
+    /// A new operation of `operation`, running from now.
+    pub(super) fn new_operation(&self, operation: OperationRecord) -> OperationState {
+        OperationState {
+            operation,
+            phase: "Running".to_owned(),
+            message: String::new(),
+            started_at: self.clock.now_rfc3339(),
+            finished_at: None,
+            sync_result: None,
+            retry_count: 0,
+        }
     }
 
     /// Records `request` as refused (phase `Error`, naming the `refused` fields; this
@@ -178,187 +227,136 @@ impl GitOpsReconciler {
         );
         let now = self.clock.now_rfc3339();
         let state = OperationState {
-            operation: Request::manual(request).record(),
             phase: "Error".to_owned(),
             message: message.clone(),
-            started_at: now.clone(),
             finished_at: Some(now),
-            sync_result: None,
+            ..self.new_operation(requested(request))
         };
-        self.record(key, StatusUpdate::Operation(state)).await?;
+        self.record(key, StatusUpdate::Operation(Box::new(state.clone())))
+            .await?;
         if let Some(m) = self.memos().get_mut(key) {
             m.request_done = Some(request.clone());
             m.sync_error = Some(message);
+            m.op = Some(state);
         }
         Ok(())
     }
 
-    /// Applies `last`'s desired objects (and prunes with `request.prune`; only the objects
-    /// `request.resources` names, when it does; validated only with `request.dry_run`),
-    /// recording the operation's progress and result: `Ok(Err(why))` when it ran and
-    /// some object failed, `Err` when it could not run or be recorded (a lapsed lease).
-    pub(super) async fn sync(
+    /// Argo CD's automated sync (see the module documentation).
+    async fn auto_sync(
         &self,
         key: &AppKey,
         target: &AppTarget,
-        last: &Refreshed,
-        request: &Request,
-        message: String,
-    ) -> Result<Result<(), String>, ReconcileError> {
-        let conn = self
-            .clusters
-            .start(&target.cluster)
-            .await
-            .map_err(|e| ReconcileError::RetryLater(e.to_string()))?;
-        let started_at = self.clock.now_rfc3339();
-        let operation = request.record();
-        let running = OperationState {
-            operation: operation.clone(),
-            phase: "Running".to_owned(),
-            message,
-            started_at: started_at.clone(),
-            finished_at: None,
-            sync_result: None,
+    ) -> Result<Operated, ReconcileError> {
+        let Some(auto) = target.spec.auto_sync else {
+            return Ok(Operated::Idle);
         };
-        self.record(key, StatusUpdate::Operation(running)).await?;
-        let only = request.resources.as_deref();
-        let desired: Vec<DesiredObject> = last
-            .desired
-            .iter()
-            .filter(|d| selected(only, &d.key))
-            .cloned()
-            .collect();
-        let to_prune: Vec<PruneTarget> = last
+        let (last, recorded) = {
+            let memos = self.memos();
+            let Some(m) = memos.get(key) else {
+                return Ok(Operated::Idle);
+            };
+            let Some(last) = m.last.clone() else {
+                return Ok(Operated::Idle);
+            };
+            (last, m.op.clone())
+        };
+        // Never prune to an empty render unless allowed (refused with a SyncError
+        // condition by the refresh); a protected object to prune is nothing to do.
+        if last.desired.is_empty() && last.hooks.is_empty() && !auto.allow_empty {
+            return Ok(Operated::Idle);
+        }
+        let protected: std::collections::HashSet<&ResourceKey> = last
             .prune
             .iter()
-            .filter(|p| selected(only, &p.key))
-            .cloned()
+            .filter(|p| p.keep.is_some())
+            .map(|p| &p.key)
             .collect();
-        let mode = SyncMode {
-            prune: request.prune,
-            dry_run: request.dry_run,
-        };
-        let results = match apply::sync(&conn, &desired, &to_prune, mode, self.lease.as_ref()).await
-        {
-            Ok(results) => results,
-            // Nothing more may be written, the status included.
-            Err(e @ ApplyError::LeaseLapsed { .. }) => {
-                return Err(ReconcileError::RetryLater(e.to_string()));
+        let to_do = last.comparison.resources.iter().any(|r| {
+            r.status == SyncStatus::OutOfSync
+                && !r.extraneous_ignored
+                && (!r.requires_pruning || (auto.prune && !protected.contains(&r.key)))
+        });
+        if !to_do || last.cluster != target.cluster.id {
+            return Ok(Operated::Idle);
+        }
+        let source = target
+            .spec
+            .source
+            .raw
+            .is_object()
+            .then(|| target.spec.source.raw.clone());
+        let attempted = recorded.as_ref().and_then(|o| {
+            let r = o.sync_result.as_ref()?;
+            let same_source = target.spec.sources.is_empty() && r.source == source;
+            (r.synced_commit() == last.commit && same_source).then_some(o)
+        });
+        let mut resources = Vec::new();
+        let now = tokio::time::Instant::now();
+        if let Some(o) = attempted {
+            if o.phase != "Succeeded" {
+                // Its retries are over: the same revision is not synced again (Argo CD).
+                let message = format!("Failed last sync attempt to {}: {}", last.commit, o.message);
+                if let Some(m) = self.memos().get_mut(key) {
+                    m.sync_error = Some(message);
+                }
+                return Ok(Operated::Idle);
             }
-        };
-        let failed: Vec<String> = results
-            .iter()
-            .filter(|r| r.status == ResultCode::SyncFailed)
-            .map(|r| {
-                format!(
-                    "{}/{} {}: {}",
-                    r.key.kind, r.key.namespace, r.key.name, r.message
-                )
-            })
-            .collect();
-        let (phase, message) = if failed.is_empty() && request.dry_run {
-            (
-                "Succeeded",
-                "dry run succeeded: the server validated every object; nothing was applied or \
-                 pruned"
-                    .to_owned(),
-            )
-        } else if failed.is_empty() {
-            (
-                "Succeeded",
-                "successfully synced (all tasks run)".to_owned(),
-            )
-        } else {
-            (
-                "Failed",
-                format!("one or more objects failed to apply: {}", failed.join("; ")),
-            )
-        };
-        let done = OperationState {
-            operation,
-            phase: phase.to_owned(),
-            message: message.clone(),
-            started_at,
-            finished_at: Some(self.clock.now_rfc3339()),
-            sync_result: Some(sync_result(target, last, &results)),
-        };
-        // The sync ran: whether or not its end is recorded now, it is not run again (a
-        // record that failed is written first by the app's next refresh or operation).
-        if let Err(e) = self.record(key, StatusUpdate::Operation(done)).await {
-            tracing::warn!(app = %key, error = %e, "the end of an operation is not recorded yet; written again at the app's next refresh");
-        }
-        if let Some(m) = self.memos().get_mut(key) {
-            m.sync_error = None;
-            // A dry run or a selective sync does not make the commit synced.
-            if failed.is_empty() && !request.dry_run && request.resources.is_none() {
-                m.synced = Some(last.commit.clone());
+            if !auto.self_heal {
+                return Ok(Operated::Idle);
             }
-        }
-        if !failed.is_empty() {
-            return Ok(Err(message));
-        }
-        Ok(Ok(()))
-    }
-
-    /// The commit the last recorded operation synced successfully, if any.
-    pub(super) async fn recorded_sync(
-        &self,
-        key: &AppKey,
-    ) -> Result<Option<String>, ReconcileError> {
-        match self.sink.last_operation(key).await {
-            Ok(op) => Ok(op
-                .filter(|o| {
-                    o.phase == "Succeeded"
-                        && !o.operation.sync.dry_run
-                        && o.operation.sync.resources.is_empty()
+            let policy = self.config.self_heal_backoff;
+            let wait = self
+                .memos()
+                .get_mut(key)
+                .and_then(|m| m.heals.wait(&last.commit, now, &policy));
+            if let Some(wait) = wait {
+                return Ok(Operated::Wait(wait));
+            }
+            // A self-heal syncs the resources that drifted (Argo CD: a selective sync).
+            resources = last
+                .comparison
+                .resources
+                .iter()
+                .filter(|r| r.status != SyncStatus::Synced)
+                .map(|r| SyncOperationResource {
+                    group: r.key.group.clone(),
+                    kind: r.key.kind.clone(),
+                    name: r.key.name.clone(),
+                    namespace: String::new(),
                 })
-                .and_then(|o| o.sync_result)
-                .map(|r| r.synced_commit())),
-            Err(SinkError::NotFound(_)) => Ok(None),
-            // Not knowing could sync drift that `selfHeal: false` leaves alone: wait.
-            Err(e) => Err(ReconcileError::RetryLater(e.to_string())),
+                .collect();
         }
-    }
-}
-
-/// `syncResult` of a sync of `last`: the revision (or a multi-source app's revisions) and
-/// the source(s) synced, as Argo CD records them, and each resource's outcome.
-fn sync_result(
-    target: &AppTarget,
-    last: &Refreshed,
-    results: &[apply::ResourceResult],
-) -> SyncResult {
-    let as_recorded = |s: &fleetshard_manifest::AppSource| s.raw.is_object().then(|| s.raw.clone());
-    let multi = !last.revisions.is_empty();
-    SyncResult {
-        revision: if multi {
-            String::new()
-        } else {
-            last.commit.clone()
-        },
-        revisions: last.revisions.clone(),
-        source: if multi {
-            None
-        } else {
-            as_recorded(&target.spec.source)
-        },
-        sources: if multi {
-            target.spec.sources.iter().filter_map(as_recorded).collect()
-        } else {
-            Vec::new()
-        },
-        resources: results.iter().map(result_entry).collect(),
-    }
-}
-
-fn result_entry(r: &apply::ResourceResult) -> SyncResultEntry {
-    SyncResultEntry {
-        group: r.key.group.clone(),
-        version: r.version.clone(),
-        kind: r.key.kind.clone(),
-        namespace: r.key.namespace.clone(),
-        name: r.key.name.clone(),
-        status: format!("{:?}", r.status),
-        message: r.message.clone(),
+        if let WindowVerdict::Blocked(why) = self.window_verdict(target, false) {
+            // Tried again at the next refresh (events, the periodic resync).
+            tracing::info!(app = %key, %why, "automated sync not run");
+            return Ok(Operated::Idle);
+        }
+        if attempted.is_some()
+            && let Some(m) = self.memos().get_mut(key)
+        {
+            m.heals.healed(&last.commit, now);
+        }
+        let retry = target.spec.policy.retry.clone().unwrap_or(RetryPolicy {
+            limit: fleetshard_sync::retry::AUTOMATED_LIMIT,
+            ..RetryPolicy::default()
+        });
+        let operation = OperationRecord {
+            sync: SyncOperation {
+                revision: last.commit.clone(),
+                prune: auto.prune,
+                resources,
+                sync_options: target.spec.policy.sync_options.clone(),
+                source,
+                ..SyncOperation::default()
+            },
+            initiated_by: Initiator {
+                username: String::new(),
+                automated: true,
+            },
+            retry: Some(retry_record(&retry)),
+        };
+        let state = self.new_operation(operation);
+        self.run_operation(key, target, state).await
     }
 }

@@ -4,23 +4,69 @@
 //! namespace-scoped cluster's scope, one the project does not permit. The refresh places
 //! every object of an app before it reads live state; a takeover's warm-up places them to
 //! learn which kinds to watch, and watches none of a refused app.
+//!
+//! A kind the cluster does not serve yet, defined by a CustomResourceDefinition of the same
+//! app, is placed from that definition (its group, served version, plural and scope) and
+//! marked unserved: the sync creates the CRD first and skips the object's dry run, as Argo
+//! CD does. Only a hook may have `generateName` instead of a name (the sync names it).
 
+use kube::api::ApiResource;
 use serde_json::Value;
 
 use super::problem::{COMPARISON_ERROR, Problem};
 use super::{AppTarget, GitOpsReconciler, guard};
 use crate::compare::ResourceKey;
-use crate::live::{ClusterConn, KindInfo};
+use crate::live::{ClusterConn, KindInfo, LiveError};
 use crate::source::Manifest;
 
 /// A desired object placed on its cluster.
 pub(super) struct Placed {
-    /// Its key on the cluster.
+    /// Its key on the cluster (an empty name: a hook to be named by the sync).
     pub(super) key: ResourceKey,
-    /// Its kind as the cluster serves it.
+    /// Its kind as the cluster serves it (or as a CRD of the app defines it).
     pub(super) kind: KindInfo,
     /// The manifest with `metadata.namespace` set (or removed, cluster-scoped).
     pub(super) object: Value,
+    /// The cluster serves its kind now (false: a CRD of this app defines it).
+    pub(super) served: bool,
+}
+
+/// The kinds the CustomResourceDefinitions among `manifests` define.
+pub(super) fn defined_kinds(manifests: &[Manifest]) -> Vec<KindInfo> {
+    manifests
+        .iter()
+        .filter(|m| {
+            m.identity.group() == "apiextensions.k8s.io"
+                && m.identity.kind == "CustomResourceDefinition"
+        })
+        .filter_map(|m| crd_kind(&m.object))
+        .collect()
+}
+
+/// The kind a CRD manifest defines, at its first served version.
+pub(super) fn crd_kind(crd: &Value) -> Option<KindInfo> {
+    let spec = crd.get("spec")?;
+    let group = spec.get("group")?.as_str()?;
+    let names = spec.get("names")?;
+    let kind = names.get("kind")?.as_str()?;
+    let plural = names.get("plural")?.as_str()?;
+    let version = spec
+        .get("versions")?
+        .as_array()?
+        .iter()
+        .find(|v| v.get("served").and_then(Value::as_bool) != Some(false))?
+        .get("name")?
+        .as_str()?;
+    Some(KindInfo {
+        resource: ApiResource {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            api_version: format!("{group}/{version}"),
+            kind: kind.to_owned(),
+            plural: plural.to_owned(),
+        },
+        namespaced: spec.get("scope").and_then(Value::as_str) != Some("Cluster"),
+    })
 }
 
 /// The app's destination namespace ("default" when unset).
@@ -35,19 +81,43 @@ pub(super) fn destination_namespace(target: &AppTarget) -> String {
 }
 
 impl GitOpsReconciler {
-    /// Places `m` on the cluster of `conn`, or says why the app is refused.
+    /// Places `m` on the cluster of `conn` (`defined`: the kinds the app's own CRDs
+    /// define), or says why the app is refused.
     pub(super) async fn place(
         &self,
         conn: &ClusterConn,
         target: &AppTarget,
         m: &Manifest,
         dest_ns: &str,
+        defined: &[KindInfo],
     ) -> Result<Placed, Problem> {
         let id = &m.identity;
-        if let Some(why) = guard::object_refusal(&m.object, &format!("{id} ({})", m.location)) {
+        let what = format!("{id} ({})", m.location);
+        if let Some(why) = guard::object_refusal(&m.object, &what) {
             return Err(Problem::permanent(COMPARISON_ERROR, why));
         }
-        let kind = conn.kind_info(&id.api_version, &id.kind).await?;
+        let annotations = guard::annotation_map(&m.object);
+        if id.name.is_empty() && !fleetshard_sync::is_hook(&annotations) {
+            return Err(Problem::permanent(
+                COMPARISON_ERROR,
+                format!(
+                    "{what}: no metadata.name (generateName names only hooks); nothing is synced"
+                ),
+            ));
+        }
+        let (kind, served) = match conn.kind_info(&id.api_version, &id.kind).await {
+            Ok(kind) => (kind, true),
+            Err(e @ LiveError::UnknownKind { .. }) => {
+                let own = defined.iter().find(|k| {
+                    k.resource.api_version == id.api_version && k.resource.kind == id.kind
+                });
+                match own {
+                    Some(k) => (k.clone(), false),
+                    None => return Err(e.into()),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        };
         let mut object = m.object.clone();
         let namespace = if kind.namespaced {
             id.namespace.clone().unwrap_or_else(|| dest_ns.to_owned())
@@ -67,6 +137,11 @@ impl GitOpsReconciler {
         // Its kind, and its own namespace, against the project (a manifest's namespace
         // does not escape it; Argo CD's control plane is not written).
         self.check_resource(target, &key)?;
-        Ok(Placed { key, kind, object })
+        Ok(Placed {
+            key,
+            kind,
+            object,
+            served,
+        })
     }
 }

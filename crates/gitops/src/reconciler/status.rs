@@ -5,14 +5,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use fleetshard_controller::AppKey;
 use futures::future::BoxFuture;
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
-use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+use super::history::RevisionHistory;
 
 /// `status.sync`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,7 +66,8 @@ pub struct ResourceEntry {
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// `Synced` or `OutOfSync`.
+    /// `Synced` or `OutOfSync` (absent for a hook, which is never compared).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub status: String,
     /// The live object's health (absent when no check applies to its kind).
     #[serde(default, skip_serializing_if = "HealthInfo::is_none")]
@@ -75,6 +75,16 @@ pub struct ResourceEntry {
     /// Live, tracked by the app, and no longer in Git.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub requires_pruning: bool,
+    /// A hook's live object (shown, never compared or pruned).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hook: bool,
+    /// Its sync wave.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sync_wave: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// An entry of `status.conditions`.
@@ -122,6 +132,7 @@ pub struct ComparisonStatus {
 
 /// One entry of `operationState.syncResult.resources`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SyncResultEntry {
     /// API group.
     pub group: String,
@@ -135,10 +146,21 @@ pub struct SyncResultEntry {
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// `Synced`, `SyncFailed`, `Pruned` or `PruneSkipped`.
+    /// `Synced`, `SyncFailed`, `Pruned` or `PruneSkipped` (empty: not written yet).
+    #[serde(default)]
     pub status: String,
     /// The server's answer.
+    #[serde(default)]
     pub message: String,
+    /// For a hook: its type (`PreSync`, `Sync`, `PostSync`, `SyncFail`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hook_type: String,
+    /// Where its part of the sync stands (`Running`, `Succeeded`, `Failed`, …).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hook_phase: String,
+    /// The sync phase it ran in.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sync_phase: String,
 }
 
 /// `operationState.syncResult`.
@@ -156,7 +178,15 @@ pub struct SyncResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<Value>,
     /// Each resource's outcome.
+    #[serde(default)]
     pub resources: Vec<SyncResultEntry>,
+    /// The `managedNamespaceMetadata` the sync applied.
+    #[serde(
+        default,
+        rename = "managedNamespaceMetadata",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub managed_namespace_metadata: Option<Value>,
 }
 
 impl SyncResult {
@@ -179,6 +209,38 @@ pub struct OperationRecord {
     pub sync: SyncOperation,
     /// `initiatedBy`.
     pub initiated_by: Initiator,
+    /// `retry`: how a failed attempt is retried (absent: not at all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryRecord>,
+}
+
+/// `operation.retry`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RetryRecord {
+    /// `limit`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub limit: i64,
+    /// `backoff`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<BackoffRecord>,
+    /// `refresh`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refresh: bool,
+}
+
+/// `operation.retry.backoff`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackoffRecord {
+    /// `duration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    /// `factor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub factor: Option<i64>,
+    /// `maxDuration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration: Option<String>,
 }
 
 /// `operation.sync`.
@@ -197,6 +259,15 @@ pub struct SyncOperation {
     /// `resources` of a selective sync (empty: the whole app).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<SyncOperationResource>,
+    /// `syncOptions` of this sync.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sync_options: Vec<String>,
+    /// `syncStrategy` (`{hook: {}}`, `{apply: {force: true}}`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_strategy: Option<Value>,
+    /// `source` asked for (a rollback's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Value>,
 }
 
 /// One entry of `operation.sync.resources`.
@@ -242,18 +313,31 @@ pub struct OperationState {
     /// When it ended (absent while running).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
-    /// Per-resource outcomes (absent while running).
+    /// The revision synced and each resource's part so far (absent before the first
+    /// step, and while a retry waits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_result: Option<SyncResult>,
+    /// `retryCount`: the retries so far.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retry_count: i64,
+}
+
+impl OperationState {
+    /// Whether the operation goes on (`Running` or `Terminating`).
+    pub fn in_progress(&self) -> bool {
+        matches!(self.phase.as_str(), "Running" | "Terminating")
+    }
 }
 
 /// One write to an app's status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StatusUpdate {
     /// A refresh's result (replaces sync, health, resources, reconciledAt, conditions).
-    Comparison(ComparisonStatus),
+    Comparison(Box<ComparisonStatus>),
     /// An operation's progress or end (replaces operationState).
-    Operation(OperationState),
+    Operation(Box<OperationState>),
+    /// `status.history` (replaced whole).
+    History(Vec<RevisionHistory>),
 }
 
 impl StatusUpdate {
@@ -289,6 +373,7 @@ impl StatusUpdate {
             StatusUpdate::Operation(o) => {
                 json!({ "status": { "operationState": replacing(o) } })
             }
+            StatusUpdate::History(h) => json!({ "status": { "history": h } }),
         }
     }
 }
@@ -307,13 +392,25 @@ fn replacing(state: &OperationState) -> Value {
             }
         }
     };
-    null_absent(&mut v, &["finishedAt", "syncResult"]);
+    null_absent(&mut v, &["finishedAt", "syncResult", "retryCount"]);
     if v["syncResult"].is_object() {
-        null_absent(&mut v["syncResult"], &["revisions", "source", "sources"]);
+        null_absent(
+            &mut v["syncResult"],
+            &["revisions", "source", "sources", "managedNamespaceMetadata"],
+        );
     }
+    null_absent(&mut v["operation"], &["retry"]);
     null_absent(
         &mut v["operation"]["sync"],
-        &["revision", "prune", "dryRun", "resources"],
+        &[
+            "revision",
+            "prune",
+            "dryRun",
+            "resources",
+            "syncOptions",
+            "syncStrategy",
+            "source",
+        ],
     );
     null_absent(
         &mut v["operation"]["initiatedBy"],
@@ -329,6 +426,8 @@ pub struct AppStatus {
     pub comparison: Option<ComparisonStatus>,
     /// The last operation's state.
     pub operation: Option<OperationState>,
+    /// `status.history`.
+    pub history: Vec<RevisionHistory>,
 }
 
 /// Why a status could not be recorded.
@@ -363,6 +462,28 @@ pub trait StatusSink: Send + Sync {
         &'a self,
         app: &'a AppKey,
     ) -> BoxFuture<'a, Result<Option<OperationState>, SinkError>>;
+
+    /// `status.history` as recorded (a successful sync appends to it).
+    fn history<'a>(
+        &'a self,
+        app: &'a AppKey,
+    ) -> BoxFuture<'a, Result<Vec<RevisionHistory>, SinkError>> {
+        let _ = app;
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Removes the finalizers `remove` from the Application and adds `add` (a cascade
+    /// deletion done; PostDelete hooks found). Where there is no Application object
+    /// (local mode) there is nothing to do.
+    fn change_finalizers<'a>(
+        &'a self,
+        app: &'a AppKey,
+        add: &'a [String],
+        remove: &'a [String],
+    ) -> BoxFuture<'a, Result<(), SinkError>> {
+        let _ = (app, add, remove);
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// Local mode: statuses in memory (the CLI may persist them).
@@ -400,13 +521,22 @@ impl StatusSink for MemorySink {
         let entry = s.entry(app.clone()).or_default();
         match update {
             StatusUpdate::Comparison(c) => {
-                let mut c = c.clone();
+                let mut c = (**c).clone();
                 keep_health_transition(&mut c, entry.comparison.as_ref());
                 entry.comparison = Some(c);
             }
-            StatusUpdate::Operation(o) => entry.operation = Some(o.clone()),
+            StatusUpdate::Operation(o) => entry.operation = Some((**o).clone()),
+            StatusUpdate::History(h) => entry.history.clone_from(h),
         }
         Box::pin(async { Ok(()) })
+    }
+
+    fn history<'a>(
+        &'a self,
+        app: &'a AppKey,
+    ) -> BoxFuture<'a, Result<Vec<RevisionHistory>, SinkError>> {
+        let history = self.get(app).map(|s| s.history).unwrap_or_default();
+        Box::pin(async { Ok(history) })
     }
 
     fn last_operation<'a>(
@@ -433,95 +563,9 @@ pub(crate) fn keep_health_transition(new: &mut ComparisonStatus, old: Option<&Co
     };
 }
 
-/// Kubernetes mode: a merge patch of the Application's `status` (`argoproj.io/v1alpha1`,
-/// `applications`) on the control-plane cluster. Argo CD's CRD has no status subresource,
-/// so the patch goes to the object itself, as Argo CD's controller writes it.
-#[derive(Clone)]
-pub struct KubeStatusSink {
-    client: Client,
-    resource: ApiResource,
-    call_timeout: Duration,
-}
+mod kube_sink;
 
-impl KubeStatusSink {
-    /// Writes through `client` (its retries should be off), each call bounded by
-    /// `call_timeout`.
-    pub fn new(client: Client, call_timeout: Duration) -> Self {
-        KubeStatusSink {
-            client,
-            resource: fleetshard_controller::inventory::application_resource(),
-            call_timeout,
-        }
-    }
-}
-
-impl KubeStatusSink {
-    /// The Applications of `app`'s namespace, and its name.
-    fn api<'a>(&self, app: &'a AppKey) -> (Api<DynamicObject>, &'a str) {
-        let (namespace, name) = app.parts();
-        let api = Api::namespaced_with(self.client.clone(), namespace, &self.resource);
-        (api, name)
-    }
-
-    /// `call` bounded by `call_timeout`: a 404 is [`SinkError::NotFound`], any other
-    /// failure or no answer [`SinkError::Unavailable`].
-    async fn call<T>(
-        &self,
-        app: &AppKey,
-        call: impl Future<Output = Result<T, kube::Error>>,
-    ) -> Result<T, SinkError> {
-        let unavailable = |message: String| SinkError::Unavailable {
-            app: app.to_string(),
-            message,
-        };
-        match tokio::time::timeout(self.call_timeout, call).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
-                Err(SinkError::NotFound(app.to_string()))
-            }
-            Ok(Err(e)) => Err(unavailable(e.to_string())),
-            Err(_) => Err(unavailable(format!(
-                "no answer within {:?}",
-                self.call_timeout
-            ))),
-        }
-    }
-}
-
-impl StatusSink for KubeStatusSink {
-    fn write<'a>(
-        &'a self,
-        app: &'a AppKey,
-        update: &'a StatusUpdate,
-    ) -> BoxFuture<'a, Result<(), SinkError>> {
-        Box::pin(async move {
-            let (api, name) = self.api(app);
-            let patch = Patch::Merge(update.merge_patch());
-            let params = PatchParams::default();
-            self.call(app, api.patch(name, &params, &patch)).await?;
-            Ok(())
-        })
-    }
-
-    fn last_operation<'a>(
-        &'a self,
-        app: &'a AppKey,
-    ) -> BoxFuture<'a, Result<Option<OperationState>, SinkError>> {
-        Box::pin(async move {
-            let (api, name) = self.api(app);
-            let obj = self
-                .call(app, api.get_opt(name))
-                .await?
-                .ok_or_else(|| SinkError::NotFound(app.to_string()))?;
-            // A malformed operationState (written by someone else) counts as none: the
-            // next operation overwrites it.
-            Ok(obj
-                .data
-                .pointer("/status/operationState")
-                .and_then(|o| serde_json::from_value(o.clone()).ok()))
-        })
-    }
-}
+pub use kube_sink::KubeStatusSink;
 
 #[cfg(test)]
 mod tests;

@@ -49,6 +49,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use super::history::RevisionHistory;
 use super::status::{
     ComparisonStatus, Condition, OperationState, SinkError, StatusSink, StatusUpdate,
 };
@@ -70,6 +71,9 @@ pub struct StoredAppStatus {
     /// The last operation, as Argo CD's `status.operationState`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation: Option<OperationState>,
+    /// Argo CD's `status.history`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<RevisionHistory>,
 }
 
 /// A stored record that is not a [`StoredAppStatus`].
@@ -241,7 +245,8 @@ impl StoreStatusSink {
                 }
                 _ => true,
             },
-            StatusUpdate::Operation(o) => w.record.operation.as_ref() != Some(o),
+            StatusUpdate::Operation(o) => w.record.operation.as_ref() != Some(&**o),
+            StatusUpdate::History(h) => w.record.history != *h,
         };
         if write {
             Plan::Write(Box::new(Base {
@@ -310,7 +315,7 @@ impl StoreStatusSink {
                 Ok(version) => {
                     let comparison_at = match update {
                         StatusUpdate::Comparison(_) => Some(now),
-                        StatusUpdate::Operation(_) => base.comparison_at,
+                        StatusUpdate::Operation(_) | StatusUpdate::History(_) => base.comparison_at,
                     };
                     self.remember(
                         app,
@@ -378,6 +383,16 @@ impl StatusSink for StoreStatusSink {
             Ok(self.read(app, &key).await?.record.operation)
         })
     }
+
+    fn history<'a>(
+        &'a self,
+        app: &'a AppKey,
+    ) -> BoxFuture<'a, Result<Vec<RevisionHistory>, SinkError>> {
+        Box::pin(async move {
+            let key = format!("{}{}", self.prefix, app.as_str());
+            Ok(self.read(app, &key).await?.record.history)
+        })
+    }
 }
 
 fn unavailable(app: &AppKey, key: &str, e: &StoreError) -> SinkError {
@@ -404,19 +419,23 @@ fn same_content(a: &ComparisonStatus, b: &ComparisonStatus) -> bool {
 fn merge(base: &StoredAppStatus, update: &StatusUpdate) -> StoredAppStatus {
     match update {
         StatusUpdate::Comparison(c) => {
-            let mut c = c.clone();
+            let mut c = (**c).clone();
             if let Some(old) = &base.comparison {
                 keep_transition_times(&mut c.conditions, &old.conditions);
             }
             super::status::keep_health_transition(&mut c, base.comparison.as_ref());
             StoredAppStatus {
                 comparison: Some(c),
-                operation: base.operation.clone(),
+                ..base.clone()
             }
         }
         StatusUpdate::Operation(o) => StoredAppStatus {
-            comparison: base.comparison.clone(),
-            operation: Some(o.clone()),
+            operation: Some((**o).clone()),
+            ..base.clone()
+        },
+        StatusUpdate::History(h) => StoredAppStatus {
+            history: h.clone(),
+            ..base.clone()
         },
     }
 }

@@ -113,10 +113,15 @@ impl GitOpsReconciler {
             .render_source(&target, &dest_ns, &app_name, Refresh::Normal)
             .await
             .ok()?;
+        let objects = &rendered.rendered.manifests.objects;
+        let defined = place::defined_kinds(objects);
         let mut kinds = Vec::new();
-        for m in &rendered.rendered.manifests.objects {
-            let placed = self.place(conn, &target, m, &dest_ns).await.ok()?;
-            if !kinds.contains(&placed.kind) {
+        for m in objects {
+            let placed = self
+                .place(conn, &target, m, &dest_ns, &defined)
+                .await
+                .ok()?;
+            if placed.served && !kinds.contains(&placed.kind) {
                 kinds.push(placed.kind);
             }
         }

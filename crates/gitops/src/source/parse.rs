@@ -19,7 +19,7 @@ pub struct ObjectIdentity {
     pub kind: String,
     /// `metadata.namespace`, when set and non-empty.
     pub namespace: Option<String>,
-    /// `metadata.name`.
+    /// `metadata.name` (empty for an object with only `metadata.generateName`).
     pub name: String,
 }
 
@@ -245,9 +245,15 @@ fn identity(object: &Value, at: &Location) -> Result<ObjectIdentity, ManifestErr
             });
         }
     };
-    let name = string_field(metadata, "name", at)
-        .map_err(prefix_metadata)?
-        .ok_or_else(|| missing("metadata.name"))?;
+    // A hook may have only `generateName`: its name is given by the sync (the name is
+    // then empty here).
+    let name = match string_field(metadata, "name", at).map_err(prefix_metadata)? {
+        Some(name) => name,
+        None => match string_field(metadata, "generateName", at).map_err(prefix_metadata)? {
+            Some(_) => String::new(),
+            None => return Err(missing("metadata.name")),
+        },
+    };
     let namespace = string_field(metadata, "namespace", at).map_err(prefix_metadata)?;
     Ok(ObjectIdentity {
         api_version,

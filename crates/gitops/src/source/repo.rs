@@ -550,7 +550,8 @@ pub(crate) fn read_manifests(
 /// name one object), kind, namespace as written, and name.
 pub(crate) fn check_duplicates(objects: &[Manifest]) -> Result<(), (String, Location, Location)> {
     let mut seen: HashMap<(&str, &str, Option<&str>, &str), &Location> = HashMap::new();
-    for m in objects {
+    // Objects with only `generateName` (hooks) get distinct names when synced.
+    for m in objects.iter().filter(|m| !m.identity.name.is_empty()) {
         let id = &m.identity;
         let key = (
             id.group(),

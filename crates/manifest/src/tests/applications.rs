@@ -1,6 +1,7 @@
-use super::{assert_warned, field_of, spec_of};
+use super::{assert_warned, spec_of};
 use crate::{
-    AutoSync, DirectoryOptions, LoadError, SyncResource, parse_apps, parse_apps_with_specs,
+    AutoSync, DirectoryOptions, LoadError, RefusalKind, SyncResource, parse_apps,
+    parse_apps_with_specs,
 };
 
 /// `kubectl get applications -A -o yaml`, abridged.
@@ -172,30 +173,55 @@ items:
 }
 
 #[test]
-fn missing_name_and_bad_types_name_the_field() {
-    let err = parse_apps(
-        "kind: Application\nmetadata: {namespace: argocd}\n",
+fn a_malformed_application_is_named_and_never_stops_the_others() {
+    // Without a name, or with a destination of the wrong shape, an Application cannot be
+    // placed: it is skipped with a warning naming the field; the others load.
+    let text = "kind: List\nitems:\n\
+        - kind: Application\n  metadata: {namespace: argocd}\n\
+        - kind: Application\n  metadata: {name: a}\n  spec: {destination: 5}\n\
+        - kind: Application\n  metadata: {name: ok, namespace: n}\n  spec: {destination: {server: https://x}}\n";
+    let loaded = parse_apps_with_specs(text, "a.yaml").unwrap();
+    let names: Vec<&str> = loaded
+        .value
+        .fleet
+        .apps
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    assert_eq!(names, ["ok"]);
+    assert_warned(
+        &loaded.warnings,
+        &["items[0]: metadata.name", "Application a: spec.destination"],
+    );
+    // A malformed GitOps part (the sync policy, a source, the request) is a refusal on the
+    // app itself, naming the field: the app loads and shows its own condition.
+    let loaded = parse_apps_with_specs(
+        "kind: Application\nmetadata: {name: a, namespace: n}\nspec: {destination: {server: https://x}, \
+         syncPolicy: {automated: {prune: [1]}}, source: {repoURL: 5}}\noperation: {sync: {prune: x}}\n",
         "a.yaml",
     )
-    .unwrap_err();
+    .unwrap();
+    let file = &loaded.value;
+    let spec = spec_of(file, &file.fleet.apps[0]);
+    let mut refused: Vec<(&str, RefusalKind)> = spec
+        .refusals
+        .iter()
+        .map(|r| (r.field.as_str(), r.kind))
+        .collect();
+    refused.sort_by_key(|r| r.0);
     assert_eq!(
-        field_of(&err),
-        ("document 1".into(), "metadata.name".into())
+        refused,
+        [
+            ("operation.sync.prune", RefusalKind::Sync),
+            ("spec.source.repoURL", RefusalKind::InvalidSpec),
+            ("spec.syncPolicy.automated.prune", RefusalKind::InvalidSpec),
+        ]
     );
-    let err = parse_apps(
-        "kind: Application\nmetadata: {name: a, namespace: n}\nspec: {syncPolicy: {automated: {prune: [1]}}}\n",
-        "a.yaml",
-    )
-    .unwrap_err();
-    assert_eq!(
-        field_of(&err),
-        (
-            "Application n/a".into(),
-            "spec.syncPolicy.automated.prune".into()
-        )
+    assert!(
+        spec.refusals[0].message.starts_with("malformed ("),
+        "{:?}",
+        spec.refusals
     );
-    let err = parse_apps("kind: List\nitems:\n- kind: Application\n  metadata: {name: a}\n  spec: {destination: 5}\n", "a").unwrap_err();
-    assert_eq!(field_of(&err).1, "spec.destination");
     assert!(matches!(
         parse_apps("kind: Deployment\n", "d").unwrap_err(),
         LoadError::UnknownKind { .. }
@@ -355,7 +381,7 @@ fn ignore_differences_and_respect_ignore_differences_are_read_not_refused() {
     let file = parse_apps_with_specs(text, "x.json").unwrap().value;
     let spec = spec_of(&file, &file.fleet.apps[0]);
     assert!(spec.refusals.is_empty(), "{:?}", spec.refusals);
-    assert!(spec.respect_ignore_differences);
+    assert!(spec.respects_ignore_differences());
     assert_eq!(spec.ignore_differences.len(), 2);
     assert_eq!(
         spec.ignore_differences[0].rules.json_pointers,
@@ -366,6 +392,89 @@ fn ignore_differences_and_respect_ignore_differences_are_read_not_refused() {
         r#""jsonPointers": ["/spec/replicas"]"#,
         r#""jsonPointers": "/spec/replicas""#,
     );
-    let err = parse_apps_with_specs(&bad, "x.json").unwrap_err();
-    assert!(err.to_string().contains("ignoreDifferences"), "{err}");
+    // Malformed: a refusal naming the field, on this app alone.
+    let file = parse_apps_with_specs(&bad, "x.json").unwrap().value;
+    let spec = spec_of(&file, &file.fleet.apps[0]);
+    assert!(
+        spec.refusals
+            .iter()
+            .any(|r| r.field.starts_with("spec.ignoreDifferences[0]")),
+        "{:?}",
+        spec.refusals
+    );
+}
+
+#[test]
+fn sync_policy_request_and_lifecycle_are_read() {
+    let text = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: a
+  namespace: argocd
+  deletionTimestamp: "2026-11-21T10:00:00Z"
+  finalizers: [resources-finalizer.argocd.argoproj.io/background]
+  annotations:
+    argocd.argoproj.io/skip-reconcile: "True"
+    argocd.argoproj.io/deletion-approved: "2026-11-21T10:01:00Z"
+spec:
+  destination: {server: https://x, namespace: n}
+  revisionHistoryLimit: 3
+  syncPolicy:
+    syncOptions: [CreateNamespace=true, PruneLast=true]
+    retry: {limit: -1, backoff: {duration: 10s, factor: 3, maxDuration: 1m}, refresh: true}
+    managedNamespaceMetadata: {labels: {team: a}, annotations: {owner: b}}
+operation:
+  sync:
+    revision: abc
+    source: {repoURL: https://git.example/r, path: p, targetRevision: abc}
+    syncOptions: [Replace=true]
+    syncStrategy: {hook: {force: true}}
+  retry: {limit: 2}
+"#;
+    let loaded = parse_apps_with_specs(text, "a.yaml").unwrap();
+    let file = &loaded.value;
+    let spec = spec_of(file, &file.fleet.apps[0]);
+    assert_eq!(spec.refusals, Vec::new());
+    let p = &spec.policy;
+    assert_eq!(p.sync_options, ["CreateNamespace=true", "PruneLast=true"]);
+    let retry = p.retry.as_ref().unwrap();
+    assert_eq!(
+        (
+            retry.limit,
+            retry.duration.as_deref(),
+            retry.factor,
+            retry.max_duration.as_deref(),
+            retry.refresh
+        ),
+        (-1, Some("10s"), Some(3), Some("1m"), true)
+    );
+    let ns = p.managed_namespace_metadata.as_ref().unwrap();
+    assert_eq!(
+        (ns.labels["team"].as_str(), ns.annotations["owner"].as_str()),
+        ("a", "b")
+    );
+    let l = &spec.lifecycle;
+    assert!(l.deleting && l.skip_reconcile);
+    assert_eq!(
+        l.finalizers,
+        ["resources-finalizer.argocd.argoproj.io/background"]
+    );
+    assert_eq!(l.deletion_approved.as_deref(), Some("2026-11-21T10:01:00Z"));
+    assert_eq!(l.revision_history_limit, Some(3));
+    let r = spec.sync_request.as_ref().unwrap();
+    assert_eq!(r.sync_options, ["Replace=true"]);
+    assert!(!r.strategy.apply && r.strategy.force);
+    assert_eq!(r.retry.as_ref().map(|r| r.limit), Some(2));
+    let source = r.source.as_ref().unwrap();
+    assert_eq!(
+        (source.path.as_str(), source.target_revision.as_str()),
+        ("p", "abc")
+    );
+    // The policy is written back as read.
+    let written = crate::to_application_list_yaml(&file.fleet.apps, &file.specs);
+    let again = parse_apps_with_specs(&written, "b.yaml").unwrap().value;
+    let back = spec_of(&again, &again.fleet.apps[0]);
+    assert_eq!(back.policy, spec.policy);
+    assert_eq!(back.lifecycle.revision_history_limit, Some(3));
 }

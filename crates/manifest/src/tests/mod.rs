@@ -2,6 +2,7 @@
 //! input, and property tests (no panics; write→read round trips).
 
 mod applications;
+mod corpus;
 mod native;
 mod proptests;
 mod secrets;

@@ -102,18 +102,20 @@ fn typed_lists_without_item_kinds_read_the_same() {
 
 #[test]
 fn errors_are_the_same_and_in_the_same_order() {
-    // `metadata.name` a sequence: a conversion error.
-    let bad_app = app("[1, 2]", "");
+    // A cluster Secret's `metadata.name` a sequence: a conversion error (a malformed
+    // Application is skipped with a warning instead, below).
+    let bad = |name: &str| SECRET.replace("name: c1", &format!("name: {name}"));
+    let bad_secret = bad("[1, 2]");
     let cases = [
         // A conversion error before a kind error: the kind error wins.
-        list("List", &format!("{bad_app}- kind: Pod\n")),
+        list("List", &format!("{bad_secret}- kind: Pod\n")),
         // Two conversion errors: the first.
         list(
             "List",
-            &format!("{}{bad_app}{}", app("a", ""), app("[3]", "")),
+            &format!("{}{bad_secret}{}", app("a", ""), bad("[3]")),
         ),
         // A conversion error, then a YAML error further down: the YAML error.
-        format!("{}  broken: [\n", list("List", &bad_app)),
+        format!("{}  broken: [\n", list("List", &bad_secret)),
         // An item of another kind than its typed list.
         list("SecretList", &app("a", "")),
         // No kind in a plain List.
@@ -130,6 +132,25 @@ fn errors_are_the_same_and_in_the_same_order() {
         let out = assert_same(text, accept);
         assert!(out.starts_with("error: "), "case {i}: {out}");
     }
+}
+
+#[test]
+fn malformed_applications_are_skipped_alike() {
+    // Unplaceable (name a sequence, destination a number) Applications are skipped with a
+    // warning in both readings, in the same order; the others load.
+    let items = format!(
+        "{}{}{}",
+        app("[1, 2]", ""),
+        app("a", ""),
+        app("b", "").replace(
+            "destination: {server: https://c1.example, namespace: n}",
+            "destination: 5"
+        ),
+    );
+    let out = assert_same(&list("List", &items), Accept::ANY);
+    assert!(!out.starts_with("error: "), "{out}");
+    assert!(out.contains("name: \"a\""), "{out}");
+    assert!(out.contains("this Application is skipped"), "{out}");
 }
 
 #[test]

@@ -10,8 +10,9 @@ fn a_finished_operation_clears_the_request_and_a_running_one_does_not() {
         started_at: "2026-11-21T10:00:00Z".into(),
         finished_at: None,
         sync_result: None,
+        retry_count: 0,
     };
-    let running = StatusUpdate::Operation(op.clone()).merge_patch();
+    let running = StatusUpdate::Operation(Box::new(op.clone())).merge_patch();
     assert!(running.get("operation").is_none(), "{running}");
     assert_eq!(running["status"]["operationState"]["phase"], "Running");
     // It replaces the previous operation's state: what it leaves out is removed.
@@ -27,7 +28,7 @@ fn a_finished_operation_clears_the_request_and_a_running_one_does_not() {
     );
     op.phase = "Succeeded".into();
     op.finished_at = Some("2026-11-21T10:00:01Z".into());
-    let done = StatusUpdate::Operation(op).merge_patch();
+    let done = StatusUpdate::Operation(Box::new(op)).merge_patch();
     assert_eq!(done["operation"], Value::Null, "{done}");
     assert!(done.as_object().unwrap().contains_key("operation"));
 }
@@ -48,6 +49,7 @@ fn a_written_operation_has_what_argo_cds_crd_requires() {
                 username: String::new(),
                 automated: true,
             },
+            retry: None,
         },
         phase: "Succeeded".into(),
         message: "ok".into(),
@@ -66,12 +68,17 @@ fn a_written_operation_has_what_argo_cds_crd_requires() {
                 name: "team".into(),
                 status: "Synced".into(),
                 message: "applied".into(),
+                hook_type: String::new(),
+                hook_phase: String::new(),
+                sync_phase: String::new(),
             }],
+            managed_namespace_metadata: None,
         }),
+        retry_count: 0,
     };
     // What the patch records on an Application with no operation yet: its nulls
     // (removals of what an earlier operation may have left) remove nothing.
-    let patch = without_nulls(StatusUpdate::Operation(op).merge_patch());
+    let patch = without_nulls(StatusUpdate::Operation(Box::new(op)).merge_patch());
     let state = &patch["status"]["operationState"];
     for field in ["operation", "phase", "startedAt"] {
         assert!(state.get(field).is_some(), "{field} missing: {state}");
@@ -118,6 +125,7 @@ fn a_multi_source_sync_records_its_revisions_and_a_single_source_one_removes_the
         started_at: "2026-11-21T10:00:00Z".into(),
         finished_at: Some("2026-11-21T10:00:01Z".into()),
         sync_result: Some(result),
+        retry_count: 0,
     };
     let multi = SyncResult {
         revision: String::new(),
@@ -125,9 +133,10 @@ fn a_multi_source_sync_records_its_revisions_and_a_single_source_one_removes_the
         source: None,
         sources: vec![json!({"repoURL": "https://git.example/values", "ref": "values"})],
         resources: Vec::new(),
+        managed_namespace_metadata: None,
     };
     assert_eq!(multi.synced_commit(), "abc,1.2.7");
-    let patch = StatusUpdate::Operation(state(multi)).merge_patch();
+    let patch = StatusUpdate::Operation(Box::new(state(multi))).merge_patch();
     let written = &patch["status"]["operationState"]["syncResult"];
     assert_eq!(written["revision"], "", "{written}");
     assert_eq!(written["revisions"], json!(["abc", "1.2.7"]));
@@ -140,9 +149,10 @@ fn a_multi_source_sync_records_its_revisions_and_a_single_source_one_removes_the
         source: Some(json!({"repoURL": "https://git.example/apps"})),
         sources: Vec::new(),
         resources: Vec::new(),
+        managed_namespace_metadata: None,
     };
     assert_eq!(single.synced_commit(), "def");
-    let patch = StatusUpdate::Operation(state(single)).merge_patch();
+    let patch = StatusUpdate::Operation(Box::new(state(single))).merge_patch();
     let written = &patch["status"]["operationState"]["syncResult"];
     let map = written.as_object().unwrap();
     assert_eq!(map["revisions"], Value::Null, "{written}");
@@ -172,6 +182,8 @@ fn health_transition_time_is_kept_or_set_and_resources_without_health_write_none
             status: "Synced".into(),
             health: HealthInfo::default(),
             requires_pruning: false,
+            hook: false,
+            sync_wave: 0,
         }],
         reconciled_at: at.into(),
         conditions: Vec::new(),
@@ -193,7 +205,7 @@ fn health_transition_time_is_kept_or_set_and_resources_without_health_write_none
     let mut given = comparison("Healthy", "t4", Some("t3"));
     keep_health_transition(&mut given, Some(&old));
     assert_eq!(given.health.last_transition_time.as_deref(), Some("t3"));
-    let patch = StatusUpdate::Comparison(given).merge_patch();
+    let patch = StatusUpdate::Comparison(Box::new(given)).merge_patch();
     assert_eq!(patch["status"]["health"]["lastTransitionTime"], "t3");
     assert!(
         patch["status"]["resources"][0].get("health").is_none(),

@@ -49,6 +49,7 @@ fn operation(phase: &str, started: &str, finished: Option<&str>) -> OperationSta
         started_at: started.to_owned(),
         finished_at: finished.map(str::to_owned),
         sync_result: None,
+        retry_count: 0,
     }
 }
 
@@ -87,7 +88,7 @@ async fn the_first_write_creates_the_record_and_readers_decode_it() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let sink = sink(store.clone());
     let c = comparison("Synced", "2026-11-21T10:00:00Z", &[]);
-    write(&sink, StatusUpdate::Comparison(c.clone()))
+    write(&sink, StatusUpdate::Comparison(Box::new(c.clone())))
         .await
         .unwrap();
     let entries = read_statuses(store.as_ref(), ROOT).await.unwrap();
@@ -108,13 +109,17 @@ async fn timestamps_alone_are_not_written_until_the_heartbeat() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let sink = StoreStatusSink::new(store.clone(), ROOT, Duration::from_secs(600));
     let first = comparison("Synced", "2026-11-21T10:00:00Z", &["repo unreachable"]);
-    write(&sink, StatusUpdate::Comparison(first)).await.unwrap();
+    write(&sink, StatusUpdate::Comparison(Box::new(first)))
+        .await
+        .unwrap();
     let (_, v1) = stored(store.as_ref()).await;
 
     // Three minutes later, the same result: no write.
     tokio::time::advance(Duration::from_secs(180)).await;
     let again = comparison("Synced", "2026-11-21T10:03:00Z", &["repo unreachable"]);
-    write(&sink, StatusUpdate::Comparison(again)).await.unwrap();
+    write(&sink, StatusUpdate::Comparison(Box::new(again)))
+        .await
+        .unwrap();
     let (s, v) = stored(store.as_ref()).await;
     assert_eq!(v, v1, "an unchanged refresh was written");
     assert_eq!(s.comparison.unwrap().reconciled_at, "2026-11-21T10:00:00Z");
@@ -122,7 +127,9 @@ async fn timestamps_alone_are_not_written_until_the_heartbeat() {
     // A heartbeat after the write: written, the condition keeping when it appeared.
     tokio::time::advance(Duration::from_secs(420)).await;
     let later = comparison("Synced", "2026-11-21T10:10:00Z", &["repo unreachable"]);
-    write(&sink, StatusUpdate::Comparison(later)).await.unwrap();
+    write(&sink, StatusUpdate::Comparison(Box::new(later)))
+        .await
+        .unwrap();
     let (s, v2) = stored(store.as_ref()).await;
     assert!(v2 > v1, "the heartbeat was not written");
     let c = s.comparison.unwrap();
@@ -136,7 +143,7 @@ async fn timestamps_alone_are_not_written_until_the_heartbeat() {
         "2026-11-21T10:10:01Z",
         &["repo unreachable", "cluster unreachable"],
     );
-    write(&sink, StatusUpdate::Comparison(changed))
+    write(&sink, StatusUpdate::Comparison(Box::new(changed)))
         .await
         .unwrap();
     let (s, v3) = stored(store.as_ref()).await;
@@ -152,11 +159,11 @@ async fn operation_phases_are_written_and_the_halves_kept_apart() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let sink = sink(store.clone());
     let c = comparison("OutOfSync", "2026-11-21T10:00:00Z", &[]);
-    write(&sink, StatusUpdate::Comparison(c.clone()))
+    write(&sink, StatusUpdate::Comparison(Box::new(c.clone())))
         .await
         .unwrap();
     let running = operation("Running", "2026-11-21T10:00:01Z", None);
-    write(&sink, StatusUpdate::Operation(running.clone()))
+    write(&sink, StatusUpdate::Operation(Box::new(running.clone())))
         .await
         .unwrap();
     let (s, v1) = stored(store.as_ref()).await;
@@ -168,7 +175,7 @@ async fn operation_phases_are_written_and_the_halves_kept_apart() {
     );
 
     // The same state again is not rewritten; its end is.
-    write(&sink, StatusUpdate::Operation(running))
+    write(&sink, StatusUpdate::Operation(Box::new(running)))
         .await
         .unwrap();
     assert_eq!(stored(store.as_ref()).await.1, v1);
@@ -177,7 +184,7 @@ async fn operation_phases_are_written_and_the_halves_kept_apart() {
         "2026-11-21T10:00:01Z",
         Some("2026-11-21T10:00:02Z"),
     );
-    write(&sink, StatusUpdate::Operation(done.clone()))
+    write(&sink, StatusUpdate::Operation(Box::new(done.clone())))
         .await
         .unwrap();
     let (s, v2) = stored(store.as_ref()).await;
@@ -186,7 +193,7 @@ async fn operation_phases_are_written_and_the_halves_kept_apart() {
 
     // The next refresh keeps the operation.
     let synced = comparison("Synced", "2026-11-21T10:00:03Z", &[]);
-    write(&sink, StatusUpdate::Comparison(synced.clone()))
+    write(&sink, StatusUpdate::Comparison(Box::new(synced.clone())))
         .await
         .unwrap();
     let (s, _) = stored(store.as_ref()).await;
@@ -201,19 +208,19 @@ async fn a_conflict_is_read_again_and_retried_keeping_the_other_writer_half() {
     let b = sink(store.clone());
     write(
         &a,
-        StatusUpdate::Comparison(comparison("Synced", "t1", &[])),
+        StatusUpdate::Comparison(Box::new(comparison("Synced", "t1", &[]))),
     )
     .await
     .unwrap();
     // Another replica (the app moved) records an operation: a's memory is now stale.
     let op = operation("Succeeded", "t2", Some("t3"));
-    write(&b, StatusUpdate::Operation(op.clone()))
+    write(&b, StatusUpdate::Operation(Box::new(op.clone())))
         .await
         .unwrap();
     let (_, vb) = stored(store.as_ref()).await;
 
     let out = comparison("OutOfSync", "t4", &[]);
-    write(&a, StatusUpdate::Comparison(out.clone()))
+    write(&a, StatusUpdate::Comparison(Box::new(out.clone())))
         .await
         .unwrap();
     let (s, va) = stored(store.as_ref()).await;
@@ -230,14 +237,17 @@ async fn a_conflict_is_read_again_and_retried_keeping_the_other_writer_half() {
 async fn an_app_first_seen_is_read_and_written_whatever_is_stored() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let op = operation("Failed", "t0", Some("t1"));
-    write(&sink(store.clone()), StatusUpdate::Operation(op.clone()))
-        .await
-        .unwrap();
+    write(
+        &sink(store.clone()),
+        StatusUpdate::Operation(Box::new(op.clone())),
+    )
+    .await
+    .unwrap();
     let (_, v1) = stored(store.as_ref()).await;
     // A restarted replica: same content, but how old the stored reconciledAt is is unknown.
     let fresh = sink(store.clone());
     let c = comparison("Synced", "t2", &[]);
-    write(&fresh, StatusUpdate::Comparison(c.clone()))
+    write(&fresh, StatusUpdate::Comparison(Box::new(c.clone())))
         .await
         .unwrap();
     let (s, v2) = stored(store.as_ref()).await;
@@ -251,11 +261,11 @@ async fn apps_not_written_for_two_heartbeats_are_forgotten() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let sink = sink(store.clone());
     let op = operation("Succeeded", "t0", Some("t1"));
-    write(&sink, StatusUpdate::Operation(op.clone()))
+    write(&sink, StatusUpdate::Operation(Box::new(op.clone())))
         .await
         .unwrap();
     let (_, v1) = stored(store.as_ref()).await;
-    write(&sink, StatusUpdate::Operation(op.clone()))
+    write(&sink, StatusUpdate::Operation(Box::new(op.clone())))
         .await
         .unwrap();
     assert_eq!(
@@ -267,17 +277,19 @@ async fn apps_not_written_for_two_heartbeats_are_forgotten() {
     // Two heartbeats without a write of the app; another app's write sweeps the memory.
     tokio::time::advance(DEFAULT_HEARTBEAT * 2).await;
     let other = AppKey::new("team-b", "other");
-    sink.write(&other, &StatusUpdate::Operation(op.clone()))
+    sink.write(&other, &StatusUpdate::Operation(Box::new(op.clone())))
         .await
         .unwrap();
     // Forgotten: the same operation is read and written again, then remembered again.
-    write(&sink, StatusUpdate::Operation(op.clone()))
+    write(&sink, StatusUpdate::Operation(Box::new(op.clone())))
         .await
         .unwrap();
     let (s, v2) = stored(store.as_ref()).await;
     assert!(v2 > v1, "the app was not forgotten");
     assert_eq!(s.operation, Some(op.clone()));
-    write(&sink, StatusUpdate::Operation(op)).await.unwrap();
+    write(&sink, StatusUpdate::Operation(Box::new(op)))
+        .await
+        .unwrap();
     assert_eq!(stored(store.as_ref()).await.1, v2);
 }
 
@@ -314,6 +326,7 @@ impl Store for Flaky {
                 let theirs = StoredAppStatus {
                     comparison: Some(comparison("Synced", "theirs", &[])),
                     operation: None,
+                    history: Vec::new(),
                 };
                 self.inner
                     .put(key, theirs.encode(), Precondition::Any)
@@ -351,13 +364,13 @@ async fn a_store_failure_is_unavailable_and_the_next_write_starts_over() {
     let sink = sink(flaky.clone());
     write(
         &sink,
-        StatusUpdate::Comparison(comparison("Synced", "t1", &[])),
+        StatusUpdate::Comparison(Box::new(comparison("Synced", "t1", &[]))),
     )
     .await
     .unwrap();
     flaky.failing.store(true, Ordering::SeqCst);
     let out = comparison("OutOfSync", "t2", &[]);
-    let err = write(&sink, StatusUpdate::Comparison(out.clone()))
+    let err = write(&sink, StatusUpdate::Comparison(Box::new(out.clone())))
         .await
         .unwrap_err();
     match &err {
@@ -373,7 +386,7 @@ async fn a_store_failure_is_unavailable_and_the_next_write_starts_over() {
     }
     // The reconciler retries: once the store answers, the status is recorded.
     flaky.failing.store(false, Ordering::SeqCst);
-    write(&sink, StatusUpdate::Comparison(out.clone()))
+    write(&sink, StatusUpdate::Comparison(Box::new(out.clone())))
         .await
         .unwrap();
     assert_eq!(stored(flaky.as_ref()).await.0.comparison, Some(out));
@@ -401,9 +414,12 @@ async fn a_malformed_record_is_reported_by_readers_and_overwritten_by_the_owner(
     assert!(err.message.contains("expected"), "{err}");
 
     let c = comparison("Synced", "t1", &[]);
-    write(&sink(store.clone()), StatusUpdate::Comparison(c.clone()))
-        .await
-        .unwrap();
+    write(
+        &sink(store.clone()),
+        StatusUpdate::Comparison(Box::new(c.clone())),
+    )
+    .await
+    .unwrap();
     assert_eq!(stored(store.as_ref()).await.0.comparison, Some(c));
 }
 
@@ -415,7 +431,7 @@ async fn status_writes_do_not_wake_the_root(store: Arc<dyn Store>, patience: Dur
     for i in 0..50 {
         let app = AppKey::new("ns", &format!("app-{i}"));
         let c = comparison("Synced", "t", &[]);
-        sink.write(&app, &StatusUpdate::Comparison(c))
+        sink.write(&app, &StatusUpdate::Comparison(Box::new(c)))
             .await
             .unwrap();
     }
@@ -478,13 +494,13 @@ async fn an_operation_end_meeting_conflicts_again_and_again_is_written() {
     let sink = sink(flaky.clone());
     write(
         &sink,
-        StatusUpdate::Operation(operation("Running", "t0", None)),
+        StatusUpdate::Operation(Box::new(operation("Running", "t0", None))),
     )
     .await
     .unwrap();
     flaky.interleaved.store(5, Ordering::SeqCst);
     let done = operation("Succeeded", "t0", Some("t1"));
-    write(&sink, StatusUpdate::Operation(done.clone()))
+    write(&sink, StatusUpdate::Operation(Box::new(done.clone())))
         .await
         .unwrap();
     let (s, _) = stored(&flaky.inner).await;

@@ -106,7 +106,7 @@ impl Env {
             Duration::from_secs(10),
             "the scaled Deployment cached",
             || async {
-                conn.live_objects("a", &web)
+                conn.live_objects("a", &web, &Default::default())
                     .iter()
                     .any(|d| d.pointer("/spec/replicas") == Some(&json!(replicas)))
                     .then_some(())
@@ -216,7 +216,7 @@ async fn a_trusted_manager_keeps_its_fields_and_a_respectful_sync_leaves_them() 
             },
             ..IgnoreDifference::default()
         }];
-        t.spec.respect_ignore_differences = true;
+        t.spec.policy.sync_options = vec!["RespectIgnoreDifferences=true".to_owned()];
     });
     let r = e.reconciler();
     e.synced(&r).await;
@@ -243,7 +243,7 @@ async fn a_trusted_manager_keeps_its_fields_and_a_respectful_sync_leaves_them() 
     // Without RespectIgnoreDifferences the sync applies Git's replicas, as Argo CD's does.
     hpa_owns_replicas(&e.fake, 6);
     e.inventory
-        .update(&key("a"), |t| t.spec.respect_ignore_differences = false);
+        .update(&key("a"), |t| t.spec.policy.sync_options.clear());
     e.git.write("app/web.yaml", &deployment("web", "nginx:3"));
     e.git.commit("another image");
     e.refreshed_at(&r, 6, "OutOfSync").await;

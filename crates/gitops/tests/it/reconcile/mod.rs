@@ -3,6 +3,9 @@
 
 mod diffing;
 mod errors;
+mod hooks;
+mod lifecycle;
+mod options;
 mod projects;
 mod render;
 mod repo_server;

@@ -149,7 +149,8 @@ async fn a_dry_run_writes_nothing() {
         .iter()
         .map(|r| r.status.as_str())
         .collect();
-    assert_eq!(statuses, ["Synced", "Pruned"], "what a real sync would do");
+    // What a real sync would do, in Argo CD's order: a wave's prunes before its applies.
+    assert_eq!(statuses, ["Pruned", "Synced"]);
 }
 
 /// H2: selective sync applies only the objects named and prunes no other.

@@ -238,3 +238,220 @@ pub fn app_status(control: &FakeApiServer, name: &str) -> Value {
 pub fn sink_for(control: &FakeApiServer) -> KubeStatusSink {
     KubeStatusSink::new(kube_client(control), Duration::from_secs(2))
 }
+
+/// A repository, a fake cluster, app `a` on path `app`, and a reconciler with a short
+/// wave delay and poll: the environment of the sync tests (hooks, waves, options,
+/// lifecycle).
+pub struct SyncEnv {
+    /// The first commit.
+    pub first: String,
+    pub tmp: tempfile::TempDir,
+    pub git: fleetshard_testsupport::git::Git,
+    pub fake: FakeApiServer,
+    pub inventory: Arc<StaticInventory>,
+    pub sink: Arc<fleetshard_gitops::reconciler::MemorySink>,
+    pub r: Arc<GitOpsReconciler>,
+}
+
+/// The reconciler settings of the sync tests: Argo CD's wave delay and operation poll
+/// shortened.
+pub fn sync_config() -> ReconcilerConfig {
+    ReconcilerConfig {
+        wave_delay: Duration::from_millis(20),
+        operation_poll: Duration::from_millis(50),
+        ..ReconcilerConfig::default()
+    }
+}
+
+/// `files` committed, app `a` syncing `app` with `auto`.
+pub async fn sync_env(files: &[(&str, String)], auto: Option<AutoSync>) -> SyncEnv {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = fleetshard_testsupport::git::Git::init(&tmp.path().join("repo"));
+    for (path, text) in files {
+        git.write(path, text);
+    }
+    let first = git.commit("initial");
+    let fake = FakeApiServer::start().await.unwrap();
+    let inventory = Arc::new(StaticInventory::default());
+    inventory.insert(target(
+        "a",
+        &git.path(),
+        "main",
+        "app",
+        access("c1", &fake),
+        auto,
+    ));
+    let sink = fleetshard_gitops::reconciler::MemorySink::new();
+    let r = sync_reconciler(&inventory, tmp.path(), sink.clone(), always());
+    SyncEnv {
+        first,
+        tmp,
+        git,
+        fake,
+        inventory,
+        sink,
+        r,
+    }
+}
+
+/// A reconciler of the sync tests over `inventory`, its repository cache under `dir`.
+fn sync_reconciler(
+    inventory: &Arc<StaticInventory>,
+    dir: &std::path::Path,
+    sink: Arc<fleetshard_gitops::reconciler::MemorySink>,
+    lease: Arc<dyn LeaseCheck>,
+) -> Arc<GitOpsReconciler> {
+    Arc::new(GitOpsReconciler::new(
+        inventory.clone(),
+        repos(&dir.join("cache")),
+        ClusterConnections::new(live_options()),
+        sink,
+        lease,
+        Arc::new(FixedClock(NOW.into())),
+        sync_config(),
+    ))
+}
+
+impl SyncEnv {
+    /// A new owner of the app: a reconciler with nothing in memory (a replica that took
+    /// the app over), on the same cluster and status.
+    pub fn owner(&self) -> Arc<GitOpsReconciler> {
+        self.owner_with(always())
+    }
+
+    /// A new owner writing while `lease` says so.
+    pub fn owner_with(&self, lease: Arc<dyn LeaseCheck>) -> Arc<GitOpsReconciler> {
+        sync_reconciler(&self.inventory, self.tmp.path(), self.sink.clone(), lease)
+    }
+
+    /// One refresh and one operation of `r`.
+    pub async fn step(&self, r: &GitOpsReconciler) -> fleetshard_controller::Operated {
+        use fleetshard_controller::Reconciler;
+        r.refresh(&key("a")).await.unwrap();
+        r.operate(&key("a")).await.unwrap()
+    }
+
+    /// Steps `r` until `check` holds (a few seconds at most: the cache follows the
+    /// cluster by watch).
+    pub async fn until(&self, r: &GitOpsReconciler, what: &str, check: impl Fn(&SyncEnv) -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            if check(self) {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for: {what}; operation: {:?}",
+                self.op().map(|o| (o.phase, o.message))
+            );
+            self.step(r).await;
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+    }
+
+    /// The recorded operation.
+    pub fn op(&self) -> Option<fleetshard_gitops::reconciler::OperationState> {
+        self.sink.get(&key("a")).and_then(|s| s.operation)
+    }
+
+    /// The recorded operation's phase.
+    pub fn phase(&self) -> String {
+        self.op().map(|o| o.phase).unwrap_or_default()
+    }
+
+    /// Steps the reconciler until an operation at `revision` ended (retries over); its
+    /// phase.
+    pub async fn sync_to(&self, revision: &str) -> String {
+        let r = self.r.clone();
+        self.until(&r, &format!("an operation at {revision} ended"), |e| {
+            e.op().is_some_and(|o| {
+                o.phase != "Running"
+                    && o.phase != "Terminating"
+                    && o.sync_result.is_some_and(|s| s.revision == revision)
+            })
+        })
+        .await;
+        self.phase()
+    }
+
+    /// No retries of a failed sync (an automated sync retries 5 times by default).
+    pub fn no_retries(&self) {
+        self.update(|t| {
+            t.spec.policy.retry = Some(fleetshard_manifest::RetryPolicy::default());
+        });
+    }
+
+    /// The live object of `kind` `name` in namespace `default`.
+    pub fn live(&self, api_version: &str, kind: &str, name: &str) -> Option<Value> {
+        self.fake.get(api_version, kind, "default", name)
+    }
+
+    /// Changes app `a`'s spec.
+    pub fn update(&self, f: impl FnOnce(&mut AppTarget)) {
+        assert!(self.inventory.update(&key("a"), f));
+    }
+
+    /// Asks for a sync by hand.
+    pub fn request(&self, r: fleetshard_manifest::SyncRequest) {
+        self.update(|t| t.spec.sync_request = Some(r));
+    }
+
+    /// Acts as the Job controller: the Job `name` completed (or failed).
+    pub fn finish_job(&self, name: &str, ok: bool) {
+        let condition = if ok { "Complete" } else { "Failed" };
+        self.fake
+            .modify("batch/v1", "Job", "default", name, |j| {
+                j["status"] = json!({"conditions": [{"type": condition, "status": "True"}]});
+            })
+            .unwrap();
+    }
+
+    /// The names of the live objects of `kind` (`api_version`) in `default`.
+    pub fn names(&self, api_version: &str, kind: &str) -> Vec<String> {
+        self.fake
+            .list(api_version, kind, Some("default"))
+            .iter()
+            .filter_map(|o| {
+                o.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .collect()
+    }
+}
+
+/// A manifest of `kind` (`api_version`) `name` with `annotations` (`key: value` lines)
+/// and `rest` (more top-level YAML).
+pub fn object(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    annotations: &[(&str, &str)],
+    rest: &str,
+) -> String {
+    let mut text = format!("apiVersion: {api_version}\nkind: {kind}\nmetadata:\n");
+    if let Some(prefix) = name.strip_suffix('-') {
+        text.push_str(&format!("  generateName: {prefix}-\n"));
+    } else {
+        text.push_str(&format!("  name: {name}\n"));
+    }
+    if !annotations.is_empty() {
+        text.push_str("  annotations:\n");
+        for (k, v) in annotations {
+            text.push_str(&format!("    {k}: \"{v}\"\n"));
+        }
+    }
+    text.push_str(rest);
+    text
+}
+
+/// A Job manifest (a hook when `annotations` say so).
+pub fn job(name: &str, annotations: &[(&str, &str)]) -> String {
+    object(
+        "batch/v1",
+        "Job",
+        name,
+        annotations,
+        "spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: main\n        image: busybox\n",
+    )
+}

@@ -418,8 +418,9 @@ async fn no_write_reaches_the_cluster_once_the_lease_check_says_no() {
     let files: Vec<(&str, String)> = files.iter().map(|(p, t)| (p.as_str(), t.clone())).collect();
     let e = env(&files).await;
     e.add_app("a", AUTO);
-    // Valid for the refresh's status write, the operation's Running status and one apply.
-    let allowed = Arc::new(AtomicU64::new(3));
+    // Valid for the refresh's status write, the dry run of the four objects (every
+    // object is validated before the first write) and one apply.
+    let allowed = Arc::new(AtomicU64::new(6));
     let valid = Arc::new(AtomicBool::new(true));
     let (a, v) = (allowed.clone(), valid.clone());
     let lease = Arc::new(move || {
@@ -437,13 +438,13 @@ async fn no_write_reaches_the_cluster_once_the_lease_check_says_no() {
     );
     let live = e.fake.list("v1", "ConfigMap", Some("default"));
     assert_eq!(live.len(), 1, "one apply before the lapse, none after");
-    assert_eq!(e.fake.write_count(), 1);
+    assert_eq!(e.fake.write_count(), 5, "four dry runs and one apply");
 
     // Lapsed from the start: nothing at all.
     valid.store(false, Ordering::SeqCst);
     assert!(r.operate(&key("a")).await.is_err());
     assert!(r.refresh(&key("a")).await.is_err());
-    assert_eq!(e.fake.write_count(), 1);
+    assert_eq!(e.fake.write_count(), 5);
 }
 
 /// A write still unanswered when the lease is about to end is dropped (with its

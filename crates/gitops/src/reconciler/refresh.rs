@@ -1,0 +1,469 @@
+//! The refresh: desired state rendered and placed, live state read, the resources compared
+//! and their health assessed, recorded as the app's status. Hooks are set apart: never
+//! compared, never pruned, shown (when live) as Argo CD shows them (`hook: true`); objects
+//! marked `Skip` are neither compared nor pruned.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use fleetshard_controller::{AppKey, ReconcileError};
+use fleetshard_manifest::{RefreshRequest, RefusalKind};
+use serde_json::Value;
+
+use super::problem::{COMPARISON_ERROR, Problem};
+use super::{
+    AppTarget, ComparisonStatus, Condition, GitOpsReconciler, HealthInfo, Refreshed, ResourceEntry,
+    StatusUpdate, SyncInfo, customize, guard, memo, place, render, sync_word,
+};
+use crate::apply::{DesiredObject, PruneTarget, handover_patch};
+use crate::compare::{CompareOptions, ResourceKey, SyncStatus, Tracking, compare_app_normalized};
+use crate::health::{Health, app_health};
+use crate::live::KindInfo;
+use crate::source::Refresh;
+
+/// A resource's health as its status entry shows it (none: no rule for its kind).
+fn health_info(health: &Health) -> HealthInfo {
+    health
+        .status()
+        .map_or_else(HealthInfo::default, |s| HealthInfo {
+            status: s.to_string(),
+            message: health.message.clone(),
+            last_transition_time: None,
+        })
+}
+
+/// How a desired object takes part in a sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Compared, synced, pruned when it goes.
+    Resource,
+    /// `Skip`: neither applied nor compared, and its live object is not pruned.
+    Skip,
+    /// A hook of a sync phase.
+    Hook,
+    /// A PostDelete hook (run by the app's deletion).
+    PostDelete,
+    /// A hook of no phase fleetshard runs (a Helm test hook): left alone.
+    Ignored,
+}
+
+fn role(object: &Value) -> Role {
+    let a = guard::annotation_map(object);
+    if fleetshard_sync::is_deletion_hook(&a, fleetshard_sync::DeletionHook::PostDelete)
+        && !has_sync_phase(&a)
+    {
+        Role::PostDelete
+    } else if fleetshard_sync::is_ignored(&a) {
+        Role::Ignored
+    } else if fleetshard_sync::is_hook(&a) {
+        Role::Hook
+    } else if fleetshard_sync::is_skip(&a) {
+        Role::Skip
+    } else {
+        Role::Resource
+    }
+}
+
+/// A hook that also runs in a sync phase (Argo CD keeps such a PostDelete hook in syncs).
+fn has_sync_phase(a: &fleetshard_sync::Annotations) -> bool {
+    fleetshard_sync::hook_types(a)
+        .iter()
+        .any(|t| *t != fleetshard_sync::HookType::Skip)
+}
+
+impl GitOpsReconciler {
+    /// Reads desired and live state and compares them.
+    pub(super) async fn compare(
+        &self,
+        key: &AppKey,
+        target: &AppTarget,
+        refresh: Refresh,
+    ) -> Result<(Refreshed, ComparisonStatus), Problem> {
+        self.check_refusals(key, target)?;
+        // Before anything is read: a repository the project does not permit is not fetched.
+        self.check_project(target)?;
+        let dest_ns = place::destination_namespace(target);
+        let app_name = self.instance_name(key);
+        let render::RenderedApp {
+            rendered,
+            sources: per_source,
+        } = self
+            .render_source(target, &dest_ns, &app_name, refresh)
+            .await?;
+        let manifests = &rendered.manifests;
+        let revision = Some(manifests.commit.clone());
+        let with_rev = |mut p: Problem| {
+            p.revision.clone_from(&revision);
+            p
+        };
+        // How this Argo CD instance tracks objects (argocd-cm, followed live).
+        let tracking = Tracking::from_argocd_cm(&target.argocd_cm);
+        self.clusters.set_instance_label_key(&tracking.label_key);
+        let comparison_error =
+            |message: String| with_rev(Problem::permanent(COMPARISON_ERROR, message));
+        let settings = self
+            .customizations
+            .settings(&target.argocd_cm)
+            .map_err(comparison_error)?;
+        let normalizer = settings
+            .normalizer(&target.spec.ignore_differences)
+            .map_err(comparison_error)?;
+        let conn = self
+            .clusters
+            .start(&target.cluster)
+            .await
+            .map_err(|e| with_rev(e.into()))?;
+        conn.check_reachable()
+            .await
+            .map_err(|e| with_rev(e.into()))?;
+        let defined = place::defined_kinds(&manifests.objects);
+        // Each object placed, with its role; the kinds served, to watch.
+        let mut placed = Vec::with_capacity(manifests.objects.len());
+        let mut kinds: Vec<KindInfo> = Vec::new();
+        for m in &manifests.objects {
+            let role = role(&m.object);
+            if role == Role::Ignored {
+                continue;
+            }
+            let mut p = self
+                .place(&conn, target, m, &dest_ns, &defined)
+                .await
+                .map_err(&with_rev)?;
+            // Stamped as Argo CD stamps them (its repo-server already did for its renders):
+            // compared and applied so (a hook named by the sync is stamped again then).
+            tracking.stamp(&mut p.object, &app_name, &p.key);
+            if p.served && !kinds.contains(&p.kind) {
+                kinds.push(p.kind.clone());
+            }
+            placed.push((role, p));
+        }
+        conn.keep_managers(normalizer.trusted_managers());
+        conn.watch_kinds(&kinds)
+            .await
+            .map_err(|e| with_rev(e.into()))?;
+        let keys: HashSet<ResourceKey> = placed
+            .iter()
+            .filter(|(_, p)| !p.key.name.is_empty())
+            .map(|(_, p)| p.key.clone())
+            .collect();
+        let live = conn.live_objects(&app_name, &keys, &tracking);
+        let live_by_key: HashMap<ResourceKey, &Value> = live
+            .iter()
+            .filter_map(|v| ResourceKey::of(v).ok().map(|k| (k, v.as_ref())))
+            .collect();
+        let is_live_hook = |v: &Value| fleetshard_sync::is_hook(&guard::annotation_map(v));
+        // Compared: resources and skipped objects (whose live objects are thereby not
+        // pruned); never hooks, desired or live.
+        let compared: Vec<&Value> = placed
+            .iter()
+            .filter(|(r, _)| matches!(r, Role::Resource | Role::Skip))
+            .map(|(_, p)| &p.object)
+            .collect();
+        let compared_values: Vec<Value> = compared.into_iter().cloned().collect();
+        let live_resources: Vec<Arc<Value>> =
+            live.iter().filter(|v| !is_live_hook(v)).cloned().collect();
+        let opts = CompareOptions::new(&app_name)
+            .with_destination_namespace(&dest_ns)
+            .with_tracking(tracking.clone());
+        let mut comparison =
+            compare_app_normalized(&compared_values, &live_resources, &opts, &normalizer)
+                .map_err(|e| comparison_error(format!("comparing {key}: {e}")))?;
+        let skipped: HashSet<&ResourceKey> = placed
+            .iter()
+            .filter(|(r, _)| *r == Role::Skip)
+            .map(|(_, p)| &p.key)
+            .collect();
+        comparison.resources.retain(|r| !skipped.contains(&r.key));
+        comparison.status = if comparison
+            .resources
+            .iter()
+            .all(|r| r.status == SyncStatus::Synced || r.extraneous_ignored)
+        {
+            SyncStatus::Synced
+        } else {
+            SyncStatus::OutOfSync
+        };
+        let desired_version: HashMap<&ResourceKey, &str> = placed
+            .iter()
+            .map(|(_, p)| (&p.key, p.kind.resource.version.as_str()))
+            .collect();
+        let wave_of: HashMap<&ResourceKey, i64> = placed
+            .iter()
+            .map(|(_, p)| {
+                (
+                    &p.key,
+                    fleetshard_sync::wave(&guard::annotation_map(&p.object)),
+                )
+            })
+            .collect();
+        let mut healths = Vec::with_capacity(comparison.resources.len());
+        let mut resources = Vec::with_capacity(comparison.resources.len());
+        let mut prune = Vec::new();
+        let mut shared = Vec::new();
+        for r in &comparison.resources {
+            let live = live_by_key.get(&r.key).copied();
+            let (health, counted) = customize::resource_health(&settings.health, &r.key, live);
+            let live_api = live
+                .and_then(|v| v.get("apiVersion"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let version = desired_version
+                .get(&r.key)
+                .copied()
+                .unwrap_or_else(|| live_api.rsplit_once('/').map_or(live_api, |(_, v)| v));
+            if r.requires_pruning {
+                // Pruning is a write too: never outside the project.
+                self.check_resource(target, &r.key).map_err(&with_rev)?;
+                prune.push(PruneTarget {
+                    key: r.key.clone(),
+                    api_version: live_api.to_owned(),
+                    keep: live.and_then(guard::keep_reason),
+                });
+            } else if let Some(owner) = live
+                .and_then(|l| tracking.app_of(l))
+                .filter(|owner| *owner != app_name)
+            {
+                shared.push(format!(
+                    "{}/{} {} is part of applications {app_name} and {owner}",
+                    r.key.kind, r.key.namespace, r.key.name
+                ));
+            }
+            let sync_wave = live
+                .filter(|_| r.requires_pruning)
+                .map(|l| fleetshard_sync::wave(&guard::annotation_map(l)))
+                .or_else(|| wave_of.get(&r.key).copied())
+                .unwrap_or(0);
+            resources.push(ResourceEntry {
+                group: r.key.group.clone(),
+                version: version.to_owned(),
+                kind: r.key.kind.clone(),
+                namespace: r.key.namespace.clone(),
+                name: r.key.name.clone(),
+                status: sync_word(r.status).to_owned(),
+                health: health_info(&health),
+                requires_pruning: r.requires_pruning,
+                hook: false,
+                sync_wave,
+            });
+            healths.push(counted);
+        }
+        // Live hooks, shown as Argo CD shows them: no status, never counted as OutOfSync.
+        for l in live
+            .iter()
+            .filter(|v| is_live_hook(v) && tracking.is_tracked_by(v, &app_name))
+        {
+            let Ok(k) = ResourceKey::of(l) else { continue };
+            let api = l
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let (health, _) = customize::resource_health(&settings.health, &k, Some(l));
+            resources.push(ResourceEntry {
+                group: k.group.clone(),
+                version: api.rsplit_once('/').map_or(api, |(_, v)| v).to_owned(),
+                kind: k.kind.clone(),
+                namespace: k.namespace.clone(),
+                name: k.name.clone(),
+                status: String::new(),
+                health: health_info(&health),
+                requires_pruning: false,
+                hook: true,
+                sync_wave: fleetshard_sync::wave(&guard::annotation_map(l)),
+            });
+        }
+        let mut conditions = Vec::new();
+        let now = self.clock.now_rfc3339();
+        let resources_desired = placed.iter().any(|(r, _)| *r == Role::Resource);
+        if let Some(auto) = target.spec.auto_sync
+            && !resources_desired
+            && !auto.allow_empty
+            && !prune.is_empty()
+        {
+            conditions.push(Condition {
+                kind: "SyncError".to_owned(),
+                message: format!(
+                    "automated sync refused: {} renders no objects and would prune every \
+                     resource of the app; set spec.syncPolicy.automated.allowEmpty to allow it",
+                    target.spec.source.path
+                ),
+                last_transition_time: now.clone(),
+            });
+        }
+        if !shared.is_empty() {
+            conditions.push(Condition {
+                kind: "SharedResourceWarning".to_owned(),
+                message: shared.join("; "),
+                last_transition_time: now.clone(),
+            });
+        }
+        let status = ComparisonStatus {
+            sync: SyncInfo {
+                status: sync_word(comparison.status).to_owned(),
+                // A multi-source app's revisions are listed one per source.
+                revision: revision.filter(|_| per_source.is_empty()),
+                revisions: per_source.iter().map(|(r, _)| r.clone()).collect(),
+            },
+            health: HealthInfo {
+                status: app_health(&healths).to_string(),
+                message: String::new(),
+                last_transition_time: None,
+            },
+            resources,
+            reconciled_at: now,
+            conditions,
+            source_type: per_source
+                .is_empty()
+                .then(|| rendered.source_type.as_str().to_owned()),
+            source_types: per_source
+                .iter()
+                .map(|(_, t)| t.as_str().to_owned())
+                .collect(),
+            refresh_done: false,
+        };
+        let unserved = placed
+            .iter()
+            .filter(|(_, p)| !p.served)
+            .map(|(_, p)| p.key.clone())
+            .collect();
+        let (mut desired, mut hooks, mut post_delete) = (Vec::new(), Vec::new(), Vec::new());
+        let respect = target.spec.respects_ignore_differences();
+        for (role, p) in placed {
+            let live = live_by_key.get(&p.key).copied();
+            let object = DesiredObject {
+                handover: live.and_then(handover_patch),
+                object: match live {
+                    // RespectIgnoreDifferences: the ignored fields are synced as they are live.
+                    Some(live) if respect && role == Role::Resource => {
+                        normalizer.respect(p.key.object_ref(), &p.object, live)
+                    }
+                    _ => p.object,
+                },
+                key: p.key,
+                kind: p.kind,
+            };
+            match role {
+                Role::Resource | Role::Skip => desired.push(object),
+                Role::Hook => hooks.push(object),
+                Role::PostDelete => post_delete.push(object),
+                Role::Ignored => {}
+            }
+        }
+        let refreshed = Refreshed {
+            commit: manifests.commit.clone(),
+            revisions: per_source.iter().map(|(r, _)| r.clone()).collect(),
+            cluster: target.cluster.id.clone(),
+            desired,
+            hooks,
+            unserved,
+            prune,
+            comparison,
+            live,
+            shared,
+            post_delete,
+            tracking,
+            settings,
+        };
+        Ok((refreshed, status))
+    }
+
+    pub(super) async fn do_refresh(&self, key: &AppKey) -> Result<(), ReconcileError> {
+        let Some(target) = self.inventory.target(key) else {
+            self.memos().remove(key);
+            return Ok(());
+        };
+        if target.spec.lifecycle.skip_reconcile {
+            // Argo CD does not process the app at all while it says so.
+            return Ok(());
+        }
+        self.record_unrecorded(key).await?;
+        // As Argo CD: a refresh annotation, or the first comparison after the source
+        // changed, resolves the revision again; a hard one renders again too.
+        let source_now = serde_json::json!([
+            target.spec.source.raw,
+            target
+                .spec
+                .sources
+                .iter()
+                .map(|s| &s.raw)
+                .collect::<Vec<_>>()
+        ]);
+        // A hard refresh asked for by the annotation is served once per request: the status
+        // write removes the annotation (Kubernetes), but a fleet file keeps it, and a watch
+        // may still show it on the next refresh. `timeout.hard.reconciliation` asks for
+        // one when the last is that old.
+        let refresh = {
+            let now = tokio::time::Instant::now();
+            let mut memos = self.memos();
+            let m = memos.entry(key.clone()).or_default();
+            let asked = target.spec.refresh.filter(|_| !m.hard_refresh_served);
+            m.hard_refresh_served = target.spec.refresh.is_some();
+            let changed = m
+                .compared_source
+                .as_ref()
+                .is_some_and(|before| *before != source_now);
+            m.compared_source = Some(source_now);
+            let due = self.config.hard_refresh.is_some_and(|every| {
+                m.hard_at
+                    .is_none_or(|at| now.saturating_duration_since(at) >= every)
+            });
+            if due && m.hard_at.is_none() {
+                // The first refresh of an owner starts the count (no hard refresh storm
+                // on a start or a move).
+                m.hard_at = Some(now);
+            }
+            if asked == Some(RefreshRequest::Hard) || (due && m.hard_at != Some(now)) {
+                m.hard_at = Some(now);
+                Refresh::Hard
+            } else if asked.is_some() || changed {
+                Refresh::Resolve
+            } else {
+                Refresh::Normal
+            }
+        };
+        let (last, mut status, problem) = match self.compare(key, &target, refresh).await {
+            Ok((refreshed, status)) => {
+                self.align_post_delete_finalizers(key, &target, !refreshed.post_delete.is_empty())
+                    .await?;
+                (Some(Arc::new(refreshed)), status, None)
+            }
+            Err(problem) => (
+                None,
+                problem.status(self.clock.now_rfc3339()),
+                Some(problem),
+            ),
+        };
+        let sync_error = {
+            let mut memos = self.memos();
+            let m = memos.entry(key.clone()).or_default();
+            m.cluster.clone_from(&target.cluster.id);
+            m.last = last;
+            status.health.last_transition_time = memo::health_transition(
+                &mut m.health_since,
+                &status.health.status,
+                &status.reconciled_at,
+            );
+            m.sync_error.clone()
+        };
+        status.refresh_done = target.spec.refresh.is_some();
+        if let Some(message) = sync_error {
+            status.conditions.push(Condition {
+                kind: RefusalKind::Sync.condition_type().to_owned(),
+                message,
+                last_transition_time: status.reconciled_at.clone(),
+            });
+        }
+        self.record(key, StatusUpdate::Comparison(Box::new(status)))
+            .await?;
+        match problem {
+            Some(Problem {
+                retry_after: Some(after),
+                message,
+                ..
+            }) => Err(ReconcileError::RetryAfter {
+                reason: message,
+                after,
+            }),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The status sink of Kubernetes mode: the Application object itself.
+
+use std::time::Duration;
+
+use fleetshard_controller::AppKey;
+use futures::future::BoxFuture;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use super::{OperationState, RevisionHistory, SinkError, StatusSink, StatusUpdate};
+
+/// Kubernetes mode: a merge patch of the Application's `status` (`argoproj.io/v1alpha1`,
+/// `applications`) on the control-plane cluster. Argo CD's CRD has no status subresource,
+/// so the patch goes to the object itself, as Argo CD's controller writes it.
+#[derive(Clone)]
+pub struct KubeStatusSink {
+    client: Client,
+    resource: ApiResource,
+    call_timeout: Duration,
+}
+
+impl KubeStatusSink {
+    /// Writes through `client` (its retries should be off), each call bounded by
+    /// `call_timeout`.
+    pub fn new(client: Client, call_timeout: Duration) -> Self {
+        KubeStatusSink {
+            client,
+            resource: fleetshard_controller::inventory::application_resource(),
+            call_timeout,
+        }
+    }
+}
+
+impl KubeStatusSink {
+    /// The Applications of `app`'s namespace, and its name.
+    fn api<'a>(&self, app: &'a AppKey) -> (Api<DynamicObject>, &'a str) {
+        let (namespace, name) = app.parts();
+        let api = Api::namespaced_with(self.client.clone(), namespace, &self.resource);
+        (api, name)
+    }
+
+    /// `call` bounded by `call_timeout`: a 404 is [`SinkError::NotFound`], any other
+    /// failure or no answer [`SinkError::Unavailable`].
+    async fn call<T>(
+        &self,
+        app: &AppKey,
+        call: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, SinkError> {
+        let unavailable = |message: String| SinkError::Unavailable {
+            app: app.to_string(),
+            message,
+        };
+        match tokio::time::timeout(self.call_timeout, call).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
+                Err(SinkError::NotFound(app.to_string()))
+            }
+            Ok(Err(e)) => Err(unavailable(e.to_string())),
+            Err(_) => Err(unavailable(format!(
+                "no answer within {:?}",
+                self.call_timeout
+            ))),
+        }
+    }
+}
+
+impl StatusSink for KubeStatusSink {
+    fn write<'a>(
+        &'a self,
+        app: &'a AppKey,
+        update: &'a StatusUpdate,
+    ) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(async move {
+            let (api, name) = self.api(app);
+            let patch = Patch::Merge(update.merge_patch());
+            let params = PatchParams::default();
+            self.call(app, api.patch(name, &params, &patch)).await?;
+            Ok(())
+        })
+    }
+
+    fn last_operation<'a>(
+        &'a self,
+        app: &'a AppKey,
+    ) -> BoxFuture<'a, Result<Option<OperationState>, SinkError>> {
+        Box::pin(async move {
+            let (api, name) = self.api(app);
+            let obj = self
+                .call(app, api.get_opt(name))
+                .await?
+                .ok_or_else(|| SinkError::NotFound(app.to_string()))?;
+            // A malformed operationState (written by someone else) counts as none: the
+            // next operation overwrites it.
+            Ok(obj
+                .data
+                .pointer("/status/operationState")
+                .and_then(|o| serde_json::from_value(o.clone()).ok()))
+        })
+    }
+
+    fn history<'a>(
+        &'a self,
+        app: &'a AppKey,
+    ) -> BoxFuture<'a, Result<Vec<RevisionHistory>, SinkError>> {
+        Box::pin(async move {
+            let (api, name) = self.api(app);
+            let obj = self
+                .call(app, api.get_opt(name))
+                .await?
+                .ok_or_else(|| SinkError::NotFound(app.to_string()))?;
+            // Entries that do not read (written by someone else) are kept out.
+            Ok(obj
+                .data
+                .pointer("/status/history")
+                .and_then(Value::as_array)
+                .map(|h| {
+                    h.iter()
+                        .filter_map(|e| serde_json::from_value(e.clone()).ok())
+                        .collect()
+                })
+                .unwrap_or_default())
+        })
+    }
+
+    fn change_finalizers<'a>(
+        &'a self,
+        app: &'a AppKey,
+        add: &'a [String],
+        remove: &'a [String],
+    ) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(async move {
+            let (api, name) = self.api(app);
+            let obj = self
+                .call(app, api.get_opt(name))
+                .await?
+                .ok_or_else(|| SinkError::NotFound(app.to_string()))?;
+            let mut finalizers: Vec<String> = obj.metadata.finalizers.clone().unwrap_or_default();
+            let before = finalizers.clone();
+            finalizers.retain(|f| !remove.contains(f));
+            for f in add {
+                if !finalizers.contains(f) {
+                    finalizers.push(f.clone());
+                }
+            }
+            if finalizers == before {
+                return Ok(());
+            }
+            // The resourceVersion read makes the patch conditional: another writer's change
+            // of the list in between fails it (retried by the next operation).
+            let patch = json!({"metadata": {
+                "resourceVersion": obj.metadata.resource_version,
+                "finalizers": finalizers,
+            }});
+            let params = PatchParams::default();
+            self.call(app, api.patch(name, &params, &Patch::Merge(patch)))
+                .await?;
+            Ok(())
+        })
+    }
+}
