@@ -333,7 +333,7 @@ fn any_skew() -> impl Strategy<Value = Skew> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    #![proptest_config(ProptestConfig::with_cases(fleetshard_util::cases::property_cases(ProptestConfig::default().cases, 96)))]
 
     #[test]
     fn totals_match_for_random_specs(

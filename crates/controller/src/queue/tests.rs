@@ -334,7 +334,7 @@ fn adds() -> impl Strategy<Value = Vec<Add>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(fleetshard_util::cases::property_cases(ProptestConfig::default().cases, 64)))]
 
     /// N workers with random processing times never hold one item at the same time, and
     /// every add is followed by a processing of that item that starts after it (none lost).

@@ -333,7 +333,7 @@ fn run(restart_while_stopping: bool, ops: &[Op]) -> Result<(), String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1024))]
+    #![proptest_config(ProptestConfig::with_cases(fleetshard_util::cases::property_cases(ProptestConfig::default().cases, 1024)))]
 
     /// Starts on the ordered feed and stops through the hook, interleaved at random
     /// (restarts with announcements in flight included), never make the controller own a

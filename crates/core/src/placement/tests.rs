@@ -84,7 +84,7 @@ fn moved_load(before: &Placement, after: &Placement, clusters: &[Cluster], loads
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig::with_cases(fleetshard_util::cases::property_cases(ProptestConfig::default().cases, 64)))]
 
     /// G5: when the heaviest cluster is at most ε × mean, every shard lies within
     /// [(1−ε), (1+ε)] × mean.

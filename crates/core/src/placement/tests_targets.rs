@@ -82,7 +82,7 @@ fn water_filling_ends_at_a_cluster_exactly_at_the_level() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig::with_cases(fleetshard_util::cases::property_cases(ProptestConfig::default().cases, 256)))]
 
     /// Mixed capacities and lumpy loads: placement ends, with targets that add up.
     #[test]

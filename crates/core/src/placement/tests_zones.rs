@@ -89,7 +89,7 @@ fn zoned_fleet() -> impl Strategy<Value = (Vec<Cluster>, Vec<u64>, Vec<ShardSpec
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig::with_cases(fleetshard_util::cases::property_cases(ProptestConfig::default().cases, 256)))]
 
     /// Rule 1: a local zone's (unpinned) clusters all run on its own shards.
     #[test]

@@ -132,7 +132,7 @@ fn file_formats_by_extension() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(fleetshard_util::cases::property_cases(ProptestConfig::default().cases, 512)))]
 
     /// Arbitrary bytes give objects or an error, never a panic, in either format.
     #[test]

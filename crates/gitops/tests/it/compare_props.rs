@@ -127,7 +127,7 @@ fn changed(v: &Value) -> Value {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig::with_cases(fleetshard_util::cases::property_cases(ProptestConfig::default().cases, 512)))]
 
     #[test]
     fn comparison_is_reflexive(obj in object()) {

@@ -479,7 +479,7 @@ fn write(node: &Node, col: usize, layout: &mut impl Iterator<Item = u8>, out: &m
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(fleetshard_util::cases::property_cases(ProptestConfig::default().cases, 512)))]
 
     #[test]
     fn generated_block_yaml_is_serde_saphyrs_or_declined(

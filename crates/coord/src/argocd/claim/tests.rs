@@ -393,7 +393,7 @@ struct Sim {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(fleetshard_util::cases::property_cases(ProptestConfig::default().cases, 64)))]
 
     /// Replicas with skewed clocks heartbeat every H over one shared map. While alive, a
     /// replica never loses its shard; no shard ever has two holders in the map; a crashed

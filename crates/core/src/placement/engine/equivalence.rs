@@ -106,7 +106,7 @@ fn both(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig::with_cases(fleetshard_util::cases::property_cases(ProptestConfig::default().cases, 400)))]
 
     #[test]
     fn the_same_placement_as_the_scan(case in case()) {
