@@ -402,3 +402,41 @@ async fn fields_of_earlier_appliers_removed_from_git_are_removed_live() {
     assert_eq!(e.sync_status(), "Synced");
     assert_eq!(e.r.operate(&key("a")).await.unwrap(), Operated::Idle);
 }
+
+/// A dry run hands no field over: the merge patch that takes `kubectl apply`'s fields is a
+/// real write, so it is made only by a sync that writes (the object keeps its
+/// last-applied annotation and its fields after `argocd app sync --dry-run`).
+#[tokio::test]
+async fn a_dry_run_takes_over_no_fields_of_earlier_appliers() {
+    let e = env(&[("app/csa.yaml", config_map("csa", "1"))], None).await;
+    let applied = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "csa", "namespace": "default"},
+        "data": {"value": "1", "extra": "old"}});
+    let mut csa = applied.clone();
+    csa["metadata"]["annotations"] = json!({
+        "kubectl.kubernetes.io/last-applied-configuration": applied.to_string(),
+        "argocd.argoproj.io/tracking-id": "a:/ConfigMap:default/csa",
+    });
+    e.fake.insert(csa).unwrap();
+    let before = e.cm("csa").unwrap();
+    e.r.refresh(&key("a")).await.unwrap();
+    e.request(SyncRequest {
+        dry_run: true,
+        ..SyncRequest::default()
+    });
+    assert_eq!(e.r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    let op = e.sink.get(&key("a")).unwrap().operation.unwrap();
+    assert_eq!(op.phase, "Succeeded", "{}", op.message);
+    let after = e.cm("csa").unwrap();
+    assert_eq!(
+        after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"],
+        "the dry run changed the object: {after}"
+    );
+    assert!(
+        after
+            .pointer("/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration")
+            .is_some(),
+        "{after}"
+    );
+    assert_eq!(after["data"]["extra"], "old");
+}
