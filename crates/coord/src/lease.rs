@@ -158,14 +158,31 @@ impl LeaseObserver {
     /// for a full duration, even if it is in truth long abandoned (an observer that starts
     /// late waits longer; it never takes over early).
     pub fn observe(&mut self, key: &str, version: u64, now: Mono, timing: &LeaseTiming) -> Verdict {
+        self.observe_listed(key, version, now, now, timing)
+    }
+
+    /// [`LeaseObserver::observe`] for a listing asked for at `asked` and read at
+    /// `received`: a new version counts from when it was read (the latest it can have been
+    /// written), an unchanged one is judged as of when the listing was asked for (the
+    /// earliest the store can have read it). A listing that came back late — its reply
+    /// delayed, or this process paused (SIGSTOP) while it was in flight — never makes a
+    /// record look older than the store showed it.
+    pub fn observe_listed(
+        &mut self,
+        key: &str,
+        version: u64,
+        asked: Mono,
+        received: Mono,
+        timing: &LeaseTiming,
+    ) -> Verdict {
         let first_seen = match self.seen.get(key) {
             Some(&(v, since)) if v == version => since,
             _ => {
-                self.seen.insert(key.to_owned(), (version, now));
-                now
+                self.seen.insert(key.to_owned(), (version, received));
+                received
             }
         };
-        let unchanged_for = now.since(first_seen);
+        let unchanged_for = asked.since(first_seen);
         if unchanged_for >= timing.duration {
             Verdict::Expired { unchanged_for }
         } else {
@@ -277,6 +294,38 @@ mod tests {
             bad.validate(),
             Err(TimingError::RenewSlowerThanDeadline { .. })
         ));
+    }
+
+    #[test]
+    fn a_listing_that_comes_back_late_is_judged_as_of_when_it_was_asked_for() {
+        let t = LeaseTiming::default();
+        let mut o = LeaseObserver::new();
+        // Version 7 first read at 1 s.
+        assert!(o.observe_listed("s/0", 7, at(900), at(1_000), &t).is_live());
+        // A listing asked for at 2 s (the holder renewed just after) whose reply arrives
+        // at 6 s, after a pause: still live, as of 2 s.
+        assert!(
+            o.observe_listed("s/0", 7, at(2_000), at(6_000), &t)
+                .is_live()
+        );
+        // Asked for at 5 s: unchanged for 4 s as of then.
+        assert!(
+            !o.observe_listed("s/0", 7, at(5_000), at(5_010), &t)
+                .is_live()
+        );
+        // A new version counts from when it was read.
+        assert!(
+            o.observe_listed("s/0", 8, at(5_100), at(9_000), &t)
+                .is_live()
+        );
+        assert!(
+            o.observe_listed("s/0", 8, at(12_900), at(12_910), &t)
+                .is_live()
+        );
+        assert!(
+            !o.observe_listed("s/0", 8, at(13_000), at(13_010), &t)
+                .is_live()
+        );
     }
 
     #[test]

@@ -196,7 +196,7 @@ impl Runner {
         let mut tick = tokio::time::interval(self.timing.tick);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut next_poll = Instant::now();
-        let mut listing: Option<BoxFuture<'static, Result<Listing, StoreError>>> = None;
+        let mut listing: Option<BoxFuture<'static, (Result<Listing, StoreError>, Instant)>> = None;
         let mut change: Option<BoxFuture<'static, Result<u64, StoreError>>> = None;
         let mut release_by: Option<Instant> = None;
         let mut newest_write = 0u64;
@@ -288,7 +288,7 @@ impl Runner {
                     let actions = self.replica.tick(self.now());
                     self.execute(actions, &done_tx);
                 }
-                r = poll_opt(&mut listing) => {
+                (r, asked) = poll_opt(&mut listing) => {
                     listing = None;
                     // A listing older than our newest write is ignored by the replica:
                     // fetch a fresh one now.
@@ -302,7 +302,8 @@ impl Runner {
                         let (store, p, since) = (self.store.clone(), prefix.clone(), v.revision);
                         change = Some(Box::pin(async move { store.wait_for_change(&p, since).await }));
                     }
-                    self.step(view.as_ref(), &done_tx);
+                    let asked = Mono(asked.saturating_duration_since(self.start));
+                    self.step(view.as_ref(), asked, &done_tx);
                 }
                 r = poll_opt(&mut change) => {
                     change = None;
@@ -318,7 +319,7 @@ impl Runner {
                         let sent = Instant::now();
                         let r = store.list(&p).await;
                         metrics.store_call("list", sent.elapsed(), r.is_ok());
-                        r
+                        (r, sent)
                     }));
                     // Until this listing returns; then a fresh wait from its revision.
                     next_poll = Instant::now() + self.timing.poll;
@@ -356,7 +357,13 @@ impl Runner {
         released
     }
 
-    fn step(&mut self, view: Option<&Listing>, done: &mpsc::UnboundedSender<WriteDone>) {
+    /// One step of the machine on `view`, a listing asked for at `asked`.
+    fn step(
+        &mut self,
+        view: Option<&Listing>,
+        asked: Mono,
+        done: &mpsc::UnboundedSender<WriteDone>,
+    ) {
         let now = self.now();
         if view.is_some() {
             self.stats.listed = true;
@@ -370,7 +377,7 @@ impl Runner {
             revision: current.revision,
             external_shards: self.external.as_ref().and_then(|rx| *rx.borrow()),
         };
-        let actions = self.replica.step(now, view, fleet);
+        let actions = self.replica.step_listed(now, asked, view, fleet);
         tracing::debug!(
             identity = %self.cfg.identity,
             revision = view.map(|v| v.revision),

@@ -372,13 +372,28 @@ impl Replica {
         view: Option<&Listing>,
         fleet: FleetInput<'_>,
     ) -> Vec<Action> {
+        self.step_listed(now, now, view, fleet)
+    }
+
+    /// [`Replica::step`] with a listing asked for at `asked` (at most `now`): its leases
+    /// are judged as of then, so a reply that came back late (delayed, or this process
+    /// paused while it was in flight) never makes a record look older than the store
+    /// showed it. The runner and the simulation step this way.
+    pub fn step_listed(
+        &mut self,
+        now: Mono,
+        asked: Mono,
+        view: Option<&Listing>,
+        fleet: FleetInput<'_>,
+    ) -> Vec<Action> {
+        let asked = asked.min(now);
         let mut out = self.tick(now);
         // A listing older than our own last confirmed write would show records as they were
         // before it (a shard we just won as someone else's): it can teach us nothing.
         let Some(view) = view.filter(|v| v.revision >= self.newest_write) else {
             return out;
         };
-        let seen = self.decode(view, now);
+        let seen = self.decode(view, asked, now);
         self.note_cold_start(&seen, now);
         self.check_ownership(&seen, &mut out);
         if self.stopping {

@@ -74,7 +74,9 @@ impl Replica {
     /// Decodes a listing of `root` and judges each lease record. The assignment document is
     /// decoded only when its version changed (it may be megabytes; listings come every few
     /// hundred milliseconds).
-    pub(super) fn decode(&mut self, listing: &Listing, now: Mono) -> View {
+    /// Leases are judged as of `asked`, when the listing was asked for, and new versions
+    /// counted from `received` ([`crate::lease::LeaseObserver::observe_listed`]).
+    pub(super) fn decode(&mut self, listing: &Listing, asked: Mono, received: Mono) -> View {
         let root = self.cfg.root.clone();
         let timing = self.cfg.timing;
         let mut view = View::default();
@@ -84,7 +86,7 @@ impl Replica {
         for e in &listing.entries {
             let mut judge = |observer: &mut crate::lease::LeaseObserver| {
                 judged.insert(e.key.as_str());
-                observer.observe(&e.key, e.version, now, &timing)
+                observer.observe_listed(&e.key, e.version, asked, received, &timing)
             };
             match RecordKey::classify(&root, &e.key) {
                 RecordKey::Distributor => {

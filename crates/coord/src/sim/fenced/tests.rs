@@ -577,12 +577,29 @@ fn seed_666924577494_a_late_renew_of_a_lapsed_holder_holds_nothing_back() {
     replay_scaling_seed(666_924_577_494);
 }
 
+/// The second 10,000-seed sweep's failure, replayed: a replica paused (SIGSTOP) with a
+/// listing in flight judged that listing, when it came back 2.8 s later, as of the moment
+/// it resumed: the distributor role's shard lease looked unchanged for over a lease
+/// duration, and it took the role over (the bound form's record itself never changes, so
+/// its compare-and-swap succeeded) while the holder was live — two distributors for 15 ms.
+/// Leases are now judged as of when the listing was asked for
+/// (`LeaseObserver::observe_listed`, `Replica::step_listed`).
+#[test]
+fn seed_328971200058_a_listing_back_after_a_pause_takes_no_role_over() {
+    replay_scaling_seed(328_971_200_058);
+}
+
 /// One seed of the scaling configuration, checked as `check_configuration` checks it.
 fn replay_scaling_seed(seed: u64) {
     let cfg = scaling_configuration();
     let bound = crash_bound(&cfg);
     let out = simulate(cfg, seed);
     assert!(out.overlaps.is_empty(), "{:?}", out.overlaps);
+    assert!(
+        out.distributor_overlaps.is_empty(),
+        "two distributors: {:?}",
+        out.distributor_overlaps
+    );
     let longest = out.uncovered.iter().chain(&out.open_at_end).max().copied();
     assert!(
         longest.is_some_and(|w| Duration::from_millis(w) <= bound),
