@@ -12,20 +12,17 @@ use std::time::Duration;
 
 use crate::support::replicas::{GRACEFUL_BOUND_MS, Harness, Setup};
 use crate::support::store::StoreUnderTest;
-use crate::support::{unix_ms, wait_for};
+use crate::support::{timing, unix_ms, wait_for};
 
-/// Lease duration, renew period and renew deadline of `fleetshard run` (ms).
-const LEASE_MS: u64 = 4_000;
-const RENEW_MS: u64 = 1_000;
-const DEADLINE_MS: u64 = 3_000;
-/// The runner's renew timer (ms).
-const TICK_MS: u64 = 250;
 /// G2 after a crash or a pause: duration + grace + renew + 2 polls + the slowest round
 /// trip (1.6 s), the bound the deterministic simulation asserts (docs/reliability.md).
 const CRASH_BOUND_MS: u64 = 7_500;
-// A handover within the graceful bound cannot have waited for the leaver's lease: that
-// lease was renewed at most a renew period (plus a tick) before the signal.
-const _: () = assert!(GRACEFUL_BOUND_MS < LEASE_MS - RENEW_MS - TICK_MS);
+/// A handover within the graceful bound cannot have waited for the leaver's lease: that
+/// lease was renewed at most a renew period (plus a tick) before the signal.
+#[test]
+fn the_graceful_bound_is_shorter_than_any_lease_wait() {
+    assert!(GRACEFUL_BOUND_MS < timing::earliest_takeover_ms());
+}
 
 /// Builds a store for a scenario in its directory.
 type MakeStore = fn(&std::path::Path) -> StoreUnderTest;
@@ -68,7 +65,7 @@ fn kill9_then_restart(make: MakeStore) {
     // A dead holder's clusters wait for its lease, which it renewed at most a renew period
     // (plus a tick) before dying.
     assert!(
-        (LEASE_MS - RENEW_MS - TICK_MS..=CRASH_BOUND_MS).contains(&took),
+        (timing::earliest_takeover_ms()..=CRASH_BOUND_MS).contains(&took),
         "{}: takeover after kill -9 took {took} ms",
         h.store.name()
     );
@@ -155,11 +152,11 @@ fn pause_past_lease(make: MakeStore) {
     };
     let took = h.wait_takeover(&f);
     assert!(
-        (LEASE_MS - RENEW_MS - TICK_MS..=CRASH_BOUND_MS).contains(&took),
+        (timing::earliest_takeover_ms()..=CRASH_BOUND_MS).contains(&took),
         "{}: takeover after SIGSTOP took {took} ms",
         h.store.name()
     );
-    let resume_at = f.at + 2 * LEASE_MS;
+    let resume_at = f.at + 2 * timing::lease_ms();
     // The pause's length is the stimulus, not a wait for a condition.
     std::thread::sleep(Duration::from_millis(resume_at.saturating_sub(unix_ms())));
     h.resume(victim);
@@ -206,7 +203,7 @@ fn pause_past_lease(make: MakeStore) {
             iv.cluster
         );
         assert!(
-            end <= f.at + DEADLINE_MS,
+            end <= f.at + timing::deadline_ms(),
             "{}: {} owned until {end}, more than the renew deadline after the pause at {}",
             h.store.name(),
             iv.cluster,

@@ -18,12 +18,6 @@ use fleetshard_coord::store::Store;
 use fleetshard_store_sqlite::{OpenMode, SqliteOptions, SqliteStore};
 use serde_json::Value;
 
-/// The renew deadline of `fleetshard run` (ms): a holder acts at most this long after
-/// sending its last confirmed renew.
-const DEADLINE_MS: u64 = 3_000;
-/// The lease duration (ms): a fresh replica on a replaceable store claims nothing before.
-const LEASE_MS: u64 = 4_000;
-
 fn side(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(format!("{}{suffix}", path.display()))
 }
@@ -103,7 +97,10 @@ fn replicas_on_a_replaced_sqlite_file_fence_themselves_and_a_new_one_takes_over_
     assert!(!ends.is_empty());
     let last_end = ends.into_iter().max().unwrap();
     assert!(
-        last_end <= replaced_at + DEADLINE_MS + 250,
+        last_end
+            <= replaced_at
+                + crate::support::timing::deadline_ms()
+                + crate::support::timing::tick_ms(),
         "stopped {} ms after the file went",
         last_end - replaced_at
     );
@@ -114,7 +111,10 @@ fn replicas_on_a_replaced_sqlite_file_fence_themselves_and_a_new_one_takes_over_
         .map(|iv| iv.start)
         .min()
         .unwrap();
-    assert!(first_start >= replaced_at + LEASE_MS, "{first_start}");
+    assert!(
+        first_start >= replaced_at + crate::support::timing::lease_ms(),
+        "{first_start}"
+    );
     assert!(first_start > last_end);
     eprintln!(
         "after the file went: the fenced replicas stopped within {} ms, the new one started \

@@ -9,6 +9,7 @@ pub mod cdp;
 pub mod http;
 pub mod replicas;
 pub mod store;
+pub mod timing;
 
 use std::time::Duration;
 
