@@ -560,46 +560,6 @@ impl Runner {
             at: lapsed_at.unwrap_or_else(Instant::now),
         });
     }
-
-    fn publish(&mut self) {
-        let now = self.now();
-        let shard = self.replica.shard(now);
-        self.stats.shard = shard;
-        self.stats.is_distributor = self.replica.is_distributor(now);
-        self.stats.distributor_valid_until = self
-            .replica
-            .distributor_valid_until(now)
-            .map(|m| self.start + m.0);
-        self.stats.placing = self.replica.is_placing();
-        // The list of clusters only when it changed: at fleet scale it is tens of
-        // thousands of strings, and this runs after every event.
-        let acting_key = (self.acting_epoch, shard.is_some());
-        if self.published_acting != Some(acting_key) {
-            self.published_acting = Some(acting_key);
-            self.stats.acting = Arc::new(self.replica.acting(now).map(str::to_owned).collect());
-        }
-        self.stats.generation = self.replica.applied_generation();
-        self.stats.lease_valid_until = self
-            .replica
-            .shard_valid_until(now)
-            .map(|m| self.start + m.0);
-        self.stats.spare = self.replica.is_spare();
-        self.stats.failovers = self.replica.takeovers();
-        self.stats.shard_count = self.replica.shard_count();
-        self.stats.corrupt = self.replica.corrupt_records().to_vec();
-        self.stats.inventory_disagreement = self.replica.inventory_disagreement();
-        self.stats.held_back = self.replica.held_back().map(|h| HeldBackStatus {
-            previous: h.previous,
-            dropped: h.dropped,
-            until: self.start + h.until.0,
-        });
-        let snapshot = self.stats.clone();
-        self.status.send_if_modified(|s| {
-            let changed = *s != snapshot;
-            *s = snapshot;
-            changed
-        });
-    }
 }
 
 #[cfg(test)]
