@@ -25,7 +25,7 @@ use kube::api::{
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::compare::{FIELD_MANAGER, ResourceKey, Tracking};
+use crate::compare::{FIELD_MANAGER, ResourceKey, Tracking, child_map};
 use crate::live::{ClusterConn, KindInfo, live_value};
 
 mod handover;
@@ -443,17 +443,8 @@ fn api_for(conn: &ClusterConn, kind: &KindInfo, namespace: &str) -> Api<DynamicO
 
 /// Sets annotation `key` to `value` (creating `metadata.annotations` if needed).
 fn annotate(object: &mut Value, key: &str, value: &str) {
-    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let annotations = meta
-        .entry("annotations")
-        .or_insert_with(|| Value::Object(Default::default()));
-    if !annotations.is_object() {
-        *annotations = Value::Object(Default::default());
-    }
-    if let Some(map) = annotations.as_object_mut() {
-        map.insert(key.to_owned(), Value::String(value.to_owned()));
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        child_map(meta, "annotations").insert(key.to_owned(), Value::String(value.to_owned()));
     }
 }
 

@@ -82,11 +82,11 @@ use serde_json::Value;
 
 pub use key::{KeyError, ResourceKey};
 pub(crate) use owned::LAST_APPLIED;
-pub(crate) use tracking::candidate_apps;
 pub use tracking::{
     DEFAULT_APP_LABEL_KEY, INSTALLATION_ID_ANNOTATION, TRACKING_ANNOTATION, Tracking, TrackingId,
     TrackingMethod, tracking_annotation,
 };
+pub(crate) use tracking::{candidate_apps, child_map};
 
 /// The field manager fleetshard's server-side apply uses.
 pub const FIELD_MANAGER: &str = "fleetshard";

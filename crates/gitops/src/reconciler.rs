@@ -235,8 +235,9 @@ impl GitOpsReconciler {
         self.apps.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Writes `update`. An operation's state that could not be written is kept, if the
-    /// operation has ended, and written again first by the app's next refresh or operation
+    /// Writes `update`. An operation's state written is remembered as the app's last
+    /// ([`Memo::op`]); one that could not be written is kept, if the operation has ended,
+    /// and written again first by the app's next refresh or operation
     /// ([`GitOpsReconciler::record_unrecorded`]); any operation state written replaces it.
     async fn record(&self, app: &AppKey, update: StatusUpdate) -> Result<(), ReconcileError> {
         let written = if self.lease.lease_valid() {

@@ -122,24 +122,13 @@ pub fn start(
         }
     };
     tokio::spawn(async move {
-        for b in initial {
-            if tx.send(b).await.is_err() {
-                return;
-            }
-        }
-        if position == u64::MAX {
-            return; // expired: the ERROR was the whole answer
+        if !send_all(&tx, initial).await || position == u64::MAX {
+            return; // closed, or expired: the ERROR was the whole answer
         }
         // A watch from a revision gets the retained events after it at once, as a real
         // server sends them, not at the next write or bookmark (a client resuming after
         // its stream ended would otherwise miss every change made meanwhile until then).
-        let (lines, expired) = drain(&shared, &req, &mut position);
-        for b in lines {
-            if tx.send(b).await.is_err() {
-                return;
-            }
-        }
-        if expired {
+        if !send_news(&shared, &req, &mut position, &tx).await {
             return;
         }
         let deadline = req.timeout.map(|t| tokio::time::Instant::now() + t);
@@ -164,13 +153,7 @@ pub fn start(
                 _ = tx.closed() => return,
             }
             shared.faults.wait_if_partitioned(&req.info).await;
-            let (lines, expired) = drain(&shared, &req, &mut position);
-            for b in lines {
-                if tx.send(b).await.is_err() {
-                    return;
-                }
-            }
-            if expired {
+            if !send_news(&shared, &req, &mut position, &tx).await {
                 return;
             }
             if send_bookmark
@@ -200,6 +183,28 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
 
 /// The lines for every retained event after `position` that this watch sees; advances
 /// `position` to the current revision. An expired position yields one ERROR.
+/// Sends `lines` in order; false once the client is gone.
+async fn send_all(tx: &mpsc::Sender<Bytes>, lines: Vec<Bytes>) -> bool {
+    for b in lines {
+        if tx.send(b).await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// Sends what happened after `position` ([`drain`]); false when the watch is over (the
+/// client is gone, or the position expired and an ERROR was sent).
+async fn send_news(
+    shared: &Shared,
+    req: &WatchRequest,
+    position: &mut u64,
+    tx: &mpsc::Sender<Bytes>,
+) -> bool {
+    let (lines, expired) = drain(shared, req, position);
+    send_all(tx, lines).await && !expired
+}
+
 fn drain(shared: &Shared, req: &WatchRequest, position: &mut u64) -> (Vec<Bytes>, bool) {
     let store = shared.read();
     if let Err(e) = store.check_retained(*position) {

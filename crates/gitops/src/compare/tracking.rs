@@ -187,7 +187,10 @@ impl Tracking {
 }
 
 /// `meta[field]` as a map, made one if absent or not a map.
-fn child_map<'m>(meta: &'m mut Map<String, Value>, field: &str) -> &'m mut Map<String, Value> {
+pub(crate) fn child_map<'m>(
+    meta: &'m mut Map<String, Value>,
+    field: &str,
+) -> &'m mut Map<String, Value> {
     let v = meta
         .entry(field)
         .or_insert_with(|| Value::Object(Map::new()));

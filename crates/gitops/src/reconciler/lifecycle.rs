@@ -23,10 +23,10 @@ use fleetshard_sync::deletion::{
 use fleetshard_sync::{DeletePolicy, HealthStatus, Live, ObjectKey, SyncOptions};
 use serde_json::Value;
 
-use super::step::live_object;
+use super::step::{live_object, resource_key};
 use super::{AppTarget, GitOpsReconciler};
 use crate::apply::{self, WriteHow, WriteResult};
-use crate::compare::ResourceKey;
+use crate::live::ClusterConn;
 use crate::source::Refresh;
 
 /// How long a deletion waits before looking again.
@@ -192,18 +192,7 @@ impl GitOpsReconciler {
             if !failed.is_empty() {
                 // Deleted, to be created again (possibly fixed) at the next step.
                 for (l, api) in &failed {
-                    if let WriteResult::LeaseLapsed = apply::delete_object(
-                        &conn,
-                        &resource_key(&l.key),
-                        api,
-                        "Background",
-                        false,
-                        self.lease.as_ref(),
-                    )
-                    .await
-                    {
-                        return Err(lapsed());
-                    }
+                    self.delete_hook(&conn, l, api).await?;
                 }
                 let names: Vec<String> = failed.iter().map(|(l, _)| l.key.to_string()).collect();
                 return Err(ReconcileError::RetryLater(format!(
@@ -251,18 +240,8 @@ impl GitOpsReconciler {
                 continue;
             }
             pending = true;
-            if !l.deleting
-                && let WriteResult::LeaseLapsed = apply::delete_object(
-                    &conn,
-                    &resource_key(&l.key),
-                    api,
-                    "Background",
-                    false,
-                    self.lease.as_ref(),
-                )
-                .await
-            {
-                return Err(lapsed());
+            if !l.deleting {
+                self.delete_hook(&conn, l, api).await?;
             }
         }
         if pending {
@@ -282,6 +261,22 @@ impl GitOpsReconciler {
             (Some(approved), Some(deleted)) => approved >= deleted,
             (Some(_), None) => true,
             _ => false,
+        }
+    }
+
+    /// Deletes the live hook `l` (its `apiVersion` `api`) in the background; a lapsed lease
+    /// ends the step.
+    async fn delete_hook(
+        &self,
+        conn: &ClusterConn,
+        l: &Live,
+        api: &str,
+    ) -> Result<(), ReconcileError> {
+        let key = resource_key(&l.key);
+        let lease = self.lease.as_ref();
+        match apply::delete_object(conn, &key, api, "Background", false, lease).await {
+            WriteResult::LeaseLapsed => Err(lapsed()),
+            _ => Ok(()),
         }
     }
 
@@ -324,8 +319,4 @@ impl GitOpsReconciler {
             _ => Ok(()),
         }
     }
-}
-
-fn resource_key(k: &ObjectKey) -> ResourceKey {
-    ResourceKey::new(&k.group, &k.kind, &k.namespace, &k.name)
 }

@@ -232,12 +232,11 @@ impl GitOpsReconciler {
             finished_at: Some(now),
             ..self.new_operation(requested(request))
         };
-        self.record(key, StatusUpdate::Operation(Box::new(state.clone())))
+        self.record(key, StatusUpdate::Operation(Box::new(state)))
             .await?;
         if let Some(m) = self.memos().get_mut(key) {
             m.request_done = Some(request.clone());
             m.sync_error = Some(message);
-            m.op = Some(state);
         }
         Ok(())
     }

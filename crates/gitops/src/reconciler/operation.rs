@@ -160,12 +160,9 @@ impl GitOpsReconciler {
         key: &AppKey,
         state: &OperationState,
     ) -> Result<(), ReconcileError> {
+        // `record` remembers it once written.
         self.record(key, StatusUpdate::Operation(Box::new(state.clone())))
-            .await?;
-        if let Some(m) = self.memos().get_mut(key) {
-            m.op = Some(state.clone());
-        }
-        Ok(())
+            .await
     }
 
     /// The app as the operation syncs it: its recorded source and revision(s).

@@ -17,20 +17,9 @@ use super::{
 };
 use crate::apply::{DesiredObject, PruneTarget, handover_patch};
 use crate::compare::{CompareOptions, ResourceKey, SyncStatus, Tracking, compare_app_normalized};
-use crate::health::{Health, app_health};
+use crate::health::app_health;
 use crate::live::KindInfo;
 use crate::source::Refresh;
-
-/// A resource's health as its status entry shows it (none: no rule for its kind).
-fn health_info(health: &Health) -> HealthInfo {
-    health
-        .status()
-        .map_or_else(HealthInfo::default, |s| HealthInfo {
-            status: s.to_string(),
-            message: health.message.clone(),
-            last_transition_time: None,
-        })
-}
 
 /// How a desired object takes part in a sync.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,7 +229,7 @@ impl GitOpsReconciler {
                 namespace: r.key.namespace.clone(),
                 name: r.key.name.clone(),
                 status: sync_word(r.status).to_owned(),
-                health: health_info(&health),
+                health: HealthInfo::of(&health),
                 requires_pruning: r.requires_pruning,
                 hook: false,
                 sync_wave,
@@ -265,7 +254,7 @@ impl GitOpsReconciler {
                 namespace: k.namespace.clone(),
                 name: k.name.clone(),
                 status: String::new(),
-                health: health_info(&health),
+                health: HealthInfo::of(&health),
                 requires_pruning: false,
                 hook: true,
                 sync_wave: fleetshard_sync::wave(&guard::annotation_map(l)),

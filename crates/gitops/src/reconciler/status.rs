@@ -45,6 +45,17 @@ pub struct HealthInfo {
 }
 
 impl HealthInfo {
+    /// A resource's health as its status entry shows it (none: no check applies).
+    pub fn of(health: &crate::health::Health) -> HealthInfo {
+        health
+            .status()
+            .map_or_else(HealthInfo::default, |s| HealthInfo {
+                status: s.to_string(),
+                message: health.message.clone(),
+                last_transition_time: None,
+            })
+    }
+
     /// Whether this is no health at all (a resource no check applies to).
     pub fn is_none(&self) -> bool {
         self.status.is_empty()

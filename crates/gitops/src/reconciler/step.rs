@@ -31,7 +31,8 @@ fn object_key(k: &ResourceKey) -> ObjectKey {
     ObjectKey::new(&k.group, &k.kind, &k.namespace, &k.name)
 }
 
-fn resource_key(k: &ObjectKey) -> ResourceKey {
+/// The reconciler's key of an object the engine names.
+pub(super) fn resource_key(k: &ObjectKey) -> ResourceKey {
     ResourceKey::new(&k.group, &k.kind, &k.namespace, &k.name)
 }
 

@@ -40,12 +40,21 @@ fn settings(value: &str) -> Value {
     })
 }
 
-/// A fake with the app's ConfigMap, bookmarks an hour apart (none comes to the rescue),
-/// and a connection whose ConfigMap cache has completed its first list.
-async fn cluster(relist_every: Duration) -> Cluster {
+/// A fake with the app's ConfigMap and bookmarks an hour apart (none comes to the rescue).
+async fn fake() -> FakeApiServer {
     let fake = FakeApiServer::start().await.unwrap();
-    fake.set_bookmark_interval(Duration::from_secs(3600));
+    fake.set_bookmark_interval(LONG);
     fake.insert(settings("v1")).unwrap();
+    fake
+}
+
+/// [`fake`] and a connection whose ConfigMap cache has completed its first list.
+async fn cluster(relist_every: Duration) -> Cluster {
+    connect(fake().await, relist_every).await
+}
+
+/// A connection to `fake` whose ConfigMap cache has completed its first list.
+async fn connect(fake: FakeApiServer, relist_every: Duration) -> Cluster {
     let told: Told = Arc::default();
     let listener = {
         let told = told.clone();
@@ -96,10 +105,17 @@ impl Cluster {
     /// Waits until the cache holds `value` and the listener was told of app `a` since
     /// `told_before` notices; panics after `deadline`.
     async fn seen(&self, value: &str, told_before: usize, deadline: Duration) {
+        self.until(deadline, |c| {
+            c.cached_value().as_deref() == Some(value) && c.told() > told_before
+        })
+        .await;
+    }
+
+    /// Waits until `check` holds; panics after `deadline`.
+    async fn until(&self, deadline: Duration, check: impl Fn(&Cluster) -> bool) {
         let start = tokio::time::Instant::now();
         loop {
-            let told = self.told.lock().unwrap().len();
-            if self.cached_value().as_deref() == Some(value) && told > told_before {
+            if check(self) {
                 return;
             }
             assert!(
@@ -121,71 +137,48 @@ impl Cluster {
 const LONG: Duration = Duration::from_secs(3600);
 
 /// The watch after the first list starts from the list's revision; a change made before
-/// it opens (its request held back here) is replayed at once.
+/// it opens (its request held back here until the change has landed) is replayed at once.
 #[tokio::test]
 async fn a_change_right_after_the_first_list_is_seen() {
-    let fake = FakeApiServer::start().await.unwrap();
-    fake.set_bookmark_interval(LONG);
-    fake.insert(settings("v1")).unwrap();
-    // Every watch request waits 500 ms: the change below lands between list and watch.
-    fake.add_latency(Duration::from_millis(500), |r| r.verb == Some(Verb::Watch));
-    let conns = ClusterConnections::new(LiveOptions::default());
-    let access = ClusterAccess {
-        id: "c1".into(),
-        server: fake.url(),
-        credentials: ClusterCredentials::default(),
-    };
-    let conn = conns.start(&access).await.unwrap();
-    let info = conn.kind_info("v1", "ConfigMap").await.unwrap();
-    conn.watch_kinds(&[info]).await.unwrap();
-    fake.modify("v1", "ConfigMap", "default", "settings", |cm| {
-        cm["data"]["value"] = json!("v2");
+    let fake = fake().await;
+    let held = fake.partition(|r| r.verb == Some(Verb::Watch));
+    let c = connect(fake, LONG).await;
+    c.change("v2");
+    c.fake.remove_fault(held);
+    c.until(Duration::from_secs(20), |c| {
+        c.cached_value().as_deref() == Some("v2")
     })
-    .unwrap();
-    let start = tokio::time::Instant::now();
-    let keys: HashSet<ResourceKey> = HashSet::new();
-    loop {
-        let value = conn
-            .live_objects("a", &keys, &Default::default())
-            .iter()
-            .find_map(|o| o.pointer("/data/value").cloned());
-        if value == Some(json!("v2")) {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "{value:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    .await;
 }
 
 /// The server ends every open watch; the change lands before the client's next watch
-/// opens: replayed from the revision the client resumes at.
+/// opens (held back until then): replayed from the revision the client resumes at.
 #[tokio::test]
 async fn a_change_across_a_watch_restart_is_seen() {
-    let c = cluster(LONG).await;
-    let before = c.told();
-    let delay = c
-        .fake
-        .add_latency(Duration::from_millis(500), |r| r.verb == Some(Verb::Watch));
-    c.fake.close_watches();
-    c.change("v2");
-    c.seen("v2", before, Duration::from_secs(20)).await;
-    c.fake.remove_fault(delay);
+    change_across_a_watch_restart(false).await;
 }
 
 /// The revision the client resumes at is no longer retained: `410 Gone`, the watcher lists
 /// again, and the list's news reaches the listener as an event would have.
 #[tokio::test]
 async fn a_change_behind_a_410_gone_is_seen_and_told() {
+    change_across_a_watch_restart(true).await;
+}
+
+/// Every open watch ended, the object changed (and, with `compact`, the revisions the
+/// client would resume from dropped) before the client's next watch is let through: the
+/// change reaches the cache and the listener.
+async fn change_across_a_watch_restart(compact: bool) {
     let c = cluster(LONG).await;
     let before = c.told();
-    let delay = c
-        .fake
-        .add_latency(Duration::from_millis(500), |r| r.verb == Some(Verb::Watch));
+    let held = c.fake.partition(|r| r.verb == Some(Verb::Watch));
     c.fake.close_watches();
     c.change("v2");
-    c.fake.compact();
+    if compact {
+        c.fake.compact();
+    }
+    c.fake.remove_fault(held);
     c.seen("v2", before, Duration::from_secs(20)).await;
-    c.fake.remove_fault(delay);
 }
 
 /// Bookmarks go out while the object changes: neither is lost.

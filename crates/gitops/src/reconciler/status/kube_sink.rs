@@ -40,6 +40,14 @@ impl KubeStatusSink {
         (api, name)
     }
 
+    /// The Application `app` as stored ([`SinkError::NotFound`] when it is gone).
+    async fn application(&self, app: &AppKey) -> Result<DynamicObject, SinkError> {
+        let (api, name) = self.api(app);
+        self.call(app, api.get_opt(name))
+            .await?
+            .ok_or_else(|| SinkError::NotFound(app.to_string()))
+    }
+
     /// `call` bounded by `call_timeout`: a 404 is [`SinkError::NotFound`], any other
     /// failure or no answer [`SinkError::Unavailable`].
     async fn call<T>(
@@ -85,11 +93,7 @@ impl StatusSink for KubeStatusSink {
         app: &'a AppKey,
     ) -> BoxFuture<'a, Result<Option<OperationState>, SinkError>> {
         Box::pin(async move {
-            let (api, name) = self.api(app);
-            let obj = self
-                .call(app, api.get_opt(name))
-                .await?
-                .ok_or_else(|| SinkError::NotFound(app.to_string()))?;
+            let obj = self.application(app).await?;
             // A malformed operationState (written by someone else) counts as none: the
             // next operation overwrites it.
             Ok(obj
@@ -104,11 +108,7 @@ impl StatusSink for KubeStatusSink {
         app: &'a AppKey,
     ) -> BoxFuture<'a, Result<Vec<RevisionHistory>, SinkError>> {
         Box::pin(async move {
-            let (api, name) = self.api(app);
-            let obj = self
-                .call(app, api.get_opt(name))
-                .await?
-                .ok_or_else(|| SinkError::NotFound(app.to_string()))?;
+            let obj = self.application(app).await?;
             // Entries that do not read (written by someone else) are kept out.
             Ok(obj
                 .data
@@ -130,11 +130,7 @@ impl StatusSink for KubeStatusSink {
         remove: &'a [String],
     ) -> BoxFuture<'a, Result<(), SinkError>> {
         Box::pin(async move {
-            let (api, name) = self.api(app);
-            let obj = self
-                .call(app, api.get_opt(name))
-                .await?
-                .ok_or_else(|| SinkError::NotFound(app.to_string()))?;
+            let obj = self.application(app).await?;
             let mut finalizers: Vec<String> = obj.metadata.finalizers.clone().unwrap_or_default();
             let before = finalizers.clone();
             finalizers.retain(|f| !remove.contains(f));
@@ -152,6 +148,7 @@ impl StatusSink for KubeStatusSink {
                 "resourceVersion": obj.metadata.resource_version,
                 "finalizers": finalizers,
             }});
+            let (api, name) = self.api(app);
             let params = PatchParams::default();
             self.call(app, api.patch(name, &params, &Patch::Merge(patch)))
                 .await?;

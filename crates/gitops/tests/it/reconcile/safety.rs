@@ -369,15 +369,13 @@ async fn fields_of_earlier_appliers_removed_from_git_are_removed_live() {
         Some(PRUNE),
     )
     .await;
-    let applied = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "csa", "namespace": "default", "labels": {"team": "x"}},
-        "data": {"value": "1", "extra": "old"}});
-    let mut csa = applied.clone();
-    csa["metadata"]["annotations"] = json!({
-        "kubectl.kubernetes.io/last-applied-configuration": applied.to_string(),
-        "argocd.argoproj.io/tracking-id": "a:/ConfigMap:default/csa",
-    });
-    e.fake.insert(csa).unwrap();
+    e.fake
+        .insert(applied_by_kubectl(
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "csa", "namespace": "default", "labels": {"team": "x"}},
+            "data": {"value": "1", "extra": "old"}}),
+        ))
+        .unwrap();
     e.fake
         .insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "ssa", "namespace": "default",
@@ -409,15 +407,13 @@ async fn fields_of_earlier_appliers_removed_from_git_are_removed_live() {
 #[tokio::test]
 async fn a_dry_run_takes_over_no_fields_of_earlier_appliers() {
     let e = env(&[("app/csa.yaml", config_map("csa", "1"))], None).await;
-    let applied = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "csa", "namespace": "default"},
-        "data": {"value": "1", "extra": "old"}});
-    let mut csa = applied.clone();
-    csa["metadata"]["annotations"] = json!({
-        "kubectl.kubernetes.io/last-applied-configuration": applied.to_string(),
-        "argocd.argoproj.io/tracking-id": "a:/ConfigMap:default/csa",
-    });
-    e.fake.insert(csa).unwrap();
+    e.fake
+        .insert(applied_by_kubectl(
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "csa", "namespace": "default"},
+            "data": {"value": "1", "extra": "old"}}),
+        ))
+        .unwrap();
     let before = e.cm("csa").unwrap();
     e.r.refresh(&key("a")).await.unwrap();
     e.request(SyncRequest {
@@ -439,4 +435,15 @@ async fn a_dry_run_takes_over_no_fields_of_earlier_appliers() {
         "{after}"
     );
     assert_eq!(after["data"]["extra"], "old");
+}
+
+/// `applied` as client-side `kubectl apply` leaves it (its last-applied annotation), and
+/// tracked as app `a`'s ConfigMap `csa`.
+fn applied_by_kubectl(applied: Value) -> Value {
+    let mut live = applied.clone();
+    live["metadata"]["annotations"] = json!({
+        "kubectl.kubernetes.io/last-applied-configuration": applied.to_string(),
+        "argocd.argoproj.io/tracking-id": "a:/ConfigMap:default/csa",
+    });
+    live
 }
