@@ -10,6 +10,15 @@ use std::process::ExitCode;
 use cli::exit::Exit;
 
 fn main() -> ExitCode {
+    // The render sandbox's launcher and the Jsonnet child are this executable, run with
+    // a first argument of their own, before anything else (a launcher must still be
+    // single-threaded).
+    if let Some(code) = fleetshard_sandbox::run_if_invoked() {
+        return code;
+    }
+    if let Some(code) = fleetshard_gitops::source::run_jsonnet_child_if_invoked() {
+        return code;
+    }
     let (cli, matches) = cli::parse();
     cli::logging::init(&cli.global);
     match cli::run(cli, &matches) {

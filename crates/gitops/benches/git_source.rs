@@ -60,7 +60,7 @@ async fn main() {
     }
     let start = Instant::now();
     for (name, bytes) in &files {
-        parse_file(name, FileFormat::Yaml, bytes).unwrap();
+        parse_file(name, FileFormat::Yaml, bytes, usize::MAX).unwrap();
     }
     let parse_ms = millis(start);
     println!("parts: resolve alone {resolve_ms:.1} ms; parse alone {parse_ms:.1} ms");

@@ -52,8 +52,9 @@ pub use error::{Location, ManifestError, SourceError};
 pub use parse::{FileFormat, Manifest, ObjectIdentity, parse_file};
 pub(crate) use render::check_duplicates;
 pub use render::{
-    DEFAULT_MAX_CACHED_RENDERS, DEFAULT_RENDER_TIMEOUT, MultiSource, Render, RenderConfig,
-    RenderRequest, RenderStats, Rendered, RepoServerRenderer, SourceType, StandaloneRenderer,
+    DEFAULT_JSONNET_MAX_MEMORY, DEFAULT_MAX_CACHED_RENDERS, DEFAULT_RENDER_TIMEOUT, JSONNET_ENTRY,
+    MultiSource, Render, RenderConfig, RenderRequest, RenderSandbox, RenderStats, Rendered,
+    RepoServerRenderer, SourceType, StandaloneRenderer, run_jsonnet_child_if_invoked,
 };
 pub(crate) use repo::install_crypto_provider;
 pub use url::{RepoLocation, cache_key, exact_form, normalize};

@@ -152,7 +152,7 @@ fn gitops(
         .repo_cache
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join("fleetshard-repos"));
-    let mut repo_config = RepoCacheConfig::new(cache);
+    let mut repo_config = RepoCacheConfig::new(cache.clone());
     repo_config.max_cached_reads = settings.manifest_cache.max(1);
     repo_config.limits = settings.read_limits;
     repo_config.allow_local = settings.allow_local_repositories.unwrap_or(!argo_objects);
@@ -237,7 +237,12 @@ fn gitops(
         }
     };
     let Some(client) = settings.repo_server.client(argo_objects) else {
-        let renderer = StandaloneRenderer::new(repos, settings.render.clone());
+        let mut render = settings.render.clone();
+        if let Some(sandbox) = &mut render.sandbox {
+            // Other tenants' repositories are no tool's business.
+            sandbox.hide.push(cache.clone());
+        }
+        let renderer = StandaloneRenderer::new(repos, render);
         return Ok(Arc::new(reconciler.with_renderer(Arc::new(renderer))));
     };
     let client = RepoServerClient::new(client).map_err(|e| ReplicaError::Start {

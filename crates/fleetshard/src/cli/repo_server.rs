@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use fleetshard_gitops::source::RenderConfig;
+use fleetshard_gitops::source::{RenderConfig, RenderSandbox};
 use fleetshard_replica::RepoServerSetting;
 use fleetshard_reposerver::{ClientConfig, TlsMode};
+use fleetshard_sandbox::{Launcher, Namespaces, Probe};
 use fleetshard_util::duration::parse_go_duration;
 
 /// Where sources are rendered.
@@ -69,17 +70,141 @@ pub struct RepoServerArgs {
     /// Off by default: one tenant's app could reach what the replica reaches.
     #[arg(long, env = "FLEETSHARD_KUSTOMIZE_ALLOW_REMOTE_BASES")]
     pub kustomize_allow_remote_bases: bool,
+    /// Rendering on this replica: let argocd-cm's `kustomize.buildOptions` enable exec and
+    /// container plugins (`--enable-exec`, `--enable-alpha-plugins`, e.g. for KSOPS),
+    /// which run programs a tenant's kustomization names, as the replica. Off by default:
+    /// such a build is refused with a condition.
+    #[arg(long, env = "FLEETSHARD_KUSTOMIZE_ALLOW_EXEC_PLUGINS")]
+    pub kustomize_allow_exec_plugins: bool,
+    /// Rendering on this replica: confine `kustomize`, `kubectl kustomize`, `helm` and
+    /// Jsonnet (a network of their own, the replica's credentials hidden, Jsonnet bounded
+    /// in memory and CPU, all killed with the replica). `auto`: with Linux namespaces when
+    /// the kernel allows them, bounded only otherwise (said at start); `required`: refuse
+    /// to start without namespaces; `off`: tools run as plain children and Jsonnet in
+    /// process, unbounded.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        default_value = "auto",
+        env = "FLEETSHARD_RENDER_SANDBOX"
+    )]
+    pub render_sandbox: SandboxMode,
+    /// Rendering on this replica: the most memory one Jsonnet evaluation may use, in MiB.
+    #[arg(
+        long,
+        value_name = "MIB",
+        default_value_t = fleetshard_gitops::source::DEFAULT_JSONNET_MAX_MEMORY >> 20,
+        value_parser = clap::value_parser!(u64).range(64..),
+        env = "FLEETSHARD_JSONNET_MAX_MEMORY_MIB"
+    )]
+    pub jsonnet_max_memory_mib: u64,
+    /// Rendering on this replica: a path no tool or Jsonnet evaluation may see, besides
+    /// the defaults (service account tokens, `~/.kube`, `~/.ssh`, `~/.config`,
+    /// `~/.docker`, `~/.aws`, `~/.git-credentials`, `~/.netrc`, `$KUBECONFIG`, the
+    /// repository cache). Repeatable.
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "FLEETSHARD_RENDER_HIDE",
+        value_delimiter = ':'
+    )]
+    pub render_hide: Vec<PathBuf>,
+}
+
+/// How renders are confined (`--render-sandbox`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SandboxMode {
+    /// Namespaces when the kernel allows them, bounds always.
+    Auto,
+    /// Namespaces or no start.
+    Required,
+    /// No confinement.
+    Off,
+}
+
+/// The paths every render sandbox hides: where a replica's credentials usually are.
+fn default_hidden() -> Vec<PathBuf> {
+    let mut hide: Vec<PathBuf> = ["/var/run/secrets", "/run/secrets"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        let home = PathBuf::from(home);
+        for name in [
+            ".kube",
+            ".ssh",
+            ".config",
+            ".docker",
+            ".aws",
+            ".gnupg",
+            ".git-credentials",
+            ".netrc",
+        ] {
+            hide.push(home.join(name));
+        }
+    }
+    if let Some(kubeconfig) = std::env::var_os("KUBECONFIG") {
+        hide.extend(std::env::split_paths(&kubeconfig).filter(|p| p.is_absolute()));
+    }
+    hide
 }
 
 impl RepoServerArgs {
-    /// How this replica renders when no repo-server does.
-    pub fn standalone(&self) -> RenderConfig {
-        RenderConfig {
+    /// How this replica renders when no repo-server does. With a sandbox, whether the
+    /// kernel gives namespaces is found now (a launcher is run) and said in the log;
+    /// `required` without them is an error.
+    pub fn standalone(&self) -> anyhow::Result<RenderConfig> {
+        let sandbox = match self.render_sandbox {
+            SandboxMode::Off => {
+                tracing::warn!(
+                    "--render-sandbox off: kustomize, helm and Jsonnet run unconfined and \
+                     Jsonnet unbounded in memory and CPU"
+                );
+                None
+            }
+            mode => Some(self.sandbox(mode)?),
+        };
+        Ok(RenderConfig {
             timeout: self.exec_timeout,
             allow_remote_bases: self.kustomize_allow_remote_bases,
+            allow_exec_plugins: self.kustomize_allow_exec_plugins,
             max_cached: self.render_cache_size as usize,
+            sandbox,
             ..RenderConfig::default()
+        })
+    }
+
+    fn sandbox(&self, mode: SandboxMode) -> anyhow::Result<RenderSandbox> {
+        let namespaces = if mode == SandboxMode::Required {
+            Namespaces::Required
+        } else {
+            Namespaces::IfAvailable
+        };
+        let launcher = Launcher::current(namespaces)?;
+        match launcher.probe()? {
+            Probe::Namespaces => tracing::info!(
+                "render sandbox: tools and Jsonnet run in namespaces of their own (no \
+                 network, credentials hidden), bounded, and die with the replica"
+            ),
+            Probe::BoundsOnly(reason) if mode == SandboxMode::Required => anyhow::bail!(
+                "--render-sandbox required: this machine gives no user, mount and network \
+                 namespaces ({reason})"
+            ),
+            Probe::BoundsOnly(reason) => tracing::warn!(
+                %reason,
+                "render sandbox: no namespaces on this machine; tools and Jsonnet run \
+                 bounded and die with the replica, but share its network and files (the \
+                 checks of what a kustomization names still hold)"
+            ),
         }
+        let mut hide = default_hidden();
+        hide.extend(self.render_hide.iter().cloned());
+        Ok(RenderSandbox {
+            launcher,
+            hide,
+            jsonnet_max_memory: self.jsonnet_max_memory_mib << 20,
+        })
     }
 
     /// The setting these options make.
@@ -144,16 +269,28 @@ mod tests {
             "--kustomize-allow-remote-bases",
         ])
         .unwrap();
-        let config = cli.render.standalone();
+        let config = cli.render.standalone().unwrap();
         assert_eq!(config.timeout, Duration::from_secs(150));
         assert_eq!(config.max_cached, 5);
         assert!(config.allow_remote_bases);
-        let defaults = Cli::try_parse_from(["x"]).unwrap().render.standalone();
+        let defaults = Cli::try_parse_from(["x"])
+            .unwrap()
+            .render
+            .standalone()
+            .unwrap();
         assert_eq!(
             defaults.timeout,
             fleetshard_gitops::source::DEFAULT_RENDER_TIMEOUT
         );
         assert!(!defaults.allow_remote_bases);
+        assert!(!defaults.allow_exec_plugins);
+        // The unit test binary is no launcher; the sandbox is tested through the binary.
+        let sandbox = defaults.sandbox.expect("a sandbox by default");
+        assert_eq!(
+            sandbox.jsonnet_max_memory,
+            fleetshard_gitops::source::DEFAULT_JSONNET_MAX_MEMORY
+        );
+        assert!(sandbox.hide.contains(&PathBuf::from("/var/run/secrets")));
         let zero = Cli::try_parse_from(["x", "--render-cache-size", "0"]);
         assert!(zero.is_err(), "a cache of no render is refused");
     }

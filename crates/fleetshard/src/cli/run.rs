@@ -339,7 +339,7 @@ impl ReconcileArgs {
             refuse_plaintext_http: self.refuse_plaintext_http,
             cluster_cache_relist: self.cluster_cache_relist,
             repo_server: self.render.setting()?,
-            render: self.render.standalone(),
+            render: self.render.standalone()?,
             resource_customizations: self.resource_customizations.clone(),
         })
     }
@@ -472,6 +472,13 @@ fn fleet_source(
 
 /// Runs one replica until SIGTERM or Ctrl-C.
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    // Not dumpable: the programs a tenant's render runs (same user) cannot read this
+    // process's memory or environment through /proc, nor trace it.
+    if let Err(e) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        tracing::warn!(error = %e, "cannot make the replica undumpable");
+    }
     let settings = settings(&args)?;
     // Its size is the fleet's, unknown until loaded and changing: raised, not checked.
     let open_files = super::limits::raise_open_files();

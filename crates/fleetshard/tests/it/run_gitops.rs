@@ -402,7 +402,9 @@ fn local_mode_records_statuses_in_the_store() {
 
 /// The contract of issue 12 in local mode: a Kustomize directory and a Jsonnet app in a
 /// `file://` repository render without a repo-server, with `kubectl` on PATH (the
-/// replica's own PATH), and their statuses say how (`sourceType`).
+/// replica's own PATH), and their statuses say how (`sourceType`). Both run in the render
+/// sandbox (the binary is its own launcher and Jsonnet child); a Jsonnet bomb beside them
+/// ends at its memory bound with a condition, and the replica goes on.
 #[test]
 fn local_mode_renders_kustomize_and_jsonnet_without_a_repo_server() {
     let dir = tempfile::tempdir().unwrap();
@@ -417,6 +419,10 @@ fn local_mode_renders_kustomize_and_jsonnet_without_a_repo_server() {
         "js/main.jsonnet",
         "{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'jscm' }, data: { value: 'j' } }",
     );
+    git.write(
+        "bomb/main.jsonnet",
+        "local s = std.repeat('x', 1000000);\n{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'b' },\n  data: { ['k' + i]: s + i for i in std.range(1, 100000) } }\n",
+    );
     git.commit("first");
     let fleet = dir.path().join("fleet");
     std::fs::create_dir(&fleet).unwrap();
@@ -426,10 +432,16 @@ fn local_mode_renders_kustomize_and_jsonnet_without_a_repo_server() {
         secret,
         application("kust", &git.file_url(), "c0"),
         application("js", &git.file_url(), "c0"),
+        application("bomb", &git.file_url(), "c0"),
     ]});
     std::fs::write(fleet.join("argocd.json"), objects.to_string()).unwrap();
     let store = format!("sqlite://{}", dir.path().join("fs.db").display());
-    let _replica = KillOnDrop(local_replica(dir.path(), &fleet, &store).spawn().unwrap());
+    let _replica = KillOnDrop(
+        local_replica(dir.path(), &fleet, &store)
+            .env("FLEETSHARD_JSONNET_MAX_MEMORY_MIB", "256")
+            .spawn()
+            .unwrap(),
+    );
     let types = wait_for("both apps rendered and synced", SETTLE, || {
         let v = apps_json(&store)?;
         let apps = v["apps"].as_array().cloned().unwrap_or_default();
@@ -441,7 +453,13 @@ fn local_mode_renders_kustomize_and_jsonnet_without_a_repo_server() {
                 (name, a["record"]["comparison"]["sourceType"].clone())
             })
             .collect();
+        let bomb = apps
+            .iter()
+            .find(|a| a["app"] == "argocd/bomb")
+            .map(Value::to_string)
+            .unwrap_or_default();
         let ready = synced.len() == 2
+            && bomb.contains("more than 256 MiB of memory")
             && config_value(&fakes.clusters[0], "p-kcm").is_some()
             && config_value(&fakes.clusters[0], "jscm").is_some();
         ready.then_some(synced).ok_or_else(|| format!("{v}"))

@@ -44,13 +44,14 @@ pub struct RepoCacheConfig {
 /// How much one app's manifests may be: one app cannot exhaust the replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadLimits {
-    /// Bytes of manifest files read for one app (Argo CD's repo-server bounds a
-    /// directory's combined manifests at 10 MiB by default; so does this).
+    /// Bytes of manifest files read for one app, and of a renderer's output (Argo CD's
+    /// repo-server bounds a directory's combined manifests at 10 MiB by default; so does
+    /// this, and it bounds Kustomize, Helm and Jsonnet output too, which Argo CD does not).
     pub max_manifest_bytes: u64,
     /// Objects one app may render to.
     pub max_objects: usize,
     /// Bytes of the repository tree written to disk for a renderer that reads files
-    /// itself (`kustomize build`, `helm template`), and of a renderer's output.
+    /// itself (`kustomize build`, `helm template`).
     pub max_tree_bytes: u64,
 }
 

@@ -55,6 +55,15 @@ pub enum ManifestError {
         /// What is wrong, naming the field.
         message: String,
     },
+    /// The file holds more objects than one app may have (`--max-objects`); found while
+    /// parsing, before the rest is read into memory.
+    #[error("{file}: more than {max} objects, the most one app may have (--max-objects)")]
+    TooManyObjects {
+        /// The file (or the tool's output) named as in messages.
+        file: String,
+        /// The bound.
+        max: usize,
+    },
 }
 
 /// Why an application's desired state could not be read from Git.

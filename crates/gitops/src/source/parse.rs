@@ -80,11 +80,14 @@ impl FileFormat {
     }
 }
 
-/// Parses one manifest file (`file` is its path, for messages) into objects, in file order.
+/// Parses one manifest file (`file` is its path, for messages) into objects, in file order;
+/// more than `max_objects` objects is [`ManifestError::TooManyObjects`], found while
+/// parsing: a file of a hundred thousand tiny documents is not held in memory first.
 pub fn parse_file(
     file: &str,
     format: FileFormat,
     bytes: &[u8],
+    max_objects: usize,
 ) -> Result<Vec<Manifest>, ManifestError> {
     let at = |document| Location {
         file: file.to_owned(),
@@ -117,18 +120,46 @@ pub fn parse_file(
                 vec![doc]
             }
         }
-        FileFormat::Yaml => serde_saphyr::from_multiple_with_options(
-            text,
-            fleetshard_manifest::yaml_options(text.len()),
-        )
-        .map_err(|e| ManifestError::Syntax {
-            at: at(0),
-            format: "YAML",
-            line: e.location().map(|l| l.line()),
-            message: e.to_string(),
-        })?,
+        FileFormat::Yaml => {
+            serde_saphyr::from_multiple_with_options(text, yaml_options(text.len(), max_objects))
+                .map_err(|e| match e {
+                    serde_saphyr::Error::Budget {
+                        breach: serde_saphyr::budget::BudgetBreach::Documents { .. },
+                        ..
+                    } => ManifestError::TooManyObjects {
+                        file: file.to_owned(),
+                        max: max_objects,
+                    },
+                    e => ManifestError::Syntax {
+                        at: at(0),
+                        format: "YAML",
+                        line: e.location().map(|l| l.line()),
+                        message: e.to_string(),
+                    },
+                })?
+        }
     };
-    parse_documents(file, docs)
+    let objects = parse_documents(file, docs)?;
+    if objects.len() > max_objects {
+        return Err(ManifestError::TooManyObjects {
+            file: file.to_owned(),
+            max: max_objects,
+        });
+    }
+    Ok(objects)
+}
+
+/// The manifest YAML options, with at most twice `max_objects` documents (empty documents,
+/// which are no objects, are common in rendered output; the exact count is checked after).
+fn yaml_options(len: usize, max_objects: usize) -> serde_saphyr::Options {
+    let mut options = fleetshard_manifest::yaml_options(len);
+    options.budget = options.budget.map(|mut budget| {
+        budget.max_documents = budget
+            .max_documents
+            .min(max_objects.saturating_mul(2).saturating_add(16));
+        budget
+    });
+    options
 }
 
 /// The objects of a file's documents (already parsed): each document an object or a

@@ -2,8 +2,10 @@ use proptest::prelude::*;
 
 use super::*;
 
+const MAX: usize = usize::MAX;
+
 fn yaml(text: &str) -> Result<Vec<Manifest>, ManifestError> {
-    parse_file("dir/f.yaml", FileFormat::Yaml, text.as_bytes())
+    parse_file("dir/f.yaml", FileFormat::Yaml, text.as_bytes(), MAX)
 }
 
 #[test]
@@ -67,11 +69,12 @@ fn json_files_hold_one_object() {
         "x.json",
         FileFormat::Json,
         br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"}}"#,
+        MAX,
     )
     .unwrap();
     assert_eq!(objects.len(), 1);
     assert_eq!(objects[0].identity.kind, "Secret");
-    let err = parse_file("x.json", FileFormat::Json, b"{\n\"a\": ").unwrap_err();
+    let err = parse_file("x.json", FileFormat::Json, b"{\n\"a\": ", MAX).unwrap_err();
     assert!(
         matches!(&err, ManifestError::Syntax { format: "JSON", line: Some(2), at, .. } if at.file == "x.json"),
         "{err:?}"
@@ -118,7 +121,7 @@ fn syntax_errors_carry_the_line() {
         } => assert!(line >= 5, "line {line}"),
         other => panic!("expected a YAML syntax error, got {other:?}"),
     }
-    let err = parse_file("b.yaml", FileFormat::Yaml, &[0xff, 0xfe, 0x00]).unwrap_err();
+    let err = parse_file("b.yaml", FileFormat::Yaml, &[0xff, 0xfe, 0x00], MAX).unwrap_err();
     assert!(err.to_string().contains("not UTF-8"), "{err}");
 }
 
@@ -137,8 +140,8 @@ proptest! {
     /// Arbitrary bytes give objects or an error, never a panic, in either format.
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let _ = parse_file("f.yaml", FileFormat::Yaml, &bytes);
-        let _ = parse_file("f.json", FileFormat::Json, &bytes);
+        let _ = parse_file("f.yaml", FileFormat::Yaml, &bytes, MAX);
+        let _ = parse_file("f.json", FileFormat::Json, &bytes, MAX);
     }
 
     /// Text assembled from YAML's structural pieces reaches deeper into the parser than
@@ -158,7 +161,7 @@ proptest! {
         )
     ) {
         let text: String = parts.concat();
-        if let Ok(objects) = parse_file("f.yaml", FileFormat::Yaml, text.as_bytes()) {
+        if let Ok(objects) = parse_file("f.yaml", FileFormat::Yaml, text.as_bytes(), MAX) {
             for m in objects {
                 prop_assert!(!m.identity.api_version.is_empty());
                 prop_assert!(!m.identity.kind.is_empty());
@@ -167,4 +170,39 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_file_of_more_objects_than_one_app_may_have_is_refused_while_parsing() {
+    let object = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
+    let many: String = (0..100_000).map(|_| format!("---\n{object}")).collect();
+    let err = parse_file("big.yaml", FileFormat::Yaml, many.as_bytes(), 10).unwrap_err();
+    assert_eq!(
+        err,
+        ManifestError::TooManyObjects {
+            file: "big.yaml".to_owned(),
+            max: 10
+        }
+    );
+    // Empty documents are no objects: ten objects among thirty empty documents pass.
+    let sparse: String = (0..10)
+        .map(|_| format!("---\n---\n# empty\n---\n{object}"))
+        .collect();
+    assert_eq!(
+        parse_file("sparse.yaml", FileFormat::Yaml, sparse.as_bytes(), 10)
+            .unwrap()
+            .len(),
+        10
+    );
+    // A list counts its items.
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n{}",
+        (0..11)
+            .map(|i| format!("- {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c{i}}}}}\n"))
+            .collect::<String>()
+    );
+    assert!(matches!(
+        parse_file("list.yaml", FileFormat::Yaml, list.as_bytes(), 10),
+        Err(ManifestError::TooManyObjects { .. })
+    ));
 }

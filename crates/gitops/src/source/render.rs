@@ -19,8 +19,8 @@
 //! - a plugin needs Argo CD's repo-server: refused with a condition.
 //!
 //! Every executable runs with a clean environment (`PATH`, and `HOME` in the temporary
-//! directory), bounded by [`RenderConfig::timeout`] and [`ReadLimits::max_tree_bytes`] of
-//! output; its trimmed standard error is the condition's message. A failed render is a
+//! directory), bounded by [`RenderConfig::timeout`] and [`ReadLimits::max_manifest_bytes`]
+//! of output, parsed into at most [`ReadLimits::max_objects`] objects; its trimmed standard error is the condition's message. A failed render is a
 //! [`SourceError`]: nothing is applied or pruned for it. Renders of executables are kept
 //! per (repository, commit, source, destination) for [`RenderConfig::max_cached`]
 //! entries, and discovered source types per (repository, commit, path) (up to 16 times as
@@ -30,7 +30,9 @@ mod detect;
 mod envsubst;
 mod helm;
 mod jsonnet;
+mod jsonnet_child;
 mod kustomize;
+mod kustomize_reach;
 mod memo;
 mod process;
 mod repo_server;
@@ -38,11 +40,13 @@ mod tree;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_manifest::{AppSource, RepoSecret};
 use fleetshard_reposerver::RenderSettings;
+use fleetshard_sandbox::{Confinement, Launcher};
 use futures::future::BoxFuture;
 
 use super::cache::{Manifests, ReadLimits, Refresh, RepoCache, Snapshot};
@@ -52,12 +56,18 @@ use super::{RepoAccess, repo};
 pub(crate) use super::repo::check_duplicates;
 pub use detect::SourceType;
 pub(crate) use jsonnet::JsonnetJob;
+use jsonnet_child::JsonnetChild;
+pub use jsonnet_child::{JSONNET_ENTRY, run_jsonnet_child_if_invoked};
 use memo::RenderMemo;
 pub use memo::RenderStats;
 pub use repo_server::RepoServerRenderer;
 
 /// Argo CD's default timeout of the tools the repo-server runs (`ARGOCD_EXEC_TIMEOUT`).
 pub const DEFAULT_RENDER_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The most memory one Jsonnet evaluation may use by default, in a sandbox
+/// ([`RenderSandbox::jsonnet_max_memory`]).
+pub const DEFAULT_JSONNET_MAX_MEMORY: u64 = 1 << 30;
 
 /// Renders kept by default by a [`StandaloneRenderer`] (those of executables only:
 /// directories are kept by the [`RepoCache`]).
@@ -173,6 +183,60 @@ pub struct RenderConfig {
     pub allow_remote_bases: bool,
     /// How many renders of executables are kept ([`DEFAULT_MAX_CACHED_RENDERS`]).
     pub max_cached: usize,
+    /// Let `kustomize.buildOptions` enable exec and container plugins
+    /// (`--enable-exec`, `--enable-alpha-plugins`): a tenant's kustomization could then
+    /// run programs as the replica. Off by default: such a build is refused.
+    pub allow_exec_plugins: bool,
+    /// How tools and Jsonnet are confined; `None`: tools run as plain children and
+    /// Jsonnet in process, unbounded in memory and CPU (libraries and tests; the
+    /// `fleetshard` binary always has one).
+    pub sandbox: Option<RenderSandbox>,
+}
+
+/// How a replica confines what it runs for a tenant ([`fleetshard_sandbox`]): every tool
+/// in a network of its own (Kustomize keeps the network only with
+/// [`RenderConfig::allow_remote_bases`]) and with `hide` hidden, Jsonnet in a child bounded
+/// in memory and CPU time ([`RenderConfig::timeout`]), all killed with the replica.
+#[derive(Debug, Clone)]
+pub struct RenderSandbox {
+    /// The replica's executable, run as launcher.
+    pub launcher: Launcher,
+    /// Paths no tool or Jsonnet evaluation sees: the service account's token, the
+    /// replica's credentials and configuration, the repository cache (other tenants'
+    /// repositories). One holding the tool or the render's copy stays visible.
+    pub hide: Vec<PathBuf>,
+    /// The most memory one Jsonnet evaluation may use ([`DEFAULT_JSONNET_MAX_MEMORY`]).
+    pub jsonnet_max_memory: u64,
+}
+
+impl RenderConfig {
+    /// How a tool is confined: `network` (whether it may use the replica's network).
+    fn tool_confinement(&self, network: bool) -> Option<(Launcher, Confinement)> {
+        let sandbox = self.sandbox.as_ref()?;
+        Some((
+            sandbox.launcher.clone(),
+            Confinement {
+                isolate_network: !network,
+                hide: sandbox.hide.clone(),
+                max_memory: None,
+                max_cpu_seconds: Some(self.timeout.as_secs().max(1)),
+            },
+        ))
+    }
+
+    /// How Jsonnet is evaluated: in a bounded child with a sandbox, else in process.
+    fn jsonnet_child(&self) -> Option<Arc<JsonnetChild>> {
+        let sandbox = self.sandbox.as_ref()?;
+        Some(Arc::new(JsonnetChild {
+            launcher: sandbox.launcher.clone(),
+            confinement: Confinement {
+                isolate_network: true,
+                hide: sandbox.hide.clone(),
+                max_memory: Some(sandbox.jsonnet_max_memory),
+                max_cpu_seconds: Some(self.timeout.as_secs().max(1)),
+            },
+        }))
+    }
 }
 
 impl Default for RenderConfig {
@@ -182,6 +246,8 @@ impl Default for RenderConfig {
             timeout: DEFAULT_RENDER_TIMEOUT,
             allow_remote_bases: false,
             max_cached: DEFAULT_MAX_CACHED_RENDERS,
+            allow_exec_plugins: false,
+            sandbox: None,
         }
     }
 }
@@ -193,6 +259,7 @@ pub struct StandaloneRenderer {
     repos: RepoCache,
     config: Arc<RenderConfig>,
     memo: Arc<RenderMemo>,
+    jsonnet_child: Option<Arc<JsonnetChild>>,
 }
 
 /// Who asked for a render, for the tools and errors (all owned: it crosses into a
@@ -231,6 +298,27 @@ impl Job {
         }
     }
 
+    /// The objects of a tool's output (`label` names it in messages), at most
+    /// [`ReadLimits::max_objects`] of them.
+    pub(crate) fn parse_output(
+        &self,
+        label: &str,
+        out: &[u8],
+    ) -> Result<Vec<super::parse::Manifest>, SourceError> {
+        super::parse::parse_file(
+            label,
+            super::parse::FileFormat::Yaml,
+            out,
+            self.limits.max_objects,
+        )
+        .map_err(|error| SourceError::Manifest {
+            repo: self.repo_url.clone(),
+            revision: self.revision.clone(),
+            commit: self.commit.clone(),
+            error: Box::new(error),
+        })
+    }
+
     /// Argo CD's build environment of the app (`ARGOCD_APP_*`, `KUBE_*`), for `$VAR`
     /// substitution in images, labels and Jsonnet variables.
     pub(crate) fn env(&self, source: &AppSource) -> envsubst::Env {
@@ -244,6 +332,7 @@ impl StandaloneRenderer {
         StandaloneRenderer {
             repos,
             memo: Arc::new(RenderMemo::new(config.max_cached)),
+            jsonnet_child: config.jsonnet_child(),
             config: Arc::new(config),
         }
     }
@@ -318,7 +407,7 @@ impl StandaloneRenderer {
         };
         match source_type {
             SourceType::Directory => {
-                let jsonnet = JsonnetJob::new(&job, source)?;
+                let jsonnet = JsonnetJob::new(&job, source)?.in_child(self.jsonnet_child.clone());
                 let manifests = self
                     .repos
                     .read_directory(&snapshot, source, Some(Arc::new(jsonnet)))
@@ -413,7 +502,10 @@ impl StandaloneRenderer {
             tree::materialize(&at, &task_root, &task_job.limits)
         })
         .await?;
-        let tools = process::Tools::new(&self.config, tmp.path());
+        // Kustomize fetches remote bases only when they are allowed; Helm renders the
+        // chart as it is in the tree.
+        let network = source_type == SourceType::Kustomize && self.config.allow_remote_bases;
+        let tools = process::Tools::new(&self.config, tmp.path(), network);
         let env = job.env(source);
         let objects = match source_type {
             SourceType::Kustomize => {

@@ -517,13 +517,15 @@ pub(crate) fn read_manifests(
                 )));
             }
             let blob = repo.find_blob(oid).map_err(git)?;
-            let objects =
-                parse_file(&file, format, &blob.data).map_err(|error| SourceError::Manifest {
+            let room = limits.max_objects.saturating_sub(out.len());
+            let objects = parse_file(&file, format, &blob.data, room).map_err(|error| {
+                SourceError::Manifest {
                     repo: repo_url.to_owned(),
                     revision: revision.to_owned(),
                     commit: commit.to_string(),
                     error: Box::new(error),
-                })?;
+                }
+            })?;
             out.extend(objects);
             if out.len() > limits.max_objects {
                 return Err(too_large(format!(

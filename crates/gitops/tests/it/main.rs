@@ -16,6 +16,7 @@ mod compare_props;
 mod live_cache;
 mod reconcile;
 mod render;
+mod render_reach;
 mod source;
 mod source_auth;
 mod source_cache;

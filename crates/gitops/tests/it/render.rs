@@ -14,7 +14,7 @@ use fleetshard_testsupport::git::{Git, config_map};
 use serde_json::{Value, json};
 
 /// `raw` as the source object of `repo` at `main`, `path` (typed fields from it).
-fn source(repo: &str, path: &str, raw: Value) -> AppSource {
+pub(crate) fn source(repo: &str, path: &str, raw: Value) -> AppSource {
     let mut raw = raw;
     raw["repoURL"] = repo.into();
     raw["path"] = path.into();
@@ -43,7 +43,7 @@ fn source(repo: &str, path: &str, raw: Value) -> AppSource {
     }
 }
 
-fn renderer(tmp: &tempfile::TempDir, config: RenderConfig) -> StandaloneRenderer {
+pub(crate) fn renderer(tmp: &tempfile::TempDir, config: RenderConfig) -> StandaloneRenderer {
     let repos = RepoCache::new(RepoCacheConfig::new(tmp.path().join("cache")));
     StandaloneRenderer::new(repos, config)
 }
@@ -68,7 +68,7 @@ async fn render(r: &StandaloneRenderer, source: &AppSource) -> Result<Rendered, 
 }
 
 /// As [`render`], with argocd-cm's `data` holding `argocd_cm`.
-async fn render_with(
+pub(crate) async fn render_with(
     r: &StandaloneRenderer,
     source: &AppSource,
     argocd_cm: &[(&str, &str)],

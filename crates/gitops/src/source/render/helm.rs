@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::super::error::SourceError;
-use super::super::parse::{FileFormat, Manifest, parse_file};
+use super::super::parse::Manifest;
 use super::kustomize::inside;
 use super::process::{Tools, arg};
 use super::{Job, SourceType};
@@ -162,16 +162,10 @@ pub(crate) async fn template(
         args.push(arg("--skip-tests"));
     }
     let out = tools
-        .run(&helm, &args, &chart, job.limits.max_tree_bytes)
+        .run(&helm, &args, &chart, job.limits.max_manifest_bytes)
         .await
         .map_err(fail)?;
-    let label = format!("{} (helm template)", job.path.join("/"));
-    parse_file(&label, FileFormat::Yaml, &out).map_err(|error| SourceError::Manifest {
-        repo: job.repo_url.clone(),
-        revision: job.revision.clone(),
-        commit: job.commit.clone(),
-        error: Box::new(error),
-    })
+    job.parse_output(&format!("{} (helm template)", job.path.join("/")), &out)
 }
 
 /// A `--set` value with each comma not already escaped escaped (Helm splits on them),

@@ -8,10 +8,12 @@
 //! one leaving the repository (`../..`), is refused, and so is a symbolic link. The output
 //! is an object, or an array of them; `List`s are flattened. Evaluation is bounded in
 //! recursion depth (jrsonnet's stack limit), in the bytes imported and written
-//! ([`ReadLimits`]); not in time (jrsonnet has no such bound).
+//! ([`ReadLimits`]); in memory and CPU time only in a child process (`jsonnet_child`),
+//! which a replica with a render sandbox uses for every file.
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use fleetshard_manifest::AppSource;
 use gix::ObjectId;
@@ -23,12 +25,13 @@ use jrsonnet_evaluator::{
     tla::TlaArg,
 };
 use jrsonnet_ir::SourceFile;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::super::ReadLimits;
 use super::super::error::SourceError;
 use super::super::parse::{Manifest, parse_documents};
 use super::super::repo::{At, message};
+use super::jsonnet_child::{ChildRequest, JsonnetChild};
 use super::{Job, SourceType};
 
 /// `directory.jsonnet`, and what an app's Jsonnet files are evaluated with.
@@ -39,11 +42,14 @@ pub(crate) struct JsonnetJob {
     /// Import search directories (repository paths, components), in search order.
     search: Vec<Vec<String>>,
     key: String,
+    /// Where files are evaluated: in a bounded child process, or (`None`) in process.
+    child: Option<Arc<JsonnetChild>>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// An `extVars` or `tlas` entry.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
-struct Var {
+pub(crate) struct Var {
     name: String,
     value: String,
     code: bool,
@@ -108,7 +114,13 @@ impl JsonnetJob {
             tlas,
             search,
             key,
+            child: None,
         })
+    }
+
+    /// The same settings, each file evaluated in a bounded child process.
+    pub(crate) fn in_child(self, child: Option<Arc<JsonnetChild>>) -> Self {
+        JsonnetJob { child, ..self }
     }
 
     /// What the settings are, for the read cache's key (the same for every app without
@@ -133,16 +145,23 @@ impl JsonnetJob {
             source_type: SourceType::Directory.as_str(),
             message: format!("Jsonnet file {file}: {m}"),
         };
-        let resolver = TreeResolver {
-            repo: repo.clone(),
-            root,
-            search: self.search.clone(),
-            budget: std::cell::Cell::new(limits.max_manifest_bytes),
+        let text = match &self.child {
+            Some(child) => child
+                .evaluate(&ChildRequest {
+                    git_dir: repo.git_dir().to_owned(),
+                    tree: root.to_string(),
+                    file: file.to_owned(),
+                    ext_vars: self.ext_vars.clone(),
+                    tlas: self.tlas.clone(),
+                    search: self.search.clone(),
+                    max_manifest_bytes: limits.max_manifest_bytes,
+                    max_memory: child.confinement.max_memory,
+                })
+                .map_err(fail)?,
+            None => self
+                .evaluate_tree(repo, root, file, limits.max_manifest_bytes)
+                .map_err(fail)?,
         };
-        let run = AssertUnwindSafe(|| self.run(resolver, file, limits));
-        let text = std::panic::catch_unwind(run)
-            .map_err(|_| fail("the Jsonnet evaluator failed unexpectedly".to_owned()))?
-            .map_err(fail)?;
         let value: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| fail(format!("output is not JSON: {e}")))?;
         let docs = match value {
@@ -157,13 +176,44 @@ impl JsonnetJob {
         })
     }
 
-    /// Evaluates `file` to JSON text.
-    fn run(
+    /// What a Jsonnet child does with its request: the output JSON text.
+    pub(crate) fn evaluate_request(request: &ChildRequest) -> Result<String, String> {
+        let repo = gix::open_opts(&request.git_dir, gix::open::Options::isolated())
+            .map_err(|e| format!("opening the repository: {e}"))?;
+        let root =
+            ObjectId::from_hex(request.tree.as_bytes()).map_err(|e| format!("the tree id: {e}"))?;
+        let job = JsonnetJob {
+            ext_vars: request.ext_vars.clone(),
+            tlas: request.tlas.clone(),
+            search: request.search.clone(),
+            key: String::new(),
+            child: None,
+        };
+        job.evaluate_tree(&repo, root, &request.file, request.max_manifest_bytes)
+    }
+
+    /// Evaluates `file` of the tree `root` in this process, importing and writing at most
+    /// `max_bytes`.
+    fn evaluate_tree(
         &self,
-        resolver: TreeResolver,
+        repo: &gix::Repository,
+        root: ObjectId,
         file: &str,
-        limits: &ReadLimits,
+        max_bytes: u64,
     ) -> Result<String, String> {
+        let resolver = TreeResolver {
+            repo: repo.clone(),
+            root,
+            search: self.search.clone(),
+            budget: std::cell::Cell::new(max_bytes),
+        };
+        let run = AssertUnwindSafe(|| self.run(resolver, file, max_bytes));
+        std::panic::catch_unwind(run)
+            .map_err(|_| "the Jsonnet evaluator failed unexpectedly".to_owned())?
+    }
+
+    /// Evaluates `file` to JSON text.
+    fn run(&self, resolver: TreeResolver, file: &str, max_bytes: u64) -> Result<String, String> {
         let text = |e: jrsonnet_evaluator::Error| e.to_string().trim().to_owned();
         let context = jrsonnet_stdlib::ContextInitializer::new(PathResolver::Absolute);
         // Code values are evaluated on their own, with the standard library (they may not
@@ -206,8 +256,10 @@ impl JsonnetJob {
         let value = state.import_resolved(entry).map_err(text)?;
         let value = apply_tla(&tlas, value).map_err(text)?;
         let out = value.manifest(JsonFormat::default()).map_err(text)?;
-        if out.len() as u64 > limits.max_tree_bytes {
-            return Err(format!("output is over {} bytes", limits.max_tree_bytes));
+        if out.len() as u64 > max_bytes {
+            return Err(format!(
+                "output is over {max_bytes} bytes (--max-manifest-bytes)"
+            ));
         }
         Ok(out)
     }

@@ -7,10 +7,9 @@
 //! label or annotation already set refused unless `force…`; components and patches
 //! appended), and the file written back as JSON (which YAML reads).
 //!
-//! Every `resources`, `bases` and `components` entry of the app's kustomization and of
-//! those it reaches must be a path inside the repository: an absolute path or one leaving the tree is
-//! refused, and so is an entry that is no path of the tree (which kustomize would fetch as
-//! a remote base with the replica's network) unless [`RenderConfig::allow_remote_bases`].
+//! Before the build, what the kustomization may reach is checked (`kustomize_reach`): files
+//! of the repository only, the network only with [`RenderConfig::allow_remote_bases`], no
+//! program unless [`RenderConfig::allow_exec_plugins`].
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -20,8 +19,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::super::error::SourceError;
-use super::super::parse::{FileFormat, Manifest, parse_file};
+use super::super::parse::Manifest;
 use super::envsubst::Env;
+use super::kustomize_reach;
 use super::process::{Tools, arg};
 use super::{Job, RenderConfig, SourceType};
 
@@ -81,12 +81,14 @@ pub(crate) async fn build(
         ));
     };
     let app_dir = job.path.iter().fold(root.to_path_buf(), |p, c| p.join(c));
+    kustomize_reach::check_build_options(&job.kustomize_build_options, config.allow_exec_plugins)
+        .map_err(fail)?;
     let (task_root, task_dir, allow_remote) =
         (root.to_owned(), app_dir.clone(), config.allow_remote_bases);
     let env = env.clone();
     tokio::task::spawn_blocking(move || {
         apply_overrides(&task_dir, &task_root, &options, &env)?;
-        check_references(&task_root, &task_dir, allow_remote)
+        kustomize_reach::check(&task_root, &task_dir, allow_remote)
     })
     .await
     .map_err(|e| fail(format!("the edit task failed: {e}")))?
@@ -98,27 +100,21 @@ pub(crate) async fn build(
             .map(OsString::from),
     );
     let out = tools
-        .run(&program, &args, root, job.limits.max_tree_bytes)
+        .run(&program, &args, root, job.limits.max_manifest_bytes)
         .await
         .map_err(fail)?;
-    let label = format!("{} (kustomize build)", job.path.join("/"));
-    parse_file(&label, FileFormat::Yaml, &out).map_err(|error| SourceError::Manifest {
-        repo: job.repo_url.clone(),
-        revision: job.revision.clone(),
-        commit: job.commit.clone(),
-        error: Box::new(error),
-    })
+    job.parse_output(&format!("{} (kustomize build)", job.path.join("/")), &out)
 }
 
 /// The app's kustomization file in `dir`, by kustomize's names.
-fn kustomization_file(dir: &Path) -> Option<PathBuf> {
+pub(super) fn kustomization_file(dir: &Path) -> Option<PathBuf> {
     KUSTOMIZATION_NAMES
         .iter()
         .map(|n| dir.join(n))
         .find(|p| p.is_file())
 }
 
-fn read_kustomization(file: &Path) -> Result<Map<String, Value>, String> {
+pub(super) fn read_kustomization(file: &Path) -> Result<Map<String, Value>, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", name(file)))?;
     let options = fleetshard_manifest::yaml_options(text.len());
     match serde_saphyr::from_str_with_options::<Value>(&text, options) {
@@ -394,56 +390,6 @@ pub(super) fn inside(root: &Path, dir: &Path, rel: &str) -> Option<PathBuf> {
         }
     }
     out.starts_with(root).then_some(out)
-}
-
-/// Every `resources`, `bases` and `components` entry of the app's kustomization and of
-/// the kustomizations it reaches: a path inside `root`, or (with `allow_remote`)
-/// something kustomize fetches. Kustomizations of other apps in the repository are not
-/// looked at.
-fn check_references(root: &Path, app_dir: &Path, allow_remote: bool) -> Result<(), String> {
-    let mut seen = std::collections::HashSet::new();
-    let mut queue = vec![app_dir.to_path_buf()];
-    while let Some(dir) = queue.pop() {
-        if !seen.insert(dir.clone()) {
-            continue;
-        }
-        let Some(file) = kustomization_file(&dir) else {
-            continue;
-        };
-        let shown = file
-            .strip_prefix(root)
-            .unwrap_or(&file)
-            .display()
-            .to_string();
-        // A kustomization that does not parse is left to kustomize's own message.
-        let Ok(k) = read_kustomization(&file) else {
-            continue;
-        };
-        for field in ["resources", "bases", "components"] {
-            let Some(Value::Array(items)) = k.get(field) else {
-                continue;
-            };
-            for item in items.iter().filter_map(Value::as_str) {
-                match inside(root, &dir, item) {
-                    None => {
-                        return Err(format!(
-                            "{shown}: {field} entry {item:?} is outside the repository"
-                        ));
-                    }
-                    Some(path) if path.is_dir() => queue.push(path),
-                    Some(path) if path.exists() || allow_remote => {}
-                    Some(_) => {
-                        return Err(format!(
-                            "{shown}: {field} entry {item:?} is no path of the repository; \
-                             kustomize would fetch it as a remote base with the replica's \
-                             network, which is refused (allow remote bases to permit it)"
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

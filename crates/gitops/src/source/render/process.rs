@@ -1,11 +1,13 @@
 //! Running a rendering tool: found on the configured `PATH`, started with a clean
-//! environment, bounded in time and output, its standard error trimmed into the message.
+//! environment (in the render sandbox when the replica has one), bounded in time and
+//! output, its standard error trimmed into the message.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use fleetshard_sandbox::{Confinement, Launcher};
 use tokio::io::AsyncReadExt as _;
 
 use super::RenderConfig;
@@ -19,11 +21,13 @@ pub(crate) struct Tools {
     home: PathBuf,
     scratch: PathBuf,
     timeout: Duration,
+    sandbox: Option<(Launcher, Confinement)>,
 }
 
 impl Tools {
-    /// Tools on `config.path` (or the replica's `PATH`), with `HOME` in `scratch`.
-    pub(crate) fn new(config: &RenderConfig, scratch: &Path) -> Self {
+    /// Tools on `config.path` (or the replica's `PATH`), with `HOME` in `scratch`, in
+    /// the replica's sandbox if it has one (with its network only if `network`).
+    pub(crate) fn new(config: &RenderConfig, scratch: &Path, network: bool) -> Self {
         Tools {
             path: config
                 .path
@@ -33,6 +37,7 @@ impl Tools {
             home: scratch.join("home"),
             scratch: scratch.to_path_buf(),
             timeout: config.timeout,
+            sandbox: config.tool_confinement(network),
         }
     }
 
@@ -60,7 +65,16 @@ impl Tools {
             || program.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
-        let mut child = tokio::process::Command::new(program)
+        let mut command = match &self.sandbox {
+            Some((launcher, confinement)) => {
+                let mut confinement = confinement.clone();
+                confinement.keep_visible(&self.scratch);
+                confinement.keep_visible(program);
+                tokio::process::Command::from(launcher.command(&confinement, program))
+            }
+            None => tokio::process::Command::new(program),
+        };
+        let mut child = command
             .args(args)
             .current_dir(cwd)
             .env_clear()
