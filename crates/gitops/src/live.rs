@@ -28,6 +28,7 @@ mod cache;
 mod connector;
 pub mod eks;
 mod error;
+mod identity;
 mod kinds;
 mod kubeconfig;
 mod slim;
@@ -51,6 +52,7 @@ use cache::KindCache;
 use eks::{BearerLayer, EksTokens};
 pub use error::LiveError;
 use error::with_causes;
+pub use identity::{ControlPlaneIdentity, Recognition};
 use kubeconfig::kubeconfig_config;
 use tls_configs::TlsConfigs;
 pub use versions::{ServedVersions, VERSIONS_TTL};
@@ -150,6 +152,8 @@ pub struct ClusterConnections {
     /// The instance label key the caches index objects by (argocd-cm's
     /// `application.instanceLabelKey`).
     label_key: Mutex<Arc<str>>,
+    /// The cluster this replica runs in, to recognise it among the destinations.
+    identity: Arc<ControlPlaneIdentity>,
 }
 
 impl ClusterConnections {
@@ -163,6 +167,7 @@ impl ClusterConnections {
             eks: None,
             tls: TlsConfigs::default(),
             label_key: Mutex::new(Arc::from(crate::compare::DEFAULT_APP_LABEL_KEY)),
+            identity: Arc::default(),
         }
     }
 
@@ -223,6 +228,7 @@ impl ClusterConnections {
                 self.eks.clone(),
                 &self.tls,
                 label_key,
+                &self.identity,
             )
             .await?,
         );
@@ -299,6 +305,9 @@ pub struct ClusterConn {
     versions: versions::VersionsSlot,
     /// The managers whose `managedFields` entries the caches keep (`slim.rs`).
     kept_managers: slim::KeptManagers,
+    /// The cluster this replica runs in, and whether this one is it (`identity.rs`).
+    identity: Arc<ControlPlaneIdentity>,
+    control_plane: Mutex<Recognition>,
 }
 
 impl ClusterConn {
@@ -310,6 +319,7 @@ impl ClusterConn {
         eks: Option<Arc<EksTokens>>,
         tls: &TlsConfigs,
         label_key: Arc<str>,
+        identity: &Arc<ControlPlaneIdentity>,
     ) -> Result<Self, LiveError> {
         let config_err = |message: String| LiveError::Config {
             cluster: access.server.clone(),
@@ -344,6 +354,7 @@ impl ClusterConn {
         } else {
             kubeconfig_config(&access).await.map_err(config_err)?
         };
+        let control_plane = identity.before_probe(&access, config.root_cert.as_deref());
         config.connect_timeout = Some(options.call_timeout);
         // Watches stay open up to `watch_timeout`; other calls are bounded by
         // `call_timeout` around them.
@@ -409,6 +420,8 @@ impl ClusterConn {
             label_key,
             versions: Default::default(),
             kept_managers: Default::default(),
+            identity: Arc::clone(identity),
+            control_plane: Mutex::new(control_plane),
         })
     }
 
