@@ -219,19 +219,7 @@ impl ClusterConnections {
             return Ok(conn.clone());
         }
         let label_key = lock(&self.label_key).clone();
-        let conn = Arc::new(
-            ClusterConn::connect(
-                access.clone(),
-                self.options,
-                self.listener.clone(),
-                self.user_agent.clone(),
-                self.eks.clone(),
-                &self.tls,
-                label_key,
-                &self.identity,
-            )
-            .await?,
-        );
+        let conn = Arc::new(ClusterConn::connect(access.clone(), self, label_key).await?);
         let mut clusters = lock(&self.clusters);
         // Another task may have connected meanwhile: keep the first, so one cache exists.
         match clusters.get(&access.id) {
@@ -311,16 +299,20 @@ pub struct ClusterConn {
 }
 
 impl ClusterConn {
+    /// Connects to `access` with what `from` shares among its clusters (options, listener,
+    /// User-Agent, EKS tokens, TLS configurations, the replica's own cluster's identity).
     async fn connect(
         access: ClusterAccess,
-        options: LiveOptions,
-        listener: Option<ChangeListener>,
-        user_agent: Option<HeaderValue>,
-        eks: Option<Arc<EksTokens>>,
-        tls: &TlsConfigs,
+        from: &ClusterConnections,
         label_key: Arc<str>,
-        identity: &Arc<ControlPlaneIdentity>,
     ) -> Result<Self, LiveError> {
+        let options = from.options;
+        let (listener, user_agent, eks) = (
+            from.listener.clone(),
+            from.user_agent.clone(),
+            from.eks.clone(),
+        );
+        let (tls, identity) = (&from.tls, &from.identity);
         let config_err = |message: String| LiveError::Config {
             cluster: access.server.clone(),
             message,
