@@ -28,6 +28,7 @@ mod cache;
 mod connector;
 pub mod eks;
 mod error;
+mod identity;
 mod kinds;
 mod kubeconfig;
 mod slim;
@@ -51,6 +52,7 @@ use cache::KindCache;
 use eks::{BearerLayer, EksTokens};
 pub use error::LiveError;
 use error::with_causes;
+pub use identity::{ControlPlaneIdentity, Recognition};
 use kubeconfig::kubeconfig_config;
 use tls_configs::TlsConfigs;
 pub use versions::{ServedVersions, VERSIONS_TTL};
@@ -150,6 +152,8 @@ pub struct ClusterConnections {
     /// The instance label key the caches index objects by (argocd-cm's
     /// `application.instanceLabelKey`).
     label_key: Mutex<Arc<str>>,
+    /// The cluster this replica runs in, to recognise it among the destinations.
+    identity: Arc<ControlPlaneIdentity>,
 }
 
 impl ClusterConnections {
@@ -163,6 +167,7 @@ impl ClusterConnections {
             eks: None,
             tls: TlsConfigs::default(),
             label_key: Mutex::new(Arc::from(crate::compare::DEFAULT_APP_LABEL_KEY)),
+            identity: Arc::default(),
         }
     }
 
@@ -214,18 +219,7 @@ impl ClusterConnections {
             return Ok(conn.clone());
         }
         let label_key = lock(&self.label_key).clone();
-        let conn = Arc::new(
-            ClusterConn::connect(
-                access.clone(),
-                self.options,
-                self.listener.clone(),
-                self.user_agent.clone(),
-                self.eks.clone(),
-                &self.tls,
-                label_key,
-            )
-            .await?,
-        );
+        let conn = Arc::new(ClusterConn::connect(access.clone(), self, label_key).await?);
         let mut clusters = lock(&self.clusters);
         // Another task may have connected meanwhile: keep the first, so one cache exists.
         match clusters.get(&access.id) {
@@ -299,18 +293,26 @@ pub struct ClusterConn {
     versions: versions::VersionsSlot,
     /// The managers whose `managedFields` entries the caches keep (`slim.rs`).
     kept_managers: slim::KeptManagers,
+    /// The cluster this replica runs in, and whether this one is it (`identity.rs`).
+    identity: Arc<ControlPlaneIdentity>,
+    control_plane: Mutex<Recognition>,
 }
 
 impl ClusterConn {
+    /// Connects to `access` with what `from` shares among its clusters (options, listener,
+    /// User-Agent, EKS tokens, TLS configurations, the replica's own cluster's identity).
     async fn connect(
         access: ClusterAccess,
-        options: LiveOptions,
-        listener: Option<ChangeListener>,
-        user_agent: Option<HeaderValue>,
-        eks: Option<Arc<EksTokens>>,
-        tls: &TlsConfigs,
+        from: &ClusterConnections,
         label_key: Arc<str>,
     ) -> Result<Self, LiveError> {
+        let options = from.options;
+        let (listener, user_agent, eks) = (
+            from.listener.clone(),
+            from.user_agent.clone(),
+            from.eks.clone(),
+        );
+        let (tls, identity) = (&from.tls, &from.identity);
         let config_err = |message: String| LiveError::Config {
             cluster: access.server.clone(),
             message,
@@ -344,6 +346,7 @@ impl ClusterConn {
         } else {
             kubeconfig_config(&access).await.map_err(config_err)?
         };
+        let control_plane = identity.before_probe(&access, config.root_cert.as_deref());
         config.connect_timeout = Some(options.call_timeout);
         // Watches stay open up to `watch_timeout`; other calls are bounded by
         // `call_timeout` around them.
@@ -409,6 +412,8 @@ impl ClusterConn {
             label_key,
             versions: Default::default(),
             kept_managers: Default::default(),
+            identity: Arc::clone(identity),
+            control_plane: Mutex::new(control_plane),
         })
     }
 

@@ -92,6 +92,10 @@ pub struct ReconcilerConfig {
     /// Argo CD's control-plane namespace: apps there are tracked by their name alone,
     /// apps elsewhere by `namespace_name` (Argo CD's instance name).
     pub control_plane_namespace: String,
+    /// fleetshard's own namespaces (the replica's, the coordination store's): guarded on
+    /// the cluster fleetshard runs in as Argo CD's namespace is
+    /// ([`fleetshard_manifest::project::ControlPlane`]).
+    pub fleetshard_namespaces: Vec<String>,
     /// How consecutive self-heals of one commit back off.
     pub self_heal_backoff: SelfHealBackoff,
     /// Argo CD's delay after each wave of a sync but the last (`ARGOCD_SYNC_WAVE_DELAY`,
@@ -140,6 +144,7 @@ impl Default for ReconcilerConfig {
     fn default() -> Self {
         ReconcilerConfig {
             control_plane_namespace: "argocd".to_owned(),
+            fleetshard_namespaces: Vec::new(),
             self_heal_backoff: SelfHealBackoff::default(),
             wave_delay: std::time::Duration::from_secs(2),
             operation_poll: std::time::Duration::from_secs(30),

@@ -71,7 +71,7 @@ fn bench(c: &mut Criterion) {
     let check = |i: usize| ProjectCheck {
         name: "team-a",
         project: Some(&project),
-        control_plane: ControlPlane::new("argocd", "uid", &servers[i % 20]),
+        control_plane: ControlPlane::new("argocd", &[], false),
         cluster_server: &servers[i % 20],
         cluster_name: "cluster",
     };

@@ -11,7 +11,7 @@ use fleetshard_controller::{
 };
 use fleetshard_coord::ownership::StopHook;
 use fleetshard_gitops::live::eks::{AwsEnv, EksTokens};
-use fleetshard_gitops::live::{ClusterConnections, LiveOptions};
+use fleetshard_gitops::live::{ClusterConnections, ControlPlaneIdentity, LiveOptions};
 use fleetshard_gitops::reconciler::{
     DEFAULT_HEARTBEAT, GitOpsReconciler, GitOpsStopHook, InventoryTargets, KubeStatusSink,
     MemorySink, ReconcilerConfig, StatusSink, StoreStatusSink,
@@ -87,6 +87,7 @@ pub(crate) fn build(
     registry: &mut Registry,
     user_agent: &str,
     argo_objects: bool,
+    own_cluster: OwnCluster,
 ) -> Result<ControllerPart, ReplicaError> {
     let config = runtime_config(settings);
     let work = ShardWork::registered(config.limits, registry).map_err(|e| ReplicaError::Start {
@@ -97,7 +98,15 @@ pub(crate) fn build(
     let (reconciler, stop_hook) = match settings.reconciler {
         ReconcilerKind::None => (ReconcilerPart::Noop, work_stop),
         ReconcilerKind::Gitops => {
-            let reconciler = gitops(settings, inventory, sink, &work, user_agent, argo_objects)?;
+            let reconciler = gitops(
+                settings,
+                inventory,
+                sink,
+                &work,
+                user_agent,
+                argo_objects,
+                own_cluster,
+            )?;
             registry.register_collector(Box::new(crate::live_metrics::LiveStateCollector(
                 reconciler.clone(),
             )));
@@ -140,6 +149,44 @@ fn runtime_config(settings: &ControllerSettings) -> RuntimeConfig {
     }
 }
 
+/// The cluster this replica runs in, as far as it knows: how it is recognised among the
+/// destinations, and fleetshard's own namespaces there (guarded as Argo CD's is).
+#[derive(Debug, Default)]
+pub(crate) struct OwnCluster {
+    /// Its API server and CA, when the replica has an in-cluster configuration or a
+    /// kubeconfig for its inventory.
+    pub identity: ControlPlaneIdentity,
+    /// The pod's namespace and the Kubernetes store's.
+    pub namespaces: Vec<String>,
+}
+
+impl OwnCluster {
+    /// From the pod's in-cluster configuration when there is one, else from the
+    /// inventory's kubeconfig (`inventory_config`); with a Kubernetes `store`, its
+    /// namespace too (the configuration's when the URL names none).
+    pub fn find(inventory_config: Option<&kube::Config>, store: &StoreUrl) -> Self {
+        let in_pod = kube::Config::incluster().ok();
+        let config = in_pod.as_ref().or(inventory_config);
+        let mut own = OwnCluster::default();
+        if let Some(pod) = in_pod.as_ref() {
+            own.namespaces.push(pod.default_namespace.clone());
+        }
+        if let Some(config) = config {
+            own.identity = ControlPlaneIdentity::from_config(config);
+        }
+        let store_namespace = match store {
+            StoreUrl::Kubernetes { namespace } => namespace
+                .clone()
+                .or_else(|| config.map(|c| c.default_namespace.clone())),
+            _ => None,
+        };
+        if let Some(ns) = store_namespace.filter(|ns| !own.namespaces.contains(ns)) {
+            own.namespaces.push(ns);
+        }
+        own
+    }
+}
+
 fn gitops(
     settings: &ControllerSettings,
     inventory: &Inventory,
@@ -147,6 +194,7 @@ fn gitops(
     work: &Arc<ShardWork>,
     user_agent: &str,
     argo_objects: bool,
+    own_cluster: OwnCluster,
 ) -> Result<Arc<GitOpsReconciler>, ReplicaError> {
     let cache = settings
         .repo_cache
@@ -164,6 +212,7 @@ fn gitops(
     }
     let config = ReconcilerConfig {
         control_plane_namespace: settings.control_plane_namespace.clone(),
+        fleetshard_namespaces: own_cluster.namespaces,
         wave_delay: settings.sync_wave_delay,
         sync_timeout: settings.sync_timeout,
         hard_refresh: settings.hard_resync,
@@ -207,6 +256,7 @@ fn gitops(
         repos.clone(),
         ClusterConnections::new(live_options)
             .with_eks(eks)
+            .with_control_plane_identity(own_cluster.identity)
             .with_listener(listener)
             .with_user_agent(user_agent)
             .map_err(|e| ReplicaError::Start {

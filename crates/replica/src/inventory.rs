@@ -27,6 +27,9 @@ pub struct StartedInventory {
     /// The Kubernetes client the source watches through (its retries off), for writing
     /// app statuses on the Applications.
     pub kube: Option<kube::Client>,
+    /// The configuration `kube` was built from: which cluster it reaches (its API server
+    /// and CA), so the reconciler recognises that cluster among the destinations.
+    pub kube_config: Option<kube::Config>,
     /// Removes Argo CD's finalizer from an AppProject being deleted once no app
     /// references it (the Kubernetes source only).
     pub project_finalizer: Option<Arc<dyn ProjectFinalizer>>,
@@ -81,6 +84,7 @@ pub async fn start(
 ) -> Result<StartedInventory, ReplicaError> {
     let inventory = Inventory::new();
     let mut finalizer: Option<Arc<dyn ProjectFinalizer>> = None;
+    let mut kube_config_used = None;
     let (mut source, kube) = match input {
         FleetSource::Fixed(content) => {
             inventory.publish(content, Vec::new(), true);
@@ -88,6 +92,7 @@ pub async fn start(
             return Ok(StartedInventory {
                 inventory,
                 kube: None,
+                kube_config: None,
                 project_finalizer: None,
                 source: None,
                 reporter,
@@ -116,6 +121,7 @@ pub async fn start(
             let agent = http::HeaderValue::from_str(user_agent)
                 .map_err(|e| ReplicaError::Inventory(format!("User-Agent {user_agent:?}: {e}")))?;
             kube_config.headers.push((http::header::USER_AGENT, agent));
+            kube_config_used = Some(kube_config.clone());
             let client = kube::Client::try_from(kube_config).map_err(|e| {
                 ReplicaError::Inventory(format!(
                     "--argocd-namespace: cannot build a Kubernetes client: {e}"
@@ -162,6 +168,7 @@ pub async fn start(
     Ok(StartedInventory {
         inventory,
         kube,
+        kube_config: kube_config_used,
         project_finalizer: finalizer,
         source: Some(source),
         reporter,

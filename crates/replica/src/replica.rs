@@ -110,6 +110,7 @@ impl Replica {
                 metrics.registry_mut(),
                 &user_agent,
                 matches!(settings.fleet, crate::FleetSource::Kubernetes(_)),
+                controller::OwnCluster::find(inventory.kube_config.as_ref(), &settings.store),
             )?;
             // Argo CD's protocol places the clusters known now, and its dashboard the same.
             let start_fleet = inventory.inventory.snapshot();

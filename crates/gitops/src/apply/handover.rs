@@ -1,28 +1,37 @@
 //! Taking over an object another applier managed, so that a field removed from Git is
-//! removed live (Argo CD's client-side-apply → server-side-apply migration idea).
+//! removed live — and only such a field (Argo CD's client-side-apply → server-side-apply
+//! migration idea, with `kubectl apply`'s three-way merge as the rule).
 //!
 //! Server-side apply removes a field only when the applying manager owned it and omits it
-//! now. An object last applied by `kubectl apply` (client-side: the manager
-//! `kubectl-client-side-apply` and the `kubectl.kubernetes.io/last-applied-configuration`
-//! annotation) or by Argo CD's own server-side apply (manager `argocd-controller`) is owned
-//! by them, so fleetshard's apply alone would leave every field Git dropped. Before the
-//! first apply, the fields those managers own (their `managedFields` entries, plus the
-//! fields of the last-applied configuration, which a server that tracks no `Update`
-//! managers still shows) are handed to fleetshard's `Apply` entry and their entries and the
-//! annotation removed, in one merge patch guarded by the object's `resourceVersion`. The
-//! apply that follows then owns exactly what the old appliers owned and removes what Git no
-//! longer has.
+//! now. Before the first apply, what the earlier appliers would have removed is handed to
+//! fleetshard's `Apply` entry (one merge patch guarded by the object's `resourceVersion`),
+//! and the annotation and their entries removed:
+//! - of client-side `kubectl apply`, the fields of its
+//!   `kubectl.kubernetes.io/last-applied-configuration` annotation: those are the fields
+//!   its three-way merge deletes when the next manifest drops them. The manager
+//!   `kubectl-client-side-apply`'s entry only refines them (an element of a keyed list
+//!   rather than the whole list); a field it owns that the annotation does not list (set
+//!   by a patch, or before an apply that no longer names it) is not handed over, so a
+//!   manifest that does not set it leaves it as `kubectl apply` would;
+//! - of Argo CD's own server-side apply (manager `argocd-controller`), its whole entry, as
+//!   Argo CD's next apply would own it.
 //!
-//! Limit: a last-applied configuration gives whole lists, not their elements, so an
-//! element of a keyed list removed from Git is handed over only through a manager entry.
+//! Limit: from the annotation alone (no manager entry), an element of a keyed list is
+//! handed over as the whole list.
 
 use serde_json::{Map, Value, json};
 
 use crate::compare::{FIELD_MANAGER, LAST_APPLIED};
 
-/// The managers whose fields fleetshard takes over: kubectl's client-side apply and Argo
-/// CD's server-side apply.
-pub const LEGACY_MANAGERS: [&str; 2] = ["kubectl-client-side-apply", "argocd-controller"];
+/// The managers whose fields fleetshard takes over: kubectl's client-side apply (within
+/// its last-applied configuration) and Argo CD's server-side apply.
+pub const LEGACY_MANAGERS: [&str; 2] = [KUBECTL_CLIENT_SIDE_APPLY, ARGOCD_CONTROLLER];
+
+/// The manager of client-side `kubectl apply`.
+const KUBECTL_CLIENT_SIDE_APPLY: &str = "kubectl-client-side-apply";
+
+/// The manager of Argo CD's server-side apply.
+const ARGOCD_CONTROLLER: &str = "argocd-controller";
 
 /// The merge patch that hands the legacy appliers' fields of `live` to fleetshard, or
 /// `None` when there is nothing to hand over. It carries the object's `resourceVersion`,
@@ -58,11 +67,23 @@ pub(crate) fn handover_patch(live: &Value) -> Option<Value> {
         return None;
     }
     let mut fields = Value::Object(Map::new());
-    for e in entries.iter().filter(|e| is_legacy(e) || is_ours(e)) {
+    let kubectl = |e: &&Value| is_legacy(e) && manager(e) == KUBECTL_CLIENT_SIDE_APPLY;
+    for e in entries
+        .iter()
+        .filter(|e| (is_legacy(e) && !kubectl(e)) || is_ours(e))
+    {
         merge(&mut fields, e.get("fieldsV1").unwrap_or(&Value::Null));
     }
     if let Some(Ok(applied)) = last_applied.map(serde_json::from_str::<Value>) {
-        merge(&mut fields, &fields_of_applied(&applied));
+        let applied = fields_of_applied(&applied);
+        let mut kubectl_fields = Value::Object(Map::new());
+        for e in entries.iter().filter(kubectl) {
+            merge(
+                &mut kubectl_fields,
+                e.get("fieldsV1").unwrap_or(&Value::Null),
+            );
+        }
+        merge(&mut fields, &within(&applied, &kubectl_fields));
     }
     let api_version = live.get("apiVersion").cloned().unwrap_or(Value::Null);
     let mut kept: Vec<Value> = entries
@@ -96,6 +117,29 @@ fn merge(into: &mut Value, from: &Value) {
     for (k, v) in b {
         merge(a.entry(k.clone()).or_insert_with(|| json!({})), v);
     }
+}
+
+/// The fields of `applied` (a last-applied configuration's tree), each refined by
+/// `owned` (the `kubectl-client-side-apply` entry) where `applied` owns a field whole and
+/// `owned` names its parts (the elements of a keyed list); nothing of `owned` outside
+/// `applied`.
+fn within(applied: &Value, owned: &Value) -> Value {
+    let Value::Object(a) = applied else {
+        return applied.clone();
+    };
+    if a.is_empty() {
+        // Owned whole by the annotation: the entry's detail, if it has some.
+        return match owned {
+            Value::Object(o) if !o.is_empty() => owned.clone(),
+            _ => applied.clone(),
+        };
+    }
+    let empty = Value::Object(Map::new());
+    Value::Object(
+        a.iter()
+            .map(|(k, v)| (k.clone(), within(v, owned.get(k).unwrap_or(&empty))))
+            .collect(),
+    )
 }
 
 /// The `FieldsV1` of a last-applied configuration: every field it sets (maps walked, lists
@@ -180,5 +224,28 @@ mod tests {
                    "f:metadata": {"f:labels": {"f:a": {}, "f:b": {}}}})
         );
         assert_eq!(meta["annotations"], json!({LAST_APPLIED: null}));
+    }
+
+    /// kubectl's manager entry refines the last-applied configuration (a list's elements)
+    /// but hands over nothing the configuration does not name.
+    #[test]
+    fn kubectls_fields_outside_its_last_applied_configuration_stay_its_own() {
+        let applied = json!({"metadata": {"labels": {"a": "1"}},
+            "spec": {"ports": [{"port": 80}]}});
+        let live = json!({"metadata": {
+            "resourceVersion": "2",
+            "annotations": {LAST_APPLIED: applied.to_string()},
+            "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
+                "fieldsV1": {"f:metadata": {"f:labels": {"f:a": {}, "f:b": {}}},
+                    "f:spec": {"f:ports": {"k:{\"port\":80}": {"f:port": {}}},
+                        "f:other": {}}}}]}});
+        let patch = handover_patch(&live).unwrap();
+        let entries = patch["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(entries.len(), 1, "kubectl's entry goes: {entries:?}");
+        assert_eq!(
+            entries[0]["fieldsV1"],
+            json!({"f:metadata": {"f:labels": {"f:a": {}}},
+                "f:spec": {"f:ports": {"k:{\"port\":80}": {"f:port": {}}}}})
+        );
     }
 }

@@ -27,8 +27,8 @@ impl GitOpsReconciler {
             project: target.project.as_deref(),
             control_plane: ControlPlane::new(
                 &self.config.control_plane_namespace,
-                &target.cluster.id,
-                &target.cluster.server,
+                &self.config.fleetshard_namespaces,
+                self.clusters.is_control_plane(&target.cluster),
             ),
             cluster_server: &target.cluster.server,
             cluster_name: &target.cluster_name,

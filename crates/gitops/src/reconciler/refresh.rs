@@ -105,6 +105,9 @@ impl GitOpsReconciler {
         conn.check_reachable()
             .await
             .map_err(|e| with_rev(e.into()))?;
+        // Whether this is the cluster fleetshard runs in, settled before any resource is
+        // checked against the project (its control plane is guarded).
+        conn.recognise_control_plane().await;
         let defined = place::defined_kinds(&manifests.objects);
         // Each object placed, with its role; the kinds served, to watch.
         let mut placed = Vec::with_capacity(manifests.objects.len());

@@ -75,6 +75,7 @@ impl GitOpsReconciler {
         };
         let conn = self.clusters.start(&access).await?;
         conn.check_reachable().await?;
+        conn.recognise_control_plane().await;
         let mut warm = Warmup::default();
         let mut started: Vec<KindInfo> = Vec::new();
         for key in &apps {

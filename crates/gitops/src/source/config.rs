@@ -83,9 +83,12 @@ impl RepoCacheConfig {
     }
 }
 
-/// `dir/.salt`: its bytes, or 32 new random bytes written there (mode 0600) first.
+/// `dir/.salt`: its bytes, or 32 new random bytes written there (mode 0600) first; `dir`
+/// is made, or checked, private first ([`private_dir`]): a salt another user planted is
+/// never adopted.
 pub(crate) fn read_or_make_salt(dir: &std::path::Path) -> std::io::Result<Vec<u8>> {
     use std::io::{Read as _, Write as _};
+    private_dir(dir)?;
     let path = dir.join(".salt");
     match std::fs::read(&path) {
         Ok(salt) if salt.len() >= 16 => return Ok(salt),
@@ -93,7 +96,6 @@ pub(crate) fn read_or_make_salt(dir: &std::path::Path) -> std::io::Result<Vec<u8
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    std::fs::create_dir_all(dir)?;
     let mut salt = vec![0u8; 32];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut salt)?;
     let mut options = std::fs::OpenOptions::new();
@@ -111,5 +113,123 @@ pub(crate) fn read_or_make_salt(dir: &std::path::Path) -> std::io::Result<Vec<u8
         // Made meanwhile by another cache on the same directory: that one counts.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => std::fs::read(&path),
         Err(e) => Err(e),
+    }
+}
+
+/// Makes `dir` (its parents as usual) private to this process's user, mode 0700, or checks
+/// that an existing one is: a directory, not a symbolic link, owned by this user and
+/// writable by no one else. Anything else is refused with an error naming the path — a
+/// shared temporary directory someone else made first could hold a planted salt or
+/// mirrors.
+pub(crate) fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::io::{Error, ErrorKind};
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        builder.mode(0o700);
+    }
+    match builder.create(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    let refuse = |why: String| {
+        Err(Error::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "{}: {why}; refused (choose a directory of your own)",
+                dir.display()
+            ),
+        ))
+    };
+    if !meta.is_dir() {
+        return refuse("not a directory (a symbolic link or a file)".to_owned());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        let me = rustix::process::geteuid().as_raw();
+        if meta.uid() != me {
+            return refuse(format!(
+                "owned by user id {}, not by this process's user id {me}",
+                meta.uid()
+            ));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return refuse(format!(
+                "writable by its group or by others (mode {:o})",
+                meta.mode() & 0o7777
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    fn mode(path: &std::path::Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn the_cache_directory_is_made_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/fleetshard-repos");
+        let salt = read_or_make_salt(&dir).unwrap();
+        assert_eq!(salt.len(), 32);
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join(".salt")), 0o600);
+        assert_eq!(
+            read_or_make_salt(&dir).unwrap(),
+            salt,
+            "its own salt is kept"
+        );
+    }
+
+    /// Issue 24: a shared temporary cache directory someone else made first, with a salt
+    /// planted in it, is refused, naming the path; the salt is not adopted.
+    #[test]
+    fn a_planted_salt_in_a_directory_others_may_write_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("fleetshard-repos");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join(".salt"), [7u8; 32]).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = read_or_make_salt(&dir).unwrap_err().to_string();
+        assert!(
+            err.contains(&dir.display().to_string()) && err.contains("writable by its group"),
+            "{err}"
+        );
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o770)).unwrap();
+        assert!(read_or_make_salt(&dir).is_err(), "group-writable");
+    }
+
+    #[test]
+    fn a_directory_of_another_user_or_a_link_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(tmp.path(), &link).unwrap();
+        let err = private_dir(&link).unwrap_err().to_string();
+        assert!(err.contains("not a directory"), "{err}");
+        let foreign = if rustix::process::geteuid().is_root() {
+            let dir = tmp.path().join("nobody's");
+            std::fs::create_dir(&dir).unwrap();
+            std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+            dir
+        } else {
+            // Owned by root, mode 0755 on every system.
+            std::path::PathBuf::from("/")
+        };
+        let err = private_dir(&foreign).unwrap_err().to_string();
+        assert!(err.contains("owned by user id"), "{err}");
     }
 }

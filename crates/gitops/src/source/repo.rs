@@ -107,8 +107,8 @@ pub(crate) fn fetch_mirror(
         }
     }
     let parent = dir.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)
-        .map_err(|e| fetch_error(format!("cannot create {}: {e}", parent.display())))?;
+    super::config::private_dir(parent)
+        .map_err(|e| fetch_error(format!("the repository cache {}: {e}", parent.display())))?;
     let file_name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -1,6 +1,7 @@
 //! The project rules an application and each of its resources must pass, as Argo CD's
 //! controller applies them: source repositories, destinations, source namespaces, the
-//! resource allow and deny lists, and (fleetshard's own rule) Argo CD's control plane.
+//! resource allow and deny lists, and (fleetshard's own rule) the control plane of the cluster
+//! fleetshard runs in.
 //!
 //! Patterns are globs ([`crate::glob`]), compiled when the project is read. In `sourceRepos`
 //! and `destinations` a leading `!` turns an entry into a deny ([`super::Pattern`]): the
@@ -25,36 +26,110 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Argo CD's own objects, which no application writes unless its project names them
-/// explicitly: in Argo CD's namespace on the in-cluster destination, Secrets (cluster and
-/// repository credentials), ConfigMaps (`argocd-cm`, `argocd-rbac-cm`, the shard map, the
-/// coordination store's records) and Leases (the store's lease records).
+/// The control plane: what no application writes or prunes unless its project grants it
+/// explicitly, on the cluster fleetshard runs in only — every namespaced kind in Argo CD's
+/// namespace and in fleetshard's own (AppProjects, Applications, RBAC, workloads,
+/// ServiceAccounts, Secrets, ConfigMaps, Leases, …), those namespaces themselves, and the
+/// cluster-scoped kinds that grant power over them ([`GUARDED_CLUSTER_KINDS`], and the
+/// CustomResourceDefinitions of `argoproj.io`).
+///
+/// Whether a destination *is* that cluster is decided by the caller from what the cluster
+/// is, not how it is named (gitops' `live::ControlPlaneIdentity`: the built-in in-cluster
+/// entry, the in-cluster service's name, the replica's own API server address or CA
+/// certificate, or an API server whose certificate the replica's cluster CA signed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControlPlane<'a> {
     /// Argo CD's namespace (`argocd`).
     pub namespace: &'a str,
-    /// The destination is the cluster Argo CD runs on: the built-in in-cluster entry or a
-    /// cluster whose server is the in-cluster address.
+    /// fleetshard's own namespaces (the replica's, the coordination store's), guarded as
+    /// Argo CD's is.
+    pub fleetshard_namespaces: &'a [String],
+    /// The destination is the cluster fleetshard runs in.
     pub local: bool,
 }
 
 impl<'a> ControlPlane<'a> {
-    /// The control plane in `namespace`, for a destination with cluster id `cluster_id`
-    /// and server `server` (local when the id is the built-in entry's, empty, or the
-    /// server is the in-cluster address).
-    pub fn new(namespace: &'a str, cluster_id: &str, server: &str) -> Self {
+    /// The control plane in Argo CD's `namespace` and fleetshard's own `fleetshard_namespaces`;
+    /// `local`: the destination is the cluster fleetshard runs in.
+    pub fn new(namespace: &'a str, fleetshard_namespaces: &'a [String], local: bool) -> Self {
         ControlPlane {
             namespace,
-            local: cluster_id.is_empty() || server.trim_end_matches('/') == IN_CLUSTER_SERVER,
+            fleetshard_namespaces,
+            local,
+        }
+    }
+
+    /// Whether a cluster is named as the one Argo CD runs in: the built-in in-cluster
+    /// entry (id `""`) or a server that is the in-cluster service
+    /// (`https://kubernetes.default.svc`, with or without the cluster domain or a port).
+    /// Only the names: an address or a CA says more (gitops' `ControlPlaneIdentity`).
+    pub fn named_in_cluster(cluster_id: &str, server: &str) -> bool {
+        if cluster_id.is_empty() {
+            return true;
+        }
+        let Some(rest) = server.trim_end_matches('/').strip_prefix("https://") else {
+            return false;
+        };
+        let host = rest.split(['/', ':']).next().unwrap_or_default();
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let default_svc = IN_CLUSTER_SERVER.trim_start_matches("https://");
+        host == default_svc
+            || host == "kubernetes.default"
+            || host == "kubernetes"
+            || host
+                .strip_prefix(default_svc)
+                .is_some_and(|domain| domain.starts_with('.'))
+    }
+
+    /// Whether `namespace` is Argo CD's or fleetshard's.
+    fn is_namespace(&self, namespace: &str) -> bool {
+        namespace == self.namespace || self.fleetshard_namespaces.iter().any(|n| n == namespace)
+    }
+
+    /// Whether `r` is part of the control plane.
+    fn guards(&self, r: &ResourceRef<'_>) -> bool {
+        if !self.local {
+            return false;
+        }
+        if !r.namespace.is_empty() {
+            return self.is_namespace(r.namespace);
+        }
+        match (r.group, r.kind) {
+            ("", "Namespace") => self.is_namespace(r.name),
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+                r.name.ends_with(".argoproj.io")
+            }
+            group_kind => GUARDED_CLUSTER_KINDS.contains(&group_kind),
         }
     }
 }
 
-/// The kinds of the control plane, as (group, kind).
-const CONTROL_PLANE_KINDS: &[(&str, &str)] = &[
-    ("", "Secret"),
-    ("", "ConfigMap"),
-    ("coordination.k8s.io", "Lease"),
+/// The cluster-scoped kinds, as (group, kind), that grant power over the control plane's
+/// namespaces: RBAC bindings and roles, admission webhooks and policies (which see and
+/// change every write), and API services (which can take over an API group). On the
+/// cluster fleetshard runs in, an application writes them only under an explicit grant.
+pub const GUARDED_CLUSTER_KINDS: &[(&str, &str)] = &[
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+    ),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicyBinding",
+    ),
+    ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingAdmissionPolicyBinding",
+    ),
+    ("apiregistration.k8s.io", "APIService"),
 ];
 
 /// One resource an application would write or prune.
@@ -142,8 +217,8 @@ impl<'a> ProjectCheck<'a> {
 
     /// The resource-level rules: its kind is allowed (cluster-scoped or namespaced list),
     /// its own namespace is a permitted destination (a manifest's namespace does not escape
-    /// the project), and it is not part of Argo CD's control plane unless the project
-    /// names that namespace and kind explicitly.
+    /// the project), and it is not part of the control plane ([`ControlPlane`]) unless the
+    /// project grants it explicitly.
     pub fn check_resource(&self, r: &ResourceRef<'_>) -> Result<(), Violation> {
         let p = self.project()?;
         let what = || {
@@ -169,30 +244,38 @@ impl<'a> ProjectCheck<'a> {
                 self.name
             )));
         }
-        if self.is_control_plane(r) && !self.explicitly_allows(p, r) {
+        if self.control_plane.guards(r) && !self.explicitly_allows(p, r) {
+            let grant = if r.namespace.is_empty() {
+                format!("{}:{} in clusterResourceWhitelist", r.group, r.kind)
+            } else {
+                format!(
+                    "namespace {} in a destination and {}:{} in namespaceResourceWhitelist",
+                    r.namespace, r.group, r.kind
+                )
+            };
             return Err(Violation(format!(
-                "{} is part of Argo CD's control plane; project {} must name namespace {} \
-                 in a destination and {}:{} in namespaceResourceWhitelist, without \
-                 wildcards, to let an application write it",
+                "{} is part of the control plane of the cluster fleetshard runs in (Argo \
+                 CD's and fleetshard's namespaces, and the cluster-scoped kinds that grant \
+                 power over them); project {} must name {grant}, without wildcards, to let \
+                 an application write it",
                 what(),
                 self.name,
-                r.namespace,
-                r.group,
-                r.kind
             )));
         }
         Ok(())
     }
 
-    fn is_control_plane(&self, r: &ResourceRef<'_>) -> bool {
-        r.namespace == self.control_plane.namespace
-            && self.control_plane.local
-            && CONTROL_PLANE_KINDS.contains(&(r.group, r.kind))
-    }
-
-    /// A destination naming the resource's namespace literally and an allow-list entry
-    /// naming its group and kind literally.
+    /// An explicit grant of a control-plane resource: for a namespaced one, a destination
+    /// naming its namespace literally and a `namespaceResourceWhitelist` entry naming its
+    /// group and kind literally; for a cluster-scoped one, a `clusterResourceWhitelist`
+    /// entry naming its group and kind literally. (The deny lists were checked before.)
     fn explicitly_allows(&self, p: &AppProject, r: &ResourceRef<'_>) -> bool {
+        // Equal to the resource's own group and kind, so written without wildcards.
+        let names_kind =
+            |rule: &ResourceRule| rule.group.as_str() == r.group && rule.kind.as_str() == r.kind;
+        if r.namespace.is_empty() {
+            return p.cluster_allow.iter().any(names_kind);
+        }
         let destination = p.destinations.iter().any(|d| {
             // A deny (`!…`) names no cluster.
             let names =
@@ -200,13 +283,7 @@ impl<'a> ProjectCheck<'a> {
             d.namespace.as_str() == r.namespace
                 && (names(&d.server, self.cluster_server) || names(&d.name, self.cluster_name))
         });
-        // Equal to the resource's own group and kind, so written without wildcards.
-        let kind = p
-            .namespace_allow
-            .iter()
-            .flatten()
-            .any(|rule| rule.group.as_str() == r.group && rule.kind.as_str() == r.kind);
-        destination && kind
+        destination && p.namespace_allow.iter().flatten().any(names_kind)
     }
 
     /// Whether (cluster, `namespace`) matches the project's destinations.

@@ -13,11 +13,15 @@ fn project(yaml: &str) -> AppProject {
     file.projects["team"].clone()
 }
 
+/// fleetshard's own namespace in these tests.
+const OWN: &[String] = &[];
+
 fn check<'a>(p: &'a AppProject, server: &'a str, name: &'a str) -> ProjectCheck<'a> {
+    let local = ControlPlane::named_in_cluster("id", server);
     ProjectCheck {
         name: &p.name,
         project: Some(p),
-        control_plane: ControlPlane::new("argocd", "id", server),
+        control_plane: ControlPlane::new("argocd", OWN, local),
         cluster_server: server,
         cluster_name: name,
     }
@@ -259,13 +263,8 @@ fn argo_cds_control_plane_needs_an_explicit_grant() {
         ("coordination.k8s.io", "Lease"),
     ] {
         let err = c.check_resource(&res(group, kind, "argocd")).unwrap_err();
-        assert!(err.0.contains("part of Argo CD's control plane"), "{err}");
+        assert!(err.0.contains("part of the control plane"), "{err}");
     }
-    assert!(
-        c.check_resource(&res("argoproj.io", "Application", "argocd"))
-            .is_ok(),
-        "app of apps"
-    );
     assert!(
         c.check_resource(&res("", "Secret", "web")).is_ok(),
         "another namespace"
@@ -283,12 +282,149 @@ fn argo_cds_control_plane_needs_an_explicit_grant() {
     assert!(c.check_resource(&res("", "Secret", "argocd")).is_err());
 }
 
+/// The attacks of issue 24 under the default project: an AppProject, an Application, a
+/// RoleBinding to fleetshard's Role, a Pod running as its service account, each in Argo
+/// CD's namespace (or fleetshard's own) on the cluster fleetshard runs in; and the
+/// cluster-scoped kinds that grant power over them.
+#[test]
+fn every_kind_of_the_control_plane_needs_an_explicit_grant() {
+    let open = AppProject::builtin_default("argocd");
+    let own = ["fleetshard".to_owned()];
+    let c = ProjectCheck {
+        control_plane: ControlPlane::new("argocd", &own, true),
+        ..check(&open, "https://10.96.0.1:443", "by-ip")
+    };
+    for ns in ["argocd", "fleetshard"] {
+        for (group, kind) in [
+            ("argoproj.io", "AppProject"),
+            ("argoproj.io", "Application"),
+            ("rbac.authorization.k8s.io", "RoleBinding"),
+            ("rbac.authorization.k8s.io", "Role"),
+            ("", "Pod"),
+            ("apps", "Deployment"),
+            ("batch", "CronJob"),
+            ("", "ServiceAccount"),
+            ("example.com", "Anything"),
+        ] {
+            let err = c.check_resource(&res(group, kind, ns)).unwrap_err();
+            assert!(
+                err.0.contains("part of the control plane")
+                    && err.0.contains(&format!("namespace {ns} in a destination")),
+                "{err}"
+            );
+        }
+    }
+    let cluster = |group, kind, name| ResourceRef {
+        group,
+        kind,
+        namespace: "",
+        name,
+    };
+    for r in [
+        cluster("rbac.authorization.k8s.io", "ClusterRoleBinding", "x"),
+        cluster("rbac.authorization.k8s.io", "ClusterRole", "x"),
+        cluster(
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration",
+            "x",
+        ),
+        cluster("apiregistration.k8s.io", "APIService", "v1.argoproj.io"),
+        cluster(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            "applications.argoproj.io",
+        ),
+        cluster("", "Namespace", "argocd"),
+        cluster("", "Namespace", "fleetshard"),
+    ] {
+        let err = c.check_resource(&r).unwrap_err();
+        assert!(err.0.contains("in clusterResourceWhitelist"), "{err}");
+    }
+    for r in [
+        cluster(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            "widgets.example.com",
+        ),
+        cluster("", "Namespace", "web"),
+        cluster("storage.k8s.io", "StorageClass", "fast"),
+    ] {
+        assert!(c.check_resource(&r).is_ok(), "{r:?}");
+    }
+    assert!(c.check_resource(&res("", "Pod", "web")).is_ok());
+    let remote = ProjectCheck {
+        control_plane: ControlPlane::new("argocd", &own, false),
+        ..c
+    };
+    assert!(remote.check_resource(&res("", "Pod", "argocd")).is_ok());
+    assert!(
+        remote
+            .check_resource(&cluster("rbac.authorization.k8s.io", "ClusterRole", "x"))
+            .is_ok()
+    );
+}
+
+/// "Explicitly": a wildcard grants nothing of the control plane; the literal group and
+/// kind (and, for a namespaced kind, the literal namespace) do.
+#[test]
+fn a_wildcard_grants_nothing_of_the_control_plane() {
+    let wild = project(
+        "  sourceRepos: ['*']\n  destinations: [{server: '*', namespace: '*'}]\n  namespaceResourceWhitelist: [{group: '*', kind: '*'}]\n  clusterResourceWhitelist: [{group: '*', kind: '*'}]\n",
+    );
+    let literal = project(
+        "  sourceRepos: ['*']\n  destinations: [{server: '*', namespace: argocd}]\n  namespaceResourceWhitelist: [{group: argoproj.io, kind: Application}]\n  clusterResourceWhitelist: [{group: rbac.authorization.k8s.io, kind: ClusterRole}]\n",
+    );
+    let on_control_plane = |p| ProjectCheck {
+        control_plane: ControlPlane::new("argocd", OWN, true),
+        ..check(p, "https://192.168.1.10:6443", "by-ip")
+    };
+    let app = res("argoproj.io", "Application", "argocd");
+    let role = ResourceRef {
+        group: "rbac.authorization.k8s.io",
+        kind: "ClusterRole",
+        namespace: "",
+        name: "x",
+    };
+    assert!(on_control_plane(&wild).check_resource(&app).is_err());
+    assert!(on_control_plane(&wild).check_resource(&role).is_err());
+    assert!(on_control_plane(&literal).check_resource(&app).is_ok());
+    assert!(on_control_plane(&literal).check_resource(&role).is_ok());
+    assert!(
+        on_control_plane(&literal)
+            .check_resource(&res("argoproj.io", "AppProject", "argocd"))
+            .is_err()
+    );
+}
+
+#[test]
+fn the_in_cluster_service_is_recognised_by_its_names() {
+    for server in [
+        "https://kubernetes.default.svc",
+        "https://kubernetes.default.svc/",
+        "https://kubernetes.default.svc:443",
+        "https://kubernetes.default.svc.cluster.local",
+        "https://KUBERNETES.default.svc.cluster.local.:443/",
+        "https://kubernetes.default",
+        "https://kubernetes",
+    ] {
+        assert!(ControlPlane::named_in_cluster("uid", server), "{server}");
+    }
+    assert!(ControlPlane::named_in_cluster("", "https://anything"));
+    for server in [
+        "https://kubernetes.example.com",
+        "https://10.96.0.1:443",
+        "http://kubernetes.default.svc",
+    ] {
+        assert!(!ControlPlane::named_in_cluster("uid", server), "{server}");
+    }
+}
+
 #[test]
 fn a_missing_project_and_unimplemented_fields_refuse_the_app() {
     let c = ProjectCheck {
         name: "ghost",
         project: None,
-        control_plane: ControlPlane::new("argocd", "id", "https://c"),
+        control_plane: ControlPlane::new("argocd", OWN, false),
         cluster_server: "https://c",
         cluster_name: "c",
     };

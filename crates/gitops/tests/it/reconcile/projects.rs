@@ -265,7 +265,7 @@ async fn argo_cds_control_plane_is_not_written_without_an_explicit_grant() {
         t.cluster.id = String::new();
         t.project = Some(Arc::new(AppProject::builtin_default("argocd")));
     });
-    e.assert_refused("part of Argo CD's control plane").await;
+    e.assert_refused("part of the control plane").await;
     assert!(
         e.fake
             .get("v1", "Secret", "argocd", "cluster-prod")

@@ -401,6 +401,42 @@ async fn fields_of_earlier_appliers_removed_from_git_are_removed_live() {
     assert_eq!(e.r.operate(&key("a")).await.unwrap(), Operated::Idle);
 }
 
+/// Issue 24: taking over an object first created by `kubectl apply` keeps every field the
+/// manifest does not set unless the old last-applied configuration set it, as `kubectl
+/// apply`'s three-way merge (and so Argo CD's client-side apply) does. Here label `keep`
+/// was owned by kubectl's manager but is not in the last-applied configuration (a cluster
+/// Secret's type label added later, say): it survives a manifest that sets only `team`;
+/// `owner` and `extra`, which the old last-applied set and the manifest drops, go.
+#[tokio::test]
+async fn taking_over_from_kubectl_apply_keeps_what_its_last_applied_configuration_did_not_set() {
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: csa, labels: {team: x}}\ndata: {value: '1'}\n";
+    let e = env(&[("app/csa.yaml", manifest.to_owned())], Some(PRUNE)).await;
+    let mut live = applied_by_kubectl(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "csa", "namespace": "default",
+            "labels": {"team": "x", "owner": "ops"}},
+        "data": {"value": "1", "extra": "old"}}));
+    live["metadata"]["labels"]["keep"] = json!("me");
+    live["metadata"]["managedFields"] = json!([{
+        "manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "v1",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {
+            "f:data": {".": {}, "f:value": {}, "f:extra": {}},
+            "f:metadata": {
+                "f:annotations": {".": {},
+                    "f:kubectl.kubernetes.io/last-applied-configuration": {}},
+                "f:labels": {".": {}, "f:team": {}, "f:owner": {}, "f:keep": {}}}}}]);
+    e.fake.insert(live).unwrap();
+    e.r.refresh(&key("a")).await.unwrap();
+    assert_eq!(e.r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    let csa = e.cm("csa").unwrap();
+    assert_eq!(
+        csa["metadata"]["labels"],
+        json!({"team": "x", "keep": "me"}),
+        "{csa}"
+    );
+    assert_eq!(csa["data"], json!({"value": "1"}), "{csa}");
+}
+
 /// A dry run hands no field over: the merge patch that takes `kubectl apply`'s fields is a
 /// real write, so it is made only by a sync that writes (the object keeps its
 /// last-applied annotation and its fields after `argocd app sync --dry-run`).
