@@ -1,6 +1,7 @@
 //! The reconciler against fake API servers and real Git repositories: every module shares
 //! `support`, and a helper no module uses any more shows as dead code.
 
+mod credentials;
 mod diffing;
 mod errors;
 mod hooks;
