@@ -123,6 +123,28 @@ async fn the_operators_ca_is_trusted_and_only_for_its_servers() {
     assert!(matches!(err, ClientError::Unreachable { .. }), "{err:?}");
 }
 
+/// Argo CD's documented setup with a self-signed certificate: the certificate itself is
+/// the Secret's `ca.crt`. Verified as given; the impostor's own self-signed certificate
+/// is still refused.
+#[tokio::test]
+async fn a_self_signed_certificate_given_as_the_ca_is_trusted() {
+    let fake = FakeRepoServer::start(Transport::SelfSignedTls)
+        .await
+        .unwrap();
+    let impostor = FakeRepoServer::start(Transport::SelfSignedTls)
+        .await
+        .unwrap();
+    assert_eq!(
+        call(&client(&fake, trusting(&fake)), "a").await.unwrap(),
+        "0000000"
+    );
+    let err = call(&client(&impostor, trusting(&fake)), "a")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Unreachable { .. }), "{err:?}");
+    assert!(impostor.requests().is_empty());
+}
+
 #[tokio::test]
 async fn skipping_verification_is_an_explicit_choice_and_warned_about() {
     let fake = FakeRepoServer::start(Transport::Tls).await.unwrap();
