@@ -79,7 +79,8 @@ pub struct RunArgs {
     /// the host name.
     #[arg(long, value_name = "NAME", env = "FLEETSHARD_IDENTITY")]
     pub identity: Option<String>,
-    /// Address of the HTTP server (`/healthz`, `/readyz`, `/metrics`).
+    /// Address of the HTTP server (`/healthz`, `/readyz`, `/metrics`; the dashboard too
+    /// with `--dashboard`).
     #[arg(
         long,
         value_name = "ADDR",

@@ -176,15 +176,6 @@ impl RepoAccess {
         }
         let template = template.map(|(_, t)| t);
         let mut access = RepoAccess::default();
-        let taken = match (repository, template) {
-            (Some(r), Some(t)) if r.credentials.is_empty() && r.unsupported.is_empty() => Some(t),
-            (None, Some(t)) => Some(t),
-            _ => None,
-        };
-        if let Some(t) = taken.filter(|t| !at_path_boundary(&url, &normalize(&t.url))) {
-            warn_once(t, repo_url);
-            access.loose_template = Some(t.secret.clone());
-        }
         let take = |s: &RepoSecret, access: &mut RepoAccess| {
             access.from.push(s.secret.clone());
             access.repo_type.clone_from(&s.repo_type);
@@ -225,6 +216,13 @@ impl RepoAccess {
             }
             (None, None) => {}
         }
+        // The template's credentials were taken: say so when it matched only as a string.
+        if let Some(t) = template
+            .filter(|t| access.inherited_creds && !at_path_boundary(&url, &normalize(&t.url)))
+        {
+            warn_once(t, repo_url);
+            access.loose_template = Some(t.secret.clone());
+        }
         match scheme(repo_url) {
             Scheme::Ssh => access.known_hosts = settings.known_hosts.clone(),
             Scheme::Https => {
@@ -242,8 +240,8 @@ impl RepoAccess {
         Some(format!(
             "{template}: the credential template's url is a prefix of repoURL {} that does \
              not end at a path boundary, so its credentials are sent to another host or \
-             path than it names (Argo CD's rule); end the template's url with `/`, or run \
-             with --refuse-loose-credential-templates",
+             path than it names (Argo CD's rule; a trailing `/` on the template's url is \
+             normalised away); --refuse-loose-credential-templates refuses such matches",
             redact_userinfo(repo_url)
         ))
     }

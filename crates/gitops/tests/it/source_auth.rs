@@ -13,6 +13,7 @@ use fleetshard_manifest::{AppSource, RepoSettings};
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::git_http::GitHttpServer;
 use fleetshard_testsupport::git_ssh::GitSshServer;
+use fleetshard_util::redact::redact_userinfo;
 use serde_json::json;
 
 const PASSWORD: &str = "s3cret-t0ken-value";
@@ -164,6 +165,8 @@ async fn ssh_with_a_key_checked_against_known_hosts() {
         )
     };
 
+    // Messages show the URL without its user (`ssh://<redacted>@127.0.0.1:…`).
+    let shown = redact_userinfo(&url);
     // The right key and the server's host key: read.
     let good = settings(&[repo_secret(false)], Some(&server.known_hosts()));
     let access = RepoAccess::resolve(&good, &url, "default", TemplateMatch::Prefix);
@@ -182,7 +185,7 @@ async fn ssh_with_a_key_checked_against_known_hosts() {
         .unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains(&url) && text.contains("host key is not in argocd-ssh-known-hosts-cm"),
+        text.contains(&shown) && text.contains("host key is not in argocd-ssh-known-hosts-cm"),
         "{text}"
     );
     assert_no_secret(&format!("{text} {err:?} {access:?}"), &[&key_body]);
@@ -211,7 +214,7 @@ async fn ssh_with_a_key_checked_against_known_hosts() {
         .unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains(&url) && text.contains("refused the SSH key of Secret argocd/ssh-repo"),
+        text.contains(&shown) && text.contains("refused the SSH key of Secret argocd/ssh-repo"),
         "{text}"
     );
 }
