@@ -111,6 +111,9 @@ pub struct ReconcilerConfig {
     /// Argo CD's `timeout.hard.reconciliation`: an app refreshed hard (caches bypassed)
     /// at least this often. `None`: never (Argo CD's default).
     pub hard_refresh: Option<std::time::Duration>,
+    /// How credential templates match a `repoURL` (Argo CD's string prefix, or only at a
+    /// path boundary: `--refuse-loose-credential-templates`).
+    pub template_match: crate::source::TemplateMatch,
 }
 
 impl ReconcilerConfig {
@@ -150,6 +153,7 @@ impl Default for ReconcilerConfig {
             operation_poll: std::time::Duration::from_secs(30),
             sync_timeout: None,
             hard_refresh: None,
+            template_match: crate::source::TemplateMatch::Prefix,
         }
     }
 }

@@ -43,7 +43,7 @@ mod repo;
 mod tree_index;
 mod url;
 
-pub use access::{RepoAccess, permitted_helm_repositories};
+pub use access::{RepoAccess, TemplateMatch, permitted_helm_repositories};
 pub use cache::{
     CacheStats, DEFAULT_FETCH_TIMEOUT, DEFAULT_MAX_CACHED_READS, DEFAULT_REFRESH_INTERVAL,
     Manifests, ReadLimits, Refresh, RepoCache, RepoCacheConfig,

@@ -42,6 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             store: StoreUrl::Memory,
             root: "fleetshard/".into(),
             listen: "127.0.0.1:0".parse()?,
+            dashboard: false,
             zone: None,
             capacity: 1,
             audit_log: None,

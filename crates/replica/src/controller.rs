@@ -17,7 +17,7 @@ use fleetshard_gitops::reconciler::{
     MemorySink, ReconcilerConfig, StatusSink, StoreStatusSink,
 };
 use fleetshard_gitops::source::{
-    RepoCache, RepoCacheConfig, RepoServerRenderer, StandaloneRenderer,
+    RepoCache, RepoCacheConfig, RepoServerRenderer, StandaloneRenderer, TemplateMatch,
 };
 use fleetshard_reposerver::RepoServerClient;
 use prometheus_client::registry::Registry;
@@ -216,6 +216,11 @@ fn gitops(
         wave_delay: settings.sync_wave_delay,
         sync_timeout: settings.sync_timeout,
         hard_refresh: settings.hard_resync,
+        template_match: if settings.refuse_loose_credential_templates {
+            TemplateMatch::PathBoundary
+        } else {
+            TemplateMatch::Prefix
+        },
         ..ReconcilerConfig::default()
     };
     // A change of an app's object on its cluster queues the app's refresh (drift is seen,

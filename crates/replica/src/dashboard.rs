@@ -1,5 +1,6 @@
-//! The web dashboard: who owns what, live. Every replica serves it read-only on its HTTP
-//! listener (`/dashboard`), whichever protocol it runs; `fleetshard up` serves it with
+//! The web dashboard: who owns what, live. A replica serves it read-only on its HTTP
+//! listener (`/dashboard`) when asked to (`ReplicaSettings::dashboard`, `run --dashboard`;
+//! it has no authentication), whichever protocol it runs; `fleetshard up` serves it with
 //! controls. `observe.rs` is the pure step machine of fenced mode (leases judged by
 //! watching versions move, the timeline derived from successive store snapshots),
 //! `observe/argocd.rs` that of Argo CD's heartbeat protocol (the shard map's entries judged

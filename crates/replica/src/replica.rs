@@ -43,8 +43,8 @@ pub struct Replica {
 pub struct HttpPart {
     listener: tokio::net::TcpListener,
     metrics: Metrics,
-    /// What the read-only dashboard reads.
-    dashboard: DashboardPart,
+    /// What the read-only dashboard reads (`None`: no dashboard is served).
+    dashboard: Option<DashboardPart>,
 }
 
 /// The read-only dashboard's inputs, but the inventory: the store, the root, how long a
@@ -135,7 +135,7 @@ impl Replica {
                 ),
             };
             let audit = audit::open(settings.audit_log.as_deref())?;
-            let dashboard = DashboardPart {
+            let dashboard = settings.dashboard.then(|| DashboardPart {
                 store: store.store.clone(),
                 root: settings.root.clone(),
                 lease: match &settings.protocol {
@@ -148,7 +148,7 @@ impl Replica {
                     }
                     _ => None,
                 },
-            };
+            });
             let listener = tokio::net::TcpListener::bind(settings.listen)
                 .await
                 .map_err(|source| ReplicaError::Io {
@@ -348,19 +348,23 @@ fn spawn_with<S: ReplicaStatus>(
     let (http_stop, mut stop_rx) = watch::channel(false);
     let mut router = crate::http::router(view.clone(), http.metrics);
     let inventory_rx = inventory.inventory.subscribe();
-    let d = http.dashboard;
-    let dashboard = crate::dashboard::Dashboard::start(
-        crate::dashboard::Source {
-            store: d.store,
-            root: d.root,
-            clusters: Arc::new(move || crate::dashboard::clusters_of(&inventory_rx.borrow())),
-            interval: DASHBOARD_INTERVAL,
-            lease: d.lease,
-            argocd: d.argocd,
-        },
-        None,
-    );
-    router = router.merge(dashboard.router());
+    // Cluster servers and app names: served only when asked for (`--dashboard`).
+    let dashboard = http.dashboard.map(|d| {
+        crate::dashboard::Dashboard::start(
+            crate::dashboard::Source {
+                store: d.store,
+                root: d.root,
+                clusters: Arc::new(move || crate::dashboard::clusters_of(&inventory_rx.borrow())),
+                interval: DASHBOARD_INTERVAL,
+                lease: d.lease,
+                argocd: d.argocd,
+            },
+            None,
+        )
+    });
+    if let Some(d) = &dashboard {
+        router = router.merge(d.router());
+    }
     let server = tokio::spawn(async move {
         // The dashboard's reader stops with the server.
         let _dashboard = dashboard;

@@ -32,6 +32,10 @@ pub struct ReplicaSettings {
     /// Address of the HTTP server (`/healthz`, `/readyz`, `/metrics`); port 0 picks one
     /// (see [`crate::Replica::local_addr`]).
     pub listen: SocketAddr,
+    /// Serve the read-only dashboard (`/dashboard`, `/api/dashboard…`: cluster names,
+    /// servers and zones, app names and statuses) on the listener too. Off by default:
+    /// the listener serves probes and Prometheus, often on every interface.
+    pub dashboard: bool,
     /// This replica's zone.
     pub zone: Option<String>,
     /// This replica's capacity (relative: its CPUs), advertised in its shard record; the
@@ -118,9 +122,12 @@ pub struct ControllerSettings {
     pub allow_local_repositories: Option<bool>,
     /// How much one app's manifests may be.
     pub read_limits: fleetshard_gitops::source::ReadLimits,
-    /// Refuse plaintext `http://` clusters and repositories (otherwise each is warned
-    /// about once).
+    /// Refuse plaintext `http://` clusters and plaintext `http://` and `git://`
+    /// repositories (otherwise each is warned about once).
     pub refuse_plaintext_http: bool,
+    /// A credential template matches a `repoURL` only at a path boundary (otherwise by
+    /// Argo CD's string prefix, a match beyond a boundary warned about on the app).
+    pub refuse_loose_credential_templates: bool,
     /// How long after a kind's last complete list its watch is restarted with a new one
     /// (`LiveOptions::relist_every`).
     pub cluster_cache_relist: Duration,
@@ -178,6 +185,7 @@ impl Default for ControllerSettings {
             allow_local_repositories: None,
             read_limits: Default::default(),
             refuse_plaintext_http: false,
+            refuse_loose_credential_templates: false,
             cluster_cache_relist: fleetshard_gitops::live::DEFAULT_RELIST_EVERY,
             repo_server: RepoServerSetting::Auto(fleetshard_reposerver::ClientConfig::new(
                 fleetshard_reposerver::client::DEFAULT_ADDR,

@@ -41,6 +41,7 @@ fn settings(identity: &str, store: StoreUrl, clusters: usize) -> ReplicaSettings
         store,
         root: "fleetshard/".to_owned(),
         listen: "127.0.0.1:0".parse().unwrap(),
+        dashboard: false,
         zone: None,
         capacity: 1,
         audit_log: None,

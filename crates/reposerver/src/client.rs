@@ -65,7 +65,8 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    /// Argo CD's defaults for the server at `addr`.
+    /// Argo CD's defaults for the server at `addr`, except TLS: verified against the
+    /// system's CA certificates ([`TlsMode::default`]).
     pub fn new(addr: &str) -> Self {
         ClientConfig {
             addr: addr.to_owned(),
@@ -121,6 +122,9 @@ impl RepoServerClient {
         let bad_uri =
             |e: http::uri::InvalidUri| ClientError::Config(format!("address {addr:?}: {e}"));
         let tls = client_config(&config.tls, config.client_identity.as_ref())?;
+        if let Some(warning) = config.tls.warning() {
+            tracing::warn!(repo_server = %addr, "{warning}");
+        }
         let scheme = if tls.is_some() { "https" } else { "http" };
         // The connector does TLS itself, so tonic is given an http:// URI to dial and the
         // real scheme as the requests' origin.

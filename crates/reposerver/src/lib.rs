@@ -10,7 +10,7 @@
 //! - [`request`]: the whole request from typed inputs ([`build_request`], pure), with the
 //!   table of where each field comes from; [`settings`] (`argocd-cm`) and [`cluster`]
 //!   (the destination's versions) feed it;
-//! - [`client`]: [`RepoServerClient`] — TLS as Argo CD runs it ([`TlsMode`]), a per-call
+//! - [`client`]: [`RepoServerClient`] — TLS verified by default ([`TlsMode`]), a per-call
 //!   timeout, bounded concurrency, typed errors that never carry a credential; answers
 //!   as [`Rendered`].
 

@@ -1,9 +1,12 @@
-//! The client's transport security, as Argo CD's controller runs it
-//! (`reposerver/apiclient/clientset.go`): TLS without certificate verification by default
-//! (the repo-server generates a self-signed certificate at start), TLS verified against
-//! given roots with strict TLS (`--repo-server-ca-cert-path`, formerly
-//! `--repo-server-strict-tls`), or plain text; with TLS, optionally a client certificate
-//! for a repo-server that requires mutual TLS (`--repo-server-client-cert-path`).
+//! The client's transport security. By default TLS verified against the system's CA
+//! certificates and the operator's (`--repo-server-ca-cert-path`; in a deployment, the
+//! `ca.crt` of Argo CD's Secret `argocd-repo-server-tls`), and the address's host name: a
+//! server that cannot prove it is the repo-server never sees a request, so never a
+//! repository credential. Stricter than Argo CD, whose controller skips verification
+//! unless told otherwise (`reposerver/apiclient/clientset.go`); the old behaviour is an
+//! explicit choice ([`TlsMode::InsecureSkipVerify`], `--repo-server-insecure-skip-tls-verify`).
+//! Plain text for a repo-server run with `--disable-tls`. With TLS, optionally a client
+//! certificate for a repo-server that requires mutual TLS (`--repo-server-client-cert-path`).
 //!
 //! TLS is done here (tokio-rustls, crypto provider ring, ALPN `h2` as gRPC servers
 //! require) rather than by tonic, whose TLS cannot skip verification.
@@ -19,30 +22,59 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 use crate::error::ClientError;
 
 /// How the client secures its connection.
-#[derive(Clone, PartialEq, Eq, Default)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum TlsMode {
-    /// TLS, the server's certificate not verified (Argo CD's default: the repo-server's
-    /// certificate is self-signed). The handshake still proves the server holds the key
-    /// of the certificate it shows; nothing proves which server that is.
-    #[default]
-    InsecureSkipVerify,
-    /// `--repo-server-strict-tls`: TLS, the certificate verified against these PEM roots
-    /// and the address's host name.
-    Strict {
-        /// PEM CA certificates (one or more).
-        roots_pem: String,
+    /// TLS, the server's certificate verified against the system's CA certificates and
+    /// `ca_pem`, and the address's host name. The default (with no extra CA).
+    Verified {
+        /// PEM CA certificates trusted beside the system's (the operator's CA, e.g. the
+        /// `ca.crt` of `argocd-repo-server-tls`); empty: the system's only.
+        ca_pem: String,
     },
-    /// `--repo-server-plaintext`: no TLS (the repo-server runs with `--disable-tls`).
+    /// TLS, the server's certificate not verified (Argo CD's default towards its
+    /// repo-server). The handshake proves only that the server holds the key of the
+    /// certificate it shows, not which server that is: any impostor on the path receives
+    /// every repository credential of every request. Only by an explicit choice.
+    InsecureSkipVerify,
+    /// No TLS (the repo-server runs with `--disable-tls`).
     Plaintext,
+}
+
+impl Default for TlsMode {
+    /// Verified against the system's CA certificates.
+    fn default() -> Self {
+        TlsMode::Verified {
+            ca_pem: String::new(),
+        }
+    }
+}
+
+impl TlsMode {
+    /// A warning an operator must see when the client is built with this mode: the
+    /// transport sends credentials to whoever answers (unverified TLS) or in clear.
+    pub fn warning(&self) -> Option<&'static str> {
+        match self {
+            TlsMode::Verified { .. } => None,
+            TlsMode::InsecureSkipVerify => Some(
+                "the repo-server's TLS certificate is not verified \
+                 (--repo-server-insecure-skip-tls-verify): whoever answers at the repo-server's \
+                 address receives every repository credential",
+            ),
+            TlsMode::Plaintext => Some(
+                "the repo-server is spoken to in plain text (--repo-server-plaintext): \
+                 repository credentials cross the network in clear",
+            ),
+        }
+    }
 }
 
 impl std::fmt::Debug for TlsMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            TlsMode::InsecureSkipVerify => f.write_str("InsecureSkipVerify"),
-            TlsMode::Strict { roots_pem } => {
-                write!(f, "Strict({} bytes of roots)", roots_pem.len())
+            TlsMode::Verified { ca_pem } => {
+                write!(f, "Verified(system roots + {} bytes of CA)", ca_pem.len())
             }
+            TlsMode::InsecureSkipVerify => f.write_str("InsecureSkipVerify"),
             TlsMode::Plaintext => f.write_str("Plaintext"),
         }
     }
@@ -81,21 +113,7 @@ pub(crate) fn client_config(
         TlsMode::InsecureSkipVerify => builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnyServerCert(provider))),
-        TlsMode::Strict { roots_pem } => {
-            let mut roots = RootCertStore::empty();
-            for cert in CertificateDer::pem_slice_iter(roots_pem.as_bytes()) {
-                let cert = cert.map_err(|e| {
-                    ClientError::Config(format!("strict TLS: reading the CA certificates: {e}"))
-                })?;
-                roots.add(cert).map_err(config_err)?;
-            }
-            if roots.is_empty() {
-                return Err(ClientError::Config(
-                    "strict TLS: no CA certificate in the roots given".to_owned(),
-                ));
-            }
-            builder.with_root_certificates(roots)
-        }
+        TlsMode::Verified { ca_pem } => builder.with_root_certificates(roots(ca_pem)?),
     };
     let mut config = match identity {
         None => builder.with_no_client_auth(),
@@ -118,6 +136,41 @@ pub(crate) fn client_config(
     };
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(Some(Arc::new(config)))
+}
+
+/// The system's CA certificates (those it cannot read skipped: a missing or unreadable
+/// store must not stop a client given its own CA) and those of `ca_pem`; an error when
+/// `ca_pem` is not PEM certificates or when no root at all is left.
+fn roots(ca_pem: &str) -> Result<RootCertStore, ClientError> {
+    let mut roots = RootCertStore::empty();
+    let mut given = 0;
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        let cert = cert.map_err(|e| {
+            ClientError::Config(format!(
+                "TLS: reading the repo-server's CA certificates: {e}"
+            ))
+        })?;
+        roots
+            .add(cert)
+            .map_err(|e| ClientError::Config(format!("TLS: a repo-server CA certificate: {e}")))?;
+        given += 1;
+    }
+    if given == 0 && !ca_pem.trim().is_empty() {
+        return Err(ClientError::Config(
+            "TLS: no PEM certificate in the repo-server's CA certificates given".to_owned(),
+        ));
+    }
+    let system = rustls_native_certs::load_native_certs();
+    let (added, _) = roots.add_parsable_certificates(system.certs);
+    if roots.is_empty() {
+        return Err(ClientError::Config(format!(
+            "TLS: no CA certificate to verify the repo-server against: none given \
+             (--repo-server-ca-cert-path) and none read from the system ({} errors)",
+            system.errors.len()
+        )));
+    }
+    tracing::debug!(given, system = added, "repo-server client: CA certificates");
+    Ok(roots)
 }
 
 /// Accepts any server certificate: Argo CD's default towards its repo-server

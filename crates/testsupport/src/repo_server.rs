@@ -85,6 +85,10 @@ pub enum Transport {
     /// As `Tls`, and every client must present a certificate signed by that CA
     /// ([`FakeRepoServer::client_identity`]).
     MutualTls,
+    /// TLS with a self-signed certificate for 127.0.0.1 and localhost (not a CA
+    /// certificate), as `kubectl create secret tls` with a self-signed pair gives Argo CD's
+    /// repo-server; [`FakeRepoServer::ca_pem`] is that certificate.
+    SelfSignedTls,
 }
 
 /// Why the fake did not start.
@@ -144,6 +148,10 @@ impl FakeRepoServer {
             Transport::Tls | Transport::MutualTls => {
                 let mutual = transport == Transport::MutualTls;
                 let (acceptor, material) = tls_acceptor(addr, mutual)?;
+                (accept(listener, Some(acceptor)), Some(material))
+            }
+            Transport::SelfSignedTls => {
+                let (acceptor, material) = self_signed_acceptor()?;
                 (accept(listener, Some(acceptor)), Some(material))
             }
         };
@@ -305,6 +313,37 @@ fn tls_acceptor(
     Ok((
         tokio_rustls::TlsAcceptor::from(Arc::new(config)),
         pki.material,
+    ))
+}
+
+/// A TLS acceptor with a self-signed server certificate for 127.0.0.1 and localhost; the
+/// material's `ca_pem` is that certificate (no client certificate).
+fn self_signed_acceptor()
+-> Result<(tokio_rustls::TlsAcceptor, fleetshard_kube_sim::TlsMaterial), FakeRepoServerError> {
+    let tls_err = |e: String| FakeRepoServerError::Tls(e);
+    let key = rcgen::KeyPair::generate().map_err(|e| tls_err(e.to_string()))?;
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+        .map_err(|e| tls_err(e.to_string()))?;
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params
+        .self_signed(&key)
+        .map_err(|e| tls_err(e.to_string()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let key_der = rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_err(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], key_der.into())
+        .map_err(|e| tls_err(e.to_string()))?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok((
+        tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        fleetshard_kube_sim::TlsMaterial {
+            ca_pem: cert.pem(),
+            client_cert_pem: String::new(),
+            client_key_pem: String::new(),
+        },
     ))
 }
 

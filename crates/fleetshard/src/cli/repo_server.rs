@@ -29,22 +29,37 @@ pub struct RepoServerArgs {
         env = "FLEETSHARD_REPO_SERVER_TIMEOUT_SECONDS"
     )]
     pub repo_server_timeout_seconds: u64,
-    /// Speak plain-text gRPC (the repo-server runs with `--disable-tls`).
+    /// Speak plain-text gRPC (the repo-server runs with `--disable-tls`): repository
+    /// credentials cross the network in clear (warned about at start).
     #[arg(long, env = "FLEETSHARD_REPO_SERVER_PLAINTEXT")]
     pub repo_server_plaintext: bool,
-    /// Verify the repo-server's certificate against `--repo-server-ca-cert-path` (by
-    /// default, as Argo CD, TLS is used without verifying the self-signed certificate).
+    /// Argo CD's flag, accepted for its users: fleetshard always verifies the
+    /// repo-server's certificate unless `--repo-server-insecure-skip-tls-verify`.
     #[arg(
         long,
         env = "FLEETSHARD_REPO_SERVER_STRICT_TLS",
-        conflicts_with = "repo_server_plaintext",
-        requires = "repo_server_ca_cert_path"
+        conflicts_with = "repo_server_plaintext"
     )]
     pub repo_server_strict_tls: bool,
-    /// PEM CA certificates the repo-server's certificate is verified against (with
-    /// `--repo-server-strict-tls`).
-    #[arg(long, value_name = "FILE", env = "FLEETSHARD_REPO_SERVER_CA_CERT_PATH")]
+    /// PEM CA certificates trusted, beside the system's, to verify the repo-server's
+    /// certificate: in a deployment the `ca.crt` of Argo CD's Secret
+    /// `argocd-repo-server-tls`. The certificate must name the address's host.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "FLEETSHARD_REPO_SERVER_CA_CERT_PATH",
+        conflicts_with = "repo_server_plaintext"
+    )]
     pub repo_server_ca_cert_path: Option<PathBuf>,
+    /// DANGEROUS: do not verify the repo-server's TLS certificate (Argo CD's default).
+    /// Whoever answers at the repo-server's address then receives every repository
+    /// password, token and SSH key fleetshard sends. Warned about at start.
+    #[arg(
+        long,
+        env = "FLEETSHARD_REPO_SERVER_INSECURE_SKIP_TLS_VERIFY",
+        conflicts_with_all = ["repo_server_plaintext", "repo_server_strict_tls", "repo_server_ca_cert_path"]
+    )]
+    pub repo_server_insecure_skip_tls_verify: bool,
     /// Rendering on this replica (no repo-server): how long one `kustomize`, `kubectl
     /// kustomize` or `helm` run may take (Argo CD's repo-server variable, Go duration).
     #[arg(
@@ -231,17 +246,20 @@ impl RepoServerArgs {
         config.timeout = Duration::from_secs(self.repo_server_timeout_seconds);
         config.tls = if self.repo_server_plaintext {
             TlsMode::Plaintext
-        } else if self.repo_server_strict_tls {
-            let path = self
-                .repo_server_ca_cert_path
-                .as_ref()
-                .context("--repo-server-strict-tls needs --repo-server-ca-cert-path")?;
-            let roots_pem = std::fs::read_to_string(path).with_context(|| {
-                format!("--repo-server-ca-cert-path: reading {}", path.display())
-            })?;
-            TlsMode::Strict { roots_pem }
-        } else {
+        } else if self.repo_server_insecure_skip_tls_verify {
             TlsMode::InsecureSkipVerify
+        } else {
+            let ca_pem = match &self.repo_server_ca_cert_path {
+                None => String::new(),
+                Some(path) => std::fs::read_to_string(path).with_context(|| {
+                    format!(
+                        "--repo-server-ca-cert-path: reading {} (in a deployment: the ca.crt \
+                         of Secret argocd-repo-server-tls, docs/deploying.md)",
+                        path.display()
+                    )
+                })?,
+            };
+            TlsMode::Verified { ca_pem }
         };
         Ok(config)
     }
@@ -293,5 +311,66 @@ mod tests {
         assert!(sandbox.hide.contains(&PathBuf::from("/var/run/secrets")));
         let zero = Cli::try_parse_from(["x", "--render-cache-size", "0"]);
         assert!(zero.is_err(), "a cache of no render is refused");
+    }
+
+    fn tls(args: &[&str]) -> anyhow::Result<TlsMode> {
+        let cli = Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied()))?;
+        match cli.render.setting()? {
+            RepoServerSetting::Auto(c) | RepoServerSetting::At(c) => Ok(c.tls),
+            RepoServerSetting::Off => anyhow::bail!("off"),
+        }
+    }
+
+    #[test]
+    fn the_certificate_is_verified_unless_told_otherwise() {
+        assert_eq!(tls(&[]).unwrap(), TlsMode::default());
+        assert_eq!(
+            tls(&["--repo-server-strict-tls"]).unwrap(),
+            TlsMode::default()
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.crt");
+        std::fs::write(&ca, "PEM").unwrap();
+        let ca_arg = ca.to_str().unwrap();
+        assert_eq!(
+            tls(&["--repo-server-ca-cert-path", ca_arg]).unwrap(),
+            TlsMode::Verified {
+                ca_pem: "PEM".into()
+            }
+        );
+        assert_eq!(
+            tls(&["--repo-server-insecure-skip-tls-verify"]).unwrap(),
+            TlsMode::InsecureSkipVerify
+        );
+        assert_eq!(
+            tls(&["--repo-server-plaintext"]).unwrap(),
+            TlsMode::Plaintext
+        );
+        let missing = dir.path().join("absent.crt");
+        let err = tls(&["--repo-server-ca-cert-path", missing.to_str().unwrap()]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("argocd-repo-server-tls"),
+            "{err:#}"
+        );
+        for both in [
+            [
+                "--repo-server-insecure-skip-tls-verify",
+                "--repo-server-strict-tls",
+            ],
+            [
+                "--repo-server-insecure-skip-tls-verify",
+                "--repo-server-plaintext",
+            ],
+        ] {
+            assert!(tls(&both).is_err(), "{both:?} conflict");
+        }
+        assert!(
+            tls(&[
+                "--repo-server-insecure-skip-tls-verify",
+                "--repo-server-ca-cert-path",
+                ca_arg
+            ])
+            .is_err()
+        );
     }
 }

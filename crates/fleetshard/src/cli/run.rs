@@ -79,7 +79,8 @@ pub struct RunArgs {
     /// the host name.
     #[arg(long, value_name = "NAME", env = "FLEETSHARD_IDENTITY")]
     pub identity: Option<String>,
-    /// Address of the HTTP server (`/healthz`, `/readyz`, `/metrics`).
+    /// Address of the HTTP server (`/healthz`, `/readyz`, `/metrics`; the dashboard too
+    /// with `--dashboard`).
     #[arg(
         long,
         value_name = "ADDR",
@@ -87,6 +88,11 @@ pub struct RunArgs {
         env = "FLEETSHARD_LISTEN"
     )]
     pub listen: SocketAddr,
+    /// Serve the read-only dashboard on `--listen` too (`/dashboard`, `/api/dashboard`:
+    /// cluster names, servers and zones, app names and statuses, to whoever reaches the
+    /// address; no authentication). Off by default.
+    #[arg(long, env = "FLEETSHARD_DASHBOARD")]
+    pub dashboard: bool,
     /// This replica's zone (its node's `topology.kubernetes.io/zone`): with every
     /// replica's and every cluster's zone known, clusters are placed in their own zone
     /// while that zone is not overloaded.
@@ -288,10 +294,18 @@ pub struct ReconcileArgs {
         env = "FLEETSHARD_MAX_OBJECTS"
     )]
     pub max_objects: usize,
-    /// Refuse plaintext `http://` destination clusters and repositories: their credentials
-    /// would cross the network in clear. Without it, each is warned about once.
+    /// Refuse plaintext `http://` destination clusters and plaintext `http://` and
+    /// `git://` repositories: their credentials and content would cross the network in
+    /// clear. Without it, each is warned about once.
     #[arg(long, env = "FLEETSHARD_REFUSE_PLAINTEXT_HTTP")]
     pub refuse_plaintext_http: bool,
+    /// A credential template (`repo-creds` Secret) matches a `repoURL` only at a path
+    /// boundary: `https://git.example.com` then matches `https://git.example.com/…` but
+    /// not `https://git.example.com.evil.net/…`. Without it, Argo CD's string prefix
+    /// rule applies and such a match is logged and shown on the app
+    /// (`RepoCredentialsWarning`).
+    #[arg(long, env = "FLEETSHARD_REFUSE_LOOSE_CREDENTIAL_TEMPLATES")]
+    pub refuse_loose_credential_templates: bool,
     /// How long after a kind's last complete list its watch on a cluster is restarted with
     /// a new list (Argo CD's watch resync): what a watch missed shows within this period
     /// plus one list. Units: `ms`, `s`, `m`, `h`.
@@ -337,6 +351,7 @@ impl ReconcileArgs {
                 ..Default::default()
             },
             refuse_plaintext_http: self.refuse_plaintext_http,
+            refuse_loose_credential_templates: self.refuse_loose_credential_templates,
             cluster_cache_relist: self.cluster_cache_relist,
             repo_server: self.render.setting()?,
             render: self.render.standalone()?,
@@ -395,6 +410,7 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
         store: args.store.url()?,
         root: args.store.root()?.to_owned(),
         listen: args.listen,
+        dashboard: args.dashboard,
         zone: args.zone.clone(),
         capacity: capacity(args.capacity, super::available_cpus()),
         audit_log: args.audit_log.clone(),

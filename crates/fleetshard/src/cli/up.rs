@@ -4,11 +4,13 @@
 //! local Git repository of demo apps (`up/demo.rs`) with drift to heal and one broken
 //! manifest; N `fleetshard run` replicas as child processes on an embedded SQLite store
 //! (or the store `--store` names; `up/procs.rs`), each appending its ownership changes to
-//! `logs/<identity>.audit.jsonl`; and the dashboard with controls on 127.0.0.1. SIGINT or
+//! `logs/<identity>.audit.jsonl`; and the dashboard with controls on 127.0.0.1, answering
+//! only loopback names and taking controls only from its own origin (`up/guard.rs`). SIGINT or
 //! SIGTERM stops the replicas (each hands its shard over), then the clusters' processes;
 //! no child is left behind. `scripts/scale-run` measures a fleet at scale with it.
 
 mod demo;
+mod guard;
 mod procs;
 mod sims;
 
@@ -215,10 +217,12 @@ async fn up(
             )
         })?;
     let addr = listener.local_addr()?;
-    let router = dashboard.router().route(
+    // The page holds the control token: answered only to loopback names (no DNS
+    // rebinding), controls only from its own origin (up/guard.rs).
+    let router = guard::LoopbackOnly::new(addr.port()).guard(dashboard.router().route(
         "/",
         axum::routing::get(|| async { axum::response::Redirect::to("/dashboard") }),
-    );
+    ));
     let server = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router).await {
             tracing::error!("the dashboard's HTTP server failed: {e}");

@@ -94,6 +94,8 @@ fn every_object_is_yaml_and_every_overlay_renders_the_whole_deployment() {
             // Argo CD's repo-server admits its own components only; this policy admits
             // fleetshard's pods on its gRPC port.
             "NetworkPolicy/fleetshard-to-argocd-repo-server",
+            // Only the probes' and Prometheus' port reaches fleetshard's pods.
+            "NetworkPolicy/fleetshard",
             "PodDisruptionBudget/fleetshard",
             "Role/fleetshard",
             "Role/fleetshard-shard-count",
@@ -298,20 +300,98 @@ fn every_written_path_is_a_writable_volume() {
         assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
         let cache = env_value(c, "FLEETSHARD_REPO_CACHE")
             .unwrap_or_else(|| panic!("{overlay}: no FLEETSHARD_REPO_CACHE"));
-        let mount = c["volumeMounts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| {
-                m["mountPath"]
-                    .as_str()
-                    .is_some_and(|p| Path::new(&cache).starts_with(p))
-            })
+        let mount = mount_holding(c, &cache)
             .unwrap_or_else(|| panic!("{overlay}: {cache} is on no volume"));
         assert_ne!(mount["readOnly"], true, "{overlay}: {cache} is read-only");
         let v = volume(pod, mount["name"].as_str().unwrap());
         assert!(v["emptyDir"].is_object(), "{overlay}: {v}");
     }
+}
+
+/// A replica in a deployment serves /healthz, /readyz and /metrics on every interface
+/// and nothing else: the dashboard (cluster servers, app names, unauthenticated) is off,
+/// and a NetworkPolicy admits the one port. (The run against the fake control plane,
+/// `replica.rs`, checks the served routes.)
+#[test]
+fn the_dashboard_is_off_and_a_policy_admits_only_the_http_port() {
+    for overlay in OVERLAYS {
+        let objects = rendered(overlay);
+        let c = container(&objects);
+        let args = c["args"].as_array().unwrap();
+        assert!(
+            !args.iter().any(|a| a == "--dashboard"),
+            "{overlay}: the dashboard is on"
+        );
+        assert_eq!(env_value(c, "FLEETSHARD_DASHBOARD"), None, "{overlay}");
+        let policy = one(&objects, "NetworkPolicy", "fleetshard");
+        let pod_labels = &workload(&objects)["spec"]["template"]["metadata"]["labels"];
+        assert!(
+            selects(&policy["spec"]["podSelector"]["matchLabels"], pod_labels),
+            "{overlay}: the policy selects fleetshard's pods"
+        );
+        assert_eq!(
+            policy["spec"]["policyTypes"],
+            serde_json::json!(["Ingress"])
+        );
+        let ports: Vec<&Value> = policy["spec"]["ingress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|rule| rule["ports"].as_array().expect("every rule names ports"))
+            .collect();
+        let served: Vec<&Value> = c["ports"].as_array().unwrap().iter().collect();
+        assert_eq!(served.len(), 1, "{overlay}: one port served");
+        assert_eq!(ports.len(), 1, "{overlay}: one port admitted");
+        assert_eq!(ports[0]["port"], served[0]["containerPort"], "{overlay}");
+        assert_eq!(ports[0]["protocol"], "TCP");
+    }
+}
+
+/// The repo-server's certificate is verified against the CA of Argo CD's Secret
+/// `argocd-repo-server-tls`: the variable names a file of a read-only mount of that
+/// Secret's `ca.crt`, where Argo CD's controller mounts it; nothing turns verification off.
+#[test]
+fn the_repo_server_is_verified_against_argo_cds_ca() {
+    for overlay in OVERLAYS {
+        let objects = rendered(overlay);
+        let pod = &workload(&objects)["spec"]["template"]["spec"];
+        let c = container(&objects);
+        let path = env_value(c, "FLEETSHARD_REPO_SERVER_CA_CERT_PATH")
+            .unwrap_or_else(|| panic!("{overlay}: no CA"));
+        assert_eq!(path, "/app/config/controller/tls/ca.crt", "{overlay}");
+        let mount =
+            mount_holding(c, &path).unwrap_or_else(|| panic!("{overlay}: {path} is on no volume"));
+        assert_eq!(mount["readOnly"], true);
+        let secret = &volume(pod, mount["name"].as_str().unwrap())["secret"];
+        assert_eq!(secret["secretName"], "argocd-repo-server-tls", "{overlay}");
+        assert_eq!(
+            secret["items"],
+            serde_json::json!([{"key": "ca.crt", "path": "ca.crt"}])
+        );
+        for off in [
+            "FLEETSHARD_REPO_SERVER_INSECURE_SKIP_TLS_VERIFY",
+            "FLEETSHARD_REPO_SERVER_PLAINTEXT",
+        ] {
+            assert_eq!(env_value(c, off), None, "{overlay}: {off}");
+        }
+        let args = c["args"].as_array().unwrap();
+        assert!(
+            !args
+                .iter()
+                .any(|a| a == "--repo-server-insecure-skip-tls-verify"
+                    || a == "--repo-server-plaintext"),
+            "{overlay}"
+        );
+    }
+}
+
+/// The container's volume mount whose path holds `path`.
+fn mount_holding<'a>(c: &'a Value, path: &str) -> Option<&'a Value> {
+    c["volumeMounts"].as_array()?.iter().find(|m| {
+        m["mountPath"]
+            .as_str()
+            .is_some_and(|p| Path::new(path).starts_with(p))
+    })
 }
 
 /// The literal value of the container's variable `name`.

@@ -167,6 +167,8 @@ impl Setup {
             .arg(&self.fleet)
             .arg("--listen")
             .arg(format!("127.0.0.1:{}", self.ports[name]))
+            // dashboard_argocd.rs reads each replica's dashboard.
+            .arg("--dashboard")
             .arg("--audit-log")
             .arg(self.log(name))
             .env("FLEETSHARD_LOG", "info")

@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::support::cdp::Browser;
-use crate::support::http::{get, post};
+use crate::support::http::{get, get_as, post};
 use crate::support::replicas::{apps_json, fleetshard};
 use crate::support::{KillOnDrop, signal, wait_for};
 
@@ -250,6 +250,40 @@ fn up_runs_the_fleet_and_leaves_no_process_behind() {
     let wrong = [("x-fleetshard-token", "0123")];
     let (code, _) = post(up.port, "/api/dashboard/control", &wrong, action).unwrap();
     assert_eq!(code, 403);
+    // DNS rebinding: a page of evil.example, its name resolved to 127.0.0.1, reads up's
+    // page with its own Host; up answers 421 and no token.
+    let (code, page) = get(up.port, "/dashboard").unwrap();
+    assert_eq!(code, 200);
+    let token = page
+        .split(r#"<meta name="fs-token" content=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    assert!(token.len() >= 16, "{page}");
+    let forged = format!("evil.example:{}", up.port);
+    for path in ["/dashboard", "/api/dashboard", "/"] {
+        let (code, body) = get_as(up.port, path, &forged).unwrap();
+        assert_eq!(code, 421, "{path}: {body}");
+        assert!(!body.contains(&token), "{path}: the token was served");
+    }
+    // With the token, a control request from another origin is still refused; the
+    // action would have killed r1 (`scale` to the count in force changes nothing).
+    let origin = format!("http://{forged}");
+    let cross = [
+        ("x-fleetshard-token", token.as_str()),
+        ("origin", origin.as_str()),
+    ];
+    let (code, _) = post(up.port, "/api/dashboard/control", &cross, action).unwrap();
+    assert_eq!(code, 403);
+    let same = format!("http://127.0.0.1:{}", up.port);
+    let own = [
+        ("x-fleetshard-token", token.as_str()),
+        ("origin", same.as_str()),
+    ];
+    let scale = r#"{"action":"scale","shards":3}"#;
+    let (code, body) = post(up.port, "/api/dashboard/control", &own, scale).unwrap();
+    assert_eq!(code, 200, "its own origin is accepted: {body}");
     up.interrupt();
 }
 

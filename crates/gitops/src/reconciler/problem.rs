@@ -10,6 +10,8 @@
 
 use std::time::Duration;
 
+use fleetshard_util::redact::redact_userinfo;
+
 use super::status::{ComparisonStatus, Condition, HealthInfo, SyncInfo};
 use crate::live::LiveError;
 use crate::source::SourceError;
@@ -33,9 +35,10 @@ pub(super) const COMPARISON_ERROR: &str = "ComparisonError";
 
 impl Problem {
     /// A problem only a change to the app or its repository can fix, shown as `condition`.
+    /// No URL's user information is kept in the message (a password inside a `repoURL`).
     pub(super) fn permanent(condition: &'static str, message: impl ToString) -> Problem {
         Problem {
-            message: message.to_string(),
+            message: redact_userinfo(&message.to_string()),
             retry_after: None,
             revision: None,
             condition,
@@ -72,7 +75,7 @@ impl Problem {
     /// A cluster that cannot be reached or listed now: tried again after [`CLUSTER_RETRY`].
     pub(super) fn cluster(message: impl ToString) -> Problem {
         Problem {
-            message: message.to_string(),
+            message: redact_userinfo(&message.to_string()),
             retry_after: Some(CLUSTER_RETRY),
             revision: None,
             condition: COMPARISON_ERROR,

@@ -60,6 +60,10 @@ fn has_sync_phase(a: &fleetshard_sync::Annotations) -> bool {
         .any(|t| *t != fleetshard_sync::HookType::Skip)
 }
 
+/// The condition a credential template matched beyond a path boundary shows
+/// (fleetshard's own type; Argo CD shows any `…Warning` condition as a warning).
+pub const REPO_CREDENTIALS_WARNING: &str = "RepoCredentialsWarning";
+
 impl GitOpsReconciler {
     /// Reads desired and live state and compares them.
     pub(super) async fn compare(
@@ -76,6 +80,7 @@ impl GitOpsReconciler {
         let render::RenderedApp {
             rendered,
             sources: per_source,
+            warnings: credential_warnings,
         } = self
             .render_source(target, &dest_ns, &app_name, refresh)
             .await?;
@@ -285,6 +290,13 @@ impl GitOpsReconciler {
             conditions.push(Condition {
                 kind: "SharedResourceWarning".to_owned(),
                 message: shared.join("; "),
+                last_transition_time: now.clone(),
+            });
+        }
+        if !credential_warnings.is_empty() {
+            conditions.push(Condition {
+                kind: REPO_CREDENTIALS_WARNING.to_owned(),
+                message: credential_warnings.join("; "),
                 last_transition_time: now.clone(),
             });
         }

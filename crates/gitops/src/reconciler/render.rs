@@ -21,6 +21,9 @@ use fleetshard_manifest::{AppSource, Refusal, RefusalKind};
 pub(super) struct RenderedApp {
     pub(super) rendered: Rendered,
     pub(super) sources: Vec<(String, SourceType)>,
+    /// What the app's status warns of: credential templates that matched a source's
+    /// `repoURL` beyond a path boundary ([`RepoAccess::loose_template_warning`]).
+    pub(super) warnings: Vec<String>,
 }
 
 impl GitOpsReconciler {
@@ -88,11 +91,25 @@ impl GitOpsReconciler {
             Some(p) if renders_source => permitted_helm_repositories(&target.repositories, p),
             _ => Default::default(),
         };
-        let access =
-            |s: &AppSource| RepoAccess::resolve(&target.repositories, &s.repo_url, &app.project);
+        let matching = self.config.template_match;
+        let access = |s: &AppSource| {
+            RepoAccess::resolve(&target.repositories, &s.repo_url, &app.project, matching)
+        };
         let sources = &target.spec.sources;
         let accesses: Vec<RepoAccess> = sources.iter().map(access).collect();
         let main_access = access(&target.spec.source);
+        let warnings: Vec<String> = if sources.is_empty() {
+            main_access
+                .loose_template_warning(&target.spec.source.repo_url)
+                .into_iter()
+                .collect()
+        } else {
+            sources
+                .iter()
+                .zip(&accesses)
+                .filter_map(|(s, a)| a.loose_template_warning(&s.repo_url))
+                .collect()
+        };
         let single = RenderRequest {
             source: &target.spec.source,
             access: &main_access,
@@ -114,6 +131,7 @@ impl GitOpsReconciler {
             return Ok(RenderedApp {
                 rendered,
                 sources: Vec::new(),
+                warnings,
             });
         }
         let mut parts = Vec::with_capacity(sources.len());
@@ -131,7 +149,9 @@ impl GitOpsReconciler {
             };
             parts.push(self.renderer.render(request).await?);
         }
-        merge(sources, parts)
+        let mut app = merge(sources, parts)?;
+        app.warnings = warnings;
+        Ok(app)
     }
 }
 
@@ -169,6 +189,7 @@ fn merge(sources: &[AppSource], parts: Vec<Rendered>) -> Result<RenderedApp, Pro
             manifests: Arc::new(Manifests { commit, objects }),
         },
         sources: revisions,
+        warnings: Vec::new(),
     })
 }
 

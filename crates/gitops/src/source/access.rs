@@ -5,7 +5,13 @@
 //! - A repository Secret applies when its `url` and the `repoURL` normalise alike
 //!   ([`normalize`]: case, a trailing `/`, a `.git` suffix); a credential template when
 //!   its normalised `url` is a prefix of the normalised `repoURL`, the longest prefix
-//!   winning.
+//!   winning. Argo CD's rule is a string prefix: a template for `http://git.example.com`
+//!   also matches `http://git.example.com.evil.net/…` and sends its credentials there.
+//!   Such a match — one whose prefix does not end at a path boundary of the `repoURL` (the
+//!   next character `/`, or the end; or `:` right after the host) — is kept, as Argo CD
+//!   keeps it, but logged once per template and shown on the app
+//!   ([`RepoAccess::loose_template`]); with [`TemplateMatch::PathBoundary`]
+//!   (`--refuse-loose-credential-templates`) it is no match at all.
 //! - A Secret with a `project` applies only to applications of that project; of two
 //!   otherwise equal matches, the project's own wins over one for every project; then the
 //!   first by Secret name.
@@ -18,12 +24,28 @@
 //! [`RepoAccess`] is part of the repository cache's key: two applications share a mirror
 //! only when they fetch the same exact URL with the same credentials.
 
+use std::collections::HashSet;
 use std::fmt;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use fleetshard_manifest::{AppProject, RepoCredentials, RepoSecret, RepoSecretKind, RepoSettings};
 
 use super::error::SourceError;
 use super::url::normalize;
+use fleetshard_util::redact::redact_userinfo;
+
+/// How a credential template's URL must match a `repoURL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TemplateMatch {
+    /// Argo CD's rule: a string prefix of the normalised URL. A match that does not end
+    /// at a path boundary is taken, logged once per template and noted on the app.
+    #[default]
+    Prefix,
+    /// Only a prefix that ends at a path boundary (`--refuse-loose-credential-templates`):
+    /// `http://git.example.com` matches `http://git.example.com/r` and
+    /// `http://git.example.com:8080/r`, never `http://git.example.com.evil.net/r`.
+    PathBoundary,
+}
 
 /// How one repository is fetched. `Debug` never shows a credential.
 #[derive(Clone, PartialEq, Eq, Hash, Default)]
@@ -57,6 +79,10 @@ pub struct RepoAccess {
     pub project: String,
     /// The credentials come from a credential template (`repo-creds`).
     pub inherited_creds: bool,
+    /// The template the credentials come from matched the `repoURL` only as a string,
+    /// not at a path boundary (Argo CD's rule, kept under [`TemplateMatch::Prefix`]): the
+    /// Secret it is, for the warning [`RepoAccess::loose_template_warning`] makes.
+    pub loose_template: Option<String>,
 }
 
 impl fmt::Debug for RepoAccess {
@@ -75,6 +101,7 @@ impl fmt::Debug for RepoAccess {
             .field("name", &self.name)
             .field("project", &self.project)
             .field("inherited_creds", &self.inherited_creds)
+            .field("loose_template", &self.loose_template)
             .finish()
     }
 }
@@ -111,8 +138,14 @@ impl RepoAccess {
         RepoAccess::default()
     }
 
-    /// The access `settings` give `repo_url` for an application of `project`.
-    pub fn resolve(settings: &RepoSettings, repo_url: &str, project: &str) -> RepoAccess {
+    /// The access `settings` give `repo_url` for an application of `project`, templates
+    /// matched as `matching` says.
+    pub fn resolve(
+        settings: &RepoSettings,
+        repo_url: &str,
+        project: &str,
+        matching: TemplateMatch,
+    ) -> RepoAccess {
         let url = normalize(repo_url);
         let applies = |s: &RepoSecret| s.project.is_empty() || s.project == project;
         // Of equal matches: the project's own first, then by Secret name (the list's order).
@@ -130,6 +163,8 @@ impl RepoAccess {
                 RepoSecretKind::Template
                     if !prefix.is_empty()
                         && url.starts_with(&prefix)
+                        && (matching == TemplateMatch::Prefix
+                            || at_path_boundary(&url, &prefix))
                         && template.is_none_or(|(l, t)| {
                             prefix.len() > l || (prefix.len() == l && better(s, t))
                         }) =>
@@ -181,6 +216,13 @@ impl RepoAccess {
             }
             (None, None) => {}
         }
+        // The template's credentials were taken: say so when it matched only as a string.
+        if let Some(t) = template
+            .filter(|t| access.inherited_creds && !at_path_boundary(&url, &normalize(&t.url)))
+        {
+            warn_once(t, repo_url);
+            access.loose_template = Some(t.secret.clone());
+        }
         match scheme(repo_url) {
             Scheme::Ssh => access.known_hosts = settings.known_hosts.clone(),
             Scheme::Https => {
@@ -189,6 +231,19 @@ impl RepoAccess {
             Scheme::Other => {}
         }
         access
+    }
+
+    /// What an operator is told on the app when the credentials come from a template
+    /// that matched `repo_url` only as a string prefix.
+    pub fn loose_template_warning(&self, repo_url: &str) -> Option<String> {
+        let template = self.loose_template.as_ref()?;
+        Some(format!(
+            "{template}: the credential template's url is a prefix of repoURL {} that does \
+             not end at a path boundary, so its credentials are sent to another host or \
+             path than it names (Argo CD's rule; a trailing `/` on the template's url is \
+             normalised away); --refuse-loose-credential-templates refuses such matches",
+            redact_userinfo(repo_url)
+        ))
     }
 
     /// Refuses what cannot be done with these settings: keys fleetshard does not
@@ -248,6 +303,41 @@ impl RepoAccess {
         put("hosts", self.known_hosts.as_deref());
         put("ca", self.ca_certs.as_deref());
         out
+    }
+}
+
+/// Whether `prefix` (a prefix of `url`, both normalised) ends at a path boundary of
+/// `url`: the next character is `/` or there is none, or it is `:` right after the host
+/// (a port, or scp-like `host:path`).
+fn at_path_boundary(url: &str, prefix: &str) -> bool {
+    match url[prefix.len()..].chars().next() {
+        None | Some('/') => true,
+        Some(':') => {
+            let authority = prefix.split_once("://").map_or(prefix, |(_, rest)| rest);
+            !authority.contains(['/', ':'])
+        }
+        Some(_) => false,
+    }
+}
+
+/// Logs, once per template (its Secret and URL) in this process, that it matched a
+/// `repoURL` beyond a path boundary.
+fn warn_once(template: &RepoSecret, repo_url: &str) {
+    static WARNED: OnceLock<Mutex<HashSet<(String, String)>>> = OnceLock::new();
+    let first = WARNED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert((template.secret.clone(), template.url.clone()));
+    if first {
+        tracing::warn!(
+            template = %template.secret,
+            template_url = %redact_userinfo(&template.url),
+            repo = %redact_userinfo(repo_url),
+            "a credential template matched a repoURL that its url is only a string prefix \
+             of (not at a path boundary): its credentials go to that repository too, as \
+             Argo CD sends them (--refuse-loose-credential-templates refuses such matches)"
+        );
     }
 }
 

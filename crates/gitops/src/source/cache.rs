@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use fleetshard_manifest::AppSource;
+use fleetshard_util::redact::redact_userinfo;
 use gix::ObjectId;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
@@ -22,7 +23,7 @@ use super::error::SourceError;
 use super::parse::Manifest;
 use super::render::JsonnetJob;
 use super::repo::{self, Opened};
-use super::url::{RepoLocation, cache_key, exact_form};
+use super::url::{RepoLocation, cache_key, exact_form, plaintext_scheme};
 
 pub use super::config::{
     DEFAULT_FETCH_TIMEOUT, DEFAULT_MAX_CACHED_READS, DEFAULT_REFRESH_INTERVAL, ReadLimits,
@@ -428,7 +429,7 @@ impl RepoCache {
     /// Refuses what this cache may never read, once per new slot (the settings do not
     /// change): a local repository when local reads are off, and always one inside the
     /// cache directory (another app's mirror, or the cache's salt); plaintext `http://`
-    /// when refused, else warned about.
+    /// and `git://` when refused, else warned about.
     fn admit(&self, repo_url: &str, location: &RepoLocation) -> Result<(), SourceError> {
         let refused = |reason: &str| SourceError::UnsupportedUrl {
             repo: repo_url.to_owned(),
@@ -452,16 +453,16 @@ impl RepoCache {
                 }
                 Ok(())
             }
-            RepoLocation::Remote(url) if url.starts_with("http://") => {
+            RepoLocation::Remote(url) if let Some(scheme) = plaintext_scheme(url) => {
                 if config.refuse_plaintext {
-                    return Err(refused(
-                        "plaintext http:// is refused by --refuse-plaintext-http: credentials \
-                         and manifests would cross the network in clear",
-                    ));
+                    return Err(refused(&format!(
+                        "plaintext {scheme}:// is refused by --refuse-plaintext-http: \
+                         credentials and manifests would cross the network in clear"
+                    )));
                 }
                 tracing::warn!(
-                    repo = %url,
-                    "plaintext http:// repository: credentials and manifests cross the \
+                    repo = %redact_userinfo(url),
+                    "plaintext {scheme}:// repository: credentials and manifests cross the \
                      network in clear (--refuse-plaintext-http refuses it)"
                 );
                 Ok(())

@@ -4,7 +4,11 @@
 //! name the file, the document (1-based, counting the file's non-empty documents) and, in
 //! a `List`, the item. All variants are `Clone` so that one failed read can be handed to
 //! every application waiting on it (single-flight) and cached per commit when it cannot
-//! change (a bad file at a commit stays bad).
+//! change (a bad file at a commit stays bad). No message shows the user information of a
+//! URL (`https://user:password@host` → `https://<redacted>@host`): `repo` and Git's own
+//! messages are redacted when shown; the fields keep the URL as given.
+
+use fleetshard_util::redact::redact_userinfo;
 
 /// Where in a repository's tree an object or a syntax error is.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -70,7 +74,7 @@ pub enum ManifestError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SourceError {
     /// `repoURL` is empty, malformed, or uses a transport this build lacks (`ftp://`).
-    #[error("repository {repo:?}: unsupported URL: {reason}")]
+    #[error("repository {url:?}: unsupported URL: {reason}", url = redact_userinfo(.repo))]
     UnsupportedUrl {
         /// `repoURL` as given.
         repo: String,
@@ -79,7 +83,7 @@ pub enum SourceError {
     },
     /// The repository does not exist or is not a Git repository (an HTTP server answered
     /// 404).
-    #[error("repository {repo:?} not found: {message}")]
+    #[error("repository {url:?} not found: {msg}", url = redact_userinfo(.repo), msg = redact_userinfo(.message))]
     RepoNotFound {
         /// `repoURL` as given.
         repo: String,
@@ -88,7 +92,7 @@ pub enum SourceError {
     },
     /// Cloning or fetching the repository failed (network, TLS, a timeout, the server
     /// refusing the credentials, an unknown SSH host key).
-    #[error("repository {repo:?}: fetch failed: {message}")]
+    #[error("repository {url:?}: fetch failed: {msg}", url = redact_userinfo(.repo), msg = redact_userinfo(.message))]
     Fetch {
         /// `repoURL` as given.
         repo: String,
@@ -98,7 +102,7 @@ pub enum SourceError {
     /// The repository's credentials cannot be used: a repository Secret sets a key
     /// fleetshard does not implement, or its key material is unusable. Names the Secret
     /// and the key, never a value.
-    #[error("repository {repo:?}: credentials: {message}")]
+    #[error("repository {url:?}: credentials: {msg}", url = redact_userinfo(.repo), msg = redact_userinfo(.message))]
     Credentials {
         /// `repoURL` as given.
         repo: String,
@@ -106,7 +110,7 @@ pub enum SourceError {
         message: String,
     },
     /// `targetRevision` names no branch, tag, reference or commit of the repository.
-    #[error("repository {repo:?}: revision {revision:?} not found{}", detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default())]
+    #[error("repository {url:?}: revision {revision:?} not found{}", detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default(), url = redact_userinfo(.repo))]
     RevisionNotFound {
         /// `repoURL` as given.
         repo: String,
@@ -116,7 +120,7 @@ pub enum SourceError {
         detail: Option<String>,
     },
     /// `path` is absolute or leaves the repository (`..`).
-    #[error("repository {repo:?}: invalid path {path:?}: {reason}")]
+    #[error("repository {url:?}: invalid path {path:?}: {reason}", url = redact_userinfo(.repo))]
     InvalidPath {
         /// `repoURL` as given.
         repo: String,
@@ -126,7 +130,7 @@ pub enum SourceError {
         reason: String,
     },
     /// `path` is not a directory in the commit's tree.
-    #[error("repository {repo:?} at {revision:?} ({commit}): path {path:?} {reason}")]
+    #[error("repository {url:?} at {revision:?} ({commit}): path {path:?} {reason}", url = redact_userinfo(.repo))]
     PathNotFound {
         /// `repoURL` as given.
         repo: String,
@@ -140,7 +144,7 @@ pub enum SourceError {
         reason: &'static str,
     },
     /// A manifest file is invalid (syntax, or an object without its identity).
-    #[error("repository {repo:?} at {revision:?} ({commit}): {error}")]
+    #[error("repository {url:?} at {revision:?} ({commit}): {error}", url = redact_userinfo(.repo))]
     Manifest {
         /// `repoURL` as given.
         repo: String,
@@ -154,8 +158,7 @@ pub enum SourceError {
     },
     /// Two objects of the source have the same group, kind, namespace and name.
     #[error(
-        "repository {repo:?} at {revision:?} ({commit}): {identity} is defined twice: {first} and {second}"
-    )]
+        "repository {url:?} at {revision:?} ({commit}): {identity} is defined twice: {first} and {second}", url = redact_userinfo(.repo))]
     DuplicateObject {
         /// `repoURL` as given.
         repo: String,
@@ -173,8 +176,7 @@ pub enum SourceError {
     /// The directory, read as plain manifests, holds another tool's source (Kustomize,
     /// Helm, or Jsonnet when read without Jsonnet settings).
     #[error(
-        "repository {repo:?} at {revision:?} ({commit}): {file} is a {tool} source, which a plain directory read does not render (a source setting `directory` is read as plain YAML/JSON)"
-    )]
+        "repository {url:?} at {revision:?} ({commit}): {file} is a {tool} source, which a plain directory read does not render (a source setting `directory` is read as plain YAML/JSON)", url = redact_userinfo(.repo))]
     UnsupportedSource {
         /// `repoURL` as given.
         repo: String,
@@ -191,7 +193,7 @@ pub enum SourceError {
     /// `kustomize`/`kubectl` or `helm` on PATH, a plugin), the tool failed (its trimmed
     /// standard error), ran too long or wrote too much, a Jsonnet file failed to evaluate,
     /// or an option cannot be applied.
-    #[error("repository {repo:?} at {revision:?} ({commit}): {message}")]
+    #[error("repository {url:?} at {revision:?} ({commit}): {msg}", url = redact_userinfo(.repo), msg = redact_userinfo(.message))]
     Render {
         /// `repoURL` as given.
         repo: String,
@@ -207,8 +209,7 @@ pub enum SourceError {
     /// The app's manifests exceed a limit ([`ReadLimits`](super::ReadLimits)): one app
     /// cannot exhaust the replica that reads it.
     #[error(
-        "repository {repo:?} at {revision:?} ({commit}): {what}; the limit keeps one app from exhausting the replica"
-    )]
+        "repository {url:?} at {revision:?} ({commit}): {what}; the limit keeps one app from exhausting the replica", url = redact_userinfo(.repo))]
     TooLarge {
         /// `repoURL` as given.
         repo: String,
@@ -223,7 +224,7 @@ pub enum SourceError {
     /// it answered (a bad chart, a failed `helm template`), an answer that is not
     /// manifests, or a source field it does not know. Retried with backoff: a repo-server
     /// comes back, a chart gets fixed.
-    #[error("repository {repo:?} at {revision:?}: the repo-server at {addr}: {message}")]
+    #[error("repository {url:?} at {revision:?}: the repo-server at {addr}: {msg}", url = redact_userinfo(.repo), msg = redact_userinfo(.message))]
     RepoServer {
         /// `repoURL` as given.
         repo: String,
@@ -235,7 +236,7 @@ pub enum SourceError {
         message: String,
     },
     /// The repository's data could not be read (a missing or corrupt object, an I/O error).
-    #[error("repository {repo:?}: {message}")]
+    #[error("repository {url:?}: {msg}", url = redact_userinfo(.repo), msg = redact_userinfo(.message))]
     Git {
         /// `repoURL` as given.
         repo: String,
@@ -244,7 +245,7 @@ pub enum SourceError {
     },
     /// The blocking Git task ended without an answer (it panicked or the runtime is
     /// shutting down).
-    #[error("repository {repo:?}: the Git task failed: {message}")]
+    #[error("repository {url:?}: the Git task failed: {msg}", url = redact_userinfo(.repo), msg = redact_userinfo(.message))]
     Task {
         /// `repoURL` as given.
         repo: String,

@@ -63,6 +63,18 @@ impl RepoLocation {
     }
 }
 
+/// The scheme of a remote URL whose transport is not encrypted — `http` or `git` (the Git
+/// daemon's protocol) — or `None` (`https`, `ssh`, scp-like, local). Such a fetch crosses
+/// the network in clear and can be answered by anyone on the path.
+pub fn plaintext_scheme(url: &str) -> Option<&'static str> {
+    let (scheme, _) = url.trim().split_once("://")?;
+    match scheme.to_ascii_lowercase().as_str() {
+        "http" => Some("http"),
+        "git" => Some("git"),
+        _ => None,
+    }
+}
+
 /// `user@host:path` or `host:path` (git's scp-like syntax): a `:` before any `/`, and not
 /// a Windows drive letter.
 pub(crate) fn is_scp_like(url: &str) -> bool {

@@ -5,6 +5,7 @@ use fleetshard_gitops::source::{
 };
 use fleetshard_manifest::AppSource;
 use fleetshard_testsupport::git::{Git, config_map};
+use fleetshard_testsupport::logs::LogCapture;
 
 fn source(repo: &str, revision: &str, path: &str) -> AppSource {
     AppSource {
@@ -474,20 +475,38 @@ async fn local_repositories_are_refused_where_they_would_reach_the_replica() {
     assert!(err.to_string().contains("repository cache"), "{err}");
 }
 
-/// A plaintext `http://` repository is refused with --refuse-plaintext-http, before anything
-/// is fetched.
+/// Plaintext `http://` and `git://` repositories are refused with --refuse-plaintext-http,
+/// before anything is fetched; without it, each is warned about.
 #[tokio::test]
 async fn plaintext_repositories_are_refused_when_asked() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut config = RepoCacheConfig::new(tmp.path().join("cache"));
-    config.refuse_plaintext = true;
-    let err = RepoCache::new(config)
-        .manifests(
-            &source("http://127.0.0.1:1/repo.git", "main", "app"),
-            Refresh::Normal,
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(err, SourceError::UnsupportedUrl { .. }), "{err}");
-    assert!(err.to_string().contains("--refuse-plaintext-http"), "{err}");
+    for url in ["http://127.0.0.1:1/repo.git", "git://127.0.0.1:1/repo.git"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut config = RepoCacheConfig::new(tmp.path().join("cache"));
+        config.refuse_plaintext = true;
+        let err = RepoCache::new(config)
+            .manifests(&source(url, "main", "app"), Refresh::Normal)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, SourceError::UnsupportedUrl { .. }),
+            "{url}: {err}"
+        );
+        assert!(err.to_string().contains("--refuse-plaintext-http"), "{err}");
+
+        let logs = LogCapture::start();
+        let tmp = tempfile::tempdir().unwrap();
+        let err = RepoCache::new(RepoCacheConfig::new(tmp.path().join("cache")))
+            .manifests(&source(url, "main", "app"), Refresh::Normal)
+            .await
+            .unwrap_err();
+        assert!(
+            !err.to_string().contains("--refuse-plaintext-http"),
+            "{err}"
+        );
+        let text = logs.text();
+        assert!(
+            text.contains("WARN") && text.contains("cross the") && text.contains(url),
+            "{url}: {text}"
+        );
+    }
 }

@@ -6,11 +6,14 @@
 
 use std::time::Duration;
 
-use fleetshard_gitops::source::{Refresh, RepoAccess, RepoCache, RepoCacheConfig, SourceError};
+use fleetshard_gitops::source::{
+    Refresh, RepoAccess, RepoCache, RepoCacheConfig, SourceError, TemplateMatch,
+};
 use fleetshard_manifest::{AppSource, RepoSettings};
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::git_http::GitHttpServer;
 use fleetshard_testsupport::git_ssh::GitSshServer;
+use fleetshard_util::redact::redact_userinfo;
 use serde_json::json;
 
 const PASSWORD: &str = "s3cret-t0ken-value";
@@ -100,7 +103,7 @@ async fn https_basic_auth_from_a_template_or_a_repository_secret() {
         json!({"url": server.url("team"), "username": "deploy", "password": PASSWORD}),
     );
     let good = settings(std::slice::from_ref(&template), None);
-    let access = RepoAccess::resolve(&good, &url, "default");
+    let access = RepoAccess::resolve(&good, &url, "default", TemplateMatch::Prefix);
     let m = cache
         .manifests_with(&source(&url), &access, Refresh::Normal)
         .await
@@ -117,7 +120,7 @@ async fn https_basic_auth_from_a_template_or_a_repository_secret() {
         json!({"url": format!("{url}.git"), "username": "deploy", "password": "wrong-pass"}),
     );
     let bad = settings(&[template.clone(), wrong], None);
-    let access = RepoAccess::resolve(&bad, &url, "default");
+    let access = RepoAccess::resolve(&bad, &url, "default", TemplateMatch::Prefix);
     let err = cache
         .manifests_with(&source(&url), &access, Refresh::Normal)
         .await
@@ -137,7 +140,7 @@ async fn https_basic_auth_from_a_template_or_a_repository_secret() {
     scoped["stringData"]["project"] = json!("team-a");
     let scoped = settings(&[scoped], None);
     for (project, ok) in [("team-a", true), ("team-b", false)] {
-        let access = RepoAccess::resolve(&scoped, &url, project);
+        let access = RepoAccess::resolve(&scoped, &url, project, TemplateMatch::Prefix);
         let got = cache
             .manifests_with(&source(&url), &access, Refresh::Hard)
             .await;
@@ -162,9 +165,11 @@ async fn ssh_with_a_key_checked_against_known_hosts() {
         )
     };
 
+    // Messages show the URL without its user (`ssh://<redacted>@127.0.0.1:…`).
+    let shown = redact_userinfo(&url);
     // The right key and the server's host key: read.
     let good = settings(&[repo_secret(false)], Some(&server.known_hosts()));
-    let access = RepoAccess::resolve(&good, &url, "default");
+    let access = RepoAccess::resolve(&good, &url, "default", TemplateMatch::Prefix);
     let m = cache
         .manifests_with(&source(&url), &access, Refresh::Normal)
         .await
@@ -173,21 +178,21 @@ async fn ssh_with_a_key_checked_against_known_hosts() {
 
     // Another host key in argocd-ssh-known-hosts-cm: refused before authenticating.
     let impostor = settings(&[repo_secret(false)], Some(&server.wrong_known_hosts()));
-    let access = RepoAccess::resolve(&impostor, &url, "default");
+    let access = RepoAccess::resolve(&impostor, &url, "default", TemplateMatch::Prefix);
     let err = cache
         .manifests_with(&source(&url), &access, Refresh::Normal)
         .await
         .unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains(&url) && text.contains("host key is not in argocd-ssh-known-hosts-cm"),
+        text.contains(&shown) && text.contains("host key is not in argocd-ssh-known-hosts-cm"),
         "{text}"
     );
     assert_no_secret(&format!("{text} {err:?} {access:?}"), &[&key_body]);
 
     // The host unknown, but `insecure`: the host key is not checked.
     let insecure = settings(&[repo_secret(true)], Some(""));
-    let access = RepoAccess::resolve(&insecure, &url, "default");
+    let access = RepoAccess::resolve(&insecure, &url, "default", TemplateMatch::Prefix);
     let m = cache
         .manifests_with(&source(&url), &access, Refresh::Normal)
         .await
@@ -202,14 +207,14 @@ async fn ssh_with_a_key_checked_against_known_hosts() {
         json!({"url": url, "sshPrivateKey": other.client_key()}),
     );
     let refused = settings(&[stranger], Some(&server.known_hosts()));
-    let access = RepoAccess::resolve(&refused, &url, "default");
+    let access = RepoAccess::resolve(&refused, &url, "default", TemplateMatch::Prefix);
     let err = cache
         .manifests_with(&source(&url), &access, Refresh::Normal)
         .await
         .unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains(&url) && text.contains("refused the SSH key of Secret argocd/ssh-repo"),
+        text.contains(&shown) && text.contains("refused the SSH key of Secret argocd/ssh-repo"),
         "{text}"
     );
 }

@@ -31,6 +31,7 @@ fn settings(identity: &str, shards: u32, audit: std::path::PathBuf) -> ReplicaSe
         store: StoreUrl::Memory,
         root: "fleetshard/".to_owned(),
         listen: "127.0.0.1:0".parse().unwrap(),
+        dashboard: false,
         zone: None,
         capacity: 1,
         audit_log: Some(audit),

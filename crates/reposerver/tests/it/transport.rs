@@ -8,6 +8,7 @@ use fleetshard_reposerver::{
     ClientConfig, ClientError, ClientIdentity, ManifestInputs, RepoServerClient, RepositoryInput,
     TlsMode, build_request,
 };
+use fleetshard_testsupport::logs::LogCapture;
 use fleetshard_testsupport::repo_server::{Answer, FakeRepoServer, Scripted, Transport};
 use serde_json::json;
 use tonic::Code;
@@ -52,33 +53,48 @@ fn client(fake: &FakeRepoServer, tls: TlsMode) -> RepoServerClient {
     RepoServerClient::new(&config).unwrap()
 }
 
+/// TLS verified against the fake's own CA.
+fn trusting(fake: &FakeRepoServer) -> TlsMode {
+    TlsMode::Verified {
+        ca_pem: fake.ca_pem().unwrap().to_owned(),
+    }
+}
+
+// The attack: a server at the repo-server's address with a certificate of its own making
+// (here, a CA generated for it that no one trusts). By default the client refuses it
+// before any request, so it never sees the repository's password, token or SSH key.
 #[tokio::test]
-async fn default_tls_accepts_the_self_signed_certificate() {
-    let fake = FakeRepoServer::start(Transport::Tls).await.unwrap();
-    fake.answer_all(Answer::rendered(&[], "abc", "Directory"), Duration::ZERO);
-    assert_eq!(
-        call(&client(&fake, TlsMode::default()), "a").await.unwrap(),
-        "abc"
-    );
-    // A plain-text client gets nowhere with a TLS server.
-    let err = call(&client(&fake, TlsMode::Plaintext), "a")
+async fn by_default_an_impostor_is_refused_and_receives_no_credential() {
+    let impostor = FakeRepoServer::start(Transport::Tls).await.unwrap();
+    let logs = LogCapture::start();
+    let err = call(&client(&impostor, TlsMode::default()), "a")
         .await
         .unwrap_err();
-    assert!(matches!(err, ClientError::Unreachable { .. }), "{err:?}");
+    match &err {
+        ClientError::Unreachable { message, .. } => {
+            assert!(message.contains("certificate"), "{message}");
+        }
+        other => panic!("expected Unreachable, got {other:?}"),
+    }
+    assert!(impostor.requests().is_empty(), "no request reached it");
+    let raw = impostor.raw_requests().concat();
+    for secret in [PASSWORD, TOKEN, "b3BlbnNzaC1rZXk"] {
+        assert!(!contains(&raw, secret), "{secret} reached the impostor");
+    }
+    assert!(!logs.text().contains("not verified"), "{}", logs.text());
 }
 
 #[tokio::test]
-async fn strict_tls_verifies_against_the_roots_given() {
+async fn the_operators_ca_is_trusted_and_only_for_its_servers() {
     let fake = FakeRepoServer::start(Transport::Tls).await.unwrap();
     let other = FakeRepoServer::start(Transport::Tls).await.unwrap();
-    let right = TlsMode::Strict {
-        roots_pem: fake.ca_pem().unwrap().to_owned(),
-    };
-    assert_eq!(call(&client(&fake, right), "a").await.unwrap(), "0000000");
-    let wrong = TlsMode::Strict {
-        roots_pem: other.ca_pem().unwrap().to_owned(),
-    };
-    let err = call(&client(&fake, wrong), "a").await.unwrap_err();
+    assert_eq!(
+        call(&client(&fake, trusting(&fake)), "a").await.unwrap(),
+        "0000000"
+    );
+    let err = call(&client(&fake, trusting(&other)), "a")
+        .await
+        .unwrap_err();
     match &err {
         ClientError::Unreachable { message, .. } => {
             assert!(message.contains("certificate"), "{message}");
@@ -90,16 +106,63 @@ async fn strict_tls_verifies_against_the_roots_given() {
         1,
         "the refused call never reached the server"
     );
-    let empty = ClientConfig {
-        tls: TlsMode::Strict {
-            roots_pem: "not pem".into(),
+    let not_pem = ClientConfig {
+        tls: TlsMode::Verified {
+            ca_pem: "not pem".into(),
         },
         ..ClientConfig::new(&fake.addr())
     };
     assert!(matches!(
-        RepoServerClient::new(&empty),
+        RepoServerClient::new(&not_pem),
         Err(ClientError::Config(_))
     ));
+    // A plain-text client gets nowhere with a TLS server.
+    let err = call(&client(&fake, TlsMode::Plaintext), "a")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Unreachable { .. }), "{err:?}");
+}
+
+/// Argo CD's documented setup with a self-signed certificate: the certificate itself is
+/// the Secret's `ca.crt`. Verified as given; the impostor's own self-signed certificate
+/// is still refused.
+#[tokio::test]
+async fn a_self_signed_certificate_given_as_the_ca_is_trusted() {
+    let fake = FakeRepoServer::start(Transport::SelfSignedTls)
+        .await
+        .unwrap();
+    let impostor = FakeRepoServer::start(Transport::SelfSignedTls)
+        .await
+        .unwrap();
+    assert_eq!(
+        call(&client(&fake, trusting(&fake)), "a").await.unwrap(),
+        "0000000"
+    );
+    let err = call(&client(&impostor, trusting(&fake)), "a")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Unreachable { .. }), "{err:?}");
+    assert!(impostor.requests().is_empty());
+}
+
+#[tokio::test]
+async fn skipping_verification_is_an_explicit_choice_and_warned_about() {
+    let fake = FakeRepoServer::start(Transport::Tls).await.unwrap();
+    fake.answer_all(Answer::rendered(&[], "abc", "Directory"), Duration::ZERO);
+    let logs = LogCapture::start();
+    let client = client(&fake, TlsMode::InsecureSkipVerify);
+    let warned = logs.text();
+    assert!(
+        warned.contains("WARN") && warned.contains("not verified"),
+        "{warned}"
+    );
+    assert_eq!(call(&client, "a").await.unwrap(), "abc");
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
 }
 
 // Paused time: an unreachable server is tried three times, 1 s apart.
@@ -325,7 +388,7 @@ async fn unavailable_is_retried_as_argo_cd_retries() {
 #[tokio::test]
 async fn mutual_tls_presents_the_client_certificate() {
     let fake = FakeRepoServer::start(Transport::MutualTls).await.unwrap();
-    let err = call(&client(&fake, TlsMode::default()), "a")
+    let err = call(&client(&fake, trusting(&fake)), "a")
         .await
         .unwrap_err();
     assert!(matches!(err, ClientError::Unreachable { .. }), "{err:?}");
@@ -333,6 +396,7 @@ async fn mutual_tls_presents_the_client_certificate() {
 
     let (cert_pem, key_pem) = fake.client_identity().unwrap();
     let mut config = ClientConfig::new(&fake.addr());
+    config.tls = trusting(&fake);
     config.client_identity = Some(ClientIdentity {
         cert_pem: cert_pem.to_owned(),
         key_pem: key_pem.to_owned(),

@@ -318,6 +318,8 @@ fn spawn(launch: &Launch, identity: &str, zone: Option<&str>) -> anyhow::Result<
         .arg(launch.dir.join("cache").join(identity))
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
+        // Each replica's own read-only dashboard, linked from up's page.
+        .arg("--dashboard")
         .arg("--audit-log")
         .arg(logs.join(format!("{identity}.audit.jsonl")))
         .arg("--reconciler")

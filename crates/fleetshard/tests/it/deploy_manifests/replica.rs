@@ -173,12 +173,21 @@ pub fn run_overlay_against_rbac(overlay: &str) {
     for m in c["volumeMounts"].as_array().unwrap() {
         let name = m["name"].as_str().unwrap();
         let vol = volume(pod, name);
-        assert!(
-            vol["emptyDir"].is_object(),
-            "{overlay}: volume {name}: only emptyDir is simulated"
-        );
         let local = dir.path().join("volumes").join(name);
         std::fs::create_dir_all(&local).unwrap();
+        // A Secret's items as the kubelet writes them (their content is not read here:
+        // no repo-server runs).
+        if let Some(items) = vol["secret"]["items"].as_array() {
+            for item in items {
+                let path = local.join(item["path"].as_str().unwrap());
+                std::fs::write(path, "-----BEGIN CERTIFICATE-----\n").unwrap();
+            }
+        } else {
+            assert!(
+                vol["emptyDir"].is_object(),
+                "{overlay}: volume {name}: only emptyDir and Secret items are simulated"
+            );
+        }
         mounts.push((
             m["mountPath"].as_str().unwrap().to_owned(),
             local.display().to_string(),
@@ -243,6 +252,12 @@ pub fn run_overlay_against_rbac(overlay: &str) {
             http_status(port, "/healthz") == Some(200)
         });
         wait_until(60, "/readyz", || http_status(port, "/readyz") == Some(200));
+        // Probes and Prometheus are served; the dashboard (cluster servers, app names) is
+        // not.
+        assert_eq!(http_status(port, "/metrics"), Some(200), "{overlay}");
+        for path in ["/dashboard", "/api/dashboard", "/api/dashboard/events"] {
+            assert_eq!(http_status(port, path), Some(404), "{overlay}: {path}");
+        }
         // The controller: OutOfSync → auto-sync (server-side apply on the destination) →
         // Synced, recorded on the Application with the Role's merge patch.
         let status = support::wait_for("the Application synced", SETTLE, || {

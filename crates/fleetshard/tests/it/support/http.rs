@@ -15,7 +15,15 @@ pub fn free_port() -> u16 {
 
 /// Status code and body of `GET path`, or None when nothing answers (in 2 s).
 pub fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    exchange(port, &request, Duration::from_secs(2))
+}
+
+/// Status code and body of `GET path` sent with `Host: host` (as a page of another
+/// site, its name rebound to 127.0.0.1, sends it), or None when nothing answers.
+pub fn get_as(port: u16, path: &str, host: &str) -> Option<(u16, String)> {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     exchange(port, &request, Duration::from_secs(2))
 }
 
@@ -48,7 +56,7 @@ pub fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> Opti
         .map(|(k, v)| format!("{k}: {v}\r\n"))
         .collect();
     let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n{body}",
         body.len()
     );

@@ -1,6 +1,6 @@
 use fleetshard_manifest::{RepoCredentials, RepoSecret, RepoSecretKind, RepoSettings};
 
-use super::{RepoAccess, Scheme, host, scheme};
+use super::{RepoAccess, Scheme, TemplateMatch, host, scheme};
 
 fn secret(kind: RepoSecretKind, name: &str, url: &str, project: &str, user: &str) -> RepoSecret {
     RepoSecret {
@@ -62,7 +62,7 @@ fn the_longest_template_prefix_wins_and_a_repository_secret_wins_over_templates(
             "app",
         ),
     ]);
-    let r = |url| RepoAccess::resolve(&s, url, "default");
+    let r = |url| RepoAccess::resolve(&s, url, "default", TemplateMatch::Prefix);
     assert_eq!(user(&r("https://git.example.com/org/other")), Some("org"));
     assert_eq!(user(&r("https://git.example.com/org/team/x")), Some("team"));
     // Argo CD's normalisation: case, `.git` and a trailing slash do not matter.
@@ -89,7 +89,12 @@ fn a_repository_secret_without_credentials_takes_the_templates() {
         repo,
         secret(Template, "org", "https://git.example.com/org", "", "org"),
     ]);
-    let a = RepoAccess::resolve(&s, "https://git.example.com/org/app", "p");
+    let a = RepoAccess::resolve(
+        &s,
+        "https://git.example.com/org/app",
+        "p",
+        TemplateMatch::Prefix,
+    );
     assert_eq!(user(&a), Some("org"));
     assert!(a.insecure, "the repository's own settings stay");
     assert_eq!(a.proxy.as_deref(), Some("http://proxy:3128"));
@@ -121,7 +126,14 @@ fn project_scoped_secrets_apply_only_to_their_project() {
             "b",
         ),
     ]);
-    let r = |project| RepoAccess::resolve(&s, "https://git.example.com/org/app", project);
+    let r = |project| {
+        RepoAccess::resolve(
+            &s,
+            "https://git.example.com/org/app",
+            project,
+            TemplateMatch::Prefix,
+        )
+    };
     assert_eq!(user(&r("team-a")), Some("a"));
     assert_eq!(user(&r("team-c")), Some("shared"));
     assert_eq!(
@@ -129,7 +141,14 @@ fn project_scoped_secrets_apply_only_to_their_project() {
         Some("shared"),
         "a repository wins over a template"
     );
-    let other = |project| RepoAccess::resolve(&s, "https://git.example.com/x/y", project);
+    let other = |project| {
+        RepoAccess::resolve(
+            &s,
+            "https://git.example.com/x/y",
+            project,
+            TemplateMatch::Prefix,
+        )
+    };
     assert_eq!(user(&other("team-b")), Some("b"));
     assert_eq!(
         user(&other("team-a")),
@@ -144,7 +163,12 @@ fn ssh_urls_carry_the_known_hosts_and_unsupported_keys_are_refused() {
     t.credentials.ssh_private_key = Some("KEY".into());
     t.unsupported = vec!["data.githubAppPrivateKey".into()];
     let s = settings(vec![t]);
-    let a = RepoAccess::resolve(&s, "git@git.example.com:org/app.git", "p");
+    let a = RepoAccess::resolve(
+        &s,
+        "git@git.example.com:org/app.git",
+        "p",
+        TemplateMatch::Prefix,
+    );
     assert!(a.known_hosts.is_some() && a.ca_certs.is_none());
     let e = a
         .check("git@git.example.com:org/app.git")
@@ -157,7 +181,12 @@ fn ssh_urls_carry_the_known_hosts_and_unsupported_keys_are_refused() {
     assert!(!format!("{a:?}").contains("KEY"), "{a:?}");
     let mut password = secret(Repository, "pw", "ssh://git@h/r", "", "u");
     password.credentials.ssh_private_key = None;
-    let a = RepoAccess::resolve(&settings(vec![password]), "ssh://git@h/r", "p");
+    let a = RepoAccess::resolve(
+        &settings(vec![password]),
+        "ssh://git@h/r",
+        "p",
+        TemplateMatch::Prefix,
+    );
     let e = a.check("ssh://git@h/r").unwrap_err().to_string();
     assert!(
         e.contains("password over SSH") && !e.contains("u-password"),
@@ -178,4 +207,53 @@ fn schemes_and_hosts() {
     );
     assert_eq!(host("git@GitHub.com:org/r").as_deref(), Some("github.com"));
     assert_eq!(host("ssh://git@[::1]:22/r").as_deref(), Some("::1"));
+}
+
+/// Argo CD matches a credential template by string prefix: a template for
+/// `http://git.example.com` also gives its credentials to `git.example.com.evil.net`. Kept
+/// (and marked) by default; with `PathBoundary` only a match at a path boundary counts.
+#[test]
+fn a_template_matching_beyond_a_path_boundary_is_marked_or_refused() {
+    let s = settings(vec![
+        secret(Template, "host", "http://git.example.com", "", "host"),
+        secret(Template, "org", "https://github.com/org", "", "org"),
+        secret(Template, "scp", "git@gitlab.example.com", "", "scp"),
+    ]);
+    let argo = |url| RepoAccess::resolve(&s, url, "default", TemplateMatch::Prefix);
+    let strict = |url| RepoAccess::resolve(&s, url, "default", TemplateMatch::PathBoundary);
+    for (url, who) in [
+        ("http://git.example.com/r.git", "host"),
+        ("http://git.example.com", "host"),
+        ("http://git.example.com:8080/r.git", "host"),
+        ("https://github.com/org/app", "org"),
+        ("git@gitlab.example.com:team/app.git", "scp"),
+    ] {
+        for access in [argo(url), strict(url)] {
+            assert_eq!(user(&access), Some(who), "{url}");
+            assert_eq!(access.loose_template, None, "{url}");
+            assert_eq!(access.loose_template_warning(url), None);
+        }
+    }
+    for (url, who) in [
+        ("http://git.example.com.evil.net/r.git", "host"),
+        ("http://git.example.computer/r.git", "host"),
+        ("https://github.com/org-evil/app", "org"),
+        ("git@gitlab.example.com.evil.net:team/app.git", "scp"),
+    ] {
+        let access = argo(url);
+        assert_eq!(user(&access), Some(who), "{url}: Argo CD's rule is kept");
+        let template = format!("Secret argocd/{who}");
+        assert_eq!(access.loose_template.as_deref(), Some(template.as_str()));
+        let warning = access.loose_template_warning(url).unwrap();
+        assert!(
+            warning.contains(&template) && warning.contains("--refuse-loose-credential-templates"),
+            "{warning}"
+        );
+        let refused = strict(url);
+        assert!(
+            refused.from.is_empty() && refused.credentials.is_empty(),
+            "{url}: refused: {refused:?}"
+        );
+        assert_eq!(refused.loose_template, None);
+    }
 }

@@ -2,6 +2,7 @@
 //! `support`, and a helper no module uses any more shows as dead code.
 
 mod control_plane;
+mod credentials;
 mod diffing;
 mod errors;
 mod hooks;

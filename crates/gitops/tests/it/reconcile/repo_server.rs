@@ -11,8 +11,8 @@ use fleetshard_controller::{Operated, Reconciler};
 use fleetshard_gitops::reconciler::{Inventory as _, KubeStatusSink, StaticInventory};
 use fleetshard_gitops::source::RepoServerRenderer;
 use fleetshard_manifest::{
-    AppSource, AutoSync, RefreshRequest, Refusal, RefusalKind, RepoCredentials, RepoSecret,
-    RepoSecretKind, RepoSettings, SyncRequest,
+    AppSource, AutoSync, RefreshRequest, Refusal, RefusalKind, RepoSecretKind, RepoSettings,
+    SyncRequest,
 };
 use fleetshard_reposerver::{ClientConfig, RepoServerClient, TlsMode};
 use fleetshard_testsupport::kube_api::FakeApiServer;
@@ -77,25 +77,7 @@ async fn env_with(addr_override: Option<&str>, refresh: Option<&str>) -> Env {
         message: "not rendered on this replica".into(),
     });
     // The Helm repository's Secret: its credentials go to the repo-server.
-    let secret =
-        |kind, name: &str, url: &str, repo_type: &str, project: &str, password: &str| RepoSecret {
-            kind,
-            secret: format!("Secret argocd/{name}"),
-            url: url.into(),
-            repo_type: repo_type.into(),
-            project: project.into(),
-            name: format!("{name}-repo"),
-            credentials: RepoCredentials {
-                username: Some("charts-reader".into()),
-                password: Some(password.into()),
-                ..RepoCredentials::default()
-            },
-            insecure: false,
-            force_http_basic_auth: false,
-            proxy: None,
-            no_proxy: None,
-            unsupported: Vec::new(),
-        };
+    let secret = repo_secret;
     use RepoSecretKind::{Repository, Template};
     t.repositories = Arc::new(RepoSettings {
         secrets: vec![

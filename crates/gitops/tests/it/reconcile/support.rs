@@ -15,7 +15,9 @@ use fleetshard_gitops::reconciler::{
     StatusSink, StatusUpdate,
 };
 use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
-use fleetshard_manifest::{AppProject, AppSource, AppSpec, AutoSync};
+use fleetshard_manifest::{
+    AppProject, AppSource, AppSpec, AutoSync, RepoCredentials, RepoSecret, RepoSecretKind,
+};
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
@@ -137,6 +139,36 @@ where
             "timed out after {limit:?} waiting for: {what}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Repository Secret (or credential template) `argocd/name` for `url`, of `repo_type`,
+/// for `project` (empty: every project), user `charts-reader` with `password`.
+pub fn repo_secret(
+    kind: RepoSecretKind,
+    name: &str,
+    url: &str,
+    repo_type: &str,
+    project: &str,
+    password: &str,
+) -> RepoSecret {
+    RepoSecret {
+        kind,
+        secret: format!("Secret argocd/{name}"),
+        url: url.into(),
+        repo_type: repo_type.into(),
+        project: project.into(),
+        name: format!("{name}-repo"),
+        credentials: RepoCredentials {
+            username: Some("charts-reader".into()),
+            password: Some(password.into()),
+            ..RepoCredentials::default()
+        },
+        insecure: false,
+        force_http_basic_auth: false,
+        proxy: None,
+        no_proxy: None,
+        unsupported: Vec::new(),
     }
 }
 
