@@ -31,7 +31,7 @@ use crate::glob::Glob;
 use crate::implemented::{is_zero, walk};
 
 pub use pattern::{Pattern, RepoPattern};
-pub use rules::{ControlPlane, GUARDED_CLUSTER_KINDS, ProjectCheck, ResourceRef, Violation};
+pub use rules::{ControlPlane, ProjectCheck, ResourceRef, Violation};
 pub use window::{SyncWindow, WindowKind, WindowVerdict, sync_windows_verdict};
 
 /// The finalizer Argo CD puts on an AppProject so that it is not deleted while an

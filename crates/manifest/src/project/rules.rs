@@ -30,8 +30,8 @@ impl fmt::Display for Violation {
 /// explicitly, on the cluster fleetshard runs in only — every namespaced kind in Argo CD's
 /// namespace and in fleetshard's own (AppProjects, Applications, RBAC, workloads,
 /// ServiceAccounts, Secrets, ConfigMaps, Leases, …), those namespaces themselves, and the
-/// cluster-scoped kinds that grant power over them ([`GUARDED_CLUSTER_KINDS`], and the
-/// CustomResourceDefinitions of `argoproj.io`).
+/// `argoproj.io` CustomResourceDefinitions and APIServices (cluster RBAC and webhooks are
+/// the project's allow list's business, as in Argo CD).
 ///
 /// Whether a destination *is* that cluster is decided by the caller from what the cluster
 /// is, not how it is named (gitops' `live::ControlPlaneIdentity`: the built-in in-cluster
@@ -86,7 +86,12 @@ impl<'a> ControlPlane<'a> {
         namespace == self.namespace || self.fleetshard_namespaces.iter().any(|n| n == namespace)
     }
 
-    /// Whether `r` is part of the control plane.
+    /// Whether `r` is part of the control plane. Of the cluster-scoped kinds, only these
+    /// Namespaces and what serves or defines `argoproj.io`: RBAC cluster roles and bindings,
+    /// admission webhooks and policies are left to the project's `clusterResourceWhitelist`,
+    /// as in Argo CD — a project granting them grants power on every cluster it reaches,
+    /// which no rule about this one cluster makes safe, and refusing them here would refuse
+    /// most charts (cert-manager, ingress-nginx, monitoring) on the cluster Argo CD runs in.
     fn guards(&self, r: &ResourceRef<'_>) -> bool {
         if !self.local {
             return false;
@@ -96,41 +101,12 @@ impl<'a> ControlPlane<'a> {
         }
         match (r.group, r.kind) {
             ("", "Namespace") => self.is_namespace(r.name),
-            ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-                r.name.ends_with(".argoproj.io")
-            }
-            group_kind => GUARDED_CLUSTER_KINDS.contains(&group_kind),
+            ("apiextensions.k8s.io", "CustomResourceDefinition")
+            | ("apiregistration.k8s.io", "APIService") => r.name.ends_with(".argoproj.io"),
+            _ => false,
         }
     }
 }
-
-/// The cluster-scoped kinds, as (group, kind), that grant power over the control plane's
-/// namespaces: RBAC bindings and roles, admission webhooks and policies (which see and
-/// change every write), and API services (which can take over an API group). On the
-/// cluster fleetshard runs in, an application writes them only under an explicit grant.
-pub const GUARDED_CLUSTER_KINDS: &[(&str, &str)] = &[
-    ("rbac.authorization.k8s.io", "ClusterRole"),
-    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-    (
-        "admissionregistration.k8s.io",
-        "MutatingWebhookConfiguration",
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingWebhookConfiguration",
-    ),
-    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingAdmissionPolicyBinding",
-    ),
-    ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
-    (
-        "admissionregistration.k8s.io",
-        "MutatingAdmissionPolicyBinding",
-    ),
-    ("apiregistration.k8s.io", "APIService"),
-];
 
 /// One resource an application would write or prune.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -321,14 +321,11 @@ fn every_kind_of_the_control_plane_needs_an_explicit_grant() {
         name,
     };
     for r in [
-        cluster("rbac.authorization.k8s.io", "ClusterRoleBinding", "x"),
-        cluster("rbac.authorization.k8s.io", "ClusterRole", "x"),
         cluster(
-            "admissionregistration.k8s.io",
-            "MutatingWebhookConfiguration",
-            "x",
+            "apiregistration.k8s.io",
+            "APIService",
+            "v1alpha1.argoproj.io",
         ),
-        cluster("apiregistration.k8s.io", "APIService", "v1.argoproj.io"),
         cluster(
             "apiextensions.k8s.io",
             "CustomResourceDefinition",
@@ -348,6 +345,19 @@ fn every_kind_of_the_control_plane_needs_an_explicit_grant() {
         ),
         cluster("", "Namespace", "web"),
         cluster("storage.k8s.io", "StorageClass", "fast"),
+        // Left to clusterResourceWhitelist, as in Argo CD.
+        cluster("rbac.authorization.k8s.io", "ClusterRoleBinding", "x"),
+        cluster("rbac.authorization.k8s.io", "ClusterRole", "x"),
+        cluster(
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration",
+            "x",
+        ),
+        cluster(
+            "apiregistration.k8s.io",
+            "APIService",
+            "v1beta1.metrics.k8s.io",
+        ),
     ] {
         assert!(c.check_resource(&r).is_ok(), "{r:?}");
     }
@@ -359,7 +369,7 @@ fn every_kind_of_the_control_plane_needs_an_explicit_grant() {
     assert!(remote.check_resource(&res("", "Pod", "argocd")).is_ok());
     assert!(
         remote
-            .check_resource(&cluster("rbac.authorization.k8s.io", "ClusterRole", "x"))
+            .check_resource(&cluster("", "Namespace", "argocd"))
             .is_ok()
     );
 }
@@ -372,7 +382,7 @@ fn a_wildcard_grants_nothing_of_the_control_plane() {
         "  sourceRepos: ['*']\n  destinations: [{server: '*', namespace: '*'}]\n  namespaceResourceWhitelist: [{group: '*', kind: '*'}]\n  clusterResourceWhitelist: [{group: '*', kind: '*'}]\n",
     );
     let literal = project(
-        "  sourceRepos: ['*']\n  destinations: [{server: '*', namespace: argocd}]\n  namespaceResourceWhitelist: [{group: argoproj.io, kind: Application}]\n  clusterResourceWhitelist: [{group: rbac.authorization.k8s.io, kind: ClusterRole}]\n",
+        "  sourceRepos: ['*']\n  destinations: [{server: '*', namespace: argocd}]\n  namespaceResourceWhitelist: [{group: argoproj.io, kind: Application}]\n  clusterResourceWhitelist: [{group: apiextensions.k8s.io, kind: CustomResourceDefinition}]\n",
     );
     let on_control_plane = |p| ProjectCheck {
         control_plane: ControlPlane::new("argocd", OWN, true),
@@ -380,10 +390,10 @@ fn a_wildcard_grants_nothing_of_the_control_plane() {
     };
     let app = res("argoproj.io", "Application", "argocd");
     let role = ResourceRef {
-        group: "rbac.authorization.k8s.io",
-        kind: "ClusterRole",
+        group: "apiextensions.k8s.io",
+        kind: "CustomResourceDefinition",
         namespace: "",
-        name: "x",
+        name: "applications.argoproj.io",
     };
     assert!(on_control_plane(&wild).check_resource(&app).is_err());
     assert!(on_control_plane(&wild).check_resource(&role).is_err());
