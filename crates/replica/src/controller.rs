@@ -205,6 +205,7 @@ fn gitops(
     repo_config.limits = settings.read_limits;
     repo_config.allow_local = settings.allow_local_repositories.unwrap_or(!argo_objects);
     repo_config.refuse_plaintext = settings.refuse_plaintext_http;
+    repo_config.fetch_timeout = settings.fetch_timeout;
     if !settings.resync.is_zero() {
         // A resync must see a new commit on a branch: the resolved commit is trusted for
         // one period.

@@ -125,6 +125,9 @@ pub struct ControllerSettings {
     /// Refuse plaintext `http://` clusters and plaintext `http://` and `git://`
     /// repositories (otherwise each is warned about once).
     pub refuse_plaintext_http: bool,
+    /// The longest one fetch of a repository may take (a server that trickles data or
+    /// never answers): the app gets a condition and its worker is free again.
+    pub fetch_timeout: Duration,
     /// A credential template matches a `repoURL` only at a path boundary (otherwise by
     /// Argo CD's string prefix, a match beyond a boundary warned about on the app).
     pub refuse_loose_credential_templates: bool,
@@ -185,6 +188,7 @@ impl Default for ControllerSettings {
             allow_local_repositories: None,
             read_limits: Default::default(),
             refuse_plaintext_http: false,
+            fetch_timeout: fleetshard_gitops::source::DEFAULT_FETCH_TIMEOUT,
             refuse_loose_credential_templates: false,
             cluster_cache_relist: fleetshard_gitops::live::DEFAULT_RELIST_EVERY,
             repo_server: RepoServerSetting::Auto(fleetshard_reposerver::ClientConfig::new(

@@ -299,6 +299,18 @@ pub struct ReconcileArgs {
     /// clear. Without it, each is warned about once.
     #[arg(long, env = "FLEETSHARD_REFUSE_PLAINTEXT_HTTP")]
     pub refuse_plaintext_http: bool,
+    /// The longest one fetch of a repository may take (Go duration): a server that
+    /// trickles data or never answers (a `git://` tarpit) costs an app a condition and its
+    /// worker this long, no more. A replica told to stop waits for a fetch in flight at
+    /// most this long (its cluster's work ends before the cluster is handed over).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "5m",
+        value_parser = parse_go_duration,
+        env = "FLEETSHARD_REPO_FETCH_TIMEOUT"
+    )]
+    pub repo_fetch_timeout: Duration,
     /// A credential template (`repo-creds` Secret) matches a `repoURL` only at a path
     /// boundary: `https://git.example.com` then matches `https://git.example.com/…` but
     /// not `https://git.example.com.evil.net/…`. Without it, Argo CD's string prefix
@@ -351,6 +363,7 @@ impl ReconcileArgs {
                 ..Default::default()
             },
             refuse_plaintext_http: self.refuse_plaintext_http,
+            fetch_timeout: self.repo_fetch_timeout,
             refuse_loose_credential_templates: self.refuse_loose_credential_templates,
             cluster_cache_relist: self.cluster_cache_relist,
             repo_server: self.render.setting()?,
@@ -499,14 +512,24 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // Its size is the fleet's, unknown until loaded and changing: raised, not checked.
     let open_files = super::limits::raise_open_files();
     tracing::debug!(open_files, "open-file limit");
-    super::runtime(super::Runtime::Replica)?.block_on(async move {
+    let runtime = super::runtime(super::Runtime::Replica)?;
+    let outcome = runtime.block_on(async move {
         let replica = Replica::build(settings).await?.spawn()?;
         wait_for_signal().await?;
         tracing::info!("signal received: handing the shard over");
         replica.shutdown().await?;
         Ok(())
-    })
+    });
+    // Work still on a blocking thread after the handover (a fetch from a server that
+    // never answers) is abandoned, not waited for: the process exits, and the programs it
+    // started die with it (the render sandbox's parent-death signal).
+    runtime.shutdown_timeout(ABANDON_BLOCKING_AFTER);
+    outcome
 }
+
+/// How long a stopping replica waits, after its handover, for work still running on
+/// blocking threads.
+const ABANDON_BLOCKING_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Set to `1` by `fleetshard up` on the processes it starts (`run`, `simulate`), whose
 /// standard input is a pipe `up` holds open and never writes: end of file on it means `up`

@@ -535,3 +535,57 @@ fn what_holds_up_the_first_load_is_logged() {
         "served before the first load"
     );
 }
+
+/// SIGTERM ends a replica whatever its workers do: here a fetch from a `git://` server
+/// that accepts the connection and never answers (a tarpit) holds a blocking thread
+/// forever; the app's work ends at the fetch timeout (3 s here), the cluster is handed
+/// over, and the replica exits without waiting for that thread (it used to wait forever).
+#[test]
+fn sigterm_ends_a_replica_whose_fetch_hangs_on_a_tarpit() {
+    let dir = tempfile::tempdir().unwrap();
+    let fakes = start_fakes(1);
+    let tarpit = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tarpit.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = accepted.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in tarpit.incoming().flatten() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(conn);
+        }
+    });
+    let fleet = dir.path().join("fleet");
+    std::fs::create_dir(&fleet).unwrap();
+    let mut secret = cluster_secret("c0", &fakes.clusters[0].url());
+    secret["metadata"]["uid"] = json!("uid-c0");
+    let repo = format!("git://127.0.0.1:{port}/repo.git");
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        secret,
+        application("tarpit", &repo, "c0"),
+    ]});
+    std::fs::write(fleet.join("argocd.json"), objects.to_string()).unwrap();
+    let store = format!("sqlite://{}", dir.path().join("fs.db").display());
+    let mut replica = KillOnDrop(
+        local_replica(dir.path(), &fleet, &store)
+            .env("FLEETSHARD_REPO_FETCH_TIMEOUT", "3s")
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the fetch reached the tarpit", SETTLE, || {
+        match accepted.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => Err("no connection yet".to_owned()),
+            _ => Ok(()),
+        }
+    });
+    signal(replica.0.id(), "-TERM");
+    // Not a bound on time: the deadline only ends a test whose replica would never exit.
+    let status = wait_for("the replica to exit after SIGTERM", SETTLE, || {
+        replica
+            .0
+            .try_wait()
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "still running".to_owned())
+    });
+    assert!(status.success(), "{status}");
+}
