@@ -159,9 +159,18 @@ fn jsonnet_bounds(runtime: &tokio::runtime::Runtime, _: &Probe) {
     let rendered = runtime.block_on(render(&r, &ok)).unwrap();
     assert_eq!(rendered.manifests.objects[0].object["data"]["v"], "fine");
 
+    // The bomb under a CPU bound it cannot reach first, however loaded the machine.
+    let roomy = renderer(
+        tmp.path(),
+        RenderConfig {
+            timeout: Duration::from_secs(120),
+            sandbox: Some(sandbox(Vec::new(), memory)),
+            ..RenderConfig::default()
+        },
+    );
     let before = children_usage().0;
     let err = runtime
-        .block_on(render(&r, &source(&git.path(), "bomb", json!({}))))
+        .block_on(render(&roomy, &source(&git.path(), "bomb", json!({}))))
         .unwrap_err()
         .to_string();
     let (cpu, rss) = children_usage();

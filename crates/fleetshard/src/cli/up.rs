@@ -117,8 +117,14 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     check_replica_descriptors(&args);
     let (dir, temporary) = match &args.dir {
         Some(d) => (d.clone(), false),
+        // A private directory of its own with a random name (mode 0700): one someone
+        // else made first under a predictable name is never adopted.
         None => (
-            std::env::temp_dir().join(format!("fleetshard-up-{}", std::process::id())),
+            tempfile::Builder::new()
+                .prefix("fleetshard-up-")
+                .tempdir()
+                .context("creating a temporary directory")?
+                .keep(),
             true,
         ),
     };
