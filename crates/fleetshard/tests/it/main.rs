@@ -18,6 +18,7 @@ mod figures;
 mod grafana;
 mod health_check;
 mod pin;
+mod projects;
 mod repo_server;
 mod run_argocd;
 mod run_capacity;

@@ -27,7 +27,7 @@ pub(crate) struct Fakes {
     pub(crate) clusters: Vec<FakeApiServer>,
 }
 
-fn start_fakes(n: usize) -> Fakes {
+pub(crate) fn start_fakes(n: usize) -> Fakes {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -47,7 +47,7 @@ fn start_fakes(n: usize) -> Fakes {
     }
 }
 
-fn cluster_secret(name: &str, server: &str) -> Value {
+pub(crate) fn cluster_secret(name: &str, server: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": name, "namespace": "argocd",
@@ -57,7 +57,7 @@ fn cluster_secret(name: &str, server: &str) -> Value {
     })
 }
 
-fn application(name: &str, repo: &str, cluster: &str) -> Value {
+pub(crate) fn application(name: &str, repo: &str, cluster: &str) -> Value {
     json!({
         "apiVersion": APPS, "kind": "Application",
         "metadata": {"name": name, "namespace": "argocd"},
@@ -70,7 +70,7 @@ fn application(name: &str, repo: &str, cluster: &str) -> Value {
     })
 }
 
-fn replica(dir: &Path, kubeconfig: &Path, id: &str, protocol: &[&str]) -> KillOnDrop {
+pub(crate) fn replica(dir: &Path, kubeconfig: &Path, id: &str, protocol: &[&str]) -> KillOnDrop {
     KillOnDrop(
         fleetshard()
             .env("KUBECONFIG", kubeconfig)

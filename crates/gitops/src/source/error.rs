@@ -255,6 +255,30 @@ pub enum SourceError {
 }
 
 impl SourceError {
+    /// The error of a file (or a tool's output) that did not parse into objects: a file
+    /// over the object bound is [`SourceError::TooLarge`], as an app over it is.
+    pub(crate) fn of_manifest(
+        repo: &str,
+        revision: &str,
+        commit: &str,
+        error: ManifestError,
+    ) -> Self {
+        match error {
+            ManifestError::TooManyObjects { file, max } => SourceError::TooLarge {
+                repo: repo.to_owned(),
+                revision: revision.to_owned(),
+                commit: commit.to_owned(),
+                what: format!("{file} brings the app to more than {max} objects (--max-objects)"),
+            },
+            error => SourceError::Manifest {
+                repo: repo.to_owned(),
+                revision: revision.to_owned(),
+                commit: commit.to_owned(),
+                error: Box::new(error),
+            },
+        }
+    }
+
     /// The `repoURL` the error is about.
     pub fn repo(&self) -> &str {
         match self {

@@ -305,17 +305,9 @@ impl Job {
         label: &str,
         out: &[u8],
     ) -> Result<Vec<super::parse::Manifest>, SourceError> {
-        super::parse::parse_file(
-            label,
-            super::parse::FileFormat::Yaml,
-            out,
-            self.limits.max_objects,
-        )
-        .map_err(|error| SourceError::Manifest {
-            repo: self.repo_url.clone(),
-            revision: self.revision.clone(),
-            commit: self.commit.clone(),
-            error: Box::new(error),
+        let (format, max) = (super::parse::FileFormat::Yaml, self.limits.max_objects);
+        super::parse::parse_file(label, format, out, max).map_err(|error| {
+            SourceError::of_manifest(&self.repo_url, &self.revision, &self.commit, error)
         })
     }
 

@@ -519,12 +519,7 @@ pub(crate) fn read_manifests(
             let blob = repo.find_blob(oid).map_err(git)?;
             let room = limits.max_objects.saturating_sub(out.len());
             let objects = parse_file(&file, format, &blob.data, room).map_err(|error| {
-                SourceError::Manifest {
-                    repo: repo_url.to_owned(),
-                    revision: revision.to_owned(),
-                    commit: commit.to_string(),
-                    error: Box::new(error),
-                }
+                SourceError::of_manifest(repo_url, revision, &commit.to_string(), error)
             })?;
             out.extend(objects);
             if out.len() > limits.max_objects {
