@@ -11,13 +11,16 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use fleetshard_gitops::source::{
-    Refresh, Render, RenderConfig, RenderRequest, RenderSandbox, Rendered, RepoAccess, RepoCache,
-    RepoCacheConfig, SourceError, StandaloneRenderer, run_jsonnet_child_if_invoked,
+    RenderConfig, RenderSandbox, RepoCache, RepoCacheConfig, StandaloneRenderer,
+    run_jsonnet_child_if_invoked,
 };
-use fleetshard_manifest::AppSource;
 use fleetshard_sandbox::{Launcher, Namespaces, Probe, run_if_invoked};
 use fleetshard_testsupport::git::Git;
-use serde_json::{Value, json};
+use serde_json::json;
+
+#[path = "shared/render.rs"]
+mod shared_render;
+use shared_render::{render_with, source};
 
 fn main() -> ExitCode {
     if let Some(code) = run_if_invoked() {
@@ -33,49 +36,14 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .unwrap();
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    type Case = fn(&tokio::runtime::Runtime, &Probe);
-    let tests: &[(&str, Case)] = &[
-        (
-            "jsonnet_bombs_and_loops_end_at_their_bounds",
-            jsonnet_bounds,
-        ),
-        ("a_tool_sees_no_hidden_path_and_no_network", tool_confined),
-    ];
-    let mut failed = 0;
-    for (name, test) in tests {
-        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
-            continue;
-        }
-        let outcome = std::panic::catch_unwind(|| test(&runtime, &probe));
-        println!(
-            "test {name} ... {}",
-            if outcome.is_ok() { "ok" } else { "FAILED" }
-        );
-        failed += usize::from(outcome.is_err());
-    }
-    if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
-}
-
-fn source(repo: &str, path: &str, raw: Value) -> AppSource {
-    let mut raw = raw;
-    raw["repoURL"] = repo.into();
-    raw["path"] = path.into();
-    raw["targetRevision"] = "main".into();
-    AppSource {
-        repo_url: repo.to_owned(),
-        target_revision: "main".to_owned(),
-        path: path.to_owned(),
-        directory: fleetshard_manifest::DirectoryOptions::default(),
-        raw,
-    }
+    fleetshard_testsupport::harness::run_cases(&[
+        ("jsonnet_bombs_and_loops_end_at_their_bounds", &|| {
+            jsonnet_bounds(&runtime, &probe)
+        }),
+        ("a_tool_sees_no_hidden_path_and_no_network", &|| {
+            tool_confined(&runtime, &probe)
+        }),
+    ])
 }
 
 fn renderer(tmp: &Path, config: RenderConfig) -> StandaloneRenderer {
@@ -91,26 +59,6 @@ fn sandbox(hide: Vec<std::path::PathBuf>, jsonnet_max_memory: u64) -> RenderSand
         hide,
         jsonnet_max_memory,
     }
-}
-
-async fn render(r: &StandaloneRenderer, source: &AppSource) -> Result<Rendered, SourceError> {
-    r.render(RenderRequest {
-        source,
-        access: &RepoAccess::anonymous(),
-        namespace: "team-a",
-        app_name: "guestbook",
-        project: "default",
-        project_source_repos: &[],
-        helm_repositories: &[],
-        helm_credentials: &[],
-        kube_version: None,
-        api_versions: &[],
-        refresh: Refresh::Normal,
-        multi: None,
-        argocd_cm: &Default::default(),
-        manifest_generate_paths: None,
-    })
-    .await
 }
 
 /// The children's CPU seconds and largest resident set so far (kB).
@@ -156,7 +104,7 @@ fn jsonnet_bounds(runtime: &tokio::runtime::Runtime, _: &Probe) {
         "ok",
         json!({"directory": {"jsonnet": {"extVars": [{"name": "v", "value": "fine"}]}}}),
     );
-    let rendered = runtime.block_on(render(&r, &ok)).unwrap();
+    let rendered = runtime.block_on(render_with(&r, &ok, &[])).unwrap();
     assert_eq!(rendered.manifests.objects[0].object["data"]["v"], "fine");
 
     // The bomb under a CPU bound it cannot reach first, however loaded the machine.
@@ -170,7 +118,11 @@ fn jsonnet_bounds(runtime: &tokio::runtime::Runtime, _: &Probe) {
     );
     let before = children_usage().0;
     let err = runtime
-        .block_on(render(&roomy, &source(&git.path(), "bomb", json!({}))))
+        .block_on(render_with(
+            &roomy,
+            &source(&git.path(), "bomb", json!({})),
+            &[],
+        ))
         .unwrap_err()
         .to_string();
     let (cpu, rss) = children_usage();
@@ -192,7 +144,7 @@ fn jsonnet_bounds(runtime: &tokio::runtime::Runtime, _: &Probe) {
     ] {
         let before = children_usage().0;
         let err = runtime
-            .block_on(render(&r, &source(&git.path(), name, raw)))
+            .block_on(render_with(&r, &source(&git.path(), name, raw), &[]))
             .unwrap_err()
             .to_string();
         println!(
@@ -235,7 +187,7 @@ fn tool_confined(runtime: &tokio::runtime::Runtime, probe: &Probe) {
     let src = source(&git.path(), "chart", json!({}));
     let data = |config: RenderConfig| {
         let r = renderer(tmp.path(), config);
-        let rendered = runtime.block_on(render(&r, &src)).unwrap();
+        let rendered = runtime.block_on(render_with(&r, &src, &[])).unwrap();
         rendered.manifests.objects[0].object["data"].clone()
     };
     let open = data(RenderConfig {

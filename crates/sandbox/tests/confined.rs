@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Output};
 
 use fleetshard_sandbox::{Confinement, Launcher, Namespaces, Probe, run_if_invoked};
+use fleetshard_testsupport::harness::run_cases;
+use nix::sys::signal::Signal;
 
 fn main() -> ExitCode {
     if let Some(code) = run_if_invoked() {
@@ -31,39 +33,26 @@ fn main() -> ExitCode {
         },
         _ => {}
     }
-    type Case = fn(&Launcher, &Probe);
-    let tests: &[(&str, Case)] = &[
-        ("a_program_in_its_own_network_reaches_no_host", own_network),
-        ("hidden_paths_are_empty_to_the_program", hidden_paths),
-        ("memory_is_bounded", memory_bound),
-        ("cpu_time_is_bounded", cpu_bound),
-        ("the_program_dies_with_the_replica", dies_with_parent),
-        ("a_launcher_whose_replica_is_gone_runs_nothing", parent_gone),
-    ];
     let launcher = Launcher::current(Namespaces::Required).unwrap();
     let probe = launcher.probe().unwrap();
     println!("sandbox probe: {probe:?}");
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let mut failed = 0;
-    for (name, test) in tests {
-        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
-            continue;
-        }
-        let outcome = std::panic::catch_unwind(|| test(&launcher, &probe));
-        println!(
-            "test {name} ... {}",
-            if outcome.is_ok() { "ok" } else { "FAILED" }
-        );
-        failed += usize::from(outcome.is_err());
-    }
-    if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    let (l, p) = (&launcher, &probe);
+    run_cases(&[
+        ("a_program_in_its_own_network_reaches_no_host", &|| {
+            own_network(l, p)
+        }),
+        ("hidden_paths_are_empty_to_the_program", &|| {
+            hidden_paths(l, p)
+        }),
+        ("memory_is_bounded", &|| memory_bound(l, p)),
+        ("cpu_time_is_bounded", &|| cpu_bound(l, p)),
+        ("the_program_dies_with_the_replica", &|| {
+            dies_with_parent(l, p)
+        }),
+        ("a_launcher_whose_replica_is_gone_runs_nothing", &|| {
+            parent_gone(l, p)
+        }),
+    ])
 }
 
 fn run(launcher: &Launcher, c: &Confinement, program: &str, args: &[&str]) -> Output {
@@ -166,15 +155,10 @@ fn cpu_bound(launcher: &Launcher, _: &Probe) {
     let out = run(launcher, &bounded, exe.to_str().unwrap(), &["spin"]);
     let signal = out.status.signal();
     assert!(
-        signal == Some(libc_sigxcpu()) || signal == Some(9),
+        signal == Some(Signal::SIGXCPU as i32) || signal == Some(Signal::SIGKILL as i32),
         "a spinning program ended with {:?}",
         out.status
     );
-}
-
-/// SIGXCPU on Linux.
-fn libc_sigxcpu() -> i32 {
-    24
 }
 
 fn dies_with_parent(launcher: &Launcher, _: &Probe) {

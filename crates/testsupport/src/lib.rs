@@ -8,6 +8,7 @@
 //!   optionally behind HTTP basic authentication;
 //! - [`git_ssh`]: a real OpenSSH server on 127.0.0.1 with its own host key and one
 //!   authorized client key;
+//! - [`harness`]: the loop of a test binary with its own `main` ([`harness::run_cases`]);
 //! - [`logs`]: what code under test logged ([`logs::LogCapture`]), as text;
 //! - [`repo_server`]: a fake of Argo CD's repo-server (gRPC `GenerateManifest`, plain text
 //!   or TLS) that decodes every request by field number, records it and answers from a
@@ -21,6 +22,7 @@ pub mod etcd;
 pub mod git;
 pub mod git_http;
 pub mod git_ssh;
+pub mod harness;
 pub mod logs;
 pub mod repo_server;
 pub use fleetshard_kube_sim as kube_api;

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::run_gitops::{
-    APPS, application, cluster_secret, config_value, replica, start_fakes, synced,
+    APPS, application, cluster_secret, config_value, replica, start_fakes, synced, with_condition,
 };
 use crate::support::replicas::{apps_json, local_replica};
 use crate::support::{KillOnDrop, wait_for};
@@ -116,15 +116,7 @@ fn a_project_in_argo_cds_namespace_confines_its_app() {
         synced(&fakes, "open", &head)
     });
     let status = wait_for("the locked app refused", SETTLE, || {
-        let obj = fakes
-            .control
-            .get(APPS, "Application", "argocd", "locked")
-            .ok_or("no Application")?;
-        let status = obj["status"].clone();
-        match status["conditions"][0]["type"].as_str() {
-            Some("InvalidSpecError") => Ok(status),
-            _ => Err(format!("status {status}")),
-        }
+        with_condition(&fakes, "locked", "InvalidSpecError")
     });
     let message = status["conditions"][0]["message"]
         .as_str()

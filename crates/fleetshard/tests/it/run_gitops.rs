@@ -106,6 +106,19 @@ pub(crate) fn replica(dir: &Path, kubeconfig: &Path, id: &str, protocol: &[&str]
     )
 }
 
+/// The app's status once its first condition is of type `kind`.
+pub(crate) fn with_condition(fakes: &Fakes, app: &str, kind: &str) -> Result<Value, String> {
+    let obj = fakes
+        .control
+        .get(APPS, "Application", "argocd", app)
+        .ok_or("no Application")?;
+    let status = obj["status"].clone();
+    match status["conditions"][0]["type"].as_str() {
+        Some(found) if found == kind => Ok(status),
+        _ => Err(format!("status {status}")),
+    }
+}
+
 /// The app's status once it is Synced to `commit` by a finished operation.
 pub(crate) fn synced(fakes: &Fakes, app: &str, commit: &str) -> Result<Value, String> {
     let obj = fakes
@@ -271,15 +284,7 @@ fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
     );
     let third = git.commit("broken");
     let status = wait_for("the error on app1's status", SETTLE, || {
-        let obj = fakes
-            .control
-            .get(APPS, "Application", "argocd", "app1")
-            .ok_or("no Application")?;
-        let status = obj["status"].clone();
-        match status["conditions"][0]["type"].as_str() {
-            Some("ComparisonError") => Ok(status),
-            _ => Err(format!("status {status}")),
-        }
+        with_condition(&fakes, "app1", "ComparisonError")
     });
     let message = status["conditions"][0]["message"].as_str().unwrap();
     assert!(message.contains("cm.yaml"), "names the file: {message}");

@@ -215,12 +215,7 @@ impl RenderConfig {
         let sandbox = self.sandbox.as_ref()?;
         Some((
             sandbox.launcher.clone(),
-            Confinement {
-                isolate_network: !network,
-                hide: sandbox.hide.clone(),
-                max_memory: None,
-                max_cpu_seconds: Some(self.timeout.as_secs().max(1)),
-            },
+            self.confinement(sandbox, network, None),
         ))
     }
 
@@ -229,13 +224,24 @@ impl RenderConfig {
         let sandbox = self.sandbox.as_ref()?;
         Some(Arc::new(JsonnetChild {
             launcher: sandbox.launcher.clone(),
-            confinement: Confinement {
-                isolate_network: true,
-                hide: sandbox.hide.clone(),
-                max_memory: Some(sandbox.jsonnet_max_memory),
-                max_cpu_seconds: Some(self.timeout.as_secs().max(1)),
-            },
+            confinement: self.confinement(sandbox, false, Some(sandbox.jsonnet_max_memory)),
         }))
+    }
+
+    /// The sandbox's confinement: its hidden paths, CPU time bounded by
+    /// [`RenderConfig::timeout`].
+    fn confinement(
+        &self,
+        sandbox: &RenderSandbox,
+        network: bool,
+        max_memory: Option<u64>,
+    ) -> Confinement {
+        Confinement {
+            isolate_network: !network,
+            hide: sandbox.hide.clone(),
+            max_memory,
+            max_cpu_seconds: Some(self.timeout.as_secs().max(1)),
+        }
     }
 }
 

@@ -17,6 +17,8 @@ mod live_cache;
 mod reconcile;
 mod render;
 mod render_reach;
+#[path = "../shared/render.rs"]
+mod shared_render;
 mod source;
 mod source_auth;
 mod source_cache;

@@ -6,42 +6,11 @@ use std::ffi::OsString;
 use std::sync::Arc;
 
 use fleetshard_gitops::source::{
-    Refresh, Render, RenderConfig, RenderRequest, Rendered, RepoAccess, RepoCache, RepoCacheConfig,
-    SourceError, SourceType, StandaloneRenderer,
+    RenderConfig, Rendered, RepoCache, RepoCacheConfig, SourceError, SourceType, StandaloneRenderer,
 };
 use fleetshard_manifest::AppSource;
 use fleetshard_testsupport::git::{Git, config_map};
 use serde_json::{Value, json};
-
-/// `raw` as the source object of `repo` at `main`, `path` (typed fields from it).
-pub(crate) fn source(repo: &str, path: &str, raw: Value) -> AppSource {
-    let mut raw = raw;
-    raw["repoURL"] = repo.into();
-    raw["path"] = path.into();
-    raw["targetRevision"] = "main".into();
-    let directory = raw.get("directory");
-    let text = |f: &str| {
-        directory
-            .and_then(|d| d.get(f))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    AppSource {
-        repo_url: repo.to_owned(),
-        target_revision: "main".to_owned(),
-        path: path.to_owned(),
-        directory: fleetshard_manifest::DirectoryOptions {
-            recurse: directory
-                .and_then(|d| d.get("recurse"))
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-            include: text("include"),
-            exclude: text("exclude"),
-        },
-        raw,
-    }
-}
 
 pub(crate) fn renderer(tmp: &tempfile::TempDir, config: RenderConfig) -> StandaloneRenderer {
     let repos = RepoCache::new(RepoCacheConfig::new(tmp.path().join("cache")));
@@ -63,37 +32,10 @@ pub fn path_with(tmp: &tempfile::TempDir, tools: &[&str]) -> OsString {
     dir.into_os_string()
 }
 
+pub(crate) use crate::shared_render::{render_with, source};
+
 async fn render(r: &StandaloneRenderer, source: &AppSource) -> Result<Rendered, SourceError> {
     render_with(r, source, &[]).await
-}
-
-/// As [`render`], with argocd-cm's `data` holding `argocd_cm`.
-pub(crate) async fn render_with(
-    r: &StandaloneRenderer,
-    source: &AppSource,
-    argocd_cm: &[(&str, &str)],
-) -> Result<Rendered, SourceError> {
-    let argocd_cm = argocd_cm
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    r.render(RenderRequest {
-        source,
-        access: &RepoAccess::anonymous(),
-        namespace: "team-a",
-        app_name: "guestbook",
-        project: "default",
-        project_source_repos: &[],
-        helm_repositories: &[],
-        helm_credentials: &[],
-        kube_version: Some("1.31.0"),
-        api_versions: &["apps/v1".to_owned()],
-        refresh: Refresh::Normal,
-        multi: None,
-        argocd_cm: &argocd_cm,
-        manifest_generate_paths: None,
-    })
-    .await
 }
 
 fn objects(r: &Rendered) -> Vec<&Value> {

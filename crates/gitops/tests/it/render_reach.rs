@@ -16,6 +16,17 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::render::{path_with, render_with, renderer, source};
 
+/// A renderer of `config` with only the system's `kubectl` on its tools' path.
+fn with_kubectl(tmp: &tempfile::TempDir, config: RenderConfig) -> StandaloneRenderer {
+    renderer(
+        tmp,
+        RenderConfig {
+            path: Some(path_with(tmp, &["kubectl"])),
+            ..config
+        },
+    )
+}
+
 /// An "internal" HTTP endpoint on 127.0.0.1 that answers every request with a secret and
 /// counts the requests.
 async fn internal_endpoint() -> (u16, Arc<AtomicUsize>) {
@@ -130,13 +141,7 @@ async fn a_kustomization_fetches_nothing_and_reads_no_file_outside_the_repositor
         git.write("app/kustomization.yaml", kustomization);
         git.commit(name);
         let tmp = tempfile::tempdir().unwrap();
-        let r = renderer(
-            &tmp,
-            RenderConfig {
-                path: Some(path_with(&tmp, &["kubectl"])),
-                ..RenderConfig::default()
-            },
-        );
+        let r = with_kubectl(&tmp, RenderConfig::default());
         let result = render_with(&r, &source(&git.path(), "app", json!({})), &cm).await;
         let err = match result {
             Ok(rendered) => panic!("{name}: rendered {:?}", rendered.manifests.objects),
@@ -159,13 +164,7 @@ async fn a_kustomization_fetches_nothing_and_reads_no_file_outside_the_repositor
     );
     git.commit("labels");
     let tmp = tempfile::tempdir().unwrap();
-    let r = renderer(
-        &tmp,
-        RenderConfig {
-            path: Some(path_with(&tmp, &["kubectl"])),
-            ..RenderConfig::default()
-        },
-    );
+    let r = with_kubectl(&tmp, RenderConfig::default());
     let rendered = render_with(&r, &source(&git.path(), "app", json!({})), &cm)
         .await
         .unwrap();
@@ -186,13 +185,7 @@ async fn build_options_that_run_programs_are_refused_unless_the_operator_allows_
         "--enable-alpha-plugins=true",
     ] {
         let tmp = tempfile::tempdir().unwrap();
-        let r = renderer(
-            &tmp,
-            RenderConfig {
-                path: Some(path_with(&tmp, &["kubectl"])),
-                ..RenderConfig::default()
-            },
-        );
+        let r = with_kubectl(&tmp, RenderConfig::default());
         let err = render_with(&r, &src, &[("kustomize.buildOptions", options)])
             .await
             .unwrap_err()
@@ -203,10 +196,9 @@ async fn build_options_that_run_programs_are_refused_unless_the_operator_allows_
         );
     }
     let tmp = tempfile::tempdir().unwrap();
-    let allowed = renderer(
+    let allowed = with_kubectl(
         &tmp,
         RenderConfig {
-            path: Some(path_with(&tmp, &["kubectl"])),
             allow_exec_plugins: true,
             ..RenderConfig::default()
         },

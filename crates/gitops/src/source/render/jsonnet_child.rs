@@ -111,16 +111,19 @@ impl JsonnetChild {
         use std::os::unix::process::ExitStatusExt as _;
         let memory = self.confinement.max_memory.unwrap_or(0) >> 20;
         let cpu = self.confinement.max_cpu_seconds.unwrap_or(0);
-        match status.signal() {
+        use rustix::process::Signal;
+        let signal = status.signal();
+        let is = |wanted: Signal| signal == Some(wanted.as_raw());
+        match () {
             // SIGXCPU at the soft limit, SIGKILL at the hard one.
-            Some(24 | 9) if cpu > 0 => format!(
+            () if cpu > 0 && (is(Signal::XCPU) || is(Signal::KILL)) => format!(
                 "evaluation used more than {cpu} s of CPU time, the bound of one evaluation \
                  (--exec-timeout)"
             ),
             // An allocation refused under RLIMIT_AS aborts the child.
-            Some(6) if memory > 0 => memory_bound_message(memory),
-            _ if errors.is_empty() => format!("the Jsonnet evaluator ended with {status}"),
-            _ => errors.to_owned(),
+            () if memory > 0 && is(Signal::ABORT) => memory_bound_message(memory),
+            () if errors.is_empty() => format!("the Jsonnet evaluator ended with {status}"),
+            () => errors.to_owned(),
         }
     }
 }

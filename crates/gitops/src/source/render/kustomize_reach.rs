@@ -103,7 +103,7 @@ pub(super) fn check(root: &Path, app_dir: &Path, allow_remote: bool) -> Result<(
             continue;
         };
         let shown = reach.shown(&file);
-        reach.kustomization(&shown, &dir, &k)?;
+        reach.kustomization(&shown, &dir, k)?;
     }
     Ok(())
 }
@@ -127,9 +127,8 @@ impl Reach<'_> {
         &mut self,
         shown: &str,
         dir: &Path,
-        k: &Map<String, Value>,
+        mut rest: Map<String, Value>,
     ) -> Result<(), String> {
-        let mut rest = k.clone();
         for field in REFERENCE_FIELDS {
             for item in strings(rest.remove(field).as_ref()) {
                 self.reference(shown, field, dir, &item)?;
