@@ -69,7 +69,7 @@ use fleetshard_controller::{AppKey, Operated, ReconcileError, Reconciler};
 use crate::apply::LeaseCheck;
 use crate::compare::SyncStatus;
 use crate::live::ClusterConnections;
-use crate::source::{Render, RepoCache, StandaloneRenderer};
+use crate::source::{Refresh, Render, RepoCache, StandaloneRenderer};
 use memo::{Memo, Refreshed};
 
 pub use history::RevisionHistory;
@@ -170,6 +170,10 @@ pub struct GitOpsReconciler {
     apps: Mutex<HashMap<AppKey, Memo>>,
     /// The takeover warm-ups running, by cluster (`takeover.rs`).
     warming: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// When this owner first touched each cluster it owns (its acquisition, or the first
+    /// refresh of an app there if that came first): a first comparison resolves
+    /// revisions from data fetched since (`Refresh::ResolvedSince`).
+    owned_since: Mutex<HashMap<String, tokio::time::Instant>>,
     /// argocd-cm's resource customizations, compiled (`customize.rs`).
     customizations: customize::Customizations,
 }
@@ -199,6 +203,7 @@ impl GitOpsReconciler {
             config,
             apps: Mutex::new(HashMap::new()),
             warming: Mutex::new(HashMap::new()),
+            owned_since: Mutex::new(HashMap::new()),
             customizations: customize::Customizations::new(None, Default::default()),
         }
     }
@@ -232,6 +237,25 @@ impl GitOpsReconciler {
         }
         self.clusters.stop(id);
         self.memos().retain(|_, m| m.cluster != id);
+        self.owned_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+    }
+
+    /// How the first comparison of an app on `cluster` by this owner resolves its
+    /// revision: from data fetched since the owner took the cluster over (the first time
+    /// this is asked, if earlier). Its own resolutions may predate its predecessor's last
+    /// sync; comparing at one would sync the app back to an older commit.
+    fn first_look(&self, cluster: &str) -> Refresh {
+        let mut since = self
+            .owned_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let at = *since
+            .entry(cluster.to_owned())
+            .or_insert_with(tokio::time::Instant::now);
+        Refresh::ResolvedSince(at)
     }
 
     /// The name the app's tracking annotations carry.

@@ -106,8 +106,7 @@ fn an_apply_straddling_a_lease_lapse_is_cut_and_never_lands_after_the_new_owner(
         || {
             c0.writes()
                 .into_iter()
-                // Its apply of the new commit: a first write at the commit its cached
-                // resolution still held ("1") may come before it.
+                // Its apply of the new commit (not necessarily its first write).
                 .find(|w| {
                     w.seq > straddling.seq
                         && w.user_agent.as_deref() != Some(holder.as_str())

@@ -394,13 +394,15 @@ impl GitOpsReconciler {
         // A hard refresh asked for by the annotation is served once per request: the status
         // write removes the annotation (Kubernetes), but a fleet file keeps it, and a watch
         // may still show it on the next refresh. `timeout.hard.reconciliation` asks for
-        // one when the last is that old.
+        // one when the last is that old. This owner's first comparison of the app resolves
+        // from data fetched since it took the cluster over (`first_look`).
         let refresh = {
             let now = tokio::time::Instant::now();
             let mut memos = self.memos();
             let m = memos.entry(key.clone()).or_default();
             let asked = target.spec.refresh.filter(|_| !m.hard_refresh_served);
             m.hard_refresh_served = target.spec.refresh.is_some();
+            let first = m.compared_source.is_none();
             let changed = m
                 .compared_source
                 .as_ref()
@@ -420,6 +422,8 @@ impl GitOpsReconciler {
                 Refresh::Hard
             } else if asked.is_some() || changed {
                 Refresh::Resolve
+            } else if first {
+                self.first_look(&target.cluster.id)
             } else {
                 Refresh::Normal
             }

@@ -25,7 +25,6 @@ use tokio::task::JoinHandle;
 
 use super::{GitOpsReconciler, place};
 use crate::live::{ClusterConn, KindInfo, LiveError};
-use crate::source::Refresh;
 
 /// What a warm-up did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -47,6 +46,7 @@ impl GitOpsReconciler {
         if !still_owned() {
             return;
         }
+        self.first_look(cluster);
         let this = self.clone();
         let id = cluster.to_owned();
         let task = tokio::spawn(async move {
@@ -111,7 +111,12 @@ impl GitOpsReconciler {
         let dest_ns = place::destination_namespace(&target);
         let app_name = self.instance_name(key);
         let rendered = self
-            .render_source(&target, &dest_ns, &app_name, Refresh::Normal)
+            .render_source(
+                &target,
+                &dest_ns,
+                &app_name,
+                self.first_look(&target.cluster.id),
+            )
             .await
             .ok()?;
         let objects = &rendered.rendered.manifests.objects;

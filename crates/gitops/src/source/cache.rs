@@ -35,6 +35,12 @@ pub use super::config::{
 pub enum Refresh {
     /// Use a resolution younger than `refresh_interval`.
     Normal,
+    /// Use a resolution younger than `refresh_interval` made from data fetched at or after
+    /// this instant (fetch, unless a fetch started since). A new owner's first comparison
+    /// of an app asks it with the instant it took the cluster over: it never compares at a
+    /// commit older than the one its predecessor saw (its own resolution may predate the
+    /// predecessor's last sync), and its apps share one fetch per repository.
+    ResolvedSince(Instant),
     /// Resolve the revision again now (fetch, unless a fetch started after this request
     /// did), but reuse what was rendered for a commit: Argo CD's `noRevisionCache`, asked
     /// by a refresh annotation and by the first comparison after the app's source changed.
@@ -312,17 +318,21 @@ impl RepoCache {
         let mut state = slot.state.lock().await;
         let now = Instant::now();
         let fresh = |at: Instant| now.saturating_duration_since(at) < interval;
+        // The data must have been fetched at or after this instant.
+        let since = match refresh {
+            Refresh::Normal => None,
+            Refresh::ResolvedSince(at) => Some(at),
+            Refresh::Resolve | Refresh::Hard => Some(requested_at),
+        };
+        let recent = |at: Instant| fresh(at) && since.is_none_or(|s| at >= s);
         let is_commit_id = revision.len() == 40 && revision.bytes().all(|b| b.is_ascii_hexdigit());
         if let (Some(opened), Some(&(commit, at))) = (&state.opened, state.resolved.get(revision))
-            && refresh == Refresh::Normal
-            && (is_commit_id || fresh(at))
+            && matches!(refresh, Refresh::Normal | Refresh::ResolvedSince(_))
+            && (is_commit_id || recent(at))
         {
             return Ok((Arc::clone(&slot), commit, opened.clone()));
         }
-        let fetched_since_request = state.refreshed_at.is_some_and(|t| t >= requested_at);
-        let need_fetch = state.opened.is_none()
-            || !state.refreshed_at.is_some_and(fresh)
-            || (refresh != Refresh::Normal && !fetched_since_request);
+        let need_fetch = state.opened.is_none() || !state.refreshed_at.is_some_and(recent);
         let mut fetched = false;
         if need_fetch {
             self.fetch(&slot, repo_url, &mut state).await?;

@@ -78,6 +78,37 @@ async fn a_moved_branch_is_seen_after_the_refresh_interval_or_a_hard_refresh() {
     assert_eq!(cache.stats().reads, reads, "c1/app was read once already");
 }
 
+/// `ResolvedSince(t)`: a resolution from data fetched before `t` is not used, one fetched
+/// at or after it is — so a new owner's apps, all asking since its takeover, share one
+/// fetch.
+#[tokio::test(start_paused = true)]
+async fn a_resolution_since_an_instant_fetches_once_for_all_who_ask() {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    git.write("app/cm.yaml", &config_map("cm", "1"));
+    let c1 = git.commit("1");
+    let cache = RepoCache::new(RepoCacheConfig::new(tmp.path().join("cache")));
+    let repo = git.path();
+    let resolve = |refresh| cache.resolve(&repo, "main", refresh);
+    assert_eq!(resolve(Refresh::Normal).await.unwrap(), c1);
+    git.write("app/cm.yaml", &config_map("cm", "2"));
+    let c2 = git.commit("2");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let taken_over = tokio::time::Instant::now();
+    assert_eq!(
+        resolve(Refresh::Normal).await.unwrap(),
+        c1,
+        "within the interval"
+    );
+    for _ in 0..3 {
+        assert_eq!(
+            resolve(Refresh::ResolvedSince(taken_over)).await.unwrap(),
+            c2
+        );
+    }
+    assert_eq!(cache.stats().fetches, 2, "one fetch before, one since");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_revision_missing_from_older_data_is_looked_for_again() {
     let tmp = tempfile::tempdir().unwrap();

@@ -114,7 +114,9 @@ impl RepoServerRenderer {
             request.app_name,
         );
         inputs.no_cache = request.refresh == Refresh::Hard;
-        inputs.no_revision_cache = request.refresh != Refresh::Normal;
+        // Not for a new owner's first comparison (`ResolvedSince`): the repo-server's
+        // resolutions are shared by every replica, its predecessor's included.
+        inputs.no_revision_cache = matches!(request.refresh, Refresh::Resolve | Refresh::Hard);
         inputs.manifest_generate_paths = request
             .manifest_generate_paths
             .unwrap_or_default()

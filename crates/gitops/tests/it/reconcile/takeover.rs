@@ -1,12 +1,15 @@
 //! Taking a cluster over: its kinds listed in parallel, its warm-up at acquisition
-//! watching only the kinds its apps use, and no warm-up outliving ownership.
+//! watching only the kinds its apps use, no warm-up outliving ownership, and no app synced
+//! back to a commit older than its predecessor's.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::support::*;
+use fleetshard_controller::{Operated, Reconciler};
 use fleetshard_coord::runner::StopHook;
 use fleetshard_gitops::reconciler::{GitOpsStopHook, MemorySink, StaticInventory};
+use fleetshard_gitops::source::{RepoCache, RepoCacheConfig};
 use fleetshard_testsupport::git::{Git, config_map};
 use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
 use futures::future::BoxFuture;
@@ -148,4 +151,58 @@ async fn no_warm_up_outlives_ownership() {
     assert!(env.reconciler.warming().is_empty());
     assert!(env.reconciler.clusters().started().is_empty());
     env.c1.heal();
+}
+
+/// A new owner's first comparison of an app resolves its revision from data fetched since
+/// it took the cluster over. A resolution it made earlier, for an app of another cluster on
+/// the same repository, may predate the commit its predecessor synced; comparing at it
+/// would find the app OutOfSync and sync it back to the older commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_owner_never_syncs_an_app_back_to_a_commit_older_than_its_predecessors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    git.write("a/cm.yaml", &config_map("settings", "v1"));
+    git.write("b/cm.yaml", &config_map("other", "v1"));
+    git.commit("v1");
+    let (c1, c2) = (
+        FakeApiServer::start().await.unwrap(),
+        FakeApiServer::start().await.unwrap(),
+    );
+    let auto = Some(fleetshard_manifest::AutoSync {
+        prune: false,
+        self_heal: false,
+        allow_empty: false,
+    });
+    let inventory = Arc::new(StaticInventory::default());
+    let repo = git.path();
+    inventory.insert(target("a", &repo, "HEAD", "a", access("c1", &c1), auto));
+    inventory.insert(target("b", &repo, "HEAD", "b", access("c2", &c2), auto));
+    let sink = MemorySink::new();
+    // Each replica keeps resolutions for the default interval (minutes).
+    let replica = |cache: &str| {
+        let repos = RepoCache::new(RepoCacheConfig::new(tmp.path().join(cache)));
+        reconciler(&inventory, repos, live_options(), sink.clone(), always())
+    };
+    let successor = replica("successor");
+    successor.refresh(&key("b")).await.unwrap();
+    // v2 is pushed; the owner of c1 syncs it.
+    git.write("a/cm.yaml", &config_map("settings", "v2"));
+    let v2 = git.commit("v2");
+    let predecessor = replica("predecessor");
+    predecessor.refresh(&key("a")).await.unwrap();
+    assert_eq!(
+        predecessor.operate(&key("a")).await.unwrap(),
+        Operated::Finished
+    );
+    let value =
+        || c1.get("v1", "ConfigMap", "default", "settings").unwrap()["data"]["value"].clone();
+    assert_eq!(value(), "v2");
+
+    // c1 moves to the successor, whose resolution of HEAD is still v1.
+    successor.cluster_acquired("c1", &|| true);
+    successor.refresh(&key("a")).await.unwrap();
+    let sync = sink.get(&key("a")).unwrap().comparison.unwrap().sync;
+    assert_eq!((sync.status.as_str(), sync.revision), ("Synced", Some(v2)));
+    assert_eq!(successor.operate(&key("a")).await.unwrap(), Operated::Idle);
+    assert_eq!(value(), "v2", "never synced back to v1");
 }
