@@ -103,6 +103,23 @@ pub enum FaultAction {
     Delay(Duration),
     /// Hold the request until healed (`FakeApiServer::heal`) or the fault is removed.
     Hang,
+    /// Serve the request (a write is applied), then never answer: the reply is lost, and
+    /// the client learns nothing until it gives up.
+    LoseReply,
+    /// Hold the request until its client gives up (closes the connection), then serve it
+    /// this much later: a write that lands after its sender stopped waiting for it.
+    ServeAfterGiveUp(Duration),
+}
+
+/// What happens to a request's answer ([`Faults::answer_fate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AnswerFate {
+    /// Served and answered.
+    Answered,
+    /// Served, never answered ([`FaultAction::LoseReply`]).
+    Lost,
+    /// Served this long after the client gave up ([`FaultAction::ServeAfterGiveUp`]).
+    AfterGiveUp(Duration),
 }
 
 type Predicate = Arc<dyn Fn(&RequestInfo) -> bool + Send + Sync>;
@@ -224,6 +241,30 @@ impl Faults {
                 return;
             }
         }
+    }
+
+    /// What happens to the answer of an arriving request: the first rule that loses it or
+    /// serves it late decides (consuming one of its N).
+    pub(crate) fn answer_fate(&self, info: &RequestInfo) -> AnswerFate {
+        let mut g = self.rules.lock().expect("fault rules lock");
+        let mut fate = AnswerFate::Answered;
+        for r in g.1.iter_mut().filter(|r| (r.matches)(info)) {
+            let this = match r.action {
+                FaultAction::LoseReply => AnswerFate::Lost,
+                FaultAction::ServeAfterGiveUp(d) => AnswerFate::AfterGiveUp(d),
+                _ => continue,
+            };
+            if r.remaining == Some(0) {
+                continue;
+            }
+            if let Some(n) = &mut r.remaining {
+                *n -= 1;
+            }
+            fate = this;
+            break;
+        }
+        g.1.retain(|r| r.remaining != Some(0));
+        fate
     }
 
     /// Applies the rules to an arriving request: waits out partitions and latency, then

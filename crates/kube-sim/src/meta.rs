@@ -57,6 +57,17 @@ pub fn now_rfc3339() -> String {
     format_rfc3339(secs)
 }
 
+/// Wall-clock milliseconds since the Unix epoch: a write's arrival as other processes on
+/// this machine (replicas' audit logs) date their events.
+pub fn unix_ms() -> u64 {
+    #[allow(clippy::disallowed_types)]
+    // a record compared with other processes' wall-clock logs; no logic depends on it
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
 /// Formats Unix seconds as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).
 pub fn format_rfc3339(secs: u64) -> String {
     let days = (secs / 86_400) as i64;

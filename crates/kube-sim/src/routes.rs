@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::apply::{self, ApplyOptions, PatchType};
 use super::discovery;
-use super::faults::{RequestInfo, Verb};
+use super::faults::{AnswerFate, RequestInfo, Verb};
 use super::list;
 use super::ops::{self, Sub};
 use super::registry::ResourceKind;
@@ -118,6 +118,8 @@ async fn handle(
                 field_manager: q.get("fieldManager").cloned(),
                 user_agent: info.user_agent.clone(),
                 received: tokio::time::Instant::now(),
+                received_unix_ms: super::meta::unix_ms(),
+                gave_up: None,
                 completed: None,
                 outcome: WriteOutcome::InFlight,
             },
@@ -133,11 +135,41 @@ async fn handle(
         headers,
         body,
     };
-    let response = respond(&shared, incoming).await;
-    if let Some(ticket) = ticket {
-        ticket.answered(response.status().as_u16());
+    match shared.faults.answer_fate(&incoming.info) {
+        AnswerFate::Answered => {
+            let response = respond(&shared, incoming).await;
+            if let Some(ticket) = ticket {
+                ticket.answered(response.status().as_u16());
+            }
+            response
+        }
+        AnswerFate::Lost => {
+            let response = respond(&shared, incoming).await;
+            if let Some(ticket) = ticket {
+                ticket.reply_lost(response.status().as_u16());
+            }
+            // Held until the client gives up and this future is dropped.
+            std::future::pending().await
+        }
+        AnswerFate::AfterGiveUp(after) => {
+            // Served by a task of its own, which outlives this future: dropping it (the
+            // client closed the connection) drops `gone`, which starts the countdown.
+            let (gone, client_left) = tokio::sync::oneshot::channel::<()>();
+            tokio::spawn(async move {
+                let _ = client_left.await;
+                if let Some(ticket) = &ticket {
+                    ticket.client_gave_up();
+                }
+                tokio::time::sleep(after).await;
+                let response = respond(&shared, incoming).await;
+                if let Some(ticket) = ticket {
+                    ticket.served_after_give_up(response.status().as_u16());
+                }
+            });
+            let _gone = gone;
+            std::future::pending().await
+        }
     }
-    response
 }
 
 /// A request, parsed.

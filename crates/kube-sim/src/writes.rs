@@ -25,6 +25,13 @@ pub enum WriteOutcome {
     Answered(u16),
     /// The client went away before the server got to it: never applied.
     Abandoned,
+    /// Served with this status code at `completed` (2xx: applied), but the answer was lost
+    /// ([`FaultAction::LoseReply`](crate::FaultAction::LoseReply)).
+    ReplyLost(u16),
+    /// Served with this status code at `completed` (2xx: applied), after its client gave
+    /// up at `gave_up`
+    /// ([`FaultAction::ServeAfterGiveUp`](crate::FaultAction::ServeAfterGiveUp)).
+    AfterGiveUp(u16),
 }
 
 /// One write request as the server saw it.
@@ -46,6 +53,12 @@ pub struct WriteRecord {
     pub user_agent: Option<String>,
     /// When it arrived (before any injected fault).
     pub received: Instant,
+    /// When it arrived, in wall-clock milliseconds since the Unix epoch: comparable with
+    /// other processes' logs (replicas' audit logs) on one machine.
+    pub received_unix_ms: u64,
+    /// When the server saw its client give up while it was unanswered (an abandoned write,
+    /// or one served after that).
+    pub gave_up: Option<Instant>,
     /// When it was answered or abandoned (None while in flight).
     pub completed: Option<Instant>,
     /// How it ended.
@@ -58,7 +71,9 @@ impl WriteRecord {
     pub fn may_apply(&self) -> bool {
         match self.outcome {
             WriteOutcome::InFlight => true,
-            WriteOutcome::Answered(code) => (200..300).contains(&code),
+            WriteOutcome::Answered(code)
+            | WriteOutcome::ReplyLost(code)
+            | WriteOutcome::AfterGiveUp(code) => (200..300).contains(&code),
             WriteOutcome::Abandoned => false,
         }
     }
@@ -113,8 +128,22 @@ impl WriteLog {
         if let Some(r) = s.records.iter_mut().rev().find(|r| r.seq == seq)
             && r.outcome == WriteOutcome::InFlight
         {
+            let now = Instant::now();
             r.outcome = outcome;
-            r.completed = Some(Instant::now());
+            r.completed = Some(now);
+            if outcome == WriteOutcome::Abandoned {
+                r.gave_up = Some(now);
+            }
+        }
+    }
+
+    /// Records that the client of write `seq`, still in flight, gave up.
+    fn gave_up(&self, seq: u64) {
+        let mut s = self.lock();
+        if let Some(r) = s.records.iter_mut().rev().find(|r| r.seq == seq)
+            && r.outcome == WriteOutcome::InFlight
+        {
+            r.gave_up = Some(Instant::now());
         }
     }
 
@@ -148,11 +177,29 @@ impl WriteTicket {
     }
 
     /// The request was answered with `code`.
-    pub(crate) fn answered(mut self, code: u16) {
+    pub(crate) fn answered(self, code: u16) {
+        self.end(WriteOutcome::Answered(code));
+    }
+
+    /// The request was served with `code`, and the answer lost.
+    pub(crate) fn reply_lost(self, code: u16) {
+        self.end(WriteOutcome::ReplyLost(code));
+    }
+
+    /// The client gave up; the request will be served later
+    /// ([`WriteTicket::served_after_give_up`]).
+    pub(crate) fn client_gave_up(&self) {
+        self.shared.writes.gave_up(self.seq);
+    }
+
+    /// The request was served with `code` after its client gave up.
+    pub(crate) fn served_after_give_up(self, code: u16) {
+        self.end(WriteOutcome::AfterGiveUp(code));
+    }
+
+    fn end(mut self, outcome: WriteOutcome) {
         self.done = true;
-        self.shared
-            .writes
-            .ended(self.seq, WriteOutcome::Answered(code));
+        self.shared.writes.ended(self.seq, outcome);
     }
 }
 

@@ -132,3 +132,62 @@ async fn a_slow_write_still_in_flight_overlaps_the_next_writer() {
         Some("fleetshard/1 b/1")
     );
 }
+
+/// Waits (a generous limit) until write `index` of the log has ended.
+async fn ended(f: &FakeApiServer, index: usize) -> fleetshard_kube_sim::WriteRecord {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let w = f.writes().remove(index);
+        if w.outcome != WriteOutcome::InFlight {
+            return w;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{w:#?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// "Applied, reply lost": the write is applied, its client hears nothing and gives up
+/// not knowing; the log says it was applied.
+#[tokio::test]
+async fn a_write_whose_reply_is_lost_is_applied_and_never_answered() {
+    let f = FakeApiServer::start().await.unwrap();
+    let a = config_maps(client_as(&f, "fleetshard/1 a/1").await);
+    f.inject(Some(1), FaultAction::LoseReply, |r| {
+        r.is(Verb::Patch, "configmaps")
+    });
+    let cut = tokio::time::timeout(Duration::from_millis(300), apply(&a, "x", "1")).await;
+    assert!(cut.is_err(), "no answer came");
+    let cm = f.get("v1", "ConfigMap", "default", "x").unwrap();
+    assert_eq!(cm["data"]["v"], "1", "applied all the same");
+    let w = ended(&f, 0).await;
+    assert_eq!(w.outcome, WriteOutcome::ReplyLost(201));
+    assert!(w.may_apply());
+    // One-shot: the next write is answered.
+    apply(&a, "x", "2").await.unwrap();
+    assert_eq!(f.writes()[1].outcome, WriteOutcome::Answered(200));
+}
+
+/// "Held, then applied after the client gave up": nothing lands while the client waits;
+/// the write lands the given time after the server saw the client go, and occupies the
+/// server until then.
+#[tokio::test]
+async fn a_write_served_after_its_client_gave_up_lands_then() {
+    let f = FakeApiServer::start().await.unwrap();
+    let a = config_maps(client_as(&f, "fleetshard/1 a/1").await);
+    let after = Duration::from_millis(200);
+    f.inject(Some(1), FaultAction::ServeAfterGiveUp(after), |r| {
+        r.is(Verb::Patch, "configmaps")
+    });
+    let wait = Duration::from_millis(300);
+    let cut = tokio::time::timeout(wait, apply(&a, "x", "late")).await;
+    assert!(cut.is_err(), "no answer came");
+    let w = ended(&f, 0).await;
+    assert_eq!(w.outcome, WriteOutcome::AfterGiveUp(201));
+    assert!(w.may_apply());
+    let gave_up = w.gave_up.expect("the server saw the client go");
+    assert!(gave_up > w.received, "{w:#?}");
+    assert!(w.completed.unwrap() >= gave_up + after, "{w:#?}");
+    let cm = f.get("v1", "ConfigMap", "default", "x").unwrap();
+    assert_eq!(cm["data"]["v"], "late");
+    assert!(w.received_unix_ms > 0);
+}
