@@ -80,6 +80,8 @@ pub struct RequestInfo {
     pub path: String,
     /// The `User-Agent` header (which client sent it).
     pub user_agent: Option<String>,
+    /// A write asked as a dry run (`dryRun=All` in the query).
+    pub dry_run: bool,
 }
 
 impl RequestInfo {

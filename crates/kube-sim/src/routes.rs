@@ -116,6 +116,7 @@ async fn handle(
                 path: path.clone(),
                 object: serde_json::from_slice(&body).ok(),
                 field_manager: q.get("fieldManager").cloned(),
+                dry_run: info.dry_run,
                 user_agent: info.user_agent.clone(),
                 received: tokio::time::Instant::now(),
                 received_unix_ms: super::meta::unix_ms(),

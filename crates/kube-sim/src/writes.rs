@@ -49,6 +49,8 @@ pub struct WriteRecord {
     pub object: Option<Value>,
     /// The `fieldManager` query parameter.
     pub field_manager: Option<String>,
+    /// Asked as a dry run (`dryRun=All`): never changes the server's state.
+    pub dry_run: bool,
     /// The `User-Agent` header: which client sent it.
     pub user_agent: Option<String>,
     /// When it arrived (before any injected fault).

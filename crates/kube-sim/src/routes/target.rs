@@ -161,6 +161,7 @@ pub(super) fn info_of(
     let mut info = RequestInfo {
         verb,
         path: path.to_string(),
+        dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
         ..RequestInfo::default()
     };
     if let Target::Resource {

@@ -17,3 +17,4 @@ mod scoped;
 mod support;
 mod sync;
 mod takeover;
+mod write_deadline;
