@@ -96,6 +96,8 @@ pub(crate) fn replica(dir: &Path, kubeconfig: &Path, id: &str, protocol: &[&str]
             ])
             .arg("--repo-cache")
             .arg(dir.join(format!("repos-{id}")))
+            .arg("--audit-log")
+            .arg(dir.join(format!("audit-{id}.jsonl")))
             .arg("--listen")
             .arg(format!("127.0.0.1:{}", http::free_port()))
             .stdin(Stdio::null())
@@ -134,6 +136,15 @@ pub(crate) fn synced(fakes: &Fakes, app: &str, commit: &str) -> Result<Value, St
         return Err(format!("operation {}", status["operationState"]));
     }
     Ok(status.clone())
+}
+
+/// The id of cluster `c{index}` (its Secret's uid), as the audit logs name it.
+pub(crate) fn cluster_id(fakes: &Fakes, index: usize) -> String {
+    let secret = fakes
+        .control
+        .get("v1", "Secret", "argocd", &format!("c{index}"))
+        .expect("the cluster Secret");
+    secret["metadata"]["uid"].as_str().unwrap().to_owned()
 }
 
 pub(crate) fn config_value(fake: &FakeApiServer, name: &str) -> Option<Value> {
@@ -230,7 +241,7 @@ fn drift_is_healed(fakes: &Fakes, value: &str) {
 #[test]
 fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
     let World {
-        dir: _dir,
+        dir,
         fakes,
         git,
         mut replicas,
@@ -268,8 +279,8 @@ fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
     // Judged from the clusters' side: every write names its replica, both replicas wrote,
     // and no two replicas' writes ever overlapped on a cluster (`write_overlap`).
     let mut writers = std::collections::BTreeSet::new();
-    for cluster in &fakes.clusters {
-        assert_writes_well_formed(cluster);
+    for (i, cluster) in fakes.clusters.iter().enumerate() {
+        assert_writes_well_formed(cluster, &cluster_id(&fakes, i), dir.path());
         let writes = cluster.writes();
         writers.extend(writes.iter().filter_map(identity_of).map(str::to_owned));
     }

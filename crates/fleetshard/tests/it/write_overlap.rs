@@ -11,6 +11,7 @@
 //! the apply in flight. The apply is cut `WRITE_MARGIN` before the lease deadline, so it
 //! never lands, and the new owner's first write arrives after it ended.
 
+use std::path::Path;
 use std::time::Duration;
 
 use fleetshard_testsupport::git::config_map;
@@ -19,7 +20,8 @@ use fleetshard_testsupport::kube_api::{
 };
 use serde_json::json;
 
-use crate::run_gitops::{SETTLE, World, config_value, synced, world};
+use crate::run_gitops::{SETTLE, World, cluster_id, config_value, synced, world};
+use crate::support::audit::{Event, read_log};
 use crate::support::wait_for;
 
 /// The identity in a replica's User-Agent (`fleetshard/VERSION IDENTITY/INCARNATION`).
@@ -30,11 +32,88 @@ pub(crate) fn identity_of(w: &WriteRecord) -> Option<&str> {
     rest.rsplit_once('/').map(|(identity, _)| identity)
 }
 
+/// The audit events of every replica of a `World` (`audit-IDENTITY.jsonl` in `dir`).
+pub(crate) fn audit_events(dir: &Path) -> Vec<Event> {
+    let mut events = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("audit-") && name.ends_with(".jsonl") {
+            events.extend(read_log(&path).unwrap());
+        }
+    }
+    events
+}
+
+/// Consecutive writes (in arrival order) of different replicas to `cluster` with no
+/// hand-over between them in the audit logs, however far apart: for a write of A followed
+/// by one of B, B must have acquired the cluster between the two arrivals, and A released
+/// it after its last acquire before its write and no later than B's acquire.
+/// Timestamps are the machine's wall-clock milliseconds on both sides.
+pub(crate) fn writes_without_handover(
+    writes: &[WriteRecord],
+    events: &[Event],
+    cluster: &str,
+) -> Vec<(WriteRecord, WriteRecord)> {
+    let of = |who: &str, acquire: bool| -> Vec<u64> {
+        events
+            .iter()
+            .filter(|e| e.cluster == cluster && e.identity == who && e.acquire == acquire)
+            .map(|e| e.ts)
+            .collect()
+    };
+    let mut sorted: Vec<&WriteRecord> = writes.iter().collect();
+    sorted.sort_by_key(|w| w.seq);
+    let mut out = Vec::new();
+    for pair in sorted.windows(2) {
+        let (w1, w2) = (pair[0], pair[1]);
+        let (Some(a), Some(b)) = (identity_of(w1), identity_of(w2)) else {
+            out.push((w1.clone(), w2.clone()));
+            continue;
+        };
+        if a == b {
+            continue;
+        }
+        let a_since = of(a, true)
+            .into_iter()
+            .filter(|&t| t <= w1.received_unix_ms)
+            .max();
+        let handed_over = of(b, true).into_iter().any(|acquired| {
+            (w1.received_unix_ms..=w2.received_unix_ms).contains(&acquired)
+                && a_since.is_some_and(|since| {
+                    of(a, false)
+                        .into_iter()
+                        .any(|released| (since..=acquired).contains(&released))
+                })
+        });
+        if !handed_over {
+            out.push((w1.clone(), w2.clone()));
+        }
+    }
+    out
+}
+
 /// Every write the cluster received came from a named replica, as field manager
-/// `fleetshard`, and no two replicas' writes overlapped.
-pub(crate) fn assert_writes_well_formed(cluster: &FakeApiServer) {
+/// `fleetshard`; no two replicas' writes overlapped; and between any two writes of
+/// different replicas, however far apart, the audit logs in `audit` show a hand-over
+/// ([`writes_without_handover`]; the cluster is named in the logs by `cluster_id`).
+pub(crate) fn assert_writes_well_formed(cluster: &FakeApiServer, cluster_id: &str, audit: &Path) {
     let writes = cluster.writes();
     assert!(!writes.is_empty(), "the cluster was written to");
+    // A release is dated when ownership ended (a lapse: at the lapse), but its line is
+    // written once the replica's work on the cluster stopped, which may be later.
+    wait_for("a hand-over between every change of writer", SETTLE, || {
+        let events = audit_events(audit);
+        let unseparated = writes_without_handover(&writes, &events, cluster_id);
+        if events.iter().any(|e| e.cluster == cluster_id) && unseparated.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "writes of two replicas with no hand-over between them: {unseparated:#?}\n\
+                 audit logs (cluster {cluster_id}): {events:#?}"
+            ))
+        }
+    });
     for w in &writes {
         assert!(
             identity_of(w).is_some(),
@@ -54,7 +133,7 @@ pub(crate) fn assert_writes_well_formed(cluster: &FakeApiServer) {
 #[test]
 fn an_apply_straddling_a_lease_lapse_is_cut_and_never_lands_after_the_new_owner() {
     let World {
-        dir: _dir,
+        dir,
         fakes,
         git,
         replicas: _replicas,
@@ -138,7 +217,7 @@ fn an_apply_straddling_a_lease_lapse_is_cut_and_never_lands_after_the_new_owner(
         "the cut apply ended before the new owner's first write arrived: {cut:#?} {first_of_successor:#?}"
     );
     assert!(first_of_successor.seq <= successor.seq);
-    assert_writes_well_formed(c0);
+    assert_writes_well_formed(c0, &cluster_id(&fakes, 0), dir.path());
 
     // The holder comes back; whoever ends up owning c0, writes still never overlap.
     fakes.control.heal();
@@ -148,6 +227,80 @@ fn an_apply_straddling_a_lease_lapse_is_cut_and_never_lands_after_the_new_owner(
     wait_for("app0 at the third commit", SETTLE, || {
         synced(&fakes, "app0", &third)
     });
-    assert_writes_well_formed(c0);
-    assert_writes_well_formed(&fakes.clusters[1]);
+    assert_writes_well_formed(c0, &cluster_id(&fakes, 0), dir.path());
+    assert_writes_well_formed(&fakes.clusters[1], &cluster_id(&fakes, 1), dir.path());
+}
+
+/// The hand-over check fails on two replicas taking turns at any distance (A, B, A, tens
+/// of milliseconds apart, never simultaneous) unless the audit logs hand the cluster over
+/// between each change of writer.
+#[test]
+fn writes_taking_turns_without_a_handover_are_caught() {
+    let at = tokio::time::Instant::now();
+    let write = |seq: u64, who: &str, ms: u64| WriteRecord {
+        seq,
+        verb: Verb::Patch,
+        method: "PATCH".into(),
+        path: "/api/v1/namespaces/default/configmaps/cm".into(),
+        object: None,
+        field_manager: Some("fleetshard".into()),
+        dry_run: false,
+        user_agent: Some(format!("fleetshard/1 {who}/1")),
+        received: at,
+        received_unix_ms: ms,
+        gave_up: None,
+        completed: Some(at),
+        outcome: WriteOutcome::Answered(200),
+    };
+    let event = |who: &str, acquire: bool, ts: u64| Event {
+        ts,
+        identity: who.into(),
+        acquire,
+        cluster: "c".into(),
+        shard: Some(0),
+        generation: 1,
+        lapsed: false,
+    };
+    let writes = [
+        write(1, "a", 1_000),
+        write(2, "b", 1_040),
+        write(3, "a", 1_080),
+    ];
+    let pairs = |events: &[Event]| -> Vec<(u64, u64)> {
+        writes_without_handover(&writes, events, "c")
+            .iter()
+            .map(|(x, y)| (x.seq, y.seq))
+            .collect()
+    };
+    let a_owns = [event("a", true, 900)];
+    assert_eq!(pairs(&a_owns), [(1, 2), (2, 3)], "no hand-over at all");
+    let to_b = [
+        event("a", true, 900),
+        event("a", false, 1_010),
+        event("b", true, 1_020),
+    ];
+    assert_eq!(pairs(&to_b), [(2, 3)], "handed to b, never back to a");
+    let b_without_release = [event("a", true, 900), event("b", true, 1_020)];
+    assert_eq!(
+        pairs(&b_without_release),
+        [(1, 2), (2, 3)],
+        "a never released"
+    );
+    let and_back = [
+        to_b.as_slice(),
+        &[event("b", false, 1_050), event("a", true, 1_060)],
+    ]
+    .concat();
+    assert!(pairs(&and_back).is_empty());
+    // The acquire must fall between the two writes.
+    let late_acquire = [
+        event("a", true, 900),
+        event("a", false, 1_010),
+        event("b", true, 1_045),
+    ];
+    assert_eq!(pairs(&late_acquire), [(1, 2), (2, 3)]);
+    // A write without a replica's User-Agent is never explained.
+    let mut anonymous = writes.to_vec();
+    anonymous[1].user_agent = None;
+    assert_eq!(writes_without_handover(&anonymous, &and_back, "c").len(), 2);
 }
