@@ -240,3 +240,48 @@ async fn a_watch_stalled_by_a_partition_gives_up() {
         "{result:?}"
     );
 }
+
+/// "Applied, reply lost": a conditional write the API server applied without answering
+/// is reported `Unavailable` — never success, never a conflict — which is how the seeded
+/// simulations model a lost reply (`coord::sim`); a read shows it landed, and the same
+/// write again is a conflict.
+#[tokio::test]
+async fn a_write_applied_whose_reply_was_lost_is_unavailable_and_visible_after() {
+    let server = support::fake().await;
+    let store = support::store_with(&server, "default", support::uncached());
+    for (key, resource) in [
+        ("fleetshard/assignment", "configmaps"),
+        ("fleetshard/shards/0", "leases"),
+    ] {
+        let v = store
+            .put(key, b"1".to_vec(), Precondition::Absent)
+            .await
+            .unwrap();
+        // A conditional replace is a merge patch carrying the resourceVersion, or an update.
+        server.inject(Some(1), FaultAction::LoseReply, move |r| {
+            (r.is(Verb::Patch, resource) || r.is(Verb::Update, resource)) && !r.dry_run
+        });
+        let e = store
+            .put(key, b"2".to_vec(), Precondition::Version(v))
+            .await
+            .unwrap_err();
+        assert!(matches!(&e, StoreError::Unavailable(_)), "{key}: {e}");
+        let now = store.get(key).await.unwrap().unwrap();
+        assert_eq!(now.value, b"2", "{key}: the write landed");
+        assert_ne!(now.version, v);
+        let again = store
+            .put(key, b"2".to_vec(), Precondition::Version(v))
+            .await;
+        assert!(
+            matches!(again, Err(StoreError::Conflict { .. })),
+            "{key}: {again:?}"
+        );
+        let lost = server
+            .writes()
+            .into_iter()
+            .filter(|w| w.outcome == fleetshard_testsupport::kube_api::WriteOutcome::ReplyLost(200))
+            .count();
+        assert_eq!(lost, 1, "{key}: {:#?}", server.writes());
+        server.clear_writes();
+    }
+}
