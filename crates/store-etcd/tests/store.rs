@@ -36,6 +36,14 @@ async fn conforms() {
     conformance::run_all(&store(&etcd)).await;
 }
 
+/// Under the chunked store every replica wraps it with: values in parts, and one of
+/// 2 MiB (more than etcd takes in one request).
+#[tokio::test]
+async fn conforms_under_the_chunked_store() {
+    let etcd = EtcdServer::start().unwrap();
+    conformance::run_chunked(std::sync::Arc::new(store(&etcd))).await;
+}
+
 #[tokio::test]
 async fn connect_checks_that_etcd_answers() {
     let etcd = EtcdServer::start().unwrap();

@@ -25,6 +25,13 @@ async fn conforms() {
     conformance::run_all(&open(&dir.path().join("s.db"))).await;
 }
 
+/// Under the chunked store every replica wraps it with: values in parts, and one of 2 MiB.
+#[tokio::test]
+async fn conforms_under_the_chunked_store() {
+    let dir = tempfile::tempdir().unwrap();
+    conformance::run_chunked(std::sync::Arc::new(open(&dir.path().join("s.db")))).await;
+}
+
 #[tokio::test]
 async fn conforms_again_after_reopening() {
     // The second pass starts from a non-empty file: revisions continue, nothing is reused.

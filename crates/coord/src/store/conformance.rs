@@ -1,11 +1,13 @@
 //! The behaviour every [`Store`] backend must show. Each backend's tests call
 //! [`run_all`] on a fresh, empty store (it writes under the prefix `conformance/`).
 //!
-//! These are plain functions that panic on a violation, so a backend's test is one line.
+//! These are plain functions that panic on a violation, so a backend's test is one line;
+//! [`run_chunked`] runs them through the [`ChunkedStore`] that wraps every backend.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::chunked::{self, ChunkedStore};
 use super::{Precondition, Store, StoreError};
 
 /// Every check below, in order.
@@ -15,6 +17,51 @@ pub async fn run_all<S: Store + ?Sized>(store: &S) {
     list_is_prefixed_sorted_and_consistent(store).await;
     wait_for_change_sees_writes_and_deletes(store).await;
     identity_is_stable(store).await;
+}
+
+/// The backend under [`ChunkedStore`], as every replica runs it: the checks above with
+/// every value split into parts (a 4-byte limit), then one value larger than any
+/// backend takes in one request (2 MiB and a bit, at the default limit) written, read back
+/// by a reader with no cache, compared-and-swapped, listed and deleted with its parts.
+pub async fn run_chunked(inner: Arc<dyn Store>) {
+    run_all(&ChunkedStore::new(inner.clone(), 4)).await;
+    let parts = || async {
+        let listing = inner.list(chunked::PARTS_PREFIX).await.unwrap();
+        listing
+            .entries
+            .into_iter()
+            .map(|e| e.key)
+            .collect::<Vec<_>>()
+    };
+    // The parts of the values the checks above left.
+    let before = parts().await;
+    let store = ChunkedStore::new(inner.clone(), chunked::DEFAULT_LIMIT);
+    let fresh = || ChunkedStore::new(inner.clone(), chunked::DEFAULT_LIMIT);
+    let k = "conformance/chunked/assignment";
+    let big: Vec<u8> = (0..=255u8).cycle().take(2 * 1024 * 1024 + 17).collect();
+    let v1 = store
+        .put(k, big.clone(), Precondition::Absent)
+        .await
+        .unwrap();
+    assert_eq!(fresh().get(k).await.unwrap().unwrap().value, big);
+    let mut changed = big.clone();
+    changed[big.len() / 2] ^= 1;
+    let v2 = store
+        .put(k, changed.clone(), Precondition::Version(v1))
+        .await
+        .unwrap();
+    assert!(v2 > v1);
+    assert!(matches!(
+        store.put(k, big.clone(), Precondition::Version(v1)).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let listing = fresh().list("conformance/chunked/").await.unwrap();
+    assert_eq!(listing.entries.len(), 1);
+    assert_eq!(listing.entries[0].value, changed);
+    assert!(parts().await.len() > before.len(), "stored in parts");
+    store.delete(k, Precondition::Version(v2)).await.unwrap();
+    assert_eq!(fresh().get(k).await.unwrap(), None);
+    assert_eq!(parts().await, before, "its parts deleted with it");
 }
 
 /// Checking the identity of a store nobody replaced succeeds and finds the same identity

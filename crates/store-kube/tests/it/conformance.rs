@@ -14,6 +14,14 @@ async fn conforms() {
     conformance::run_all(&support::store(&server, "default")).await;
 }
 
+/// Under the chunked store every replica wraps it with: values in parts, and one of
+/// 2 MiB (more than a ConfigMap holds).
+#[tokio::test]
+async fn conforms_under_the_chunked_store() {
+    let server = support::fake().await;
+    conformance::run_chunked(Arc::new(support::store(&server, "default"))).await;
+}
+
 #[tokio::test]
 async fn conforms_in_another_namespace_and_stays_there() {
     let server = support::fake().await;
