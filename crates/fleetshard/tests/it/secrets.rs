@@ -1,7 +1,8 @@
 //! Secrets stay secret: a replica run with cluster tokens and repository passwords — one
-//! right, one wrong, so errors are written too — and an EKS cluster (`awsAuthConfig`, the
-//! pod's AWS keys in its environment, the cluster unreachable) — and everything it wrote or
-//! shows (its debug log, `status`, `apps` in both formats, `/metrics`, `/readyz`, the
+//! right, one wrong, so errors are written too —, an EKS cluster (`awsAuthConfig`, the
+//! pod's AWS keys in its environment, the cluster unreachable), a cluster and a repository
+//! with TLS client keys, and a repository behind a proxy with a password (both
+//! unreachable) — and everything it wrote or shows (its log at trace level, every crate's, `status`, `apps` in both formats, `/metrics`, `/readyz`, the
 //! store's file) is searched for every token, password and AWS secret, for the basic-auth
 //! header made of them, and for any EKS token (`k8s-aws-v1.`).
 
@@ -20,6 +21,58 @@ const GOOD_PASSWORD: &str = "s3cret-good-passw0rd";
 const BAD_PASSWORD: &str = "s3cret-wrong-passw0rd";
 const AWS_SECRET_KEY: &str = "s3cret-aws-secret-access-key";
 const AWS_SESSION_TOKEN: &str = "s3cret-aws-session-token";
+const PROXY_PASSWORD: &str = "s3cret-proxy-passw0rd";
+/// A real client certificate and key (so clients are built with them and the proxy is
+/// tried): the key's material must not be repeated anywhere.
+fn tls_material() -> fleetshard_testsupport::kube_api::TlsMaterial {
+    fleetshard_testsupport::kube_api::generate_pki("secrets-test")
+        .unwrap()
+        .material
+}
+
+/// What of a PEM key must never be seen: a stretch of its body, and the base64 of the
+/// whole PEM (as a cluster Secret's `keyData` holds it).
+fn key_fingerprints(pem: &str) -> Vec<String> {
+    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    vec![
+        body[body.len() / 3..body.len() / 3 + 32].to_owned(),
+        base64::engine::general_purpose::STANDARD.encode(pem),
+    ]
+}
+
+/// A repository Secret for `url` with a TLS client key and a proxy with a password.
+fn repo_secret_with_tls_and_proxy(
+    name: &str,
+    url: &str,
+    tls: &fleetshard_testsupport::kube_api::TlsMaterial,
+) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": "argocd",
+                     "labels": {"argocd.argoproj.io/secret-type": "repository"}},
+        "stringData": {
+            "url": url,
+            "tlsClientCertData": tls.client_cert_pem,
+            "tlsClientCertKey": tls.client_key_pem,
+            "proxy": format!("http://proxyuser:{PROXY_PASSWORD}@127.0.0.1:{}", http::free_port()),
+        },
+    })
+}
+
+/// A cluster Secret with a TLS client key, for an unreachable server.
+fn tls_cluster_secret(server: &str, tls: &fleetshard_testsupport::kube_api::TlsMaterial) -> Value {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "tls-cluster", "namespace": "argocd",
+                     "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+        "stringData": {"name": "tls-cluster", "server": server,
+                       "config": json!({"tlsClientConfig": {
+                           "certData": b64(&tls.client_cert_pem),
+                           "keyData": b64(&tls.client_key_pem),
+                       }}).to_string()},
+    })
+}
 
 fn repo_secret(name: &str, url: &str, password: &str) -> Value {
     json!({
@@ -76,6 +129,10 @@ async fn no_token_or_password_reaches_logs_statuses_metrics_or_the_store() {
     server.require_basic_auth("good", "deploy", GOOD_PASSWORD);
     server.require_basic_auth("bad", "deploy", "another-password");
     let eks_server = format!("https://127.0.0.1:{}", http::free_port());
+    let tls_server = format!("https://127.0.0.1:{}", http::free_port());
+    let (repo_tls, cluster_tls) = (tls_material(), tls_material());
+    // A repository reached through a proxy that is not there.
+    let proxied = format!("https://git.example.com:{}/private", http::free_port());
     let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
         repo_secret("good-repo", &server.url("good"), GOOD_PASSWORD),
         repo_secret("bad-repo", &server.url("bad"), BAD_PASSWORD),
@@ -83,6 +140,10 @@ async fn no_token_or_password_reaches_logs_statuses_metrics_or_the_store() {
         application("bad", &server.url("bad"), &sims[1].name),
         eks_secret(&eks_server),
         application("eks", &server.url("good"), "eks-prod"),
+        repo_secret_with_tls_and_proxy("proxied-repo", &proxied, &repo_tls),
+        application("proxied", &proxied, &sims[0].name),
+        tls_cluster_secret(&tls_server, &cluster_tls),
+        application("tls", &server.url("good"), "tls-cluster"),
     ]});
     std::fs::write(fleet.join("objects.json"), objects.to_string()).unwrap();
 
@@ -110,7 +171,8 @@ async fn no_token_or_password_reaches_logs_statuses_metrics_or_the_store() {
             .arg(format!("127.0.0.1:{port}"))
             // The built-in in-cluster entry is not reachable here; not what this checks.
             .arg("--in-cluster-enabled=false")
-            .env("FLEETSHARD_LOG", "debug")
+            // Everything every crate logs, the HTTP and TLS stacks' included.
+            .env("FLEETSHARD_LOG", "trace")
             // The EKS cluster's token is signed with these (no STS call: no roleARN, and
             // the STS endpoint is a closed port should one be made).
             .env("AWS_REGION", "eu-west-1")
@@ -149,8 +211,15 @@ async fn no_token_or_password_reaches_logs_statuses_metrics_or_the_store() {
         let bad = by_name("bad").ok_or("no bad app")?;
         // The EKS cluster was tried (token made, connection refused) and the app says so.
         let eks = by_name("eks").ok_or("no eks app")?;
-        if eks["conditions"].as_array().is_none_or(Vec::is_empty) {
-            return Err(text);
+        // So were the TLS cluster and the proxied repository.
+        for app in [
+            eks,
+            by_name("tls").ok_or("no tls app")?,
+            by_name("proxied").ok_or("no proxied app")?,
+        ] {
+            if app["conditions"].as_array().is_none_or(Vec::is_empty) {
+                return Err(text);
+            }
         }
         let synced = good["sync"] == "Synced";
         let refused = bad["conditions"]
@@ -193,6 +262,9 @@ async fn no_token_or_password_reaches_logs_statuses_metrics_or_the_store() {
     secrets.extend([GOOD_PASSWORD, BAD_PASSWORD].map(str::to_owned));
     secrets.extend([basic(GOOD_PASSWORD), basic(BAD_PASSWORD)]);
     secrets.extend([AWS_SECRET_KEY, AWS_SESSION_TOKEN, "k8s-aws-v1."].map(str::to_owned));
+    secrets.push(PROXY_PASSWORD.to_owned());
+    secrets.extend(key_fingerprints(&repo_tls.client_key_pem));
+    secrets.extend(key_fingerprints(&cluster_tls.client_key_pem));
     for (where_, text) in &seen {
         assert!(
             !text.is_empty() || *where_ == "an HTTP endpoint",
@@ -209,6 +281,7 @@ async fn no_token_or_password_reaches_logs_statuses_metrics_or_the_store() {
             );
         }
     }
+    assert!(seen[0].1.contains("TRACE"), "the log is at trace level");
     // The log did say what went wrong, without the password.
     assert!(
         seen[0].1.contains(&server.url("bad")),
