@@ -140,7 +140,6 @@ pub struct KindInfo {
 pub type ChangeListener = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// The connections to the clusters this replica owns.
-#[derive(Default)]
 pub struct ClusterConnections {
     options: LiveOptions,
     clusters: Mutex<HashMap<String, Arc<ClusterConn>>>,
@@ -154,6 +153,16 @@ pub struct ClusterConnections {
     label_key: Mutex<Arc<str>>,
     /// The cluster this replica runs in, to recognise it among the destinations.
     identity: Arc<ControlPlaneIdentity>,
+    /// Where the pod's own service account comes from (the built-in in-cluster entry).
+    pod_config: PodConfig,
+}
+
+/// Reads the pod's service account configuration: kube's `Config::incluster` (the
+/// environment and the projected token), or a stand-in in tests.
+pub type PodConfig = fn() -> Result<Config, String>;
+
+fn pod_config_from_environment() -> Result<Config, String> {
+    Config::incluster().map_err(|e| e.to_string())
 }
 
 impl ClusterConnections {
@@ -168,7 +177,14 @@ impl ClusterConnections {
             tls: TlsConfigs::default(),
             label_key: Mutex::new(Arc::from(crate::compare::DEFAULT_APP_LABEL_KEY)),
             identity: Arc::default(),
+            pod_config: pod_config_from_environment,
         }
+    }
+
+    /// Reads the pod's service account with `read` instead of from the environment.
+    pub fn with_pod_config(mut self, read: PodConfig) -> Self {
+        self.pod_config = read;
+        self
     }
 
     /// Indexes the caches' objects by the instance label `key` (argocd-cm's
@@ -335,7 +351,7 @@ impl ClusterConn {
         let mut config = if access.credentials.pod_service_account {
             // Argo CD's built-in in-cluster entry: the pod's own service account. kube
             // re-reads the projected token as the kubelet rotates it.
-            Config::incluster().map_err(|e| {
+            (from.pod_config)().map_err(|e| {
                 config_err(format!(
                     "the built-in in-cluster destination uses this pod's service account, \
                      and none is usable here ({e}); run in a pod, add a cluster Secret for \
