@@ -514,10 +514,14 @@ async fn a_secret_written_with_string_data_is_synced_and_not_rewritten() {
 
 /// Drift that keeps coming back (another controller undoing the sync) is healed at once
 /// the first time, then with Argo CD's back-off (2 s, ×3, …), not as fast as it is seen.
-#[tokio::test]
+/// Under paused time (everything is in-process), so the wait left is exact however long
+/// seeing the drift again took.
+#[tokio::test(start_paused = true)]
 async fn self_heal_backs_off_when_drift_keeps_coming_back() {
+    use fleetshard_gitops::reconciler::SelfHealBackoff;
     let (e, r) = drift(true).await;
     assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    let healed = tokio::time::Instant::now();
     assert_eq!(e.settings_value(), Some(json!("v1")));
     // Undone again at once.
     e.fake
@@ -535,10 +539,14 @@ async fn self_heal_backs_off_when_drift_keeps_coming_back() {
     )
     .await;
     let writes = e.fake.write_count();
+    // The second consecutive heal waits the back-off's first step, counted from the heal.
+    let backoff = SelfHealBackoff::default().delay(1);
     match r.operate(&key("a")).await.unwrap() {
-        Operated::Wait(after) => assert!(
-            after > std::time::Duration::from_secs(1) && after <= std::time::Duration::from_secs(2),
-            "{after:?}"
+        Operated::Wait(after) => assert_eq!(
+            after,
+            backoff - healed.elapsed(),
+            "{:?} after the heal",
+            healed.elapsed()
         ),
         other => panic!("healed again at once: {other:?}"),
     }
