@@ -589,7 +589,7 @@ mod tests {
             waited,
             [("x".to_owned(), 20, false), ("y".to_owned(), 20, true)]
         );
-        // Either a millisecond sooner is a handover that did not wait.
+        // A millisecond short of a lease, neither has waited (yet).
         assert!(h.handovers_that_waited(&all, 0, 4019, 4000).is_empty());
     }
 
