@@ -43,7 +43,7 @@ fn store(etcd: &EtcdServer) -> EtcdStore {
 }
 
 /// Runs `call` and checks it failed with `Unavailable` (giving up on it after [`HANG`]).
-async fn unavailable_in_time<T: std::fmt::Debug>(
+async fn unavailable_without_hanging<T: std::fmt::Debug>(
     what: &str,
     call: impl std::future::Future<Output = Result<T, StoreError>>,
 ) {
@@ -75,7 +75,7 @@ async fn wait_until_served(s: &EtcdStore) -> Duration {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_frozen_etcd_fails_every_call_in_time_and_is_used_again_after() {
+async fn a_frozen_etcd_fails_every_call_and_is_used_again_after() {
     let Some(etcd) = local_etcd() else { return };
     let s = store(&etcd);
     let v = s
@@ -92,11 +92,11 @@ async fn a_frozen_etcd_fails_every_call_in_time_and_is_used_again_after() {
         }
     });
     etcd.pause().unwrap();
-    unavailable_in_time("get", s.get("o/k")).await;
-    unavailable_in_time("list", s.list("o/")).await;
-    unavailable_in_time("put", s.put("o/k", b"2".to_vec(), Precondition::Version(v))).await;
-    unavailable_in_time("delete", s.delete("o/x", Precondition::Any)).await;
-    unavailable_in_time("a new wait", s.wait_for_change("o/", since)).await;
+    unavailable_without_hanging("get", s.get("o/k")).await;
+    unavailable_without_hanging("list", s.list("o/")).await;
+    unavailable_without_hanging("put", s.put("o/k", b"2".to_vec(), Precondition::Version(v))).await;
+    unavailable_without_hanging("delete", s.delete("o/x", Precondition::Any)).await;
+    unavailable_without_hanging("a new wait", s.wait_for_change("o/", since)).await;
     let (result, took) = tokio::time::timeout(HANG, waiting)
         .await
         .expect("a waiting watch hung")
@@ -131,7 +131,7 @@ async fn a_frozen_etcd_fails_every_call_in_time_and_is_used_again_after() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_etcd_fails_every_call_in_time_and_a_restarted_one_is_reconnected() {
+async fn a_killed_etcd_fails_every_call_and_a_restarted_one_is_reconnected() {
     let Some(mut etcd) = local_etcd() else { return };
     let s = store(&etcd);
     let v = s
@@ -139,10 +139,10 @@ async fn a_killed_etcd_fails_every_call_in_time_and_a_restarted_one_is_reconnect
         .await
         .unwrap();
     etcd.kill().unwrap();
-    unavailable_in_time("get", s.get("o/k")).await;
-    unavailable_in_time("list", s.list("o/")).await;
-    unavailable_in_time("put", s.put("o/k", b"2".to_vec(), Precondition::Version(v))).await;
-    unavailable_in_time("wait", s.wait_for_change("o/", v)).await;
+    unavailable_without_hanging("get", s.get("o/k")).await;
+    unavailable_without_hanging("list", s.list("o/")).await;
+    unavailable_without_hanging("put", s.put("o/k", b"2".to_vec(), Precondition::Version(v))).await;
+    unavailable_without_hanging("wait", s.wait_for_change("o/", v)).await;
 
     // Same ports, same data: the store reconnects by itself and nothing was lost.
     etcd.restart().unwrap();
@@ -162,10 +162,10 @@ async fn a_killed_etcd_fails_every_call_in_time_and_a_restarted_one_is_reconnect
 }
 
 #[tokio::test]
-async fn connect_to_a_frozen_etcd_is_unavailable_in_time() {
+async fn connect_to_a_frozen_etcd_is_unavailable() {
     let Some(etcd) = local_etcd() else { return };
     etcd.pause().unwrap();
-    unavailable_in_time("connect", async {
+    unavailable_without_hanging("connect", async {
         EtcdStore::connect([etcd.endpoint()]).await.map(|_| ())
     })
     .await;

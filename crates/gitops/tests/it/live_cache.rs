@@ -195,7 +195,7 @@ async fn a_change_during_bookmarks_is_seen() {
 /// The open watch stalls (nothing more is delivered, the stream stays open): the cache
 /// lists again once the relist period has passed, and the change is seen and told.
 #[tokio::test]
-async fn a_watch_that_silently_stops_delivering_is_relisted_within_the_period() {
+async fn a_watch_that_silently_stops_delivering_is_relisted_and_the_cache_dated_by_that_list() {
     let relist = Duration::from_secs(2);
     let c = cluster(relist).await;
     let before = c.told();
