@@ -1,8 +1,9 @@
 //! Unreadable records in the store of three `fleetshard run` processes (SQLite, 3 shards,
 //! no spare): they are loud (`fleetshard status`, `/readyz`, `/metrics`, `store check`)
 //! and do not switch failover off — a corrupt assignment is rewritten by the distributor
-//! and a holder killed meanwhile is taken over within the crash bound; a corrupt
-//! distributor record is vacant after the lease period; `store repair` rewrites the rest.
+//! and a holder killed meanwhile is taken over (once its lease could have run out); a
+//! corrupt distributor record is vacant after the lease period; `store repair` rewrites
+//! the rest.
 
 use std::process::Output;
 use std::time::Duration;
@@ -10,12 +11,9 @@ use std::time::Duration;
 use fleetshard_coord::store::{Precondition, Store};
 use fleetshard_store_sqlite::{SqliteOptions, SqliteStore};
 
-use crate::support::replicas::{Harness, Setup, fleetshard};
+use crate::support::replicas::{Harness, SETTLE, Setup, fleetshard};
 use crate::support::store::StoreUnderTest;
-use crate::support::{http, unix_ms, wait_for};
-
-/// G2 after a crash (docs/reliability.md), as in `run_sqlite.rs`.
-const CRASH_BOUND_MS: u64 = 7_500;
+use crate::support::{http, timing, unix_ms, wait_for};
 
 /// Overwrites `key` (under the root) with `value`, the way a broken tool would: the store
 /// bumps the version.
@@ -127,12 +125,15 @@ fn corrupt_records_are_loud_repaired_and_do_not_stop_failover() {
 
     // Garbage over the assignment, then kill -9 a holder that is not the distributor: the
     // distributor rewrites the assignment (a higher generation) and the dead holder's
-    // clusters are taken over within the crash bound.
+    // clusters are taken over, not before its lease could have run out.
     overwrite(&h, "assignment", b"garbage");
     let victim = (0..3).find(|&i| !h.is_distributor(i)).unwrap();
     let f = h.kill9(victim);
     let took = h.wait_takeover(&f);
-    assert!(took <= CRASH_BOUND_MS, "{took} ms");
+    assert!(
+        took >= timing::earliest_takeover_ms(),
+        "taken over {took} ms after kill -9, before the dead holder's lease could have run out"
+    );
     h.wait_settled("after a corrupt assignment and kill -9");
     let status = h.status().unwrap();
     assert!(
@@ -149,14 +150,13 @@ fn corrupt_records_are_loud_repaired_and_do_not_stop_failover() {
         h.kill9(d);
     }
     let at = unix_ms();
-    wait_for("a new distributor", Duration::from_secs(15), || {
+    wait_for("a new distributor", SETTLE, || {
         h.live()
             .into_iter()
             .find(|&i| h.is_distributor(i))
             .ok_or_else(|| "none yet".to_owned())
     });
     let elected = unix_ms() - at;
-    assert!(elected <= CRASH_BOUND_MS, "{elected} ms");
     h.wait_settled("after a corrupt distributor record and kill -9");
     h.history().check_no_overlap().unwrap();
     eprintln!(

@@ -2,27 +2,19 @@
 //! pause past the lease (SIGSTOP … SIGCONT), a graceful stop (SIGTERM), and scaling the
 //! replica count. Each scenario replays every process's audit log and asserts
 //! (a) no overlap: at no instant did two processes own one cluster, and (b) coverage: the
-//! failed replica's clusters were owned again within the protocol's bound, and no cluster
-//! went unowned for longer than that bound at any point after the fleet first settled.
+//! failed replica's clusters were owned again — after a crash or a pause not before its
+//! lease could have run out, after a graceful stop through its release — and no handover
+//! after the fleet first settled waited for a lease (`Harness::check_history`).
 //!
-//! Default `fleetshard run` timing throughout: lease 4 s, renew every 1 s, renew deadline
-//! 3 s, grace 500 ms (ARCHITECTURE.md, "Fenced lease mode").
+//! No bound on how long anything took is asserted: a loaded machine makes every step
+//! later. Default `fleetshard run` timing throughout (`support::timing`, read from the
+//! code); the figures are measured by `figures.rs` (docs/reliability.md).
 
 use std::time::Duration;
 
-use crate::support::replicas::{GRACEFUL_BOUND_MS, Harness, Setup};
+use crate::support::replicas::{Harness, Setup};
 use crate::support::store::StoreUnderTest;
 use crate::support::{timing, unix_ms, wait_for};
-
-/// G2 after a crash or a pause: duration + grace + renew + 2 polls + the slowest round
-/// trip (1.6 s), the bound the deterministic simulation asserts (docs/reliability.md).
-const CRASH_BOUND_MS: u64 = 7_500;
-/// A handover within the graceful bound cannot have waited for the leaver's lease: that
-/// lease was renewed at most a renew period (plus a tick) before the signal.
-#[test]
-fn the_graceful_bound_is_shorter_than_any_lease_wait() {
-    assert!(GRACEFUL_BOUND_MS < timing::earliest_takeover_ms());
-}
 
 /// Builds a store for a scenario in its directory.
 type MakeStore = fn(&std::path::Path) -> StoreUnderTest;
@@ -52,8 +44,8 @@ fn distributor(h: &Harness) -> usize {
 }
 
 /// 5 replicas, 5 shards (no spare): `kill -9` the distributor; its clusters are owned
-/// again within the bound (and not before its lease could have run out); restarted with the
-/// same identity, it gets a shard and clusters back.
+/// again, and not before its lease could have run out; restarted with the same identity,
+/// it gets a shard and clusters back.
 fn kill9_then_restart(make: MakeStore) {
     let mut h = harness(make, Setup::default());
     start_all(&mut h, 5);
@@ -65,8 +57,9 @@ fn kill9_then_restart(make: MakeStore) {
     // A dead holder's clusters wait for its lease, which it renewed at most a renew period
     // (plus a tick) before dying.
     assert!(
-        (timing::earliest_takeover_ms()..=CRASH_BOUND_MS).contains(&took),
-        "{}: takeover after kill -9 took {took} ms",
+        took >= timing::earliest_takeover_ms(),
+        "{}: taken over {took} ms after kill -9, before the dead holder's lease could have \
+         run out",
         h.store.name()
     );
     h.wait_settled("after kill -9");
@@ -87,7 +80,7 @@ fn kill9_then_restart(make: MakeStore) {
         },
     );
     h.wait_settled("after the restart");
-    h.check_history(settled, CRASH_BOUND_MS);
+    h.check_history(settled, timing::lease_ms());
     eprintln!(
         "{}: kill -9 of the distributor: taken over in {took} ms",
         h.store.name()
@@ -118,8 +111,8 @@ fn wait_stopped(h: &Harness, i: usize) {
 }
 
 /// 5 replicas, 5 shards: SIGSTOP a replica that is not the distributor for 2 × its lease,
-/// then SIGCONT. While it is paused the others must own its clusters (within the crash
-/// bound); on resuming it must stop all of them, its ownership having ended when its lease
+/// then SIGCONT. While it is paused the others must own its clusters (not before its lease
+/// could have run out); on resuming it must stop all of them, its ownership having ended when its lease
 /// lapsed — at most the renew deadline after it was paused — and it then rejoins.
 fn pause_past_lease(make: MakeStore) {
     let mut h = harness(make, Setup::default());
@@ -152,8 +145,9 @@ fn pause_past_lease(make: MakeStore) {
     };
     let took = h.wait_takeover(&f);
     assert!(
-        (timing::earliest_takeover_ms()..=CRASH_BOUND_MS).contains(&took),
-        "{}: takeover after SIGSTOP took {took} ms",
+        took >= timing::earliest_takeover_ms(),
+        "{}: taken over {took} ms after SIGSTOP, before the paused holder's lease could \
+         have run out",
         h.store.name()
     );
     let resume_at = f.at + 2 * timing::lease_ms();
@@ -211,7 +205,7 @@ fn pause_past_lease(make: MakeStore) {
         );
     }
     h.wait_settled("after the resume");
-    h.check_history(settled, CRASH_BOUND_MS);
+    h.check_history(settled, timing::lease_ms());
     eprintln!(
         "{}: SIGSTOP past the lease: taken over in {took} ms (retries {retries})",
         h.store.name()
@@ -219,7 +213,8 @@ fn pause_past_lease(make: MakeStore) {
 }
 
 /// 5 replicas, 5 shards: SIGTERM a replica that is not the distributor, then the
-/// distributor: each exits 0 and its clusters are owned again within the graceful bound.
+/// distributor: each exits 0, releases its shard (none of its clusters lapses), and its
+/// clusters are owned again through the release, not after its lease.
 fn sigterm(make: MakeStore) {
     let mut h = harness(make, Setup::default());
     start_all(&mut h, 5);
@@ -238,16 +233,10 @@ fn sigterm(make: MakeStore) {
             h.store.name()
         );
         h.check_released(&f, shard);
-        assert!(
-            t <= GRACEFUL_BOUND_MS,
-            "{}: graceful handover of {} took {t} ms",
-            h.store.name(),
-            h.replicas[victim].identity
-        );
         took.push(t);
         h.wait_settled("after SIGTERM");
     }
-    h.check_history(settled, GRACEFUL_BOUND_MS);
+    h.check_history(settled, timing::lease_ms());
     eprintln!(
         "{}: SIGTERM handovers (non-distributor, distributor): {took:?} ms",
         h.store.name()
@@ -256,8 +245,8 @@ fn sigterm(make: MakeStore) {
 
 /// 6 shards; 3 replicas (the clusters of the 3 vacant shards are displaced to live ones
 /// after the grace), then 6 (the clusters go home), then 2 (4 SIGTERMed at once: their
-/// clusters are displaced onto the 2 left). No cluster is ever unowned for longer than the
-/// graceful bound once the fleet settled.
+/// clusters are displaced onto the 2 left). Once the fleet settled, no handover waits for
+/// a lease.
 fn scale_3_6_2(make: MakeStore) {
     let mut h = harness(
         make,
@@ -290,18 +279,9 @@ fn scale_3_6_2(make: MakeStore) {
     for (f, &shard) in fs.iter().zip(&shards) {
         h.check_released(f, shard);
     }
-    let mut took = Vec::new();
-    for f in &fs {
-        let t = h.wait_takeover(f);
-        assert!(
-            t <= GRACEFUL_BOUND_MS,
-            "{}: scale-down handover took {t} ms",
-            h.store.name()
-        );
-        took.push(t);
-    }
+    let took: Vec<u64> = fs.iter().map(|f| h.wait_takeover(f)).collect();
     h.wait_settled("2 replicas");
-    h.check_history(settled, GRACEFUL_BOUND_MS);
+    h.check_history(settled, timing::lease_ms());
     eprintln!(
         "{}: scale 3→6 settled in {converged} ms (polling); 6→2 handovers {took:?} ms",
         h.store.name()
@@ -311,8 +291,8 @@ fn scale_3_6_2(make: MakeStore) {
 /// `--shards stored:3` and `fleetshard scale` (the desired count in the store): 3 replicas
 /// hold 3 shards; 3 more start as spares; `scale 6`: the spares claim the new shards and
 /// take clusters; `scale 2`: the holders of shards 2–5 hand their clusters over and become
-/// spares; then those 4 are SIGTERMed at once. Every handover ≤ the graceful bound; no
-/// cluster unowned longer than that once the fleet settled.
+/// spares; then those 4 are SIGTERMed at once. Once the fleet settled, no handover waits
+/// for a lease.
 fn scale_desired_3_6_2(make: MakeStore) {
     let mut h = harness(
         make,
@@ -343,14 +323,14 @@ fn scale_desired_3_6_2(make: MakeStore) {
     let hist = h.history();
     let mut took = Vec::new();
     for &i in &beyond {
-        let t = hist.takeover(i, down).complete();
+        let t = hist.takeover(i, down);
         assert!(
-            t.is_some_and(|t| t <= GRACEFUL_BOUND_MS),
-            "{}: scale-down handover of {}: {t:?} ms",
+            t.complete().is_some(),
+            "{}: {} did not hand over on scale-down: {t:?}",
             h.store.name(),
             h.replicas[i].identity
         );
-        took.extend(t);
+        took.extend(t.complete());
         assert_eq!(
             h.shard_of(i),
             None,
@@ -370,7 +350,7 @@ fn scale_desired_3_6_2(make: MakeStore) {
         );
     }
     h.wait_settled("2 replicas");
-    h.check_history(settled, GRACEFUL_BOUND_MS);
+    h.check_history(settled, timing::lease_ms());
     eprintln!(
         "{}: scale 3→6 (desired count) settled in {converged} ms (polling); 6→2 handovers {took:?} ms",
         h.store.name()

@@ -7,12 +7,8 @@
 use crate::support::http;
 use crate::support::replicas::{Harness, Setup, fleetshard};
 use crate::support::store::StoreUnderTest;
-use crate::support::unix_ms;
+use crate::support::timing;
 use serde_json::Value;
-
-/// Lease duration, renew period and renew timer of `fleetshard run` (ms).
-/// G2 after a crash (docs/reliability.md): duration + grace + renew + 2 polls + 1.6 s.
-const CRASH_BOUND_MS: u64 = 7_500;
 
 #[test]
 fn three_processes_hand_over_after_kill_and_sigterm_without_overlap() {
@@ -37,8 +33,8 @@ fn three_processes_hand_over_after_kill_and_sigterm_without_overlap() {
     let f = h.kill9(0);
     let kill_failover = h.wait_takeover(&f);
     assert!(
-        (crate::support::timing::earliest_takeover_ms()..=CRASH_BOUND_MS).contains(&kill_failover),
-        "{kill_failover}"
+        kill_failover >= timing::earliest_takeover_ms(),
+        "taken over {kill_failover} ms after kill -9, before r0's lease could have run out"
     );
     h.wait_settled("after kill -9 of r0");
 
@@ -50,14 +46,9 @@ fn three_processes_hand_over_after_kill_and_sigterm_without_overlap() {
     assert!(exit.success(), "r1 exit: {exit}");
     h.wait_settled("after SIGTERM of r1");
 
-    // The whole history: no overlap, no cluster unowned longer than the crash bound.
-    let hist = h.history();
-    hist.check_no_overlap().unwrap();
-    let (gap, cluster, at) = hist.longest_gap(&h.clusters, settled, unix_ms());
-    assert!(
-        gap <= CRASH_BOUND_MS,
-        "{cluster} unowned for {gap} ms from {at}"
-    );
+    // The whole history: no overlap; r1's handover went through its release, not its
+    // lease, as did every other.
+    let hist = h.check_history(settled, timing::lease_ms());
     let owners = hist.current_owners();
     assert!(h.clusters.iter().all(|c| owners[c] == ["r2"]), "{owners:?}");
 

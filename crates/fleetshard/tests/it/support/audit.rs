@@ -13,7 +13,12 @@
 //!
 //! Checks: (a) no overlap — no two sources hold one cluster at one instant; (b) coverage —
 //! after a failure, when each of the victim's clusters was acquired again ([`Takeover`]),
-//! and the longest stretch any cluster had no owner ([`History::longest_gap`]).
+//! and every stretch a cluster had no owner, with how it began ([`History::gaps`]): a
+//! release on purpose (a handover), a lapsed lease or a kill. A handover that ended a lease
+//! duration or more after its release is one that may have waited for the leaver's lease
+//! ([`History::handovers_that_waited`]): a successor taking over through expiry sees the
+//! leaver's record unchanged for a lease duration, and the leaver's last change to it (the
+//! release) comes after its stops.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -129,6 +134,45 @@ pub struct Interval {
     pub end: Option<u64>,
     /// Ended by a lapsed lease (dated at the lapse).
     pub lapsed: bool,
+    /// Ended because its process was killed (it logged no release).
+    pub killed: bool,
+}
+
+/// How a stretch without an owner began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GapCause {
+    /// The last owner released the cluster on purpose: a handover.
+    Released,
+    /// The last owner's lease lapsed.
+    Lapsed,
+    /// The last owner was killed.
+    Killed,
+    /// Nobody owned the cluster within the window before it.
+    NeverOwned,
+}
+
+/// A stretch, within a window, during which a cluster had no owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gap {
+    /// The cluster.
+    pub cluster: String,
+    /// When it began (the last owner's end, or the window's start).
+    pub start: u64,
+    /// When it ended (an acquire), or the window's end while still open.
+    pub end: u64,
+    /// Still unowned at the window's end.
+    pub open: bool,
+    /// How it began.
+    pub cause: GapCause,
+    /// The source whose ownership ended when it began.
+    pub last_owner: Option<usize>,
+}
+
+impl Gap {
+    /// How long it lasted, in ms (so far, while open).
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
 }
 
 /// Two sources holding one cluster at one instant.
@@ -183,6 +227,7 @@ impl History {
                         start,
                         end: Some(e.ts),
                         lapsed: e.lapsed,
+                        killed: false,
                     });
                 }
             }
@@ -196,6 +241,7 @@ impl History {
                     start,
                     end: s.killed_at.map(|k| k.max(start)),
                     lapsed: false,
+                    killed: s.killed_at.is_some(),
                 });
             }
         }
@@ -307,32 +353,81 @@ impl History {
         Takeover { clusters }
     }
 
-    /// (b) The longest stretch, within `[from, to)`, that any of `clusters` had no owner,
-    /// with the cluster and where it began.
-    pub fn longest_gap(&self, clusters: &[String], from: u64, to: u64) -> (u64, String, u64) {
+    /// (b) Every stretch, within `[from, to)`, that one of `clusters` had no owner, by
+    /// cluster then time, with how it began.
+    pub fn gaps(&self, clusters: &[String], from: u64, to: u64) -> Vec<Gap> {
         let by_cluster = self.by_cluster();
-        let mut worst = (0, String::new(), from);
+        let mut out = Vec::new();
         for c in clusters {
-            let mut spans: Vec<(u64, u64)> = by_cluster
+            let mut spans: Vec<(u64, u64, &Interval)> = by_cluster
                 .get(c.as_str())
                 .into_iter()
                 .flatten()
-                .map(|iv| (iv.start.max(from), iv.end.unwrap_or(u64::MAX).min(to)))
-                .filter(|(s, e)| s < e)
+                .map(|iv| (iv.start.max(from), iv.end.unwrap_or(u64::MAX).min(to), *iv))
+                .filter(|(s, e, _)| s < e)
                 .collect();
-            spans.sort_unstable();
-            let mut covered_to = from;
-            for (s, e) in spans {
-                if s > covered_to && s - covered_to > worst.0 {
-                    worst = (s - covered_to, c.clone(), covered_to);
+            spans.sort_unstable_by_key(|&(s, e, _)| (s, e));
+            // Covered until, and by which interval's end.
+            let mut covered: (u64, Option<&Interval>) = (from, None);
+            let gap = |start: u64, end: u64, open: bool, by: Option<&Interval>| Gap {
+                cluster: c.clone(),
+                start,
+                end,
+                open,
+                cause: match by {
+                    None => GapCause::NeverOwned,
+                    Some(iv) if iv.killed => GapCause::Killed,
+                    Some(iv) if iv.lapsed => GapCause::Lapsed,
+                    Some(_) => GapCause::Released,
+                },
+                last_owner: by.map(|iv| iv.source),
+            };
+            for (s, e, iv) in spans {
+                if s > covered.0 {
+                    out.push(gap(covered.0, s, false, covered.1));
                 }
-                covered_to = covered_to.max(e);
+                if e > covered.0 {
+                    covered = (e, Some(iv));
+                }
             }
-            if to > covered_to && to - covered_to > worst.0 {
-                worst = (to - covered_to, c.clone(), covered_to);
+            if to > covered.0 {
+                out.push(gap(covered.0, to, true, covered.1));
             }
         }
-        worst
+        out
+    }
+
+    /// (b) The longest stretch, within `[from, to)`, that any of `clusters` had no owner,
+    /// with the cluster and where it began.
+    pub fn longest_gap(&self, clusters: &[String], from: u64, to: u64) -> (u64, String, u64) {
+        self.gaps(clusters, from, to)
+            .into_iter()
+            .fold((0, String::new(), from), |worst, g| {
+                if g.len() > worst.0 {
+                    (g.len(), g.cluster, g.start)
+                } else {
+                    worst
+                }
+            })
+    }
+
+    /// (b) The handovers within `[from, to)` that may have waited for a lease: stretches
+    /// that began with a release on purpose and lasted `lease_ms` or more (so far, when
+    /// still open). A successor that takes over only once the leaver's lease has run out
+    /// sees the leaver's record unchanged for at least `lease_ms` counted from the record's
+    /// last change, which is the leaver's release, written after its stops; a handover
+    /// through the release is not slowed by any lease.
+    pub fn handovers_that_waited(
+        &self,
+        clusters: &[String],
+        from: u64,
+        to: u64,
+        lease_ms: u64,
+    ) -> Vec<Gap> {
+        self.gaps(clusters, from, to)
+            .into_iter()
+            .filter(|g| g.cause == GapCause::Released && g.len() >= lease_ms)
+            .collect()
     }
 }
 
@@ -438,6 +533,64 @@ mod tests {
             h.longest_gap(&["c".into()], 50, 5000),
             (4000, "c".into(), 100)
         );
+    }
+
+    #[test]
+    fn gaps_say_how_they_began_and_a_handover_waited_when_a_lease_passed_after_its_release() {
+        let mut lapse = ev(30, "b", false, "c");
+        lapse.lapsed = true;
+        let h = History::build(vec![
+            src(
+                "a",
+                vec![
+                    ev(10, "a", true, "c"),
+                    ev(20, "a", false, "c"),
+                    ev(10, "a", true, "x"),
+                    ev(20, "a", false, "x"),
+                    ev(10, "a", true, "y"),
+                    ev(20, "a", false, "y"),
+                ],
+                None,
+            ),
+            src(
+                "b",
+                vec![ev(25, "b", true, "c"), lapse, ev(4020, "b", true, "x")],
+                None,
+            ),
+            src("d", vec![ev(5000, "d", true, "c")], Some(6000)),
+            src("e", vec![ev(7000, "e", true, "c")], None),
+        ])
+        .unwrap();
+        let c = ["c".to_owned()];
+        let found: Vec<(u64, u64, GapCause)> = h
+            .gaps(&c, 0, 8000)
+            .iter()
+            .map(|g| (g.start, g.end, g.cause))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (0, 10, GapCause::NeverOwned),
+                (20, 25, GapCause::Released),
+                (30, 5000, GapCause::Lapsed),
+                (6000, 7000, GapCause::Killed),
+            ]
+        );
+        assert_eq!(h.longest_gap(&c, 0, 8000), (4970, "c".into(), 30));
+        let all = ["c".to_owned(), "x".to_owned(), "y".to_owned()];
+        // x: acquired a lease (4,000 ms) after its release; y: released and never
+        // acquired again, open for a lease by the window's end.
+        let waited: Vec<(String, u64, bool)> = h
+            .handovers_that_waited(&all, 0, 8000, 4000)
+            .into_iter()
+            .map(|g| (g.cluster, g.start, g.open))
+            .collect();
+        assert_eq!(
+            waited,
+            [("x".to_owned(), 20, false), ("y".to_owned(), 20, true)]
+        );
+        // A millisecond short of a lease, neither has waited (yet).
+        assert!(h.handovers_that_waited(&all, 0, 4019, 4000).is_empty());
     }
 
     #[test]

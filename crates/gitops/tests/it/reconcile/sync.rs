@@ -449,9 +449,12 @@ async fn no_write_reaches_the_cluster_once_the_lease_check_says_no() {
 
 /// A write still unanswered when the lease is about to end is dropped (with its
 /// connection) `WRITE_MARGIN` before the deadline instead of waiting for the call
-/// timeout, and the resource says so: no apply outlives the lease.
-#[tokio::test]
+/// timeout, and the resource says so: no apply outlives the lease. Under paused time (the
+/// fake API server and the repository are in-process), so how long the refresh took
+/// cannot move the lease, and the cut is dated exactly.
+#[tokio::test(start_paused = true)]
 async fn a_write_still_unanswered_at_the_lease_deadline_is_cut() {
+    use fleetshard_gitops::apply::WRITE_MARGIN;
     use fleetshard_testsupport::kube_api::{FaultAction, Verb};
     let e = env(&[("app/cm.yaml", config_map("cm", "v"))]).await;
     e.add_app("a", AUTO);
@@ -464,7 +467,14 @@ async fn a_write_still_unanswered_at_the_lease_deadline_is_cut() {
         req.is(Verb::Patch, "configmaps")
     });
     let _ = r.operate(&key("a")).await;
+    let ended = tokio::time::Instant::now();
     e.fake.heal();
+    // Cut before the deadline (not at it), by the margin.
+    assert!(
+        ended < until && ended <= until - WRITE_MARGIN,
+        "the held apply ended {:?} before the lease's deadline (margin {WRITE_MARGIN:?})",
+        until.saturating_duration_since(ended)
+    );
     let op = e.sink.get(&key("a")).unwrap().operation.unwrap();
     let resources = op.sync_result.unwrap().resources;
     let cm = resources.iter().find(|r| r.name == "cm").unwrap();
@@ -504,10 +514,14 @@ async fn a_secret_written_with_string_data_is_synced_and_not_rewritten() {
 
 /// Drift that keeps coming back (another controller undoing the sync) is healed at once
 /// the first time, then with Argo CD's back-off (2 s, ×3, …), not as fast as it is seen.
-#[tokio::test]
+/// Under paused time (everything is in-process), so the wait left is exact however long
+/// seeing the drift again took.
+#[tokio::test(start_paused = true)]
 async fn self_heal_backs_off_when_drift_keeps_coming_back() {
+    use fleetshard_gitops::reconciler::SelfHealBackoff;
     let (e, r) = drift(true).await;
     assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
+    let healed = tokio::time::Instant::now();
     assert_eq!(e.settings_value(), Some(json!("v1")));
     // Undone again at once.
     e.fake
@@ -525,10 +539,14 @@ async fn self_heal_backs_off_when_drift_keeps_coming_back() {
     )
     .await;
     let writes = e.fake.write_count();
+    // The second consecutive heal waits the back-off's first step, counted from the heal.
+    let backoff = SelfHealBackoff::default().delay(1);
     match r.operate(&key("a")).await.unwrap() {
-        Operated::Wait(after) => assert!(
-            after > std::time::Duration::from_secs(1) && after <= std::time::Duration::from_secs(2),
-            "{after:?}"
+        Operated::Wait(after) => assert_eq!(
+            after,
+            backoff - healed.elapsed(),
+            "{:?} after the heal",
+            healed.elapsed()
         ),
         other => panic!("healed again at once: {other:?}"),
     }
