@@ -124,8 +124,11 @@ async fn tls_without_authentication_works_and_plain_http_is_refused() {
     )
     .unwrap();
     let e = refused(&plain).await;
+    // The TLS server drops the plaintext connection: the client's write fails ("broken
+    // pipe") or its read sees the reset, whichever comes first (2 of 25 runs: the reset).
     assert!(
-        e.contains("etcd://127.0.0.1") && e.contains("broken pipe"),
+        e.contains("etcd://127.0.0.1")
+            && (e.contains("broken pipe") || e.contains("connection reset")),
         "{e}"
     );
 }
