@@ -43,6 +43,11 @@
 //!   schema written from Argo CD's, are one call away
 //!   ([`FakeApiServer::install_argocd_crds`]).
 //!
+//! Faults ([`FakeApiServer::inject`], [`FaultAction`]): failures with a code, latency,
+//! partitions, a reply lost after the write was applied, and a write held until its client
+//! gave up and served after that; every write is logged with its sender, arrival and end
+//! ([`WriteRecord`], [`overlaps`]).
+//!
 //! What is simplified: strategic merge patch is a JSON merge patch (lists replaced);
 //! server-side apply deep-merges maps and replaces lists (no associative list keys) and
 //! tracks only Apply managers' fields (no `Update` entries, so no conflicts with fields
