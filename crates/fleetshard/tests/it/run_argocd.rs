@@ -497,7 +497,9 @@ fn argocd_processes_share_argo_cds_configmap_over_kubernetes() {
     // fake API server, and at 300 ms a loaded machine made the two replicas miss theirs
     // and trade shards for longer than the wait (seen once under a heavy combined run).
     for n in names {
-        procs.0.insert(n.to_owned(), setup.spawn_with_heartbeat(n, 1_000));
+        procs
+            .0
+            .insert(n.to_owned(), setup.spawn_with_heartbeat(n, 1_000));
     }
     wait_until("every cluster acquired, by both", || {
         let h = replay(&read_events(&logs), None);
