@@ -69,7 +69,7 @@ use fleetshard_controller::{AppKey, Operated, ReconcileError, Reconciler};
 use crate::apply::LeaseCheck;
 use crate::compare::SyncStatus;
 use crate::live::ClusterConnections;
-use crate::source::{Refresh, Render, RepoCache, StandaloneRenderer};
+use crate::source::{Render, RepoCache, StandaloneRenderer};
 use memo::{Memo, Refreshed};
 
 pub use history::RevisionHistory;
@@ -243,19 +243,19 @@ impl GitOpsReconciler {
             .remove(id);
     }
 
-    /// How the first comparison of an app on `cluster` by this owner resolves its
-    /// revision: from data fetched since the owner took the cluster over (the first time
-    /// this is asked, if earlier). Its own resolutions may predate its predecessor's last
-    /// sync; comparing at one would sync the app back to an older commit.
-    fn first_look(&self, cluster: &str) -> Refresh {
-        let mut since = self
+    /// When this owner took `cluster` over: stamped the first time it is asked (at the
+    /// acquisition, or at the first refresh of an app there if that comes first). An
+    /// owner's first comparison of an app resolves its revision from Git data fetched
+    /// since (`Refresh::ResolvedSince`): its own resolutions may predate its
+    /// predecessor's last sync, and comparing at one would sync the app back to an older
+    /// commit.
+    fn owned_since(&self, cluster: &str) -> tokio::time::Instant {
+        *self
             .owned_since
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let at = *since
+            .unwrap_or_else(PoisonError::into_inner)
             .entry(cluster.to_owned())
-            .or_insert_with(tokio::time::Instant::now);
-        Refresh::ResolvedSince(at)
+            .or_insert_with(tokio::time::Instant::now)
     }
 
     /// The name the app's tracking annotations carry.

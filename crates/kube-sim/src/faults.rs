@@ -133,6 +133,20 @@ struct Rule {
     action: FaultAction,
 }
 
+impl Rule {
+    /// Uses the rule once: false when its N are used up.
+    fn take(&mut self) -> bool {
+        match &mut self.remaining {
+            Some(0) => false,
+            Some(n) => {
+                *n -= 1;
+                true
+            }
+            None => true,
+        }
+    }
+}
+
 impl fmt::Debug for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rule")
@@ -256,14 +270,10 @@ impl Faults {
                 FaultAction::ServeAfterGiveUp(d) => AnswerFate::AfterGiveUp(d),
                 _ => continue,
             };
-            if r.remaining == Some(0) {
-                continue;
+            if r.take() {
+                fate = this;
+                break;
             }
-            if let Some(n) = &mut r.remaining {
-                *n -= 1;
-            }
-            fate = this;
-            break;
         }
         g.1.retain(|r| r.remaining != Some(0));
         fate
@@ -281,11 +291,8 @@ impl Faults {
                 match r.action {
                     FaultAction::Delay(d) => delay += d,
                     FaultAction::Fail { code, retry_after } if failure.is_none() => {
-                        if r.remaining == Some(0) {
+                        if !r.take() {
                             continue;
-                        }
-                        if let Some(n) = &mut r.remaining {
-                            *n -= 1;
                         }
                         let mut e = ApiError::for_code(code, format!("injected fault: {code}"));
                         e.details.retry_after = retry_after;

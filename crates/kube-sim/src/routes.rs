@@ -317,7 +317,7 @@ impl ResourceRequest<'_> {
     where
         T: DryRunResult,
     {
-        if dry || self.q.get("dryRun").is_some_and(|v| v == "All") {
+        if dry || target::dry_run(self.q) {
             let key = ops::key(&self.kind, self.ns(), &self.name);
             let stored = self.shared.read().get(&key).map(|o| ops::stored_rv(o));
             let mut out = self.shared.dry_run(f)?;

@@ -124,12 +124,18 @@ impl WriteLog {
         seq
     }
 
+    /// Write `seq`, if it is still kept and in flight.
+    fn in_flight(s: &mut LogState, seq: u64) -> Option<&mut WriteRecord> {
+        s.records
+            .iter_mut()
+            .rev()
+            .find(|r| r.seq == seq)
+            .filter(|r| r.outcome == WriteOutcome::InFlight)
+    }
+
     /// Records how write `seq` ended (if it is still kept and in flight).
     pub fn ended(&self, seq: u64, outcome: WriteOutcome) {
-        let mut s = self.lock();
-        if let Some(r) = s.records.iter_mut().rev().find(|r| r.seq == seq)
-            && r.outcome == WriteOutcome::InFlight
-        {
+        if let Some(r) = Self::in_flight(&mut self.lock(), seq) {
             let now = Instant::now();
             r.outcome = outcome;
             r.completed = Some(now);
@@ -141,10 +147,7 @@ impl WriteLog {
 
     /// Records that the client of write `seq`, still in flight, gave up.
     fn gave_up(&self, seq: u64) {
-        let mut s = self.lock();
-        if let Some(r) = s.records.iter_mut().rev().find(|r| r.seq == seq)
-            && r.outcome == WriteOutcome::InFlight
-        {
+        if let Some(r) = Self::in_flight(&mut self.lock(), seq) {
             r.gave_up = Some(Instant::now());
         }
     }

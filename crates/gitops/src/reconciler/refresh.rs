@@ -395,7 +395,7 @@ impl GitOpsReconciler {
         // write removes the annotation (Kubernetes), but a fleet file keeps it, and a watch
         // may still show it on the next refresh. `timeout.hard.reconciliation` asks for
         // one when the last is that old. This owner's first comparison of the app resolves
-        // from data fetched since it took the cluster over (`first_look`).
+        // from data fetched since it took the cluster over (`owned_since`).
         let refresh = {
             let now = tokio::time::Instant::now();
             let mut memos = self.memos();
@@ -423,7 +423,7 @@ impl GitOpsReconciler {
             } else if asked.is_some() || changed {
                 Refresh::Resolve
             } else if first {
-                self.first_look(&target.cluster.id)
+                Refresh::ResolvedSince(self.owned_since(&target.cluster.id))
             } else {
                 Refresh::Normal
             }

@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 
 use super::{GitOpsReconciler, place};
 use crate::live::{ClusterConn, KindInfo, LiveError};
+use crate::source::Refresh;
 
 /// What a warm-up did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,7 +47,7 @@ impl GitOpsReconciler {
         if !still_owned() {
             return;
         }
-        self.first_look(cluster);
+        self.owned_since(cluster);
         let this = self.clone();
         let id = cluster.to_owned();
         let task = tokio::spawn(async move {
@@ -115,7 +116,7 @@ impl GitOpsReconciler {
                 &target,
                 &dest_ns,
                 &app_name,
-                self.first_look(&target.cluster.id),
+                Refresh::ResolvedSince(self.owned_since(&target.cluster.id)),
             )
             .await
             .ok()?;

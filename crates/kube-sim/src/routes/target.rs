@@ -132,6 +132,11 @@ pub(super) fn flag(q: &HashMap<String, String>, key: &str) -> bool {
     q.get(key).is_some_and(|v| v == "true" || v == "1")
 }
 
+/// Whether the query asks for a dry run (`dryRun=All`).
+pub(super) fn dry_run(q: &HashMap<String, String>) -> bool {
+    q.get("dryRun").is_some_and(|v| v == "All")
+}
+
 pub(super) fn verb_of(method: &Method, t: &Target, q: &HashMap<String, String>) -> Option<Verb> {
     let Target::Resource { name, .. } = t else {
         return (method == Method::GET).then_some(Verb::Discovery);
@@ -161,7 +166,7 @@ pub(super) fn info_of(
     let mut info = RequestInfo {
         verb,
         path: path.to_string(),
-        dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
+        dry_run: dry_run(q),
         ..RequestInfo::default()
     };
     if let Target::Resource {
