@@ -167,8 +167,7 @@ pub const APP_SYNC_OPTIONS: &[&str] = &[
 
 /// Annotations under Argo CD's and Helm's prefixes accepted on a manifest; any other key
 /// with prefix [`CONTROLLED_PREFIXES`] is refused. `helm.sh/resource-policy` is accepted
-/// with the value `keep` only; a hook type `PreDelete` is refused (only PostDelete hooks
-/// are run on deletion). The tracking id and the installation id are what Argo CD itself
+/// with the value `keep` only. The tracking id and the installation id are what Argo CD itself
 /// stamps on every object it renders.
 pub const OBJECT_ANNOTATIONS: &[&str] = &[
     "argocd.argoproj.io/tracking-id",

@@ -16,6 +16,11 @@ pub const RESOURCES_FINALIZER: &str = "resources-finalizer.argocd.argoproj.io";
 pub const FOREGROUND_FINALIZER: &str = "resources-finalizer.argocd.argoproj.io/foreground";
 /// Its background form.
 pub const BACKGROUND_FINALIZER: &str = "resources-finalizer.argocd.argoproj.io/background";
+/// The finalizer that runs PreDelete hooks before any resource is deleted.
+pub const PRE_DELETE_FINALIZER: &str = "pre-delete-finalizer.argocd.argoproj.io";
+/// The finalizer that deletes the PreDelete hooks by their policy once the PostDelete hooks
+/// ran.
+pub const PRE_DELETE_CLEANUP_FINALIZER: &str = "pre-delete-finalizer.argocd.argoproj.io/cleanup";
 /// The finalizer that runs PostDelete hooks once the resources are gone.
 pub const POST_DELETE_FINALIZER: &str = "post-delete-finalizer.argocd.argoproj.io";
 /// The finalizer that deletes the PostDelete hooks by their policy afterwards.

@@ -35,6 +35,7 @@ mod simulate;
 mod simulate_seed;
 mod store_identity;
 mod support;
+mod sync_failover;
 mod terminal;
 mod up;
 mod write_overlap;

@@ -1,6 +1,6 @@
 //! What stops a sync before it writes: per-object annotations fleetshard does not
 //! implement (refused, naming the object and the annotation, from the allow-list in
-//! [`fleetshard_manifest::implemented`]; PreDelete hooks), the annotations that protect a
+//! [`fleetshard_manifest::implemented`]), the annotations that protect a
 //! live object from pruning.
 
 use fleetshard_manifest::implemented::{
@@ -47,14 +47,6 @@ pub(crate) fn object_refusal(object: &Value, what: &str) -> Option<String> {
         if !OBJECT_ANNOTATIONS.contains(&key.as_str()) {
             return Some(format!(
                 "{what}: annotation {key} is not implemented by fleetshard; nothing is synced"
-            ));
-        }
-        if (key == "argocd.argoproj.io/hook" && options(value).any(|t| t == "PreDelete"))
-            || (key == "helm.sh/hook" && options(value).any(|t| t == "pre-delete"))
-        {
-            return Some(format!(
-                "{what}: annotation {key}: {value:?}: PreDelete hooks are not implemented by \
-                 fleetshard (PostDelete hooks are); nothing is synced"
             ));
         }
         if key == RESOURCE_POLICY && value != "keep" {
@@ -124,12 +116,12 @@ mod tests {
             json!({"argocd.argoproj.io/hook": "PreSync", "argocd.argoproj.io/hook-delete-policy": "HookSucceeded"}),
             json!({"helm.sh/hook": "pre-install", "helm.sh/hook-weight": "-5"}),
             json!({"argocd.argoproj.io/sync-options": "Replace=true,Prune=confirm"}),
+            json!({"argocd.argoproj.io/hook": "PreDelete"}),
+            json!({"helm.sh/hook": "pre-delete"}),
         ] {
             assert_eq!(object_refusal(&with(ok.clone()), "o"), None, "{ok}");
         }
         for bad in [
-            json!({"argocd.argoproj.io/hook": "PreDelete"}),
-            json!({"helm.sh/hook": "pre-delete"}),
             json!({"argocd.argoproj.io/sync-options": "ClientSideApplyMigration=false"}),
             json!({"argocd.argoproj.io/some-future-annotation": "x"}),
             json!({"argocd.argoproj.io/compare-options": "ServerSideDiff=true"}),

@@ -1,6 +1,8 @@
 //! An Application being deleted (`metadata.deletionTimestamp`), as Argo CD's controller
 //! finalizes it (`finalizeApplicationDeletion`), one step per operation:
 //!
+//! 0. With `pre-delete-finalizer.argocd.argoproj.io`: the app's PreDelete hooks run first,
+//!    as the PostDelete hooks below; nothing else is deleted until they all succeeded.
 //! 1. With `resources-finalizer.argocd.argoproj.io` (or its `/foreground`, `/background`
 //!    forms): the live objects the app tracks are deleted highest sync wave first, a wave
 //!    at a time once the previous is gone ([`fleetshard_sync::deletion`]), then the
@@ -9,8 +11,9 @@
 //!    live state (so an unreadable source never leaves objects behind unseen).
 //! 2. With `post-delete-finalizer.argocd.argoproj.io`: the app's PostDelete hooks are
 //!    created and waited for; a failed one is deleted and the step retried; once all
-//!    succeeded the finalizer goes. With its `/cleanup` form the hooks are then deleted by
-//!    their policy (no policy: deleted).
+//!    succeeded the finalizer goes.
+//! 3. With the `/cleanup` forms of the PreDelete and PostDelete finalizers, the hooks are
+//!    deleted by their policy (no policy: deleted), PreDelete's first.
 //!
 //! Every delete goes through the lease check and the write deadline, like the sync's.
 
@@ -19,10 +22,12 @@ use std::collections::HashSet;
 use fleetshard_controller::{AppKey, Operated, ReconcileError};
 use fleetshard_sync::deletion::{
     self, CascadeStep, POST_DELETE_CLEANUP_FINALIZER, POST_DELETE_FINALIZER,
+    PRE_DELETE_CLEANUP_FINALIZER, PRE_DELETE_FINALIZER,
 };
-use fleetshard_sync::{DeletePolicy, HealthStatus, Live, ObjectKey, SyncOptions};
+use fleetshard_sync::{DeletePolicy, DeletionHook, HealthStatus, Live, ObjectKey, SyncOptions};
 use serde_json::Value;
 
+use super::memo::{DeletionHooks, Refreshed};
 use super::step::{live_object, resource_key};
 use super::{AppTarget, GitOpsReconciler};
 use crate::apply::{self, WriteHow, WriteResult};
@@ -46,7 +51,13 @@ impl GitOpsReconciler {
         let finalizers = &target.spec.lifecycle.finalizers;
         let has = |f: &str| finalizers.iter().any(|x| x == f);
         let cascade = finalizers.iter().find(|f| deletion::is_cascade(f));
-        if cascade.is_none() && !has(POST_DELETE_FINALIZER) && !has(POST_DELETE_CLEANUP_FINALIZER) {
+        let hooks_to_run = [
+            PRE_DELETE_FINALIZER,
+            PRE_DELETE_CLEANUP_FINALIZER,
+            POST_DELETE_FINALIZER,
+            POST_DELETE_CLEANUP_FINALIZER,
+        ];
+        if cascade.is_none() && !hooks_to_run.iter().any(|f| has(f)) {
             // Another controller's finalizers, or none: nothing of ours to do.
             return Ok(Operated::Idle);
         }
@@ -75,6 +86,17 @@ impl GitOpsReconciler {
             })
             .filter(|(l, _)| self.check_resource(target, &resource_key(&l.key)).is_ok())
             .collect();
+        if has(PRE_DELETE_FINALIZER) {
+            let ran = self
+                .run_deletion_hooks(DeletionHook::PreDelete, &refreshed, &live, &conn, &app_name)
+                .await?;
+            if let Some(wait) = ran {
+                return Ok(wait);
+            }
+            self.change_finalizers(key, &[], &[PRE_DELETE_FINALIZER.to_owned()])
+                .await?;
+            return Ok(Operated::Finished);
+        }
         if let Some(finalizer) = cascade {
             let objects: Vec<Live> = live.iter().map(|(l, _)| l.clone()).collect();
             let options = SyncOptions(target.spec.policy.sync_options.clone());
@@ -128,94 +150,132 @@ impl GitOpsReconciler {
                 }
             }
         }
-        let hooks: Vec<&(Live, String)> = live
-            .iter()
-            .filter(|(l, _)| {
-                fleetshard_sync::is_deletion_hook(
-                    &l.annotations,
-                    fleetshard_sync::DeletionHook::PostDelete,
-                )
-            })
-            .collect();
         if has(POST_DELETE_FINALIZER) {
-            // Create the PostDelete hooks not live yet, then wait for them all.
-            let running: HashSet<&ObjectKey> = hooks.iter().map(|(l, _)| &l.key).collect();
-            let mut created = false;
-            for d in &refreshed.post_delete {
-                let mut name = d.key.name.clone();
-                if name.is_empty() {
-                    let prefix = d
-                        .object
-                        .pointer("/metadata/generateName")
-                        .and_then(Value::as_str)
-                        .unwrap_or("hook-");
-                    name = format!("{prefix}post-delete");
-                }
-                let k = ObjectKey::new(&d.key.group, &d.key.kind, &d.key.namespace, &name);
-                if running.contains(&k) {
-                    continue;
-                }
-                let how = WriteHow {
-                    validate: true,
-                    ..WriteHow::default()
-                };
-                match apply::apply_object(
+            let ran = self
+                .run_deletion_hooks(
+                    DeletionHook::PostDelete,
+                    &refreshed,
+                    &live,
                     &conn,
-                    (&refreshed.tracking, &app_name),
-                    d,
-                    &name,
-                    &how,
-                    self.lease.as_ref(),
+                    &app_name,
                 )
-                .await
-                {
-                    WriteResult::LeaseLapsed => return Err(lapsed()),
-                    WriteResult::Failed(why) => {
-                        return Err(ReconcileError::RetryLater(format!(
-                            "PostDelete hook {k}: {why}"
-                        )));
-                    }
-                    WriteResult::Done(_) | WriteResult::Gone => created = true,
-                }
-            }
-            if created {
-                return Ok(Operated::Wait(DELETION_POLL));
-            }
-            let failed: Vec<&&(Live, String)> = hooks
-                .iter()
-                .filter(|(l, _)| {
-                    l.health
-                        .as_ref()
-                        .is_some_and(|h| h.status == HealthStatus::Degraded)
-                })
-                .collect();
-            if !failed.is_empty() {
-                // Deleted, to be created again (possibly fixed) at the next step.
-                for (l, api) in &failed {
-                    self.delete_hook(&conn, l, api).await?;
-                }
-                let names: Vec<String> = failed.iter().map(|(l, _)| l.key.to_string()).collect();
-                return Err(ReconcileError::RetryLater(format!(
-                    "PostDelete hook(s) failed: {}",
-                    names.join(", ")
-                )));
-            }
-            let progressing = hooks.iter().any(|(l, _)| {
-                l.health.as_ref().is_some_and(|h| {
-                    matches!(
-                        h.status,
-                        HealthStatus::Progressing | HealthStatus::Suspended
-                    )
-                })
-            });
-            if progressing {
-                return Ok(Operated::Wait(DELETION_POLL));
+                .await?;
+            if let Some(wait) = ran {
+                return Ok(wait);
             }
             self.change_finalizers(key, &[], &[POST_DELETE_FINALIZER.to_owned()])
                 .await?;
             return Ok(Operated::Finished);
         }
-        // `/cleanup`: the hooks deleted by their policy, then the finalizer goes.
+        // `/cleanup`: the hooks deleted by their policy, PreDelete's then PostDelete's, and
+        // each finalizer goes once its hooks are gone.
+        for (kind, finalizer) in [
+            (DeletionHook::PreDelete, PRE_DELETE_CLEANUP_FINALIZER),
+            (DeletionHook::PostDelete, POST_DELETE_CLEANUP_FINALIZER),
+        ] {
+            if !has(finalizer) {
+                continue;
+            }
+            if self.clean_up_deletion_hooks(kind, &live, &conn).await? {
+                return Ok(Operated::Wait(DELETION_POLL));
+            }
+            self.change_finalizers(key, &[], &[finalizer.to_owned()])
+                .await?;
+            return Ok(Operated::Finished);
+        }
+        Ok(Operated::Finished)
+    }
+
+    /// Runs the app's hooks of deletion phase `kind` as Argo CD's `executeHooks`: creates
+    /// those rendered but not live, then waits until every live one is healthy; a failed one
+    /// is deleted (to be created again, possibly fixed, at the next step) and the step
+    /// fails. `None` once all succeeded, else what to do now.
+    async fn run_deletion_hooks(
+        &self,
+        kind: DeletionHook,
+        refreshed: &Refreshed,
+        live: &[(Live, String)],
+        conn: &ClusterConn,
+        app_name: &str,
+    ) -> Result<Option<Operated>, ReconcileError> {
+        let hooks = deletion_hooks(live, kind);
+        let running: HashSet<&ObjectKey> = hooks.iter().map(|(l, _)| &l.key).collect();
+        let suffix = match kind {
+            DeletionHook::PreDelete => "pre-delete",
+            DeletionHook::PostDelete => "post-delete",
+        };
+        let mut created = false;
+        for d in refreshed.deletion_hooks.of(kind) {
+            let mut name = d.key.name.clone();
+            if name.is_empty() {
+                let prefix = d
+                    .object
+                    .pointer("/metadata/generateName")
+                    .and_then(Value::as_str)
+                    .unwrap_or("hook-");
+                name = format!("{prefix}{suffix}");
+            }
+            let k = ObjectKey::new(&d.key.group, &d.key.kind, &d.key.namespace, &name);
+            if running.contains(&k) {
+                continue;
+            }
+            let how = WriteHow {
+                validate: true,
+                ..WriteHow::default()
+            };
+            let tracking = (&refreshed.tracking, app_name);
+            match apply::apply_object(conn, tracking, d, &name, &how, self.lease.as_ref()).await {
+                WriteResult::LeaseLapsed => return Err(lapsed()),
+                WriteResult::Failed(why) => {
+                    return Err(ReconcileError::RetryLater(format!(
+                        "{kind:?} hook {k}: {why}"
+                    )));
+                }
+                WriteResult::Done(_) | WriteResult::Gone => created = true,
+            }
+        }
+        if created {
+            return Ok(Some(Operated::Wait(DELETION_POLL)));
+        }
+        let failed: Vec<&&(Live, String)> = hooks
+            .iter()
+            .filter(|(l, _)| {
+                l.health
+                    .as_ref()
+                    .is_some_and(|h| h.status == HealthStatus::Degraded)
+            })
+            .collect();
+        if !failed.is_empty() {
+            for (l, api) in &failed {
+                self.delete_hook(conn, l, api).await?;
+            }
+            let names: Vec<String> = failed.iter().map(|(l, _)| l.key.to_string()).collect();
+            return Err(ReconcileError::RetryLater(format!(
+                "{kind:?} hook(s) failed: {}",
+                names.join(", ")
+            )));
+        }
+        let progressing = hooks.iter().any(|(l, _)| {
+            l.health.as_ref().is_some_and(|h| {
+                matches!(
+                    h.status,
+                    HealthStatus::Progressing | HealthStatus::Suspended
+                )
+            })
+        });
+        Ok(progressing.then_some(Operated::Wait(DELETION_POLL)))
+    }
+
+    /// Deletes the live hooks of deletion phase `kind` by their policy, as Argo CD's
+    /// `cleanupHooks` (no policy: deleted; `HookSucceeded`/`HookFailed` by the worst health
+    /// of them all). Whether any is still to go.
+    async fn clean_up_deletion_hooks(
+        &self,
+        kind: DeletionHook,
+        live: &[(Live, String)],
+        conn: &ClusterConn,
+    ) -> Result<bool, ReconcileError> {
+        let hooks = deletion_hooks(live, kind);
         let worst = hooks
             .iter()
             .filter_map(|(l, _)| l.health.as_ref().map(|h| h.status))
@@ -241,15 +301,10 @@ impl GitOpsReconciler {
             }
             pending = true;
             if !l.deleting {
-                self.delete_hook(&conn, l, api).await?;
+                self.delete_hook(conn, l, api).await?;
             }
         }
-        if pending {
-            return Ok(Operated::Wait(DELETION_POLL));
-        }
-        self.change_finalizers(key, &[], &[POST_DELETE_CLEANUP_FINALIZER.to_owned()])
-            .await?;
-        Ok(Operated::Finished)
+        Ok(pending)
     }
 
     /// Whether the app's deletion was approved (`deletion-approved` not before its
@@ -296,27 +351,48 @@ impl GitOpsReconciler {
         }
     }
 
-    /// As Argo CD's refresh: an app with PostDelete hooks gets the PostDelete finalizers
-    /// (so its deletion runs them), one without loses them.
-    pub(super) async fn align_post_delete_finalizers(
+    /// As Argo CD's refresh: an app with PreDelete (PostDelete) hooks gets the PreDelete
+    /// (PostDelete) finalizers, so its deletion runs them; one without loses them.
+    pub(super) async fn align_deletion_hook_finalizers(
         &self,
         key: &AppKey,
         target: &AppTarget,
-        has_hooks: bool,
+        hooks: &DeletionHooks,
     ) -> Result<(), ReconcileError> {
         let l = &target.spec.lifecycle;
         if l.deleting {
             return Ok(());
         }
-        let wanted = [
-            POST_DELETE_FINALIZER.to_owned(),
-            POST_DELETE_CLEANUP_FINALIZER.to_owned(),
-        ];
-        let present = wanted.iter().filter(|f| l.finalizers.contains(f)).count();
-        match (has_hooks, present) {
-            (true, n) if n < wanted.len() => self.change_finalizers(key, &wanted, &[]).await,
-            (false, n) if n > 0 => self.change_finalizers(key, &[], &wanted).await,
-            _ => Ok(()),
+        let (mut add, mut remove) = (Vec::new(), Vec::new());
+        for (has_hooks, wanted) in [
+            (
+                !hooks.pre.is_empty(),
+                [PRE_DELETE_FINALIZER, PRE_DELETE_CLEANUP_FINALIZER],
+            ),
+            (
+                !hooks.post.is_empty(),
+                [POST_DELETE_FINALIZER, POST_DELETE_CLEANUP_FINALIZER],
+            ),
+        ] {
+            let present = wanted
+                .iter()
+                .filter(|f| l.finalizers.iter().any(|x| x == *f));
+            match (has_hooks, present.count()) {
+                (true, n) if n < wanted.len() => add.extend(wanted.map(str::to_owned)),
+                (false, n) if n > 0 => remove.extend(wanted.map(str::to_owned)),
+                _ => {}
+            }
         }
+        if add.is_empty() && remove.is_empty() {
+            return Ok(());
+        }
+        self.change_finalizers(key, &add, &remove).await
     }
+}
+
+/// The live hooks of deletion phase `kind` among the app's objects.
+fn deletion_hooks(live: &[(Live, String)], kind: DeletionHook) -> Vec<&(Live, String)> {
+    live.iter()
+        .filter(|(l, _)| fleetshard_sync::is_deletion_hook(&l.annotations, kind))
+        .collect()
 }

@@ -30,8 +30,8 @@ pub(super) struct Refreshed {
     pub(super) live: Vec<Arc<Value>>,
     /// Desired objects whose live object another app tracks (Argo CD's shared resources).
     pub(super) shared: Vec<String>,
-    /// PostDelete hooks (run when the Application is deleted, not by a sync).
-    pub(super) post_delete: Vec<DesiredObject>,
+    /// PreDelete and PostDelete hooks (run when the Application is deleted, not by a sync).
+    pub(super) deletion_hooks: DeletionHooks,
     /// How argocd-cm said objects are tracked when this was read.
     pub(super) tracking: Tracking,
     /// argocd-cm's resource customizations when this was read (health checks).
@@ -41,6 +41,25 @@ pub(super) struct Refreshed {
 /// Monotonic times of the operation in progress as this owner saw it: its sync timeout,
 /// a retry's wait and the wave delay are counted on them (never on recorded wall-clock
 /// times, which another replica wrote). A new owner starts counting when it takes over.
+/// The hooks of an Application's deletion, as its last refresh rendered them.
+#[derive(Debug, Clone, Default)]
+pub(super) struct DeletionHooks {
+    /// PreDelete hooks: run before any of the app's resources is deleted.
+    pub(super) pre: Vec<DesiredObject>,
+    /// PostDelete hooks: run once they are all gone.
+    pub(super) post: Vec<DesiredObject>,
+}
+
+impl DeletionHooks {
+    /// The hooks of the deletion phase `kind`.
+    pub(super) fn of(&self, kind: fleetshard_sync::DeletionHook) -> &[DesiredObject] {
+        match kind {
+            fleetshard_sync::DeletionHook::PreDelete => &self.pre,
+            fleetshard_sync::DeletionHook::PostDelete => &self.post,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub(super) struct OpClock {
     /// The operation (its `startedAt` and retry count) these times are of.

@@ -10,6 +10,7 @@ use fleetshard_controller::{AppKey, ReconcileError};
 use fleetshard_manifest::{RefreshRequest, RefusalKind};
 use serde_json::Value;
 
+use super::memo::DeletionHooks;
 use super::problem::{COMPARISON_ERROR, Problem};
 use super::{
     AppTarget, ComparisonStatus, Condition, GitOpsReconciler, HealthInfo, Refreshed, ResourceEntry,
@@ -30,18 +31,22 @@ enum Role {
     Skip,
     /// A hook of a sync phase.
     Hook,
-    /// A PostDelete hook (run by the app's deletion).
-    PostDelete,
+    /// A hook of the app's deletion only (PreDelete, PostDelete, or both): run by the
+    /// deletion, never by a sync.
+    Deletion { pre: bool, post: bool },
     /// A hook of no phase fleetshard runs (a Helm test hook): left alone.
     Ignored,
 }
 
 fn role(object: &Value) -> Role {
     let a = guard::annotation_map(object);
-    if fleetshard_sync::is_deletion_hook(&a, fleetshard_sync::DeletionHook::PostDelete)
-        && !has_sync_phase(&a)
-    {
-        Role::PostDelete
+    let deletion = |kind| fleetshard_sync::is_deletion_hook(&a, kind);
+    let (pre, post) = (
+        deletion(fleetshard_sync::DeletionHook::PreDelete),
+        deletion(fleetshard_sync::DeletionHook::PostDelete),
+    );
+    if (pre || post) && !has_sync_phase(&a) {
+        Role::Deletion { pre, post }
     } else if fleetshard_sync::is_ignored(&a) {
         Role::Ignored
     } else if fleetshard_sync::is_hook(&a) {
@@ -329,7 +334,8 @@ impl GitOpsReconciler {
             .filter(|(_, p)| !p.served)
             .map(|(_, p)| p.key.clone())
             .collect();
-        let (mut desired, mut hooks, mut post_delete) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut desired, mut hooks) = (Vec::new(), Vec::new());
+        let mut deletion_hooks = DeletionHooks::default();
         let respect = target.spec.respects_ignore_differences();
         for (role, p) in placed {
             let live = live_by_key.get(&p.key).copied();
@@ -348,7 +354,14 @@ impl GitOpsReconciler {
             match role {
                 Role::Resource | Role::Skip => desired.push(object),
                 Role::Hook => hooks.push(object),
-                Role::PostDelete => post_delete.push(object),
+                Role::Deletion { pre, post } => {
+                    if pre {
+                        deletion_hooks.pre.push(object.clone());
+                    }
+                    if post {
+                        deletion_hooks.post.push(object);
+                    }
+                }
                 Role::Ignored => {}
             }
         }
@@ -363,7 +376,7 @@ impl GitOpsReconciler {
             comparison,
             live,
             shared,
-            post_delete,
+            deletion_hooks,
             tracking,
             settings,
         };
@@ -430,7 +443,7 @@ impl GitOpsReconciler {
         };
         let (last, mut status, problem) = match self.compare(key, &target, refresh).await {
             Ok((refreshed, status)) => {
-                self.align_post_delete_finalizers(key, &target, !refreshed.post_delete.is_empty())
+                self.align_deletion_hook_finalizers(key, &target, &refreshed.deletion_hooks)
                     .await?;
                 (Some(Arc::new(refreshed)), status, None)
             }

@@ -24,13 +24,26 @@ const PRUNE: Option<AutoSync> = Some(AutoSync {
 
 /// Deletes the Application `a` on `control` as `kubectl delete` does (its finalizers
 /// keep it, with a `deletionTimestamp`).
-async fn delete_application(control: &FakeApiServer) {
+pub(super) async fn delete_application(control: &FakeApiServer) {
     let api: Api<DynamicObject> = Api::namespaced_with(
         kube_client(control),
         "argocd",
         &fleetshard_controller::inventory::application_resource(),
     );
     api.delete("a", &DeleteParams::default()).await.unwrap();
+}
+
+/// An owner of `e`'s app whose status and finalizers go to the Application on `control`.
+pub(super) fn owner_reporting_to(e: &SyncEnv, control: &FakeApiServer) -> Arc<GitOpsReconciler> {
+    Arc::new(GitOpsReconciler::new(
+        e.inventory.clone(),
+        repos(&e.tmp.path().join("cache")),
+        ClusterConnections::new(live_options()),
+        Arc::new(sink_for(control)),
+        always(),
+        Arc::new(fleetshard_gitops::reconciler::FixedClock(NOW.into())),
+        sync_config(),
+    ))
 }
 
 #[tokio::test]
@@ -62,15 +75,7 @@ async fn a_foreground_cascade_deletes_the_resources_then_the_application() {
         let mut app = application("a");
         app["metadata"]["finalizers"] = json!([finalizer]);
         control.insert(app).unwrap();
-        let owner = Arc::new(GitOpsReconciler::new(
-            e.inventory.clone(),
-            repos(&e.tmp.path().join("cache")),
-            ClusterConnections::new(live_options()),
-            Arc::new(sink_for(&control)),
-            always(),
-            Arc::new(fleetshard_gitops::reconciler::FixedClock(NOW.into())),
-            sync_config(),
-        ));
+        let owner = owner_reporting_to(&e, &control);
         delete_application(&control).await;
         let live_app = control
             .get("argoproj.io/v1alpha1", "Application", "argocd", "a")

@@ -3,6 +3,7 @@
 
 mod control_plane;
 mod credentials;
+mod deletion_hooks;
 mod diffing;
 mod errors;
 mod hooks;
