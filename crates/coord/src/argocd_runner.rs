@@ -69,6 +69,8 @@ pub struct ArgoStatus {
     pub store_errors: u64,
     /// Clusters started so far.
     pub handovers: u64,
+    /// Stale entries taken over (failovers performed).
+    pub failovers: u64,
     /// Heartbeat (or claim) writes the store confirmed.
     pub writes: u64,
     /// Shutting down.
@@ -494,11 +496,21 @@ impl ArgoRunner {
             last_store_error: m.last_store_error().map(str::to_owned),
             store_errors: m.store_errors(),
             handovers: m.handovers(),
+            failovers: m.failovers(),
             writes: m.writes(),
             stopping: m.is_stopping(),
             listed: m.listed(),
         };
+        let identity = self.identity();
         self.status.send_if_modified(|s| {
+            if snapshot.failovers > s.failovers {
+                tracing::warn!(
+                    identity,
+                    shard = snapshot.shard.unwrap_or_default(),
+                    failovers = snapshot.failovers,
+                    "failover: took over the entry of a holder whose heartbeat went stale"
+                );
+            }
             let changed = *s != snapshot;
             *s = snapshot;
             changed

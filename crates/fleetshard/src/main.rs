@@ -25,7 +25,7 @@ fn main() -> ExitCode {
         Ok(()) => Exit::Success.code(),
         Err(e) => {
             eprintln!("error: {}", one_line(&e));
-            Exit::Failure.code()
+            Exit::of_error(&e).code()
         }
     }
 }

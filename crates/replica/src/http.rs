@@ -1,4 +1,5 @@
-//! The HTTP server both protocols share: `/healthz`, `/readyz` (with a reason) and
+//! The HTTP server both protocols share: `/healthz` (failing only once the store was found
+//! replaced), `/readyz` (with a reason) and
 //! `/metrics`. Each request turns the runner's current status into a protocol-neutral
 //! [`View`] ([`View::of`]) at request time (readiness depends on the time of the request,
 //! e.g. whether a lease is still valid).
@@ -121,10 +122,24 @@ pub fn router(view: ViewFn, registry: Metrics) -> Router {
         metrics: Arc::new(Mutex::new(registry)),
     };
     Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .with_state(state)
+}
+
+/// Live unless the store was found replaced: a fenced replica never acts again, so it
+/// fails its liveness probe and Kubernetes restarts it, and the new process joins the
+/// store that is there now (`docs/reliability.md`, "A replaced store").
+async fn healthz(State(state): State<AppState>) -> (StatusCode, String) {
+    let v = (state.view)(tokio::time::Instant::now());
+    match v.store_replaced {
+        None => (StatusCode::OK, "ok\n".to_owned()),
+        Some(what) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("fenced: store replaced ({what}); restart to join the store there now\n"),
+        ),
+    }
 }
 
 async fn readyz(State(state): State<AppState>) -> (StatusCode, String) {

@@ -164,6 +164,8 @@ enum Purpose {
         entries: Vec<ShardEntry>,
         /// The claim took a stale entry, or one this replica saw released gracefully.
         known_stopped: bool,
+        /// The claim took a stale entry: a failover, once confirmed.
+        stale_takeover: bool,
     },
     /// Shutdown: this replica's entry freed.
     Release,
@@ -202,6 +204,7 @@ struct Stats {
     last_store_error: Option<String>,
     store_errors: u64,
     handovers: u64,
+    failovers: u64,
     writes: u64,
     listed: bool,
 }
@@ -389,6 +392,12 @@ impl ArgoReplica {
     /// Clusters started so far.
     pub fn handovers(&self) -> u64 {
         self.stats.handovers
+    }
+
+    /// Stale entries (of holders that stopped heartbeating) this replica took over and the
+    /// store confirmed: the failovers it performed.
+    pub fn failovers(&self) -> u64 {
+        self.stats.failovers
     }
 
     /// Claim and heartbeat writes the store confirmed.

@@ -26,7 +26,7 @@ impl ReplicaStatus for ArgoStatus {
             acting: self.acting.len(),
             store_errors: self.store_errors,
             handovers: self.handovers,
-            failovers: 0,
+            failovers: self.failovers,
             shard_count: self.replicas,
             corrupt_records: 0,
             inventory_disagreement: 0,

@@ -341,10 +341,11 @@ impl Replica {
         self.lapsed.take()
     }
 
-    /// How many times this replica took a shard over from a holder whose lease expired
-    /// (failovers it performed).
+    /// How many failovers this replica performed: shards it claimed from a holder whose
+    /// lease expired, and holders (each incarnation once) whose clusters it started after
+    /// their lease expired and the distributor moved them here (no spare, or none yet).
     pub fn takeovers(&self) -> u64 {
-        self.takeovers
+        self.takeovers + self.handoffs.failovers()
     }
 
     /// The shard count this replica claims among: the applied generation's.

@@ -105,16 +105,27 @@ impl ReplicaStatus for Status {
     /// never once the store was found replaced. Unreadable records do not change whether
     /// the replica can act (it acts on the last good values, and each unreadable record
     /// recovers by itself: see `docs/reliability.md`), but the reason names them:
-    /// "…; degraded store: KEY: REASON".
+    /// "…; degraded store: KEY: REASON"; a drop the distributor holds back is named too
+    /// ("…; degraded inventory: …").
     fn readiness(&self, now: Instant) -> Result<String, String> {
         if let Some(what) = &self.store_replaced {
             return Err(format!("fenced: store replaced ({what})"));
         }
-        let degraded = |text: String| match self.corrupt.as_slice() {
-            [] => text,
-            corrupt => {
-                let list: Vec<String> = corrupt.iter().map(ToString::to_string).collect();
-                format!("{text}; degraded store: {}", list.join("; "))
+        let degraded = |text: String| {
+            let text = match self.held_back {
+                Some(h) => format!(
+                    "{text}; degraded inventory: it drops {} of the {} committed clusters \
+                     (kept assigned)",
+                    h.dropped, h.previous
+                ),
+                None => text,
+            };
+            match self.corrupt.as_slice() {
+                [] => text,
+                corrupt => {
+                    let list: Vec<String> = corrupt.iter().map(ToString::to_string).collect();
+                    format!("{text}; degraded store: {}", list.join("; "))
+                }
             }
         };
         self.readiness_of_store(now).map(degraded).map_err(degraded)
@@ -174,7 +185,15 @@ impl super::Runner {
             .shard_valid_until(now)
             .map(|m| self.start + m.0);
         self.stats.spare = self.replica.is_spare();
-        self.stats.failovers = self.replica.takeovers();
+        let failovers = self.replica.takeovers();
+        if failovers > self.stats.failovers {
+            tracing::warn!(
+                identity = %self.cfg.identity,
+                failovers,
+                "failover: took over from a holder whose lease expired"
+            );
+        }
+        self.stats.failovers = failovers;
         self.stats.shard_count = self.replica.shard_count();
         self.stats.corrupt = self.replica.corrupt_records().to_vec();
         self.stats.inventory_disagreement = self.replica.inventory_disagreement();

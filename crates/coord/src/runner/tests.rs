@@ -430,6 +430,7 @@ async fn an_emptied_or_halved_fleet_unassigns_nothing_until_the_grace_has_passed
     let guard = DropGuard {
         max_drop_percent: 50,
         grace: Duration::from_secs(12),
+        allow_empty: false,
     };
     let (fleet_tx, fleet_rx) = watch::channel(fleet_of(8, 1));
     let (tx, _rx) = mpsc::unbounded_channel();
@@ -467,7 +468,21 @@ async fn an_emptied_or_halved_fleet_unassigns_nothing_until_the_grace_has_passed
         "an empty inventory unassigned clusters"
     );
     assert_eq!(held_back(), Some((8, 8)));
-    // Back to half of it before the grace ends: a new view (3 of 8 kept), a new grace.
+    // An empty inventory is never committed without `allow_empty`, however long it lasts.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(owners(&all()).len(), 8, "an empty inventory was committed");
+    assert_eq!(held_back(), Some((8, 8)));
+    let ready = nodes
+        .iter()
+        .find(|n| n.status.borrow().held_back.is_some())
+        .map(|n| n.status.borrow().readiness(tokio::time::Instant::now()))
+        .unwrap()
+        .unwrap();
+    assert!(
+        ready.contains("degraded inventory: it drops 8 of the 8 committed clusters"),
+        "{ready}"
+    );
+    // Back to half of it: a new view (3 of 8 kept), a new grace.
     fleet_tx.send(fleet_of(3, 3)).unwrap();
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(

@@ -27,11 +27,36 @@ impl Exit {
         }
     }
 
+    /// The exit of a command's error: [`Exit::Usage`] when a value given on the command
+    /// line (or in the environment variable standing for a flag) was refused after parsing
+    /// ([`BadValue`] anywhere in the chain), else [`Exit::Failure`].
+    pub fn of_error(e: &anyhow::Error) -> Self {
+        if e.chain().any(|c| c.is::<BadValue>()) {
+            Exit::Usage
+        } else {
+            Exit::Failure
+        }
+    }
+
     /// The process exit code.
     pub fn code(self) -> ExitCode {
         ExitCode::from(self as u8)
     }
 }
+
+/// A flag's value refused by a command after clap parsed the line (a value whose meaning
+/// depends on other input, or that can come from an environment variable): exits
+/// [`Exit::Usage`], as clap's own refusals do. The text names the flag or variable.
+#[derive(Debug)]
+pub struct BadValue(pub String);
+
+impl std::fmt::Display for BadValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadValue {}
 
 /// The exit statuses as `--help` lists them (keep in step with [`Exit`]).
 pub const HELP: &str = "\
@@ -44,6 +69,16 @@ Exit status:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bad_value_anywhere_in_the_chain_is_a_usage_error() {
+        let e = anyhow::Error::new(BadValue("--replicas: abc".into())).context("planning");
+        assert_eq!(Exit::of_error(&e), Exit::Usage);
+        assert_eq!(
+            Exit::of_error(&anyhow::anyhow!("no such file")),
+            Exit::Failure
+        );
+    }
 
     #[test]
     fn the_help_text_lists_every_status_with_its_number() {

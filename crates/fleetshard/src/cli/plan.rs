@@ -14,6 +14,7 @@ use fleetshard_plan::{
     render_table,
 };
 
+use super::exit::BadValue;
 use super::input::{self, FleetArgs};
 use super::progress::Progress;
 use super::timing::{ProgressStopwatch, timed};
@@ -213,17 +214,19 @@ pub fn run(args: PlanArgs, matches: &ArgMatches) -> anyhow::Result<()> {
         .replicas
         .as_deref()
         .map(|r| {
-            parse_replicas(r).with_context(|| {
-                if matches.value_source("replicas") == Some(ValueSource::EnvVariable) {
+            parse_replicas(r).map_err(|e| {
+                let flag = if matches.value_source("replicas") == Some(ValueSource::EnvVariable) {
                     format!("{REPLICAS_ENV}={r}")
                 } else {
                     "--replicas".to_owned()
-                }
+                };
+                BadValue(format!("{flag}: {e}"))
             })
         })
         .transpose()?;
-    let (zones, capacities) = args.placement.layout()?;
-    let config = args.placement.config()?;
+    let bad_value = |e: anyhow::Error| BadValue(format!("{e:#}"));
+    let (zones, capacities) = args.placement.layout().map_err(bad_value)?;
+    let config = args.placement.config().map_err(bad_value)?;
 
     let source = args.input.source()?;
     let (loaded, load_ms) = timed(|| -> anyhow::Result<_> {

@@ -405,6 +405,7 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
             drop_guard: DropGuard {
                 max_drop_percent: args.max_fleet_drop_percent,
                 grace: Duration::from_millis(args.fleet_drop_grace_ms),
+                allow_empty: args.allow_empty_fleet,
             },
             shard_specs,
             ..FencedSettings::default()

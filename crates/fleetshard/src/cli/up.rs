@@ -361,7 +361,7 @@ fn instructions(
          \x20 - kill a replica (button, or kill -9 PID): its shard fails over, its clusters are owned again within seconds\n\
          \x20 - pause one (SIGSTOP): its lease expires, another replica takes over; resume it: it steps back\n\
          \x20 - add a replica, or change the shard count (fleetshard scale N --store {store})\n\
-         \x20 - fleetshard status --store {store}   and   fleetshard apps --store {store}\n\
+         \x20 - fleetshard status --store {store} --clusters {clusters_file}   and   fleetshard apps --store {store}\n\
          \x20 - the app broken-manifest shows a ComparisonError; drifted ConfigMaps are healed\n\
          \nCtrl-C stops everything.\n",
         replicas = args.replicas,
@@ -376,6 +376,7 @@ fn instructions(
             "none"
         },
         dir = dir.display(),
+        clusters_file = dir.join("fleet").join(simulate::CLUSTERS_FILE).display(),
     )
 }
 

@@ -492,6 +492,19 @@ fn garbage_input_fails_cleanly() {
 
 #[test]
 fn negative_replicas_are_refused_from_flag_and_env() {
+    // A bad value is a command line not understood (exit 2), as clap's own refusals:
+    // `run --shards foo` and `plan --replicas abc` alike.
+    let mut shards_foo = fleetshard();
+    shards_foo.args(["run", "--store", "memory://", "--shards", "foo"]);
+    for mut cmd in [argo_plan("legacy", "abc"), shards_foo] {
+        let out = run(&mut cmd);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let err = fails(&mut argo_plan("legacy", "-2"));
     assert!(
         err.contains("negative") && err.contains("--replicas"),

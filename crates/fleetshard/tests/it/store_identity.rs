@@ -123,14 +123,22 @@ fn replicas_on_a_replaced_sqlite_file_fence_themselves_and_a_new_one_takes_over_
         first_start - replaced_at
     );
 
-    // And they never come back on the new store, though it is right there.
+    // And they never come back on the new store, though it is right there: they fail
+    // their liveness probe instead, so Kubernetes restarts them.
     std::thread::sleep(Duration::from_secs(3));
     for i in [r0, r1] {
         let (code, body) = readyz(&h, i).unwrap();
         assert_eq!(code, 503, "{body}");
         assert_eq!(h.metric(i, "fleetshard_clusters_acting"), Some(0.0));
         assert_eq!(h.metric(i, "fleetshard_shard"), Some(-1.0));
+        let (code, body) = http::get(h.replicas[i].port, "/healthz").unwrap();
+        assert_eq!(code, 503, "a fenced replica is not live: {body}");
+        assert!(body.contains("store replaced"), "{body}");
     }
+    assert_eq!(
+        http::get(h.replicas[r2].port, "/healthz").map(|(c, _)| c),
+        Some(200)
+    );
     assert!(h.history().check_no_overlap().is_ok());
     let status = h.status().unwrap();
     let holders: Vec<&Value> = status["shards"]
@@ -141,11 +149,23 @@ fn replicas_on_a_replaced_sqlite_file_fence_themselves_and_a_new_one_takes_over_
         .filter(|h| !h.is_null())
         .collect();
     assert_eq!(holders, [&Value::from("r2")], "{status}");
-    // Fenced replicas still stop cleanly.
+    // Fenced replicas still stop cleanly; restarted (as the kubelet does after the failed
+    // liveness probe), one joins the new store and takes its share.
     for i in [r0, r1] {
         h.term(i);
         assert!(h.wait_exit(i).success());
     }
+    let again = h.start("r0");
+    wait_for("the restarted r0 to act on the new store", SETTLE, || {
+        let owners = h.history().current_owners();
+        let mine = owners.values().filter(|o| *o == &["r0"]).count();
+        if mine > 0 && h.ready(again) {
+            Ok(())
+        } else {
+            Err(format!("{owners:?}"))
+        }
+    });
+    h.history().check_no_overlap().unwrap();
 }
 
 #[test]

@@ -60,13 +60,13 @@ impl ArgoReplica {
             self.valid_until = None;
             self.recompute(now, out);
         }
-        let known_stopped = shard.is_some_and(|s| {
-            self.freed.contains(&s)
-                || outcome
-                    .warnings
-                    .iter()
-                    .any(|w| matches!(w, Warning::StaleTakeover { shard, .. } if *shard == s))
+        let stale_takeover = shard.is_some_and(|s| {
+            outcome
+                .warnings
+                .iter()
+                .any(|w| matches!(w, Warning::StaleTakeover { shard, .. } if *shard == s))
         });
+        let known_stopped = stale_takeover || shard.is_some_and(|s| self.freed.contains(&s));
         self.stats.claim = Some(outcome.status);
         self.timers.stale_check = None;
         if shard.is_none() {
@@ -97,6 +97,7 @@ impl ArgoReplica {
                     shard,
                     entries: list,
                     known_stopped,
+                    stale_takeover,
                 },
             });
             // A write that gives our entry up waits until our stops are done.
@@ -181,9 +182,15 @@ impl ArgoReplica {
                         shard,
                         entries,
                         known_stopped,
+                        stale_takeover,
                     },
                     Ok(version),
-                ) => self.claim_confirmed(shard, entries, known_stopped, sent, version, now),
+                ) => {
+                    if stale_takeover && shard != self.held {
+                        self.stats.failovers += 1;
+                    }
+                    self.claim_confirmed(shard, entries, known_stopped, sent, version, now);
+                }
                 (Purpose::Release, Ok(version)) => {
                     self.newest = self.newest.max(version);
                     self.held = None;

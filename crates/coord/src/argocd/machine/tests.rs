@@ -322,9 +322,11 @@ fn a_live_entry_is_never_taken_and_a_stale_one_is_taken_and_started_at_once() {
     let quiet = advance(&mut b, &mut map, secs(120));
     assert_eq!(writes(&quiet), 0);
     assert_eq!(b.next_wake(), Some(ms(120_001)));
+    assert_eq!(b.failovers(), 0);
     let taken = advance(&mut b, &mut map, ms(120_001));
     assert_eq!(writes(&taken), 1);
     assert_eq!(b.shard(), Some(0));
+    assert_eq!(b.failovers(), 1, "a stale entry taken over is a failover");
     assert_eq!(map.entries()[0].controller_name, "b");
     // A stale takeover: x stopped H before, so the clusters start at once.
     assert_eq!(started(&taken), expected(4, 1, 0));
@@ -355,6 +357,7 @@ fn a_graceful_release_seen_starts_at_once_but_only_once_the_shape_is_stable() {
         let now = release_at.after(Duration::from_secs(10));
         let claimed = run(&mut b, &mut map, now, vec![Action::Read]);
         assert_eq!(b.shard(), Some(0), "stable {stable}");
+        assert_eq!(b.failovers(), 0, "a graceful release taken is no failover");
         if fast {
             assert_eq!(started(&claimed), expected(4, 1, 0));
         } else {

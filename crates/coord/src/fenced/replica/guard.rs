@@ -28,6 +28,11 @@ pub struct DropGuard {
     pub max_drop_percent: u32,
     /// How long a view that drops more must have held, unchanged, before it is committed.
     pub grace: Duration,
+    /// An empty inventory may be committed (after the grace, as any large drop). Without
+    /// it (the default, `run` without `--allow-empty-fleet`) a view with no clusters is
+    /// held back for as long as it lasts: an emptied fleet file or a watch that lost its
+    /// objects never leaves the whole fleet unowned.
+    pub allow_empty: bool,
 }
 
 impl Default for DropGuard {
@@ -37,6 +42,7 @@ impl Default for DropGuard {
         DropGuard {
             max_drop_percent: 50,
             grace: Duration::from_secs(12),
+            allow_empty: false,
         }
     }
 }
@@ -99,7 +105,8 @@ pub(super) enum DropCheck {
 }
 
 /// Keeps the clusters `assigned` drops from `doc`, unless the drop is within the share or
-/// is exactly the drop `allow` names (one that has held for the grace).
+/// is exactly the drop `allow` names (one that has held for the grace); an empty view is
+/// always held back unless the guard allows an empty fleet.
 pub(super) fn keep_dropped(
     guard: &DropGuard,
     allow: Option<u64>,
@@ -117,11 +124,12 @@ pub(super) fn keep_dropped(
         .map(|(id, &s)| (id, s))
         .collect();
     let n = dropped.len() as u64;
-    if n == 0 || n * 100 <= u64::from(guard.max_drop_percent) * previous {
+    let emptied = assigned.is_empty() && n > 0 && !guard.allow_empty;
+    if !emptied && (n == 0 || n * 100 <= u64::from(guard.max_drop_percent) * previous) {
         return DropCheck::Within;
     }
     let digest = ids_digest(dropped.iter().map(|(id, _)| id.as_str()));
-    if allow == Some(digest) {
+    if allow == Some(digest) && !emptied {
         return DropCheck::Released;
     }
     let live: Vec<u32> = (0..shards).filter(|s| !vacant.contains(s)).collect();
@@ -205,6 +213,15 @@ impl Replica {
         match (seen, self.guard.held) {
             (Some(s), Some(h)) if h.digest == s.digest => {}
             (Some(s), Some(_)) => self.guard.held = Some(held(s)),
+            (Some(s), None) if s.dropped == s.previous && !self.guard.config.allow_empty => {
+                self.warnings.push(format!(
+                    "distributor: the inventory has none of the {} committed clusters; they \
+                     stay assigned for as long as it lasts (an empty fleet is committed only \
+                     with --allow-empty-fleet)",
+                    s.previous
+                ));
+                self.guard.held = Some(held(s));
+            }
             (Some(s), None) => {
                 self.warnings.push(format!(
                     "distributor: the inventory drops {} of the {} clusters of the committed \

@@ -22,7 +22,7 @@
 //! come back is newer than the listing that judged it gone, so the listings it acts on
 //! carry the newer generation too. An entry satisfied once is therefore dropped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::seen::View;
@@ -39,6 +39,12 @@ pub(super) struct Handoffs {
     /// Per cluster that moved within the run: the shards it left, each with the generation
     /// that took it from there (the latest, when it left one twice).
     left: BTreeMap<String, Vec<(u32, u64)>>,
+    /// Per cluster still waiting: the holders (identity, incarnation) of shards it left
+    /// that let it go only by losing their lease (dead, paused, cut off).
+    orphaned_by: BTreeMap<String, BTreeSet<(String, u64)>>,
+    /// Holders whose clusters this replica started after their lease expired: the
+    /// failovers it performed without taking their shard.
+    failed_over: BTreeSet<(String, u64)>,
 }
 
 impl Handoffs {
@@ -60,6 +66,7 @@ impl Handoffs {
             _ => {
                 self.base = doc.generation;
                 self.left.clear();
+                self.orphaned_by.clear();
             }
         }
         self.applied = Some(doc.clone());
@@ -78,12 +85,37 @@ impl Handoffs {
         let Some(left) = self.left.get_mut(cluster) else {
             return true;
         };
-        left.retain(|&(shard, generation)| shard != me && !view.shard_let_go(shard, generation));
-        if left.is_empty() {
+        let mut orphaned = Vec::new();
+        left.retain(|&(shard, generation)| {
+            if shard == me || !view.shard_let_go(shard, generation) {
+                return shard != me;
+            }
+            if let Some(s) = view.shards.get(&shard)
+                && !s.record.released
+                && !s.verdict.is_live()
+                && s.record.acked < generation
+            {
+                orphaned.push((s.record.holder.clone(), s.record.incarnation));
+            }
+            false
+        });
+        let done = left.is_empty();
+        let mut orphaned_by = self.orphaned_by.remove(cluster).unwrap_or_default();
+        orphaned_by.extend(orphaned);
+        if done {
             self.left.remove(cluster);
-            return true;
+            self.failed_over.extend(orphaned_by);
+        } else if !orphaned_by.is_empty() {
+            self.orphaned_by.insert(cluster.to_owned(), orphaned_by);
         }
-        false
+        done
+    }
+
+    /// How many holders' clusters this replica started after their lease expired (each
+    /// holder incarnation counted once): failovers it performed by receiving a dead
+    /// holder's clusters rather than its shard.
+    pub(super) fn failovers(&self) -> u64 {
+        self.failed_over.len() as u64
     }
 }
 

@@ -22,8 +22,23 @@ pub(super) enum Lease {
     Expired,
     /// Given up by its holder.
     Released,
-    /// Not watched long enough to tell (`--observe` shorter than the lease duration).
+    /// Unchanged for at least a renew period (a live holder renews every 1.25 s) but not
+    /// yet for the lease duration: its holder missed a renewal and may be dead. Nobody is
+    /// shown acting on its clusters.
+    NotRenewed,
+    /// Not watched long enough to tell (`--observe` shorter than a renew period).
     NotJudged,
+}
+
+/// How long the leases were watched, as far as judging them goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WatchSpan {
+    /// At least the lease duration: an unchanged record is expired.
+    Lease,
+    /// At least a renew period: an unchanged record missed a renewal.
+    RenewPeriod,
+    /// Shorter: an unchanged record is not judged.
+    Short,
 }
 
 /// What the watch saw: the first listing, and for each lease key whether its version moved
@@ -33,8 +48,8 @@ pub(super) struct Watched<'a> {
     pub now: &'a Listing,
     /// The first (the same as `now` for a single read).
     pub first: &'a Listing,
-    /// Whether the watch lasted at least the lease duration.
-    pub full: bool,
+    /// How long the watch lasted.
+    pub span: WatchSpan,
 }
 
 impl Watched<'_> {
@@ -44,10 +59,12 @@ impl Watched<'_> {
             Lease::Released
         } else if version(self.now) != version(self.first) {
             Lease::Live
-        } else if self.full {
-            Lease::Expired
         } else {
-            Lease::NotJudged
+            match self.span {
+                WatchSpan::Lease => Lease::Expired,
+                WatchSpan::RenewPeriod => Lease::NotRenewed,
+                WatchSpan::Short => Lease::NotJudged,
+            }
         }
     }
 }
@@ -99,6 +116,9 @@ pub(super) enum ClusterState {
     Handover,
     /// Its shard's holder stopped renewing (dead): nobody acts on it.
     HolderExpired,
+    /// Its shard's holder missed a renewal (it may be dead; its lease has not run out):
+    /// at risk, and not shown as acting.
+    NotRenewed,
     /// Its shard was given up or was never held.
     Vacant,
     /// Its shard's lease was not judged (`--observe` shorter than the lease duration).
@@ -112,6 +132,7 @@ impl ClusterState {
             ClusterState::Acting => "acting",
             ClusterState::Handover => "handover",
             ClusterState::HolderExpired => "holder expired",
+            ClusterState::NotRenewed => "holder not renewing",
             ClusterState::Vacant => "vacant",
             ClusterState::NotJudged => "not judged",
         }
@@ -327,11 +348,20 @@ pub(super) fn build(root: &str, shards: Option<u32>, w: &Watched<'_>, names: &Na
             })
         });
     if let Some(h) = &held_back {
-        warnings.push(format!(
-            "the distributor's inventory drops {} of the {} committed clusters: they stay \
-             assigned until that smaller inventory has held for {} s",
-            h.dropped, h.previous, h.grace_secs
-        ));
+        warnings.push(if h.dropped == h.previous {
+            format!(
+                "the distributor's inventory has none of the {} committed clusters: they stay \
+                 assigned for as long as it lasts (with --allow-empty-fleet, until it has held \
+                 for {} s)",
+                h.previous, h.grace_secs
+            )
+        } else {
+            format!(
+                "the distributor's inventory drops {} of the {} committed clusters: they stay \
+                 assigned until that smaller inventory has held for {} s",
+                h.dropped, h.previous, h.grace_secs
+            )
+        });
     }
     // Every live holder acknowledged the generation: the handover is over.
     let generation = doc.map_or(0, |d| d.generation);
@@ -343,6 +373,7 @@ pub(super) fn build(root: &str, shards: Option<u32>, w: &Watched<'_>, names: &Na
     let state_of = |s: u32| match (snap.shards.get(&s), shard_lease.get(&s)) {
         (None, _) | (_, Some(Lease::Released) | None) => (ClusterState::Vacant, None),
         (_, Some(Lease::Expired)) => (ClusterState::HolderExpired, None),
+        (_, Some(Lease::NotRenewed)) => (ClusterState::NotRenewed, None),
         (_, Some(Lease::NotJudged)) => (ClusterState::NotJudged, None),
         (Some((_, r)), Some(Lease::Live)) if handed_over => {
             (ClusterState::Acting, Some(r.holder.clone()))
@@ -543,6 +574,7 @@ fn lease_text(lease: Lease) -> &'static str {
         Lease::Live => "live",
         Lease::Expired => "EXPIRED (holder gone)",
         Lease::Released => "released",
+        Lease::NotRenewed => "NOT RENEWED (holder may be dead)",
         Lease::NotJudged => "not judged",
     }
 }

@@ -45,9 +45,11 @@ pub struct StatusArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Table, env = "FLEETSHARD_OUTPUT")]
     pub output: Output,
-    /// Watch the leases for exactly this many seconds (0: one read, leases not judged).
-    /// Default: until every lease was renewed, at most the lease duration (4 s) — a lease
-    /// unchanged that long is expired and its holder shown as gone.
+    /// Watch the leases for exactly this many seconds (0: one read, leases not judged;
+    /// 4 or more, the lease duration: a lease unchanged that long is expired and its holder
+    /// shown as gone). Default: until every lease was renewed, at most 1.3 s — a lease
+    /// unchanged that long missed a renewal (a live holder renews every 1.25 s): its holder
+    /// is shown "not renewed" and acting on nothing.
     #[arg(long, value_name = "SECS", env = "FLEETSHARD_OBSERVE")]
     pub observe: Option<u64>,
     /// Redraw a compact live table (per shard: holder, lease, lease age, clusters, apps,
@@ -115,12 +117,16 @@ async fn observe(
             .await
             .with_context(|| format!("reading {}", store.describe()))
     };
-    let lease = LeaseTiming::default().duration;
+    let timing = LeaseTiming::default();
     let first = list().await?;
     // Watch until every lease record was renewed (each live holder renews every 1.25 s),
-    // or for the lease duration: a record unchanged that long is expired, as a replica
-    // judges it. `--observe SECS` watches exactly that long (0: one read, not judged).
-    let window = args.observe.map_or(lease, Duration::from_secs);
+    // for at most a renew period and a little: a record unchanged that long missed a
+    // renewal and its holder is shown at risk, not acting, with an answer within 1.5 s even
+    // while a holder is dead. `--observe SECS` watches exactly that long (0: one read, not
+    // judged; the lease duration or more: an unchanged record is expired).
+    let window = args
+        .observe
+        .map_or(timing.renew_every + RENEW_MARGIN, Duration::from_secs);
     let start = tokio::time::Instant::now();
     let mut now = first.clone();
     while start.elapsed() < window && (args.observe.is_some() || !all_renewed(root, &first, &now)) {
@@ -128,10 +134,17 @@ async fn observe(
         now = list().await?;
     }
     let watched = start.elapsed();
+    let span = if watched >= timing.duration {
+        fenced::WatchSpan::Lease
+    } else if watched >= timing.renew_every + RENEW_MARGIN {
+        fenced::WatchSpan::RenewPeriod
+    } else {
+        fenced::WatchSpan::Short
+    };
     let w = fenced::Watched {
         now: &now,
         first: &first,
-        full: watched >= lease,
+        span,
     };
     let mut report = fenced::build(root, args.shards, &w, names);
     report.store = store.describe();
@@ -141,6 +154,10 @@ async fn observe(
 
 /// How often leases are read while watched.
 const POLL: Duration = Duration::from_millis(250);
+
+/// Beyond a renew period, how long a lease is watched before an unchanged one counts as a
+/// missed renewal (a renew's write takes a few milliseconds).
+const RENEW_MARGIN: Duration = Duration::from_millis(50);
 
 /// Whether every unreleased lease record of `first` has a new version in `now`.
 fn all_renewed(root: &str, first: &Listing, now: &Listing) -> bool {

@@ -43,6 +43,9 @@ pub(super) fn run(args: &StatusArgs) -> anyhow::Result<()> {
     let snapshots = async {
         let mut tenure = Tenure::default();
         for n in 0u64.. {
+            // One snapshot per interval, its start to the next's: the watch of the leases
+            // (up to 1.3 s) is part of the period, not added to it.
+            let started = Instant::now();
             let style = Style {
                 terminal,
                 interval: args.interval,
@@ -69,7 +72,7 @@ pub(super) fn run(args: &StatusArgs) -> anyhow::Result<()> {
             if !super::super::write_stdout(&text)? {
                 return Ok(()); // stdout closed (`| head`): nobody is watching.
             }
-            tokio::time::sleep(args.interval).await;
+            tokio::time::sleep_until(started + args.interval).await;
         }
         Ok::<(), anyhow::Error>(())
     };
@@ -230,6 +233,7 @@ fn frame(r: &Report, tenure: &Tenure, weights: &Weights, style: Style, now: Inst
             Some(Lease::Live) => "live",
             Some(Lease::Expired) => "EXPIRED",
             Some(Lease::Released) => "released",
+            Some(Lease::NotRenewed) => "NOT RENEWED",
             Some(Lease::NotJudged) => "not judged",
         };
         let _ = writeln!(

@@ -132,3 +132,29 @@ fn the_shard_we_hold_now_is_not_waited_for() {
     // We hold shard 0 now: whoever held it before gave it up; our own stops are ours.
     assert!(h.let_go(&view(&[(0, 1, true), (1, 3, true)]), "a", 0));
 }
+
+#[test]
+fn clusters_started_after_their_holder_expired_count_one_failover_per_holder() {
+    let mut h = Handoffs::default();
+    h.applied(&doc(4, &[("a", 0), ("b", 0), ("c", 1), ("d", 2)]));
+    // Shard 0's holder died (expired, acked 4): its clusters move to shards 1 and 3; d
+    // moves from shard 2, whose live holder lets it go by acknowledging.
+    h.applied(&doc(5, &[("a", 3), ("b", 3), ("c", 1), ("d", 3)]));
+    let v = view(&[(0, 4, false), (1, 5, true), (2, 5, true)]);
+    assert!(h.let_go(&v, "a", 3) && h.let_go(&v, "b", 3) && h.let_go(&v, "d", 3));
+    assert_eq!(h.failovers(), 1, "one dead holder, however many clusters");
+    assert_eq!(
+        Handoffs::default().failovers(),
+        0,
+        "nothing started: no failover"
+    );
+}
+
+#[test]
+fn a_handover_from_a_live_holder_is_no_failover() {
+    let mut h = Handoffs::default();
+    h.applied(&doc(4, &[("a", 0)]));
+    h.applied(&doc(5, &[("a", 1)]));
+    assert!(h.let_go(&view(&[(0, 5, true)]), "a", 1));
+    assert_eq!(h.failovers(), 0);
+}

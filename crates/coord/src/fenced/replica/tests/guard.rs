@@ -84,6 +84,33 @@ fn an_inventory_that_comes_back_ends_the_episode_without_a_drop() {
 }
 
 #[test]
+fn an_empty_inventory_is_never_committed_without_allow_empty() {
+    let mut b = Bench::new("a", 1, 10);
+    b.settle(ms(0));
+    shrink_to(&mut b, 0);
+    settle_secs(&mut b, 1, 60);
+    assert_eq!(b.doc().clusters.len(), 10, "the fleet was emptied");
+    let held = b.r.held_back().unwrap();
+    assert_eq!((held.previous, held.dropped), (10, 10));
+    let said = drop_warnings(&mut b);
+    assert_eq!(said.len(), 1, "said once: {said:?}");
+    assert!(
+        said[0].contains("none of the 10") && said[0].contains("--allow-empty-fleet"),
+        "{said:?}"
+    );
+    // Even a guard that never holds a drop back keeps an empty fleet out.
+    let mut b = Bench::new("a", 1, 10);
+    b.r = Replica::new(config("a", 1)).with_drop_guard(DropGuard {
+        max_drop_percent: 100,
+        ..DropGuard::default()
+    });
+    b.settle(ms(0));
+    shrink_to(&mut b, 0);
+    settle_secs(&mut b, 1, 30);
+    assert_eq!(b.doc().clusters.len(), 10);
+}
+
+#[test]
 fn a_new_smaller_view_restarts_the_grace() {
     let mut b = Bench::new("a", 1, 10);
     b.settle(ms(0));
@@ -104,6 +131,7 @@ fn no_guard_at_one_hundred_percent() {
     b.r = Replica::new(config("a", 1)).with_drop_guard(DropGuard {
         max_drop_percent: 100,
         grace: Duration::from_secs(12),
+        allow_empty: true,
     });
     b.settle(ms(0));
     shrink_to(&mut b, 0);
@@ -133,7 +161,23 @@ fn kept_clusters_stay_on_their_shard_or_go_to_a_live_one() {
     let kept: Vec<(&str, u32)> = assigned.iter().map(|(k, &v)| (k.as_str(), v)).collect();
     assert_eq!(kept, [("a", 0), ("b", 0), ("c", 0), ("d", 0)]);
     assert!(homes.is_empty(), "a home beyond the count is forgotten");
-    // The same drop, once allowed, goes through untouched.
+    // The same drop, once allowed, is still held: it empties the fleet.
+    let (mut assigned, mut homes) = (BTreeMap::new(), BTreeMap::new());
+    let check = keep_dropped(
+        &guard,
+        Some(seen.digest),
+        &doc,
+        2,
+        &[1],
+        &mut assigned,
+        &mut homes,
+    );
+    assert!(matches!(check, DropCheck::Held(_)), "{check:?}");
+    // With an empty fleet allowed, it goes through untouched.
+    let guard = DropGuard {
+        allow_empty: true,
+        ..guard
+    };
     let (mut assigned, mut homes) = (BTreeMap::new(), BTreeMap::new());
     let check = keep_dropped(
         &guard,

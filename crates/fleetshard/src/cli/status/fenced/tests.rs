@@ -56,7 +56,7 @@ fn a_dead_holder_is_told_apart_and_owns_nothing() {
     let w = Watched {
         now: &now,
         first: &first,
-        full: true,
+        span: WatchSpan::Lease,
     };
     let names: Names = [("a".to_owned(), ("alpha".to_owned(), "https://a".to_owned()))]
         .into_iter()
@@ -110,11 +110,28 @@ fn without_a_full_watch_nothing_unrenewed_is_called_acting() {
     let w = Watched {
         now: &l,
         first: &l,
-        full: false,
+        span: WatchSpan::Short,
     };
     let r = build("fs/", None, &w, &Names::new());
     assert_eq!(r.clusters[0].state, ClusterState::NotJudged);
     assert!(r.clusters.iter().all(|c| c.owner.is_none()));
+}
+
+#[test]
+fn a_holder_that_missed_a_renewal_is_not_shown_acting() {
+    let l = fleet(5, 10);
+    let w = Watched {
+        now: &l,
+        first: &l,
+        span: WatchSpan::RenewPeriod,
+    };
+    let r = build("fs/", None, &w, &Names::new());
+    assert_eq!(r.clusters[0].state, ClusterState::NotRenewed);
+    assert!(r.clusters.iter().all(|c| c.owner.is_none()));
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["clusters"][0]["state"], "not_renewed");
+    assert_eq!(json["shards"][0]["lease"], "not_renewed");
+    assert!(table(&r).contains("NOT RENEWED"), "{}", table(&r));
 }
 
 #[test]
@@ -126,7 +143,7 @@ fn during_a_handover_no_owner_is_claimed() {
     let w = Watched {
         now: &now,
         first: &first,
-        full: true,
+        span: WatchSpan::Lease,
     };
     let r = build("fs/", None, &w, &Names::new());
     assert_eq!(r.clusters[0].state, ClusterState::Handover);
@@ -197,7 +214,7 @@ fn replicas_that_see_another_fleet_are_flagged_and_dead_ones_ignored() {
     let w = Watched {
         now: &now,
         first: &first,
-        full: true,
+        span: WatchSpan::Lease,
     };
     let r = build("fs/", None, &w, &Names::new());
     let flags: Vec<(&str, bool, bool)> = r
@@ -254,7 +271,7 @@ fn a_distributor_bound_to_its_shard_is_judged_by_that_shard() {
         let w = Watched {
             now: &now,
             first: &first,
-            full: true,
+            span: WatchSpan::Lease,
         };
         build("fs/", None, &w, &Names::new())
     };
