@@ -14,7 +14,7 @@ use fleetshard_gitops::reconciler::{MemorySink, StaticInventory};
 use fleetshard_manifest::AutoSync;
 use fleetshard_manifest::customizations::{IgnoreDifference, IgnoreRules};
 use fleetshard_testsupport::git::Git;
-use fleetshard_testsupport::kube_api::FakeApiServer;
+use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -353,4 +353,61 @@ async fn a_certificate_turns_degraded_through_a_lua_script_in_argocd_cm() {
         .update(&key("a"), |t| t.argocd_cm = Default::default());
     r.refresh(&key("a")).await.unwrap();
     assert_eq!(health(&e), ("Healthy".into(), String::new(), String::new()));
+}
+
+/// argocd-cm's `resource.exclusions`: an excluded kind in the app's manifests is left out
+/// with Argo CD's `ExcludedResourceWarning`, never listed, watched or written, while the
+/// app's other objects sync; the exclusion removed from argocd-cm, the next refresh lists
+/// the kind and the object shows (no restart).
+#[tokio::test]
+async fn an_excluded_kind_is_left_out_with_a_warning_and_never_listed() {
+    let config = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\ndata:\n  k: v\n";
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\nstringData:\n  k: v\n";
+    let e = env(&[
+        ("app/cm.yaml", config.to_owned()),
+        ("app/secret.yaml", secret.to_owned()),
+    ])
+    .await;
+    let exclusions = format!(
+        "- apiGroups: ['']\n  kinds: [Secret]\n  clusters: ['{}*']\n",
+        e.fake.url()
+    );
+    let cm: BTreeMap<String, String> = [("resource.exclusions".to_owned(), exclusions)].into();
+    e.add_app(|t| t.argocd_cm = Arc::new(cm));
+    let r = e.reconciler();
+    e.synced(&r).await;
+    let status = e.status();
+    let kinds: Vec<&str> = status.resources.iter().map(|r| r.kind.as_str()).collect();
+    assert_eq!(kinds, ["ConfigMap"]);
+    let warnings: Vec<(&str, &str)> = status
+        .conditions
+        .iter()
+        .map(|c| (c.kind.as_str(), c.message.as_str()))
+        .collect();
+    assert_eq!(
+        warnings,
+        [(
+            "ExcludedResourceWarning",
+            "Resource /Secret token is excluded in the settings"
+        )]
+    );
+    assert!(e.fake.get("v1", "ConfigMap", "default", "keep").is_some());
+    assert!(
+        e.fake.get("v1", "Secret", "default", "token").is_none(),
+        "not written"
+    );
+    let secrets = |verb| e.fake.request_count(verb, "secrets");
+    assert_eq!(
+        (secrets(Verb::List), secrets(Verb::Watch)),
+        (0, 0),
+        "an excluded kind is never listed or watched"
+    );
+
+    e.inventory
+        .update(&key("a"), |t| t.argocd_cm = Default::default());
+    r.refresh(&key("a")).await.unwrap();
+    let status = e.status();
+    assert!(status.conditions.is_empty(), "{:?}", status.conditions);
+    assert!(status.resources.iter().any(|r| r.kind == "Secret"));
+    assert!(secrets(Verb::List) > 0);
 }
