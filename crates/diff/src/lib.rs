@@ -218,10 +218,7 @@ impl Normalizer {
 
     /// `value` (a live object) without what `obj`'s rules leave out of it.
     pub fn normalized(&self, obj: ObjectRef<'_>, value: &Value) -> Value {
-        let managed = value
-            .pointer("/metadata/managedFields")
-            .cloned()
-            .unwrap_or(Value::Null);
+        let managed = managed_fields(value);
         let mut out = value.clone();
         self.normalize(obj, &mut out, &managed);
         out
@@ -305,10 +302,7 @@ impl Normalizer {
         if !self.applies_to(obj) {
             return None;
         }
-        let managed = live
-            .pointer("/metadata/managedFields")
-            .cloned()
-            .unwrap_or(Value::Null);
+        let managed = managed_fields(live);
         let (mut d, mut l) = (desired.clone(), live.clone());
         self.normalize(obj, &mut d, &managed);
         self.normalize(obj, &mut l, &managed);
@@ -330,10 +324,7 @@ impl Normalizer {
         if let Some(patch) = merge::diff(&by_paths, live) {
             merge::apply(&mut out, &patch);
         }
-        let managed = live
-            .pointer("/metadata/managedFields")
-            .cloned()
-            .unwrap_or(Value::Null);
+        let managed = managed_fields(live);
         let mut by_managers = live.clone();
         self.normalize_managers(obj, &mut by_managers, &managed);
         if let Some(patch) =
@@ -343,6 +334,13 @@ impl Normalizer {
         }
         out
     }
+}
+
+/// A live object's `metadata.managedFields` (null when it has none).
+fn managed_fields(live: &Value) -> Value {
+    live.pointer("/metadata/managedFields")
+        .cloned()
+        .unwrap_or(Value::Null)
 }
 
 #[cfg(test)]
