@@ -5,12 +5,16 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::support::*;
 use fleetshard_controller::{Operated, Reconciler};
 use fleetshard_gitops::compare::ResourceKey;
-use fleetshard_gitops::reconciler::{MemorySink, StaticInventory};
+use fleetshard_gitops::live::ClusterConnections;
+use fleetshard_gitops::reconciler::{
+    FixedClock, GitOpsReconciler, MemorySink, ReconcilerConfig, StaticInventory,
+};
 use fleetshard_manifest::AutoSync;
 use fleetshard_manifest::customizations::{IgnoreDifference, IgnoreRules};
 use fleetshard_testsupport::git::Git;
@@ -410,4 +414,71 @@ async fn an_excluded_kind_is_left_out_with_a_warning_and_never_listed() {
     assert!(status.conditions.is_empty(), "{:?}", status.conditions);
     assert!(status.resources.iter().any(|r| r.kind == "Secret"));
     assert!(secrets(Verb::List) > 0);
+}
+
+/// argocd-cm's `ignoreResourceUpdates`, installed by the refresh: churn of an ignored
+/// field of a synced object is cached and tells the controller nothing; a change of
+/// another field tells it once. Watch events are judged and told in order, one after the
+/// other: once a later change is cached, every earlier one has been told (or not).
+#[tokio::test]
+async fn ignored_churn_of_a_synced_object_queues_no_refresh() {
+    let config = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\ndata:\n  k: v\n";
+    let e = env(&[("app/cm.yaml", config.to_owned())]).await;
+    let cm: BTreeMap<String, String> = [(
+        "resource.customizations.ignoreResourceUpdates.ConfigMap".to_owned(),
+        "jsonPointers:\n- /data/noise\n".to_owned(),
+    )]
+    .into();
+    e.add_app(|t| t.argocd_cm = Arc::new(cm));
+    let told = Arc::new(AtomicUsize::new(0));
+    let conns = {
+        let told = told.clone();
+        ClusterConnections::new(live_options()).with_listener(Arc::new(move |_: &str| {
+            told.fetch_add(1, Ordering::SeqCst);
+        }))
+    };
+    let r = Arc::new(GitOpsReconciler::new(
+        e.inventory.clone(),
+        repos(&e.tmp.path().join("cache")),
+        conns,
+        e.sink.clone(),
+        always(),
+        Arc::new(FixedClock(NOW.into())),
+        ReconcilerConfig::default(),
+    ));
+    e.synced(&r).await;
+    let conn = r.clusters().start(&access("c1", &e.fake)).await.unwrap();
+    let keep: HashSet<ResourceKey> = [ResourceKey::new("", "ConfigMap", "default", "keep")].into();
+    let set = |field: &str, value: &str| {
+        e.fake
+            .modify("v1", "ConfigMap", "default", "keep", |c| {
+                c["data"][field] = json!(value);
+            })
+            .unwrap();
+    };
+    let cached = |field: &'static str, value: &'static str| {
+        conn.live_objects("a", &keep, &Default::default())
+            .iter()
+            .any(|c| c.pointer(&format!("/data/{field}")) == Some(&json!(value)))
+    };
+    let count = || told.load(Ordering::SeqCst);
+    // Settled: every change so far told, the last one (ignored) telling nothing.
+    set("marker", "settled");
+    set("noise", "settle");
+    eventually(Duration::from_secs(10), "settled", || async {
+        cached("noise", "settle").then_some(())
+    })
+    .await;
+    let before = count();
+    for value in ["0", "1", "2"] {
+        set("noise", value);
+    }
+    set("marker", "after-noise");
+    eventually(Duration::from_secs(10), "the marker told", || async {
+        (cached("marker", "after-noise") && count() > before).then_some(())
+    })
+    .await;
+    assert_eq!(count(), before + 1, "only the marker's change is told");
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(e.status().sync.status, "Synced");
 }
