@@ -21,9 +21,12 @@
 //! and `.all`) match by group and kind only. [`Normalizer::respect`] gives, for a sync with
 //! `RespectIgnoreDifferences=true`, the desired object with the ignored fields set to their
 //! live values (Argo CD's merge of what the normalizer removes from the live object: lists
-//! are taken whole). Pure: no I/O, no clock.
+//! are taken whole). [`Normalizer::known_fields`] gives the fields argocd-cm's
+//! `knownTypeFields` declare to hold a core type. [`FieldSet`] is the one reader of `metadata.managedFields`, also used
+//! by the comparison to know which fields its own manager applied. Pure: no I/O, no clock.
 
 mod jq;
+mod known;
 mod managed;
 mod merge;
 mod pointer;
@@ -37,6 +40,8 @@ use fleetshard_manifest::glob::Glob;
 use serde_json::Value;
 
 pub use jq::JqExpression;
+pub use known::KnownField;
+pub use managed::{FieldSet, ManagedEntry};
 
 /// Why a normalizer could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -122,6 +127,7 @@ impl Rule {
 pub struct Normalizer {
     rules: Vec<Rule>,
     ignore_aggregated_roles: bool,
+    known: known::KnownTypes,
 }
 
 impl Normalizer {
@@ -162,7 +168,67 @@ impl Normalizer {
         Ok(Normalizer {
             rules,
             ignore_aggregated_roles: compare.ignore_aggregated_roles,
+            known: known::KnownTypes::new(overrides),
         })
+    }
+
+    /// The normalizer Argo CD's live cache compares a tracked object's versions with, to
+    /// tell whether a change may skip its application's refresh: argocd-cm's
+    /// `ignoreResourceUpdates` of each override (plus its `ignoreDifferences` when
+    /// `ignoreDifferencesOnResourceUpdates` is true, Argo CD's default), and for every kind
+    /// `metadata.resourceVersion`, `metadata.generation` and `metadata.managedFields`. Only
+    /// paths count here: `managedFieldsManagers` and `ignoreAggregatedRoles` do not (Argo
+    /// CD's ignore normalizer reads neither).
+    pub fn for_resource_updates(
+        overrides: &BTreeMap<String, ResourceOverride>,
+        compare: &CompareOptions,
+    ) -> Result<Normalizer, DiffError> {
+        let mut rules = Vec::new();
+        for (key, o) in overrides {
+            let mut paths = o.ignore_resource_updates.clone();
+            if compare.ignore_differences_on_resource_updates {
+                paths
+                    .json_pointers
+                    .extend(o.ignore_differences.json_pointers.iter().cloned());
+                paths
+                    .jq_path_expressions
+                    .extend(o.ignore_differences.jq_path_expressions.iter().cloned());
+            }
+            paths.managed_fields_managers.clear();
+            if paths.is_empty() {
+                continue;
+            }
+            let (group, kind) = key.split_once('/').unwrap_or(("", key));
+            let origin = format!("argocd-cm resource.customizations ({key}) ignoreResourceUpdates");
+            rules.push(Rule::new(&origin, group, kind, "", "", &paths)?);
+        }
+        let always = IgnoreRules {
+            json_pointers: ["resourceVersion", "generation", "managedFields"]
+                .map(|f| format!("/metadata/{f}"))
+                .to_vec(),
+            ..IgnoreRules::default()
+        };
+        rules.push(Rule::new("resource updates", "*", "*", "", "", &always)?);
+        Ok(Normalizer {
+            rules,
+            ignore_aggregated_roles: false,
+            known: known::KnownTypes::default(),
+        })
+    }
+
+    /// `value` (a live object) without what `obj`'s rules leave out of it.
+    pub fn normalized(&self, obj: ObjectRef<'_>, value: &Value) -> Value {
+        let managed = managed_fields(value);
+        let mut out = value.clone();
+        self.normalize(obj, &mut out, &managed);
+        out
+    }
+
+    /// The fields of `group`/`kind` that hold a core Kubernetes type (argocd-cm's
+    /// `knownTypeFields`, and Argo CD's built-in Rollout entry): the comparison treats them
+    /// as it treats that type in a core kind.
+    pub fn known_fields(&self, group: &str, kind: &str) -> &[KnownField] {
+        self.known.of(group, kind)
     }
 
     /// Whether it leaves nothing out of any object.
@@ -236,10 +302,7 @@ impl Normalizer {
         if !self.applies_to(obj) {
             return None;
         }
-        let managed = live
-            .pointer("/metadata/managedFields")
-            .cloned()
-            .unwrap_or(Value::Null);
+        let managed = managed_fields(live);
         let (mut d, mut l) = (desired.clone(), live.clone());
         self.normalize(obj, &mut d, &managed);
         self.normalize(obj, &mut l, &managed);
@@ -261,10 +324,7 @@ impl Normalizer {
         if let Some(patch) = merge::diff(&by_paths, live) {
             merge::apply(&mut out, &patch);
         }
-        let managed = live
-            .pointer("/metadata/managedFields")
-            .cloned()
-            .unwrap_or(Value::Null);
+        let managed = managed_fields(live);
         let mut by_managers = live.clone();
         self.normalize_managers(obj, &mut by_managers, &managed);
         if let Some(patch) =
@@ -274,6 +334,13 @@ impl Normalizer {
         }
         out
     }
+}
+
+/// A live object's `metadata.managedFields` (null when it has none).
+fn managed_fields(live: &Value) -> Value {
+    live.pointer("/metadata/managedFields")
+        .cloned()
+        .unwrap_or(Value::Null)
 }
 
 #[cfg(test)]

@@ -1,73 +1,164 @@
-//! Fields a field manager owns, read from `metadata.managedFields` (`FieldsV1`: `f:<field>`,
-//! `k:<merge key JSON>` for an element of a keyed list, `v:<value>` for a set element, `.`
-//! for the node itself), removed from an object.
+//! The one reader of `metadata.managedFields`: a parsed `FieldsV1` tree ([`FieldSet`]:
+//! `f:<field>`, `k:<merge key JSON>` for an element of a keyed list, `v:<value>` for a set
+//! element, `.` for the node itself), the entries of a live object chosen by manager
+//! ([`FieldSet::of_entries`]), and the removal of the fields a set names from an object.
 
-use serde_json::Value;
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+/// A parsed `FieldsV1` tree: the fields, keyed list elements and set elements it lists.
+/// Unknown or malformed entries are skipped (a record that cannot be read names fewer
+/// fields, never other ones).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct FieldSet {
+    fields: BTreeMap<String, FieldSet>,
+    keyed: Vec<(Map<String, Value>, FieldSet)>,
+    values: Vec<Value>,
+}
+
+impl FieldSet {
+    /// Parses one `FieldsV1` JSON object.
+    pub fn parse(node: &Value) -> FieldSet {
+        let mut set = FieldSet::default();
+        set.merge(node);
+        set
+    }
+
+    /// The union of the `fieldsV1` of the entries of `managed_fields` (a live object's
+    /// `metadata.managedFields`) that `chosen` accepts; `None` when it accepts none.
+    pub fn of_entries(
+        managed_fields: &Value,
+        mut chosen: impl FnMut(&ManagedEntry<'_>) -> bool,
+    ) -> Option<FieldSet> {
+        let mut union: Option<FieldSet> = None;
+        for entry in ManagedEntry::all(managed_fields) {
+            if let (true, Some(fields)) = (chosen(&entry), entry.fields) {
+                union.get_or_insert_with(FieldSet::default).merge(fields);
+            }
+        }
+        union
+    }
+
+    /// Adds the entries of one more `FieldsV1` JSON object.
+    pub fn merge(&mut self, node: &Value) {
+        let Some(map) = node.as_object() else { return };
+        for (entry, child) in map {
+            if let Some(field) = entry.strip_prefix("f:") {
+                self.fields
+                    .entry(field.to_owned())
+                    .or_default()
+                    .merge(child);
+            } else if let Some(key) = entry.strip_prefix("k:") {
+                if let Ok(Value::Object(key)) = serde_json::from_str::<Value>(key) {
+                    match self.keyed.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, existing)) => existing.merge(child),
+                        None => self.keyed.push((key, FieldSet::parse(child))),
+                    }
+                }
+            } else if let Some(value) = entry.strip_prefix("v:")
+                && let Ok(value) = serde_json::from_str::<Value>(value)
+            {
+                self.values.push(value);
+            }
+        }
+    }
+
+    /// The set under map field `name`, if it lists that field.
+    pub fn field(&self, name: &str) -> Option<&FieldSet> {
+        self.fields.get(name)
+    }
+
+    /// The set for the keyed list element whose merge-key fields all equal `element`'s.
+    pub fn keyed_for(&self, element: &Value) -> Option<&FieldSet> {
+        self.keyed
+            .iter()
+            .find(|(key, _)| key_matches(key, element))
+            .map(|(_, set)| set)
+    }
+
+    /// Whether the set element `value` (a `finalizers` entry) is listed.
+    pub fn has_value(&self, value: &Value) -> bool {
+        self.values.contains(value)
+    }
+
+    /// Whether the set names only its node itself (`{}` or `{".": {}}`): a leaf.
+    pub fn is_leaf(&self) -> bool {
+        self.fields.is_empty() && self.keyed.is_empty() && self.values.is_empty()
+    }
+
+    /// Removes from `value` the fields the set names, each as a leaf: a map or list the set
+    /// descends into stays, less those fields, and a map named as a leaf stays whole (its
+    /// fields are compared one by one, as Argo CD removes only the leaves that differ). A
+    /// keyed element named as a leaf is removed (every element with that key); one the set
+    /// descends into loses the fields named under it.
+    pub fn remove_from(&self, value: &mut Value) {
+        if let Some(map) = value.as_object_mut() {
+            for (field, child) in &self.fields {
+                if child.is_leaf() {
+                    if !map.get(field).is_some_and(Value::is_object) {
+                        map.remove(field);
+                    }
+                } else if let Some(inner) = map.get_mut(field) {
+                    child.remove_from(inner);
+                }
+            }
+        } else if let Some(items) = value.as_array_mut() {
+            for (key, child) in &self.keyed {
+                if child.is_leaf() {
+                    items.retain(|e| !key_matches(key, e));
+                } else if let Some(element) = items.iter_mut().find(|e| key_matches(key, e)) {
+                    child.remove_from(element);
+                }
+            }
+            items.retain(|e| !self.values.contains(e));
+        }
+    }
+}
+
+fn key_matches(key: &Map<String, Value>, element: &Value) -> bool {
+    key.iter().all(|(k, v)| element.get(k) == Some(v))
+}
+
+/// One entry of `metadata.managedFields`, as read for choosing it.
+#[derive(Debug, Clone, Copy)]
+pub struct ManagedEntry<'a> {
+    /// `manager` (empty when absent).
+    pub manager: &'a str,
+    /// `operation` (`Apply`, `Update`; empty when absent).
+    pub operation: &'a str,
+    /// `subresource` (empty for the object itself).
+    pub subresource: &'a str,
+    fields: Option<&'a Value>,
+}
+
+impl<'a> ManagedEntry<'a> {
+    fn all(managed_fields: &'a Value) -> impl Iterator<Item = ManagedEntry<'a>> {
+        let text = |entry: &'a Value, key: &str| entry.get(key).and_then(Value::as_str);
+        managed_fields
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(move |entry| ManagedEntry {
+                manager: text(entry, "manager").unwrap_or(""),
+                operation: text(entry, "operation").unwrap_or(""),
+                subresource: text(entry, "subresource").unwrap_or(""),
+                fields: entry.get("fieldsV1"),
+            })
+    }
+}
 
 /// Removes from `value` every field that an entry of `managed_fields` (a live object's
 /// `metadata.managedFields`) gives to one of `managers`, whatever its operation or
-/// subresource (an HPA's `spec.replicas` is its manager's through the `scale` subresource).
-/// A field owned by one of them is removed as a leaf: a map or list it descends into stays,
-/// less the owned fields, and a map named as a leaf stays whole (its fields are compared
-/// one by one, as Argo CD removes only the leaves that differ).
+/// subresource (an HPA's `spec.replicas` is its manager's through the `scale` subresource),
+/// each entry in turn as [`FieldSet::remove_from`] removes them.
 pub(crate) fn remove_owned(value: &mut Value, managed_fields: &Value, managers: &[String]) {
-    for entry in managed_fields.as_array().into_iter().flatten() {
-        let trusted = entry
-            .get("manager")
-            .and_then(Value::as_str)
-            .is_some_and(|m| managers.iter().any(|t| t == m));
-        if let (true, Some(fields)) = (trusted, entry.get("fieldsV1")) {
-            remove_fields(value, fields);
+    for entry in ManagedEntry::all(managed_fields) {
+        if let (true, Some(fields)) = (managers.iter().any(|m| m == entry.manager), entry.fields) {
+            FieldSet::parse(fields).remove_from(value);
         }
     }
 }
-
-/// Whether a `FieldsV1` node names only itself (`{}` or `{".": {}}`): a leaf of the set.
-fn is_leaf(node: &Value) -> bool {
-    node.as_object().is_none_or(|m| m.keys().all(|k| k == "."))
-}
-
-fn remove_fields(value: &mut Value, node: &Value) {
-    let Some(entries) = node.as_object() else {
-        return;
-    };
-    for (entry, child) in entries {
-        if let Some(field) = entry.strip_prefix("f:") {
-            let Some(map) = value.as_object_mut() else {
-                continue;
-            };
-            if is_leaf(child) {
-                // A map is compared field by field (Argo CD removes only differing leaves):
-                // owning a map as a whole leaves its fields compared.
-                if !map.get(field).is_some_and(Value::is_object) {
-                    map.remove(field);
-                }
-            } else if let Some(inner) = map.get_mut(field) {
-                remove_fields(inner, child);
-            }
-        } else if let Some(key) = entry.strip_prefix("k:") {
-            let (Ok(Value::Object(key)), Some(items)) =
-                (serde_json::from_str::<Value>(key), value.as_array_mut())
-            else {
-                continue;
-            };
-            let matches = |e: &Value| key.iter().all(|(k, v)| e.get(k) == Some(v));
-            if is_leaf(child) {
-                items.retain(|e| !matches(e));
-            } else if let Some(element) = items.iter_mut().find(|e| matches(e)) {
-                remove_fields(element, child);
-            }
-        } else if let Some(set_value) = entry.strip_prefix("v:")
-            && let (Ok(v), Some(items)) = (
-                serde_json::from_str::<Value>(set_value),
-                value.as_array_mut(),
-            )
-        {
-            items.retain(|e| *e != v);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -262,3 +262,68 @@ fn aggregated_cluster_roles_compare_without_their_rules() {
             .is_empty()
     );
 }
+
+#[test]
+fn resource_updates_ignore_their_own_paths_the_diffing_ones_by_option_and_metadata_churn() {
+    let mut overrides = BTreeMap::new();
+    overrides.insert(
+        "apps/Deployment".to_owned(),
+        ResourceOverride {
+            ignore_resource_updates: pointers(&["/status"]),
+            ignore_differences: IgnoreRules {
+                json_pointers: vec!["/spec/replicas".into()],
+                managed_fields_managers: vec!["kube-controller-manager".into()],
+                ..IgnoreRules::default()
+            },
+            ..ResourceOverride::default()
+        },
+    );
+    let with_metadata = |replicas: i64, rv: &str, ready: i64| {
+        let mut d = deployment(replicas, "a");
+        d["metadata"]["resourceVersion"] = json!(rv);
+        d["metadata"]["generation"] = json!(replicas);
+        d["metadata"]["managedFields"] = json!([{"manager": rv, "fieldsV1": {}}]);
+        d["status"] = json!({"readyReplicas": ready});
+        d
+    };
+    let before = with_metadata(1, "1", 1);
+    let churned = with_metadata(3, "2", 3);
+    let by_default =
+        Normalizer::for_resource_updates(&overrides, &CompareOptions::default()).unwrap();
+    assert_eq!(
+        by_default.normalized(WEB, &before),
+        by_default.normalized(WEB, &churned),
+        "status, replicas (ignoreDifferences) and metadata churn are all left out"
+    );
+    let own_only = Normalizer::for_resource_updates(
+        &overrides,
+        &CompareOptions {
+            ignore_differences_on_resource_updates: false,
+            ..CompareOptions::default()
+        },
+    )
+    .unwrap();
+    assert_ne!(
+        own_only.normalized(WEB, &before),
+        own_only.normalized(WEB, &churned),
+        "without ignoreDifferencesOnResourceUpdates, replicas counts"
+    );
+    // Metadata churn alone is left out of every kind, the core group's included.
+    let cm = |rv: &str| json!({"kind": "ConfigMap", "metadata": {"name": "c", "resourceVersion": rv}, "data": {"k": "v"}});
+    let core = ObjectRef {
+        group: "",
+        kind: "ConfigMap",
+        namespace: "",
+        name: "c",
+    };
+    assert_eq!(
+        own_only.normalized(core, &cm("1")),
+        own_only.normalized(core, &cm("2"))
+    );
+    let mut changed = cm("2");
+    changed["data"]["k"] = json!("w");
+    assert_ne!(
+        own_only.normalized(core, &cm("1")),
+        own_only.normalized(core, &changed)
+    );
+}

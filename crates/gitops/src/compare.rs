@@ -67,6 +67,7 @@
 mod defaults;
 mod diff;
 mod key;
+mod known;
 mod owned;
 mod quantity;
 mod secret;
@@ -302,7 +303,8 @@ pub fn compare_resource_normalized(
     };
     let records = owned::Records::of(live, &opts.field_manager);
     let desired = secret::as_stored(&key.group, &key.kind, desired);
-    let differences = diff::Walker::new(&key.kind).run(&desired, live, records.root());
+    let known = normalizer.known_fields(&key.group, &key.kind);
+    let differences = diff::Walker::new(&key.kind, known).run(&desired, live, records.root());
     let status = if differences.is_empty() {
         SyncStatus::Synced
     } else {

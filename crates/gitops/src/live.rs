@@ -20,6 +20,9 @@
 //! the cluster was owned) are watched, so an object of a kind no desired manifest names
 //! any more is not seen again after a restart — it is then neither shown nor pruned.
 //!
+//! A kind argocd-cm's `resource.exclusions`/`resource.inclusions` exclude on the cluster
+//! (Argo CD's core exclusions included) is never watched ([`ClusterConn::set_resource_filter`]).
+//!
 //! A watch that stalls (a partitioned cluster) serves a stale cache; so when the cluster
 //! has not been heard from for [`LiveOptions::probe_after`], [`ClusterConn::check_reachable`]
 //! asks the API server for its version before the cache is trusted.
@@ -33,6 +36,7 @@ mod kinds;
 mod kubeconfig;
 mod slim;
 mod tls_configs;
+mod updates;
 mod versions;
 
 use std::collections::{HashMap, HashSet};
@@ -55,6 +59,7 @@ use error::with_causes;
 pub use identity::{ControlPlaneIdentity, Recognition};
 use kubeconfig::kubeconfig_config;
 use tls_configs::TlsConfigs;
+pub use updates::UpdateFilter;
 pub use versions::{ServedVersions, VERSIONS_TTL};
 
 /// A destination cluster as the reconciler reaches it.
@@ -309,6 +314,10 @@ pub struct ClusterConn {
     versions: versions::VersionsSlot,
     /// The managers whose `managedFields` entries the caches keep (`slim.rs`).
     kept_managers: slim::KeptManagers,
+    /// Which changes are not told to the listener (`updates.rs`).
+    update_filter: updates::SharedUpdateFilter,
+    /// The kinds never watched (argocd-cm's exclusions and inclusions, `kinds.rs`).
+    resource_filter: Mutex<Arc<fleetshard_manifest::customizations::ResourceFilter>>,
     /// The cluster this replica runs in, and whether this one is it (`identity.rs`).
     identity: Arc<ControlPlaneIdentity>,
     control_plane: Mutex<Recognition>,
@@ -428,6 +437,8 @@ impl ClusterConn {
             label_key,
             versions: Default::default(),
             kept_managers: Default::default(),
+            update_filter: Default::default(),
+            resource_filter: Default::default(),
             identity: Arc::clone(identity),
             control_plane: Mutex::new(control_plane),
         })
@@ -555,27 +566,6 @@ impl ClusterConn {
             }
         }
         out
-    }
-
-    /// The cache of `key`'s kind, if it is watched.
-    fn cache_of(&self, key: &ResourceKey) -> Option<Arc<KindCache>> {
-        lock(&self.caches)
-            .get(&(key.group.clone(), key.kind.clone()))
-            .cloned()
-    }
-
-    /// Records an object this replica just wrote (read-your-writes for the next refresh).
-    pub(crate) fn observe(&self, key: &ResourceKey, object: Value) {
-        if let Some(cache) = self.cache_of(key) {
-            cache.observe((key.namespace.clone(), key.name.clone()), object);
-        }
-    }
-
-    /// Forgets an object this replica just deleted.
-    pub(crate) fn forget(&self, key: &ResourceKey) {
-        if let Some(cache) = self.cache_of(key) {
-            cache.forget(&(key.namespace.clone(), key.name.clone()));
-        }
     }
 }
 

@@ -12,7 +12,8 @@
 //! - `resource.compareoptions` (YAML: `ignoreAggregatedRoles`, `ignoreResourceStatusField`
 //!   — `all` (the default), `crd`, `none`/`off`/`false` —, and
 //!   `ignoreDifferencesOnResourceUpdates`, default true);
-//! - `resource.ignoreResourceUpdatesEnabled` (default true).
+//! - `resource.ignoreResourceUpdatesEnabled` (default true);
+//! - `resource.exclusions` and `resource.inclusions` (YAML lists, [`ResourceFilter`]).
 //!
 //! A value Argo CD refuses (YAML that does not read, an unknown customization type, a key
 //! with more than one `_`) is an error naming the key: Argo CD then fails every comparison.
@@ -163,6 +164,8 @@ impl Default for CompareOptions {
 /// Everything argocd-cm says about comparison and health.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResourceCustomizations {
+    /// `resource.exclusions` / `resource.inclusions` with Argo CD's core exclusions.
+    pub resource_filter: ResourceFilter,
     /// By key: `group/Kind`, `Kind` (core group), a wildcard, or `*/*` (`.all`).
     pub overrides: BTreeMap<String, ResourceOverride>,
     /// `resource.compareoptions`.
@@ -307,6 +310,7 @@ impl ResourceCustomizations {
             })?,
         };
         Ok(ResourceCustomizations {
+            resource_filter: ResourceFilter::from_argocd_cm(data)?,
             overrides,
             compare,
             ignore_resource_updates_enabled,
@@ -320,6 +324,8 @@ impl ResourceCustomizations {
             k.starts_with(CUSTOMIZATIONS_KEY)
                 || *k == COMPARE_OPTIONS_KEY
                 || *k == IGNORE_RESOURCE_UPDATES_ENABLED_KEY
+                || *k == EXCLUSIONS_KEY
+                || *k == INCLUSIONS_KEY
         })
     }
 }
@@ -336,6 +342,10 @@ fn parse_go_bool(s: &str) -> Option<bool> {
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_owned()
 }
+
+mod filter;
+
+pub use filter::{EXCLUSIONS_KEY, FilteredResource, INCLUSIONS_KEY, ResourceFilter};
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,10 @@
 
 use serde_json::{Map, Value};
 
+use fleetshard_diff::KnownField;
+
 use super::defaults::default_for;
+use super::known;
 use super::owned::{LAST_APPLIED, Owned};
 use super::quantity::quantities_equal;
 use super::tracking::{INSTALLATION_ID_ANNOTATION, TRACKING_ANNOTATION};
@@ -46,15 +49,18 @@ enum Seg {
 /// Walks one pair of objects and collects their differences.
 pub(crate) struct Walker<'k> {
     kind: &'k str,
+    /// The kind's fields that hold a core type (argocd-cm's `knownTypeFields`).
+    known: &'k [KnownField],
     path: Vec<Seg>,
     diffs: Vec<Difference>,
 }
 
 impl<'k> Walker<'k> {
-    /// A walker for objects of `kind`.
-    pub(crate) fn new(kind: &'k str) -> Walker<'k> {
+    /// A walker for objects of `kind` whose `known` fields hold core types.
+    pub(crate) fn new(kind: &'k str, known: &'k [KnownField]) -> Walker<'k> {
         Walker {
             kind,
+            known,
             path: Vec::new(),
             diffs: Vec::new(),
         }
@@ -207,6 +213,7 @@ impl<'k> Walker<'k> {
         };
         let mut probe = Walker {
             kind: self.kind,
+            known: self.known,
             path: self.path.clone(),
             diffs: Vec::new(),
         };
@@ -236,9 +243,16 @@ impl<'k> Walker<'k> {
     }
 
     /// Whether the current path holds a resource quantity (container and PVC
-    /// `resources.limits/requests.*`, ResourceQuota `spec.hard.*`, PV `spec.capacity.*`).
+    /// `resources.limits/requests.*`, ResourceQuota `spec.hard.*`, PV `spec.capacity.*`;
+    /// in a custom resource, a known-type field declared a `core/Quantity`, or one of those
+    /// paths inside a field declared a core type).
     fn at_quantity(&self) -> bool {
-        let p = self.pattern();
+        let mut p = self.pattern();
+        match known::as_core(self.known, &p) {
+            Some(known::Core::Quantity) => return true,
+            Some(known::Core::In(pattern)) => p = pattern,
+            None => {}
+        }
         matches!(
             p.as_slice(),
             [.., "resources", "limits" | "requests", _]

@@ -3,9 +3,7 @@
 //!
 //! Two records are read, as Argo CD does:
 //! - `metadata.managedFields`: the entries of our server-side-apply field manager
-//!   (operation `Apply`, not the `status` subresource), in the `FieldsV1` format
-//!   (`f:<field>`, `k:<merge key JSON>` for keyed list elements, `v:<value>` for set
-//!   elements, `.` for the node itself);
+//!   (operation `Apply`, not the `status` subresource), read by `fleetshard_diff::FieldSet`;
 //! - the `kubectl.kubernetes.io/last-applied-configuration` annotation (client-side
 //!   `kubectl apply`'s three-way-merge record).
 //!
@@ -13,61 +11,11 @@
 //! was applied. Anything else there (defaults, fields of other managers, status) is not
 //! ours and is left alone.
 
-use std::collections::BTreeMap;
-
-use serde_json::{Map, Value};
+use fleetshard_diff::FieldSet;
+use serde_json::Value;
 
 /// The annotation `kubectl apply` writes with the configuration it applied.
 pub(crate) const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// A parsed `FieldsV1` tree: the fields, keyed list elements and set elements it lists.
-#[derive(Debug, Default)]
-pub(crate) struct FieldSet {
-    fields: BTreeMap<String, FieldSet>,
-    keyed: Vec<(Map<String, Value>, FieldSet)>,
-    values: Vec<Value>,
-}
-
-impl FieldSet {
-    /// Parses a `FieldsV1` JSON object; unknown or malformed entries are skipped (a record
-    /// we cannot read only makes the comparison less strict, never wrong about set fields).
-    fn parse(node: &Value) -> FieldSet {
-        let mut set = FieldSet::default();
-        set.merge(node);
-        set
-    }
-
-    fn merge(&mut self, node: &Value) {
-        let Some(map) = node.as_object() else { return };
-        for (entry, child) in map {
-            if let Some(field) = entry.strip_prefix("f:") {
-                self.fields
-                    .entry(field.to_owned())
-                    .or_default()
-                    .merge(child);
-            } else if let Some(key) = entry.strip_prefix("k:") {
-                if let Ok(Value::Object(key)) = serde_json::from_str::<Value>(key) {
-                    match self.keyed.iter_mut().find(|(k, _)| *k == key) {
-                        Some((_, existing)) => existing.merge(child),
-                        None => self.keyed.push((key, FieldSet::parse(child))),
-                    }
-                }
-            } else if let Some(value) = entry.strip_prefix("v:")
-                && let Ok(value) = serde_json::from_str::<Value>(value)
-            {
-                self.values.push(value);
-            }
-        }
-    }
-
-    /// The entry for the keyed list element whose merge-key fields all equal `element`'s.
-    fn keyed_for(&self, element: &Value) -> Option<&FieldSet> {
-        self.keyed
-            .iter()
-            .find(|(key, _)| key.iter().all(|(k, v)| element.get(k) == Some(v)))
-            .map(|(_, set)| set)
-    }
-}
 
 /// Our records for a live object: its managed fields and its last-applied configuration.
 #[derive(Debug, Default)]
@@ -80,24 +28,15 @@ impl Records {
     /// Reads the records of `live` for `field_manager`.
     pub(crate) fn of(live: &Value, field_manager: &str) -> Records {
         let meta = live.get("metadata");
-        let mut managed: Option<FieldSet> = None;
-        for entry in meta
+        let managed = meta
             .and_then(|m| m.get("managedFields"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let ours = entry.get("manager").and_then(Value::as_str) == Some(field_manager)
-                && entry.get("operation").and_then(Value::as_str) == Some("Apply")
-                && entry
-                    .get("subresource")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .is_empty();
-            if let (true, Some(fields)) = (ours, entry.get("fieldsV1")) {
-                managed.get_or_insert_with(FieldSet::default).merge(fields);
-            }
-        }
+            .and_then(|fields| {
+                FieldSet::of_entries(fields, |entry| {
+                    entry.manager == field_manager
+                        && entry.operation == "Apply"
+                        && entry.subresource.is_empty()
+                })
+            });
         let applied = meta
             .and_then(|m| m.get("annotations"))
             .and_then(|a| a.get(LAST_APPLIED))
@@ -128,14 +67,14 @@ impl<'a> Owned<'a> {
     /// The cursor at map field `name`.
     pub(crate) fn field(self, name: &str) -> Owned<'a> {
         Owned {
-            managed: self.managed.and_then(|m| m.fields.get(name)),
+            managed: self.managed.and_then(|m| m.field(name)),
             applied: self.applied.and_then(|a| a.get(name)),
         }
     }
 
     /// Whether map field `name` was applied by us.
     pub(crate) fn owns_field(self, name: &str) -> bool {
-        self.managed.is_some_and(|m| m.fields.contains_key(name))
+        self.managed.is_some_and(|m| m.field(name).is_some())
             || self
                 .applied
                 .and_then(|a| a.get(name))
@@ -160,7 +99,7 @@ impl<'a> Owned<'a> {
 
     /// Whether the set element `value` (a `finalizers` entry) was applied by us.
     pub(crate) fn owns_value(self, value: &Value) -> bool {
-        self.managed.is_some_and(|m| m.values.contains(value))
+        self.managed.is_some_and(|m| m.has_value(value))
             || self
                 .applied
                 .and_then(Value::as_array)

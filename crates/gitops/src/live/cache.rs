@@ -15,6 +15,9 @@
 //! age, [`KindCache::listed_at`], shows it). Every list after the first — this one, and
 //! the watcher's own after a `410 Gone` — tells the listener the apps whose objects it
 //! found changed, added or gone, as a watch event would have.
+//!
+//! A change the cluster's update filter ignores (`updates.rs`: only ignored fields and the
+//! same health) is stored without telling the listener, from a watch event or a list.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -29,7 +32,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{live_value, lock};
+use super::{UpdateFilter, live_value, lock};
 
 /// The instance names an object could be tracked under (its tracking id's app, its
 /// instance label under `label_key`): what the index by app keys it by.
@@ -39,6 +42,21 @@ fn tracked_apps(obj: &Value, label_key: &str) -> Vec<String> {
 
 /// (namespace, name); the namespace is empty for cluster-scoped kinds.
 pub(crate) type ObjKey = (String, String);
+
+/// The update filter in force for one kind's group, if any (`updates.rs`).
+struct Filter<'a> {
+    group: &'a str,
+    filter: Option<Arc<UpdateFilter>>,
+}
+
+impl Filter<'_> {
+    /// Whether the change from `old` to `new` is not told to the listener.
+    fn ignores(&self, old: &Value, new: &Value) -> bool {
+        self.filter
+            .as_ref()
+            .is_some_and(|f| f.ignores(self.group, old, new))
+    }
+}
 
 /// The cached objects, indexed by every instance name they could be tracked under (their
 /// tracking id's app, their instance label), so that one app's refresh reads its own
@@ -113,14 +131,19 @@ impl Objects {
     }
 
     /// The apps whose objects differ between `self` and `next` (by resourceVersion, or
-    /// present in one only): what a list tells that the watch may not have.
-    fn changed_apps(&self, next: &HashMap<ObjKey, Arc<Value>>) -> HashSet<String> {
+    /// present in one only) in a way `filter` does not ignore: what a list tells that the
+    /// watch may not have.
+    fn changed_apps(
+        &self,
+        next: &HashMap<ObjKey, Arc<Value>>,
+        filter: &Filter<'_>,
+    ) -> HashSet<String> {
         let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
         let label_key = &*self.label_key;
         let mut apps = HashSet::new();
         for (key, new) in next {
             match self.by_key.get(key) {
-                Some(old) if rv(old) == rv(new) => {}
+                Some(old) if rv(old) == rv(new) || filter.ignores(old, new) => {}
                 old => {
                     if let Some(old) = old {
                         apps.extend(tracked_apps(old, label_key));
@@ -191,6 +214,8 @@ pub(crate) struct WatchContext {
     pub(crate) lists: Arc<Semaphore>,
     /// The managers whose `managedFields` entries are kept (`slim.rs`).
     pub(crate) kept: super::slim::KeptManagers,
+    /// Which changes are not told to the listener (`updates.rs`).
+    pub(crate) update_filter: super::updates::SharedUpdateFilter,
 }
 
 impl KindCache {
@@ -330,6 +355,7 @@ impl Watched {
             None => Api::all_with(ctx.client, &resource),
         };
         let (heard, listener, lists, kept) = (ctx.heard, ctx.listener, ctx.lists, ctx.kept);
+        let update_filter = ctx.update_filter;
         let relist_every = ctx.relist_every;
         let task = tokio::spawn(async move {
             // Held until the first list is complete or fails (never closed).
@@ -352,6 +378,10 @@ impl Watched {
                         () = sleep_until_opt(relist_at) => break,
                     };
                     let mut changed = HashSet::new();
+                    let filter = Filter {
+                        group: &resource.group,
+                        filter: lock(&update_filter).clone(),
+                    };
                     let mut s = lock(&task_state);
                     match event {
                         Err(e) => {
@@ -369,7 +399,7 @@ impl Watched {
                         Ok(Event::InitDone) => {
                             let listed = s.buffer.take().unwrap_or_default();
                             if !first_list {
-                                changed = s.objects.changed_apps(&listed);
+                                changed = s.objects.changed_apps(&listed, &filter);
                             }
                             first_list = false;
                             s.objects = Objects::from_map(listed, label_key.clone());
@@ -381,7 +411,14 @@ impl Watched {
                         }
                         Ok(Event::Apply(obj)) => {
                             let (key, value) = to_value(&resource, obj, &kept);
-                            changed.extend(tracked_apps(&value, &label_key));
+                            let ignored = s
+                                .objects
+                                .by_key
+                                .get(&key)
+                                .is_some_and(|old| filter.ignores(old, &value));
+                            if !ignored {
+                                changed.extend(tracked_apps(&value, &label_key));
+                            }
                             s.objects.insert_if_newer(key, value);
                         }
                         Ok(Event::Delete(obj)) => {
@@ -505,7 +542,16 @@ mod tests {
             (key("moved"), obj("moved", "2", Some("three"))),
             (key("new"), obj("new", "5", Some("four"))),
         ]);
-        let mut told: Vec<String> = before.changed_apps(&after).into_iter().collect();
+        let mut told: Vec<String> = before
+            .changed_apps(
+                &after,
+                &Filter {
+                    group: "",
+                    filter: None,
+                },
+            )
+            .into_iter()
+            .collect();
         told.sort();
         assert_eq!(told, ["four", "one", "three", "two"]);
     }

@@ -1,13 +1,18 @@
 //! A cluster's kinds: discovery (cached per cluster) and the watch-backed cache of each
-//! kind its applications deploy.
+//! kind its applications deploy, and what the caches are told of this replica's own writes
+//! and of the settings they apply.
 
 use std::sync::Arc;
 
 use kube::api::GroupVersionKind;
 use kube::discovery::Scope;
+use serde_json::Value;
+
+use fleetshard_manifest::customizations::ResourceFilter;
 
 use super::cache::{KindCache, WatchContext};
-use super::{ClusterConn, KindInfo, LiveError, lock};
+use super::{ClusterConn, KindInfo, LiveError, UpdateFilter, lock};
+use crate::compare::ResourceKey;
 
 impl ClusterConn {
     /// What the cluster serves as `kind` in `api_version` (discovery, cached; a kind not
@@ -56,12 +61,17 @@ impl ClusterConn {
     /// Makes sure every kind in `kinds` is watched and its first list is complete: every
     /// kind's watch is started first, so their lists run in parallel (within
     /// [`LiveOptions::list_concurrency`]). A cluster-scoped kind on a namespace-scoped
-    /// cluster without `clusterResources` is [`LiveError::NotManaged`], and not watched.
+    /// cluster without `clusterResources` is [`LiveError::NotManaged`], and not watched; a
+    /// kind the resource filter excludes is skipped ([`ClusterConn::set_resource_filter`]).
     pub async fn watch_kinds(&self, kinds: &[KindInfo]) -> Result<(), LiveError> {
+        let kinds: Vec<&KindInfo> = kinds.iter().filter(|i| !self.is_excluded(i)).collect();
         for info in kinds.iter().filter(|i| !i.namespaced) {
             self.check_managed(&info.resource.kind, "", "(any)")?;
         }
-        let caches: Vec<_> = kinds.iter().map(|info| (info, self.cache(info))).collect();
+        let caches: Vec<_> = kinds
+            .into_iter()
+            .map(|info| (info, self.cache(info)))
+            .collect();
         let not_ready = |info: &KindInfo, message: String| LiveError::NotReady {
             cluster: self.access.server.clone(),
             kind: info.resource.kind.clone(),
@@ -115,9 +125,13 @@ impl ClusterConn {
         lock(&self.caches).clear();
     }
 
-    /// Starts watching `info`'s kind, if it is not watched yet and inside the cluster's
-    /// scope, without waiting for its first list (a warm-up); false if out of scope.
+    /// Starts watching `info`'s kind, if it is not watched yet, inside the cluster's scope
+    /// and not excluded, without waiting for its first list (a warm-up); false if out of
+    /// scope or excluded.
     pub fn start_watch(&self, info: &KindInfo) -> bool {
+        if self.is_excluded(info) {
+            return false;
+        }
         if !info.namespaced
             && self
                 .check_managed(&info.resource.kind, "", "(any)")
@@ -146,10 +160,52 @@ impl ClusterConn {
                     listener: self.listener.clone(),
                     lists: self.lists.clone(),
                     kept: self.kept_managers.clone(),
+                    update_filter: self.update_filter.clone(),
                 };
                 let namespaces = self.scope().watched_namespaces(info.namespaced);
                 Arc::new(KindCache::start(&ctx, &info.resource, namespaces))
             })
             .clone()
+    }
+
+    /// The cache of `key`'s kind, if it is watched.
+    fn cache_of(&self, key: &ResourceKey) -> Option<Arc<KindCache>> {
+        lock(&self.caches)
+            .get(&(key.group.clone(), key.kind.clone()))
+            .cloned()
+    }
+
+    /// Records an object this replica just wrote (read-your-writes for the next refresh).
+    pub(crate) fn observe(&self, key: &ResourceKey, object: Value) {
+        if let Some(cache) = self.cache_of(key) {
+            cache.observe((key.namespace.clone(), key.name.clone()), object);
+        }
+    }
+
+    /// Forgets an object this replica just deleted.
+    pub(crate) fn forget(&self, key: &ResourceKey) {
+        if let Some(cache) = self.cache_of(key) {
+            cache.forget(&(key.namespace.clone(), key.name.clone()));
+        }
+    }
+
+    /// Whether argocd-cm's resource filter excludes `info`'s kind on this cluster.
+    pub fn is_excluded(&self, info: &KindInfo) -> bool {
+        let (group, kind) = (&info.resource.group, &info.resource.kind);
+        lock(&self.resource_filter).is_excluded(group, kind, &self.access.server)
+    }
+
+    /// Installs argocd-cm's resource filter: the caches of kinds it excludes on this
+    /// cluster are dropped (their watches end), and such kinds are not watched again.
+    pub fn set_resource_filter(&self, filter: Arc<ResourceFilter>) {
+        let server = &self.access.server;
+        lock(&self.caches).retain(|(group, kind), _| !filter.is_excluded(group, kind, server));
+        *lock(&self.resource_filter) = filter;
+    }
+
+    /// Installs the filter of the live changes that do not refresh their application
+    /// (`None`: every change does), for the caches running and those started later.
+    pub fn set_update_filter(&self, filter: Option<Arc<UpdateFilter>>) {
+        *lock(&self.update_filter) = filter;
     }
 }

@@ -1,6 +1,7 @@
 //! argocd-cm's resource customizations as the reconciler uses them: the health checks
 //! (argocd-cm's scripts, then the `--resource-customizations` directory, then the built-in
-//! checks) and each application's [`Normalizer`] (its `ignoreDifferences` with argocd-cm's).
+//! checks), each application's [`Normalizer`] (its `ignoreDifferences` with argocd-cm's),
+//! and the live caches' [`UpdateFilter`] (`ignoreResourceUpdates`).
 //!
 //! Built again only when argocd-cm's customization keys change (they travel with every
 //! [`AppTarget`](super::AppTarget), so a change reaches the next refresh without a
@@ -22,6 +23,7 @@ use fleetshard_manifest::customizations::{IgnoreDifference, ResourceCustomizatio
 use serde_json::Value;
 
 use crate::compare::ResourceKey;
+use crate::live::UpdateFilter;
 
 /// The annotation that takes a resource out of its application's health.
 pub(crate) const IGNORE_HEALTHCHECK: &str = "argocd.argoproj.io/ignore-healthcheck";
@@ -36,6 +38,10 @@ pub(crate) struct Settings {
     pub(crate) customizations: ResourceCustomizations,
     /// Where resources' health comes from.
     pub(crate) health: HealthChecks,
+    /// Which live changes do not refresh their app; `None` (every change does) when
+    /// `resource.ignoreResourceUpdatesEnabled` is false, or when a jq expression does not
+    /// compile (Argo CD then hashes nothing and skips no refresh).
+    pub(crate) update_filter: Option<Arc<UpdateFilter>>,
     normalizers: Mutex<HashMap<Vec<IgnoreDifference>, Built<Normalizer>>>,
 }
 
@@ -138,9 +144,14 @@ impl Customizations {
                 use_open_libs: o.use_open_libs,
             });
         let health = health.with_overrides(overrides, self.limits);
+        let update_filter = UpdateFilter::new(&customizations, health.clone())
+            .ok()
+            .flatten()
+            .map(Arc::new);
         Ok(Arc::new(Settings {
             customizations,
             health,
+            update_filter,
             normalizers: Mutex::new(HashMap::new()),
         }))
     }

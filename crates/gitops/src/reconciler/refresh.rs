@@ -65,6 +65,9 @@ fn has_sync_phase(a: &fleetshard_sync::Annotations) -> bool {
         .any(|t| *t != fleetshard_sync::HookType::Skip)
 }
 
+/// The condition an object of a kind argocd-cm's resource filter excludes shows (Argo CD's).
+pub const EXCLUDED_RESOURCE_WARNING: &str = "ExcludedResourceWarning";
+
 /// The condition a credential template matched beyond a path boundary shows
 /// (fleetshard's own type; Argo CD shows any `…Warning` condition as a warning).
 pub const REPO_CREDENTIALS_WARNING: &str = "RepoCredentialsWarning";
@@ -122,9 +125,28 @@ impl GitOpsReconciler {
         // Each object placed, with its role; the kinds served, to watch.
         let mut placed = Vec::with_capacity(manifests.objects.len());
         let mut kinds: Vec<KindInfo> = Vec::new();
+        let resource_filter = &settings.customizations.resource_filter;
+        conn.set_resource_filter(Arc::new(resource_filter.clone()));
+        // Objects of kinds argocd-cm excludes on this cluster: left out of the app, each
+        // named in an ExcludedResourceWarning condition, as Argo CD does.
+        let mut excluded = Vec::new();
         for m in &manifests.objects {
             let role = role(&m.object);
             if role == Role::Ignored {
+                continue;
+            }
+            let text = |field: &str| m.object.get(field).and_then(Value::as_str);
+            let group = text("apiVersion")
+                .and_then(|v| v.split_once('/'))
+                .map_or("", |(group, _)| group);
+            let kind = text("kind").unwrap_or_default();
+            if resource_filter.is_excluded(group, kind, &target.cluster.server) {
+                let name = m.object.pointer("/metadata/name").and_then(Value::as_str);
+                // Argo CD's message (its `group/Kind name`).
+                excluded.push(format!(
+                    "Resource {group}/{kind} {} is excluded in the settings",
+                    name.unwrap_or_default()
+                ));
                 continue;
             }
             let mut p = self
@@ -140,6 +162,7 @@ impl GitOpsReconciler {
             placed.push((role, p));
         }
         conn.keep_managers(normalizer.trusted_managers());
+        conn.set_update_filter(settings.update_filter.clone());
         conn.watch_kinds(&kinds)
             .await
             .map_err(|e| with_rev(e.into()))?;
@@ -295,6 +318,13 @@ impl GitOpsReconciler {
             conditions.push(Condition {
                 kind: "SharedResourceWarning".to_owned(),
                 message: shared.join("; "),
+                last_transition_time: now.clone(),
+            });
+        }
+        for message in excluded {
+            conditions.push(Condition {
+                kind: EXCLUDED_RESOURCE_WARNING.to_owned(),
+                message,
                 last_transition_time: now.clone(),
             });
         }

@@ -121,6 +121,10 @@ impl GitOpsReconciler {
             .await
             .ok()?;
         let objects = &rendered.rendered.manifests.objects;
+        // Kinds argocd-cm excludes are not warmed up (the connection skips them).
+        if let Ok(settings) = self.customizations.settings(&target.argocd_cm) {
+            conn.set_resource_filter(Arc::new(settings.customizations.resource_filter.clone()));
+        }
         let defined = place::defined_kinds(objects);
         let mut kinds = Vec::new();
         for m in objects {

@@ -1,5 +1,6 @@
 //! Comparison with what `ignoreDifferences` and compare options leave out: the normalizer
-//! applied to both sides, and `IgnoreExtraneous` objects not counted in the app's status.
+//! applied to both sides, `IgnoreExtraneous` objects not counted in the app's status, and
+//! argocd-cm's `knownTypeFields` compared as their core types.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +9,7 @@ use fleetshard_gitops::compare::{
     CompareOptions, SyncStatus, TRACKING_ANNOTATION, compare_app, compare_app_normalized,
 };
 use fleetshard_manifest::customizations::{
-    CompareOptions as ArgoCompareOptions, IgnoreDifference, IgnoreRules,
+    CompareOptions as ArgoCompareOptions, IgnoreDifference, IgnoreRules, ResourceCustomizations,
 };
 use serde_json::{Value, json};
 
@@ -78,4 +79,59 @@ fn an_extraneous_object_with_ignore_extraneous_does_not_make_the_app_out_of_sync
         SyncStatus::OutOfSync,
         "the resource itself is still OutOfSync"
     );
+}
+
+/// A custom resource whose controller writes quantities canonically: equal amounts
+/// compare equal where argocd-cm's `knownTypeFields` declares the field a quantity or a
+/// type holding quantities (a custom resource's fields are plain JSON otherwise); under a
+/// pod template's `resources` they compare as amounts with or without a declaration.
+#[test]
+fn known_type_fields_compare_a_custom_resources_quantities_as_amounts() {
+    let task = |storage: &str, cpu: &str| {
+        json!({"apiVersion": "example.io/v1", "kind": "CronTask",
+               "metadata": {"name": "nightly", "namespace": "jobs"},
+               "spec": {"storage": storage, "compute": {"limits": {"cpu": cpu}},
+                        "jobTemplate": {"spec": {"template": {"spec": {"containers": [
+                            {"name": "run", "image": "run:1",
+                             "resources": {"limits": {"cpu": cpu}}}]}}}}}})
+    };
+    let status = |types: &str, desired: Value, live: Value| {
+        let mut argocd_cm = BTreeMap::new();
+        if !types.is_empty() {
+            argocd_cm.insert(
+                "resource.customizations.knownTypeFields.example.io_CronTask".to_owned(),
+                types.to_owned(),
+            );
+        }
+        let custom = ResourceCustomizations::from_argocd_cm(&argocd_cm).unwrap();
+        let normalizer = Normalizer::new(&[], &custom.overrides, &custom.compare).unwrap();
+        let opts = CompareOptions::new("app");
+        compare_app_normalized(&[desired], &[live], &opts, &normalizer)
+            .unwrap()
+            .status
+    };
+    let storage = "- field: spec.storage\n  type: core/Quantity\n";
+    let compute = "- field: spec.compute\n  type: core/v1/ResourceRequirements\n";
+    // spec.storage: 1Gi in Git, 1024Mi live.
+    let (git, live) = (task("1Gi", "1"), task("1024Mi", "1"));
+    assert_eq!(status("", git.clone(), live.clone()), SyncStatus::OutOfSync);
+    assert_eq!(
+        status(compute, git.clone(), live.clone()),
+        SyncStatus::OutOfSync
+    );
+    assert_eq!(status(storage, git, live), SyncStatus::Synced);
+    // cpu: 1 in Git, 1000m live (spec.compute and the pod template's resources).
+    let (git, live) = (task("1Gi", "1"), task("1Gi", "1000m"));
+    assert_eq!(status("", git.clone(), live.clone()), SyncStatus::OutOfSync);
+    assert_eq!(
+        status(storage, git.clone(), live.clone()),
+        SyncStatus::OutOfSync
+    );
+    assert_eq!(
+        status(compute, git.clone(), live.clone()),
+        SyncStatus::Synced
+    );
+    let mut only_pod = live.clone();
+    only_pod["spec"]["compute"]["limits"]["cpu"] = json!("1");
+    assert_eq!(status("", git, only_pod), SyncStatus::Synced);
 }

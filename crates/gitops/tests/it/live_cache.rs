@@ -5,14 +5,16 @@
 //! simulated API server, so time cannot be paused: each wait has a deadline far beyond
 //! the bound it checks (a correctness check, not a speed measurement).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fleetshard_gitops::compare::ResourceKey;
+use fleetshard_gitops::health::HealthChecks;
 use fleetshard_gitops::live::{
-    ClusterAccess, ClusterConn, ClusterConnections, ClusterCredentials, LiveOptions,
+    ClusterAccess, ClusterConn, ClusterConnections, ClusterCredentials, LiveOptions, UpdateFilter,
 };
+use fleetshard_manifest::customizations::ResourceCustomizations;
 use fleetshard_testsupport::kube_api::FakeApiServer;
 use fleetshard_testsupport::kube_api::Verb;
 use serde_json::{Value, json};
@@ -83,21 +85,31 @@ async fn connect(fake: FakeApiServer, relist_every: Duration) -> Cluster {
 
 impl Cluster {
     fn cached_value(&self) -> Option<String> {
+        self.cached("value")
+    }
+
+    /// The cached ConfigMap's `data.<field>`.
+    fn cached(&self, field: &str) -> Option<String> {
         let keys: HashSet<ResourceKey> = HashSet::new();
         self.conn
             .live_objects("a", &keys, &Default::default())
             .iter()
             .find_map(|o| {
-                o.pointer("/data/value")
+                o.get("data")
+                    .and_then(|d| d.get(field))
                     .and_then(Value::as_str)
                     .map(str::to_owned)
             })
     }
 
     fn change(&self, value: &str) {
+        self.change_field("value", value);
+    }
+
+    fn change_field(&self, field: &str, value: &str) {
         self.fake
             .modify("v1", "ConfigMap", "default", "settings", |cm| {
-                cm["data"]["value"] = json!(value);
+                cm["data"][field] = json!(value);
             })
             .unwrap();
     }
@@ -212,5 +224,62 @@ async fn a_watch_that_silently_stops_delivering_is_relisted_and_the_cache_dated_
     assert!(
         age < since_partition,
         "cache age {age:?}, but the partition began {since_partition:?} ago"
+    );
+}
+
+/// argocd-cm's `ignoreResourceUpdates.ConfigMap: /data/noise`, as the reconciler installs it.
+fn ignore_noise(c: &Cluster) {
+    let argocd_cm = BTreeMap::from([(
+        "resource.customizations.ignoreResourceUpdates.ConfigMap".to_owned(),
+        "jsonPointers:\n- /data/noise\n".to_owned(),
+    )]);
+    let customizations = ResourceCustomizations::from_argocd_cm(&argocd_cm).unwrap();
+    let filter = UpdateFilter::new(&customizations, HealthChecks::builtin())
+        .unwrap()
+        .expect("resource.ignoreResourceUpdatesEnabled is true by default");
+    c.conn.set_update_filter(Some(Arc::new(filter)));
+}
+
+/// Churn in an ignored field (each write also a new resourceVersion) is stored and not
+/// told; a change elsewhere is told once. Events arrive in order, so once the last churn
+/// is cached every earlier one has been judged.
+#[tokio::test]
+async fn churn_in_fields_ignored_for_resource_updates_is_cached_and_not_told() {
+    let c = cluster(LONG).await;
+    ignore_noise(&c);
+    let before = c.told();
+    for i in 0..5 {
+        c.change_field("noise", &i.to_string());
+    }
+    c.until(Duration::from_secs(20), |c| {
+        c.cached("noise").as_deref() == Some("4")
+    })
+    .await;
+    assert_eq!(c.told(), before, "ignored churn told the listener");
+    c.change("v2");
+    c.seen("v2", before, Duration::from_secs(20)).await;
+    assert_eq!(c.told(), before + 1);
+}
+
+/// The same through a list (`410 Gone` behind a watch restart): an object found changed
+/// only in ignored fields is cached and not told.
+#[tokio::test]
+async fn ignored_churn_found_by_a_list_is_cached_and_not_told() {
+    let c = cluster(LONG).await;
+    ignore_noise(&c);
+    let before = c.told();
+    let held = c.fake.partition(|r| r.verb == Some(Verb::Watch));
+    c.fake.close_watches();
+    c.change_field("noise", "listed");
+    c.fake.compact();
+    c.fake.remove_fault(held);
+    c.until(Duration::from_secs(20), |c| {
+        c.cached("noise").as_deref() == Some("listed")
+    })
+    .await;
+    assert_eq!(
+        c.told(),
+        before,
+        "ignored churn found by a list told the listener"
     );
 }

@@ -5,16 +5,20 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::support::*;
 use fleetshard_controller::{Operated, Reconciler};
 use fleetshard_gitops::compare::ResourceKey;
-use fleetshard_gitops::reconciler::{MemorySink, StaticInventory};
+use fleetshard_gitops::live::ClusterConnections;
+use fleetshard_gitops::reconciler::{
+    FixedClock, GitOpsReconciler, MemorySink, ReconcilerConfig, StaticInventory,
+};
 use fleetshard_manifest::AutoSync;
 use fleetshard_manifest::customizations::{IgnoreDifference, IgnoreRules};
 use fleetshard_testsupport::git::Git;
-use fleetshard_testsupport::kube_api::FakeApiServer;
+use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -353,4 +357,128 @@ async fn a_certificate_turns_degraded_through_a_lua_script_in_argocd_cm() {
         .update(&key("a"), |t| t.argocd_cm = Default::default());
     r.refresh(&key("a")).await.unwrap();
     assert_eq!(health(&e), ("Healthy".into(), String::new(), String::new()));
+}
+
+/// argocd-cm's `resource.exclusions`: an excluded kind in the app's manifests is left out
+/// with Argo CD's `ExcludedResourceWarning`, never listed, watched or written, while the
+/// app's other objects sync; the exclusion removed from argocd-cm, the next refresh lists
+/// the kind and the object shows (no restart).
+#[tokio::test]
+async fn an_excluded_kind_is_left_out_with_a_warning_and_never_listed() {
+    let config = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\ndata:\n  k: v\n";
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\nstringData:\n  k: v\n";
+    let e = env(&[
+        ("app/cm.yaml", config.to_owned()),
+        ("app/secret.yaml", secret.to_owned()),
+    ])
+    .await;
+    let exclusions = format!(
+        "- apiGroups: ['']\n  kinds: [Secret]\n  clusters: ['{}*']\n",
+        e.fake.url()
+    );
+    let cm: BTreeMap<String, String> = [("resource.exclusions".to_owned(), exclusions)].into();
+    e.add_app(|t| t.argocd_cm = Arc::new(cm));
+    let r = e.reconciler();
+    e.synced(&r).await;
+    let status = e.status();
+    let kinds: Vec<&str> = status.resources.iter().map(|r| r.kind.as_str()).collect();
+    assert_eq!(kinds, ["ConfigMap"]);
+    let warnings: Vec<(&str, &str)> = status
+        .conditions
+        .iter()
+        .map(|c| (c.kind.as_str(), c.message.as_str()))
+        .collect();
+    assert_eq!(
+        warnings,
+        [(
+            "ExcludedResourceWarning",
+            "Resource /Secret token is excluded in the settings"
+        )]
+    );
+    assert!(e.fake.get("v1", "ConfigMap", "default", "keep").is_some());
+    assert!(
+        e.fake.get("v1", "Secret", "default", "token").is_none(),
+        "not written"
+    );
+    let secrets = |verb| e.fake.request_count(verb, "secrets");
+    assert_eq!(
+        (secrets(Verb::List), secrets(Verb::Watch)),
+        (0, 0),
+        "an excluded kind is never listed or watched"
+    );
+
+    e.inventory
+        .update(&key("a"), |t| t.argocd_cm = Default::default());
+    r.refresh(&key("a")).await.unwrap();
+    let status = e.status();
+    assert!(status.conditions.is_empty(), "{:?}", status.conditions);
+    assert!(status.resources.iter().any(|r| r.kind == "Secret"));
+    assert!(secrets(Verb::List) > 0);
+}
+
+/// argocd-cm's `ignoreResourceUpdates`, installed by the refresh: churn of an ignored
+/// field of a synced object is cached and tells the controller nothing; a change of
+/// another field tells it once. Watch events are judged and told in order, one after the
+/// other: once a later change is cached, every earlier one has been told (or not).
+#[tokio::test]
+async fn ignored_churn_of_a_synced_object_queues_no_refresh() {
+    let config = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\ndata:\n  k: v\n";
+    let e = env(&[("app/cm.yaml", config.to_owned())]).await;
+    let cm: BTreeMap<String, String> = [(
+        "resource.customizations.ignoreResourceUpdates.ConfigMap".to_owned(),
+        "jsonPointers:\n- /data/noise\n".to_owned(),
+    )]
+    .into();
+    e.add_app(|t| t.argocd_cm = Arc::new(cm));
+    let told = Arc::new(AtomicUsize::new(0));
+    let conns = {
+        let told = told.clone();
+        ClusterConnections::new(live_options()).with_listener(Arc::new(move |_: &str| {
+            told.fetch_add(1, Ordering::SeqCst);
+        }))
+    };
+    let r = Arc::new(GitOpsReconciler::new(
+        e.inventory.clone(),
+        repos(&e.tmp.path().join("cache")),
+        conns,
+        e.sink.clone(),
+        always(),
+        Arc::new(FixedClock(NOW.into())),
+        ReconcilerConfig::default(),
+    ));
+    e.synced(&r).await;
+    let conn = r.clusters().start(&access("c1", &e.fake)).await.unwrap();
+    let keep: HashSet<ResourceKey> = [ResourceKey::new("", "ConfigMap", "default", "keep")].into();
+    let set = |field: &str, value: &str| {
+        e.fake
+            .modify("v1", "ConfigMap", "default", "keep", |c| {
+                c["data"][field] = json!(value);
+            })
+            .unwrap();
+    };
+    let cached = |field: &'static str, value: &'static str| {
+        conn.live_objects("a", &keep, &Default::default())
+            .iter()
+            .any(|c| c.pointer(&format!("/data/{field}")) == Some(&json!(value)))
+    };
+    let count = || told.load(Ordering::SeqCst);
+    // Settled: every change so far told, the last one (ignored) telling nothing.
+    set("marker", "settled");
+    set("noise", "settle");
+    eventually(Duration::from_secs(10), "settled", || async {
+        cached("noise", "settle").then_some(())
+    })
+    .await;
+    let before = count();
+    for value in ["0", "1", "2"] {
+        set("noise", value);
+    }
+    set("marker", "after-noise");
+    eventually(Duration::from_secs(10), "the marker told", || async {
+        (cached("marker", "after-noise") && count() > before).then_some(())
+    })
+    .await;
+    assert_eq!(count(), before + 1, "only the marker's change is told");
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(e.status().sync.status, "Synced");
 }
