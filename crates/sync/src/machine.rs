@@ -230,6 +230,8 @@ pub struct Sync<'a> {
     written_now: Vec<bool>,
     /// The namespace this step created first (left out of its dry run).
     namespace_created: Option<usize>,
+    /// Where each task's entry is in `record` (by task), once it has one.
+    recorded_at: Vec<Option<usize>>,
 }
 
 impl<'a> Sync<'a> {
@@ -243,6 +245,11 @@ impl<'a> Sync<'a> {
         };
         let (tasks, invalid) = tasks::build(&view, &record);
         let written_now = vec![false; tasks.len()];
+        let positions = record.positions();
+        let recorded_at = tasks
+            .iter()
+            .map(|t| positions.get(&(t.phase, &t.key)).copied())
+            .collect();
         Sync {
             view,
             tasks,
@@ -254,6 +261,7 @@ impl<'a> Sync<'a> {
             terminate_ok: true,
             written_now,
             namespace_created: None,
+            recorded_at,
         }
     }
 
@@ -339,7 +347,7 @@ impl<'a> Sync<'a> {
         if !message.is_empty() {
             task.message = message.to_owned();
         }
-        self.record.set(ResultEntry {
+        let entry = ResultEntry {
             key: task.key.clone(),
             version: task.version.clone(),
             status,
@@ -347,7 +355,8 @@ impl<'a> Sync<'a> {
             hook_phase: op,
             sync_phase: task.phase,
             message: task.message.clone(),
-        });
+        };
+        self.recorded_at[t] = Some(self.record.set_at(self.recorded_at[t], entry));
     }
 
     fn hand_out(&mut self, writes: Vec<(usize, Write)>, kind: AwaitKind) -> Option<Next> {

@@ -2,6 +2,8 @@
 //! itself (its phase): the engine's whole state between steps. A new owner resumes an
 //! operation from this record alone.
 
+use std::collections::HashMap;
+
 use crate::annotations::HookType;
 use crate::object::ObjectKey;
 
@@ -171,23 +173,49 @@ impl Record {
             .find(|r| r.sync_phase == phase && r.key == *key)
     }
 
+    /// Where each entry is, by phase and key: one lookup per task instead of a scan each
+    /// (a step over N resources would otherwise cost N²).
+    pub fn positions(&self) -> HashMap<(SyncPhase, &ObjectKey), usize> {
+        self.results
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((r.sync_phase, &r.key), i))
+            .collect()
+    }
+
     /// Sets the entry of `entry`'s key and phase: an existing one keeps its place (and its
     /// message when the new one has none), a new one goes last.
     pub fn set(&mut self, entry: ResultEntry) {
-        match self
+        let at = self
             .results
-            .iter_mut()
-            .find(|r| r.sync_phase == entry.sync_phase && r.key == entry.key)
-        {
-            Some(existing) => {
+            .iter()
+            .position(|r| r.sync_phase == entry.sync_phase && r.key == entry.key);
+        self.set_at(at, entry);
+    }
+
+    /// [`Record::set`] with the entry's position already known (`None`: it has none yet);
+    /// returns where it is now. A position that holds another entry is looked up again.
+    pub fn set_at(&mut self, at: Option<usize>, entry: ResultEntry) -> usize {
+        let same = |r: &ResultEntry| r.sync_phase == entry.sync_phase && r.key == entry.key;
+        let at = match at {
+            Some(i) if self.results.get(i).is_some_and(same) => Some(i),
+            Some(_) => self.results.iter().position(same),
+            None => None,
+        };
+        match at.map(|i| (i, &mut self.results[i])) {
+            Some((i, existing)) => {
                 let message = if entry.message.is_empty() {
                     std::mem::take(&mut existing.message)
                 } else {
                     entry.message
                 };
                 *existing = ResultEntry { message, ..entry };
+                i
             }
-            None => self.results.push(entry),
+            None => {
+                self.results.push(entry);
+                self.results.len() - 1
+            }
         }
     }
 }

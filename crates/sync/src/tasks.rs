@@ -371,8 +371,12 @@ pub(crate) fn build(view: &View<'_>, record: &Record) -> (Vec<Task>, Vec<Invalid
     let invalid = check_kinds(view, &mut tasks);
     order_prunes(view, &mut tasks);
     sort(view, &mut tasks);
+    let positions = record.positions();
     for t in &mut tasks {
-        if let Some(r) = record.get(&t.key, t.phase) {
+        if let Some(r) = positions
+            .get(&(t.phase, &t.key))
+            .map(|&i| &record.results[i])
+        {
             t.status = r.status;
             t.op = r.hook_phase;
             t.message.clone_from(&r.message);
