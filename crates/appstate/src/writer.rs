@@ -65,7 +65,8 @@ impl Shared {
 pub struct WriterStats {
     /// Keys written or deleted.
     pub written: u64,
-    /// Values replaced by a newer one of their key before they were written.
+    /// Values replaced by a newer one of their key before they were written (handed
+    /// over, or put back after a failed batch): every value is written or superseded.
     pub superseded: u64,
     /// Batches that failed (each followed by a reconnection).
     pub failed_batches: u64,
@@ -338,7 +339,15 @@ async fn run(shared: Arc<Shared>, connector: Connector, settings: RedisSettings)
                 {
                     let mut p = shared.pending();
                     for (key, write) in batch.writes {
-                        p.writes.entry(key).or_insert(write);
+                        match p.writes.entry(key) {
+                            std::collections::hash_map::Entry::Vacant(slot) => {
+                                slot.insert(write);
+                            }
+                            // A newer value came meanwhile: this one is superseded.
+                            std::collections::hash_map::Entry::Occupied(_) => {
+                                shared.counters.superseded.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
                     }
                     p.channels.extend(batch.channels);
                 }
