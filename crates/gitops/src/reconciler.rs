@@ -42,6 +42,7 @@
 //! Consecutive self-heals of one commit back off as Argo CD's do
 //! ([`SelfHealBackoff`]: 2 s, ×3, at most 300 s; `Operated::Wait`).
 
+mod app_state;
 mod customize;
 mod guard;
 mod history;
@@ -176,6 +177,8 @@ pub struct GitOpsReconciler {
     owned_since: Mutex<HashMap<String, tokio::time::Instant>>,
     /// argocd-cm's resource customizations, compiled (`customize.rs`).
     customizations: customize::Customizations,
+    /// Argo CD's app-state cache in Redis, when configured (`app_state.rs`).
+    app_state: Option<Arc<fleetshard_appstate::AppStateCache>>,
 }
 
 impl GitOpsReconciler {
@@ -205,7 +208,16 @@ impl GitOpsReconciler {
             warming: Mutex::new(HashMap::new()),
             owned_since: Mutex::new(HashMap::new()),
             customizations: customize::Customizations::new(None, Default::default()),
+            app_state: None,
         }
+    }
+
+    /// The same reconciler writing Argo CD's app-state cache (resource trees, managed
+    /// resources, cluster info) of the apps and clusters it owns to `cache`.
+    #[must_use]
+    pub fn with_app_state(mut self, cache: Arc<fleetshard_appstate::AppStateCache>) -> Self {
+        self.app_state = Some(cache);
+        self
     }
 
     /// The same reconciler taking health scripts from `dir` (Argo CD's

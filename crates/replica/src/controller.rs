@@ -292,6 +292,22 @@ fn gitops(
             reconciler.with_health_scripts(Arc::new(scripts))
         }
     };
+    let reconciler = match &settings.app_state {
+        None => reconciler,
+        Some(redis) => {
+            let cache = fleetshard_appstate::AppStateCache::start(redis.clone()).map_err(|e| {
+                ReplicaError::Start {
+                    part: "Argo CD's app-state cache (--redis)",
+                    reason: e.to_string(),
+                }
+            })?;
+            tracing::info!(
+                redis = %redis.address,
+                "Argo CD's app-state cache is written to Redis"
+            );
+            reconciler.with_app_state(Arc::new(cache))
+        }
+    };
     let Some(client) = settings.repo_server.client(argo_objects) else {
         let mut render = settings.render.clone();
         if let Some(sandbox) = &mut render.sandbox {

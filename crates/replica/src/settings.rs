@@ -143,6 +143,8 @@ pub struct ControllerSettings {
     /// (`<group>/<kind>/health.lua`), checked after argocd-cm's and before the built-in
     /// checks; read once at start.
     pub resource_customizations: Option<PathBuf>,
+    /// Argo CD's app-state cache in Redis (`--redis`): `None`, none is written.
+    pub app_state: Option<fleetshard_appstate::RedisSettings>,
 }
 
 /// Where an app's source is rendered.
@@ -196,6 +198,7 @@ impl Default for ControllerSettings {
             )),
             render: Default::default(),
             resource_customizations: None,
+            app_state: None,
         }
     }
 }

@@ -3,6 +3,8 @@
 //!
 //! - [`etcd`]: a real `etcd` process (Debian's `etcd-server`) on free loopback ports, with
 //!   its data in a temporary directory, stopped when dropped;
+//! - [`redis`]: a real `redis-server` (Debian's `redis-server`) on a free loopback port,
+//!   killed and restarted at will, read back over plain RESP;
 //! - [`git`]: real Git repositories made with the `git` CLI;
 //! - [`git_http`]: a real smart-HTTP Git server on 127.0.0.1 (`git http-backend` as CGI),
 //!   optionally behind HTTP basic authentication;
@@ -24,5 +26,6 @@ pub mod git_http;
 pub mod git_ssh;
 pub mod harness;
 pub mod logs;
+pub mod redis;
 pub mod repo_server;
 pub use fleetshard_kube_sim as kube_api;

@@ -17,6 +17,7 @@ pub mod pin;
 pub mod plan;
 pub mod progress;
 pub mod protocol;
+pub mod redis;
 pub mod repo_server;
 pub mod run;
 pub mod scale;

@@ -337,6 +337,9 @@ pub struct ReconcileArgs {
     /// Where sources are rendered.
     #[command(flatten)]
     pub render: super::repo_server::RepoServerArgs,
+    /// Argo CD's app-state cache in Redis.
+    #[command(flatten)]
+    pub redis: super::redis::RedisArgs,
 }
 
 impl ReconcileArgs {
@@ -369,6 +372,7 @@ impl ReconcileArgs {
             repo_server: self.render.setting()?,
             render: self.render.standalone()?,
             resource_customizations: self.resource_customizations.clone(),
+            app_state: self.redis.settings()?,
         })
     }
 }

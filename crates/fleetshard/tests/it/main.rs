@@ -28,6 +28,7 @@ mod run_fleet_dir;
 mod run_gitops;
 mod run_kube;
 mod run_kube_deployment;
+mod run_redis;
 mod run_sqlite;
 mod scale_run;
 mod secrets;

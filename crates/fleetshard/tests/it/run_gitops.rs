@@ -71,12 +71,24 @@ pub(crate) fn application(name: &str, repo: &str, cluster: &str) -> Value {
 }
 
 pub(crate) fn replica(dir: &Path, kubeconfig: &Path, id: &str, protocol: &[&str]) -> KillOnDrop {
+    replica_with(dir, kubeconfig, id, protocol, &[])
+}
+
+/// [`replica`] with `extra` arguments.
+pub(crate) fn replica_with(
+    dir: &Path,
+    kubeconfig: &Path,
+    id: &str,
+    protocol: &[&str],
+    extra: &[String],
+) -> KillOnDrop {
     KillOnDrop(
         fleetshard()
             .env("KUBECONFIG", kubeconfig)
             .env("FLEETSHARD_LOG", "info")
             .arg("run")
             .args(protocol)
+            .args(extra)
             .args([
                 "--identity",
                 id,
@@ -164,6 +176,11 @@ pub(crate) struct World {
 }
 
 pub(crate) fn world(protocol: &[&str]) -> World {
+    world_with(protocol, [&[], &[]])
+}
+
+/// [`world`] with `extra` arguments for each replica (r0, r1).
+pub(crate) fn world_with(protocol: &[&str], extra: [&[String]; 2]) -> World {
     let dir = tempfile::tempdir().unwrap();
     let fakes = start_fakes(2);
     let kubeconfig = dir.path().join("kubeconfig");
@@ -184,8 +201,8 @@ pub(crate) fn world(protocol: &[&str]) -> World {
             .unwrap();
     }
     let replicas = vec![
-        replica(dir.path(), &kubeconfig, "r0", protocol),
-        replica(dir.path(), &kubeconfig, "r1", protocol),
+        replica_with(dir.path(), &kubeconfig, "r0", protocol, extra[0]),
+        replica_with(dir.path(), &kubeconfig, "r1", protocol, extra[1]),
     ];
 
     // OutOfSync → auto-sync → Synced, on both clusters, statuses on the Applications.

@@ -305,6 +305,21 @@ impl KindCache {
             .find_map(|w| lock(&w.state).error.clone())
     }
 
+    /// Every cached object (shared with the cache, not copied).
+    pub(crate) fn values(&self) -> Vec<Arc<Value>> {
+        self.watches
+            .iter()
+            .flat_map(|w| {
+                lock(&w.state)
+                    .objects
+                    .by_key
+                    .values()
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// How many objects are cached.
     pub(crate) fn len(&self) -> usize {
         self.watches

@@ -125,6 +125,17 @@ impl ClusterConn {
         lock(&self.caches).clear();
     }
 
+    /// Every object the cluster's caches hold (shared with the caches, not copied).
+    pub fn cached_values(&self) -> Vec<std::sync::Arc<serde_json::Value>> {
+        let caches: Vec<_> = lock(&self.caches).values().cloned().collect();
+        caches.iter().flat_map(|c| c.values()).collect()
+    }
+
+    /// How many kinds are watched.
+    pub fn watched_kinds(&self) -> usize {
+        lock(&self.caches).len()
+    }
+
     /// Starts watching `info`'s kind, if it is not watched yet, inside the cluster's scope
     /// and not excluded, without waiting for its first list (a warm-up); false if out of
     /// scope or excluded.

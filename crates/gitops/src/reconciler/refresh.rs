@@ -475,13 +475,17 @@ impl GitOpsReconciler {
             Ok((refreshed, status)) => {
                 self.align_deletion_hook_finalizers(key, &target, &refreshed.deletion_hooks)
                     .await?;
+                self.write_app_state(key, &target, &refreshed).await;
                 (Some(Arc::new(refreshed)), status, None)
             }
-            Err(problem) => (
-                None,
-                problem.status(self.clock.now_rfc3339()),
-                Some(problem),
-            ),
+            Err(problem) => {
+                self.write_failed_cluster(&target, &problem.message).await;
+                (
+                    None,
+                    problem.status(self.clock.now_rfc3339()),
+                    Some(problem),
+                )
+            }
         };
         let sync_error = {
             let mut memos = self.memos();

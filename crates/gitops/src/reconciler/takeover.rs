@@ -92,6 +92,8 @@ impl GitOpsReconciler {
             }
         }
         conn.watch_kinds(&started).await?;
+        // The new owner's cluster info (its apps' trees follow their refreshes).
+        self.write_cluster_info(&conn, &access.server, Ok(())).await;
         Ok(warm)
     }
 

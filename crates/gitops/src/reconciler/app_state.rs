@@ -1,0 +1,227 @@
+//! Argo CD's app-state cache as a sink beside the status sink: after each refresh of an
+//! app this replica owns, its resource tree and managed resources; after each refresh
+//! and each warm-up of a cluster it owns, that cluster's info — through
+//! [`fleetshard_appstate::AppStateCache`], whose writer never blocks or fails the
+//! refresh. Only owned apps and clusters are refreshed here, so a replica writes only
+//! theirs, and a new owner rewrites them with its first refreshes after a move.
+//!
+//! While the cache is on, each owned cluster also watches the kinds Argo CD's tree shows
+//! as children (ReplicaSets, Pods, EndpointSlices) and its Nodes (the tree's hosts),
+//! started without waiting: the first tree after an acquisition may lack children the
+//! next one shows.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use fleetshard_appstate::{ClusterFacts, HealthStatus, ManagedResource};
+use fleetshard_controller::AppKey;
+use serde_json::Value;
+
+use super::memo::Refreshed;
+use super::{AppTarget, GitOpsReconciler, customize};
+use crate::compare::{ResourceKey, SyncStatus};
+use crate::live::ClusterConn;
+
+/// The kinds watched for the tree beyond the app's own: (apiVersion, kind).
+const TREE_KINDS: [(&str, &str); 4] = [
+    ("apps/v1", "ReplicaSet"),
+    ("v1", "Pod"),
+    ("discovery.k8s.io/v1", "EndpointSlice"),
+    ("v1", "Node"),
+];
+
+impl GitOpsReconciler {
+    /// Writes the app's tree and managed resources from its refresh, and its cluster's
+    /// info. Does nothing without an app-state cache.
+    pub(super) async fn write_app_state(
+        &self,
+        key: &AppKey,
+        target: &AppTarget,
+        refreshed: &Refreshed,
+    ) {
+        let Some(cache) = &self.app_state else {
+            return;
+        };
+        // The connection the refresh just used (started again only as a refresh would).
+        let Ok(conn) = self.clusters.start(&target.cluster).await else {
+            return;
+        };
+        watch_tree_kinds(&conn).await;
+        let managed = managed_of(refreshed);
+        let objects = conn.cached_values();
+        let checks = &refreshed.settings.health;
+        let health = |v: &Value| -> Option<HealthStatus> {
+            let k = ResourceKey::of(v).ok()?;
+            let (shown, _) = customize::resource_health(checks, &k, Some(v));
+            let info = super::HealthInfo::of(&shown);
+            (!info.status.is_empty()).then_some(HealthStatus {
+                status: info.status,
+                message: info.message,
+            })
+        };
+        let app = self.instance_name(key);
+        if let Err(e) = cache.write_app(&app, &managed, &objects, &health) {
+            tracing::warn!(app = %key, "app-state cache: {e}");
+        }
+        self.write_cluster_info(&conn, &target.cluster.server, Ok(()))
+            .await;
+    }
+
+    /// Writes the info of a cluster this replica owns: `reached` says whether its last
+    /// contact succeeded (the message of the failure otherwise).
+    pub(super) async fn write_cluster_info(
+        &self,
+        conn: &ClusterConn,
+        server: &str,
+        reached: Result<(), String>,
+    ) {
+        let Some(cache) = &self.app_state else {
+            return;
+        };
+        let now = self.clock.now_rfc3339();
+        let versions = match &reached {
+            Ok(()) => conn.served_versions().await.ok(),
+            Err(_) => None,
+        };
+        let age = conn.cache_age();
+        let reached = match (reached, age) {
+            (Err(e), _) => Some(Err(e)),
+            (Ok(()), Some(_)) => Some(Ok(())),
+            (Ok(()), None) => None,
+        };
+        let facts = ClusterFacts {
+            reached,
+            server_version: versions
+                .as_ref()
+                .map(|v| major_minor(&v.git_version))
+                .unwrap_or_default(),
+            api_versions: versions
+                .as_ref()
+                .map(|v| v.api_versions.clone())
+                .unwrap_or_default(),
+            resources_count: conn.cached_objects() as i64,
+            apis_count: conn.watched_kinds() as i64,
+            last_cache_sync: age.and_then(|age| before(&now, age)),
+            applications_count: self.inventory.apps_of_cluster(conn.cluster_id()).len() as i64,
+            now,
+        };
+        if let Err(e) = cache.write_cluster(server, &facts) {
+            tracing::warn!(cluster = %server, "app-state cache: {e}");
+        }
+    }
+
+    /// After a failed refresh: the cluster's info says so when its connection failed.
+    pub(super) async fn write_failed_cluster(&self, target: &AppTarget, message: &str) {
+        if self.app_state.is_none() {
+            return;
+        }
+        if let Ok(conn) = self.clusters.start(&target.cluster).await
+            && conn.check_reachable().await.is_err()
+        {
+            self.write_cluster_info(&conn, &target.cluster.server, Err(message.to_owned()))
+                .await;
+        }
+    }
+}
+
+/// Starts the watches of [`TREE_KINDS`] the cluster serves (not waiting for their lists).
+async fn watch_tree_kinds(conn: &ClusterConn) {
+    for (api_version, kind) in TREE_KINDS {
+        if let Ok(info) = conn.kind_info(api_version, kind).await {
+            conn.start_watch(&info);
+        }
+    }
+}
+
+/// `v1.31.2` → `1.31` (Argo CD's server version).
+fn major_minor(git_version: &str) -> String {
+    let v = git_version.trim_start_matches('v');
+    let mut parts = v.split(['.', '-', '+']);
+    match (parts.next(), parts.next()) {
+        (Some(major), Some(minor)) => format!("{major}.{minor}"),
+        _ => v.to_owned(),
+    }
+}
+
+/// `now` minus `age`, RFC 3339 (seconds).
+fn before(now: &str, age: std::time::Duration) -> Option<String> {
+    let now: jiff::Timestamp = now.parse().ok()?;
+    let span = jiff::SignedDuration::try_from(age).ok()?;
+    let at = now.checked_sub(span).ok()?;
+    Some(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+}
+
+/// The app's resources as compared: desired and live objects, hooks included.
+fn managed_of(r: &Refreshed) -> Vec<ManagedResource> {
+    let desired: HashMap<&ResourceKey, &Value> =
+        r.desired.iter().map(|d| (&d.key, &d.object)).collect();
+    let live: HashMap<ResourceKey, &Arc<Value>> = r
+        .live
+        .iter()
+        .filter_map(|v| ResourceKey::of(v).ok().map(|k| (k, v)))
+        .collect();
+    let version_of = |v: Option<&Value>| {
+        v.and_then(|v| v.get("apiVersion"))
+            .and_then(Value::as_str)
+            .map(|a| a.rsplit_once('/').map_or(a, |(_, v)| v).to_owned())
+            .unwrap_or_default()
+    };
+    let mut out: Vec<ManagedResource> = r
+        .comparison
+        .resources
+        .iter()
+        .map(|c| {
+            let target = desired.get(&c.key).map(|v| (*v).clone());
+            let live = live.get(&c.key).map(|v| (*v).clone());
+            ManagedResource {
+                group: c.key.group.clone(),
+                version: version_of(target.as_ref().or(live.as_deref())),
+                kind: c.key.kind.clone(),
+                namespace: c.key.namespace.clone(),
+                name: c.key.name.clone(),
+                target,
+                live,
+                normalized_live: None,
+                predicted_live: None,
+                modified: c.status == SyncStatus::OutOfSync,
+                hook: false,
+            }
+        })
+        .collect();
+    let compared: std::collections::HashSet<&ResourceKey> =
+        r.comparison.resources.iter().map(|c| &c.key).collect();
+    for hook in &r.hooks {
+        if compared.contains(&hook.key) {
+            continue;
+        }
+        if let Some(l) = live.get(&hook.key) {
+            out.push(ManagedResource {
+                group: hook.key.group.clone(),
+                version: version_of(Some(l)),
+                kind: hook.key.kind.clone(),
+                namespace: hook.key.namespace.clone(),
+                name: hook.key.name.clone(),
+                target: Some(hook.object.clone()),
+                live: Some((*l).clone()),
+                hook: true,
+                ..ManagedResource::default()
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{before, major_minor};
+
+    #[test]
+    fn server_version_and_sync_time_as_argo_cd_shows_them() {
+        assert_eq!(major_minor("v1.31.2"), "1.31");
+        assert_eq!(major_minor("v1.29.0-eks-1"), "1.29");
+        assert_eq!(
+            before("2026-11-30T10:00:00Z", std::time::Duration::from_secs(90)).as_deref(),
+            Some("2026-11-30T09:58:30Z")
+        );
+    }
+}
