@@ -92,6 +92,18 @@ impl RequestDeadline {
             format!("no answer within {call_timeout:?}")
         }
     }
+
+    /// How a write that failed with `why` ended: past a deadline that is the lease's, the
+    /// lease lapsed (the write was cut, or failed in the last instants of the lease;
+    /// whether it landed is unknown, nothing more may be written, and an operation stops
+    /// without counting it as the resource's failure); otherwise the write failed.
+    fn failed(self, why: String) -> WriteResult {
+        if self.cut && Instant::now() >= self.at {
+            WriteResult::LeaseLapsed
+        } else {
+            WriteResult::Failed(why)
+        }
+    }
 }
 
 /// One desired object, ready to apply.
@@ -202,7 +214,7 @@ pub async fn apply_object(
     if let (Some(ops), false) = (&d.handover, how.dry_run)
         && let Err(why) = hand_over(&api, name, ops, until).await
     {
-        return WriteResult::Failed(why);
+        return until.failed(why);
     }
     let mut written = write(conn, &api, &object, name, how, until).await;
     if let (Err(why), true, false) = (&written, how.force, how.dry_run) {
@@ -211,10 +223,10 @@ pub async fn apply_object(
         match bounded(conn, until, api.delete(name, &params)).await {
             Ok(_) => {}
             Err(e) if e.contains("404") || e.contains("not found") => {}
-            Err(e) => return WriteResult::Failed(format!("{why}; forced delete failed: {e}")),
+            Err(e) => return until.failed(format!("{why}; forced delete failed: {e}")),
         }
         if let Err(e) = wait_gone(conn, &api, name, until).await {
-            return WriteResult::Failed(format!("{why}; forced re-creation: {e}"));
+            return until.failed(format!("{why}; forced re-creation: {e}"));
         }
         written = write(conn, &api, &object, name, how, until).await;
     }
@@ -234,7 +246,7 @@ pub async fn apply_object(
             };
             WriteResult::Done(how.to_owned())
         }
-        Err(why) => WriteResult::Failed(why),
+        Err(why) => until.failed(why),
     }
 }
 
@@ -338,7 +350,7 @@ pub async fn apply_namespace(
             conn.heard_now();
             WriteResult::Done(format!("namespace/{name} serverside-applied"))
         }
-        Err(why) => WriteResult::Failed(why),
+        Err(why) => until.failed(why),
     }
 }
 
@@ -409,7 +421,7 @@ pub async fn delete_object(
             WriteResult::Gone
         }
         Ok(Err(e)) => WriteResult::Failed(e.to_string()),
-        Err(_) => WriteResult::Failed(until.message(conn.options().call_timeout)),
+        Err(_) => until.failed(until.message(conn.options().call_timeout)),
     }
 }
 

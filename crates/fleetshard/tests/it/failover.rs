@@ -63,6 +63,18 @@ fn kill9_then_restart(make: MakeStore) {
         h.store.name()
     );
     h.wait_settled("after kill -9");
+    // Whoever received the dead holder's clusters counted a failover (a spare claiming its
+    // shard, or live holders its clusters): a failover panel is never empty after one.
+    let failovers: f64 = h
+        .live()
+        .iter()
+        .filter_map(|&i| h.metric(i, "fleetshard_failovers_total"))
+        .sum();
+    assert!(
+        failovers >= 1.0,
+        "{}: the takeover of a dead holder's clusters counted no failover",
+        h.store.name()
+    );
     let again = h.start(&identity);
     wait_for(
         "the restarted replica to hold a shard and clusters",

@@ -123,7 +123,9 @@ fn killed_between_waves(protocol: &[&str]) {
     );
     c0.set_deployment_ready("default", "web", 1).unwrap();
 
-    // The PostSync hook runs once wave 2 is in; the operation ends Succeeded.
+    // The PostSync hook runs once wave 2 is in; the operation ends Succeeded. Every phase
+    // and message seen on the way is kept, to say what happened if it does not.
+    let mut seen: Vec<String> = Vec::new();
     let op = wait_for("the operation to succeed", SETTLE, || {
         for job in c0.list("batch/v1", "Job", Some("default")) {
             let name = job["metadata"]["name"].as_str().unwrap_or_default();
@@ -132,10 +134,16 @@ fn killed_between_waves(protocol: &[&str]) {
             }
         }
         let op = operation(&w.fakes.control);
+        let step = format!("{} #{}: {}", op["phase"], op["retryCount"], op["message"]);
+        if seen.last() != Some(&step) {
+            seen.push(step);
+        }
         if op["phase"] == "Succeeded" {
             Ok(op)
         } else {
-            Err(format!("operation {op}"))
+            Err(format!(
+                "operation {op}; seen since the takeover: {seen:#?}"
+            ))
         }
     });
     assert!(c0.get("v1", "Service", "default", "web").is_some());
