@@ -394,12 +394,6 @@ impl ArgoReplica {
         self.stats.handovers
     }
 
-    /// Stale entries (of holders that stopped heartbeating) this replica took over and the
-    /// store confirmed: the failovers it performed.
-    pub fn failovers(&self) -> u64 {
-        self.stats.failovers
-    }
-
     /// Claim and heartbeat writes the store confirmed.
     pub fn writes(&self) -> u64 {
         self.stats.writes

@@ -157,6 +157,12 @@ impl ArgoReplica {
         self.send_held_back(now, out);
     }
 
+    /// Stale entries (of holders that stopped heartbeating) this replica took over and the
+    /// store confirmed: the failovers it performed.
+    pub fn failovers(&self) -> u64 {
+        self.stats.failovers
+    }
+
     /// The outcome of a write: a confirmed claim or heartbeat extends the validity from
     /// when it was *sent*; a conflict or an error is retried after the backoff (a release at
     /// once after a conflict: the next read says whether the entry is still ours).
