@@ -14,8 +14,6 @@
 //! Under Argo CD's heartbeat protocol a replica holds one shard, so a third replica is a
 //! spare that claims the dead replica's shard once its heartbeat is stale.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::run_gitops::{APPS, SETTLE, application, cluster_id, replica, world};
@@ -105,8 +103,8 @@ fn killed_between_waves(protocol: &[&str]) {
     let killed_at = unix_ms();
 
     // Another replica takes the cluster over (its audit log says when) and steps the
-    // resumed operation, which waits for the Deployment: a few seconds of its steps (one
-    // a second) pass with the Deployment unhealthy, and wave 2 stays unapplied.
+    // resumed operation, which waits for the Deployment: once it has recorded a step (the
+    // dead replica writes nothing after the kill), wave 2 must still be unapplied.
     let c0_id = cluster_id(&w.fakes, 0);
     let next = wait_for("the next owner of c0", SETTLE, || {
         audit_events(w.dir.path())
@@ -115,7 +113,21 @@ fn killed_between_waves(protocol: &[&str]) {
             .map(|e| e.identity)
             .ok_or_else(|| format!("operation {}", operation(&w.fakes.control)))
     });
-    std::thread::sleep(Duration::from_secs(3));
+    wait_for("a step of the resumed operation recorded", SETTLE, || {
+        w.fakes
+            .control
+            .writes()
+            .iter()
+            .any(|r| {
+                r.received_unix_ms >= killed_at
+                    && r.may_apply()
+                    && r.object
+                        .as_ref()
+                        .is_some_and(|o| o.pointer("/status/operationState").is_some())
+            })
+            .then_some(())
+            .ok_or_else(|| format!("operation {}", operation(&w.fakes.control)))
+    });
     assert!(
         c0.get("v1", "Service", "default", "web").is_none(),
         "wave 2 was applied before wave 1 was healthy: {}",
