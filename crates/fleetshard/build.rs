@@ -1,6 +1,8 @@
 //! Build-time facts `fleetshard --version` names: the git commit the binary was built
 //! from (`git rev-parse --short HEAD`; "unknown" when git or the repository is not there,
-//! as in `cargo install` from a source tarball) and the cargo features enabled.
+//! as in `cargo install` from a source tarball) and the cargo features enabled. A build
+//! with no repository at hand (deploy/Dockerfile: `.git` is not in the build context) names
+//! its commit in `FLEETSHARD_BUILD_COMMIT`.
 
 use std::process::Command;
 
@@ -14,9 +16,14 @@ fn main() {
     // Only this crate's own repository: a source tarball unpacked inside some other git
     // checkout must not take that checkout's commit (build.rs is tracked only in ours).
     let ours = git(&["ls-files", "--full-name", "build.rs"]).is_some();
-    let commit = ours
-        .then(|| git(&["rev-parse", "--short", "HEAD"]))
-        .flatten();
+    println!("cargo:rerun-if-env-changed=FLEETSHARD_BUILD_COMMIT");
+    let given = std::env::var("FLEETSHARD_BUILD_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty());
+    let commit = given.or_else(|| {
+        ours.then(|| git(&["rev-parse", "--short", "HEAD"]))
+            .flatten()
+    });
     // Rebuild when HEAD moves: the HEAD file (a branch switch) and the branch's ref (a
     // commit), wherever this checkout keeps them (a worktree's are not under `.git/`).
     println!("cargo:rerun-if-changed=build.rs");
