@@ -136,6 +136,14 @@ enum Pool {
 }
 
 impl Pool {
+    /// The queue the pool's workers take from.
+    fn queue_kind(self) -> crate::shard_work::QueueKind {
+        match self {
+            Pool::Refresh => crate::shard_work::QueueKind::Refresh,
+            Pool::Operation => crate::shard_work::QueueKind::Operation,
+        }
+    }
+
     /// The pool's name in logs (Argo CD's queue names).
     fn name(self) -> &'static str {
         match self {
@@ -264,10 +272,16 @@ async fn worker<R: Reconciler>(
         tokio::task::coop::consume_budget().await;
         let guard = match filter.admit(&app) {
             Admission::Admitted(g) => g,
-            Admission::NotOwned
-            | Admission::LeaseLapsed
-            | Admission::Unresolved
-            | Admission::Unknown => {
+            // Its cluster is owned but the lease deadline has not reached the gate yet
+            // (or the lease lapsed): queued again when the gate opens.
+            Admission::LeaseLapsed => {
+                PoolStats::bump(&stats.skipped);
+                filter.hold_for_lease(pool.queue_kind(), app.clone());
+                queue.forget(&app);
+                queue.done(&app);
+                continue;
+            }
+            Admission::NotOwned | Admission::Unresolved | Admission::Unknown => {
                 PoolStats::bump(&stats.skipped);
                 queue.forget(&app);
                 queue.done(&app);

@@ -33,10 +33,12 @@ use crate::AppKey;
 use crate::ConfigError;
 use crate::queue::{RateLimiterConfig, WorkQueue, WorkQueueMetrics};
 
+mod held;
 mod index;
 #[cfg(test)]
 mod tests;
 
+pub use held::QueueKind;
 use index::AppIndex;
 
 /// An app the filter could not place on a cluster.
@@ -179,6 +181,8 @@ struct State {
     /// Clusters the runner stopped before their announced start was applied
     /// ([`ShardWork::revoke_cluster`]), with how many such starts to skip.
     revoked: HashMap<Arc<str>, u32>,
+    /// Items dropped while the lease gate was closed, to queue again when it opens.
+    held: HashSet<(QueueKind, AppKey)>,
 }
 
 /// The gate (see the module documentation). Shared as `Arc<ShardWork>`.
@@ -518,6 +522,7 @@ impl ShardWork {
     /// first call on, nothing is admitted at or past the deadline.
     pub fn set_lease_deadline(&self, until: Option<tokio::time::Instant>) {
         self.lock().lease = LeaseGate::Until(until);
+        self.requeue_held();
     }
 
     /// Whether work may run now: the lease is valid (or no deadline was ever reported).

@@ -275,3 +275,36 @@ async fn the_index_shares_the_inventorys_keys() {
         "a's key is the inventory's"
     );
 }
+
+/// The runner announces a start and reports the lease deadline on two channels: a worker
+/// can get a just-started cluster's app while the gate is still closed. The dropped app
+/// is queued again the moment the gate opens (its cluster still owned), on the queue it
+/// came from, instead of waiting for the next resync; one whose cluster is not owned then
+/// is forgotten.
+#[tokio::test(start_paused = true)]
+async fn an_app_dropped_before_the_lease_reached_the_gate_is_queued_when_it_opens() {
+    let f = filter();
+    f.set_lease_deadline(None);
+    f.start_cluster("c1");
+    let q = f.refresh_queue();
+    for _ in 0..2 {
+        let app = q.get().await.unwrap();
+        assert!(matches!(f.admit(&app), Admission::LeaseLapsed), "{app:?}");
+        f.hold_for_lease(QueueKind::Refresh, app.clone());
+        q.forget(&app);
+        q.done(&app);
+    }
+    f.hold_for_lease(QueueKind::Operation, key("a"));
+    f.hold_for_lease(QueueKind::Refresh, key("z"));
+    assert!(q.is_empty() && f.operation_queue().is_empty());
+
+    f.set_lease_deadline(Some(Instant::now() + Duration::from_secs(10)));
+    assert_eq!(drain(q).await, [key("a"), key("b")]);
+    assert_eq!(drain(f.operation_queue()).await, [key("a")]);
+    // Held once: a later deadline queues nothing more.
+    f.set_lease_deadline(Some(Instant::now() + Duration::from_secs(20)));
+    assert!(q.is_empty());
+    // With the gate open, an item held is queued at once.
+    f.hold_for_lease(QueueKind::Refresh, key("b"));
+    assert_eq!(drain(q).await, [key("b")]);
+}
