@@ -20,6 +20,7 @@
 //!   was not.
 
 mod argo;
+mod helm;
 mod kustomize;
 mod rbac;
 mod replica;
@@ -473,12 +474,21 @@ fn every_flag_and_variable_is_one_the_binary_reads() {
 
 #[test]
 fn fenced_replica_runs_with_exactly_the_rbac_it_is_granted() {
-    replica::run_overlay_against_rbac("fenced");
+    replica::run_overlay_against_rbac("fenced", replica::Start::Fresh);
 }
 
 #[test]
 fn argocd_replica_runs_with_exactly_the_rbac_it_is_granted() {
-    replica::run_overlay_against_rbac("argocd");
+    replica::run_overlay_against_rbac("argocd", replica::Start::Fresh);
+}
+
+/// docs/deploying.md's switch, rehearsed: Argo CD's controller synced the app and stopped
+/// (its shard map entry goes stale); the replica takes the shard over, finds the app synced
+/// and writes nothing to the destination; on SIGTERM it frees the map for Argo CD's
+/// controller to come back.
+#[test]
+fn argocd_replica_takes_over_from_a_stopped_argo_cd_controller_and_hands_back() {
+    replica::run_overlay_against_rbac("argocd", replica::Start::AfterArgoCd);
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! args and env, downward API, volumes), against a fake control plane that enforces the
 //! overlay's Roles and a fake destination cluster: the replica must reconcile an Argo CD
 //! Application end to end with no request refused, and use every rule it is granted.
+//! [`Start::AfterArgoCd`] rehearses docs/deploying.md's switch: it starts where a stopped
+//! Argo CD controller left the app, synced, and its entry of the shard map.
 
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
@@ -84,13 +86,120 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
 
 type Seen = Arc<Mutex<Vec<RequestInfo>>>;
 
+/// Where the run starts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Start {
+    /// Nothing synced, no shard map.
+    Fresh,
+    /// Argo CD's controller synced the app (the ConfigMap on the destination, tracked by
+    /// annotation, and the app's status and history as Argo CD writes them), holds shard 0
+    /// of its shard map, and has been scaled to 0 (its heartbeat no longer moves).
+    AfterArgoCd,
+}
+
+/// Argo CD's controllers that held the shard map before the switch (a StatefulSet's pods).
+const ARGO_CD_CONTROLLER: &str = "argocd-application-controller";
+/// When Argo CD's controller synced the app, and last wrote its heartbeat.
+const ARGO_CD_SYNCED_AT: &str = "2026-11-01T10:00:00Z";
+
+/// What Argo CD's controller left after syncing `commit` of `repo`: the app's status (set on
+/// the Application), the object on the destination, and the shard map.
+fn left_by_argo_cd(
+    server: &FakeApiServer,
+    dest: &FakeApiServer,
+    namespace: &str,
+    repo: &str,
+    commit: &str,
+) {
+    let source =
+        serde_json::json!({"repoURL": repo, "path": "guestbook", "targetRevision": "HEAD"});
+    let mut app = server
+        .get(argo::APPS, "Application", namespace, "guestbook")
+        .unwrap();
+    app["status"] = serde_json::json!({
+        "sync": {"status": "Synced", "revision": commit,
+                 "comparedTo": {"source": source, "destination": {"name": "dest", "namespace": "default"}}},
+        "health": {"status": "Healthy"},
+        "reconciledAt": ARGO_CD_SYNCED_AT,
+        "sourceType": "Directory",
+        "resources": [{"version": "v1", "kind": "ConfigMap", "namespace": "default",
+                       "name": "guestbook", "status": "Synced"}],
+        "operationState": {
+            "operation": {"sync": {"revision": commit}, "initiatedBy": {"automated": true}},
+            "phase": "Succeeded",
+            "message": "successfully synced (all tasks run)",
+            "startedAt": ARGO_CD_SYNCED_AT,
+            "finishedAt": ARGO_CD_SYNCED_AT,
+            "syncResult": {"revision": commit, "source": source, "resources": [
+                {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "default",
+                 "name": "guestbook", "status": "Synced", "message": "configmap/guestbook created",
+                 "hookPhase": "Running", "syncPhase": "Sync"}]},
+        },
+        "history": [{"id": 0, "revision": commit, "source": source,
+                     "deployedAt": ARGO_CD_SYNCED_AT, "deployStartedAt": ARGO_CD_SYNCED_AT,
+                     "initiatedBy": {"automated": true}}],
+    });
+    server.insert(app).unwrap();
+    let desired = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "guestbook", "namespace": "default",
+                     "annotations": {"argocd.argoproj.io/tracking-id": "guestbook:/ConfigMap:default/guestbook"}},
+        "data": {"value": "1"}});
+    let mut live = desired.clone();
+    // Argo CD's default client-side apply: the applied configuration is kept on the object.
+    live["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
+        Value::String(desired.to_string());
+    dest.insert(live).unwrap();
+    // Argo CD's three controllers (the Deployment's count), all scaled to 0: every entry
+    // held, none renewed any more. The replica takes the first once it has seen it stale.
+    let map = (0..3)
+        .map(|n| {
+            format!(
+                r#"{{"ShardNumber":{n},"ControllerName":"{ARGO_CD_CONTROLLER}-{n}","HeartbeatTime":"{ARGO_CD_SYNCED_AT}"}}"#
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let map = format!("[{map}]");
+    server
+        .insert(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": fleetshard_coord::argocd::CONFIG_MAP_NAME, "namespace": namespace},
+            "data": {(fleetshard_coord::argocd::DATA_KEY): map}}))
+        .unwrap();
+}
+
+/// The controller names of Argo CD's shard map, by shard.
+fn shard_map_controllers(server: &FakeApiServer, namespace: &str) -> Vec<String> {
+    let cm = server
+        .get(
+            "v1",
+            "ConfigMap",
+            namespace,
+            fleetshard_coord::argocd::CONFIG_MAP_NAME,
+        )
+        .expect("the shard map");
+    let entries: Vec<Value> = serde_json::from_str(
+        cm["data"][fleetshard_coord::argocd::DATA_KEY]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    entries
+        .iter()
+        .map(|e| e["ControllerName"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
 /// Deadline for the replica to reconcile the Application: generous, so a slow machine
 /// passes and a broken build fails instead of hanging.
 const SETTLE: Duration = Duration::from_secs(90);
 
 /// Runs the overlay's container against the RBAC-enforcing fake and checks the run (module
 /// docs).
-pub fn run_overlay_against_rbac(overlay: &str) {
+pub fn run_overlay_against_rbac(overlay: &str, start: Start) {
+    assert!(
+        start == Start::Fresh || overlay == "argocd",
+        "{overlay}: {start:?}"
+    );
     let objects = rendered(overlay);
     let namespace = workload(&objects)["metadata"]["namespace"]
         .as_str()
@@ -121,6 +230,24 @@ pub fn run_overlay_against_rbac(overlay: &str) {
     // The destination cluster: reached with the cluster Secret's credentials, so the
     // Roles (the control plane's) do not apply to it.
     let dest = rt.block_on(FakeApiServer::start()).unwrap();
+    let dest_writes: Seen = Arc::default();
+    let w = dest_writes.clone();
+    dest.inject(
+        None,
+        FaultAction::Fail {
+            code: 500,
+            retry_after: None,
+        },
+        move |info| {
+            if !matches!(
+                info.verb,
+                Some(Verb::Get | Verb::List | Verb::Watch | Verb::Discovery) | None
+            ) {
+                w.lock().unwrap().push(info.clone());
+            }
+            false
+        },
+    );
     let seen: Seen = Arc::default();
     let denied: Seen = Arc::default();
     let (s, d, r) = (seen.clone(), denied.clone(), rules.clone());
@@ -164,6 +291,9 @@ pub fn run_overlay_against_rbac(overlay: &str) {
             "dest",
         ))
         .unwrap();
+    if start == Start::AfterArgoCd {
+        left_by_argo_cd(&server, &dest, &namespace, &daemon.url("apps"), &commit);
+    }
 
     // The container as the kubelet starts it: volumes, the downward API, $(VAR)
     // expansion; only the listen port changes (tests run in parallel).
@@ -263,10 +393,33 @@ pub fn run_overlay_against_rbac(overlay: &str) {
         let status = support::wait_for("the Application synced", SETTLE, || {
             argo::synced(&server, &namespace, "guestbook", &commit)
         });
-        let cm = support::wait_for("the ConfigMap on the destination", SETTLE, || {
-            argo::applied(&dest, "ConfigMap", "guestbook")
-        });
-        assert_eq!(cm["data"]["value"], "1", "{cm}");
+        match start {
+            Start::Fresh => {
+                let cm = support::wait_for("the ConfigMap on the destination", SETTLE, || {
+                    argo::applied(&dest, "ConfigMap", "guestbook")
+                });
+                assert_eq!(cm["data"]["value"], "1", "{cm}");
+            }
+            Start::AfterArgoCd => {
+                // Compared again by its new owner, found synced: no new operation, the
+                // history Argo CD wrote kept, nothing written to the destination, and
+                // the shard Argo CD's stopped controller held is this pod's.
+                let status = support::wait_for("the app compared again", SETTLE, || {
+                    let status = argo::synced(&server, &namespace, "guestbook", &commit)?;
+                    (status["reconciledAt"] != ARGO_CD_SYNCED_AT)
+                        .then_some(status.clone())
+                        .ok_or(format!("not compared yet: {status}"))
+                });
+                let op = &status["operationState"];
+                assert_eq!(op["startedAt"], ARGO_CD_SYNCED_AT, "{op}");
+                assert_eq!(
+                    status["history"].as_array().map(Vec::len),
+                    Some(1),
+                    "{status}"
+                );
+                assert_eq!(shard_map_controllers(&server, &namespace)[0], POD_NAME);
+            }
+        }
         assert!(
             status["reconciledAt"]
                 .as_str()
@@ -352,6 +505,30 @@ pub fn run_overlay_against_rbac(overlay: &str) {
         log()
     );
 
+    if start == Start::AfterArgoCd {
+        let writes = dest_writes.lock().unwrap();
+        assert!(
+            writes.is_empty(),
+            "written to the destination: {writes:#?}\n{}",
+            log()
+        );
+        // The way back: the entry it held is free for Argo CD's controller to claim; the
+        // other controllers' entries are as they left them.
+        let controllers = shard_map_controllers(&server, &namespace);
+        assert_eq!(
+            controllers,
+            [
+                "",
+                &format!("{ARGO_CD_CONTROLLER}-1"),
+                &format!("{ARGO_CD_CONTROLLER}-2")
+            ]
+        );
+    } else {
+        assert!(
+            !dest_writes.lock().unwrap().is_empty(),
+            "{overlay}: nothing applied"
+        );
+    }
     let denied = denied.lock().unwrap();
     assert!(
         denied.is_empty(),
@@ -411,8 +588,11 @@ pub fn run_overlay_against_rbac(overlay: &str) {
     for (role, rule) in rules.iter() {
         for (g, r, v) in rule.triples() {
             let t = (g.as_str(), r.as_str(), v.as_str());
+            // Argo CD's controller created the shard map before the switch.
+            let created_before = start == Start::AfterArgoCd && t == ("", "configmaps", "create");
             if !used.contains(&(g.clone(), r.clone(), v.clone()))
                 && !not_exercised(overlay).contains(&t)
+                && !created_before
             {
                 unused.push(format!("{role}: {g}/{r} {v}"));
             }
