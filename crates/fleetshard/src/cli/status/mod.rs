@@ -207,6 +207,13 @@ fn names(fleet: Option<&Fleet>) -> fenced::Names {
         .collect()
 }
 
+/// A cluster id as the tables print it: Argo CD's built-in in-cluster entry has the empty
+/// id, which would print as nothing at all; it prints as `""` (quoted, so that it is still
+/// the id to copy).
+pub(super) fn shown_id(id: &str) -> &str {
+    if id.is_empty() { "\"\"" } else { id }
+}
+
 /// One line of the cluster table both protocols' `status` print.
 pub(super) struct ClusterLine<'a> {
     pub id: &'a str,
@@ -245,7 +252,7 @@ pub(super) fn write_clusters<'a>(
         let _ = writeln!(
             out,
             "{:<38} {:<20} {:<40} {:<6} {owner}{home}",
-            c.id,
+            shown_id(c.id),
             c.name.filter(|n| !n.is_empty()).unwrap_or("-"),
             c.server.unwrap_or("-"),
             c.shard

@@ -200,7 +200,7 @@ fn frame(r: &Report, tenure: &Tenure, weights: &Weights, style: Style, now: Inst
         for c in &unowned {
             let line = format!(
                 "{:<38} {:<20} {:<6} {}",
-                c.id,
+                super::shown_id(&c.id),
                 c.name.as_deref().filter(|n| !n.is_empty()).unwrap_or("-"),
                 c.shard,
                 c.state.text()

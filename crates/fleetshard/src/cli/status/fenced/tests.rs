@@ -310,3 +310,23 @@ fn the_watch_does_not_wait_for_a_bound_distributor_record_to_be_renewed() {
     let (first, now) = reads(None);
     assert!(!crate::cli::status::all_renewed("fs/", &first, &now));
 }
+
+/// Argo CD's built-in in-cluster entry has the empty id: its row names it `""`, not a blank.
+#[test]
+fn the_in_cluster_entry_is_not_a_blank_id() {
+    let line = |id: &'static str| crate::cli::status::ClusterLine {
+        id,
+        name: Some("in-cluster"),
+        server: Some("https://kubernetes.default.svc"),
+        shard: "0".into(),
+        owner: Some("r0"),
+        state: "acting",
+        home: None,
+    };
+    let mut out = String::new();
+    crate::cli::status::write_clusters(&mut out, [line(""), line("uid-1")].into_iter(), 0);
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains("in-cluster")).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(rows[0].starts_with("\"\" "), "{out}");
+    assert!(rows[1].starts_with("uid-1 "), "{out}");
+}
