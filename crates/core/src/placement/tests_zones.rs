@@ -1,7 +1,7 @@
 //! The zone rules of `ARCHITECTURE.md` ("Zones") as properties of random zoned fleets:
 //! a local zone keeps its clusters at home; spill goes only to zones with spare capacity,
 //! in proportion to their spare; a cluster that fits under no bound stays home. And the
-//! README's zone-aware example, where a spilling zone's cluster used to land on a zone
+//! docs/plan.md's zone-aware example, where a spilling zone's cluster used to land on a zone
 //! with no spare.
 
 use proptest::prelude::*;
@@ -152,7 +152,7 @@ proptest! {
     }
 }
 
-/// The README's example (`examples/fleet.yaml`, 6 replicas): eu-west-1b spills (its
+/// docs/plan.md's example (`examples/fleet.yaml`, 6 replicas): eu-west-1b spills (its
 /// demand is 23 % over its fair share) and only eu-west-1c has spare, since eu-west-1a
 /// carries more than its share once the two pinned clusters count there. The 1b cluster of
 /// 64 fits under no bound where it may go, so it stays home, isolated; it used to land
