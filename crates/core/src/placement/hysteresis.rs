@@ -70,27 +70,22 @@ pub fn hold(previous: &Assignment, proposal: Proposal<'_>, knobs: Hysteresis) ->
             load[*s as usize] += w as f64;
         }
     }
-    let excess = |load: &[f64]| -> f64 {
-        load.iter()
-            .zip(proposal.targets)
-            .map(|(l, t)| (l - t).max(0.0))
-            .sum()
-    };
+    // A shard's share of the imbalance: its load above target.
+    let above = |s: usize, load: f64| (load - proposal.targets[s]).max(0.0);
     let over = |load: &[f64], s: usize| load[s] - proposal.targets[s] * (1.0 + knobs.band);
     loop {
-        // The most overloaded shard beyond the band that still has a useful move.
+        // The move off a shard beyond the band that lowers the imbalance the most, net of
+        // its own cost; only the two shards a move touches change.
         let mut best: Option<(f64, usize)> = None;
-        let before = excess(&load);
         for s in (0..n_shards).filter(|&s| over(&load, s) > 0.0) {
             for u in (0..out.len()).filter(|&u| out[u] == Some(s as u32)) {
-                let Some(d) = proposal.shards[u].filter(|&d| d as usize != s) else {
+                let Some(d) = proposal.shards[u].map(|d| d as usize).filter(|&d| d != s) else {
                     continue;
                 };
                 let w = proposal.loads[u] as f64;
-                let mut next = load.clone();
-                next[s] -= w;
-                next[d as usize] += w;
-                let gain = before - excess(&next) - knobs.takeover_cost * w;
+                let before = above(s, load[s]) + above(d, load[d]);
+                let after = above(s, load[s] - w) + above(d, load[d] + w);
+                let gain = before - after - knobs.takeover_cost * w;
                 if gain > 0.0 && best.is_none_or(|(g, _)| gain > g) {
                     best = Some((gain, u));
                 }

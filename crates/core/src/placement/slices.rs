@@ -7,6 +7,7 @@
 //! applications the new slice wins, about `1 / (k + 1)` of them; the others keep theirs.
 
 use super::rendezvous::{mix64, stable_hash};
+use crate::model::{App, Cluster, for_each_resolved_app};
 
 /// A slice's salt: a different constant from the shards' so that an application's slice
 /// and a cluster's shard preferences are unrelated.
@@ -24,6 +25,19 @@ pub fn slice_of_app(namespace: &str, name: &str, slices: u32) -> u32 {
     (0..slices)
         .max_by_key(|&i| (mix64(key ^ slice_salt(i)), std::cmp::Reverse(i)))
         .unwrap_or(0)
+}
+
+/// Applications per slice: for cluster `i` split into `slices[i]` slices (0 or 1: one),
+/// how many of its applications each slice holds. Every resolved application counts in
+/// exactly one slice of its cluster.
+pub fn apps_per_slice(clusters: &[Cluster], apps: &[App], slices: &[u32]) -> Vec<Vec<u64>> {
+    let mut out: Vec<Vec<u64>> = slices.iter().map(|&k| vec![0; k.max(1) as usize]).collect();
+    for_each_resolved_app(clusters, apps, |i, a| {
+        if let (Some(row), Some(&k)) = (out.get_mut(i), slices.get(i)) {
+            row[slice_of_app(&a.namespace, &a.name, k) as usize] += 1;
+        }
+    });
+    out
 }
 
 /// The fewest slices a cluster of `cost` is split into so that each slice's even part
