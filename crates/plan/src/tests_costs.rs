@@ -294,3 +294,22 @@ fn wobbling_costs_move_nothing_with_hysteresis() {
         }
     }
 }
+
+#[test]
+fn a_split_plan_read_back_as_previous_moves_nothing() {
+    let costs = || CostOptions {
+        measured: measured(&hub_costs()),
+        split_clusters: true,
+        hysteresis: Some(Hysteresis::default()),
+    };
+    let first = plan(&hub_fleet(), &options("balanced", "4", costs()));
+    let previous = PreviousPlan::from_json(&render_json(&first), "before.json").unwrap();
+    assert!(previous.assignment.get("hub#slice-2").is_some());
+    assert!(previous.assignment.get("hub").is_none());
+    let mut again = options("balanced", "4", costs());
+    again.previous = Some(previous);
+    let second = plan(&hub_fleet(), &again);
+    let m = second.primary().movement.as_ref().unwrap();
+    assert_eq!((m.clusters_moved, m.clusters_added, m.clusters_removed), (0, 0, 0));
+    assert_eq!(second.primary().clusters[0].slices, first.primary().clusters[0].slices);
+}
