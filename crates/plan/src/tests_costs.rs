@@ -310,6 +310,12 @@ fn a_split_plan_read_back_as_previous_moves_nothing() {
     again.previous = Some(previous);
     let second = plan(&hub_fleet(), &again);
     let m = second.primary().movement.as_ref().unwrap();
-    assert_eq!((m.clusters_moved, m.clusters_added, m.clusters_removed), (0, 0, 0));
-    assert_eq!(second.primary().clusters[0].slices, first.primary().clusters[0].slices);
+    assert_eq!(
+        (m.clusters_moved, m.clusters_added, m.clusters_removed),
+        (0, 0, 0)
+    );
+    assert_eq!(
+        second.primary().clusters[0].slices,
+        first.primary().clusters[0].slices
+    );
 }

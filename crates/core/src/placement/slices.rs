@@ -66,8 +66,8 @@ pub fn slice_unit_id(cluster: &str, slice: u32) -> String {
 /// Moves slices of one cluster that share a shard to a shard holding none of that
 /// cluster's slices, where one can take the slice within its `bounds` (lightest such
 /// shard first); slices that cannot move stay. `groups[u]` is the cluster unit `u` is a
-/// slice of (`None`: not a slice); `shards[u]` its shard, updated in place. Returns how
-/// many slices moved.
+/// slice of (`None`: not a slice); `shards[u]` its shard, updated in place (one out of
+/// range stays). Zones are not considered. Returns how many slices moved.
 pub fn separate_slices(
     shards: &mut [Option<u32>],
     groups: &[Option<usize>],
@@ -84,7 +84,9 @@ pub fn separate_slices(
     let mut order: Vec<usize> = (0..shards.len()).filter(|&u| groups[u].is_some()).collect();
     order.sort_by_key(|&u| (groups[u], u));
     for (n, &u) in order.iter().enumerate() {
-        let Some(s) = shards[u] else { continue };
+        let Some(s) = shards[u].filter(|&s| (s as usize) < load.len()) else {
+            continue;
+        };
         let group = groups[u];
         let siblings = order.iter().filter(|&&v| groups[v] == group);
         let shared = order[..n]
