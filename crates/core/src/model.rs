@@ -272,18 +272,28 @@ impl Fleet {
 
 /// [`Fleet::app_counts`] for clusters and apps held apart (e.g. shared by an inventory).
 pub fn app_counts(clusters: &[Cluster], apps: &[App]) -> Vec<u64> {
+    let mut counts = vec![0u64; clusters.len()];
+    for_each_resolved_app(clusters, apps, |i, _| counts[i] += 1);
+    counts
+}
+
+/// Calls `f(cluster index, app)` for every application that resolves to a cluster, by
+/// normalised server or name; a duplicate namespace/name key is seen once (the first).
+pub fn for_each_resolved_app<'a>(
+    clusters: &[Cluster],
+    apps: &'a [App],
+    mut f: impl FnMut(usize, &'a App),
+) {
     let index = DestinationIndex::new(clusters);
     let mut seen = FxHashSet::with_capacity_and_hasher(apps.len(), Default::default());
-    let mut counts = vec![0u64; clusters.len()];
     for a in apps {
         if !seen.insert((a.namespace.as_str(), a.name.as_str())) {
             continue;
         }
         if let Some(i) = index.resolve(&a.destination) {
-            counts[i] += 1;
+            f(i, a);
         }
     }
-    counts
 }
 
 /// [`Fleet::loads`] for clusters and apps held apart.

@@ -35,6 +35,7 @@
 //!   Applications gives them [`REPO_URL`] at [`FleetSpec::app_paths`] (`apps/<k mod 10>`),
 //!   revision [`TARGET_REVISION`] (`HEAD`).
 
+mod costs;
 mod generate;
 mod rng;
 mod spec;

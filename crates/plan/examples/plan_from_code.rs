@@ -28,6 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         shard_template: vec![],
         config: Default::default(),
         previous: None,
+        costs: Default::default(),
     };
     let input = PlanInput {
         fleet: Fleet { clusters, apps },

@@ -1,16 +1,18 @@
 //! Building a [`Report`]: run each algorithm at each replica count and describe the result.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use fleetshard_core::argo::{ArgoAlgorithm, ArgoControllerAssignment, ArgoPrepared};
-use fleetshard_core::placement::{self, Placement, PlacementWarning, PreviousPlacement, ZonePlan};
-use fleetshard_core::{Assignment, Balance, Fleet, ShardSpec};
+use fleetshard_core::placement::hysteresis::{self, Proposal};
+use fleetshard_core::placement::slices::{self, slice_unit_id};
+use fleetshard_core::placement::{self, Placement, PreviousPlacement};
+use fleetshard_core::{Assignment, Fleet, ShardSpec};
 
+use crate::costs::cluster_costs;
+use crate::describe::describe;
 use crate::options::{Algorithm, PlanOptions, shard_specs};
-use crate::report::{
-    BalanceSummary, ClusterRow, CrossZoneSummary, FleetSummary, MovementFrom, MovementSummary,
-    PlanReport, Report, ShardRow, Timings, Unassigned, Warning, ZoneRow, ZonesSummary,
-};
+use crate::report::{FleetSummary, MovementFrom, MovementSummary, Report, Timings, Warning};
+use crate::units::{self, Units};
 use crate::{PlanError, Stopwatch};
 
 /// The fleet to plan for and what loading it had to say.
@@ -23,32 +25,42 @@ pub struct PlanInput {
 }
 
 /// What one algorithm computed, before it is described.
-enum Computed {
-    Argo(ArgoControllerAssignment),
+pub(crate) enum Computed {
+    Argo,
     Balanced(Placement),
 }
 
+/// One plan's placement: its units and, per unit, the shard it reports.
+pub(crate) struct Planned {
+    pub computed: Computed,
+    pub units: Units,
+    pub shards: Vec<Option<i64>>,
+}
+
 /// Per-cluster facts every plan needs, computed once.
-struct FleetFacts<'a> {
-    fleet: &'a Fleet,
-    apps: Vec<u64>,
-    loads: Vec<u64>,
-    load_by_id: HashMap<&'a str, u64>,
-    summary: FleetSummary,
-    common_warnings: Vec<Warning>,
+pub(crate) struct FleetFacts<'a> {
+    pub fleet: &'a Fleet,
+    pub apps: Vec<u64>,
+    /// Base-plus-apps estimates (or weights): the engine's loads without measured costs.
+    pub estimates: Vec<u64>,
+    /// What each cluster costs ([`crate::costs`]); the estimates without `--costs`.
+    pub costs: Vec<f64>,
+    /// Whether costs were measured (then the engine places by scaled costs).
+    pub measured: bool,
+    pub summary: FleetSummary,
+    pub common_warnings: Vec<Warning>,
 }
 
 impl<'a> FleetFacts<'a> {
     fn new(input: &'a PlanInput, options: &PlanOptions) -> Self {
         let (fleet, template) = (&input.fleet, &options.shard_template);
         let apps = fleet.app_counts();
-        // What a cluster costs (its apps plus a base), for every algorithm's figures alike;
-        // Argo CD's algorithms place by app counts all the same.
-        let loads = options.config.loads(&fleet.clusters, &fleet.apps);
-        let mut load_by_id = HashMap::with_capacity(fleet.clusters.len());
-        for (c, &l) in fleet.clusters.iter().zip(&loads) {
-            load_by_id.entry(c.id.as_str()).or_insert(l);
-        }
+        // What a cluster costs (measured, or its apps plus a base), for every algorithm's
+        // figures alike; Argo CD's algorithms place by app counts all the same.
+        let estimates = options.config.loads(&fleet.clusters, &fleet.apps);
+        let ids: Vec<&str> = fleet.clusters.iter().map(|c| c.id.as_str()).collect();
+        let measured = options.costs.measured.as_ref();
+        let (costs, unknown) = cluster_costs(&ids, &estimates, measured);
         let zones: BTreeSet<String> = fleet
             .clusters
             .iter()
@@ -60,9 +72,9 @@ impl<'a> FleetFacts<'a> {
             clusters: fleet.clusters.len(),
             managed_clusters: (0..fleet.clusters.len()).filter(|&i| managed(i)).count(),
             apps: fleet.apps.len(),
-            load: (0..loads.len())
+            load: (0..costs.len())
                 .filter(|&i| managed(i))
-                .map(|i| loads[i])
+                .map(|i| costs[i])
                 .sum(),
             zones: zones.into_iter().collect(),
         };
@@ -73,11 +85,23 @@ impl<'a> FleetFacts<'a> {
                 .into_iter()
                 .map(|p| Warning::new("fleet", p.to_string())),
         );
+        if let Some(m) = measured {
+            common_warnings.extend(unknown.iter().map(|id| {
+                Warning::new(
+                    "costs",
+                    format!(
+                        "{}: cluster {id:?} is not in the fleet; its cost is ignored",
+                        m.source
+                    ),
+                )
+            }));
+        }
         FleetFacts {
             fleet,
             apps,
-            loads,
-            load_by_id,
+            estimates,
+            costs,
+            measured: measured.is_some(),
             summary,
             common_warnings,
         }
@@ -117,25 +141,21 @@ pub fn build_report(
         for &replicas in &options.replicas {
             let shards = shard_specs(&options.shard_template, replicas);
             let previous = before.as_ref().map(|(_, p)| p);
-            let (computed, ms) = stopwatch
+            let (planned, ms) = stopwatch
                 .time(|| compute(algorithm, &facts, &shards, previous, options, &mut argo));
-            let mut plan = describe(algorithm, &computed, &facts, &shards, options);
+            let mut plan = describe(algorithm, &planned, &facts, &shards, options);
             plan.timings = Timings {
                 load_ms: 0.0,
                 distribute_ms: ms,
             };
-            let assignment = plan_assignment(&plan, &facts);
+            let assignment = unit_assignment(&planned, &facts, replicas);
             if let Some((from, prev)) = &before {
-                plan.movement = Some(movement(
-                    from.clone(),
-                    &prev.assignment,
-                    &assignment,
-                    &facts,
-                ));
+                let prev = inherit_previous(&prev.assignment, &planned.units, &facts);
+                plan.movement = Some(movement(from.clone(), &prev, &assignment, &planned));
             }
-            let next_previous = match &computed {
-                Computed::Balanced(p) => p.as_previous(&facts.fleet.clusters),
-                Computed::Argo(_) => PreviousPlacement {
+            let next_previous = match &planned.computed {
+                Computed::Balanced(p) => p.as_previous(&planned.units.clusters),
+                Computed::Argo => PreviousPlacement {
                     homes: Default::default(),
                     assignment,
                     local_zones: BTreeSet::new(),
@@ -160,7 +180,7 @@ fn compute(
     previous: Option<&PreviousPlacement>,
     options: &PlanOptions,
     argo: &mut Option<ArgoPrepared>,
-) -> Computed {
+) -> Planned {
     let fleet = facts.fleet;
     match algorithm {
         Algorithm::Argo(a) => {
@@ -170,33 +190,112 @@ fn compute(
             } else {
                 &mut unused
             };
-            Computed::Argo(ArgoControllerAssignment::compute_prepared(
+            let assignment = ArgoControllerAssignment::compute_prepared(
                 a,
                 shards.len() as u32,
                 &fleet.clusters,
                 prepared,
-            ))
+            );
+            Planned {
+                shards: assignment.shards().iter().map(|&s| Some(s)).collect(),
+                computed: Computed::Argo,
+                units: units::whole_clusters(facts),
+            }
         }
-        Algorithm::Balanced => Computed::Balanced(placement::place(
-            &fleet.clusters,
-            &facts.loads,
-            shards,
-            previous,
-            &options.config,
-        )),
+        Algorithm::Balanced => balanced(facts, shards, previous, options),
     }
 }
 
-/// The plan as an [`Assignment`]: managed clusters with a shard in range.
-fn plan_assignment(plan: &PlanReport, facts: &FleetFacts<'_>) -> Assignment {
-    let replicas = i64::from(plan.replicas);
-    plan.clusters
+/// Balanced placement of the plan's units: the engine's placement, then hysteresis from
+/// the previous placement (if any and asked for), then slices of one cluster apart.
+fn balanced(
+    facts: &FleetFacts<'_>,
+    shards: &[ShardSpec],
+    previous: Option<&PreviousPlacement>,
+    options: &PlanOptions,
+) -> Planned {
+    let tolerance = options.config.tolerance;
+    let units = if options.costs.split_clusters {
+        units::split_clusters(facts, shards, tolerance)
+    } else {
+        units::whole_clusters(facts)
+    };
+    let previous = previous.map(|p| PreviousPlacement {
+        assignment: inherit_previous(&p.assignment, &units, facts),
+        ..p.clone()
+    });
+    let mut placement = placement::place(
+        &units.clusters,
+        &units.loads,
+        shards,
+        previous.as_ref(),
+        &options.config,
+    );
+    if let (Some(knobs), Some(prev)) = (options.costs.hysteresis, &previous) {
+        let ids: Vec<String> = units.units.iter().map(|u| u.id.clone()).collect();
+        let fixed: Vec<bool> = units.clusters.iter().map(|c| c.shard.is_some()).collect();
+        let proposal = Proposal {
+            ids: &ids,
+            loads: &units.loads,
+            shards: &placement.shards,
+            fixed: &fixed,
+            targets: &placement.targets,
+        };
+        placement.shards = hysteresis::hold(&prev.assignment, proposal, knobs);
+    }
+    if units.units.iter().any(|u| u.slice.is_some()) {
+        let groups: Vec<Option<usize>> = units
+            .units
+            .iter()
+            .map(|u| u.slice.map(|_| u.cluster))
+            .collect();
+        let bounds: Vec<f64> = placement
+            .targets
+            .iter()
+            .map(|t| t * (1.0 + tolerance))
+            .collect();
+        slices::separate_slices(&mut placement.shards, &groups, &units.loads, &bounds);
+    }
+    Planned {
+        shards: placement.shards.iter().map(|s| s.map(i64::from)).collect(),
+        computed: Computed::Balanced(placement),
+        units,
+    }
+}
+
+/// The previous assignment, extended to units it does not name: a slice of a cluster
+/// that was placed whole starts where the cluster was, and a cluster placed whole that
+/// was split starts where its slice 0 was.
+fn inherit_previous(previous: &Assignment, units: &Units, facts: &FleetFacts<'_>) -> Assignment {
+    let mut out = previous.clone();
+    for u in &units.units {
+        if out.get(&u.id).is_some() {
+            continue;
+        }
+        let cluster = &facts.fleet.clusters[u.cluster].id;
+        let from = match u.slice {
+            Some(_) => previous.get(cluster),
+            None => previous.get(&slice_unit_id(cluster, 0)),
+        };
+        if let Some(s) = from {
+            out.insert(u.id.clone(), s);
+        }
+    }
+    out
+}
+
+/// The plan's managed units with a shard in range, by unit id.
+fn unit_assignment(planned: &Planned, facts: &FleetFacts<'_>, replicas: u32) -> Assignment {
+    let replicas = i64::from(replicas);
+    planned
+        .units
+        .units
         .iter()
-        .zip(&facts.fleet.clusters)
-        .filter(|(_, c)| !c.skip_reconcile)
-        .filter_map(|(row, _)| {
-            let s = row.shard.filter(|&s| (0..replicas).contains(&s))?;
-            Some((row.id.clone(), s as u32))
+        .zip(&planned.shards)
+        .filter(|(u, _)| !facts.fleet.clusters[u.cluster].skip_reconcile)
+        .filter_map(|(u, s)| {
+            let s = s.filter(|&s| (0..replicas).contains(&s))?;
+            Some((u.id.clone(), s as u32))
         })
         .collect()
 }
@@ -205,309 +304,37 @@ fn movement(
     from: MovementFrom,
     before: &Assignment,
     after: &Assignment,
-    facts: &FleetFacts<'_>,
+    planned: &Planned,
 ) -> MovementSummary {
-    let m = before.movement_to(after, |id| facts.load_by_id.get(id).copied().unwrap_or(0));
+    let cost: HashMap<&str, f64> = planned
+        .units
+        .units
+        .iter()
+        .map(|u| (u.id.as_str(), u.cost))
+        .collect();
+    let m = before.movement_to(after, |_| 0);
+    let (mut load_moved, mut load_total) = (0.0, 0.0);
+    for (id, shard) in after.iter() {
+        let c = cost.get(id).copied().unwrap_or(0.0);
+        load_total += c;
+        if before.get(id).is_some_and(|b| b != shard) {
+            load_moved += c;
+        }
+    }
     MovementSummary {
         from,
         clusters_moved: m.clusters_moved,
-        load_moved: m.load_moved,
+        load_moved,
         clusters_added: m.clusters_added,
         clusters_removed: m.clusters_removed,
         clusters_total: m.clusters_total,
-        load_total: m.load_total,
-        load_fraction: m.load_fraction(),
+        load_total,
+        load_fraction: ratio(load_moved, load_total),
         cluster_fraction: m.cluster_fraction(),
     }
 }
 
-fn ratio(a: f64, b: f64) -> f64 {
+/// `a / b`, 0 when `b` is 0.
+pub(crate) fn ratio(a: f64, b: f64) -> f64 {
     if b == 0.0 { 0.0 } else { a / b }
-}
-
-fn describe(
-    algorithm: Algorithm,
-    computed: &Computed,
-    facts: &FleetFacts<'_>,
-    shards: &[ShardSpec],
-    options: &PlanOptions,
-) -> PlanReport {
-    let fleet = facts.fleet;
-    let replicas = shards.len() as u32;
-    let tolerance = options.config.tolerance;
-    // The shard each cluster reports, and the one it effectively has (None: nobody).
-    let reported: Vec<Option<i64>> = match computed {
-        Computed::Argo(a) => a.shards().iter().map(|&s| Some(s)).collect(),
-        Computed::Balanced(p) => p.shards.iter().map(|s| s.map(i64::from)).collect(),
-    };
-    let effective: Vec<Option<i64>> = reported
-        .iter()
-        .zip(&fleet.clusters)
-        .map(|(&s, c)| if c.skip_reconcile { None } else { s })
-        .collect();
-    let managed_loads: Vec<u64> = (0..fleet.clusters.len())
-        .map(|i| {
-            if fleet.clusters[i].skip_reconcile {
-                0
-            } else {
-                facts.loads[i]
-            }
-        })
-        .collect();
-    let balance = Balance::of(replicas, &effective, &managed_loads);
-    let apps_balance = Balance::of(replicas, &effective, &facts.apps);
-    let total = facts.summary.load as f64;
-
-    let targets: Vec<f64> = match computed {
-        Computed::Balanced(p) if p.targets.len() == shards.len() => p.targets.clone(),
-        _ => {
-            let cap: f64 = shards.iter().map(|s| f64::from(s.capacity)).sum();
-            shards
-                .iter()
-                .map(|s| ratio(total * f64::from(s.capacity), cap))
-                .collect()
-        }
-    };
-    let shard_rows: Vec<ShardRow> = shards
-        .iter()
-        .enumerate()
-        .map(|(i, spec)| {
-            let b = balance.shards[i];
-            let bound = targets[i] * (1.0 + tolerance);
-            ShardRow {
-                shard: i as u32,
-                zone: spec.zone.clone(),
-                capacity: spec.capacity,
-                clusters: b.clusters,
-                apps: apps_balance.shards[i].load,
-                load: b.load,
-                share: ratio(b.load as f64, total),
-                target: targets[i],
-                bound,
-                // A tiny slack so that a shard exactly at its bound is not flagged by
-                // floating-point noise in the target.
-                over_bound: b.load as f64 > bound + 1e-9,
-            }
-        })
-        .collect();
-
-    let clusters: Vec<ClusterRow> = fleet
-        .clusters
-        .iter()
-        .enumerate()
-        .map(|(i, c)| ClusterRow {
-            id: c.id.clone(),
-            name: c.name.clone(),
-            server: c.server.clone(),
-            shard: reported[i],
-            apps: facts.apps[i],
-            load: facts.loads[i],
-            pinned: c.shard.is_some(),
-            pin: c.shard,
-            zone: c.zone().map(str::to_owned),
-            skip_reconcile: c.skip_reconcile,
-        })
-        .collect();
-
-    let mut unassigned = Unassigned::default();
-    for (i, c) in fleet.clusters.iter().enumerate() {
-        let in_range = effective[i].is_some_and(|s| (0..i64::from(replicas)).contains(&s));
-        if !c.skip_reconcile && !in_range {
-            unassigned.clusters += 1;
-            unassigned.apps += facts.apps[i];
-            unassigned.load += facts.loads[i];
-        }
-    }
-    unassigned.share = ratio(unassigned.load as f64, total);
-
-    let max_over_target = shard_rows
-        .iter()
-        .map(|r| ratio(r.load as f64, r.target))
-        .fold(0.0, f64::max);
-    let balance_summary = BalanceSummary {
-        max: balance.max_load(),
-        mean: balance.mean_load(),
-        max_over_mean: balance.max_over_mean(),
-        min: balance.min_load(),
-        max_over_target,
-        within_bound: shard_rows.iter().all(|r| !r.over_bound),
-    };
-
-    let mut warnings = facts.common_warnings.clone();
-    match computed {
-        Computed::Balanced(p) => {
-            warnings.extend(p.warnings.iter().map(placement_warning));
-            if let ZonePlan::Fallback(reason) = &p.zones
-                && *reason != placement::ZoneFallback::Disabled
-            {
-                warnings.push(Warning::new(
-                    "zones",
-                    format!("zone-aware placement not used: {reason}"),
-                ));
-            }
-        }
-        Computed::Argo(_) => warnings.extend(argo_warnings(fleet, &reported, replicas)),
-    }
-
-    PlanReport {
-        algorithm: algorithm.name().to_owned(),
-        replicas,
-        tolerance,
-        fleet: facts.summary.clone(),
-        clusters,
-        shards: shard_rows,
-        unassigned,
-        balance: balance_summary,
-        movement: None,
-        zones: zones_summary(computed, facts, shards, &effective, &managed_loads),
-        warnings,
-        timings: Timings::default(),
-    }
-}
-
-fn placement_warning(w: &PlacementWarning) -> Warning {
-    Warning::new("placement", w.to_string())
-}
-
-/// What an operator comparing with Argo CD should know: clusters nobody manages and pins
-/// Argo CD overrides.
-fn argo_warnings(fleet: &Fleet, shards: &[Option<i64>], replicas: u32) -> Vec<Warning> {
-    let mut out = Vec::new();
-    if replicas == 0 && !fleet.clusters.is_empty() {
-        out.push(Warning::new(
-            "argo",
-            "0 replicas: no controller runs, so no cluster is managed",
-        ));
-        return out;
-    }
-    for (c, s) in fleet.clusters.iter().zip(shards) {
-        if c.skip_reconcile {
-            continue;
-        }
-        let label = cluster_label(c);
-        match (c.shard, s) {
-            (Some(pin), _) if pin < 0 => out.push(Warning::new(
-                "argo",
-                format!("cluster {label}: negative pin {pin}; Argo CD keeps it, so no replica manages the cluster"),
-            )),
-            (Some(pin), _) if pin >= i64::from(replicas) && replicas > 1 => out.push(Warning::new(
-                "argo",
-                format!("cluster {label}: pin {pin} is not below {replicas} replicas; Argo CD's controller puts it on shard 0"),
-            )),
-            (_, Some(-1)) => out.push(Warning::new(
-                "argo",
-                format!("cluster {label}: Argo CD assigns shard -1, so no replica manages the cluster"),
-            )),
-            _ => {}
-        }
-    }
-    out
-}
-
-fn cluster_label(c: &fleetshard_core::Cluster) -> String {
-    if c.name.is_empty() {
-        format!("{:?}", c.id)
-    } else {
-        format!("{} ({:?})", c.name, c.id)
-    }
-}
-
-fn zones_summary(
-    computed: &Computed,
-    facts: &FleetFacts<'_>,
-    shards: &[ShardSpec],
-    effective: &[Option<i64>],
-    loads: &[u64],
-) -> ZonesSummary {
-    let clusters = &facts.fleet.clusters;
-    let has_zones = !facts.summary.zones.is_empty();
-    let (mode, reason, aware) = match computed {
-        Computed::Argo(_) if has_zones => ("ignored", None, None),
-        Computed::Argo(_) => ("unused", None, None),
-        Computed::Balanced(p) => match &p.zones {
-            ZonePlan::Unused => ("unused", None, None),
-            ZonePlan::Fallback(r) => ("fallback", Some(r.to_string()), None),
-            ZonePlan::Aware(z) => ("aware", None, Some(z)),
-        },
-    };
-    let total_cap: f64 = shards.iter().map(|s| f64::from(s.capacity)).sum();
-    let total_load: f64 = loads.iter().sum::<u64>() as f64;
-    #[derive(Default)]
-    struct Acc {
-        shards: usize,
-        capacity: f64,
-        clusters: usize,
-        demand: u64,
-        placed: u64,
-    }
-    let mut acc: BTreeMap<&str, Acc> = facts
-        .summary
-        .zones
-        .iter()
-        .map(|z| (z.as_str(), Acc::default()))
-        .collect();
-    for s in shards {
-        if let Some(a) = s.zone.as_deref().and_then(|z| acc.get_mut(z)) {
-            a.shards += 1;
-            a.capacity += f64::from(s.capacity);
-        }
-    }
-    let mut cross = CrossZoneSummary::default();
-    for (i, c) in clusters.iter().enumerate() {
-        if let Some(a) = c.zone().and_then(|z| acc.get_mut(z)) {
-            a.clusters += 1;
-            a.demand += loads[i];
-        }
-        let shard = effective[i]
-            .filter(|&s| (0..shards.len() as i64).contains(&s))
-            .map(|s| &shards[s as usize]);
-        let Some(shard) = shard else { continue };
-        if let Some(a) = shard.zone.as_deref().and_then(|z| acc.get_mut(z)) {
-            a.placed += loads[i];
-        }
-        if let (Some(cz), Some(sz)) = (c.zone(), shard.zone.as_deref()) {
-            cross.zoned_load += loads[i];
-            if cz != sz {
-                cross.clusters += 1;
-                cross.load += loads[i];
-            }
-        }
-    }
-    if let Computed::Balanced(p) = computed {
-        // The engine's own count is authoritative for its plan; ours is the same formula.
-        cross.clusters = p.cross_zone.clusters;
-        cross.load = p.cross_zone.load;
-        cross.zoned_load = p.cross_zone.zoned_load;
-    }
-    cross.fraction = ratio(cross.load as f64, cross.zoned_load as f64);
-    let zones = acc
-        .into_iter()
-        .map(|(zone, a)| {
-            let report = aware.and_then(|z| z.iter().find(|r| r.zone == zone));
-            // In a zone-aware plan the engine's shares are authoritative (its demand counts
-            // a pinned cluster where it runs), so the row agrees with its overload.
-            let capacity_share = report.map_or(ratio(a.capacity, total_cap), |r| r.capacity_share);
-            let demand_share =
-                report.map_or(ratio(a.demand as f64, total_load), |r| r.demand_share);
-            ZoneRow {
-                zone: zone.to_owned(),
-                shards: a.shards,
-                clusters: a.clusters,
-                capacity_share,
-                demand_share,
-                expected_overload: report.map(|r| r.expected_overload).or_else(|| {
-                    (capacity_share > 0.0).then(|| demand_share / capacity_share - 1.0)
-                }),
-                load_share: ratio(a.placed as f64, total_load),
-                local: report.map(|r| r.local),
-                target_load: report.map(|r| r.target_load),
-            }
-        })
-        .collect();
-    ZonesSummary {
-        mode: mode.to_owned(),
-        reason,
-        zones,
-        cross_zone: cross,
-    }
 }

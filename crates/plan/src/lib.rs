@@ -22,6 +22,7 @@
 //!     shard_template: vec![],
 //!     config: Default::default(),
 //!     previous: None,
+//!     costs: Default::default(),
 //! };
 //! let input = PlanInput { fleet, warnings: vec![] };
 //! let report = build_report(&input, &options, &mut NoStopwatch).unwrap();
@@ -30,20 +31,26 @@
 //! ```
 
 mod build;
+mod costs;
+mod describe;
 mod options;
 mod pin;
 mod previous;
 mod report;
 mod svg;
 mod table;
+mod units;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_costs;
 
 pub use build::{PlanInput, build_report};
+pub use costs::{MeasuredCosts, cluster_costs};
 pub use options::{
-    Algorithm, MAX_PLANS, MAX_REPLICAS, PlanOptions, override_template, parse_capacities,
-    parse_replicas, parse_zones, shard_specs, valid_names,
+    Algorithm, CostOptions, MAX_PLANS, MAX_REPLICAS, PlanOptions, override_template,
+    parse_capacities, parse_replicas, parse_zones, shard_specs, valid_names,
 };
 pub use pin::{
     CurrentShard, MANUAL_PIN_ANNOTATION, MANUAL_PIN_VALUE, PinAction, PinEntry, PinOptions,
@@ -52,7 +59,8 @@ pub use pin::{
 pub use previous::PreviousPlan;
 pub use report::{
     BalanceSummary, ClusterRow, CrossZoneSummary, FleetSummary, MovementFrom, MovementSummary,
-    PlanReport, Report, ShardRow, Timings, Unassigned, Warning, ZoneRow, ZonesSummary, render_json,
+    PlanReport, Report, ShardRow, SliceRow, Timings, Unassigned, Warning, ZoneRow, ZonesSummary,
+    render_json,
 };
 pub use svg::render_svg;
 pub use table::{MAX_WARNINGS, TableOptions, render_table};
@@ -108,6 +116,17 @@ pub enum PlanError {
     /// Nothing to plan.
     #[error("no {0} given")]
     Empty(&'static str),
+    /// A hysteresis band or takeover cost that is negative, absurdly large or not a number.
+    #[error("hysteresis band {0} or takeover cost {1} is not within 0..=10")]
+    InvalidHysteresis(f64, f64),
+    /// A costs file that cannot be used.
+    #[error("{source_name}: {message}")]
+    Costs {
+        /// The file (or source) name.
+        source_name: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
     /// An earlier plan that cannot be read.
     #[error("{source_name}: {message}")]
     PreviousPlan {

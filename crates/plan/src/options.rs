@@ -5,7 +5,10 @@ use fleetshard_core::ShardSpec;
 use fleetshard_core::argo::ArgoAlgorithm;
 use fleetshard_core::placement::{BALANCED, PlacementConfig};
 
+use fleetshard_core::placement::hysteresis::Hysteresis;
+
 use crate::PlanError;
+use crate::costs::MeasuredCosts;
 use crate::previous::PreviousPlan;
 
 /// Largest replica count a plan accepts. Argo CD would take up to `i32::MAX`, but a plan
@@ -224,6 +227,20 @@ pub struct PlanOptions {
     pub config: PlacementConfig,
     /// An earlier plan to measure movement from (and, for `balanced`, to stay close to).
     pub previous: Option<PreviousPlan>,
+    /// Measured costs, slices and hysteresis.
+    pub costs: CostOptions,
+}
+
+/// How measured costs shape a plan (`--costs`, `--split-clusters`, `--hysteresis`).
+#[derive(Debug, Clone, Default)]
+pub struct CostOptions {
+    /// Measured cost per cluster id; `None`: every cluster costs its estimate.
+    pub measured: Option<MeasuredCosts>,
+    /// `balanced`: split a cluster costing more than `(1 + ε)` shares into slices.
+    pub split_clusters: bool,
+    /// `balanced` from a previous placement: keep units in place unless their shard is
+    /// beyond the band and the move pays for itself; `None`: the engine's placement as is.
+    pub hysteresis: Option<Hysteresis>,
 }
 
 impl PlanOptions {
@@ -244,6 +261,12 @@ impl PlanOptions {
                 ),
                 reason: format!("more than {MAX_PLANS} plans"),
             });
+        }
+        if let Some(h) = self.costs.hysteresis {
+            let valid = |x: f64| x.is_finite() && (0.0..=10.0).contains(&x);
+            if !valid(h.band) || !valid(h.takeover_cost) {
+                return Err(PlanError::InvalidHysteresis(h.band, h.takeover_cost));
+            }
         }
         let t = self.config.tolerance;
         if !(t.is_finite() && (0.0..=10.0).contains(&t)) {

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 
 use fleetshard_core::Assignment;
 use fleetshard_core::placement::PreviousPlacement;
+use fleetshard_core::placement::slices::slice_unit_id;
 use serde::Deserialize;
 
 use crate::PlanError;
@@ -15,7 +16,8 @@ pub struct PreviousPlan {
     pub algorithm: Option<String>,
     /// The earlier plan's replica count, when it said.
     pub replicas: Option<u32>,
-    /// Where each cluster was (clusters with no shard, or a negative one, are absent).
+    /// Where each cluster was (clusters with no shard, or a negative one, are absent); a
+    /// split cluster's slices by their unit ids (`cluster#slice-N`).
     pub assignment: Assignment,
     /// Zones that were local in the earlier plan (balanced placement's hysteresis).
     pub local_zones: BTreeSet<String>,
@@ -35,6 +37,15 @@ struct Doc {
 #[derive(Deserialize)]
 struct DocCluster {
     id: String,
+    shard: Option<i64>,
+    /// A split cluster's slices: each is placed as its own unit.
+    #[serde(default)]
+    slices: Vec<DocSlice>,
+}
+
+#[derive(Deserialize)]
+struct DocSlice {
+    slice: u32,
     shard: Option<i64>,
 }
 
@@ -66,7 +77,13 @@ impl PreviousPlan {
                 continue;
             }
             // Argo CD's -1 and negative pins mean "no replica": nothing to move from.
-            if let Some(shard) = c.shard.and_then(|s| u32::try_from(s).ok()) {
+            if !c.slices.is_empty() {
+                for sl in &c.slices {
+                    if let Some(shard) = sl.shard.and_then(|s| u32::try_from(s).ok()) {
+                        assignment.insert(slice_unit_id(&c.id, sl.slice), shard);
+                    }
+                }
+            } else if let Some(shard) = c.shard.and_then(|s| u32::try_from(s).ok()) {
                 assignment.insert(c.id.clone(), shard);
             }
         }

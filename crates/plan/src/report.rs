@@ -68,8 +68,9 @@ pub struct FleetSummary {
     pub managed_clusters: usize,
     /// Input applications.
     pub apps: usize,
-    /// Total load of the managed clusters.
-    pub load: u64,
+    /// Total load of the managed clusters: their cost (measured, or the scaled estimate).
+    #[serde(serialize_with = "crate::report::serialize_load")]
+    pub load: f64,
     /// Every zone seen on a cluster or a shard, sorted.
     pub zones: Vec<String>,
 }
@@ -88,8 +89,10 @@ pub struct ClusterRow {
     pub shard: Option<i64>,
     /// Applications that resolve to the cluster.
     pub apps: u64,
-    /// Its load (configured weight, or else `apps` plus the cluster base load).
-    pub load: u64,
+    /// Its cost: measured (`--costs`), else its estimate (configured weight, or else
+    /// `apps` plus the cluster base load) in the measured unit.
+    #[serde(serialize_with = "crate::report::serialize_load")]
+    pub load: f64,
     /// Whether the cluster Secret carries a `shard` pin.
     pub pinned: bool,
     /// The pin's value, as written.
@@ -98,6 +101,24 @@ pub struct ClusterRow {
     pub zone: Option<String>,
     /// `argocd.argoproj.io/skip-reconcile`: no shard manages it, whatever `shard` says.
     pub skip_reconcile: bool,
+    /// A split cluster's slices (`--split-clusters`), in slice order; absent for a cluster
+    /// placed whole. A split cluster's `shard` is its slice 0's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<SliceRow>,
+}
+
+/// One slice of a split cluster: a stable part of its applications, placed as a unit.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SliceRow {
+    /// Slice index, `0..k`.
+    pub slice: u32,
+    /// Its shard (`null`: unmanaged).
+    pub shard: Option<i64>,
+    /// Applications in the slice.
+    pub apps: u64,
+    /// Its cost: the cluster's cost times the slice's share of the cluster's apps.
+    #[serde(serialize_with = "crate::report::serialize_load")]
+    pub load: f64,
 }
 
 /// One shard's share of the work.
@@ -113,8 +134,9 @@ pub struct ShardRow {
     pub clusters: usize,
     /// Applications of those clusters.
     pub apps: u64,
-    /// Their load.
-    pub load: u64,
+    /// Their load: the cost of its clusters and slices.
+    #[serde(serialize_with = "crate::report::serialize_load")]
+    pub load: f64,
     /// `load` / the fleet's total load.
     pub share: f64,
     /// Fair load for its capacity (balanced placement's target; the same formula for the
@@ -134,7 +156,8 @@ pub struct Unassigned {
     /// Their applications.
     pub apps: u64,
     /// Their load.
-    pub load: u64,
+    #[serde(serialize_with = "crate::report::serialize_load")]
+    pub load: f64,
     /// `load` / the fleet's total load.
     pub share: f64,
 }
@@ -143,13 +166,15 @@ pub struct Unassigned {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct BalanceSummary {
     /// Heaviest shard's load.
-    pub max: u64,
+    #[serde(serialize_with = "crate::report::serialize_load")]
+    pub max: f64,
     /// Mean load per shard.
     pub mean: f64,
     /// `max / mean` (1.0 is perfect; 0 without load).
     pub max_over_mean: f64,
     /// Lightest shard's load.
-    pub min: u64,
+    #[serde(serialize_with = "crate::report::serialize_load")]
+    pub min: f64,
     /// Largest `load / target` over the shards (what the bound is measured against when
     /// capacities differ; 0 without load).
     pub max_over_target: f64,
@@ -162,10 +187,11 @@ pub struct BalanceSummary {
 pub struct MovementSummary {
     /// What the plan is compared with.
     pub from: MovementFrom,
-    /// Clusters on a different shard.
+    /// Clusters (and slices) on a different shard.
     pub clusters_moved: usize,
     /// Their load.
-    pub load_moved: u64,
+    #[serde(serialize_with = "crate::report::serialize_load")]
+    pub load_moved: f64,
     /// Clusters that had no shard before.
     pub clusters_added: usize,
     /// Clusters that had a shard before and have none now.
@@ -173,7 +199,8 @@ pub struct MovementSummary {
     /// Clusters with a shard now.
     pub clusters_total: usize,
     /// Load with a shard now.
-    pub load_total: u64,
+    #[serde(serialize_with = "crate::report::serialize_load")]
+    pub load_total: f64,
     /// `load_moved / load_total`.
     pub load_fraction: f64,
     /// `clusters_moved / clusters_total`.
@@ -235,9 +262,11 @@ pub struct CrossZoneSummary {
     /// Clusters on a shard of another zone.
     pub clusters: usize,
     /// Their load.
-    pub load: u64,
+    #[serde(serialize_with = "crate::report::serialize_load")]
+    pub load: f64,
     /// All placed load with a zone on both sides.
-    pub zoned_load: u64,
+    #[serde(serialize_with = "crate::report::serialize_load")]
+    pub zoned_load: f64,
     /// `load / zoned_load`.
     pub fraction: f64,
 }
@@ -269,6 +298,16 @@ pub struct Timings {
     pub load_ms: f64,
     /// Computing this plan's distribution.
     pub distribute_ms: f64,
+}
+
+/// Serialises a load as a whole number when it is one (estimates always are), so plans
+/// without measured costs read as they always did; a fractional cost as it is.
+pub(crate) fn serialize_load<S: serde::Serializer>(load: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if load.fract() == 0.0 && (0.0..9.0e15).contains(load) {
+        s.serialize_u64(*load as u64)
+    } else {
+        s.serialize_f64(*load)
+    }
 }
 
 /// The JSON document: the primary plan's fields at the top level, every plan in `plans`

@@ -83,7 +83,7 @@ fn fmt_num(x: f64) -> String {
 
 /// A line label's value: two decimals for small loads, where rounding to one would hide
 /// why a bar at 8 is over a bound of 7.975; trailing zeros trimmed.
-fn label_num(x: f64) -> String {
+pub(crate) fn label_num(x: f64) -> String {
     let text = if x.abs() >= 100.0 {
         format!("{x:.1}")
     } else {
@@ -115,7 +115,7 @@ pub fn render_svg(report: &Report) -> String {
     let top = plans
         .iter()
         .flat_map(|p| &p.shards)
-        .map(|s| (s.load as f64).max(s.bound))
+        .map(|s| s.load.max(s.bound))
         .fold(0.0, f64::max);
     let step = tick_step(top, 5.0);
     let y_max = ((top * 1.05) / step).ceil().max(1.0) * step;
@@ -167,7 +167,7 @@ fn header(s: &mut String, report: &Report) {
         f.clusters,
         f.managed_clusters,
         f.apps,
-        f.load,
+        label_num(f.load),
         p.tolerance,
         if f.zones.is_empty() {
             String::new()
@@ -344,7 +344,11 @@ fn panel(
     if let Some(m) = &p.movement {
         facts.push(format!("moved {:.1}% of load", m.load_fraction * 100.0));
     }
-    if p.zones.cross_zone.zoned_load > 0 {
+    let split = p.clusters.iter().filter(|c| !c.slices.is_empty()).count();
+    if split > 0 {
+        facts.push(format!("{split} split clusters"));
+    }
+    if p.zones.cross_zone.zoned_load > 0.0 {
         facts.push(format!(
             "cross-zone {:.0}%",
             p.zones.cross_zone.fraction * 100.0
@@ -362,7 +366,7 @@ fn panel(
             s,
             r#"<text x="{tx:.1}" y="{ty:.1}" font-size="11.5" fill="{BOUND}" text-anchor="end">unassigned: {} clusters, load {}</text>"#,
             p.unassigned.clusters,
-            p.unassigned.load,
+            label_num(p.unassigned.load),
             tx = x + w - 14.0,
             ty = y + 22.0
         );
@@ -411,7 +415,7 @@ fn panel(
     let label_every = ((n as f64 * 22.0 / plot_w).ceil() as usize).max(1);
     for sh in &p.shards {
         let bx = plot_x + sh.shard as f64 * slot + (slot - bar_w) / 2.0;
-        let top = ys(sh.load as f64);
+        let top = ys(sh.load);
         let colour = zone_colour(zones, sh.zone.as_deref());
         let stroke = if sh.over_bound {
             format!(r#" stroke="{BOUND}" stroke-width="1.5""#)
@@ -424,7 +428,7 @@ fn panel(
             sh.zone
                 .as_deref()
                 .map_or_else(String::new, |z| format!(" ({z})")),
-            sh.load,
+            label_num(sh.load),
             sh.share * 100.0,
             sh.clusters,
             sh.apps,

@@ -4,7 +4,8 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
-use crate::report::{PlanReport, Report, Warning};
+use crate::report::{PlanReport, Report, SliceRow, Warning};
+use crate::svg::label_num;
 
 /// What to include in the table output.
 #[derive(Debug, Clone, Copy, Default)]
@@ -104,7 +105,10 @@ pub fn render_table(report: &Report, options: TableOptions) -> String {
     let _ = write!(
         out,
         "fleet: {} clusters ({} managed), {} apps, load {}",
-        f.clusters, f.managed_clusters, f.apps, f.load
+        f.clusters,
+        f.managed_clusters,
+        f.apps,
+        label_num(f.load)
     );
     if !f.zones.is_empty() {
         let _ = write!(out, "; zones: {}", f.zones.join(", "));
@@ -196,7 +200,7 @@ fn comparison(report: &Report, out: &mut String) {
             p.movement
                 .as_ref()
                 .map_or_else(|| "-".to_owned(), |m| pct(m.load_fraction)),
-            if p.zones.cross_zone.zoned_load == 0 {
+            if p.zones.cross_zone.zoned_load == 0.0 {
                 "-".to_owned()
             } else {
                 pct(p.zones.cross_zone.fraction)
@@ -232,11 +236,11 @@ fn plan(p: &PlanReport, options: TableOptions, out: &mut String) {
             s.capacity.to_string(),
             s.clusters.to_string(),
             s.apps.to_string(),
-            s.load.to_string(),
+            label_num(s.load),
             pct(s.share),
             num(s.target),
             if s.target > 0.0 {
-                format!("{:.2}", s.load as f64 / s.target)
+                format!("{:.2}", s.load / s.target)
             } else {
                 "-".to_owned()
             },
@@ -251,7 +255,7 @@ fn plan(p: &PlanReport, options: TableOptions, out: &mut String) {
             String::new(),
             u.clusters.to_string(),
             u.apps.to_string(),
-            u.load.to_string(),
+            label_num(u.load),
             pct(u.share),
             String::new(),
             String::new(),
@@ -263,9 +267,9 @@ fn plan(p: &PlanReport, options: TableOptions, out: &mut String) {
     let _ = writeln!(
         out,
         "balance: max {}  mean {}  min {}  max/mean {:.2}  max/target {:.2}  {}",
-        b.max,
+        label_num(b.max),
         num(b.mean),
-        b.min,
+        label_num(b.min),
         b.max_over_mean,
         b.max_over_target,
         if b.within_bound {
@@ -286,11 +290,21 @@ fn plan(p: &PlanReport, options: TableOptions, out: &mut String) {
             m.clusters_moved,
             m.clusters_total,
             pct(m.cluster_fraction),
-            m.load_moved,
-            m.load_total,
+            label_num(m.load_moved),
+            label_num(m.load_total),
             pct(m.load_fraction),
             m.clusters_added,
             m.clusters_removed
+        );
+    }
+    for c in p.clusters.iter().filter(|c| !c.slices.is_empty()) {
+        let _ = writeln!(
+            out,
+            "cluster {} split in {}: shards {} (load {} in all)",
+            if c.name.is_empty() { &c.id } else { &c.name },
+            c.slices.len(),
+            slice_shards(&c.slices),
+            label_num(c.load)
         );
     }
     zones(p, out);
@@ -352,8 +366,8 @@ fn zones(p: &PlanReport, out: &mut String) {
         out,
         "cross-zone: {} clusters, load {} of {} ({})",
         c.clusters,
-        c.load,
-        c.zoned_load,
+        label_num(c.load),
+        label_num(c.zoned_load),
         pct(c.fraction)
     );
 }
@@ -378,14 +392,25 @@ fn clusters(p: &PlanReport, out: &mut String) {
             c.id.clone(),
             opt(c.zone.as_deref()),
             c.apps.to_string(),
-            c.load.to_string(),
+            label_num(c.load),
             c.pin.map_or_else(|| "-".to_owned(), |s| s.to_string()),
             if c.skip_reconcile {
                 "skip".to_owned()
+            } else if !c.slices.is_empty() {
+                slice_shards(&c.slices)
             } else {
                 c.shard.map_or_else(|| "-".to_owned(), |s| s.to_string())
             },
         ]);
     }
     t.render(out);
+}
+
+/// A split cluster's slices' shards, in slice order: `2,0,1` (`-` for none).
+fn slice_shards(slices: &[SliceRow]) -> String {
+    slices
+        .iter()
+        .map(|s| s.shard.map_or_else(|| "-".to_owned(), |s| s.to_string()))
+        .collect::<Vec<_>>()
+        .join(",")
 }

@@ -37,6 +37,7 @@ fn options(algorithms: &str, replicas: &str) -> PlanOptions {
         shard_template: vec![],
         config: PlacementConfig::default(),
         previous: None,
+        costs: Default::default(),
     }
 }
 
@@ -215,7 +216,7 @@ fn previous_plan_round_trips_through_json() {
     o.previous = Some(previous.clone());
     let r = report(fleet(), &o);
     let m = r.plans[0].movement.as_ref().unwrap();
-    assert_eq!((m.clusters_moved, m.load_moved), (0, 0));
+    assert_eq!((m.clusters_moved, m.load_moved), (0, 0.0));
     assert_eq!(m.from.kind, "previous");
     assert!(
         r.plans[1].movement.is_some(),
@@ -255,7 +256,7 @@ fn zone_aware_plan_reports_zones_and_cross_zone() {
     }
     let legacy = &r.plans[1];
     assert_eq!(legacy.zones.mode, "ignored");
-    assert!(legacy.zones.cross_zone.zoned_load > 0);
+    assert!(legacy.zones.cross_zone.zoned_load > 0.0);
     assert!(legacy.zones.zones.iter().all(|z| z.local.is_none()));
     assert_eq!(b.shards[4].zone.as_deref(), Some("eu-1b"), "zones cycle");
 }
@@ -381,7 +382,7 @@ fn invalid_options_are_refused() {
 fn empty_fleet_plans_cleanly() {
     let r = report(Fleet::default(), &options("all", "2"));
     for p in &r.plans {
-        assert_eq!(p.balance.max, 0);
+        assert_eq!(p.balance.max, 0.0);
         assert!(p.balance.max_over_mean.is_finite());
     }
     roxmltree::Document::parse(&render_svg(&r)).unwrap();

@@ -20,7 +20,9 @@
 //! cluster moves at most a few others. The result is a pure function of the input.
 
 mod engine;
+pub mod hysteresis;
 mod rendezvous;
+pub mod slices;
 mod zones;
 
 #[cfg(test)]

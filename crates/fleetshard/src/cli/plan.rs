@@ -7,11 +7,12 @@ use anyhow::{Context as _, bail};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, ValueEnum};
 use fleetshard_core::argo::ArgoAlgorithm;
+use fleetshard_core::placement::hysteresis::Hysteresis;
 use fleetshard_core::placement::{DEFAULT_CLUSTER_BASE_LOAD, PlacementConfig, ZonePolicy};
 use fleetshard_plan::{
-    Algorithm, PlanInput, PlanOptions, PreviousPlan, Report, TableOptions, Warning, build_report,
-    override_template, parse_capacities, parse_replicas, parse_zones, render_json, render_svg,
-    render_table,
+    Algorithm, CostOptions, MeasuredCosts, PlanInput, PlanOptions, PreviousPlan, Report,
+    TableOptions, Warning, build_report, override_template, parse_capacities, parse_replicas,
+    parse_zones, render_json, render_svg, render_table,
 };
 
 use super::exit::BadValue;
@@ -104,6 +105,20 @@ pub struct PlanArgs {
     /// How balanced placement weighs and spreads the clusters.
     #[command(flatten)]
     pub placement: PlacementArgs,
+    /// Measured costs: a JSON object from cluster id to the cluster's measured cost (a
+    /// number ≥ 0). Loads become costs; clusters without one cost their estimate scaled by
+    /// the median measured/estimate ratio. Ids not in the fleet are warned about.
+    #[arg(long, value_name = "COSTS.json", env = "FLEETSHARD_COSTS")]
+    pub costs: Option<PathBuf>,
+    /// Balanced: split a cluster that costs more than (1 + ε) × a shard's share into the
+    /// fewest slices that each fit one share, its apps divided by a stable hash.
+    #[arg(long, env = "FLEETSHARD_SPLIT_CLUSTERS")]
+    pub split_clusters: bool,
+    /// Balanced from a previous placement: a cluster (or slice) moves only when its shard
+    /// is more than this fraction above its target and the move lowers the imbalance by
+    /// more than it costs. Default 0.10 with --costs, off without; 0 turns it off.
+    #[arg(long, value_name = "BAND", env = "FLEETSHARD_HYSTERESIS")]
+    pub hysteresis: Option<f64>,
     /// Table output: also list every cluster and its shard.
     #[arg(long, env = "FLEETSHARD_SHOW_CLUSTERS")]
     pub show_clusters: bool,
@@ -239,6 +254,8 @@ pub fn run(args: PlanArgs, matches: &ArgMatches) -> anyhow::Result<()> {
         Ok((fleet, previous))
     });
     let (fleet, previous) = loaded?;
+    let measured = args.costs.as_deref().map(read_costs).transpose()?;
+    let hysteresis = hysteresis(args.hysteresis, measured.is_some()).map_err(bad_value)?;
 
     let replicas = match requested_replicas {
         Some(r) => r,
@@ -253,6 +270,11 @@ pub fn run(args: PlanArgs, matches: &ArgMatches) -> anyhow::Result<()> {
         shard_template: override_template(&fleet.shards, zones.as_deref(), capacities.as_deref()),
         config,
         previous,
+        costs: CostOptions {
+            measured,
+            split_clusters: args.split_clusters,
+            hysteresis,
+        },
     };
     let mut warnings = cli_warnings;
     warnings.extend(fleet.warnings);
@@ -285,6 +307,32 @@ fn algorithms(
             Ok(vec![Algorithm::Argo(ArgoAlgorithm::Legacy)])
         }
         Err(e) => Err(e).context("--algorithm"),
+    }
+}
+
+fn read_costs(path: &std::path::Path) -> anyhow::Result<MeasuredCosts> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read costs", path.display()))?;
+    Ok(MeasuredCosts::from_json(
+        &text,
+        &path.display().to_string(),
+    )?)
+}
+
+/// `--hysteresis`: the band given (0: off), else 0.10 when costs are measured (they
+/// wobble) and off without them (estimates do not, and the plan then shows what `run`
+/// does).
+fn hysteresis(band: Option<f64>, measured: bool) -> anyhow::Result<Option<Hysteresis>> {
+    match band {
+        Some(b) if !(b.is_finite() && (0.0..=10.0).contains(&b)) => {
+            bail!("--hysteresis {b}: must be within 0..=10 (0.10 is 10 %; 0 turns it off)")
+        }
+        Some(0.0) => Ok(None),
+        Some(b) => Ok(Some(Hysteresis {
+            band: b,
+            ..Hysteresis::default()
+        })),
+        None => Ok(measured.then(Hysteresis::default)),
     }
 }
 

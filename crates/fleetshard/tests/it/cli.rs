@@ -28,7 +28,7 @@ fn fixture(name: &str) -> String {
 
 /// The binary with a clean environment: no variable of ours or Argo CD's leaks in from
 /// the machine running the tests.
-fn fleetshard() -> Command {
+pub(crate) fn fleetshard() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fleetshard"));
     for (key, _) in std::env::vars() {
         if key.starts_with("FLEETSHARD_") || key.starts_with("ARGOCD_") {
@@ -42,7 +42,7 @@ fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("the binary runs")
 }
 
-fn ok_json(cmd: &mut Command) -> Value {
+pub(crate) fn ok_json(cmd: &mut Command) -> Value {
     let out = run(cmd);
     assert!(
         out.status.success(),
@@ -52,7 +52,7 @@ fn ok_json(cmd: &mut Command) -> Value {
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
 }
 
-fn fails(cmd: &mut Command) -> String {
+pub(crate) fn fails(cmd: &mut Command) -> String {
     let out = run(cmd);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!out.status.success(), "expected failure, got success");

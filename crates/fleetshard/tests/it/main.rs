@@ -18,6 +18,7 @@ mod figures;
 mod grafana;
 mod health_check;
 mod pin;
+mod plan_costs;
 mod projects;
 mod repo_server;
 mod run_argocd;

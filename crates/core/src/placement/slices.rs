@@ -1,0 +1,195 @@
+//! Slices: a cluster too costly for one shard is split into `k` placement units, each
+//! holding a stable part of its applications, so that balanced placement can spread it.
+//!
+//! Which application goes to which slice is rendezvous hashing of the application's
+//! identity (`namespace/name`) over the slice indices: a pure function of the identity
+//! and `k`, the same in every process. Going from `k` to `k + 1` slices moves only the
+//! applications the new slice wins, about `1 / (k + 1)` of them; the others keep theirs.
+
+use super::rendezvous::{mix64, stable_hash};
+use crate::model::{App, Cluster, for_each_resolved_app};
+
+/// A slice's salt: a different constant from the shards' so that an application's slice
+/// and a cluster's shard preferences are unrelated.
+fn slice_salt(slice: u32) -> u64 {
+    mix64(u64::from(slice).wrapping_add(0x6a09_e667_f3bc_c909))
+}
+
+/// The slice (in `0..slices`) of the application `namespace/name` when its cluster is
+/// split into `slices`; 0 when `slices` is 0 or 1.
+pub fn slice_of_app(namespace: &str, name: &str, slices: u32) -> u32 {
+    if slices <= 1 {
+        return 0;
+    }
+    let key = stable_hash(&format!("{namespace}/{name}"));
+    (0..slices)
+        .max_by_key(|&i| (mix64(key ^ slice_salt(i)), std::cmp::Reverse(i)))
+        .unwrap_or(0)
+}
+
+/// Applications per slice: for cluster `i` split into `slices[i]` slices (0 or 1: one),
+/// how many of its applications each slice holds. Every resolved application counts in
+/// exactly one slice of its cluster.
+pub fn apps_per_slice(clusters: &[Cluster], apps: &[App], slices: &[u32]) -> Vec<Vec<u64>> {
+    let mut out: Vec<Vec<u64>> = slices.iter().map(|&k| vec![0; k.max(1) as usize]).collect();
+    for_each_resolved_app(clusters, apps, |i, a| {
+        if let (Some(row), Some(&k)) = (out.get_mut(i), slices.get(i)) {
+            row[slice_of_app(&a.namespace, &a.name, k) as usize] += 1;
+        }
+    });
+    out
+}
+
+/// The fewest slices a cluster of `cost` is split into so that each slice's even part
+/// fits `share` (what one shard should carry), when the cost exceeds `share × factor`;
+/// 1 (not split) otherwise. At most `max_slices` (the shards, or the cluster's apps), at
+/// least 1. Non-finite or non-positive inputs give 1.
+pub fn slice_count(cost: f64, share: f64, factor: f64, max_slices: u32) -> u32 {
+    let valid = cost.is_finite() && share.is_finite() && share > 0.0 && factor.is_finite();
+    if !valid || cost <= share * factor || max_slices <= 1 {
+        return 1;
+    }
+    let k = (cost / share).ceil();
+    if k >= f64::from(max_slices) {
+        max_slices
+    } else {
+        (k as u32).max(1)
+    }
+}
+
+/// The placement-unit id of slice `slice` of cluster `cluster`: `cluster#slice-N`. A
+/// cluster Secret's uid never holds `#`, so unit ids never collide with cluster ids.
+pub fn slice_unit_id(cluster: &str, slice: u32) -> String {
+    format!("{cluster}#slice-{slice}")
+}
+
+/// Moves slices of one cluster that share a shard to a shard holding none of that
+/// cluster's slices, where one can take the slice within its `bounds` (lightest such
+/// shard first); slices that cannot move stay. `groups[u]` is the cluster unit `u` is a
+/// slice of (`None`: not a slice); `shards[u]` its shard, updated in place (one out of
+/// range stays). Zones are not considered. Returns how many slices moved.
+pub fn separate_slices(
+    shards: &mut [Option<u32>],
+    groups: &[Option<usize>],
+    loads: &[u64],
+    bounds: &[f64],
+) -> usize {
+    let mut load = vec![0u64; bounds.len()];
+    for (s, &w) in shards.iter().zip(loads) {
+        if let Some(s) = s.filter(|&s| (s as usize) < load.len()) {
+            load[s as usize] += w;
+        }
+    }
+    let mut moved = 0;
+    let mut order: Vec<usize> = (0..shards.len()).filter(|&u| groups[u].is_some()).collect();
+    order.sort_by_key(|&u| (groups[u], u));
+    for (n, &u) in order.iter().enumerate() {
+        let Some(s) = shards[u].filter(|&s| (s as usize) < load.len()) else {
+            continue;
+        };
+        let group = groups[u];
+        let siblings = order.iter().filter(|&&v| groups[v] == group);
+        let shared = order[..n]
+            .iter()
+            .any(|&v| groups[v] == group && shards[v] == Some(s));
+        if !shared {
+            continue;
+        }
+        let used: Vec<u32> = siblings.filter_map(|&v| shards[v]).collect();
+        let dest = (0..bounds.len() as u32)
+            .filter(|d| !used.contains(d))
+            .filter(|&d| (load[d as usize] + loads[u]) as f64 <= bounds[d as usize])
+            .min_by_key(|&d| (load[d as usize], d));
+        if let Some(d) = dest {
+            load[s as usize] -= loads[u];
+            load[d as usize] += loads[u];
+            shards[u] = Some(d);
+            moved += 1;
+        }
+    }
+    moved
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn apps(n: usize) -> Vec<(String, String)> {
+        (0..n)
+            .map(|i| (format!("ns-{}", i % 7), format!("app-{i}")))
+            .collect()
+    }
+
+    #[test]
+    fn slice_count_is_the_fewest_that_fit() {
+        assert_eq!(slice_count(100.0, 100.0, 1.1, 10), 1);
+        assert_eq!(slice_count(110.0, 100.0, 1.1, 10), 1);
+        assert_eq!(slice_count(111.0, 100.0, 1.1, 10), 2);
+        assert_eq!(slice_count(301.0, 100.0, 1.1, 10), 4);
+        assert_eq!(slice_count(301.0, 100.0, 1.1, 3), 3);
+        assert_eq!(slice_count(f64::NAN, 100.0, 1.1, 3), 1);
+        assert_eq!(slice_count(500.0, 0.0, 1.1, 3), 1);
+    }
+
+    #[test]
+    fn slices_are_spread_and_stable() {
+        let a = apps(3_000);
+        let mut counts = [0usize; 4];
+        for (ns, name) in &a {
+            counts[slice_of_app(ns, name, 4) as usize] += 1;
+        }
+        assert!(
+            counts.iter().all(|&c| (600..=900).contains(&c)),
+            "{counts:?}"
+        );
+        // Pinned: changing these values reassigns apps between slices.
+        assert_eq!(slice_of_app("argocd", "guestbook", 1), 0);
+        assert_eq!(
+            slice_of_app("argocd", "guestbook", 4),
+            slice_of_app("argocd", "guestbook", 4)
+        );
+    }
+
+    #[test]
+    fn co_located_slices_are_separated_within_bounds() {
+        // Two slices of cluster 0 on shard 0, another unit on shard 1, shard 2 empty.
+        let mut shards = vec![Some(0), Some(0), Some(1)];
+        let groups = vec![Some(0), Some(0), None];
+        let moved = separate_slices(&mut shards, &groups, &[50, 50, 60], &[110.0; 3]);
+        assert_eq!(moved, 1);
+        assert_eq!(shards, vec![Some(0), Some(2), Some(1)]);
+        // No room anywhere: they stay together.
+        let mut shards = vec![Some(0), Some(0), Some(1)];
+        let moved = separate_slices(&mut shards, &groups, &[50, 50, 100], &[100.0, 100.0]);
+        assert_eq!(moved, 0);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn one_more_slice_moves_about_its_share(n in 200usize..2_000, k in 1u32..12) {
+            let a = apps(n);
+            let mut moved = 0usize;
+            for (ns, name) in &a {
+                let before = slice_of_app(ns, name, k);
+                let after = slice_of_app(ns, name, k + 1);
+                // Exactly one slice, in range.
+                prop_assert!(before < k.max(1));
+                prop_assert!(after < k + 1);
+                // An app that moves, moves to the new slice only.
+                if before != after {
+                    prop_assert_eq!(after, k);
+                    moved += 1;
+                }
+            }
+            // About 1/(k+1) of the apps move: within 5 standard deviations of a binomial.
+            let p = 1.0 / f64::from(k + 1);
+            let mean = n as f64 * p;
+            let sd = (n as f64 * p * (1.0 - p)).sqrt();
+            prop_assert!((moved as f64 - mean).abs() <= 5.0 * sd + 1.0,
+                "{moved} of {n} moved going {k} -> {}; expected about {mean:.0}", k + 1);
+        }
+    }
+}
