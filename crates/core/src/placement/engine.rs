@@ -264,11 +264,31 @@ impl BalancedPlacer {
     }
 
     fn finish_warnings(&mut self) {
+        // A cluster is reported hot against the larger of its shard's bound and its
+        // shard's bound under an even spread of the whole load: the shard's own bound is
+        // the share of what the hot clusters leave, 0 when they are all there is (two
+        // clusters over three replicas), which no warning should print.
+        let capacity: f64 = (0..self.shards.len())
+            .filter(|&s| self.usable(s))
+            .map(|s| f64::from(self.shards[s].capacity))
+            .sum();
+        let eps = self.config.tolerance.max(0.0);
         let st = &mut self.state;
+        let total: u64 = (0..st.w.len())
+            .filter(|&i| st.managed[i])
+            .map(|i| st.w[i])
+            .sum();
+        let even_bound = |s: usize| {
+            if capacity > 0.0 {
+                total as f64 / capacity * f64::from(self.shards[s].capacity) * (1.0 + eps)
+            } else {
+                0.0
+            }
+        };
         let mut isolated = vec![false; st.load.len()];
         for i in 0..st.ids.len() {
             let Some(s) = st.shard_of[i] else { continue };
-            let bound = st.hi[s as usize];
+            let bound = st.hi[s as usize].max(even_bound(s as usize));
             if !st.unit_loads && st.w[i] as f64 > bound {
                 isolated[s as usize] = true;
                 st.warnings.push(PlacementWarning::HotCluster {

@@ -85,3 +85,34 @@ fn loads_are_base_plus_apps_unless_a_weight_is_set() {
         crate::model::loads(&clusters, &apps)
     );
 }
+
+/// Fewer clusters than shards: every cluster is heavier than an even share, and the
+/// warning names that share's bound, never the 0 left over for the other shards (two
+/// clusters over three replicas used to print "exceeds its shard's bound (0.0)").
+#[test]
+fn a_hot_clusters_bound_is_its_even_share_when_nothing_else_is_left() {
+    let clusters: Vec<Cluster> = (0..2)
+        .map(|i| Cluster::new(format!("id-{i}"), format!("https://c{i}.example")))
+        .collect();
+    let specs = vec![ShardSpec::default(); 3];
+    let p = place(
+        &clusters,
+        &[5, 6],
+        &specs,
+        None,
+        &PlacementConfig::default(),
+    );
+    let bounds: Vec<f64> = p
+        .warnings
+        .iter()
+        .filter_map(|w| match w {
+            PlacementWarning::HotCluster { bound, .. } => Some(*bound),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(bounds.len(), 2, "{:?}", p.warnings);
+    // 11 over 3 shards, with the 10 % tolerance.
+    for b in bounds {
+        assert!((b - 11.0 / 3.0 * 1.1).abs() < 1e-9, "{b}");
+    }
+}
