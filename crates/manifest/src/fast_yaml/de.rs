@@ -190,7 +190,7 @@ impl<'de> serde::Deserializer<'de> for NodeDe<'_, 'de> {
                     depth,
                     first: Some((key, rest)),
                     rest: None,
-                    seen: Vec::new(),
+                    seen: Seen::default(),
                     done: false,
                 };
                 let read = visitor.visit_map(&mut map)?;
@@ -259,7 +259,7 @@ struct MapDe<'b, 'a> {
     first: Option<(Cow<'a, str>, Option<Span>)>,
     /// What follows the current key's colon on its line.
     rest: Option<Span>,
-    seen: Vec<Cow<'a, str>>,
+    seen: Seen<'a>,
     /// The mapping's end was reached.
     done: bool,
 }
@@ -279,10 +279,9 @@ impl<'de> MapAccess<'de> for MapDe<'_, 'de> {
             self.done = true;
             return Ok(None);
         };
-        if self.seen.contains(&key) {
+        if !self.seen.insert(key.clone()) {
             return Err(NotRead);
         }
-        self.seen.push(key.clone());
         self.rest = rest;
         match key {
             Cow::Borrowed(k) => seed.deserialize(BorrowedStrDeserializer::new(k)),
@@ -297,5 +296,32 @@ impl<'de> MapAccess<'de> for MapDe<'_, 'de> {
             block: &mut *self.block,
             shape,
         })
+    }
+}
+
+/// The keys of a mapping read so far: the first few on the stack (a mapping of an
+/// Application has a handful), the rest in a vector.
+#[derive(Default)]
+struct Seen<'a> {
+    first: [&'a str; 12],
+    len: usize,
+    more: Vec<Cow<'a, str>>,
+}
+
+impl<'a> Seen<'a> {
+    /// Adds `key`; false when it was there.
+    fn insert(&mut self, key: Cow<'a, str>) -> bool {
+        let first = &self.first[..self.len];
+        if first.contains(&key.as_ref()) || self.more.contains(&key) {
+            return false;
+        }
+        match key {
+            Cow::Borrowed(k) if self.len < self.first.len() => {
+                self.first[self.len] = k;
+                self.len += 1;
+            }
+            key => self.more.push(key),
+        }
+        true
     }
 }

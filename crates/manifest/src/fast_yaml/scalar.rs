@@ -107,12 +107,17 @@ fn plain_shape(s: &str) -> Fast<()> {
         || s.starts_with("---")
         || s.starts_with("...")
         || s.ends_with(':')
-        || s.contains(" #")
-        || s.contains(": ")
+        || comment_or_mapping(bytes)
     {
         return Err(Declined);
     }
     Ok(())
+}
+
+/// Whether `b` holds `" #"` (a comment) or `": "` (a mapping), in one pass.
+fn comment_or_mapping(b: &[u8]) -> bool {
+    b.windows(2)
+        .any(|w| (w[0] == b' ' && w[1] == b'#') || (w[0] == b':' && w[1] == b' '))
 }
 
 /// How serde-saphyr types a plain scalar.
