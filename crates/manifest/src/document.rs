@@ -379,6 +379,12 @@ impl Objects {
         Ok(())
     }
 
+    /// Adds an Application read straight into its app (`crate::placement_app`), which is
+    /// what [`Objects::absorb`] does with it when the specs are dropped.
+    pub(crate) fn push_app(&mut self, app: App) {
+        self.apps.push(app);
+    }
+
     /// The file.
     pub(crate) fn finish(self) -> FleetFile {
         let mut repositories = self.repositories;

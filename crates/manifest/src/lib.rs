@@ -11,6 +11,7 @@ mod fast_yaml;
 pub mod glob;
 pub mod implemented;
 mod native;
+mod placement_app;
 pub mod project;
 mod repository;
 mod secret;

@@ -13,8 +13,10 @@
 
 use std::fmt;
 
+use fleetshard_core::App;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::FleetFile;
 use crate::document::{
@@ -67,11 +69,23 @@ pub(crate) fn one_document(text: &str) -> bool {
     true
 }
 
+/// One item as the parser hands it over.
+pub(crate) enum Item {
+    /// An item to convert (`Objects::absorb`).
+    Value(Value),
+    /// An Application read straight into its app ([`crate::placement_app`]), when the
+    /// input drops the GitOps specs and the item is plain.
+    App(App),
+}
+
 /// Texts from this size on are parsed on this thread while another converts the items
 /// (parsing and converting take about as long each); tests cross it with small texts.
 const PARALLEL_FROM: usize = if cfg!(test) { 1 << 14 } else { 1 << 20 };
 /// Items parsed ahead of the converting thread, at most.
 const AHEAD: usize = 256;
+/// Items handed to the converting thread at once: one hand-over per item costs more than
+/// an Application read straight into its app (`crate::placement_app`).
+const BATCH: usize = 64;
 
 /// Reads a one-document YAML text (see [`one_document`]), or a JSON text when `json`,
 /// item by item. YAML is tried on the fast path first (`crate::fast_yaml`); when it
@@ -104,19 +118,31 @@ fn attempt(text: &str, ctx: &mut Ctx, accept: Accept, reader: Reader) -> Option<
     let mark = ctx.warnings.len();
     let mut items = Items::new(accept);
     let mut shape = ItemsShape::default();
+    // Applications go straight into their apps when nothing but the app is kept.
+    let typed = accept.apps && !accept.specs;
     let read = if text.len() >= PARALLEL_FROM {
         std::thread::scope(|scope| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Value>(AHEAD);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Item>>(AHEAD / BATCH);
             let (items, ctx) = (&mut items, &mut *ctx);
             let converter = scope.spawn(move || {
-                for value in rx {
-                    items.item(ctx, value);
+                for batch in rx {
+                    for item in batch {
+                        items.item(ctx, item);
+                    }
                 }
             });
             // A send fails only when the converter panicked, which the join raises again.
-            let mut send = move |value| drop(tx.send(value));
-            let read = read_root(text, reader, &mut send, &mut shape);
-            drop(send);
+            let mut batch = Vec::with_capacity(BATCH);
+            let mut send = |item| {
+                batch.push(item);
+                if batch.len() == BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                    drop(tx.send(full));
+                }
+            };
+            let read = read_root(text, reader, typed, &mut send, &mut shape);
+            drop(tx.send(batch));
+            drop(tx);
             if let Err(panic) = converter.join() {
                 std::panic::resume_unwind(panic);
             }
@@ -124,7 +150,7 @@ fn attempt(text: &str, ctx: &mut Ctx, accept: Accept, reader: Reader) -> Option<
         })
     } else {
         let mut convert = |value| items.item(ctx, value);
-        read_root(text, reader, &mut convert, &mut shape)
+        read_root(text, reader, typed, &mut convert, &mut shape)
     };
     let root = match read {
         Ok(Some(root)) => root,
@@ -162,19 +188,25 @@ fn attempt(text: &str, ctx: &mut Ctx, accept: Accept, reader: Reader) -> Option<
     })
 }
 
-/// Parses the document, handing each item of `items` to `sink` as it is read. Invalid
-/// JSON is [`Root::Other`]: the generic path tells it from a YAML flow mapping. `None`
-/// when the fast path declined.
+/// Parses the document, handing each item of `items` to `sink` as it is read (plain
+/// Applications as apps when `typed`). Invalid JSON is [`Root::Other`]: the generic path
+/// tells it from a YAML flow mapping. `None` when the fast path declined.
 fn read_root(
     text: &str,
     reader: Reader,
-    sink: &mut dyn FnMut(Value),
+    typed: bool,
+    sink: &mut dyn FnMut(Item),
     shape: &mut ItemsShape,
 ) -> Result<Option<Root>, serde_saphyr::Error> {
-    let seed = RootSeed { sink, shape };
+    let seed = RootSeed {
+        sink,
+        shape,
+        // Only serde_json hands out an item's text (`RawValue`).
+        typed: typed && matches!(reader, Reader::Json),
+    };
     match reader {
         Reader::Fast => Ok(
-            crate::fast_yaml::read_list(text, seed.sink).map(|root| Root::Map {
+            crate::fast_yaml::read_list(text, typed, seed.sink).map(|root| Root::Map {
                 rest: root.rest,
                 had_items: root.had_items,
             }),
@@ -240,7 +272,7 @@ struct Items {
     objects: Objects,
     kinds: Vec<ItemKind>,
     /// From the first item without a kind on: items kept to be converted at the end.
-    kept: Vec<(usize, Value)>,
+    kept: Vec<(usize, Item)>,
     keeping: bool,
     /// The first conversion error; nothing is converted after it.
     failed: Option<LoadError>,
@@ -270,7 +302,29 @@ impl Items {
         }
     }
 
-    fn item(&mut self, ctx: &mut Ctx, value: Value) {
+    fn item(&mut self, ctx: &mut Ctx, item: Item) {
+        match item {
+            Item::Value(value) => self.value(ctx, value),
+            Item::App(app) => self.app(app),
+        }
+    }
+
+    /// An Application read straight into its app: its kind is its own (`Application`,
+    /// which only an input accepting apps types), its conversion cannot fail.
+    fn app(&mut self, app: App) {
+        if self.refused {
+            return;
+        }
+        let j = self.kinds.len();
+        if self.keeping {
+            self.kept.push((j, Item::App(app)));
+        } else if self.failed.is_none() {
+            self.objects.push_app(app);
+        }
+        self.kinds.push(ItemKind::Own(ObjectKind::Application));
+    }
+
+    fn value(&mut self, ctx: &mut Ctx, value: Value) {
         if self.refused {
             return;
         }
@@ -298,7 +352,7 @@ impl Items {
             ItemKind::Own(_) => {}
         }
         if self.keeping && !self.refused {
-            self.kept.push((j, value));
+            self.kept.push((j, Item::Value(value)));
         } else if let (ItemKind::Own(object), None) = (&kind, &self.failed) {
             let (accept, object) = (self.accept, *object);
             if let Err(e) = self.objects.absorb(ctx, accept, object, &value, &locator) {
@@ -333,8 +387,13 @@ impl Items {
             return Err(e);
         }
         let mut objects = self.objects;
-        for (j, value) in self.kept {
-            objects.absorb(ctx, self.accept, resolved[j], &value, &item_locator(j))?;
+        for (j, item) in self.kept {
+            match item {
+                Item::Value(value) => {
+                    objects.absorb(ctx, self.accept, resolved[j], &value, &item_locator(j))?;
+                }
+                Item::App(app) => objects.push_app(app),
+            }
         }
         Ok(objects.finish())
     }
@@ -347,6 +406,20 @@ fn kind_name(kind: ObjectKind) -> &'static str {
         ObjectKind::Application => "Application",
         ObjectKind::AppProject => "AppProject",
         ObjectKind::ConfigMap => "ConfigMap",
+    }
+}
+
+/// One JSON item: a plain Application as its app, anything else as a value.
+pub(crate) fn json_item(text: &str) -> Result<Item, serde_json::Error> {
+    use crate::placement_app::PlacementApp;
+    // A struct reads from a sequence too; an item that is not an object is refused.
+    let typed = text
+        .starts_with('{')
+        .then(|| serde_json::from_str::<PlacementApp<'_>>(text).ok())
+        .flatten();
+    match typed.and_then(PlacementApp::placement) {
+        Some(app) => Ok(Item::App(app)),
+        None => serde_json::from_str(text).map(Item::Value),
     }
 }
 
@@ -365,8 +438,10 @@ enum Root {
 }
 
 struct RootSeed<'a> {
-    sink: &'a mut dyn FnMut(Value),
+    sink: &'a mut dyn FnMut(Item),
     shape: &'a mut ItemsShape,
+    /// Items are read as JSON texts first and plain Applications typed from them.
+    typed: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for RootSeed<'_> {
@@ -435,6 +510,7 @@ impl<'de> Visitor<'de> for RootSeed<'_> {
                 map.next_value_seed(ItemsSeed {
                     sink: &mut *self.sink,
                     shape: &mut *self.shape,
+                    typed: self.typed,
                 })?;
             } else {
                 rest.insert(key, map.next_value()?);
@@ -445,8 +521,10 @@ impl<'de> Visitor<'de> for RootSeed<'_> {
 }
 
 struct ItemsSeed<'a> {
-    sink: &'a mut dyn FnMut(Value),
+    sink: &'a mut dyn FnMut(Item),
     shape: &'a mut ItemsShape,
+    /// See [`RootSeed::typed`].
+    typed: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for ItemsSeed<'_> {
@@ -476,8 +554,14 @@ impl<'de> Visitor<'de> for ItemsSeed<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(value) = seq.next_element::<Value>()? {
-            (self.sink)(value);
+        if !self.typed {
+            while let Some(value) = seq.next_element::<Value>()? {
+                (self.sink)(Item::Value(value));
+            }
+            return Ok(());
+        }
+        while let Some(raw) = seq.next_element::<&'de RawValue>()? {
+            (self.sink)(json_item(raw.get()).map_err(serde::de::Error::custom)?);
         }
         Ok(())
     }

@@ -6,6 +6,8 @@
 //! indented where no node can continue, a duplicate key, nesting deeper than
 //! [`MAX_DEPTH`].
 
+use std::borrow::Cow;
+
 use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
@@ -20,7 +22,7 @@ pub(crate) type Fast<T> = Result<T, Declined>;
 
 /// Deepest nesting read here. serde-saphyr's budget refuses documents nested deeper than
 /// 64; a list's items sit two levels down, and declining early leaves the limit its own.
-const MAX_DEPTH: usize = 48;
+pub(crate) const MAX_DEPTH: usize = 48;
 
 /// The content of a line from some column on: `text[start..end]`, trailing spaces
 /// trimmed, never empty; `col` is the column of `start`.
@@ -32,6 +34,7 @@ pub(crate) struct Span {
 }
 
 /// A reader of block nodes over `text`.
+#[derive(Clone)]
 pub(crate) struct Block<'a> {
     text: &'a str,
     /// The start of the next line not read.
@@ -104,7 +107,7 @@ impl<'a> Block<'a> {
 
     /// The next line with content if it is indented more than `col`, consumed; `None`
     /// (nothing consumed) otherwise.
-    fn deeper(&mut self, col: usize) -> Fast<Option<Span>> {
+    pub(crate) fn deeper(&mut self, col: usize) -> Fast<Option<Span>> {
         match self.peek()? {
             Some((span, next)) if span.col > col => {
                 self.pos = next;
@@ -189,10 +192,20 @@ impl<'a> Block<'a> {
     /// The next key of the mapping at column `col`, consumed, or `None` when the mapping
     /// ends; declines on a line indented more, or one at `col` that is not a key.
     pub(crate) fn next_key(&mut self, col: usize) -> Fast<Option<(String, Option<Span>)>> {
+        Ok(self
+            .next_key_ref(col)?
+            .map(|(key, rest)| (key.into_owned(), rest)))
+    }
+
+    /// [`Block::next_key`], the key borrowed from the text when it can be.
+    pub(crate) fn next_key_ref(
+        &mut self,
+        col: usize,
+    ) -> Fast<Option<(Cow<'a, str>, Option<Span>)>> {
         match self.peek()? {
             Some((span, next)) if span.col == col => {
                 self.pos = next;
-                self.key(span)?.map(Some).ok_or(Declined)
+                self.key_ref(span)?.map(Some).ok_or(Declined)
             }
             Some((span, _)) if span.col > col => Err(Declined),
             _ => Ok(None),
@@ -228,6 +241,13 @@ impl<'a> Block<'a> {
     /// When `span` starts with a mapping key: the key and what follows its colon on the
     /// line (`None` when nothing does).
     pub(crate) fn key(&self, span: Span) -> Fast<Option<(String, Option<Span>)>> {
+        Ok(self
+            .key_ref(span)?
+            .map(|(key, rest)| (key.into_owned(), rest)))
+    }
+
+    /// [`Block::key`], the key borrowed from the text when it is plain.
+    pub(crate) fn key_ref(&self, span: Span) -> Fast<Option<(Cow<'a, str>, Option<Span>)>> {
         let s = self.str(span);
         let (key, after) = match s.as_bytes()[0] {
             q @ (b'"' | b'\'') => {
@@ -246,7 +266,7 @@ impl<'a> Block<'a> {
                 if !is_colon(after.as_bytes(), 0) {
                     return Err(Declined);
                 }
-                (key, s.len() - after.len())
+                (Cow::Owned(key), s.len() - after.len())
             }
             _ => {
                 let bytes = s.as_bytes();

@@ -22,6 +22,7 @@
 //! on a block scalar (relative to the enclosing node, which differs alone) declines.
 
 mod block;
+mod de;
 mod scalar;
 #[cfg(test)]
 mod tests;
@@ -30,6 +31,8 @@ use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
 use crate::document::yaml_options;
+use crate::placement_app::PlacementApp;
+use crate::stream::Item;
 use block::{Block, Declined, Fast, Span, is_dash};
 
 /// A list read by the fast path.
@@ -44,13 +47,14 @@ pub(crate) struct FastRoot {
 }
 
 /// Reads a one-document YAML text whose root is a block mapping, handing each item of its
-/// `items` sequence to `sink` in order; `None` when it declines (then the sink may have
-/// received some items, which the caller must forget).
-pub(crate) fn read_list(text: &str, sink: &mut dyn FnMut(Value)) -> Option<FastRoot> {
-    read(text, sink).ok()
+/// `items` sequence to `sink` in order (when `typed`, a plain Application as its app:
+/// [`PlacementApp`]); `None` when it declines (then the sink may have received some items,
+/// which the caller must forget).
+pub(crate) fn read_list(text: &str, typed: bool, sink: &mut dyn FnMut(Item)) -> Option<FastRoot> {
+    read(text, typed, sink).ok()
 }
 
-fn read(text: &str, sink: &mut dyn FnMut(Value)) -> Fast<FastRoot> {
+fn read(text: &str, typed: bool, sink: &mut dyn FnMut(Item)) -> Fast<FastRoot> {
     let mut block = Block::new(text);
     let (first, next) = block.peek()?.ok_or(Declined)?;
     if first.col != 0 {
@@ -67,7 +71,7 @@ fn read(text: &str, sink: &mut dyn FnMut(Value)) -> Fast<FastRoot> {
                 return Err(Declined);
             }
             had_items = true;
-            alone = items(text, &mut block, sink)?;
+            alone = items(text, &mut block, typed, sink)?;
         } else {
             let value = block.value(rest, 0, 1)?;
             match map.entry(key) {
@@ -91,7 +95,12 @@ fn read(text: &str, sink: &mut dyn FnMut(Value)) -> Fast<FastRoot> {
 
 /// The block sequence of `items` (on the lines after its key), each item to `sink`; how
 /// many items serde-saphyr read alone.
-fn items(text: &str, block: &mut Block<'_>, sink: &mut dyn FnMut(Value)) -> Fast<usize> {
+fn items<'a>(
+    text: &'a str,
+    block: &mut Block<'a>,
+    typed: bool,
+    sink: &mut dyn FnMut(Item),
+) -> Fast<usize> {
     let mut alone_items = 0;
     let (mut dash, mut next) = block.peek()?.ok_or(Declined)?;
     if !is_dash(block.str(dash)) {
@@ -100,16 +109,20 @@ fn items(text: &str, block: &mut Block<'_>, sink: &mut dyn FnMut(Value)) -> Fast
     let col = dash.col;
     loop {
         block.pos = next;
-        let value = match fast_item(block, dash) {
-            Ok(value) => value,
-            Err(Declined) => {
-                let (value, end) = read_alone(text, dash, next)?;
-                block.pos = end;
-                alone_items += 1;
-                value
-            }
-        };
-        sink(value);
+        if typed && let Some(app) = typed_app(block, dash) {
+            sink(Item::App(app));
+        } else {
+            let value = match fast_item(block, dash) {
+                Ok(value) => value,
+                Err(Declined) => {
+                    let (value, end) = read_alone(text, dash, next)?;
+                    block.pos = end;
+                    alone_items += 1;
+                    value
+                }
+            };
+            sink(Item::Value(value));
+        }
         match block.peek()? {
             Some((span, after)) if span.col == col && is_dash(block.str(span)) => {
                 (dash, next) = (span, after);
@@ -118,6 +131,19 @@ fn items(text: &str, block: &mut Block<'_>, sink: &mut dyn FnMut(Value)) -> Fast
             _ => return Ok(alone_items),
         }
     }
+}
+
+/// The item whose dash is `dash` (its line consumed) as an app, when it is a plain
+/// Application; otherwise `None`, and nothing of it consumed.
+fn typed_app(block: &mut Block<'_>, dash: Span) -> Option<fleetshard_core::App> {
+    let start = block.clone();
+    let app = de::item::<PlacementApp<'_>>(block, dash)
+        .ok()
+        .and_then(PlacementApp::placement);
+    if app.is_none() {
+        *block = start;
+    }
+    app
 }
 
 /// One item on the fast path: it must end before a line indented no more than its dash.

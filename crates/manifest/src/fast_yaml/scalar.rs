@@ -10,6 +10,8 @@
 //! strings that cannot be a number are typed; anything that might be another number
 //! declines, so serde-saphyr types it.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::block::{Declined, Fast};
@@ -51,12 +53,44 @@ fn plain(s: &str) -> Fast<Value> {
 }
 
 /// A plain key's text: only keys serde-saphyr reads as the same string.
-pub(crate) fn plain_key(s: &str) -> Fast<String> {
+pub(crate) fn plain_key(s: &str) -> Fast<Cow<'_, str>> {
     plain_shape(s)?;
     if s.len() > MAX_KEY || s == "<<" || !matches!(classify(s), Plain::Str) {
         return Err(Declined);
     }
-    Ok(s.to_owned())
+    Ok(Cow::Borrowed(s))
+}
+
+/// A scalar that is the whole rest of a line, as a value a visitor is given: a plain
+/// string borrowed from the text, anything else as [`inline`] reads it.
+pub(crate) fn visit<'de, V: serde::de::Visitor<'de>, E: serde::de::Error>(
+    s: &'de str,
+    visitor: V,
+) -> Result<V::Value, E> {
+    let declined = || E::custom("declined");
+    let value = match s.as_bytes()[0] {
+        b'"' | b'\'' => inline(s).map_err(|_| declined())?,
+        _ => {
+            plain_shape(s).map_err(|_| declined())?;
+            return match classify(s) {
+                Plain::Null => visitor.visit_unit(),
+                Plain::Bool(b) => visitor.visit_bool(b),
+                Plain::Unsigned(n) => visitor.visit_u64(n),
+                Plain::Signed(n) => visitor.visit_i64(n),
+                Plain::Str => visitor.visit_borrowed_str(s),
+                Plain::Unsure => Err(declined()),
+            };
+        }
+    };
+    match value {
+        Value::String(text) => visitor.visit_string(text),
+        _ => Err(declined()),
+    }
+}
+
+/// Whether a scalar that is the whole rest of a line reads as null.
+pub(crate) fn is_null(s: &str) -> bool {
+    !matches!(s.as_bytes()[0], b'"' | b'\'') && plain_shape(s).is_ok() && classify(s) == Plain::Null
 }
 
 /// Declines what a one-line plain scalar in block context cannot be, or what would mean
@@ -73,12 +107,17 @@ fn plain_shape(s: &str) -> Fast<()> {
         || s.starts_with("---")
         || s.starts_with("...")
         || s.ends_with(':')
-        || s.contains(" #")
-        || s.contains(": ")
+        || comment_or_mapping(bytes)
     {
         return Err(Declined);
     }
     Ok(())
+}
+
+/// Whether `b` holds `" #"` (a comment) or `": "` (a mapping), in one pass.
+fn comment_or_mapping(b: &[u8]) -> bool {
+    b.windows(2)
+        .any(|w| (w[0] == b' ' && w[1] == b'#') || (w[0] == b':' && w[1] == b' '))
 }
 
 /// How serde-saphyr types a plain scalar.

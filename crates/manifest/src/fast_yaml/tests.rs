@@ -47,7 +47,10 @@ fn list(text: &str) -> Option<(Value, usize)> {
         mut rest,
         had_items,
         alone,
-    } = read_list(text, &mut |item| items.push(item))?;
+    } = read_list(text, false, &mut |item| match item {
+        crate::stream::Item::Value(value) => items.push(value),
+        crate::stream::Item::App(_) => unreachable!("not typed"),
+    })?;
     if had_items {
         rest.insert("items".to_owned(), Value::Array(items));
     }
@@ -538,7 +541,7 @@ fn throughput() {
     for _ in 0..2 {
         let start = std::time::Instant::now();
         let mut n = 0usize;
-        let root = read_list(&text, &mut |_| n += 1).expect("read fast");
+        let root = read_list(&text, false, &mut |_| n += 1).expect("read fast");
         let s = start.elapsed().as_secs_f64();
         eprintln!(
             "fast path: {n} items ({} alone) in {s:.2} s, {:.0} MB/s",

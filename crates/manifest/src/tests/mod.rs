@@ -4,6 +4,7 @@
 mod applications;
 mod corpus;
 mod native;
+mod placement;
 mod proptests;
 mod secrets;
 mod stream;
