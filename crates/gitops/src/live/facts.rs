@@ -25,12 +25,16 @@ impl ClusterConnections {
         let conns: Vec<_> = lock(&self.clusters).values().cloned().collect();
         let mut facts: Vec<ClusterCacheFacts> = conns
             .iter()
-            .map(|c| ClusterCacheFacts {
-                id: c.access.id.clone(),
-                server: c.access.server.clone(),
-                kinds: lock(&c.caches).len(),
-                objects: c.cached_objects(),
-                age: c.cache_age(),
+            .map(|c| {
+                // The lock is released before the calls below take it again.
+                let kinds = lock(&c.caches).len();
+                ClusterCacheFacts {
+                    id: c.access.id.clone(),
+                    server: c.access.server.clone(),
+                    kinds,
+                    objects: c.cached_objects(),
+                    age: c.cache_age(),
+                }
             })
             .collect();
         facts.sort_by(|a, b| a.id.cmp(&b.id));
