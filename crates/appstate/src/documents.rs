@@ -184,6 +184,47 @@ pub struct ApplicationTree {
     pub shards_count: i64,
 }
 
+/// What an Application's `status.summary` shows of its tree (Argo CD's
+/// `ApplicationSummary`): the lists are always written, so that a merge patch replaces
+/// them (an empty list clears the recorded one).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationSummary {
+    /// The nodes' external URLs and the app's own `link.argocd.argoproj.io/*` links,
+    /// sorted, without repeats.
+    #[serde(rename = "externalURLs")]
+    pub external_urls: Vec<String>,
+    /// The nodes' container images (a Pod's), sorted, without repeats.
+    pub images: Vec<String>,
+    /// Whether a node is an Argo CD Application (an app of apps).
+    pub is_app_of_apps: bool,
+}
+
+impl ApplicationTree {
+    /// The app's summary, as Argo CD's controller sums its tree up: every node's external
+    /// URLs and images, and `app_links`, the values of the Application's own
+    /// `link.argocd.argoproj.io/*` annotations.
+    pub fn summary(&self, app_links: &[String]) -> ApplicationSummary {
+        let mut urls = std::collections::BTreeSet::new();
+        let mut images = std::collections::BTreeSet::new();
+        let mut is_app_of_apps = false;
+        for node in &self.nodes {
+            if let Some(n) = &node.networking_info {
+                urls.extend(n.external_urls.iter().cloned());
+            }
+            images.extend(node.images.iter().cloned());
+            is_app_of_apps |=
+                node.resource.group == "argoproj.io" && node.resource.kind == "Application";
+        }
+        urls.extend(app_links.iter().cloned());
+        ApplicationSummary {
+            external_urls: urls.into_iter().collect(),
+            images: images.into_iter().collect(),
+            is_app_of_apps,
+        }
+    }
+}
+
 /// A managed resource's states for the diff view (Argo CD's `ResourceDiff`). The states
 /// are JSON documents in strings; `"null"` where the side does not exist.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

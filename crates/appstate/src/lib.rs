@@ -29,7 +29,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 pub use cluster::{ClusterFacts, cluster_info};
-pub use documents::{ApplicationTree, ClusterInfo, HealthStatus, ResourceDiff, ResourceNode};
+pub use documents::{
+    ApplicationSummary, ApplicationTree, ClusterInfo, HealthStatus, ResourceDiff, ResourceNode,
+};
 pub use encode::{CACHE_VERSION, Compression, EncodeError};
 pub use managed::managed_resources;
 pub use settings::{CLUSTER_INFO_EXPIRATION, RedisSentinel, RedisSettings, RedisTls};
@@ -86,20 +88,23 @@ impl AppStateCache {
     }
 
     /// Writes the tree and managed resources of the app whose instance name is `app`,
-    /// then publishes its update notification.
+    /// then publishes its update notification. Answers the tree's summary with
+    /// `app_links`, the app's own links ([`ApplicationTree::summary`]).
     pub fn write_app(
         &self,
         app: &str,
         managed: &[ManagedResource],
         objects: &[Arc<Value>],
         health: &dyn Fn(&Value) -> Option<HealthStatus>,
-    ) -> Result<(), EncodeError> {
+        app_links: &[String],
+    ) -> Result<ApplicationSummary, EncodeError> {
         let s = &self.settings;
         let tree = resource_tree(&TreeInput {
             managed,
             objects,
             health,
         });
+        let summary = tree.summary(app_links);
         for (i, shard) in encode::tree_shards(tree, s.tree_shard_size)
             .iter()
             .enumerate()
@@ -118,7 +123,7 @@ impl AppStateCache {
             s.app_state_expiration,
         );
         self.writer.publish(encode::update_channel(app));
-        Ok(())
+        Ok(summary)
     }
 
     /// Writes the cluster info of the cluster whose API server is `server`.

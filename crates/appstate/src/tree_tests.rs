@@ -270,3 +270,52 @@ fn managed_resources_are_sorted_with_null_sides() {
     let json = serde_json::to_value(&diffs[1]).unwrap();
     assert!(json.get("hook").is_none() && json.get("diff").is_none());
 }
+
+/// `status.summary` as Argo CD sums the tree up: Pods' images (a Deployment's template is
+/// not a source), every node's external URLs (an Ingress's, a link annotation's) and the
+/// app's own links, each sorted once.
+#[test]
+fn the_summary_collects_images_and_urls_of_every_node() {
+    let ing = json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "web", "namespace": "shop", "uid": "i-1"},
+        "spec": {"rules": [{"host": "shop.example", "http": {"paths": [
+            {"path": "/", "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}});
+    let child = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "child", "namespace": "argocd", "uid": "a-1"}});
+    let m = [
+        managed(Some(deployment()), Some(deployment()), "Deployment", "web"),
+        managed(Some(ing.clone()), Some(ing), "Ingress", "web"),
+    ];
+    let objects: Vec<Arc<Value>> = [replica_set(), pod(), unrelated_pod()]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let tree = resource_tree(&TreeInput {
+        managed: &m,
+        objects: &objects,
+        health: &healthy,
+    });
+    let links = ["https://grafana.example/d/web".to_owned()];
+    let summary = serde_json::to_value(tree.summary(&links)).unwrap();
+    assert_eq!(
+        summary,
+        json!({"externalURLs": ["Docs|https://docs.example/web", "http://shop.example/",
+                               "https://grafana.example/d/web"],
+               "images": ["busybox:1", "nginx:1.27"], "isAppOfApps": false})
+    );
+    let apps = [ManagedResource {
+        group: "argoproj.io".to_owned(),
+        namespace: "argocd".to_owned(),
+        ..managed(Some(child.clone()), Some(child), "Application", "child")
+    }];
+    let tree = resource_tree(&TreeInput {
+        managed: &apps,
+        objects: &[],
+        health: &healthy,
+    });
+    let summary = serde_json::to_value(tree.summary(&[])).unwrap();
+    assert_eq!(
+        summary,
+        json!({"externalURLs": [], "images": [], "isAppOfApps": true})
+    );
+}

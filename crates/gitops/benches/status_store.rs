@@ -49,6 +49,7 @@ fn status(resources: usize, at: &str, flipped: bool) -> ComparisonStatus {
             status: if flipped { "OutOfSync" } else { "Synced" }.into(),
             revision: Some("0123456789abcdef0123456789abcdef01234567".into()),
             revisions: Vec::new(),
+            compared_to: None,
         },
         health: HealthInfo {
             status: "Healthy".into(),
@@ -58,6 +59,8 @@ fn status(resources: usize, at: &str, flipped: bool) -> ComparisonStatus {
         resources: (0..resources).map(entry).collect(),
         source_type: None,
         source_types: Vec::new(),
+        summary: None,
+        controller_namespace: String::new(),
         refresh_done: false,
         reconciled_at: at.into(),
         conditions: Vec::new(),

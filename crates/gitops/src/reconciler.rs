@@ -43,6 +43,7 @@
 //! ([`SelfHealBackoff`]: 2 s, ×3, at most 300 s; `Operated::Wait`).
 
 mod app_state;
+mod compared;
 mod customize;
 mod guard;
 mod history;
@@ -56,6 +57,7 @@ mod problem;
 mod project;
 mod refresh;
 mod render;
+mod report;
 mod self_heal;
 mod status;
 mod step;
@@ -75,6 +77,7 @@ use memo::{Memo, Refreshed};
 
 pub use history::RevisionHistory;
 pub use inventory::{AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory};
+pub use report::{AppActivity, AppReport, RECONCILE_BUCKETS};
 pub use self_heal::SelfHealBackoff;
 pub use status::{
     AppStatus, BackoffRecord, ComparisonStatus, Condition, HealthInfo, Initiator, KubeStatusSink,

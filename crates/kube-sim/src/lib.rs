@@ -89,6 +89,7 @@ use serde_json::{Value, json};
 pub use argocd::{APPLICATION_CRD_YAML, APPPROJECT_CRD_YAML, argocd_crds};
 pub use config::{FakeApiError, FakeConfig};
 pub use faults::{FaultAction, FaultId, RequestInfo, Verb};
+pub use patch::merge_patch;
 pub use rbac::NamespacedToken;
 pub use registry::{DEFAULT_RESOURCES, ResourceKind};
 pub use status::{ApiError, Cause};

@@ -273,6 +273,9 @@ pub struct AppSpec {
     /// The Application's `argocd.argoproj.io/manifest-generate-paths` annotation (the
     /// paths whose changes matter to it; Argo CD's repo-server is told them).
     pub manifest_generate_paths: Option<String>,
+    /// The values of the Application's `link.argocd.argoproj.io/*` annotations (its own
+    /// links, which Argo CD lists in `status.summary.externalURLs`), in key order.
+    pub links: Vec<String>,
     /// `spec.ignoreDifferences`: fields the comparison leaves out, per object.
     pub ignore_differences: Vec<crate::customizations::IgnoreDifference>,
     /// What the Application sets that fleetshard does not implement
@@ -299,6 +302,18 @@ impl AppSpec {
     pub fn refusals_of(&self, kind: RefusalKind) -> impl Iterator<Item = &Refusal> {
         self.refusals.iter().filter(move |r| r.kind == kind)
     }
+}
+
+/// The values of `value`'s (an Application's) `link.argocd.argoproj.io/*` annotations.
+pub(crate) fn app_links(value: &serde_json::Value) -> Vec<String> {
+    value
+        .pointer("/metadata/annotations")
+        .and_then(serde_json::Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with("link.argocd.argoproj.io/"))
+        .filter_map(|(_, v)| v.as_str().map(str::to_owned))
+        .collect()
 }
 
 /// What an Application gives: the application as the distribution engine sees it, and its

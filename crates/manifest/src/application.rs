@@ -527,6 +527,7 @@ pub(crate) fn to_app(
         refresh: refresh_request(value),
         manifest_generate_paths: annotation(value, "argocd.argoproj.io/manifest-generate-paths")
             .map(str::to_owned),
+        links: crate::app_spec::app_links(value),
         ignore_differences: ignore_differences.unwrap_or_default(),
         policy,
         lifecycle,

@@ -19,6 +19,7 @@
 //! the reconciler never see a store backend, the protocols never see the controller
 //! beyond its stop hook.
 
+mod argocd_metrics;
 pub mod audit;
 pub mod clock;
 mod controller;

@@ -85,6 +85,8 @@ impl RunnerMetrics for StoreLatency {
 /// The metrics, refreshed from a status view at every scrape.
 pub struct Metrics {
     registry: Registry,
+    /// Argo CD's metrics, under Argo CD's names (no prefix).
+    argocd: Registry,
     shard: Gauge,
     distributor: Gauge,
     generation: Gauge,
@@ -113,6 +115,7 @@ impl Metrics {
     pub fn new() -> Self {
         let mut m = Metrics {
             registry: Registry::with_prefix("fleetshard"),
+            argocd: Registry::default(),
             shard: Gauge::default(),
             distributor: Gauge::default(),
             generation: Gauge::default(),
@@ -220,6 +223,11 @@ impl Metrics {
         &mut self.registry
     }
 
+    /// The registry of Argo CD's metrics, encoded beside this one without a prefix.
+    pub fn argocd_registry_mut(&mut self) -> &mut Registry {
+        &mut self.argocd
+    }
+
     /// The inventory problem counts (shares this registry's metric).
     pub fn inventory_problems(&self) -> ProblemGauges {
         self.problems.clone()
@@ -254,7 +262,11 @@ impl Metrics {
             .set(i64::try_from(v.held_back_clusters).unwrap_or(i64::MAX));
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = prometheus_client::encoding::text::encode_registry(&mut out, &self.registry)
+            .and_then(|()| {
+                prometheus_client::encoding::text::encode_registry(&mut out, &self.argocd)
+            })
+            .and_then(|()| prometheus_client::encoding::text::encode_eof(&mut out));
         out
     }
 }

@@ -112,6 +112,11 @@ impl Replica {
                 matches!(settings.fleet, crate::FleetSource::Kubernetes(_)),
                 controller::OwnCluster::find(inventory.kube_config.as_ref(), &settings.store),
             )?;
+            if let controller::ReconcilerPart::GitOps(r) = &controller.reconciler {
+                metrics.argocd_registry_mut().register_collector(Box::new(
+                    crate::argocd_metrics::ArgoCdCollector(r.clone()),
+                ));
+            }
             // Argo CD's protocol places the clusters known now, and its dashboard the same.
             let start_fleet = inventory.inventory.snapshot();
             let inputs = CoordinationInputs {

@@ -33,6 +33,7 @@ fn comparison(sync: &str, health: &str, message: Option<&str>) -> ComparisonStat
             status: sync.to_owned(),
             revision: Some("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b".to_owned()),
             revisions: Vec::new(),
+            compared_to: None,
         },
         health: HealthInfo {
             status: health.to_owned(),
@@ -42,6 +43,8 @@ fn comparison(sync: &str, health: &str, message: Option<&str>) -> ComparisonStat
         resources: Vec::new(),
         source_type: None,
         source_types: Vec::new(),
+        summary: None,
+        controller_namespace: String::new(),
         refresh_done: false,
         reconciled_at: "2026-11-21T10:00:00Z".to_owned(),
         conditions: message

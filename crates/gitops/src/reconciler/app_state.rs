@@ -32,20 +32,17 @@ const TREE_KINDS: [(&str, &str); 4] = [
 
 impl GitOpsReconciler {
     /// Writes the app's tree and managed resources from its refresh, and its cluster's
-    /// info. Does nothing without an app-state cache.
+    /// info; answers the tree's summary (`status.summary`). Does nothing without an
+    /// app-state cache (no tree is built: the summary is `None`).
     pub(super) async fn write_app_state(
         &self,
         key: &AppKey,
         target: &AppTarget,
         refreshed: &Refreshed,
-    ) {
-        let Some(cache) = &self.app_state else {
-            return;
-        };
+    ) -> Option<Value> {
+        let cache = self.app_state.as_ref()?;
         // The connection the refresh just used (started again only as a refresh would).
-        let Ok(conn) = self.clusters.start(&target.cluster).await else {
-            return;
-        };
+        let conn = self.clusters.start(&target.cluster).await.ok()?;
         watch_tree_kinds(&conn).await;
         let managed = managed_of(refreshed);
         let objects = conn.cached_values();
@@ -60,11 +57,16 @@ impl GitOpsReconciler {
             })
         };
         let app = self.instance_name(key);
-        if let Err(e) = cache.write_app(&app, &managed, &objects, &health) {
-            tracing::warn!(app = %key, "app-state cache: {e}");
-        }
+        let summary = match cache.write_app(&app, &managed, &objects, &health, &target.spec.links) {
+            Ok(summary) => serde_json::to_value(summary).ok(),
+            Err(e) => {
+                tracing::warn!(app = %key, "app-state cache: {e}");
+                None
+            }
+        };
         self.write_cluster_info(&conn, &target.cluster.server, Ok(()))
             .await;
+        summary
     }
 
     /// Writes the info of a cluster this replica owns: `reached` says whether its last

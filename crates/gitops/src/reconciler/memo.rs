@@ -104,6 +104,10 @@ pub(super) struct Memo {
     /// recurring, an API server that did not answer): written before anything else the app
     /// does, so no operation that ended stays recorded as Running.
     pub(super) unrecorded: Option<OperationState>,
+    /// What the last refresh found, for Argo CD's app metrics.
+    pub(super) report: Option<super::report::AppReport>,
+    /// Refreshes and syncs since this owner took the app.
+    pub(super) activity: super::report::AppActivity,
 }
 
 /// The app's health `lastTransitionTime` for a refresh that found `status` at `now`, as

@@ -485,6 +485,11 @@ impl GitOpsReconciler {
         let finished_at = self.clock.now_rfc3339();
         state.finished_at = Some(finished_at.clone());
         self.persist(key, &state).await?;
+        if let Some(m) = self.memos().get_mut(key) {
+            let took = super::report::seconds_between(&state.started_at, &finished_at);
+            m.activity
+                .synced(&state.phase, state.operation.sync.dry_run, took);
+        }
         let op = &state.operation.sync;
         if phase == OperationPhase::Succeeded
             && !op.dry_run

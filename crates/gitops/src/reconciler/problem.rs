@@ -53,6 +53,7 @@ impl Problem {
                 status: "Unknown".to_owned(),
                 revision: self.revision.clone(),
                 revisions: Vec::new(),
+                compared_to: None,
             },
             health: HealthInfo {
                 status: "Unknown".to_owned(),
@@ -62,6 +63,8 @@ impl Problem {
             resources: Vec::new(),
             source_type: None,
             source_types: Vec::new(),
+            summary: None,
+            controller_namespace: String::new(),
             refresh_done: false,
             reconciled_at: now.clone(),
             conditions: vec![Condition {

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::memo::DeletionHooks;
 use super::problem::{COMPARISON_ERROR, Problem};
+use super::report::AppReport;
 use super::{
     AppTarget, ComparisonStatus, Condition, GitOpsReconciler, HealthInfo, Refreshed, ResourceEntry,
     StatusUpdate, SyncInfo, customize, guard, memo, place, render, sync_word,
@@ -341,6 +342,7 @@ impl GitOpsReconciler {
                 // A multi-source app's revisions are listed one per source.
                 revision: revision.filter(|_| per_source.is_empty()),
                 revisions: per_source.iter().map(|(r, _)| r.clone()).collect(),
+                compared_to: None,
             },
             health: HealthInfo {
                 status: app_health(&healths).to_string(),
@@ -357,6 +359,8 @@ impl GitOpsReconciler {
                 .iter()
                 .map(|(_, t)| t.as_str().to_owned())
                 .collect(),
+            summary: None,
+            controller_namespace: String::new(),
             refresh_done: false,
         };
         let unserved = placed
@@ -414,6 +418,7 @@ impl GitOpsReconciler {
     }
 
     pub(super) async fn do_refresh(&self, key: &AppKey) -> Result<(), ReconcileError> {
+        let began = tokio::time::Instant::now();
         let Some(target) = self.inventory.target(key) else {
             self.memos().remove(key);
             return Ok(());
@@ -475,7 +480,8 @@ impl GitOpsReconciler {
             Ok((refreshed, status)) => {
                 self.align_deletion_hook_finalizers(key, &target, &refreshed.deletion_hooks)
                     .await?;
-                self.write_app_state(key, &target, &refreshed).await;
+                let mut status = status;
+                status.summary = self.write_app_state(key, &target, &refreshed).await;
                 (Some(Arc::new(refreshed)), status, None)
             }
             Err(problem) => {
@@ -500,12 +506,23 @@ impl GitOpsReconciler {
             m.sync_error.clone()
         };
         status.refresh_done = target.spec.refresh.is_some();
+        // What was compared, and the controller's namespace, whatever the outcome (as
+        // Argo CD records them).
+        status.sync.compared_to = Some(super::compared::compared_to(&target));
+        status
+            .controller_namespace
+            .clone_from(&self.config.control_plane_namespace);
         if let Some(message) = sync_error {
             status.conditions.push(Condition {
                 kind: RefusalKind::Sync.condition_type().to_owned(),
                 message,
                 last_transition_time: status.reconciled_at.clone(),
             });
+        }
+        if let Some(m) = self.memos().get_mut(key) {
+            let in_operation = m.op.as_ref().is_some_and(|o| o.in_progress());
+            m.report = Some(AppReport::of(&target, &status, in_operation));
+            m.activity.refreshed(began.elapsed());
         }
         self.record(key, StatusUpdate::Comparison(Box::new(status)))
             .await?;

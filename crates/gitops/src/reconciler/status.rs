@@ -3,9 +3,6 @@
 //! ([`StoreStatusSink`](super::StoreStatusSink), local mode) or the Application object's
 //! `status` ([`KubeStatusSink`], Kubernetes mode).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-
 use fleetshard_controller::AppKey;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -24,6 +21,14 @@ pub struct SyncInfo {
     /// A multi-source app's revisions, one per source (`revision` is then absent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub revisions: Vec<String>,
+    /// `comparedTo`: the spec compared (`source` or `sources`, `destination`,
+    /// `ignoreDifferences`), as the Application spells it ([`super::compared_to`]).
+    #[serde(
+        default,
+        rename = "comparedTo",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub compared_to: Option<Value>,
 }
 
 /// `status.health` and a resource's `health`.
@@ -135,6 +140,13 @@ pub struct ComparisonStatus {
     /// absent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub source_types: Vec<String>,
+    /// `status.summary` (`images`, `externalURLs`) from the app's resource tree; `None`
+    /// when no tree was built (the recorded one is left as it is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Value>,
+    /// `status.controllerNamespace`: Argo CD's namespace, the controller's (empty: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub controller_namespace: String,
     /// The refresh asked for by the annotation `argocd.argoproj.io/refresh` is done: the
     /// patch removes the annotation, as Argo CD's controller does (not a status field).
     #[serde(skip)]
@@ -368,6 +380,10 @@ impl StatusUpdate {
                 if c.sync.revisions.is_empty() {
                     status["sync"]["revisions"] = Value::Null;
                 }
+                // `comparedTo` is replaced whole (a source's fields removed stay removed).
+                if let Some(compared) = &c.sync.compared_to {
+                    status["sync"]["comparedTo"] = super::compared::replacing(compared);
+                }
                 if c.refresh_done {
                     return json!({
                         "status": status,
@@ -497,86 +513,12 @@ pub trait StatusSink: Send + Sync {
     }
 }
 
-/// Local mode: statuses in memory (the CLI may persist them).
-#[derive(Debug, Default)]
-pub struct MemorySink {
-    statuses: Mutex<HashMap<AppKey, AppStatus>>,
-}
-
-impl MemorySink {
-    /// Empty.
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
-    }
-
-    /// The status of `app`, if any was recorded.
-    pub fn get(&self, app: &AppKey) -> Option<AppStatus> {
-        let s = self.statuses.lock().unwrap_or_else(PoisonError::into_inner);
-        s.get(app).cloned()
-    }
-
-    /// Every recorded status.
-    pub fn all(&self) -> HashMap<AppKey, AppStatus> {
-        let s = self.statuses.lock().unwrap_or_else(PoisonError::into_inner);
-        s.clone()
-    }
-}
-
-impl StatusSink for MemorySink {
-    fn write<'a>(
-        &'a self,
-        app: &'a AppKey,
-        update: &'a StatusUpdate,
-    ) -> BoxFuture<'a, Result<(), SinkError>> {
-        let mut s = self.statuses.lock().unwrap_or_else(PoisonError::into_inner);
-        let entry = s.entry(app.clone()).or_default();
-        match update {
-            StatusUpdate::Comparison(c) => {
-                let mut c = (**c).clone();
-                keep_health_transition(&mut c, entry.comparison.as_ref());
-                entry.comparison = Some(c);
-            }
-            StatusUpdate::Operation(o) => entry.operation = Some((**o).clone()),
-            StatusUpdate::History(h) => entry.history.clone_from(h),
-        }
-        Box::pin(async { Ok(()) })
-    }
-
-    fn history<'a>(
-        &'a self,
-        app: &'a AppKey,
-    ) -> BoxFuture<'a, Result<Vec<RevisionHistory>, SinkError>> {
-        let history = self.get(app).map(|s| s.history).unwrap_or_default();
-        Box::pin(async { Ok(history) })
-    }
-
-    fn last_operation<'a>(
-        &'a self,
-        app: &'a AppKey,
-    ) -> BoxFuture<'a, Result<Option<OperationState>, SinkError>> {
-        let operation = self.get(app).and_then(|s| s.operation);
-        Box::pin(async { Ok(operation) })
-    }
-}
-
-/// The app's health in `new` written without `lastTransitionTime` (the reconciler's first
-/// refresh of the app): the recorded time when the recorded status is the same, else the
-/// refresh's time (a new app, or a status that changed).
-pub(crate) fn keep_health_transition(new: &mut ComparisonStatus, old: Option<&ComparisonStatus>) {
-    if new.health.last_transition_time.is_some() {
-        return;
-    }
-    new.health.last_transition_time = match old {
-        Some(old) if old.health.status == new.health.status => {
-            old.health.last_transition_time.clone()
-        }
-        _ => Some(new.reconciled_at.clone()),
-    };
-}
-
 mod kube_sink;
+mod memory_sink;
 
 pub use kube_sink::KubeStatusSink;
+pub use memory_sink::MemorySink;
+pub(crate) use memory_sink::{keep_health_transition, keep_summary};
 
 #[cfg(test)]
 mod tests;

@@ -424,6 +424,7 @@ fn merge(base: &StoredAppStatus, update: &StatusUpdate) -> StoredAppStatus {
                 keep_transition_times(&mut c.conditions, &old.conditions);
             }
             super::status::keep_health_transition(&mut c, base.comparison.as_ref());
+            super::status::keep_summary(&mut c, base.comparison.as_ref());
             StoredAppStatus {
                 comparison: Some(c),
                 ..base.clone()

@@ -140,6 +140,20 @@ fn the_refresh_annotation_asks_for_a_normal_or_a_hard_refresh() {
         Some(Normal)
     );
     assert_eq!(refresh(r#"{"other": "hard"}"#), None);
+    // The app's own links (its summary's external URLs), and nothing else.
+    let file = parse_apps_with_specs(
+        &app(
+            r#"{"link.argocd.argoproj.io/grafana": "https://g.example/d/x",
+                 "link.argocd.argoproj.io/docs": "Docs|https://docs.example", "other": "x"}"#,
+        ),
+        "x.json",
+    )
+    .unwrap()
+    .value;
+    assert_eq!(
+        spec_of(&file, &file.fleet.apps[0]).links,
+        ["Docs|https://docs.example", "https://g.example/d/x"]
+    );
 }
 
 #[test]

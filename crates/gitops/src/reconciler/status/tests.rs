@@ -167,6 +167,7 @@ fn health_transition_time_is_kept_or_set_and_resources_without_health_write_none
             status: "Synced".into(),
             revision: None,
             revisions: Vec::new(),
+            compared_to: None,
         },
         health: HealthInfo {
             status: health.into(),
@@ -189,6 +190,8 @@ fn health_transition_time_is_kept_or_set_and_resources_without_health_write_none
         conditions: Vec::new(),
         source_type: None,
         source_types: Vec::new(),
+        summary: None,
+        controller_namespace: String::new(),
         refresh_done: false,
     };
     let old = comparison("Progressing", "t1", Some("t0"));

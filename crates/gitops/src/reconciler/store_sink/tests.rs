@@ -18,6 +18,7 @@ fn comparison(sync: &str, at: &str, conditions: &[&str]) -> ComparisonStatus {
             status: sync.to_owned(),
             revision: Some("0123456789abcdef".to_owned()),
             revisions: Vec::new(),
+            compared_to: None,
         },
         health: HealthInfo {
             status: "Healthy".to_owned(),
@@ -28,6 +29,8 @@ fn comparison(sync: &str, at: &str, conditions: &[&str]) -> ComparisonStatus {
         resources: Vec::new(),
         source_type: None,
         source_types: Vec::new(),
+        summary: None,
+        controller_namespace: String::new(),
         refresh_done: false,
         reconciled_at: at.to_owned(),
         conditions: conditions

@@ -18,4 +18,5 @@ mod scoped;
 mod support;
 mod sync;
 mod takeover;
+mod ui_status;
 mod write_deadline;
