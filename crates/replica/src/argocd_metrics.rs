@@ -169,6 +169,9 @@ fn encode_syncs(e: &mut DescriptorEncoder<'_>, apps: &[AppReport]) -> Result<(),
     Ok(())
 }
 
+/// A cluster gauge's value from a cluster's cache facts.
+type ClusterGauge = fn(&fleetshard_gitops::live::ClusterCacheFacts) -> i64;
+
 /// The started clusters' caches: `argocd_cluster_api_resource_objects`,
 /// `argocd_cluster_api_resources` and `argocd_cluster_cache_age_seconds` (-1 before every
 /// kind was listed, as Argo CD shows a cache never synced), each `{server}`.
@@ -177,11 +180,7 @@ fn encode_clusters(
     reconciler: &GitOpsReconciler,
 ) -> Result<(), std::fmt::Error> {
     let facts = reconciler.clusters().cache_facts();
-    let gauges: [(
-        &str,
-        &str,
-        fn(&fleetshard_gitops::live::ClusterCacheFacts) -> i64,
-    ); 3] = [
+    let gauges: [(&str, &str, ClusterGauge); 3] = [
         (
             "argocd_cluster_api_resource_objects",
             "Number of k8s resource objects in the cache.",
