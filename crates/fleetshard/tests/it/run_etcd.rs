@@ -264,10 +264,16 @@ fn two_processes_own_disjoint_clusters_covering_the_fleet() {
     let holders = replay(&logs);
     assert_eq!(holders.keys().cloned().collect::<Vec<_>>(), ids);
 
-    // `status` reads the same etcd and agrees with the audit logs.
-    let v = json(&status(&etcd, &root, &[]));
+    // `status` reads the same etcd and agrees with the audit logs. It judges a holder by
+    // seeing its lease renewed within about 1.3 s: on a loaded machine a replica starved
+    // past one renewal is shown, rightly, as not renewed (its clusters at risk), so the
+    // read is repeated until it saw both renewing.
+    let mut v = Value::Null;
+    wait_until("status to see both holders renewing", || {
+        v = json(&status(&etcd, &root, &[]));
+        v["unowned"] == serde_json::json!([])
+    });
     assert!(v["generation"].as_u64().unwrap() >= 1);
-    assert_eq!(v["unowned"], serde_json::json!([]));
     assert_eq!(v["shards"].as_array().unwrap().len(), 2);
     let clusters = v["clusters"].as_array().unwrap();
     assert_eq!(clusters.len(), CLUSTERS);
