@@ -90,10 +90,14 @@ fn config_map_json(name: &str) -> String {
 }
 
 /// The status without the Application's own copies of its source (`syncResult.source`,
-/// `history[].source`, `operation.sync.source`): Argo CD copies the spec's source there,
-/// and an operation is resumed from it.
+/// `history[].source`, `operation.sync.source`, `sync.comparedTo`): Argo CD copies the
+/// spec's source there verbatim (the UI compares `comparedTo` with the spec to tell a
+/// changed spec), and an operation is resumed from it.
 fn messages_of(status: &Value) -> String {
     let mut status = status.clone();
+    if let Some(sync) = status.get_mut("sync") {
+        sync["comparedTo"] = Value::Null;
+    }
     if let Some(op) = status.get_mut("operationState") {
         op["syncResult"]["source"] = Value::Null;
         op["operation"]["sync"]["source"] = Value::Null;
