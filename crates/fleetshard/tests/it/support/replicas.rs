@@ -363,6 +363,21 @@ impl Harness {
         serde_json::from_slice(&out.stdout).map_err(|e| format!("status JSON: {e}"))
     }
 
+    /// `status` once a read saw every holder renewing (no cluster unowned). A read
+    /// judges a holder by seeing its lease renewed within about 1.3 s, so on a loaded
+    /// machine it can catch a replica starved past a renewal and rightly show that
+    /// replica's clusters at risk; the next read sees it renew.
+    pub fn status_all_owned(&self) -> Value {
+        wait_for("status to see every holder renewing", SETTLE, || {
+            let status = self.status()?;
+            if status["unowned"] == serde_json::json!([]) {
+                Ok(status)
+            } else {
+                Err(format!("status: unowned {}", status["unowned"]))
+            }
+        })
+    }
+
     /// A replica's `/metrics` value, if it answers.
     pub fn metric(&self, i: usize, name: &str) -> Option<f64> {
         let (_, body) = http::get(self.replicas[i].port, "/metrics")?;
