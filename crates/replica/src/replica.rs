@@ -54,6 +54,8 @@ struct DashboardPart {
     store: Arc<dyn fleetshard_coord::store::Store>,
     root: String,
     lease: std::time::Duration,
+    /// How often a live holder renews (fenced: the renew period; Argo CD: H).
+    renew: std::time::Duration,
     argocd: Option<crate::dashboard::ArgoSource>,
 }
 
@@ -146,6 +148,10 @@ impl Replica {
                 lease: match &settings.protocol {
                     ProtocolSettings::Fenced(f) => f.timing.duration,
                     ProtocolSettings::Argocd(a) => a.config.stale_after,
+                },
+                renew: match &settings.protocol {
+                    ProtocolSettings::Fenced(f) => f.timing.renew_every,
+                    ProtocolSettings::Argocd(a) => a.config.heartbeat,
                 },
                 argocd: match (&settings.protocol, &coordination) {
                     (ProtocolSettings::Argocd(a), CoordinationRunner::Argocd(c)) => {
@@ -362,6 +368,7 @@ fn spawn_with<S: ReplicaStatus>(
                 clusters: Arc::new(move || crate::dashboard::clusters_of(&inventory_rx.borrow())),
                 interval: DASHBOARD_INTERVAL,
                 lease: d.lease,
+                renew: d.renew,
                 argocd: d.argocd,
             },
             None,

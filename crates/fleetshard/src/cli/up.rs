@@ -210,6 +210,7 @@ async fn up(
             clusters: Arc::new(move || known.clone()),
             interval: args.dashboard_interval,
             lease: LeaseTiming::default().duration,
+            renew: LeaseTiming::default().renew_every,
             argocd: None,
         },
         Some((controls, token)),

@@ -492,6 +492,18 @@ fn failover_from_the_page(browser: &mut Browser) -> Result<(), String> {
         "document.querySelector('#timeline li[data-kind=failover]')?.textContent",
     )?;
     eprintln!("timeline: {failover}");
+    // The picture: on shard 0's lane the victim's live stretch is followed by a shaded one
+    // (a missed renewal, then its lease expired), and the unowned lane has a bar.
+    poll(
+        browser,
+        "the victim's lane shaded after its live stretch, and clusters without an owner",
+        &format!(
+            "(() => {{ const r = [...document.querySelectorAll('#ownership rect[data-lane=\"0\"]')]; \
+               const i = r.findIndex(x => x.dataset.holder === '{victim}' && x.dataset.state === 'live'); \
+               return i >= 0 && r.slice(i + 1).some(x => x.dataset.state === 'not_renewed') \
+                 && document.querySelectorAll('#ownership rect[data-lane=unowned]').length > 0 }})()"
+        ),
+    )?;
     // Owned again: no cluster without an owner, none by the killed replica. (An `owned`
     // event follows only if the page saw clusters without an owner: the distributor may
     // move them before the page judges the lease expired.)
@@ -501,7 +513,7 @@ fn failover_from_the_page(browser: &mut Browser) -> Result<(), String> {
         &format!(
             "document.querySelector('#unowned')?.dataset.count === '0' && \
              [...document.querySelectorAll('#clusters-table tbody tr')]\
-               .every(tr => tr.dataset.state !== 'unowned' && tr.cells[4].textContent !== '{victim}')"
+               .every(tr => ['acting', 'handover'].includes(tr.dataset.state) && tr.cells[4].textContent !== '{victim}')"
         ),
     )?;
     let owners = browser.eval(

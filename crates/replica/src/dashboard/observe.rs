@@ -57,7 +57,11 @@ pub enum Lease {
     Expired,
     /// Given up by its holder.
     Released,
-    /// Not watched for a lease duration yet.
+    /// Unchanged for longer than a live holder takes to renew (a renew period and a
+    /// read interval) but not yet for the lease duration: its holder missed a renewal and
+    /// may be dead. Nobody is shown acting on its clusters.
+    NotRenewed,
+    /// Not watched long enough to tell.
     Unknown,
 }
 
@@ -72,7 +76,8 @@ pub struct ShardView {
     pub zone: Option<String>,
     /// The lease as judged.
     pub lease: Option<Lease>,
-    /// Seconds since its record last changed (renewals move it about every 1.25 s).
+    /// Seconds since this observer saw its record change (renewals move it about every
+    /// 1.25 s; the observer reads once per interval).
     pub lease_age_secs: f64,
     /// Clusters assigned to it.
     pub clusters: usize,
@@ -97,8 +102,8 @@ pub struct ClusterView {
     pub shard: Option<u32>,
     /// The replica acting on it (its shard's live holder).
     pub owner: Option<String>,
-    /// `acting`, `handover` (its holder has not acknowledged the generation yet) or
-    /// `unowned`.
+    /// `acting`, `handover` (its holder has not acknowledged the generation yet),
+    /// `not_renewed` (its holder missed a renewal: nobody acts on it) or `unowned`.
     pub state: &'static str,
     /// Its apps: how many, and how many are Synced, Healthy, or have a condition.
     pub apps: usize,
@@ -186,6 +191,8 @@ pub struct Snapshot {
     pub app_problems: Vec<AppProblem>,
     /// Newest last.
     pub timeline: Vec<Event>,
+    /// Each shard's holders and cluster counts over the last minutes, gaps included.
+    pub picture: Picture,
     /// Records that could not be read.
     pub warnings: Vec<String>,
 }
@@ -217,6 +224,7 @@ fn unknown(id: &str) -> ClusterInfo {
 #[derive(Debug)]
 pub struct Observer {
     lease: Duration,
+    at_risk_after: Duration,
     started: Instant,
     /// Lease record key → (version, when first seen at that version, first sight ever).
     versions: HashMap<String, (u64, Instant, bool)>,
@@ -224,19 +232,24 @@ pub struct Observer {
     timeline: VecDeque<Event>,
     next_event: u64,
     steps: u64,
+    history: History,
 }
 
 impl Observer {
-    /// An observer that judges leases of `lease` duration, started at `now`.
-    pub fn new(lease: Duration, now: Instant) -> Observer {
+    /// An observer started at `now` that judges a record unchanged for `lease` expired,
+    /// and one unchanged for `at_risk_after` (a live holder's renew period plus the
+    /// interval between this observer's reads, and a margin) not renewed.
+    pub fn new(lease: Duration, at_risk_after: Duration, now: Instant) -> Observer {
         Observer {
             lease,
+            at_risk_after,
             started: now,
             versions: HashMap::new(),
             seen: None,
             timeline: VecDeque::new(),
             next_event: 0,
             steps: 0,
+            history: History::default(),
         }
     }
 
@@ -253,6 +266,8 @@ impl Observer {
             Lease::Released
         } else if age >= self.lease {
             Lease::Expired
+        } else if age >= self.at_risk_after {
+            Lease::NotRenewed
         } else if entry.2 {
             Lease::Unknown
         } else {
@@ -347,6 +362,7 @@ impl Observer {
         } = cluster_views(clusters, &assigned, statuses, |_, shard| {
             let owner = shard.and_then(acting);
             let state = match (&owner, shard) {
+                (None, Some(n)) if not_renewed(&holders, n) => "not_renewed",
                 (None, _) | (_, None) => "unowned",
                 (Some(_), Some(n)) => {
                     let acked = snap.shards.get(&n).map_or(0, |(_, r)| r.acked);
@@ -389,6 +405,7 @@ impl Observer {
             .map(|(n, _)| *n)
             .collect();
         self.record_changes(now, &holders, &stale, &assigned, generation, count, unowned);
+        self.history.record(self.secs(now), &shards, unowned);
 
         Snapshot {
             step: self.steps,
@@ -405,6 +422,7 @@ impl Observer {
             apps: totals,
             app_problems: problems,
             timeline: self.timeline.iter().cloned().collect(),
+            picture: self.history.picture(),
             warnings: snap.corrupt.iter().map(ToString::to_string).collect(),
         }
     }
@@ -432,7 +450,7 @@ impl Observer {
                 }
                 Some((old, old_lease)) if old != holder => {
                     let (kind, how) = match old_lease {
-                        Lease::Expired => ("failover", "took over from"),
+                        Lease::Expired | Lease::NotRenewed => ("failover", "took over from"),
                         Lease::Released => ("handover", "took over, released by"),
                         _ => ("handover", "replaced"),
                     };
@@ -449,9 +467,23 @@ impl Observer {
                                  {lost} cluster(s) without an owner"
                             ),
                         );
+                    } else if *lease == Lease::NotRenewed
+                        && matches!(old_lease, Lease::Live | Lease::Unknown)
+                    {
+                        let at_risk = assigned.values().filter(|s| **s == n).count();
+                        self.event(
+                            now,
+                            "not_renewed",
+                            format!(
+                                "{holder} missed a renewal of shard {n}: {at_risk} cluster(s) \
+                                 at risk, acted on by nobody until it renews or its lease expires"
+                            ),
+                        );
                     } else if *lease == Lease::Released && *old_lease != Lease::Released {
                         self.event(now, "handover", format!("{holder} released shard {n}"));
-                    } else if *lease == Lease::Live && *old_lease == Lease::Expired {
+                    } else if *lease == Lease::Live
+                        && matches!(old_lease, Lease::Expired | Lease::NotRenewed)
+                    {
                         self.event(now, "claim", format!("{holder} renews shard {n} again"));
                     }
                 }
@@ -530,10 +562,13 @@ impl Observer {
 }
 
 mod argocd;
+mod history;
 mod views;
 
 pub use argocd::ArgoObserver;
-use views::{ClusterViews, acting, cluster_views, shard_load};
+use history::History;
+pub use history::Picture;
+use views::{ClusterViews, acting, cluster_views, not_renewed, shard_load};
 
 #[cfg(test)]
 mod tests;

@@ -85,6 +85,10 @@ pub struct Source {
     /// A record unchanged this long is expired: fenced mode's lease duration, or Argo CD's
     /// stale-after (3H) under its protocol.
     pub lease: Duration,
+    /// How often a live holder rewrites its record: fenced mode's renew period, or Argo
+    /// CD's heartbeat (H). A record unchanged for longer than that, the read interval and a
+    /// margin ([`RENEW_MARGIN`]) missed a renewal: its clusters are shown at risk.
+    pub renew: Duration,
     /// Argo CD's heartbeat protocol: its shard map is read instead of fenced mode's
     /// records under `root` (`None`: fenced mode).
     pub argocd: Option<ArgoSource>,
@@ -106,7 +110,7 @@ pub struct ArgoSource {
 
 /// The step machine of the protocol the dashboard shows.
 enum Machine {
-    Fenced(Observer),
+    Fenced(Box<Observer>),
     Argocd {
         observer: Box<ArgoObserver>,
         key: String,
@@ -114,13 +118,19 @@ enum Machine {
     },
 }
 
+/// Beyond a renew period and a read interval, how long a record is watched before it
+/// counts as not renewed (a renew's write and a late timer under load).
+pub const RENEW_MARGIN: Duration = Duration::from_millis(100);
+
 impl Machine {
     fn new(source: &Source, now: tokio::time::Instant) -> Machine {
+        let at_risk_after = source.renew + source.interval + RENEW_MARGIN;
         match &source.argocd {
-            None => Machine::Fenced(Observer::new(source.lease, now)),
+            None => Machine::Fenced(Box::new(Observer::new(source.lease, at_risk_after, now))),
             Some(a) => Machine::Argocd {
                 observer: Box::new(ArgoObserver::new(
                     source.lease,
+                    at_risk_after,
                     a.algorithm,
                     a.fleet.clone(),
                     &a.apps,

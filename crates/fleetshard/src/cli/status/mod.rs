@@ -153,7 +153,7 @@ async fn observe(
 }
 
 /// How often leases are read while watched.
-const POLL: Duration = Duration::from_millis(250);
+const POLL: Duration = Duration::from_millis(100);
 
 /// Beyond a renew period, how long a lease is watched before an unchanged one counts as a
 /// missed renewal (a renew's write takes a few milliseconds).

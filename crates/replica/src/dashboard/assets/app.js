@@ -63,7 +63,7 @@
     table($("clusters-table"), ["cluster", "server", "zone", "shard", "owner", "apps", "synced", "healthy", "errors"],
       f.clusters.map(function (c) {
         return {
-          attrs: { cls: c.state === "unowned" ? "unowned" : "", "data-state": c.state },
+          attrs: { cls: c.owner ? "" : "unowned", "data-state": c.state },
           cells: [c.name || c.id, c.server, c.zone, c.shard, c.owner || c.state, c.apps,
             { text: String(c.synced), cls: c.synced < c.apps ? "warn" : "ok" },
             { text: String(c.healthy), cls: c.healthy < c.apps ? "warn" : "ok" },
@@ -73,6 +73,8 @@
     table($("apps-table"), ["app", "cluster", "sync", "health", "condition"],
       f.app_problems.map(function (p) { return { cells: [p.app, p.cluster, p.sync, p.health, p.condition] }; }));
 
+    renderPicture(f.picture);
+
     var tl = $("timeline");
     tl.replaceChildren();
     f.timeline.slice().reverse().forEach(function (e) {
@@ -81,6 +83,81 @@
     });
 
     if (controls) renderProcesses(page.processes, f);
+  }
+
+  // The picture: one lane per shard (each holder in its own colour, with its cluster
+  // count), a lane of clusters without an owner, a time axis in seconds before now.
+  var SVG = "http://www.w3.org/2000/svg";
+  function s(tag, attrs) {
+    var el = document.createElementNS(SVG, tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === "text") el.textContent = attrs[k];
+      else el.setAttribute(k, attrs[k]);
+    });
+    return el;
+  }
+  // Holders take distinct colours by name order (no red: red means trouble here).
+  var PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#9c755f", "#bab0ac", "#86bcb6", "#d4a6c8"];
+  var colours = {};
+  function setColours(p) {
+    var names = {};
+    p.lanes.forEach(function (l) { l.segments.forEach(function (g) { if (g.holder) names[g.holder] = 1; }); });
+    colours = {};
+    Object.keys(names).sort().forEach(function (n, i) {
+      colours[n] = i < PALETTE.length ? PALETTE[i] : "hsl(" + Math.round(i * 137.5) % 360 + ",45%,60%)";
+    });
+  }
+  function colour(name) { return colours[name] || "#bbb"; }
+  var FILL = { released: "#e0e0e0", expired: "#ffcdd2", vacant: "#ffcdd2", unowned: "#c62828" };
+  function bar(svg, x0, x1, y, h, seg, lane, label, tip) {
+    var held = seg.holder && (seg.state === "live" || seg.state === "unknown" || seg.state === "not_renewed");
+    var r = s("rect", { x: x0, y: y, width: x1 - x0, height: h, fill: held ? colour(seg.holder) : FILL[seg.state] || "#fff" });
+    r.dataset.lane = lane;
+    r.dataset.state = seg.state;
+    r.dataset.holder = seg.holder || "";
+    r.appendChild(s("title", { text: tip }));
+    svg.appendChild(r);
+    if (seg.state === "not_renewed") svg.appendChild(s("rect", { x: x0, y: y, width: x1 - x0, height: h, fill: "url(#fs-risk)" }));
+    if (label && x1 - x0 > 7 * label.length + 8) svg.appendChild(s("text", { x: x0 + 4, y: y + h - 6, text: label }));
+  }
+  function renderPicture(p) {
+    var box = $("ownership");
+    setColours(p);
+    var W = Math.max(box.clientWidth || 1000, 480), LABEL = 64, ROW = 24, AXIS = 18;
+    var rows = p.lanes.length + 1;
+    var svg = s("svg", { viewBox: "0 0 " + W + " " + (rows * ROW + AXIS), width: "100%", role: "img", "aria-label": "shard holders over time" });
+    var pat = s("pattern", { id: "fs-risk", patternUnits: "userSpaceOnUse", width: 6, height: 6, patternTransform: "rotate(45)" });
+    pat.appendChild(s("rect", { width: 2, height: 6, fill: "#c62828" }));
+    var defs = s("defs");
+    defs.appendChild(pat);
+    svg.appendChild(defs);
+    var span = Math.max(p.to_secs - p.from_secs, 1);
+    var x = function (t) { return LABEL + (t - p.from_secs) / span * (W - LABEL - 4); };
+    var ago = function (t) { return (p.to_secs - t).toFixed(0) + " s ago"; };
+    var seg = function (lane, y, label, tip) {
+      return function (g) {
+        var x0 = x(g.from_secs), x1 = Math.max(x(g.to_secs), x0 + 2);
+        bar(svg, x0, x1, y + 2, ROW - 4, g, lane, label(g), tip(g) + " (" + ago(g.from_secs) + " to " + ago(g.to_secs) + ")");
+      };
+    };
+    p.lanes.forEach(function (lane, i) {
+      var y = i * ROW;
+      svg.appendChild(s("text", { x: 4, y: y + ROW - 8, text: "shard " + lane.shard }));
+      lane.segments.forEach(seg(String(lane.shard), y,
+        function (g) { return g.holder && g.state !== "released" ? g.holder + " · " + g.clusters : ""; },
+        function (g) { return "shard " + lane.shard + ": " + (g.holder || "no holder") + ", " + g.state.replace("_", " ") + ", " + g.clusters + " cluster(s)"; }));
+    });
+    var y = p.lanes.length * ROW;
+    svg.appendChild(s("text", { x: 4, y: y + ROW - 8, text: "unowned" }));
+    p.unowned.filter(function (g) { return g.clusters > 0; }).forEach(seg("unowned", y,
+      function (g) { return String(g.clusters); },
+      function (g) { return g.clusters + " cluster(s) without an owner"; }));
+    [0, 0.25, 0.5, 0.75, 1].forEach(function (f) {
+      var t = p.from_secs + f * span;
+      svg.appendChild(s("text", { x: Math.min(x(t), W - 40), y: rows * ROW + AXIS - 4, "class": "axis", text: f === 1 ? "now" : "-" + (p.to_secs - t).toFixed(0) + " s" }));
+    });
+    box.replaceChildren(svg);
+    $("ownership-span").textContent = "last " + span.toFixed(0) + " s";
   }
 
   function renderProcesses(procs, f) {

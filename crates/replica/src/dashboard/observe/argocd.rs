@@ -41,7 +41,7 @@ use fleetshard_core::{App, Cluster};
 use tokio::time::Instant;
 
 use super::{AppStatuses, Clusters, Lease, Observer, ShardView, Snapshot};
-use super::{acting, cluster_views, shard_load};
+use super::{acting, cluster_views, not_renewed, shard_load};
 
 /// How many replica counts' assignments are kept (counts rarely change).
 const ASSIGNMENTS_KEPT: usize = 4;
@@ -69,17 +69,19 @@ pub struct ArgoObserver {
 
 impl ArgoObserver {
     /// An observer started at `now` that judges an entry unchanged for `stale_after` (3H)
-    /// stale, and places `fleet` (the clusters known when the replicas started; `apps`
+    /// stale and one unchanged for `at_risk_after` (H, the read interval and a margin) not
+    /// renewed, and places `fleet` (the clusters known when the replicas started; `apps`
     /// weigh them for consistent hashing) with `algorithm`.
     pub fn new(
         stale_after: Duration,
+        at_risk_after: Duration,
         algorithm: ArgoAlgorithm,
         fleet: Vec<Cluster>,
         apps: &[App],
         now: Instant,
     ) -> ArgoObserver {
         ArgoObserver {
-            inner: Observer::new(stale_after, now),
+            inner: Observer::new(stale_after, at_risk_after, now),
             stale_after,
             algorithm,
             fleet_ids: fleet.iter().map(|c| c.id.clone()).collect(),
@@ -172,6 +174,7 @@ impl ArgoObserver {
         }
         let views = cluster_views(clusters, &assigned, statuses, |id, shard| {
             match shard.filter(|_| !blocked.contains(id)) {
+                Some(n) if not_renewed(&holders, n) => (None, "not_renewed"),
                 Some(n) => acting(&holders, n).map_or((None, "unowned"), |o| (Some(o), "acting")),
                 None => (None, "unowned"),
             }
@@ -181,7 +184,7 @@ impl ArgoObserver {
         let numbers: BTreeSet<u32> = (0..replicas.max(len))
             .chain(by_number.keys().copied())
             .collect();
-        let shards = numbers
+        let shards: Vec<ShardView> = numbers
             .into_iter()
             .map(|n| {
                 let (clusters_n, apps) = shard_load(n, &assigned, clusters);
@@ -211,6 +214,8 @@ impl ArgoObserver {
         let none = BTreeSet::new();
         self.inner
             .record_changes(now, &holders, &none, &assigned, 0, replicas, views.unowned);
+        let at = self.inner.secs(now);
+        self.inner.history.record(at, &shards, views.unowned);
 
         Snapshot {
             step: self.inner.steps,
@@ -227,6 +232,7 @@ impl ArgoObserver {
             apps: views.totals,
             app_problems: views.problems,
             timeline: self.inner.timeline.iter().cloned().collect(),
+            picture: self.inner.history.picture(),
             warnings,
         }
     }

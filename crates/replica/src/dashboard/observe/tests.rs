@@ -10,6 +10,8 @@ use super::*;
 
 const ROOT: &str = "fs/";
 const LEASE: Duration = Duration::from_secs(4);
+/// A renew period of 1.25 s, reads every 500 ms, and a margin.
+const AT_RISK: Duration = Duration::from_millis(1850);
 
 fn shard(n: u32, holder: &str, version: u64) -> Entry {
     let r = ShardRecord {
@@ -69,7 +71,7 @@ fn clusters() -> Clusters {
 #[test]
 fn a_holder_that_stops_renewing_shows_expired_then_a_failover_then_owned() {
     let t0 = Instant::now();
-    let mut o = Observer::new(LEASE, t0);
+    let mut o = Observer::new(LEASE, AT_RISK, t0);
     let statuses: AppStatuses = [(
         "argocd/app-a".to_owned(),
         AppStatus {
@@ -103,7 +105,15 @@ fn a_holder_that_stops_renewing_shows_expired_then_a_failover_then_owned() {
             shard(0, "r0", frozen),
             shard(1, "r1", v1),
         ]);
-        last = Some(o.step(at(ms), ROOT, &l, &clusters(), &statuses));
+        let s = o.step(at(ms), ROOT, &l, &clusters(), &statuses);
+        // First seen frozen at 2.5 s: by 4.5 s (2 s > 1.85 s) it missed a renewal.
+        if ms == 4500 {
+            assert_eq!(s.shards[0].lease, Some(Lease::NotRenewed));
+            assert_eq!(s.clusters[0].state, "not_renewed", "{:?}", s.clusters);
+            assert_eq!(s.clusters[0].owner, None);
+            assert_eq!(s.unowned, 1);
+        }
+        last = Some(s);
     }
     let s = last.unwrap();
     assert_eq!(s.unowned, 1, "{:?}", s.clusters);
@@ -146,6 +156,26 @@ fn a_holder_that_stops_renewing_shows_expired_then_a_failover_then_owned() {
         .rposition(|k| *k == "owned")
         .expect("owned again");
     assert!(owned > failover, "{kinds:?}");
+    assert!(kinds.contains(&"not_renewed"), "{kinds:?}");
+    // The picture: shard 0 held by r0, at risk, expired, then (still r0's record) with
+    // no clusters; a shaded stretch of one unowned cluster, then none.
+    let lane0: Vec<(&str, usize)> = s.picture.lanes[0]
+        .segments
+        .iter()
+        .map(|g| (g.state, g.clusters))
+        .collect();
+    assert_eq!(
+        lane0,
+        [
+            ("unknown", 1),
+            ("live", 1),
+            ("not_renewed", 1),
+            ("expired", 1),
+            ("expired", 0)
+        ]
+    );
+    let unowned: Vec<usize> = s.picture.unowned.iter().map(|g| g.clusters).collect();
+    assert_eq!(unowned, [0, 1, 0]);
     assert_eq!(s.shards[1].clusters, 2);
     assert_eq!(s.shards[1].load, 4);
     assert_eq!((s.apps.total, s.apps.good), (2, 1));
@@ -156,7 +186,7 @@ fn a_holder_that_stops_renewing_shows_expired_then_a_failover_then_owned() {
 #[test]
 fn a_distributor_bound_to_its_shard_is_shown_while_that_shard_is_renewed() {
     let t0 = Instant::now();
-    let mut o = Observer::new(LEASE, t0);
+    let mut o = Observer::new(LEASE, AT_RISK, t0);
     let at = |ms: u64| t0 + Duration::from_millis(ms);
     // r0's role record never changes: its shard 0's renewals carry it.
     let role = Entry {

@@ -10,7 +10,7 @@ use super::{
 
 /// The clusters' part of a [`super::Snapshot`].
 pub(super) struct ClusterViews {
-    /// Unowned first, then by name and id.
+    /// Those nobody acts on first, then by name and id.
     pub views: Vec<ClusterView>,
     pub totals: AppTotals,
     pub problems: Vec<AppProblem>,
@@ -24,6 +24,14 @@ pub(super) fn acting(holders: &BTreeMap<u32, (String, Lease)>, n: u32) -> Option
         .get(&n)
         .filter(|(_, l)| matches!(l, Lease::Live | Lease::Unknown))
         .map(|(h, _)| h.clone())
+}
+
+/// Whether shard `n`'s holder missed a renewal (its clusters are at risk, acted on by
+/// nobody).
+pub(super) fn not_renewed(holders: &BTreeMap<u32, (String, Lease)>, n: u32) -> bool {
+    holders
+        .get(&n)
+        .is_some_and(|(_, l)| *l == Lease::NotRenewed)
 }
 
 /// Every cluster the inventory knows or `assigned` names (by id, with its shard), with
@@ -88,9 +96,10 @@ pub(super) fn cluster_views(
         .filter(|(_, s)| s.sync == "Synced" && s.health == "Healthy")
         .count()
         .min(totals.total);
-    let unowned = views.iter().filter(|v| v.state == "unowned").count();
+    // Nobody acting: unowned, or its holder missed a renewal (as `status` counts them).
+    let unowned = views.iter().filter(|v| v.owner.is_none()).count();
     views.sort_by(|a, b| {
-        (a.state != "unowned", &a.name, &a.id).cmp(&(b.state != "unowned", &b.name, &b.id))
+        (a.owner.is_some(), &a.name, &a.id).cmp(&(b.owner.is_some(), &b.name, &b.id))
     });
     ClusterViews {
         views,

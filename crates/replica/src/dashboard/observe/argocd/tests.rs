@@ -8,6 +8,8 @@ use super::*;
 
 /// 3H with H = 1 s.
 const STALE: Duration = Duration::from_secs(3);
+/// H, reads every second, and a margin.
+const AT_RISK: Duration = Duration::from_millis(2100);
 const REPLICAS: u32 = 2;
 
 fn fleet() -> Vec<Cluster> {
@@ -67,7 +69,7 @@ impl Run {
         let t0 = Instant::now();
         let f = fleet();
         Run {
-            o: ArgoObserver::new(STALE, ArgoAlgorithm::Legacy, f.clone(), &[], t0),
+            o: ArgoObserver::new(STALE, AT_RISK, ArgoAlgorithm::Legacy, f.clone(), &[], t0),
             t0,
             clusters: clusters(&f),
             version: 0,
@@ -144,10 +146,17 @@ fn a_stale_entry_taken_by_another_controller_is_a_failover() {
             &[held(0, "r0", i as i64), held(1, "r1", i as i64)],
         );
     }
-    // r0's last heartbeat was at 3 s; r1 goes on. Not yet 3H at 5.5 s.
+    // r0's last heartbeat was at 3 s; r1 goes on. At 5.5 s r0 has missed two heartbeats
+    // (H = 1 s): its clusters are at risk, acted on by nobody, though not yet 3H.
     let s = r.step(5500, &[held(0, "r0", 3), held(1, "r1", 5)]);
-    assert_eq!(s.shards[0].lease, Some(Lease::Live));
-    assert_eq!(s.unowned, 0);
+    assert_eq!(s.shards[0].lease, Some(Lease::NotRenewed));
+    assert_eq!(s.unowned, on0, "{:?}", s.clusters);
+    assert!(s.clusters[..on0].iter().all(|c| c.state == "not_renewed"));
+    assert!(
+        s.timeline
+            .iter()
+            .any(|e| e.kind == "not_renewed" && e.text.contains("r0"))
+    );
     let s = r.step(6000, &[held(0, "r0", 3), held(1, "r1", 6)]);
     assert_eq!(s.shards[0].lease, Some(Lease::Expired));
     assert_eq!(s.shards[0].holder.as_deref(), Some("r0"));
