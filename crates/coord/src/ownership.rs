@@ -57,6 +57,25 @@ pub trait RunnerMetrics: Send + Sync + 'static {
     fn store_call(&self, op: &'static str, took: Duration, ok: bool) {
         let _ = (op, took, ok);
     }
+
+    /// The other holders' shard leases as a listing showed them (fenced mode), and how
+    /// long a record may stay unchanged while its holder renews on time (the renew period,
+    /// this replica's polling interval and a margin): a record unchanged for longer missed
+    /// a renewal, and nobody acts on its clusters until it renews or they move.
+    fn peer_leases(&self, leases: &[PeerRenewal], at_risk_after: Duration) {
+        let _ = (leases, at_risk_after);
+    }
+}
+
+/// Another holder's shard lease as a listing showed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerRenewal {
+    /// The shard.
+    pub shard: u32,
+    /// When this replica first saw the record's current version.
+    pub changed_at: Instant,
+    /// Clusters the assignment in force gives the shard.
+    pub clusters: u64,
 }
 
 /// Logs a write's outcome (debug level) the one way both runners do: the version written or

@@ -26,7 +26,9 @@ use crate::fenced::{
     Action, DropGuard, FleetInput, Placed, PlacementJob, Replica, ReplicaConfig, Ticket,
 };
 use crate::lease::Mono;
-pub use crate::ownership::{NoMetrics, Ownership, OwnershipChange, RunnerMetrics, StopHook};
+pub use crate::ownership::{
+    NoMetrics, Ownership, OwnershipChange, PeerRenewal, RunnerMetrics, StopHook,
+};
 use crate::select::{poll_opt, sleep_until_opt};
 
 mod inputs;
@@ -57,6 +59,10 @@ struct WriteDone {
 
 /// A placement's result on its way back to the owning task (`None`: it failed).
 type PlaceDone = Option<Placed>;
+
+/// Beyond the renew period and the polling interval, how long another holder's record may
+/// stay unchanged before the metrics count it as not renewed (a write's time, a late timer).
+const PEER_RENEW_MARGIN: Duration = Duration::from_millis(100);
 
 /// Drives one [`Replica`] against a store.
 pub struct Runner {
@@ -378,6 +384,9 @@ impl Runner {
             external_shards: self.external.as_ref().and_then(|rx| *rx.borrow()),
         };
         let actions = self.replica.step_listed(now, asked, view, fleet);
+        if view.is_some() {
+            self.report_peers();
+        }
         tracing::debug!(
             identity = %self.cfg.identity,
             revision = view.map(|v| v.revision),
@@ -388,6 +397,22 @@ impl Runner {
         for w in self.replica.take_warnings() {
             tracing::warn!(identity = %self.cfg.identity, "{w}");
         }
+    }
+
+    /// Tells the metrics how the other holders' leases looked in the listing just stepped.
+    fn report_peers(&self) {
+        let leases: Vec<PeerRenewal> = self
+            .replica
+            .peer_leases()
+            .iter()
+            .map(|p| PeerRenewal {
+                shard: p.shard,
+                changed_at: self.start + p.changed.0,
+                clusters: p.clusters,
+            })
+            .collect();
+        let at_risk_after = self.cfg.timing.renew_every + self.timing.poll + PEER_RENEW_MARGIN;
+        self.metrics.peer_leases(&leases, at_risk_after);
     }
 
     /// A stop the hook finished: the replica may acknowledge, and it is reported.

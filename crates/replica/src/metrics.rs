@@ -1,9 +1,10 @@
 //! The `/metrics` registry, shared by both protocols: each renders from a protocol-neutral
 //! [`View`] of its status taken at scrape time.
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use fleetshard_coord::ownership::RunnerMetrics;
+use fleetshard_coord::ownership::{PeerRenewal, RunnerMetrics};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -60,11 +61,33 @@ impl ProblemGauges {
     }
 }
 
-/// The store-latency metrics, fed by the runner as calls finish.
+/// The store-latency metrics, fed by the runner as calls finish, and the other holders'
+/// leases as its last listing showed them.
 #[derive(Clone)]
 pub struct StoreLatency {
     calls: Family<StoreCall, Histogram>,
     renew: Histogram,
+    peers: Arc<Mutex<PeersSeen>>,
+}
+
+/// The other holders' leases and how long one may stay unchanged while renewed on time.
+#[derive(Default)]
+struct PeersSeen {
+    leases: Vec<PeerRenewal>,
+    at_risk_after: Duration,
+}
+
+impl PeersSeen {
+    /// Shards whose record has been unchanged longer than a holder renewing on time leaves
+    /// it, at `now`, and their clusters.
+    fn not_renewed(&self, now: tokio::time::Instant) -> (u64, u64) {
+        self.leases
+            .iter()
+            .filter(|p| now.saturating_duration_since(p.changed_at) >= self.at_risk_after)
+            .fold((0, 0), |(shards, clusters), p| {
+                (shards + 1, clusters + p.clusters)
+            })
+    }
 }
 
 impl RunnerMetrics for StoreLatency {
@@ -79,6 +102,13 @@ impl RunnerMetrics for StoreLatency {
         if op == "renew_shard" && ok {
             self.renew.observe(took.as_secs_f64());
         }
+    }
+
+    fn peer_leases(&self, leases: &[PeerRenewal], at_risk_after: Duration) {
+        let mut seen = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.leases.clear();
+        seen.leases.extend_from_slice(leases);
+        seen.at_risk_after = at_risk_after;
     }
 }
 
@@ -100,6 +130,8 @@ pub struct Metrics {
     corrupt_records: Gauge,
     inventory_disagreement: Gauge,
     held_back: Gauge,
+    shards_not_renewed: Gauge,
+    clusters_not_renewed: Gauge,
     latency: StoreLatency,
     problems: ProblemGauges,
 }
@@ -129,9 +161,12 @@ impl Metrics {
             corrupt_records: Gauge::default(),
             inventory_disagreement: Gauge::default(),
             held_back: Gauge::default(),
+            shards_not_renewed: Gauge::default(),
+            clusters_not_renewed: Gauge::default(),
             latency: StoreLatency {
                 calls: Family::new_with_constructor(latency_histogram),
                 renew: latency_histogram(),
+                peers: Arc::default(),
             },
             problems: ProblemGauges::default(),
         };
@@ -201,6 +236,18 @@ impl Metrics {
             m.held_back.clone(),
         );
         r.register(
+            "shards_not_renewed",
+            "Other holders' shards whose lease record this replica saw unchanged for longer \
+             than a renew period and its polling interval (fenced mode): the holder missed a \
+             renewal and may be dead; nobody acts on their clusters until it renews or they move",
+            m.shards_not_renewed.clone(),
+        );
+        r.register(
+            "clusters_not_renewed",
+            "Clusters of those shards: at risk, acted on by nobody (fenced mode)",
+            m.clusters_not_renewed.clone(),
+        );
+        r.register(
             "store_call_seconds",
             "Store call latency by operation and outcome",
             m.latency.calls.clone(),
@@ -260,6 +307,16 @@ impl Metrics {
             .set(i64::try_from(v.inventory_disagreement).unwrap_or(i64::MAX));
         self.held_back
             .set(i64::try_from(v.held_back_clusters).unwrap_or(i64::MAX));
+        let (shards, clusters) = self
+            .latency
+            .peers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .not_renewed(tokio::time::Instant::now());
+        self.shards_not_renewed
+            .set(i64::try_from(shards).unwrap_or(i64::MAX));
+        self.clusters_not_renewed
+            .set(i64::try_from(clusters).unwrap_or(i64::MAX));
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode_registry(&mut out, &self.registry)
@@ -315,5 +372,34 @@ mod tests {
             text.contains(r#"fleetshard_store_call_seconds_count{op="list",outcome="error"} 1"#),
             "{text}"
         );
+    }
+
+    /// A holder whose record stayed unchanged beyond a renew period and the polling
+    /// interval is counted, with its clusters, from the scrape that finds it so; one that
+    /// renewed is not; the count falls back when it renews again.
+    #[tokio::test(start_paused = true)]
+    async fn a_holder_that_missed_a_renewal_is_counted_with_its_clusters() {
+        let m = Metrics::new();
+        let sink = m.store_latency();
+        let at_risk = Duration::from_millis(1550);
+        let t0 = tokio::time::Instant::now();
+        let peer = |shard, clusters, changed_at| PeerRenewal {
+            shard,
+            changed_at,
+            clusters,
+        };
+        sink.peer_leases(&[peer(0, 4, t0), peer(1, 3, t0)], at_risk);
+        let text = m.render(&View::default());
+        assert!(text.contains("fleetshard_shards_not_renewed 0"), "{text}");
+        tokio::time::advance(Duration::from_millis(1600)).await;
+        // Shard 1 renewed meanwhile; shard 0 did not.
+        let now = tokio::time::Instant::now();
+        sink.peer_leases(&[peer(0, 4, t0), peer(1, 3, now)], at_risk);
+        let text = m.render(&View::default());
+        assert!(text.contains("fleetshard_shards_not_renewed 1"), "{text}");
+        assert!(text.contains("fleetshard_clusters_not_renewed 4"), "{text}");
+        sink.peer_leases(&[peer(0, 4, now), peer(1, 3, now)], at_risk);
+        let text = m.render(&View::default());
+        assert!(text.contains("fleetshard_clusters_not_renewed 0"), "{text}");
     }
 }

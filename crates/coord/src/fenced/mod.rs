@@ -22,8 +22,8 @@ pub use records::{
 };
 pub use replica::{
     Action, DropGuard, FleetInput, HeldBack, MAX_CAPACITY, MAX_CAPACITY_RATIO, MAX_SHARDS,
-    PRESENCE_GRACE, Placed, PlacementJob, Replica, ReplicaConfig, ShardCount, ShardCountError,
-    Ticket, WritePurpose,
+    PRESENCE_GRACE, PeerLease, Placed, PlacementJob, Replica, ReplicaConfig, ShardCount,
+    ShardCountError, Ticket, WritePurpose,
 };
 pub use role::{RoleLease, ShardSeen, role_lease};
 pub use snapshot::{FencedSnapshot, RecordKey, decode_desired};

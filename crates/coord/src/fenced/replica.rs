@@ -20,6 +20,7 @@ mod guard;
 mod handoffs;
 mod handover;
 mod leases;
+mod peers;
 mod publish;
 mod role;
 mod seen;
@@ -32,7 +33,7 @@ pub use count::{MAX_SHARDS, ShardCount, ShardCountError};
 pub use distribute::{Placed, PlacementJob};
 pub use forget::PRESENCE_GRACE;
 pub use guard::{DropGuard, HeldBack};
-
+pub use peers::PeerLease;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -186,8 +187,7 @@ pub struct Replica {
     presence: Option<Present>,
     /// Highest generation applied: everything it took from this replica is stopped.
     applied: u64,
-    /// The generations applied one after another, as far as the handover barrier needs
-    /// them (`handoffs.rs`).
+    /// The generations applied in turn, as far as the handover barrier needs (`handoffs.rs`).
     handoffs: Handoffs,
     /// The shard count of the applied generation (or the initial count before one).
     count: u32,
@@ -230,6 +230,7 @@ pub struct Replica {
     refused_deletes: BTreeMap<String, Mono>,
     /// Whether the fleet was starting cold at this replica's first listing (`cold_start.rs`).
     cold_start: cold_start::ColdStart,
+    peers: peers::Peers,
 }
 
 impl Replica {
@@ -266,6 +267,7 @@ impl Replica {
             inventory: publish::InventoryState::default(),
             refused_deletes: BTreeMap::new(),
             cold_start: cold_start::ColdStart::default(),
+            peers: peers::Peers::default(),
         }
     }
 

@@ -832,3 +832,67 @@ fn readiness_names_unreadable_records() {
         "{not_ready}"
     );
 }
+
+/// What the metrics are told of the other holders' leases ([`RunnerMetrics::peer_leases`]).
+#[derive(Default)]
+struct PeersSeen(std::sync::Mutex<(Vec<PeerRenewal>, Duration)>);
+
+impl RunnerMetrics for PeersSeen {
+    fn peer_leases(&self, leases: &[PeerRenewal], at_risk_after: Duration) {
+        *self.0.lock().unwrap() = (leases.to_vec(), at_risk_after);
+    }
+}
+
+impl PeersSeen {
+    /// Clusters of the shards whose record stayed unchanged past the bound, at `now`.
+    fn not_renewed(&self, now: Instant) -> u64 {
+        let (leases, bound) = &*self.0.lock().unwrap();
+        leases
+            .iter()
+            .filter(|p| now - p.changed_at >= *bound)
+            .map(|p| p.clusters)
+            .sum()
+    }
+}
+
+/// A survivor's metrics count a crashed holder's clusters as not renewed from its first
+/// missed renewal (within the bound and one poll), long before its lease expires, and
+/// never while every holder renews.
+#[tokio::test(start_paused = true)]
+async fn a_crashed_holders_clusters_are_reported_not_renewed_before_its_lease_expires() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let clusters: Vec<Cluster> = (0..12)
+        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+        .collect();
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let seen = Arc::new(PeersSeen::default());
+    let a = spawn(&store, "a", &clusters, &tx);
+    let (r, status) = runner(&store, config("b", 3, None), &clusters, &tx);
+    let b = start((r.with_metrics(seen.clone()), status));
+    let c = spawn(&store, "c", &clusters, &tx);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(seen.not_renewed(Instant::now()), 0, "every holder renews");
+    }
+    let on_a = a.status.borrow().acting.len() as u64;
+    assert!(on_a > 0);
+    a.task.abort();
+    let crashed = Instant::now();
+    let bound = seen.0.lock().unwrap().1;
+    let mut at_risk_after = None;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = Instant::now();
+        if at_risk_after.is_none() && seen.not_renewed(now) == on_a {
+            at_risk_after = Some(now - crashed);
+        }
+    }
+    let after = at_risk_after.expect("a's clusters reported not renewed");
+    let poll = RunnerTiming::default().poll;
+    assert!(after <= bound + poll, "{after:?} > {bound:?} + {poll:?}");
+    assert!(after < LeaseTiming::default().duration, "{after:?}");
+    // Moved to the survivors: nothing is at risk any more.
+    assert_eq!(owners(&[&b, &c]).len(), 12);
+    assert_eq!(seen.not_renewed(Instant::now()), 0);
+}

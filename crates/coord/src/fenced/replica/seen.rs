@@ -192,6 +192,8 @@ impl Replica {
             None => {}
         }
         self.observer.retain(|k| judged.contains(k));
+        self.peers
+            .note(&view, self.shard.as_ref().map(|h| h.shard), asked);
         // Each problem is reported once, when it appears (listings come every poll).
         let known = std::mem::take(&mut self.corrupt);
         self.warnings.extend(
