@@ -13,10 +13,13 @@
 //! - [`apply`]: sync by server-side apply (field manager `fleetshard`) and prune, with a
 //!   lease check before every write;
 //! - [`reconciler`]: the controller's `Reconciler` assembled from the above, recording
-//!   each app's status in memory or on its Application object.
+//!   each app's status in memory or on its Application object;
+//! - [`events`]: Kubernetes Events on Applications, as Argo CD's controller records them,
+//!   written by a task of their own that never delays a reconcile.
 
 pub mod apply;
 pub mod compare;
+pub mod events;
 pub use fleetshard_health as health;
 pub mod live;
 pub mod reconciler;

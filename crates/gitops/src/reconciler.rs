@@ -42,6 +42,7 @@
 //! Consecutive self-heals of one commit back off as Argo CD's do
 //! ([`SelfHealBackoff`]: 2 s, ×3, at most 300 s; `Operated::Wait`).
 
+mod app_events;
 mod app_state;
 mod compared;
 mod customize;
@@ -81,8 +82,9 @@ pub use report::{AppActivity, AppReport, RECONCILE_BUCKETS};
 pub use self_heal::SelfHealBackoff;
 pub use status::{
     AppStatus, BackoffRecord, ComparisonStatus, Condition, HealthInfo, Initiator, KubeStatusSink,
-    MemorySink, OperationRecord, OperationState, ResourceEntry, RetryRecord, SinkError, StatusSink,
-    StatusUpdate, SyncInfo, SyncOperation, SyncOperationResource, SyncResult, SyncResultEntry,
+    MemorySink, OperationRecord, OperationState, Recorded, RecordedStatuses, ResourceEntry,
+    RetryRecord, SinkError, StatusSink, StatusUpdate, SyncInfo, SyncOperation,
+    SyncOperationResource, SyncResult, SyncResultEntry,
 };
 pub use store_sink::{
     DEFAULT_HEARTBEAT, RecordError, StoreStatusSink, StoredAppStatus, StoredStatusEntry,
@@ -182,6 +184,8 @@ pub struct GitOpsReconciler {
     customizations: customize::Customizations,
     /// Argo CD's app-state cache in Redis, when configured (`app_state.rs`).
     app_state: Option<Arc<fleetshard_appstate::AppStateCache>>,
+    /// Kubernetes Events on the Applications, when configured (`app_events.rs`).
+    events: Option<Arc<crate::events::AppEvents>>,
 }
 
 impl GitOpsReconciler {
@@ -212,7 +216,16 @@ impl GitOpsReconciler {
             owned_since: Mutex::new(HashMap::new()),
             customizations: customize::Customizations::new(None, Default::default()),
             app_state: None,
+            events: None,
         }
+    }
+
+    /// The same reconciler recording Kubernetes Events on the Applications it owns, as
+    /// Argo CD's controller does, through `events`.
+    #[must_use]
+    pub fn with_events(mut self, events: Arc<crate::events::AppEvents>) -> Self {
+        self.events = Some(events);
+        self
     }
 
     /// The same reconciler writing Argo CD's app-state cache (resource trees, managed
@@ -251,6 +264,9 @@ impl GitOpsReconciler {
             warmup.abort();
         }
         self.clusters.stop(id);
+        if let Some(events) = &self.events {
+            events.stop_cluster(id);
+        }
         self.memos().retain(|_, m| m.cluster != id);
         self.owned_since
             .lock()
@@ -288,10 +304,20 @@ impl GitOpsReconciler {
     /// and written again first by the app's next refresh or operation
     /// ([`GitOpsReconciler::record_unrecorded`]); any operation state written replaces it.
     async fn record(&self, app: &AppKey, update: StatusUpdate) -> Result<(), ReconcileError> {
+        // The operation recorded before, to tell a start or an end (events).
+        let before = self
+            .events
+            .as_ref()
+            .and_then(|_| self.memos().get(app).map(|m| m.op.clone()));
+        let mut stored = false;
         let written = if self.lease.lease_valid() {
             match self.sink.write(app, &update).await {
+                Ok(()) => {
+                    stored = true;
+                    Ok(())
+                }
                 // The Application was deleted: nothing to record; the inventory drops it.
-                Ok(()) | Err(SinkError::NotFound(_)) => Ok(()),
+                Err(SinkError::NotFound(_)) => Ok(()),
                 Err(e) => Err(ReconcileError::RetryLater(e.to_string())),
             }
         } else {
@@ -308,6 +334,9 @@ impl GitOpsReconciler {
                 Err(_) if state.phase != "Running" => Some((**state).clone()),
                 Err(_) => m.unrecorded.take(),
             };
+        }
+        if stored && let Some(before) = before {
+            self.status_events(app, &update, before);
         }
         written
     }

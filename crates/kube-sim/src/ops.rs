@@ -170,6 +170,9 @@ pub fn create(
     if kind.kind == "Secret" {
         normalize_secret(&mut body, &name)?;
     }
+    if kind.kind == "Event" {
+        validate_event(&body, &name)?;
+    }
     if crd::is_crd(kind) {
         crd::validate(&body, &name)?;
     }
@@ -194,6 +197,38 @@ pub fn create(
     check_size(kind.kind, &body, &name)?;
     let event = store.commit(k, Some(body));
     Ok(((*event.object).clone(), Some(event)))
+}
+
+/// A core/v1 Event as the real server's validation of its legacy form takes it: the event
+/// lives in its involved object's namespace (an object without one: `default` or none),
+/// and its `count` is not negative.
+fn validate_event(event: &Value, name: &str) -> Result<(), ApiError> {
+    let invalid = |field: &str, why: String| ApiError::invalid("", "Event", name, field, &why);
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_owned();
+    let namespace = text(event.pointer("/metadata/namespace"));
+    let involved = text(event.pointer("/involvedObject/namespace"));
+    let matches = if involved.is_empty() {
+        namespace.is_empty() || namespace == "default"
+    } else {
+        namespace == involved
+    };
+    if !matches {
+        return Err(invalid(
+            "involvedObject.namespace",
+            format!("Invalid value: \"{involved}\": does not match event.namespace"),
+        ));
+    }
+    if event
+        .get("count")
+        .and_then(Value::as_i64)
+        .is_some_and(|c| c < 0)
+    {
+        return Err(invalid(
+            "count",
+            "Invalid value: must be greater than or equal to 0".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 /// Parses a resourceVersion precondition ("" = none).
@@ -302,6 +337,9 @@ pub fn update_object(
     }
     if kind.kind == "Secret" {
         normalize_secret(&mut new, name)?;
+    }
+    if kind.kind == "Event" {
+        validate_event(&new, name)?;
     }
     if crd::is_crd(kind) {
         crd::validate(&new, name)?;

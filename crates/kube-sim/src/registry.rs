@@ -138,6 +138,8 @@ pub const DEFAULT_RESOURCES: &[ResourceKind] = &[
         "serviceaccount",
     ),
     ResourceKind::namespaced("", "v1", "Endpoints", "endpoints", "endpoints"),
+    // core/v1 Events, as controllers record them (Argo CD's on its Applications).
+    ResourceKind::namespaced("", "v1", "Event", "events", "event"),
     ResourceKind::namespaced("", "v1", "LimitRange", "limitranges", "limitrange"),
     ResourceKind::namespaced("", "v1", "ResourceQuota", "resourcequotas", "resourcequota")
         .with_status(),

@@ -196,12 +196,32 @@ fn supported_field(kind: &str, path: &str) -> bool {
                 )
                 | ("Namespace", "status.phase")
                 | ("Job", "status.successful")
+                | (
+                    "Event",
+                    "involvedObject.kind"
+                        | "involvedObject.namespace"
+                        | "involvedObject.name"
+                        | "involvedObject.uid"
+                        | "involvedObject.apiVersion"
+                        | "involvedObject.resourceVersion"
+                        | "involvedObject.fieldPath"
+                        | "reason"
+                        | "reportingComponent"
+                        | "source"
+                        | "type"
+                )
         )
 }
 
 /// The string value of a dotted field path (missing → "" as the server compares it;
 /// `metadata.namespace` of a cluster-scoped object is "").
 pub fn field_value(obj: &Value, path: &str) -> Option<String> {
+    // An Event's `source` is its source's component, as the real server selects it.
+    let path = if path == "source" {
+        "source.component"
+    } else {
+        path
+    };
     let mut cur = obj;
     for part in path.split('.') {
         match cur.get(part) {

@@ -6,6 +6,7 @@ mod kube_api {
     mod auth;
     mod crd;
     mod crud;
+    mod events;
     mod faults;
     mod kube_client;
     mod list_watch;

@@ -30,4 +30,8 @@ impl Clock for SystemClock {
     fn now_rfc3339(&self) -> String {
         Self::now().to_rfc3339()
     }
+
+    fn now_unix_nanos(&self) -> i128 {
+        i128::try_from(Self::since_epoch().as_nanos()).unwrap_or(i128::MAX)
+    }
 }

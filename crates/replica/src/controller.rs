@@ -80,10 +80,12 @@ pub struct ControllerPart {
 
 /// Builds the controller: the work first, then the reconciler with it as an ordinary
 /// argument (its lease check and its refresh trigger), metrics in `registry`.
+#[allow(clippy::too_many_arguments)] // Each a part of the replica, named at the one call.
 pub(crate) fn build(
     settings: &ControllerSettings,
     inventory: &Inventory,
     sink: Arc<dyn StatusSink>,
+    applications: Option<kube::Client>,
     registry: &mut Registry,
     user_agent: &str,
     argo_objects: bool,
@@ -102,6 +104,8 @@ pub(crate) fn build(
                 settings,
                 inventory,
                 sink,
+                applications,
+                registry,
                 &work,
                 user_agent,
                 argo_objects,
@@ -187,10 +191,13 @@ impl OwnCluster {
     }
 }
 
+#[allow(clippy::too_many_arguments)] // Each a part of the replica, named at the one call.
 fn gitops(
     settings: &ControllerSettings,
     inventory: &Inventory,
     sink: Arc<dyn StatusSink>,
+    applications: Option<kube::Client>,
+    registry: &mut Registry,
     work: &Arc<ShardWork>,
     user_agent: &str,
     argo_objects: bool,
@@ -234,7 +241,7 @@ fn gitops(
     };
     // Every write to a cluster or a status first asks the work's lease gate, which closes
     // at the lease deadline.
-    let lease = {
+    let lease: Arc<dyn fleetshard_gitops::apply::LeaseCheck> = {
         let work = work.clone();
         Arc::new(move || work.write_deadline())
     };
@@ -270,10 +277,11 @@ fn gitops(
                 reason: e.to_string(),
             })?,
         sink,
-        lease,
+        lease.clone(),
         Arc::new(SystemClock),
         config,
     );
+    let reconciler = events(settings, applications, lease, registry, reconciler);
     let reconciler = match &settings.resource_customizations {
         None => reconciler,
         Some(dir) => {
@@ -327,6 +335,39 @@ fn gitops(
     );
     let renderer = RepoServerRenderer::new(client);
     Ok(Arc::new(reconciler.with_renderer(Arc::new(renderer))))
+}
+
+/// Kubernetes Events on the Applications, where they are Kubernetes objects (the client
+/// the statuses are written with) and `--enable-k8s-event` does not say `none`; counted
+/// in `fleetshard_app_events_total`. Elsewhere (fleet files, `up`) there is no object to
+/// put them on: none are recorded.
+fn events(
+    settings: &ControllerSettings,
+    applications: Option<kube::Client>,
+    lease: Arc<dyn fleetshard_gitops::apply::LeaseCheck>,
+    registry: &mut Registry,
+    reconciler: GitOpsReconciler,
+) -> GitOpsReconciler {
+    use fleetshard_gitops::events::{AppEvents, EnabledEvents, EventSettings};
+    let Some(client) = applications else {
+        return reconciler;
+    };
+    if settings.events == EnabledEvents::None {
+        return reconciler;
+    }
+    let events = AppEvents::start(
+        client,
+        EventSettings {
+            enabled: settings.events.clone(),
+            ..EventSettings::default()
+        },
+        lease,
+        Arc::new(SystemClock),
+    );
+    registry.register_collector(Box::new(crate::live_metrics::AppEventsCollector(
+        events.clone(),
+    )));
+    reconciler.with_events(events)
 }
 
 #[cfg(test)]

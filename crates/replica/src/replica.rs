@@ -109,6 +109,7 @@ impl Replica {
                 &settings.controller,
                 &inventory.inventory,
                 sink,
+                inventory.kube.clone(),
                 metrics.registry_mut(),
                 &user_agent,
                 matches!(settings.fleet, crate::FleetSource::Kubernetes(_)),

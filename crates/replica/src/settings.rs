@@ -145,6 +145,9 @@ pub struct ControllerSettings {
     pub resource_customizations: Option<PathBuf>,
     /// Argo CD's app-state cache in Redis (`--redis`): `None`, none is written.
     pub app_state: Option<fleetshard_appstate::RedisSettings>,
+    /// The Kubernetes Events recorded on Applications (Argo CD's `--enable-k8s-event`);
+    /// only where the Applications are Kubernetes objects.
+    pub events: fleetshard_gitops::events::EnabledEvents,
 }
 
 /// Where an app's source is rendered.
@@ -199,6 +202,7 @@ impl Default for ControllerSettings {
             render: Default::default(),
             resource_customizations: None,
             app_state: None,
+            events: fleetshard_gitops::events::EnabledEvents::All,
         }
     }
 }

@@ -340,6 +340,17 @@ pub struct ReconcileArgs {
     /// Argo CD's app-state cache in Redis.
     #[command(flatten)]
     pub redis: super::redis::RedisArgs,
+    /// The Kubernetes Events recorded on Applications (with `--argocd-namespace`), as
+    /// Argo CD's `--enable-k8s-event`: `all`, `none`, or reasons (`OperationStarted`,
+    /// `OperationCompleted`, `ResourceUpdated`, `StatusRefreshed`), comma-separated.
+    #[arg(
+        long = "enable-k8s-event",
+        value_name = "REASONS",
+        default_value = "all",
+        value_delimiter = ',',
+        env = "ARGOCD_ENABLE_K8S_EVENT"
+    )]
+    pub enable_k8s_event: Vec<String>,
 }
 
 impl ReconcileArgs {
@@ -373,6 +384,7 @@ impl ReconcileArgs {
             render: self.render.standalone()?,
             resource_customizations: self.resource_customizations.clone(),
             app_state: self.redis.settings()?,
+            events: fleetshard_gitops::events::EnabledEvents::from_list(&self.enable_k8s_event),
         })
     }
 }

@@ -332,6 +332,48 @@ fn two_replicas_reconcile_argo_cd_applications_end_to_end() {
         Some(json!("2")),
         "the last good state stays applied"
     );
+    events_come_from_the_owner_only(&fakes, dir.path());
+}
+
+/// Argo CD's Events on each Application (its transitions, its automated syncs' starts and
+/// ends), every one written by the replica owning the app's cluster then: between events
+/// of two replicas about one app, the audit logs show the cluster handed over.
+fn events_come_from_the_owner_only(fakes: &Fakes, audit: &Path) {
+    for i in 0..2 {
+        let app = format!("app{i}");
+        let of_app = |w: &fleetshard_testsupport::kube_api::WriteRecord| {
+            let created = w
+                .object
+                .as_ref()
+                .and_then(|o| o.pointer("/involvedObject/name"));
+            w.path.contains("/namespaces/argocd/events")
+                && (created.is_some_and(|n| *n == json!(app))
+                    || w.path.contains(&format!("/events/{app}.")))
+        };
+        let events: Vec<_> = fakes.control.writes().into_iter().filter(of_app).collect();
+        let reasons: std::collections::BTreeSet<String> = events
+            .iter()
+            .filter_map(|w| {
+                w.object
+                    .as_ref()?
+                    .get("reason")?
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect();
+        for reason in ["OperationStarted", "OperationCompleted", "ResourceUpdated"] {
+            assert!(reasons.contains(reason), "{app}: no {reason}: {reasons:?}");
+        }
+        let unseparated = crate::write_overlap::writes_without_handover(
+            &events,
+            &crate::write_overlap::audit_events(audit),
+            &cluster_id(fakes, i),
+        );
+        assert!(
+            unseparated.is_empty(),
+            "{app}: events of two replicas with no hand-over between them: {unseparated:#?}"
+        );
+    }
 }
 
 /// Argo CD's heartbeat protocol (its ConfigMap in the control plane) runs the same

@@ -116,6 +116,14 @@ impl Inventory for StaticInventory {
 pub trait Clock: Send + Sync {
     /// Now, as RFC 3339 UTC (`2026-11-21T10:00:00Z`).
     fn now_rfc3339(&self) -> String;
+
+    /// Now, in nanoseconds since the Unix epoch (what Argo CD names its events by); by
+    /// default [`Clock::now_rfc3339`] read back (0 if it does not read).
+    fn now_unix_nanos(&self) -> i128 {
+        self.now_rfc3339()
+            .parse::<jiff::Timestamp>()
+            .map_or(0, jiff::Timestamp::as_nanosecond)
+    }
 }
 
 /// A clock that always says the same time.

@@ -104,6 +104,10 @@ pub(super) struct Memo {
     /// recurring, an API server that did not answer): written before anything else the app
     /// does, so no operation that ended stays recorded as Running.
     pub(super) unrecorded: Option<OperationState>,
+    /// The sync and health statuses on the Application as this owner knows them (read
+    /// once, then written here): a refresh that changes one is a transition, an event.
+    /// `None`: not known (events off, or the read failed): no transition event.
+    pub(super) recorded: Option<super::RecordedStatuses>,
     /// What the last refresh found, for Argo CD's app metrics.
     pub(super) report: Option<super::report::AppReport>,
     /// Refreshes and syncs since this owner took the app.

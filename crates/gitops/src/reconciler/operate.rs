@@ -99,7 +99,15 @@ impl GitOpsReconciler {
         }
         self.record_unrecorded(key).await?;
         if target.spec.lifecycle.deleting {
-            return self.finalize_deletion(key, &target).await;
+            let deleted = self.finalize_deletion(key, &target).await;
+            if let Err(e) = &deleted
+                && self.lease.lease_valid()
+            {
+                // Argo CD's warning of a deletion that failed (a lapsed lease is no
+                // failure of the deletion, and its event could not be written anyway).
+                self.emit(key, crate::events::message::deletion_failed(&e.to_string()));
+            }
+            return deleted;
         }
         if let Some(state) = self.recorded_operation(key, &target).await?
             && state.in_progress()

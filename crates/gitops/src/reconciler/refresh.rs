@@ -428,6 +428,7 @@ impl GitOpsReconciler {
             return Ok(());
         }
         self.record_unrecorded(key).await?;
+        self.learn_recorded(key).await;
         // As Argo CD: a refresh annotation, or the first comparison after the source
         // changed, resolves the revision again; a hard one renders again too.
         let source_now = serde_json::json!([

@@ -457,6 +457,24 @@ pub struct AppStatus {
     pub history: Vec<RevisionHistory>,
 }
 
+/// What is recorded on an app ([`StatusSink::recorded`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Recorded {
+    /// The operation last recorded.
+    pub operation: Option<OperationState>,
+    /// `status.sync.status` and `status.health.status` (`None`: not known).
+    pub statuses: Option<RecordedStatuses>,
+}
+
+/// An app's sync and health statuses as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RecordedStatuses {
+    /// `status.sync.status` (empty: never compared).
+    pub sync: String,
+    /// `status.health.status` (empty: never assessed).
+    pub health: String,
+}
+
 /// Why a status could not be recorded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SinkError {
@@ -489,6 +507,19 @@ pub trait StatusSink: Send + Sync {
         &'a self,
         app: &'a AppKey,
     ) -> BoxFuture<'a, Result<Option<OperationState>, SinkError>>;
+
+    /// The operation last recorded, and the sync and health statuses recorded on the app
+    /// now (by any replica; empty for an app never compared): what a new owner's first
+    /// refresh is compared with to tell a transition (Argo CD's events). By default the
+    /// statuses are not known (`None`).
+    fn recorded<'a>(&'a self, app: &'a AppKey) -> BoxFuture<'a, Result<Recorded, SinkError>> {
+        Box::pin(async move {
+            Ok(Recorded {
+                operation: self.last_operation(app).await?,
+                statuses: None,
+            })
+        })
+    }
 
     /// `status.history` as recorded (a successful sync appends to it).
     fn history<'a>(

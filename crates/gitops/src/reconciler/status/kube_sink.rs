@@ -8,7 +8,10 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use super::{OperationState, RevisionHistory, SinkError, StatusSink, StatusUpdate};
+use super::{
+    OperationState, Recorded, RecordedStatuses, RevisionHistory, SinkError, StatusSink,
+    StatusUpdate,
+};
 
 /// Kubernetes mode: a merge patch of the Application's `status` (`argoproj.io/v1alpha1`,
 /// `applications`) on the control-plane cluster. Argo CD's CRD has no status subresource,
@@ -92,14 +95,26 @@ impl StatusSink for KubeStatusSink {
         &'a self,
         app: &'a AppKey,
     ) -> BoxFuture<'a, Result<Option<OperationState>, SinkError>> {
+        Box::pin(async move { Ok(operation_of(&self.application(app).await?)) })
+    }
+
+    fn recorded<'a>(&'a self, app: &'a AppKey) -> BoxFuture<'a, Result<Recorded, SinkError>> {
         Box::pin(async move {
             let obj = self.application(app).await?;
-            // A malformed operationState (written by someone else) counts as none: the
-            // next operation overwrites it.
-            Ok(obj
-                .data
-                .pointer("/status/operationState")
-                .and_then(|o| serde_json::from_value(o.clone()).ok()))
+            let text = |pointer: &str| {
+                obj.data
+                    .pointer(pointer)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            Ok(Recorded {
+                operation: operation_of(&obj),
+                statuses: Some(RecordedStatuses {
+                    sync: text("/status/sync/status"),
+                    health: text("/status/health/status"),
+                }),
+            })
         })
     }
 
@@ -155,4 +170,12 @@ impl StatusSink for KubeStatusSink {
             Ok(())
         })
     }
+}
+
+/// The Application's `operationState`; a malformed one (written by someone else) counts
+/// as none: the next operation overwrites it.
+fn operation_of(obj: &DynamicObject) -> Option<OperationState> {
+    obj.data
+        .pointer("/status/operationState")
+        .and_then(|o| serde_json::from_value(o.clone()).ok())
 }

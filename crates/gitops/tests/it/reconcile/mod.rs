@@ -6,6 +6,7 @@ mod credentials;
 mod deletion_hooks;
 mod diffing;
 mod errors;
+mod events;
 mod hooks;
 mod lifecycle;
 mod options;
