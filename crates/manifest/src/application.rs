@@ -531,6 +531,9 @@ pub(crate) fn to_app(
         ignore_differences: ignore_differences.unwrap_or_default(),
         policy,
         lifecycle,
+        compare_options: annotation(value, "argocd.argoproj.io/compare-options")
+            .map(crate::AppCompareOptions::parse)
+            .unwrap_or_default(),
     };
     Ok((app, spec))
 }

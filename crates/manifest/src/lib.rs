@@ -29,7 +29,7 @@ use fleetshard_core::argo::ArgoClusterList;
 use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
 
 pub use app_spec::{
-    AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, Lifecycle,
+    AppCompareOptions, AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, Lifecycle,
     ManagedNamespaceMetadata, RefreshRequest, Refusal, RefusalKind, RetryPolicy, SyncPolicy,
     SyncRequest, SyncResource, SyncStrategy, spec_key,
 };
