@@ -575,14 +575,7 @@ fn annotation<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
-/// Go's `strconv.ParseBool`: `1 t T TRUE true True` and `0 f F FALSE false False`.
-fn parse_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
+use crate::parse_go_bool as parse_bool;
 
 /// The refresh asked for by the annotation `argocd.argoproj.io/refresh` (`hard`, or any
 /// other value: `normal`, as Argo CD reads it).

@@ -235,6 +235,19 @@ pub struct ReconcileArgs {
         value_parser = parse_go_duration
     )]
     pub sync_timeout: Duration,
+    /// Compare every app server-side (a server-side apply dry run per resource; Argo CD's
+    /// `controller.diff.server.side` in argocd-cmd-params-cm), unless its
+    /// `argocd.argoproj.io/compare-options` say `ServerSideDiff=false`. Without it, an app
+    /// is compared server-side when its annotation says `ServerSideDiff=true`.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value = "false",
+        env = "ARGOCD_APPLICATION_CONTROLLER_SERVER_SIDE_DIFF",
+        action = clap::ArgAction::Set,
+        value_parser = go_bool
+    )]
+    pub server_side_diff_enabled: bool,
     /// The pause after each sync wave but the last, before its health is judged (Argo CD's
     /// `ARGOCD_SYNC_WAVE_DELAY`, in seconds).
     #[arg(
@@ -355,6 +368,7 @@ impl ReconcileArgs {
             resync_jitter: self.resync_jitter,
             hard_resync: (!self.app_hard_resync.is_zero()).then_some(self.app_hard_resync),
             sync_timeout: (!self.sync_timeout.is_zero()).then_some(self.sync_timeout),
+            server_side_diff: self.server_side_diff_enabled,
             sync_wave_delay: self.sync_wave_delay,
             repo_cache: self.repo_cache.clone(),
             manifest_cache: self.manifest_cache,
@@ -563,6 +577,12 @@ pub(super) async fn wait_for_signal() -> anyhow::Result<()> {
 /// Resolves once standard input reaches its end (if `watch`; never otherwise). Read on a
 /// detached thread of its own: tokio's stdin would hold the runtime's shutdown until the
 /// read returned.
+/// A boolean as Argo CD reads its environment (Go's `strconv.ParseBool`).
+fn go_bool(s: &str) -> Result<bool, String> {
+    fleetshard_manifest::parse_go_bool(s)
+        .ok_or_else(|| format!("{s:?} is not a boolean (true, false, 1, 0, t, f, …)"))
+}
+
 async fn stdin_closed(watch: bool) {
     if !watch {
         return std::future::pending().await;
