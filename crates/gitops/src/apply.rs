@@ -2,7 +2,8 @@
 //! for them: server-side apply of a desired object (field manager [`FIELD_MANAGER`],
 //! forced, with the tracking annotation added) or its replacement, the destination
 //! namespace of `CreateNamespace=true`, and deletes (prunes, hooks by policy, cascade
-//! deletion) with a propagation policy.
+//! deletion) with a propagation policy; and, for a server-side diff, the same apply as a
+//! dry run ([`predict_live`]: not a write, so no lease is asked).
 //!
 //! Before every write the caller's [`LeaseCheck`] is asked; once it says no, the
 //! operation stops at once and nothing more reaches the cluster (a replica whose shard

@@ -364,3 +364,25 @@ pub type AppDefinition = (App, AppSpec);
 pub fn spec_key(app: &App) -> (String, String) {
     (app.namespace.clone(), app.name.clone())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::AppCompareOptions;
+
+    #[test]
+    fn compare_options_are_read_as_argo_cd_reads_them() {
+        let o = AppCompareOptions::parse(
+            "IgnoreExtraneous, ServerSideDiff=true,IncludeMutationWebhook=true",
+        );
+        assert_eq!(o.server_side_diff, Some(true));
+        assert!(o.include_mutation_webhook);
+        assert!(o.server_side_diff(false));
+        // `false` turns the controller-wide setting off; `false` wins over `true`.
+        let off = AppCompareOptions::parse("ServerSideDiff=true,ServerSideDiff=false");
+        assert!(!off.server_side_diff(true));
+        // Neither: the controller-wide setting decides. Options match exactly.
+        let none = AppCompareOptions::parse("ServerSideDiff=True, IncludeMutationWebhook");
+        assert_eq!(none, AppCompareOptions::default());
+        assert!(none.server_side_diff(true) && !none.server_side_diff(false));
+    }
+}
