@@ -575,7 +575,7 @@ fn annotation<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
-use crate::parse_go_bool as parse_bool;
+use fleetshard_util::boolean::parse_go_bool as parse_bool;
 
 /// The refresh asked for by the annotation `argocd.argoproj.io/refresh` (`hard`, or any
 /// other value: `normal`, as Argo CD reads it).

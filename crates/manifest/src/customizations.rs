@@ -330,7 +330,7 @@ impl ResourceCustomizations {
     }
 }
 
-use crate::parse_go_bool;
+use fleetshard_util::boolean::parse_go_bool;
 
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_owned()

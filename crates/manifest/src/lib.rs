@@ -379,14 +379,3 @@ fn dropped(source: &str, a: usize, a_what: &str, b: usize, b_what: &str) -> Load
         message: format!("{a} {a_what} and {b} {b_what} are not read by this input; ignored"),
     }
 }
-
-/// Go's `strconv.ParseBool`, as Argo CD reads its boolean annotations, settings and
-/// environment variables: `1 t T TRUE true True` and `0 f F FALSE false False`; `None`
-/// for anything else.
-pub fn parse_go_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}

@@ -316,7 +316,7 @@ fn read_scope(
     Ok(scope)
 }
 
-use crate::parse_go_bool;
+use fleetshard_util::boolean::parse_go_bool;
 
 /// A Secret as `kubectl get -o yaml` prints it, for the writers.
 #[derive(Debug, Serialize)]

@@ -18,6 +18,7 @@ use fleetshard_replica::{
     ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, ReconcilerKind, Replica,
     ReplicaSettings,
 };
+use fleetshard_util::boolean::go_bool;
 use fleetshard_util::duration::parse_go_duration;
 
 use super::input::{self, FleetArgs};
@@ -236,9 +237,8 @@ pub struct ReconcileArgs {
     )]
     pub sync_timeout: Duration,
     /// Compare every app server-side (a server-side apply dry run per resource; Argo CD's
-    /// `controller.diff.server.side` in argocd-cmd-params-cm), unless its
-    /// `argocd.argoproj.io/compare-options` say `ServerSideDiff=false`. Without it, an app
-    /// is compared server-side when its annotation says `ServerSideDiff=true`.
+    /// `controller.diff.server.side`) unless its `compare-options` say
+    /// `ServerSideDiff=false`; without it, only apps that say `ServerSideDiff=true`.
     #[arg(
         long,
         value_name = "BOOL",
@@ -577,12 +577,6 @@ pub(super) async fn wait_for_signal() -> anyhow::Result<()> {
 /// Resolves once standard input reaches its end (if `watch`; never otherwise). Read on a
 /// detached thread of its own: tokio's stdin would hold the runtime's shutdown until the
 /// read returned.
-/// A boolean as Argo CD reads its environment (Go's `strconv.ParseBool`).
-fn go_bool(s: &str) -> Result<bool, String> {
-    fleetshard_manifest::parse_go_bool(s)
-        .ok_or_else(|| format!("{s:?} is not a boolean (true, false, 1, 0, t, f, …)"))
-}
-
 async fn stdin_closed(watch: bool) {
     if !watch {
         return std::future::pending().await;
