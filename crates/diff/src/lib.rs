@@ -22,7 +22,9 @@
 //! `RespectIgnoreDifferences=true`, the desired object with the ignored fields set to their
 //! live values (Argo CD's merge of what the normalizer removes from the live object: lists
 //! are taken whole). [`Normalizer::known_fields`] gives the fields argocd-cm's
-//! `knownTypeFields` declare to hold a core type. [`FieldSet`] is the one reader of `metadata.managedFields`, also used
+//! `knownTypeFields` declare to hold a core type. [`remove_webhook_mutations`] takes what
+//! mutating admission webhooks added out of a server-side apply dry run's answer (a
+//! server-side diff's predicted live object), by `managedFields` ownership. [`FieldSet`] is the one reader of `metadata.managedFields`, also used
 //! by the comparison to know which fields its own manager applied. Pure: no I/O, no clock.
 
 mod jq;
@@ -30,6 +32,7 @@ mod known;
 mod managed;
 mod merge;
 mod pointer;
+mod webhook;
 
 use std::collections::BTreeMap;
 
@@ -42,6 +45,7 @@ use serde_json::Value;
 pub use jq::JqExpression;
 pub use known::KnownField;
 pub use managed::{FieldSet, ManagedEntry};
+pub use webhook::{PredictionError, remove_webhook_mutations};
 
 /// Why a normalizer could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

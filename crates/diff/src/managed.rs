@@ -77,6 +77,14 @@ impl FieldSet {
             .map(|(_, set)| set)
     }
 
+    /// The merge-key fields of the list whose keyed elements the set names (those of the
+    /// first element named), if it names any.
+    pub fn key_fields(&self) -> Option<Vec<&str>> {
+        self.keyed
+            .first()
+            .map(|(key, _)| key.keys().map(String::as_str).collect())
+    }
+
     /// Whether the set element `value` (a `finalizers` entry) is listed.
     pub fn has_value(&self, value: &Value) -> bool {
         self.values.contains(value)

@@ -2,7 +2,8 @@
 //! for them: server-side apply of a desired object (field manager [`FIELD_MANAGER`],
 //! forced, with the tracking annotation added) or its replacement, the destination
 //! namespace of `CreateNamespace=true`, and deletes (prunes, hooks by policy, cascade
-//! deletion) with a propagation policy.
+//! deletion) with a propagation policy; and, for a server-side diff, the same apply as a
+//! dry run ([`predict_live`]: not a write, so no lease is asked).
 //!
 //! Before every write the caller's [`LeaseCheck`] is asked; once it says no, the
 //! operation stops at once and nothing more reaches the cluster (a replica whose shard
@@ -268,7 +269,7 @@ async fn write(
         let mut params = PatchParams::apply(FIELD_MANAGER).force();
         params.dry_run = how.dry_run;
         params.field_validation = Some(validation);
-        return bounded(conn, until, api.patch(name, &params, &Patch::Apply(object))).await;
+        return server_side_apply(conn, api, object, name, &params, until).await;
     }
     let post = PostParams {
         dry_run: how.dry_run,
@@ -284,6 +285,42 @@ async fn write(
             bounded(conn, until, api.replace(name, &post, &typed)).await
         }
     }
+}
+
+/// A server-side apply of `object` with `params`, until `until`.
+async fn server_side_apply(
+    conn: &ClusterConn,
+    api: &Api<DynamicObject>,
+    object: &Value,
+    name: &str,
+    params: &PatchParams,
+    until: RequestDeadline,
+) -> Result<DynamicObject, String> {
+    bounded(conn, until, api.patch(name, params, &Patch::Apply(object))).await
+}
+
+/// The live object the cluster predicts for `object` (a desired object of kind `kind`,
+/// stamped and placed): a server-side apply dry run (`dryRun=All`) as [`FIELD_MANAGER`],
+/// conflicts not forced and fields not validated, as Argo CD's server-side diff asks it.
+/// The object as the server answers it (admission webhooks included), or why not. Not a
+/// write: no lease is needed, the call is bounded by the cluster's call timeout.
+pub async fn predict_live(
+    conn: &ClusterConn,
+    kind: &KindInfo,
+    key: &ResourceKey,
+    object: &Value,
+) -> Result<Value, String> {
+    let until = RequestDeadline {
+        at: Instant::now() + conn.options().call_timeout,
+        cut: false,
+    };
+    let api = api_for(conn, kind, &key.namespace);
+    let mut params = PatchParams::apply(FIELD_MANAGER);
+    params.dry_run = true;
+    params.field_validation = Some(ValidationDirective::Ignore);
+    let predicted = server_side_apply(conn, &api, object, &key.name, &params, until).await?;
+    conn.heard_now();
+    Ok(live_value(&kind.resource, predicted))
 }
 
 /// Waits until `name` is gone (a forced re-creation), until `until`.

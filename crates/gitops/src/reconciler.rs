@@ -60,6 +60,7 @@ mod refresh;
 mod render;
 mod report;
 mod self_heal;
+mod server_side;
 mod status;
 mod step;
 mod store_sink;
@@ -120,6 +121,9 @@ pub struct ReconcilerConfig {
     /// How credential templates match a `repoURL` (Argo CD's string prefix, or only at a
     /// path boundary: `--refuse-loose-credential-templates`).
     pub template_match: crate::source::TemplateMatch,
+    /// Argo CD's `controller.diff.server.side`: every app is compared server-side unless
+    /// its own `compare-options` say `ServerSideDiff=false` (`reconciler/server_side.rs`).
+    pub server_side_diff: bool,
 }
 
 impl ReconcilerConfig {
@@ -160,6 +164,7 @@ impl Default for ReconcilerConfig {
             sync_timeout: None,
             hard_refresh: None,
             template_match: crate::source::TemplateMatch::Prefix,
+            server_side_diff: false,
         }
     }
 }

@@ -51,11 +51,13 @@
 //! What is simplified: strategic merge patch is a JSON merge patch (lists replaced);
 //! server-side apply deep-merges maps and replaces lists (no associative list keys) and
 //! tracks only Apply managers' fields (no `Update` entries, so no conflicts with fields
-//! set by PUT or patches); no admission, defaulting, validation of built-in kinds beyond names and sizes,
+//! set by PUT or patches); no admission but the mutating webhooks a test adds
+//! ([`FakeApiServer::add_mutating_webhook`]), no defaulting, validation of built-in kinds beyond names and sizes,
 //! owner references or garbage collection; deleting a namespace deletes its contents at
 //! once; LIST/WATCH do not serve protobuf or Table; watches without `timeoutSeconds` stay
 //! open until closed; a partition holds new requests and stalls open watches that match.
 
+mod admission;
 mod apply;
 mod argocd;
 mod config;
@@ -86,6 +88,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+pub use admission::{AdmissionRequest, MutatingWebhook};
 pub use argocd::{APPLICATION_CRD_YAML, APPPROJECT_CRD_YAML, argocd_crds};
 pub use config::{FakeApiError, FakeConfig};
 pub use faults::{FaultAction, FaultId, RequestInfo, Verb};
@@ -308,6 +311,24 @@ impl FakeApiServer {
                 .or_insert_with(|| old("generation").unwrap_or(json!(1)));
             (*s.commit(key, Some(obj)).object).clone()
         }))
+    }
+
+    /// Adds mutating admission webhook `name` (see the `admission` module): it changes or
+    /// refuses every later create and update of a main resource, dry runs included.
+    pub fn add_mutating_webhook(
+        &self,
+        name: &str,
+        webhook: impl Fn(&AdmissionRequest<'_>, &mut Value) -> Result<(), String>
+        + Send
+        + Sync
+        + 'static,
+    ) {
+        self.shared.read().admission.add(name, Arc::new(webhook));
+    }
+
+    /// Removes the mutating admission webhooks named `name`.
+    pub fn remove_mutating_webhook(&self, name: &str) {
+        self.shared.read().admission.remove(name);
     }
 
     /// Creates a namespace if it does not exist.

@@ -185,6 +185,7 @@ pub fn create(
             body["status"] = json!({"phase": "Active"});
         }
     }
+    store.admission.mutate(kind, ns, &name, true, &mut body)?;
     schema::check(store, kind, &name, &mut body, None, Sub::Main)?;
     let meta = meta_mut(&mut body);
     meta.insert("name".into(), json!(name));
@@ -343,6 +344,9 @@ pub fn update_object(
     }
     if crd::is_crd(kind) {
         crd::validate(&new, name)?;
+    }
+    if sub == Sub::Main {
+        store.admission.mutate(kind, ns, name, false, &mut new)?;
     }
     schema::check(store, kind, name, &mut new, Some(&**existing), sub)?;
     let old_meta = existing

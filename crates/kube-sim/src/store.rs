@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::admission::Admission;
 use super::status::ApiError;
 
 /// Identifies a resource across versions: (group, plural).
@@ -61,6 +62,8 @@ pub struct Store {
     /// revision are expired.
     compacted: u64,
     history_limit: usize,
+    /// The mutating admission webhooks every write of a main resource passes.
+    pub admission: Admission,
 }
 
 impl Store {
@@ -72,6 +75,7 @@ impl Store {
             history: VecDeque::new(),
             compacted: start,
             history_limit,
+            admission: Admission::default(),
         }
     }
 

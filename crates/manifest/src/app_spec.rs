@@ -150,6 +150,43 @@ pub struct Lifecycle {
     pub revision_history_limit: Option<i64>,
 }
 
+/// How the Application asks to be compared: its own `argocd.argoproj.io/compare-options`
+/// (Argo CD reads these two on the Application only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AppCompareOptions {
+    /// `ServerSideDiff=true` (`Some(true)`) or `ServerSideDiff=false` (`Some(false)`, which
+    /// turns off the controller-wide setting for this app); `None` when neither is given.
+    /// `false` wins when both are.
+    pub server_side_diff: Option<bool>,
+    /// `IncludeMutationWebhook=true`: a server-side diff keeps what mutating admission
+    /// webhooks add to the predicted object.
+    pub include_mutation_webhook: bool,
+}
+
+impl AppCompareOptions {
+    /// Read from the annotation's value (comma-separated options, trimmed).
+    pub fn parse(text: &str) -> AppCompareOptions {
+        let has = |option: &str| text.split(',').any(|o| o.trim() == option);
+        let server_side_diff = if has("ServerSideDiff=false") {
+            Some(false)
+        } else if has("ServerSideDiff=true") {
+            Some(true)
+        } else {
+            None
+        };
+        AppCompareOptions {
+            server_side_diff,
+            include_mutation_webhook: has("IncludeMutationWebhook=true"),
+        }
+    }
+
+    /// Whether the app is compared server-side when the controller-wide setting
+    /// (`controller.diff.server.side`) is `controller_default`.
+    pub fn server_side_diff(&self, controller_default: bool) -> bool {
+        self.server_side_diff.unwrap_or(controller_default)
+    }
+}
+
 /// `operation.sync.syncStrategy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SyncStrategy {
@@ -286,6 +323,8 @@ pub struct AppSpec {
     pub policy: SyncPolicy,
     /// The Application's deletion, finalizers and reconciliation annotations.
     pub lifecycle: Lifecycle,
+    /// The Application's own compare options (server-side diff).
+    pub compare_options: AppCompareOptions,
 }
 
 impl AppSpec {
@@ -324,4 +363,26 @@ pub type AppDefinition = (App, AppSpec);
 /// `(namespace, name)`.
 pub fn spec_key(app: &App) -> (String, String) {
     (app.namespace.clone(), app.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AppCompareOptions;
+
+    #[test]
+    fn compare_options_are_read_as_argo_cd_reads_them() {
+        let o = AppCompareOptions::parse(
+            "IgnoreExtraneous, ServerSideDiff=true,IncludeMutationWebhook=true",
+        );
+        assert_eq!(o.server_side_diff, Some(true));
+        assert!(o.include_mutation_webhook);
+        assert!(o.server_side_diff(false));
+        // `false` turns the controller-wide setting off; `false` wins over `true`.
+        let off = AppCompareOptions::parse("ServerSideDiff=true,ServerSideDiff=false");
+        assert!(!off.server_side_diff(true));
+        // Neither: the controller-wide setting decides. Options match exactly.
+        let none = AppCompareOptions::parse("ServerSideDiff=True, IncludeMutationWebhook");
+        assert_eq!(none, AppCompareOptions::default());
+        assert!(none.server_side_diff(true) && !none.server_side_diff(false));
+    }
 }

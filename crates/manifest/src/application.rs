@@ -531,6 +531,9 @@ pub(crate) fn to_app(
         ignore_differences: ignore_differences.unwrap_or_default(),
         policy,
         lifecycle,
+        compare_options: annotation(value, "argocd.argoproj.io/compare-options")
+            .map(crate::AppCompareOptions::parse)
+            .unwrap_or_default(),
     };
     Ok((app, spec))
 }
@@ -572,14 +575,7 @@ fn annotation<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
-/// Go's `strconv.ParseBool`: `1 t T TRUE true True` and `0 f F FALSE false False`.
-fn parse_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
+use fleetshard_util::boolean::parse_go_bool as parse_bool;
 
 /// The refresh asked for by the annotation `argocd.argoproj.io/refresh` (`hard`, or any
 /// other value: `normal`, as Argo CD reads it).

@@ -330,14 +330,7 @@ impl ResourceCustomizations {
     }
 }
 
-/// Go's `strconv.ParseBool`.
-fn parse_go_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
+use fleetshard_util::boolean::parse_go_bool;
 
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_owned()

@@ -186,13 +186,16 @@ pub const OBJECT_ANNOTATIONS: &[&str] = &[
     "argocd.argoproj.io/ignore-healthcheck",
 ];
 
-/// Per-object compare options (`argocd.argoproj.io/compare-options` on a manifest)
-/// accepted: `IgnoreExtraneous` (implemented) and the defaults. `ServerSideDiff=true` and
-/// `IncludeMutationWebhook=true` need a server-side dry run per comparison, which
-/// fleetshard does not make: refused.
+/// Compare options (`argocd.argoproj.io/compare-options`) accepted, on a manifest and on an
+/// Application: `IgnoreExtraneous` (a live object's, when it is to be pruned),
+/// `ServerSideDiff=true|false` and `IncludeMutationWebhook=true|false`. Argo CD reads the
+/// last two on the Application only (server-side diff for the whole app, or not); on a
+/// manifest it ignores them, and so does fleetshard.
 pub const OBJECT_COMPARE_OPTIONS: &[&str] = &[
     "IgnoreExtraneous",
+    "ServerSideDiff=true",
     "ServerSideDiff=false",
+    "IncludeMutationWebhook=true",
     "IncludeMutationWebhook=false",
 ];
 
@@ -237,10 +240,10 @@ pub fn refusals(value: &Value) -> Vec<Refusal> {
     if let Some(Value::Object(annotations)) = value.pointer("/metadata/annotations") {
         for (key, v) in annotations {
             if key == APP_COMPARE_OPTIONS {
-                // On the Application itself: `ServerSideDiff=true` and
-                // `IncludeMutationWebhook=true` would change how the app is compared (a
-                // server-side dry run per comparison, not made here); `IgnoreExtraneous`
-                // steers its parent's comparison of the Application, as Argo CD reads it.
+                // On the Application itself: `ServerSideDiff` and `IncludeMutationWebhook`
+                // choose how the app is compared (`AppSpec::compare_options`);
+                // `IgnoreExtraneous` steers its parent's comparison of the Application, as
+                // Argo CD reads it. Anything else is refused.
                 let text = v.as_str().unwrap_or_default();
                 out.extend(
                     text.split(',')
@@ -250,9 +253,8 @@ pub fn refusals(value: &Value) -> Vec<Refusal> {
                             spec(
                                 format!("metadata.annotations[{key}]"),
                                 format!(
-                                    "compare option {o:?} is not implemented by fleetshard \
-                                     (a server-side dry run per comparison); the app is not \
-                                     synced"
+                                    "compare option {o:?} is not implemented by fleetshard; \
+                                     the app is not synced"
                                 ),
                             )
                         }),
@@ -408,7 +410,7 @@ mod tests {
                                          "argocd.argoproj.io/skip-reconcile": "false",
                                          "argocd.argoproj.io/tracking-id": "parent:argoproj.io/Application:argocd/child",
                                          "argocd.argoproj.io/managed-by-url": "https://argocd.example",
-                                         "argocd.argoproj.io/compare-options": "IgnoreExtraneous"}},
+                                         "argocd.argoproj.io/compare-options": "IgnoreExtraneous, ServerSideDiff=true,IncludeMutationWebhook=true"}},
             "spec": {
             "project": "default",
             "revisionHistoryLimit": 3,

@@ -29,9 +29,9 @@ use fleetshard_core::argo::ArgoClusterList;
 use fleetshard_core::{App, Cluster, Fleet, ShardSpec};
 
 pub use app_spec::{
-    AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy, Lifecycle,
-    ManagedNamespaceMetadata, RefreshRequest, Refusal, RefusalKind, RetryPolicy, SyncPolicy,
-    SyncRequest, SyncResource, SyncStrategy, spec_key,
+    AppCompareOptions, AppDefinition, AppSource, AppSpec, AutoSync, DirectoryOptions, InitiatedBy,
+    Lifecycle, ManagedNamespaceMetadata, RefreshRequest, Refusal, RefusalKind, RetryPolicy,
+    SyncPolicy, SyncRequest, SyncResource, SyncStrategy, spec_key,
 };
 pub use application::DEFAULT_REVISION;
 pub use cluster_scope::ClusterScope;

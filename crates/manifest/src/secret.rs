@@ -316,14 +316,7 @@ fn read_scope(
     Ok(scope)
 }
 
-/// Go's `strconv.ParseBool`: `None` for anything it rejects.
-fn parse_go_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
+use fleetshard_util::boolean::parse_go_bool;
 
 /// A Secret as `kubectl get -o yaml` prints it, for the writers.
 #[derive(Debug, Serialize)]

@@ -224,6 +224,7 @@ fn gitops(
         wave_delay: settings.sync_wave_delay,
         sync_timeout: settings.sync_timeout,
         hard_refresh: settings.hard_resync,
+        server_side_diff: settings.server_side_diff,
         template_match: if settings.refuse_loose_credential_templates {
             TemplateMatch::PathBoundary
         } else {

@@ -107,6 +107,9 @@ pub struct ControllerSettings {
     pub hard_resync: Option<Duration>,
     /// Operations running longer are terminated (Argo CD's sync timeout); `None`: never.
     pub sync_timeout: Option<Duration>,
+    /// Every app compared server-side unless it says otherwise (Argo CD's
+    /// `controller.diff.server.side`).
+    pub server_side_diff: bool,
     /// The pause after each sync wave but the last (Argo CD's `ARGOCD_SYNC_WAVE_DELAY`).
     pub sync_wave_delay: Duration,
     /// Where remote Git repositories are mirrored (`None`: `fleetshard-repos` in the
@@ -186,6 +189,7 @@ impl Default for ControllerSettings {
             resync_jitter: fleetshard_controller::DEFAULT_RESYNC_JITTER,
             hard_resync: None,
             sync_timeout: None,
+            server_side_diff: false,
             sync_wave_delay: Duration::from_secs(2),
             repo_cache: None,
             manifest_cache: fleetshard_gitops::source::DEFAULT_MAX_CACHED_READS,

@@ -18,6 +18,7 @@ use fleetshard_replica::{
     ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, ReconcilerKind, Replica,
     ReplicaSettings,
 };
+use fleetshard_util::boolean::go_bool;
 use fleetshard_util::duration::parse_go_duration;
 
 use super::input::{self, FleetArgs};
@@ -235,6 +236,18 @@ pub struct ReconcileArgs {
         value_parser = parse_go_duration
     )]
     pub sync_timeout: Duration,
+    /// Compare every app server-side (a server-side apply dry run per resource; Argo CD's
+    /// `controller.diff.server.side`) unless its `compare-options` say
+    /// `ServerSideDiff=false`; without it, only apps that say `ServerSideDiff=true`.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value = "false",
+        env = "ARGOCD_APPLICATION_CONTROLLER_SERVER_SIDE_DIFF",
+        action = clap::ArgAction::Set,
+        value_parser = go_bool
+    )]
+    pub server_side_diff_enabled: bool,
     /// The pause after each sync wave but the last, before its health is judged (Argo CD's
     /// `ARGOCD_SYNC_WAVE_DELAY`, in seconds).
     #[arg(
@@ -366,6 +379,7 @@ impl ReconcileArgs {
             resync_jitter: self.resync_jitter,
             hard_resync: (!self.app_hard_resync.is_zero()).then_some(self.app_hard_resync),
             sync_timeout: (!self.sync_timeout.is_zero()).then_some(self.sync_timeout),
+            server_side_diff: self.server_side_diff_enabled,
             sync_wave_delay: self.sync_wave_delay,
             repo_cache: self.repo_cache.clone(),
             manifest_cache: self.manifest_cache,

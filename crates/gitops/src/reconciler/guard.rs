@@ -60,7 +60,7 @@ pub(crate) fn object_refusal(object: &Value, what: &str) -> Option<String> {
         {
             return Some(format!(
                 "{what}: annotation {key}: compare option {bad:?} is not implemented by \
-                 fleetshard (a server-side dry run per comparison); nothing is synced"
+                 fleetshard; nothing is synced"
             ));
         }
         if key == SYNC_OPTIONS
@@ -107,6 +107,9 @@ mod tests {
             json!({"helm.sh/resource-policy": "keep"}),
             json!({"example.com/anything": "x"}),
             json!({"argocd.argoproj.io/compare-options": "IgnoreExtraneous, ServerSideDiff=false"}),
+            // Read on the Application only, ignored on a manifest (as Argo CD ignores them).
+            json!({"argocd.argoproj.io/compare-options": "ServerSideDiff=true"}),
+            json!({"argocd.argoproj.io/compare-options": "IncludeMutationWebhook=true"}),
             json!({"argocd.argoproj.io/ignore-healthcheck": "true"}),
         ] {
             assert_eq!(object_refusal(&with(ok.clone()), "o"), None, "{ok}");
@@ -124,8 +127,7 @@ mod tests {
         for bad in [
             json!({"argocd.argoproj.io/sync-options": "ClientSideApplyMigration=false"}),
             json!({"argocd.argoproj.io/some-future-annotation": "x"}),
-            json!({"argocd.argoproj.io/compare-options": "ServerSideDiff=true"}),
-            json!({"argocd.argoproj.io/compare-options": "IncludeMutationWebhook=true"}),
+            json!({"argocd.argoproj.io/compare-options": "ServerSideDiff=maybe"}),
         ] {
             let why = object_refusal(&with(bad.clone()), "ConfigMap default/x").unwrap();
             assert!(why.starts_with("ConfigMap default/x: annotation "), "{why}");

@@ -112,6 +112,8 @@ pub(super) struct Memo {
     pub(super) report: Option<super::report::AppReport>,
     /// Refreshes and syncs since this owner took the app.
     pub(super) activity: super::report::AppActivity,
+    /// A server-side diff's predictions, by resource, for the next comparison.
+    pub(super) predictions: std::collections::HashMap<ResourceKey, super::server_side::Prediction>,
 }
 
 /// The app's health `lastTransitionTime` for a refresh that found `status` at `now`, as

@@ -185,7 +185,32 @@ impl GitOpsReconciler {
             .filter(|(r, _)| matches!(r, Role::Resource | Role::Skip))
             .map(|(_, p)| &p.object)
             .collect();
-        let compared_values: Vec<Value> = compared.into_iter().cloned().collect();
+        let mut compared_values: Vec<Value> = compared.into_iter().cloned().collect();
+        if self.compares_server_side(target) {
+            // Server-side diff: each live resource compared with what the cluster predicts.
+            let resources = placed
+                .iter()
+                .filter(|(r, p)| *r == Role::Resource && p.served && !p.key.name.is_empty())
+                .filter_map(|(_, p)| {
+                    let live = live_by_key.get(&p.key)?;
+                    Some((&p.key, &p.kind, &p.object, *live))
+                })
+                .collect();
+            let mut predicted = self
+                .predicted_live(key, &conn, target, refresh, resources)
+                .await
+                .map_err(comparison_error)?;
+            for value in &mut compared_values {
+                if let Some(p) = ResourceKey::of(value)
+                    .ok()
+                    .and_then(|k| predicted.remove(&k))
+                {
+                    *value = p;
+                }
+            }
+        } else {
+            self.forget_predictions(key);
+        }
         let live_resources: Vec<Arc<Value>> =
             live.iter().filter(|v| !is_live_hook(v)).cloned().collect();
         let opts = CompareOptions::new(&app_name)

@@ -165,3 +165,50 @@ async fn apply_requires_a_field_manager_and_honours_resource_version() {
     let r = apply(&f, &format!("{app_path}/status"), "ctl", true, app).await;
     assert_eq!(r.status, 404, "no /status for Applications");
 }
+
+#[tokio::test]
+async fn mutating_webhooks_change_real_and_dry_run_writes_and_own_nothing() {
+    let f = FakeApiServer::start().await.unwrap();
+    f.add_mutating_webhook("labeler", |req, obj| {
+        if req.kind != "ConfigMap" {
+            return Ok(());
+        }
+        if obj.pointer("/data/refuse").is_some() {
+            return Err("refused by policy".into());
+        }
+        obj["metadata"]["labels"]["injected"] = json!(if req.create { "create" } else { "update" });
+        Ok(())
+    });
+    let path = "/api/v1/namespaces/default/configmaps/c";
+    let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  a: \"1\"\n";
+    let created = apply(&f, path, "fleetshard", false, yaml).await;
+    assert_eq!(created.status, 201);
+    let c = created.json();
+    assert_eq!(c["metadata"]["labels"]["injected"], "create");
+    // The webhook's label is owned by no manager.
+    let fields = &c["metadata"]["managedFields"][0]["fieldsV1"];
+    assert!(fields["f:metadata"].is_null(), "{fields}");
+    // A dry run passes the webhook too, and changes nothing stored.
+    let q = format!("{path}?fieldManager=fleetshard&dryRun=All");
+    let yaml2 = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  a: \"2\"\n";
+    let dry = raw::request(f.addr(), "PATCH", &q, Some(APPLY), yaml2).await;
+    assert_eq!(dry.status, 200);
+    let d = dry.json();
+    assert_eq!(d["metadata"]["labels"]["injected"], "update");
+    assert_eq!(d["data"]["a"], "2");
+    let stored = f.get("v1", "ConfigMap", "default", "c").unwrap();
+    assert_eq!(stored["data"]["a"], "1");
+    assert_eq!(stored["metadata"]["labels"]["injected"], "create");
+    // A refusal is the real server's 400, naming the webhook.
+    let bad = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  refuse: \"1\"\n";
+    let refused = raw::request(f.addr(), "PATCH", &q, Some(APPLY), bad).await;
+    assert_eq!(refused.status, 400);
+    let message = refused.json()["message"].as_str().unwrap().to_owned();
+    assert_eq!(
+        message,
+        "admission webhook \"labeler\" denied the request: refused by policy"
+    );
+    f.remove_mutating_webhook("labeler");
+    let plain = raw::request(f.addr(), "PATCH", &q, Some(APPLY), bad).await;
+    assert_eq!(plain.status, 200);
+}

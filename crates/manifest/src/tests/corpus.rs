@@ -11,13 +11,10 @@ use serde_json::{Value, json};
 use crate::RefusalKind;
 
 /// The reasons a real Application may still be refused, each named in
-/// `docs/argocd-compatibility.md`: server-side diff (an Application's compare options
-/// `ServerSideDiff=true`, `IncludeMutationWebhook=true`), the source hydrator, a request's
-/// local manifests, a field Argo CD's Application does not have (its CRD drops such a
+/// `docs/argocd-compatibility.md`: the source hydrator, a request's local manifests, a field Argo CD's Application does not have (its CRD drops such a
 /// field in a cluster; in a file fleetshard refuses it rather than guess), and an
 /// ApplicationSet template's value its generator has not rendered yet (`{{…}}`).
 const NAMED: &[&str] = &[
-    "metadata.annotations[argocd.argoproj.io/compare-options]",
     "spec.sourceHydrator",
     "operation.sync.manifests",
     NOT_AN_APPLICATION_FIELD,
@@ -26,7 +23,6 @@ const NAMED: &[&str] = &[
 
 /// Of [`NAMED`], the reasons that are no sync or lifecycle behaviour.
 const NOT_SYNC: &[&str] = &[
-    "metadata.annotations[argocd.argoproj.io/compare-options]",
     "spec.sourceHydrator",
     NOT_AN_APPLICATION_FIELD,
     UNRENDERED_TEMPLATE,

@@ -16,6 +16,7 @@ mod repo_server;
 mod runtime;
 mod safety;
 mod scoped;
+mod server_side_diff;
 mod support;
 mod sync;
 mod takeover;
