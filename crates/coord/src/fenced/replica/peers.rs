@@ -19,8 +19,6 @@ use crate::lease::{Mono, Verdict};
 pub struct PeerLease {
     /// The shard.
     pub shard: u32,
-    /// Its holder.
-    pub holder: String,
     /// When this replica first saw the record's current version.
     pub changed: Mono,
     /// Clusters the assignment in force gives the shard.
@@ -57,7 +55,6 @@ impl Peers {
                     s.verdict;
                 PeerLease {
                     shard,
-                    holder: s.record.holder.clone(),
                     changed: Mono(asked.0.saturating_sub(unchanged_for)),
                     clusters: counts.and_then(|c| c.get(&shard)).copied().unwrap_or(0),
                 }
