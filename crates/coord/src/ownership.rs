@@ -78,6 +78,23 @@ pub struct PeerRenewal {
     pub clusters: u64,
 }
 
+impl PeerRenewal {
+    /// Of `leases`, the shards whose record has been unchanged for `at_risk_after` or
+    /// longer at `now` (their holders missed a renewal), and those shards' clusters.
+    pub fn not_renewed(
+        leases: &[PeerRenewal],
+        at_risk_after: Duration,
+        now: Instant,
+    ) -> (u64, u64) {
+        leases
+            .iter()
+            .filter(|p| now.saturating_duration_since(p.changed_at) >= at_risk_after)
+            .fold((0, 0), |(shards, clusters), p| {
+                (shards + 1, clusters + p.clusters)
+            })
+    }
+}
+
 /// Logs a write's outcome (debug level) the one way both runners do: the version written or
 /// the error as text, never Rust's `Debug` form of the result.
 pub(crate) fn log_write(

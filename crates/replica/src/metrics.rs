@@ -81,12 +81,7 @@ impl PeersSeen {
     /// Shards whose record has been unchanged longer than a holder renewing on time leaves
     /// it, at `now`, and their clusters.
     fn not_renewed(&self, now: tokio::time::Instant) -> (u64, u64) {
-        self.leases
-            .iter()
-            .filter(|p| now.saturating_duration_since(p.changed_at) >= self.at_risk_after)
-            .fold((0, 0), |(shards, clusters), p| {
-                (shards + 1, clusters + p.clusters)
-            })
+        PeerRenewal::not_renewed(&self.leases, self.at_risk_after, now)
     }
 }
 

@@ -847,11 +847,7 @@ impl PeersSeen {
     /// Clusters of the shards whose record stayed unchanged past the bound, at `now`.
     fn not_renewed(&self, now: Instant) -> u64 {
         let (leases, bound) = &*self.0.lock().unwrap();
-        leases
-            .iter()
-            .filter(|p| now - p.changed_at >= *bound)
-            .map(|p| p.clusters)
-            .sum()
+        PeerRenewal::not_renewed(leases, *bound, now).1
     }
 }
 
