@@ -11,9 +11,14 @@
 //! a handover after that, so two replicas never work on one cluster at once (G1). Nothing
 //! is admitted past the lease deadline the runtime reports ([`ShardWork::lease_valid`]).
 //!
-//! An app whose destination resolves to no cluster is processed by *no* replica and is
-//! listed ([`ShardWork::unresolved`]); Argo CD instead lets every shard process an app
-//! whose cluster it cannot find (its nil-cluster rule), which reconciles it N times.
+//! An app whose destination resolves to no cluster is listed ([`ShardWork::unresolved`])
+//! and processed by one replica: the owner of the inventory's *anchor*, its cluster with
+//! the smallest id. Its items count as in flight on the anchor, so the anchor's hand-over
+//! waits for them as for the anchor's own apps. The reconciler gives such an app Argo
+//! CD's status for a destination that names no cluster (an `InvalidSpecError`), and lets
+//! it be deleted. Argo CD instead lets every shard process it (its nil-cluster rule),
+//! which writes that status N times. An inventory without clusters has no anchor: its
+//! apps are processed by no replica.
 //!
 //! Its metrics keep the `shard_filter_` prefix they were published under.
 
@@ -61,7 +66,8 @@ pub enum Admission {
     /// ends at the deadline, whatever the clusters' stops are doing (a paused process
     /// resumes past it and must start nothing).
     LeaseLapsed,
-    /// Its destination resolves to no cluster: drop it (it is listed as unresolved).
+    /// Its destination resolves to no cluster and the inventory has no cluster to anchor
+    /// it to: drop it (it is listed as unresolved).
     Unresolved,
     /// The app is not in the inventory (deleted): drop it.
     Unknown,
@@ -75,7 +81,8 @@ pub struct InFlight {
 }
 
 impl InFlight {
-    /// The cluster (id) the item belongs to.
+    /// The cluster (id) the item holds: the one its app deploys to, or the anchor for an
+    /// app whose destination resolves to no cluster.
     pub fn cluster(&self) -> &str {
         &self.cluster
     }
@@ -105,7 +112,8 @@ pub struct WorkMetrics {
     /// Items dropped at get time because their cluster is not owned, or the shard lease
     /// has lapsed (ownership ends at its deadline).
     pub not_owned: Counter,
-    /// Items dropped at get time because their destination is unresolved.
+    /// Items dropped at get time because their destination is unresolved and the
+    /// inventory has no cluster to anchor them to.
     pub unresolved_dropped: Counter,
     /// Apps whose destination resolves to no cluster, now.
     pub unresolved_apps: Gauge,
@@ -124,7 +132,7 @@ impl WorkMetrics {
         );
         r.register(
             "unresolved_dropped",
-            "Items dropped because their destination resolves to no cluster",
+            "Items dropped because their destination resolves to no cluster and the inventory has none",
             self.unresolved_dropped.clone(),
         );
         r.register(
@@ -173,7 +181,8 @@ struct State {
     owned: HashSet<Arc<str>>,
     /// Whether work is gated on a shard lease.
     lease: LeaseGate,
-    /// Which cluster each app deploys to, and each cluster's apps.
+    /// Which cluster each app deploys to, and each cluster's apps; an unresolved app is
+    /// indexed under the anchor (see the module documentation).
     apps: AppIndex,
     unresolved: BTreeMap<AppKey, Destination>,
     /// Admitted items per cluster; absent = 0.
@@ -274,9 +283,10 @@ impl ShardWork {
         &self.metrics
     }
 
-    /// Replaces the app index with `apps` resolved against `clusters`. Apps that move to
-    /// an owned cluster (or are new on one) are queued for refresh; apps of clusters not
-    /// owned are not touched (items in flight keep their hold on their old cluster).
+    /// Replaces the app index with `apps` resolved against `clusters`, an unresolved app
+    /// under the anchor (the cluster with the smallest id). Apps that move to an owned
+    /// cluster (or are new on one) are queued for refresh; apps of clusters not owned are
+    /// not touched (items in flight keep their hold on their old cluster).
     pub fn set_inventory(&self, clusters: &[Cluster], apps: &[App]) {
         self.set_inventory_sharing::<()>(clusters, apps, &BTreeMap::new());
     }
@@ -297,15 +307,22 @@ impl ShardWork {
         s.unresolved.clear();
         // One shared id per cluster, made when its first app is seen.
         let mut ids: Vec<Option<Arc<str>>> = vec![None; clusters.len()];
+        let anchor = (0..clusters.len()).min_by(|&a, &b| clusters[a].id.cmp(&clusters[b].id));
         let mut resolved = Vec::with_capacity(apps.len());
         for app in apps {
             let key = AppKey::of(app);
             let key = keys
                 .get_key_value(&key)
                 .map_or(key, |(shared, _)| shared.clone());
-            let Some(i) = index.resolve(&app.destination) else {
-                s.unresolved.insert(key, app.destination.clone());
-                continue;
+            let i = match index.resolve(&app.destination) {
+                Some(i) => i,
+                None => {
+                    s.unresolved.insert(key.clone(), app.destination.clone());
+                    match anchor {
+                        Some(i) => i,
+                        None => continue,
+                    }
+                }
             };
             let id = ids[i]
                 .get_or_insert_with(|| Arc::from(clusters[i].id.as_str()))
@@ -558,7 +575,11 @@ impl ShardWork {
 
     /// The id of the cluster `app` deploys to, if resolved.
     pub fn cluster_of(&self, app: &AppKey) -> Option<String> {
-        self.lock().apps.cluster_of(app).map(|c| c.to_string())
+        let s = self.lock();
+        if s.unresolved.contains_key(app) {
+            return None;
+        }
+        s.apps.cluster_of(app).map(|c| c.to_string())
     }
 
     /// Apps whose destination resolves to no cluster, sorted by key (for the status page).

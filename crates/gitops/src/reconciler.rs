@@ -65,6 +65,7 @@ mod status;
 mod step;
 mod store_sink;
 mod takeover;
+mod unresolved;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -78,7 +79,10 @@ use crate::source::{Render, RepoCache, StandaloneRenderer};
 use memo::{Memo, Refreshed};
 
 pub use history::RevisionHistory;
-pub use inventory::{AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory};
+pub use inventory::{
+    AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory, UnresolvedTarget,
+    unresolved_reason,
+};
 pub use report::{AppActivity, AppReport, RECONCILE_BUCKETS};
 pub use self_heal::SelfHealBackoff;
 pub use status::{
@@ -272,7 +276,7 @@ impl GitOpsReconciler {
         if let Some(events) = &self.events {
             events.stop_cluster(id);
         }
-        self.memos().retain(|_, m| m.cluster != id);
+        self.memos().retain(|_, m| m.cluster != id && !m.unresolved);
         self.owned_since
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

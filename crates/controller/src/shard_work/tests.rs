@@ -36,12 +36,14 @@ fn by_name(app: &str, cluster: &str) -> App {
     }
 }
 
-/// c1 has a (by server), b (by name); c2 has z; `lost` and `nowhere` resolve to nothing.
+/// c1 has a (by server), b (by name); c2 has z; `lost` and `nowhere` resolve to nothing,
+/// and are anchored on c0, which has no app of its own.
 fn filter() -> Arc<ShardWork> {
     let f = ShardWork::new(queue(), queue(), WorkMetrics::default());
     let clusters = [
         named("c1", "https://one", "one"),
         named("c2", "https://two", "two"),
+        named("c0", "https://zero", "zero"),
     ];
     let apps = [
         App::to_server("ns", "a", "https://one/"),
@@ -87,7 +89,7 @@ async fn starting_a_cluster_queues_its_apps_for_refresh() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn only_owned_resolved_apps_are_admitted() {
+async fn only_apps_of_owned_clusters_are_admitted() {
     let f = filter();
     f.start_cluster("c1");
     let Admission::Admitted(g) = f.admit(&key("a")) else {
@@ -98,17 +100,13 @@ async fn only_owned_resolved_apps_are_admitted() {
     drop(g);
     assert_eq!(f.in_flight("c1"), 0);
     assert!(matches!(f.admit(&key("z")), Admission::NotOwned));
-    assert!(matches!(f.admit(&key("lost")), Admission::Unresolved));
     assert!(matches!(f.admit(&key("unknown")), Admission::Unknown));
     assert_eq!(f.metrics().not_owned.get(), 1);
-    assert_eq!(f.metrics().unresolved_dropped.get(), 1);
 }
 
 #[tokio::test(start_paused = true)]
-async fn unresolved_destinations_are_listed_and_never_processed() {
+async fn unresolved_apps_are_listed_and_processed_by_the_anchors_owner_alone() {
     let f = filter();
-    f.start_cluster("c1");
-    f.start_cluster("c2");
     let listed: Vec<String> = f.unresolved().iter().map(|u| u.app.to_string()).collect();
     assert_eq!(listed, ["ns/lost", "ns/nowhere"]);
     assert_eq!(
@@ -116,12 +114,65 @@ async fn unresolved_destinations_are_listed_and_never_processed() {
         Some("https://gone")
     );
     assert_eq!(f.metrics().unresolved_apps.get(), 2);
-    // Owning every cluster queues no unresolved app, and one added by hand is refused.
+    assert_eq!(f.cluster_of(&key("lost")), None, "it deploys nowhere");
+    // c1 and c2 are not the anchor (c0 has the smallest id): their owner processes none
+    // of them.
+    f.start_cluster("c1");
+    f.start_cluster("c2");
     assert_eq!(
         drain(f.refresh_queue()).await,
         [key("a"), key("b"), key("z")]
     );
-    assert!(matches!(f.admit(&key("nowhere")), Admission::Unresolved));
+    assert!(matches!(f.admit(&key("lost")), Admission::NotOwned));
+    // The anchor's owner is given them, and holds the anchor while it works on one: the
+    // anchor's stop waits for it.
+    f.start_cluster("c0");
+    assert_eq!(
+        drain(f.refresh_queue()).await,
+        [key("lost"), key("nowhere")]
+    );
+    let Admission::Admitted(g) = f.admit(&key("nowhere")) else {
+        panic!("the anchor is owned");
+    };
+    assert_eq!(g.cluster(), "c0");
+    let stop = {
+        let f = f.clone();
+        tokio::spawn(async move { f.stop_cluster("c0").await })
+    };
+    sleep(Duration::from_secs(1)).await;
+    assert!(
+        !stop.is_finished(),
+        "the anchor's stop waits for the unresolved app"
+    );
+    drop(g);
+    stop.await.unwrap();
+    assert!(matches!(f.admit(&key("lost")), Admission::NotOwned));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_anchor_takes_the_unresolved_apps_and_none_without_clusters() {
+    let f = filter();
+    f.start_cluster("a0");
+    let apps = [App::to_server("ns", "lost", "https://gone")];
+    // A cluster with a smaller id becomes the anchor: its owner is given the app.
+    f.set_inventory(
+        &[
+            named("c0", "https://zero", "zero"),
+            named("a0", "https://first", "first"),
+        ],
+        &apps,
+    );
+    assert_eq!(drain(f.refresh_queue()).await, [key("lost")]);
+    let Admission::Admitted(g) = f.admit(&key("lost")) else {
+        panic!("a0 is the anchor");
+    };
+    assert_eq!(g.cluster(), "a0");
+    drop(g);
+    // No cluster at all: no anchor, and nobody processes it.
+    f.set_inventory(&[], &apps);
+    assert!(matches!(f.admit(&key("lost")), Admission::Unresolved));
+    assert_eq!(f.metrics().unresolved_dropped.get(), 1);
+    assert_eq!(f.unresolved().len(), 1);
 }
 
 #[tokio::test(start_paused = true)]

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use fleetshard_controller::AppKey;
 use fleetshard_controller::inventory::InventorySnapshot;
-use fleetshard_core::App;
 use fleetshard_core::model::DestinationIndex;
+use fleetshard_core::{App, Destination};
 use fleetshard_manifest::{AppProject, AppSpec, RepoSettings};
 use tokio::sync::watch;
 
@@ -39,12 +39,52 @@ pub struct AppTarget {
     pub argocd_cm: Arc<BTreeMap<String, String>>,
 }
 
+/// An app whose destination resolves to no cluster (none has that server, or that
+/// name): the reconciler records Argo CD's status for it and lets it be deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnresolvedTarget {
+    /// The app: its identity and destination.
+    pub app: App,
+    /// Its GitOps spec (a sync asked for, its finalizers and deletion).
+    pub spec: AppSpec,
+    /// Why it resolves to no cluster, in Argo CD's words (its `InvalidSpecError`).
+    pub reason: String,
+}
+
+impl UnresolvedTarget {
+    /// `app`, whose destination resolves to no cluster, with its spec.
+    pub fn new(app: App, spec: AppSpec) -> Self {
+        let reason = unresolved_reason(&app.destination);
+        UnresolvedTarget { app, spec, reason }
+    }
+}
+
+/// Argo CD's message for a destination that names no known cluster
+/// (`util/argo.GetDestinationCluster`): by server when one is set, else by name.
+pub fn unresolved_reason(destination: &Destination) -> String {
+    match (&destination.server, &destination.name) {
+        (Some(server), _) => format!(
+            "error getting cluster by server {server:?}: rpc error: code = NotFound desc = \
+             cluster {server:?} not found"
+        ),
+        (None, Some(name)) => format!("there are no clusters with this name: {name}"),
+        (None, None) => "application destination server and/or name not present".to_owned(),
+    }
+}
+
 /// The app inventory as the reconciler reads it: `None` for an app that does not exist
 /// (deleted) or whose destination resolves to no cluster. Called once per refresh and
 /// per operation, so it should answer from memory.
 pub trait Inventory: Send + Sync + 'static {
     /// The app `key`, if it exists and resolves.
     fn target(&self, key: &AppKey) -> Option<AppTarget>;
+
+    /// The app `key`, if it exists and its destination resolves to no cluster. An
+    /// inventory that cannot tell answers none (such apps are then forgotten as deleted).
+    fn unresolved(&self, key: &AppKey) -> Option<UnresolvedTarget> {
+        let _ = key;
+        None
+    }
 
     /// The apps whose destination is the cluster `cluster` (its id), in a stable order;
     /// what a takeover warms. An inventory that cannot tell answers none.
@@ -64,6 +104,7 @@ impl<F: Fn(&AppKey) -> Option<AppTarget> + Send + Sync + 'static> Inventory for 
 #[derive(Debug, Default)]
 pub struct StaticInventory {
     targets: Mutex<HashMap<AppKey, AppTarget>>,
+    unresolved: Mutex<HashMap<AppKey, UnresolvedTarget>>,
 }
 
 impl StaticInventory {
@@ -76,6 +117,21 @@ impl StaticInventory {
     /// Removes an app.
     pub fn remove(&self, key: &AppKey) {
         self.lock().remove(key);
+        self.lock_unresolved().remove(key);
+    }
+
+    /// Adds or replaces an app whose destination resolves to no cluster (it is no longer a
+    /// resolved one).
+    pub fn insert_unresolved(&self, target: UnresolvedTarget) {
+        let key = AppKey::of(&target.app);
+        self.lock().remove(&key);
+        self.lock_unresolved().insert(key, target);
+    }
+
+    fn lock_unresolved(&self) -> MutexGuard<'_, HashMap<AppKey, UnresolvedTarget>> {
+        self.unresolved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Changes an app in place; false if it is not there.
@@ -97,6 +153,10 @@ impl StaticInventory {
 impl Inventory for StaticInventory {
     fn target(&self, key: &AppKey) -> Option<AppTarget> {
         self.lock().get(key).cloned()
+    }
+
+    fn unresolved(&self, key: &AppKey) -> Option<UnresolvedTarget> {
+        self.lock_unresolved().get(key).cloned()
     }
 
     fn apps_of_cluster(&self, cluster: &str) -> Vec<AppKey> {
@@ -153,27 +213,36 @@ struct TargetIndex {
     snapshot: InventorySnapshot,
     /// App key → (index into the snapshot's apps, index into its clusters).
     apps: HashMap<AppKey, (usize, usize)>,
+    /// App key → index into the snapshot's apps, of apps that resolve to no cluster.
+    unresolved: HashMap<AppKey, usize>,
 }
 
 impl TargetIndex {
     fn new(snapshot: InventorySnapshot) -> Self {
         let clusters = DestinationIndex::new(&snapshot.clusters);
-        let apps = snapshot
-            .apps
-            .iter()
-            .enumerate()
-            .filter_map(|(i, app)| {
-                let c = clusters.resolve(&app.destination)?;
-                // The inventory's key of the app, shared, when it has a spec.
-                let key = AppKey::of(app);
-                let key = snapshot
-                    .specs
-                    .get_key_value(&key)
-                    .map_or(key, |(k, _)| k.clone());
-                Some((key, (i, c)))
-            })
-            .collect();
-        TargetIndex { snapshot, apps }
+        let mut apps = HashMap::with_capacity(snapshot.apps.len());
+        let mut unresolved = HashMap::new();
+        for (i, app) in snapshot.apps.iter().enumerate() {
+            // The inventory's key of the app, shared, when it has a spec.
+            let key = AppKey::of(app);
+            let key = snapshot
+                .specs
+                .get_key_value(&key)
+                .map_or(key, |(k, _)| k.clone());
+            match clusters.resolve(&app.destination) {
+                Some(c) => {
+                    apps.insert(key, (i, c));
+                }
+                None => {
+                    unresolved.insert(key, i);
+                }
+            }
+        }
+        TargetIndex {
+            snapshot,
+            apps,
+            unresolved,
+        }
     }
 }
 
@@ -213,6 +282,13 @@ impl Inventory for InventoryTargets {
             .collect();
         apps.sort();
         apps
+    }
+
+    fn unresolved(&self, key: &AppKey) -> Option<UnresolvedTarget> {
+        let index = self.latest();
+        let &a = index.unresolved.get(key)?;
+        let snap = &index.snapshot;
+        Some(UnresolvedTarget::new(snap.apps[a].clone(), snap.spec(key)))
     }
 
     fn target(&self, key: &AppKey) -> Option<AppTarget> {
@@ -300,6 +376,16 @@ mod tests {
             None,
             "unresolved"
         );
+        let lost = targets
+            .unresolved(&AppKey::new("argocd", "lost"))
+            .expect("known, and resolving to no cluster");
+        assert_eq!(lost.app.name, "lost");
+        assert_eq!(
+            lost.reason,
+            "error getting cluster by server \"https://nowhere\": rpc error: code = NotFound \
+             desc = cluster \"https://nowhere\" not found"
+        );
+        assert_eq!(targets.unresolved(&key), None, "it resolves");
 
         // A new spec is seen at the next revision; without one, the default spec.
         let v2 = AppSpec {

@@ -75,6 +75,10 @@ pub(super) struct Memo {
     /// The app's cluster when it was last refreshed or operated on: the memo goes when
     /// that cluster stops, so a later owner reads the recorded operation again.
     pub(super) cluster: String,
+    /// The app's destination resolved to no cluster when it was last refreshed or
+    /// operated on: the memo goes when any cluster stops (the anchor that made this
+    /// replica process it may be the one).
+    pub(super) unresolved: bool,
     pub(super) last: Option<Arc<Refreshed>>,
     /// The operation last recorded: written here, or read from the sink once per owner.
     pub(super) op: Option<OperationState>,

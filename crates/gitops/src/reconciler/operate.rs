@@ -92,7 +92,10 @@ pub(super) fn requested(r: &SyncRequest) -> OperationRecord {
 impl GitOpsReconciler {
     pub(super) async fn do_operate(&self, key: &AppKey) -> Result<Operated, ReconcileError> {
         let Some(target) = self.inventory.target(key) else {
-            return Ok(Operated::Idle);
+            return match self.inventory.unresolved(key) {
+                Some(unresolved) => self.operate_unresolved(key, &unresolved).await,
+                None => Ok(Operated::Idle),
+            };
         };
         if target.spec.lifecycle.skip_reconcile {
             return Ok(Operated::Idle);
@@ -131,6 +134,7 @@ impl GitOpsReconciler {
             let mut memos = self.memos();
             let m = memos.entry(key.clone()).or_default();
             m.cluster.clone_from(&target.cluster.id);
+            m.unresolved = false;
             (m.op.clone(), m.op_read)
         };
         let asked_to_stop = target.spec.lifecycle.terminating

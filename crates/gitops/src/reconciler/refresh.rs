@@ -445,6 +445,9 @@ impl GitOpsReconciler {
     pub(super) async fn do_refresh(&self, key: &AppKey) -> Result<(), ReconcileError> {
         let began = tokio::time::Instant::now();
         let Some(target) = self.inventory.target(key) else {
+            if let Some(unresolved) = self.inventory.unresolved(key) {
+                return self.refresh_unresolved(key, &unresolved).await;
+            }
             self.memos().remove(key);
             return Ok(());
         };
@@ -523,6 +526,7 @@ impl GitOpsReconciler {
             let mut memos = self.memos();
             let m = memos.entry(key.clone()).or_default();
             m.cluster.clone_from(&target.cluster.id);
+            m.unresolved = false;
             m.last = last;
             status.health.last_transition_time = memo::health_transition(
                 &mut m.health_since,

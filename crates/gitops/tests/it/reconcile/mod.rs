@@ -21,4 +21,5 @@ mod support;
 mod sync;
 mod takeover;
 mod ui_status;
+mod unresolved;
 mod write_deadline;

@@ -257,6 +257,45 @@ async fn a_moved_cluster_stops_on_the_old_owner_before_the_new_one_starts() {
     b.runtime.shutdown().await;
 }
 
+/// An app whose destination names no cluster is processed by the owner of the inventory's
+/// anchor (its cluster with the smallest id) alone: the owner of another cluster records
+/// nothing for it, the anchor's owner records Argo CD's `InvalidSpecError` status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_whose_cluster_is_gone_is_recorded_by_the_anchors_owner_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = FakeApiServer::start().await.unwrap();
+    let inventory = Arc::new(StaticInventory::default());
+    let clusters = vec![
+        Cluster::new("c1", fake.url()),
+        Cluster::new("c0", fake.url()),
+    ];
+    let lost = fleetshard_core::App::to_server("argocd", "lost", "https://gone.example");
+    inventory.insert_unresolved(fleetshard_gitops::reconciler::UnresolvedTarget::new(
+        lost.clone(),
+        fleetshard_manifest::AppSpec::default(),
+    ));
+    let apps = vec![lost];
+    let other = replica(&inventory, &tmp.path().join("cache-a"), &clusters, &apps);
+    let anchor = replica(&inventory, &tmp.path().join("cache-b"), &clusters, &apps);
+    other.feed.send(started("c1")).unwrap();
+    anchor.feed.send(started("c0")).unwrap();
+    let recorded = eventually(LIMIT, "recorded by the anchor's owner", || async {
+        anchor.memory.get(&key("lost")).and_then(|s| s.comparison)
+    })
+    .await;
+    assert_eq!(recorded.sync.status, "Unknown");
+    assert_eq!(recorded.conditions[0].kind, "InvalidSpecError");
+    // The other replica has the same inventory and owns a cluster, but not the anchor.
+    assert!(matches!(
+        other.runtime.work().admit(&key("lost")),
+        fleetshard_controller::Admission::NotOwned
+    ));
+    assert_eq!(other.sink.count(), 0, "the other replica records nothing");
+    drop((other.feed, anchor.feed));
+    other.runtime.shutdown().await;
+    anchor.runtime.shutdown().await;
+}
+
 /// A source that never renders, counting how often it is asked.
 #[derive(Default)]
 struct FailingRender {
