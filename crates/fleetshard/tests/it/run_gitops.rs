@@ -426,6 +426,37 @@ fn the_argocd_protocol_runs_the_same_controller() {
         config_value(&w.fakes.clusters[0], "cm-manual"),
         Some(json!("m"))
     );
+
+    // c1's cluster Secret deleted: under Argo CD's protocol the distribution keeps it
+    // until a restart, but its app's destination names no cluster now. As in Argo CD, the
+    // app says so (it was Synced); one replica, the anchor's owner, writes it.
+    w.fakes
+        .control
+        .delete("v1", "Secret", "argocd", "c1")
+        .unwrap();
+    // The app names its cluster (`destination.name`), so Argo CD's by-name words.
+    let gone = "there are no clusters with this name: c1";
+    wait_for("app1's destination shown as gone", SETTLE, || {
+        let status = &w
+            .fakes
+            .control
+            .get(APPS, "Application", "argocd", "app1")
+            .ok_or("no Application")?["status"];
+        let condition = &status["conditions"][0];
+        if status["sync"]["status"] == "Unknown"
+            && condition["type"] == "InvalidSpecError"
+            && condition["message"] == gone
+        {
+            Ok(())
+        } else {
+            Err(format!("{status}"))
+        }
+    });
+    assert_eq!(
+        config_value(&w.fakes.clusters[1], "cm1"),
+        Some(json!("1")),
+        "nothing deleted on the cluster no longer known"
+    );
     let _ = (&w.dir, &w.replicas, &w.first);
 }
 
