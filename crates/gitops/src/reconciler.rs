@@ -42,6 +42,7 @@
 //! Consecutive self-heals of one commit back off as Argo CD's do
 //! ([`SelfHealBackoff`]: 2 s, ×3, at most 300 s; `Operated::Wait`).
 
+mod acquisition;
 mod app_events;
 mod app_state;
 mod compared;
@@ -78,6 +79,7 @@ use crate::live::ClusterConnections;
 use crate::source::{Render, RepoCache, StandaloneRenderer};
 use memo::{Memo, Refreshed};
 
+pub use acquisition::PhaseHistogram;
 pub use history::RevisionHistory;
 pub use inventory::{
     AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory, UnresolvedTarget,
@@ -195,6 +197,8 @@ pub struct GitOpsReconciler {
     app_state: Option<Arc<fleetshard_appstate::AppStateCache>>,
     /// Kubernetes Events on the Applications, when configured (`app_events.rs`).
     events: Option<Arc<crate::events::AppEvents>>,
+    /// The acquisitions in progress and their phases' times (`acquisition.rs`).
+    acquisitions: acquisition::Acquisitions,
 }
 
 impl GitOpsReconciler {
@@ -226,7 +230,14 @@ impl GitOpsReconciler {
             customizations: customize::Customizations::new(None, Default::default()),
             app_state: None,
             events: None,
+            acquisitions: acquisition::Acquisitions::default(),
         }
+    }
+
+    /// How long acquisitions took to reach each phase (`connect`, `render`, `list`,
+    /// `compare`), from the acquisition, for `/metrics`: a histogram labelled by `phase`.
+    pub fn acquisition_phases(&self) -> PhaseHistogram {
+        self.acquisitions.histogram()
     }
 
     /// The same reconciler recording Kubernetes Events on the Applications it owns, as
@@ -277,6 +288,7 @@ impl GitOpsReconciler {
             events.stop_cluster(id);
         }
         self.memos().retain(|_, m| m.cluster != id && !m.unresolved);
+        self.acquisitions.stopped(id);
         self.owned_since
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -114,6 +114,13 @@ pub(crate) fn build(
             registry.register_collector(Box::new(crate::live_metrics::LiveStateCollector(
                 reconciler.clone(),
             )));
+            registry.register(
+                "acquisition_phase_seconds",
+                "Seconds from a cluster's acquisition to each phase of its takeover: connect \
+                 (its API server reached), render (its apps rendered and placed), list (every \
+                 kind watched listed once), compare (every app compared and recorded)",
+                reconciler.acquisition_phases(),
+            );
             let stop_hook = Arc::new(GitOpsStopHook {
                 inner: work_stop,
                 reconciler: reconciler.clone(),

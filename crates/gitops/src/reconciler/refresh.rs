@@ -556,6 +556,7 @@ impl GitOpsReconciler {
         }
         self.record(key, StatusUpdate::Comparison(Box::new(status)))
             .await?;
+        self.acquisitions.compared(&target.cluster.id, key);
         match problem {
             Some(Problem {
                 retry_after: Some(after),

@@ -48,6 +48,8 @@ impl GitOpsReconciler {
             return;
         }
         self.owned_since(cluster);
+        self.acquisitions
+            .started(cluster, self.inventory.apps_of_cluster(cluster));
         let this = self.clone();
         let id = cluster.to_owned();
         let task = tokio::spawn(async move {
@@ -76,6 +78,7 @@ impl GitOpsReconciler {
         };
         let conn = self.clusters.start(&access).await?;
         conn.check_reachable().await?;
+        self.acquisitions.reached(cluster, "connect");
         conn.recognise_control_plane().await;
         let mut warm = Warmup::default();
         let mut started: Vec<KindInfo> = Vec::new();
@@ -91,7 +94,9 @@ impl GitOpsReconciler {
                 }
             }
         }
+        self.acquisitions.reached(cluster, "render");
         conn.watch_kinds(&started).await?;
+        self.acquisitions.reached(cluster, "list");
         // The new owner's cluster info (its apps' trees follow their refreshes).
         self.write_cluster_info(&conn, &access.server, Ok(())).await;
         Ok(warm)

@@ -185,6 +185,17 @@ async fn one_replica_syncs_apps_on_three_clusters_through_the_real_queues() {
         );
     }
     assert_eq!(r.reconciler.clusters().started(), vec!["c0", "c1", "c2"]);
+    // Each acquisition was timed to its last app's comparison.
+    let mut registry = Registry::default();
+    registry.register("phase", "", r.reconciler.acquisition_phases());
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for phase in ["connect", "list", "compare"] {
+        assert!(
+            text.contains(&format!("phase_count{{phase=\"{phase}\"}} 3")),
+            "{phase}: {text}"
+        );
+    }
     drop(r.feed);
     r.runtime.shutdown().await;
 }
