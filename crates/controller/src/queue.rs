@@ -470,6 +470,11 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         }
     }
 
+    /// The queue's metrics, when it reports any.
+    pub fn metrics(&self) -> Option<&QueueMetrics> {
+        self.inner.metrics.as_ref()
+    }
+
     /// Recomputes the unfinished-work and longest-running gauges (they also update on
     /// every get and done; call this periodically so a stuck item shows).
     pub fn update_metrics(&self) {

@@ -93,6 +93,8 @@ async fn main() {
     }
     let opts = CompareOptions::new("shop").with_destination_namespace("prod");
     println!("{n} Deployments; load average at start: {}", load.trim());
+    let requests = std::sync::Arc::new(fleetshard_gitops::live::AppRequests::default());
+    let at = fleetshard_gitops::live::AppConn::new(&conn, requests, false);
     for pass in 1..=3 {
         let start = Instant::now();
         for (key, d, live) in &pairs {
@@ -102,7 +104,7 @@ async fn main() {
         let client = micros_per(start, n);
         let start = Instant::now();
         for (key, d, live) in &pairs {
-            let predicted = predict_live(&conn, &kind, key, d).await.expect("dry run");
+            let predicted = predict_live(&at, &kind, key, d).await.expect("dry run");
             let predicted =
                 fleetshard_diff::remove_webhook_mutations(&predicted, live, FIELD_MANAGER)
                     .expect("prediction");

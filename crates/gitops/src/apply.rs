@@ -27,7 +27,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::compare::{FIELD_MANAGER, ResourceKey, Tracking, child_map};
-use crate::live::{ClusterConn, KindInfo, live_value};
+use crate::live::{AppConn, ClusterConn, KindInfo, live_value};
 
 mod handover;
 
@@ -188,15 +188,17 @@ async fn bounded<T>(
 /// it is missing). First, outside a dry run, the fields of earlier appliers are handed
 /// over (`handover`). A refused write with [`WriteHow::force`] deletes the object and
 /// writes it again. The applied object is recorded in the cluster's cache so that the next
-/// read sees it. The lease is checked before every request.
+/// read sees it. The lease is checked before every request; each is counted for the app
+/// (`at`).
 pub async fn apply_object(
-    conn: &ClusterConn,
+    at: &AppConn<'_>,
     (tracking, app_name): (&Tracking, &str),
     d: &DesiredObject,
     name: &str,
     how: &WriteHow,
     lease: &dyn LeaseCheck,
 ) -> WriteResult {
+    let conn = at.conn;
     let Some(until) = deadline(conn, lease) else {
         return WriteResult::LeaseLapsed;
     };
@@ -211,7 +213,7 @@ pub async fn apply_object(
     if let Some(attempt) = &how.hook_attempt {
         annotate(&mut object, fleetshard_sync::HOOK_ATTEMPT, attempt);
     }
-    let api = api_for(conn, &d.kind, &key.namespace);
+    let api = api_for(&at.client, &d.kind, &key.namespace);
     if let (Some(ops), false) = (&d.handover, how.dry_run)
         && let Err(why) = hand_over(&api, name, ops, until).await
     {
@@ -303,18 +305,20 @@ async fn server_side_apply(
 /// stamped and placed): a server-side apply dry run (`dryRun=All`) as [`FIELD_MANAGER`],
 /// conflicts not forced and fields not validated, as Argo CD's server-side diff asks it.
 /// The object as the server answers it (admission webhooks included), or why not. Not a
-/// write: no lease is needed, the call is bounded by the cluster's call timeout.
+/// write: no lease is needed, the call is bounded by the cluster's call timeout. Counted
+/// for the app (`at`).
 pub async fn predict_live(
-    conn: &ClusterConn,
+    at: &AppConn<'_>,
     kind: &KindInfo,
     key: &ResourceKey,
     object: &Value,
 ) -> Result<Value, String> {
+    let conn = at.conn;
     let until = RequestDeadline {
         at: Instant::now() + conn.options().call_timeout,
         cut: false,
     };
-    let api = api_for(conn, kind, &key.namespace);
+    let api = api_for(&at.client, kind, &key.namespace);
     let mut params = PatchParams::apply(FIELD_MANAGER);
     params.dry_run = true;
     params.field_validation = Some(ValidationDirective::Ignore);
@@ -345,13 +349,14 @@ async fn wait_gone(
 /// metadata, its `labels` and `annotations` applied) by server-side apply, never tracked
 /// (as Argo CD: it is neither compared nor pruned).
 pub async fn apply_namespace(
-    conn: &ClusterConn,
+    at: &AppConn<'_>,
     name: &str,
     labels: &std::collections::BTreeMap<String, String>,
     annotations: &std::collections::BTreeMap<String, String>,
     dry_run: bool,
     lease: &dyn LeaseCheck,
 ) -> WriteResult {
+    let conn = at.conn;
     let Some(until) = deadline(conn, lease) else {
         return WriteResult::LeaseLapsed;
     };
@@ -371,7 +376,7 @@ pub async fn apply_namespace(
     }
     let object = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta});
     let api: Api<DynamicObject> = Api::all_with(
-        conn.client().clone(),
+        at.client.clone(),
         &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
     );
     let mut params = PatchParams::apply(FIELD_MANAGER).force();
@@ -393,9 +398,10 @@ pub async fn apply_namespace(
 
 /// The live namespace `name`, read (the destination namespace `CreateNamespace=true`
 /// creates is not one of the app's objects): `Ok(None)` when it does not exist.
-pub async fn get_namespace(conn: &ClusterConn, name: &str) -> Result<Option<Value>, String> {
+pub async fn get_namespace(at: &AppConn<'_>, name: &str) -> Result<Option<Value>, String> {
+    let conn = at.conn;
     let api: Api<DynamicObject> = Api::all_with(
-        conn.client().clone(),
+        at.client.clone(),
         &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
     );
     let call = api.get_opt(name);
@@ -409,13 +415,14 @@ pub async fn get_namespace(conn: &ClusterConn, name: &str) -> Result<Option<Valu
 /// Deletes the live object `key` (its `api_version` as cached) with `propagation`
 /// (`Foreground`, `Background`, `Orphan`). An object already gone is [`WriteResult::Gone`].
 pub async fn delete_object(
-    conn: &ClusterConn,
+    at: &AppConn<'_>,
     key: &ResourceKey,
     api_version: &str,
     propagation: &str,
     dry_run: bool,
     lease: &dyn LeaseCheck,
 ) -> WriteResult {
+    let conn = at.conn;
     let Some(until) = deadline(conn, lease) else {
         return WriteResult::LeaseLapsed;
     };
@@ -423,7 +430,7 @@ pub async fn delete_object(
         Ok(kind) => kind,
         Err(e) => return WriteResult::Failed(e.to_string()),
     };
-    let api = api_for(conn, &kind, &key.namespace);
+    let api = api_for(&at.client, &kind, &key.namespace);
     let mut params = DeleteParams {
         dry_run,
         ..DeleteParams::default()
@@ -482,11 +489,11 @@ async fn hand_over(
     }
 }
 
-fn api_for(conn: &ClusterConn, kind: &KindInfo, namespace: &str) -> Api<DynamicObject> {
+fn api_for(client: &kube::Client, kind: &KindInfo, namespace: &str) -> Api<DynamicObject> {
     if kind.namespaced {
-        Api::namespaced_with(conn.client().clone(), namespace, &kind.resource)
+        Api::namespaced_with(client.clone(), namespace, &kind.resource)
     } else {
-        Api::all_with(conn.client().clone(), &kind.resource)
+        Api::all_with(client.clone(), &kind.resource)
     }
 }
 

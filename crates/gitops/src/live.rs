@@ -35,6 +35,7 @@ mod facts;
 mod identity;
 mod kinds;
 mod kubeconfig;
+mod requests;
 mod slim;
 mod tls_configs;
 mod updates;
@@ -60,6 +61,7 @@ use error::with_causes;
 pub use facts::ClusterCacheFacts;
 pub use identity::{ControlPlaneIdentity, Recognition};
 use kubeconfig::kubeconfig_config;
+pub use requests::{AppConn, AppRequests, RequestLabels};
 use tls_configs::TlsConfigs;
 pub use updates::UpdateFilter;
 pub use versions::{ServedVersions, VERSIONS_TTL};
@@ -249,6 +251,7 @@ impl ClusterConnections {
             Some(existing) if existing.access == *access => Ok(existing.clone()),
             _ => {
                 clusters.insert(access.id.clone(), conn.clone());
+                conn.read_version_in_background();
                 Ok(conn)
             }
         }
@@ -323,6 +326,8 @@ pub struct ClusterConn {
     /// The cluster this replica runs in, and whether this one is it (`identity.rs`).
     identity: Arc<ControlPlaneIdentity>,
     control_plane: Mutex<Recognition>,
+    /// The server's version, watch events, the last probe (`facts.rs`).
+    observed: Arc<facts::Observed>,
 }
 
 impl ClusterConn {
@@ -443,6 +448,7 @@ impl ClusterConn {
             resource_filter: Default::default(),
             identity: Arc::clone(identity),
             control_plane: Mutex::new(control_plane),
+            observed: Arc::default(),
         })
     }
 
@@ -485,9 +491,12 @@ impl ClusterConn {
         if recent(self) {
             return Ok(());
         }
-        match tokio::time::timeout(self.options.call_timeout, self.client.apiserver_version()).await
-        {
-            Ok(Ok(_)) => {
+        let call = self.client.apiserver_version();
+        let answer = tokio::time::timeout(self.options.call_timeout, call).await;
+        self.observed.probed(matches!(answer, Ok(Ok(_))));
+        match answer {
+            Ok(Ok(info)) => {
+                self.observed.saw_version(&info.git_version);
                 self.heard_now();
                 Ok(())
             }

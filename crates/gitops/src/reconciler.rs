@@ -277,6 +277,11 @@ impl GitOpsReconciler {
         &self.clusters
     }
 
+    /// Each known cluster's name by id (Argo CD's `argocd_cluster_info{name}`).
+    pub fn cluster_names(&self) -> HashMap<String, String> {
+        self.inventory.cluster_names()
+    }
+
     /// Drops the cluster's connection and caches and what was remembered of its apps.
     /// Call it once no work of the cluster is in flight ([`GitOpsStopHook`] does).
     pub fn stop_cluster(&self, id: &str) {

@@ -313,6 +313,9 @@ pub struct AppSpec {
     /// The values of the Application's `link.argocd.argoproj.io/*` annotations (its own
     /// links, which Argo CD lists in `status.summary.externalURLs`), in key order.
     pub links: Vec<String>,
+    /// The Application's `metadata.labels` (Argo CD's `argocd_app_labels` shows those
+    /// `--metrics-application-labels` names).
+    pub labels: BTreeMap<String, String>,
     /// `spec.ignoreDifferences`: fields the comparison leaves out, per object.
     pub ignore_differences: Vec<crate::customizations::IgnoreDifference>,
     /// What the Application sets that fleetshard does not implement
@@ -341,6 +344,17 @@ impl AppSpec {
     pub fn refusals_of(&self, kind: RefusalKind) -> impl Iterator<Item = &Refusal> {
         self.refusals.iter().filter(move |r| r.kind == kind)
     }
+}
+
+/// `value`'s (an Application's) `metadata.labels` with string values.
+pub(crate) fn app_labels(value: &serde_json::Value) -> BTreeMap<String, String> {
+    value
+        .pointer("/metadata/labels")
+        .and_then(serde_json::Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect()
 }
 
 /// The values of `value`'s (an Application's) `link.argocd.argoproj.io/*` annotations.

@@ -528,6 +528,7 @@ pub(crate) fn to_app(
         manifest_generate_paths: annotation(value, "argocd.argoproj.io/manifest-generate-paths")
             .map(str::to_owned),
         links: crate::app_spec::app_links(value),
+        labels: crate::app_spec::app_labels(value),
         ignore_differences: ignore_differences.unwrap_or_default(),
         policy,
         lifecycle,

@@ -1,7 +1,8 @@
-//! Argo CD's application-controller metrics (`argocd_app_*`, `argocd_cluster_*`), with
-//! Argo CD's names, types, label sets and buckets, read from the GitOps reconciler at each
-//! scrape: only the apps and clusters this replica owns now, so a sum across replicas
-//! counts each once and an app's series vanish here when it moves away. Encoded without
+//! Argo CD's application-controller metrics (`argocd_app_*`, `argocd_cluster_*`, and the
+//! work queues' `workqueue_*` under Argo CD's queue names), with Argo CD's names, types,
+//! label sets and buckets, read from the GitOps reconciler and the queues at each scrape:
+//! only the apps and clusters this replica owns now, so a sum across replicas counts each
+//! once and an app's or a cluster's series vanish here when it moves away. Encoded without
 //! the `fleetshard_` prefix ([`crate::metrics::Metrics`] keeps them in a registry of their
 //! own).
 
@@ -15,8 +16,52 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
+mod clusters;
+mod queues;
+
+pub(crate) use queues::ArgoCdQueues;
+
 /// Reads the reconciler's owned apps and clusters at each scrape.
-pub(crate) struct ArgoCdCollector(pub(crate) Arc<GitOpsReconciler>);
+pub(crate) struct ArgoCdCollector {
+    /// The reconciler whose owned apps and clusters are shown.
+    pub(crate) reconciler: Arc<GitOpsReconciler>,
+    /// The Application labels `argocd_app_labels` shows (`--metrics-application-labels`;
+    /// none: the metric is not exported).
+    pub(crate) app_labels: Vec<String>,
+}
+
+/// The Prometheus label that shows the Application label `key` on `argocd_app_labels`:
+/// `label_` and the key, each character other than an ASCII letter, digit or `_` made `_`
+/// (Argo CD's `NormalizeLabels`).
+pub(crate) fn app_label_name(key: &str) -> String {
+    let sanitised: String = key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("label_{sanitised}")
+}
+
+/// Refuses Application label keys that would show as one Prometheus label (`a.b` and
+/// `a-b` both are `label_a_b`), naming them: a metric cannot carry a label twice.
+pub(crate) fn check_app_label_keys(keys: &[String]) -> Result<(), String> {
+    let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+    for key in keys {
+        if let Some(earlier) = seen.insert(app_label_name(key), key) {
+            return Err(format!(
+                "the application labels {earlier:?} and {key:?} would both be the metric \
+                 label {}; give one of them",
+                app_label_name(key)
+            ));
+        }
+    }
+    Ok(())
+}
 
 impl std::fmt::Debug for ArgoCdCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -24,7 +69,7 @@ impl std::fmt::Debug for ArgoCdCollector {
     }
 }
 
-type Labels<'a> = Vec<(&'static str, &'a str)>;
+type Labels<'a> = Vec<(&'a str, &'a str)>;
 
 fn app_labels(r: &AppReport) -> Labels<'_> {
     let (namespace, name) = r.key.parts();
@@ -37,12 +82,16 @@ fn app_labels(r: &AppReport) -> Labels<'_> {
 
 impl Collector for ArgoCdCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let apps = self.0.app_reports();
+        let apps = self.reconciler.app_reports();
         encode_app_info(&mut encoder, &apps)?;
         encode_app_conditions(&mut encoder, &apps)?;
         encode_reconcile(&mut encoder, &apps)?;
         encode_syncs(&mut encoder, &apps)?;
-        encode_clusters(&mut encoder, &self.0)
+        encode_requests(&mut encoder, &apps)?;
+        if !self.app_labels.is_empty() {
+            encode_app_labels(&mut encoder, &apps, &self.app_labels)?;
+        }
+        clusters::encode(&mut encoder, &self.reconciler)
     }
 }
 
@@ -169,42 +218,55 @@ fn encode_syncs(e: &mut DescriptorEncoder<'_>, apps: &[AppReport]) -> Result<(),
     Ok(())
 }
 
-/// A cluster gauge's value from a cluster's cache facts.
-type ClusterGauge = fn(&fleetshard_gitops::live::ClusterCacheFacts) -> i64;
-
-/// The started clusters' caches: `argocd_cluster_api_resource_objects`,
-/// `argocd_cluster_api_resources` and `argocd_cluster_cache_age_seconds` (-1 before every
-/// kind was listed, as Argo CD shows a cache never synced), each `{server}`.
-fn encode_clusters(
+/// `argocd_app_labels{namespace,name,project,label_<key>…}`: 1 per app, each chosen
+/// label's value (empty when the app has no such label).
+fn encode_app_labels(
     e: &mut DescriptorEncoder<'_>,
-    reconciler: &GitOpsReconciler,
+    apps: &[AppReport],
+    keys: &[String],
 ) -> Result<(), std::fmt::Error> {
-    let facts = reconciler.clusters().cache_facts();
-    let gauges: [(&str, &str, ClusterGauge); 3] = [
-        (
-            "argocd_cluster_api_resource_objects",
-            "Number of k8s resource objects in the cache.",
-            |f| i64::try_from(f.objects).unwrap_or(i64::MAX),
-        ),
-        (
-            "argocd_cluster_api_resources",
-            "Number of monitored kubernetes API resources.",
-            |f| i64::try_from(f.kinds).unwrap_or(i64::MAX),
-        ),
-        (
-            "argocd_cluster_cache_age_seconds",
-            "Cluster cache age in seconds.",
-            |f| {
-                f.age
-                    .map_or(-1, |a| i64::try_from(a.as_secs()).unwrap_or(i64::MAX))
-            },
-        ),
-    ];
-    for (name, help, value) in gauges {
-        let mut family = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
-        for f in &facts {
-            let labels = [("server", f.server.as_str())];
-            ConstGauge::new(value(f)).encode(family.encode_family(&labels)?)?;
+    let names: Vec<String> = keys.iter().map(|k| app_label_name(k)).collect();
+    let mut family = e.encode_descriptor(
+        "argocd_app_labels",
+        "Argo Application labels converted to Prometheus labels",
+        None,
+        MetricType::Gauge,
+    )?;
+    for r in apps {
+        let mut labels = app_labels(r);
+        for (name, key) in names.iter().zip(keys) {
+            labels.push((name.as_str(), r.labels.get(key).map_or("", String::as_str)));
+        }
+        ConstGauge::new(1i64).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// `argocd_app_k8s_request_total`: every Kubernetes API request made for an app (its
+/// syncs, its deletion, its server-side diff's dry runs), by response and resource.
+fn encode_requests(
+    e: &mut DescriptorEncoder<'_>,
+    apps: &[AppReport],
+) -> Result<(), std::fmt::Error> {
+    let mut family = e.encode_descriptor(
+        "argocd_app_k8s_request",
+        "Number of kubernetes requests executed during application reconciliation.",
+        None,
+        MetricType::Counter,
+    )?;
+    for r in apps {
+        for (l, n) in &r.activity.requests {
+            let code = l.response_code.to_string();
+            let mut labels = app_labels(r);
+            labels.extend([
+                ("server", &*l.server),
+                ("response_code", code.as_str()),
+                ("verb", l.verb),
+                ("resource_kind", l.resource_kind.as_str()),
+                ("resource_namespace", l.resource_namespace.as_str()),
+                ("dry_run", if l.dry_run { "true" } else { "false" }),
+            ]);
+            ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
         }
     }
     Ok(())

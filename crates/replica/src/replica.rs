@@ -115,9 +115,15 @@ impl Replica {
                 matches!(settings.fleet, crate::FleetSource::Kubernetes(_)),
                 controller::OwnCluster::find(inventory.kube_config.as_ref(), &settings.store),
             )?;
+            metrics.argocd_registry_mut().register_collector(Box::new(
+                crate::argocd_metrics::ArgoCdQueues::of(&controller.work),
+            ));
             if let controller::ReconcilerPart::GitOps(r) = &controller.reconciler {
                 metrics.argocd_registry_mut().register_collector(Box::new(
-                    crate::argocd_metrics::ArgoCdCollector(r.clone()),
+                    crate::argocd_metrics::ArgoCdCollector {
+                        reconciler: r.clone(),
+                        app_labels: settings.controller.metrics_application_labels.clone(),
+                    },
                 ));
             }
             // Argo CD's protocol places the clusters known now, and its dashboard the same.

@@ -151,6 +151,9 @@ pub struct ControllerSettings {
     /// The Kubernetes Events recorded on Applications (Argo CD's `--enable-k8s-event`);
     /// only where the Applications are Kubernetes objects.
     pub events: fleetshard_gitops::events::EnabledEvents,
+    /// The Application labels `argocd_app_labels` shows (Argo CD's
+    /// `--metrics-application-labels`); none: the metric is not exported.
+    pub metrics_application_labels: Vec<String>,
 }
 
 /// Where an app's source is rendered.
@@ -207,6 +210,7 @@ impl Default for ControllerSettings {
             resource_customizations: None,
             app_state: None,
             events: fleetshard_gitops::events::EnabledEvents::All,
+            metrics_application_labels: Vec::new(),
         }
     }
 }
@@ -312,6 +316,8 @@ impl ReplicaSettings {
         if self.controller.operation_processors == 0 {
             return Err(invalid("operation_processors", "must be at least 1".into()));
         }
+        crate::argocd_metrics::check_app_label_keys(&self.controller.metrics_application_labels)
+            .map_err(|reason| invalid("metrics_application_labels", reason))?;
         let needs_kube = |deployment: &Option<DeploymentRef>| {
             deployment.is_some() && !matches!(self.store, StoreUrl::Kubernetes { .. })
         };

@@ -54,6 +54,8 @@ pub struct StoredSpec {
     raw_rest: Value,
     /// Bit `i` set: `raw` had `TYPED_FIELDS[i]`, equal to the typed field's rendering.
     stripped: u8,
+    /// The Application's labels (kept apart, so a labelled app's `rest` stays empty).
+    labels: Box<[(Box<str>, Box<str>)]>,
     /// The spec less the four source fields above, when that is not the default.
     rest: Option<Box<AppSpec>>,
 }
@@ -86,6 +88,10 @@ impl StoredSpec {
             }
         }
         rest.source.directory = directory;
+        let labels = std::mem::take(&mut rest.labels)
+            .into_iter()
+            .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+            .collect();
         let rest = (rest != AppSpec::default()).then(|| Box::new(rest));
         StoredSpec {
             repo_url: strings.get(repo_url),
@@ -93,6 +99,7 @@ impl StoredSpec {
             path: path.into_boxed_str(),
             raw_rest,
             stripped,
+            labels,
             rest,
         }
     }
@@ -103,6 +110,11 @@ impl StoredSpec {
         spec.source.repo_url = self.repo_url.to_string();
         spec.source.target_revision = self.target_revision.to_string();
         spec.source.path = self.path.to_string();
+        spec.labels = self
+            .labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let mut raw = self.raw_rest.clone();
         if self.stripped != 0
             && let Value::Object(raw) = &mut raw

@@ -6,7 +6,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// The label every queue metric carries.
@@ -18,9 +18,15 @@ pub struct QueueLabel {
 
 type SecondsGauge = Gauge<f64, AtomicU64>;
 
+/// The bounds of the wait and work histograms: 10 ns to 1000 s by factors of 10, the
+/// buckets of the work-queue metrics Argo CD's controller registers (controller-runtime's
+/// provider for client-go, `ExponentialBuckets(10e-9, 10, 12)`).
+pub const SECONDS_BUCKETS: [f64; 12] = [
+    1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0,
+];
+
 fn seconds_histogram() -> Histogram {
-    // 10 µs .. ~10^3 s by factors of 10, as client-go's buckets.
-    Histogram::new(exponential_buckets(1e-5, 10.0, 9))
+    Histogram::new(SECONDS_BUCKETS)
 }
 
 /// The metric families of all work queues of one process, registered once.
@@ -137,5 +143,15 @@ impl QueueMetrics {
     /// Seconds the longest-running item had been processed at the last update.
     pub fn longest_running_seconds(&self) -> f64 {
         self.longest.get()
+    }
+
+    /// How long items waited before a worker got them (the histogram itself, shared).
+    pub fn queue_duration(&self) -> &Histogram {
+        &self.wait
+    }
+
+    /// How long processing items took (the histogram itself, shared).
+    pub fn work_duration(&self) -> &Histogram {
+        &self.work
     }
 }

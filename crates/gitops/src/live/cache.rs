@@ -216,6 +216,8 @@ pub(crate) struct WatchContext {
     pub(crate) kept: super::slim::KeptManagers,
     /// Which changes are not told to the listener (`updates.rs`).
     pub(crate) update_filter: super::updates::SharedUpdateFilter,
+    /// Counts the kind's watch events (Argo CD's `argocd_cluster_events_total`).
+    pub(crate) events: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl KindCache {
@@ -370,7 +372,7 @@ impl Watched {
             None => Api::all_with(ctx.client, &resource),
         };
         let (heard, listener, lists, kept) = (ctx.heard, ctx.listener, ctx.lists, ctx.kept);
-        let update_filter = ctx.update_filter;
+        let (update_filter, events_seen) = (ctx.update_filter, ctx.events);
         let relist_every = ctx.relist_every;
         let task = tokio::spawn(async move {
             // Held until the first list is complete or fails (never closed).
@@ -425,6 +427,7 @@ impl Watched {
                             drop(permit.take());
                         }
                         Ok(Event::Apply(obj)) => {
+                            events_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             let (key, value) = to_value(&resource, obj, &kept);
                             let ignored = s
                                 .objects
@@ -437,6 +440,7 @@ impl Watched {
                             s.objects.insert_if_newer(key, value);
                         }
                         Ok(Event::Delete(obj)) => {
+                            events_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             let (key, value) = to_value(&resource, obj, &kept);
                             changed.extend(tracked_apps(&value, &label_key));
                             s.objects.remove(&key);

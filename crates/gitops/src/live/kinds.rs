@@ -172,6 +172,9 @@ impl ClusterConn {
                     lists: self.lists.clone(),
                     kept: self.kept_managers.clone(),
                     update_filter: self.update_filter.clone(),
+                    events: self
+                        .observed
+                        .events_of(&info.resource.group, &info.resource.kind),
                 };
                 let namespaces = self.scope().watched_namespaces(info.namespaced);
                 Arc::new(KindCache::start(&ctx, &info.resource, namespaces))

@@ -56,6 +56,7 @@ impl ClusterConn {
             }
         }
         self.heard_now();
+        self.observed.saw_version(&version.git_version);
         let api_versions = fleetshard_reposerver::api_version_strings(
             kinds
                 .iter()

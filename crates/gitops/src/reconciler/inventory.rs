@@ -92,6 +92,13 @@ pub trait Inventory: Send + Sync + 'static {
         let _ = cluster;
         Vec::new()
     }
+
+    /// Each known cluster's name (its Secret's `name`), by id; what Argo CD's
+    /// `argocd_cluster_info` labels a cluster with. An inventory that cannot tell answers
+    /// none.
+    fn cluster_names(&self) -> HashMap<String, String> {
+        HashMap::new()
+    }
 }
 
 impl<F: Fn(&AppKey) -> Option<AppTarget> + Send + Sync + 'static> Inventory for F {
@@ -157,6 +164,14 @@ impl Inventory for StaticInventory {
 
     fn unresolved(&self, key: &AppKey) -> Option<UnresolvedTarget> {
         self.lock_unresolved().get(key).cloned()
+    }
+
+    fn cluster_names(&self) -> HashMap<String, String> {
+        let targets = self.lock();
+        let names = targets.values();
+        names
+            .map(|t| (t.cluster.id.clone(), t.cluster_name.clone()))
+            .collect()
     }
 
     fn apps_of_cluster(&self, cluster: &str) -> Vec<AppKey> {
@@ -269,6 +284,12 @@ impl InventoryTargets {
 }
 
 impl Inventory for InventoryTargets {
+    fn cluster_names(&self) -> HashMap<String, String> {
+        let index = self.latest();
+        let clusters = index.snapshot.clusters.iter();
+        clusters.map(|c| (c.id.clone(), c.name.clone())).collect()
+    }
+
     /// One pass over the apps (an acquisition is rare beside refreshes: no index by
     /// cluster is kept for it).
     fn apps_of_cluster(&self, cluster: &str) -> Vec<AppKey> {

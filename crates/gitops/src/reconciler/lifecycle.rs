@@ -31,7 +31,7 @@ use super::memo::{DeletionHooks, Refreshed};
 use super::step::{live_object, resource_key};
 use super::{AppTarget, GitOpsReconciler};
 use crate::apply::{self, WriteHow, WriteResult};
-use crate::live::ClusterConn;
+use crate::live::AppConn;
 use crate::source::Refresh;
 
 /// How long a deletion waits before looking again.
@@ -72,11 +72,12 @@ impl GitOpsReconciler {
             }
         };
         let app_name = self.instance_name(key);
-        let conn = self
+        let cluster = self
             .clusters
             .start(&target.cluster)
             .await
             .map_err(|e| ReconcileError::RetryLater(e.to_string()))?;
+        let conn = self.app_conn(key, &cluster, false);
         let live: Vec<(Live, String)> = refreshed
             .live
             .iter()
@@ -195,7 +196,7 @@ impl GitOpsReconciler {
         kind: DeletionHook,
         refreshed: &Refreshed,
         live: &[(Live, String)],
-        conn: &ClusterConn,
+        conn: &AppConn<'_>,
         app_name: &str,
     ) -> Result<Option<Operated>, ReconcileError> {
         let hooks = deletion_hooks(live, kind);
@@ -273,7 +274,7 @@ impl GitOpsReconciler {
         &self,
         kind: DeletionHook,
         live: &[(Live, String)],
-        conn: &ClusterConn,
+        conn: &AppConn<'_>,
     ) -> Result<bool, ReconcileError> {
         let hooks = deletion_hooks(live, kind);
         let worst = hooks
@@ -323,7 +324,7 @@ impl GitOpsReconciler {
     /// ends the step.
     async fn delete_hook(
         &self,
-        conn: &ClusterConn,
+        conn: &AppConn<'_>,
         l: &Live,
         api: &str,
     ) -> Result<(), ReconcileError> {

@@ -116,6 +116,8 @@ pub(super) struct Memo {
     pub(super) report: Option<super::report::AppReport>,
     /// Refreshes and syncs since this owner took the app.
     pub(super) activity: super::report::AppActivity,
+    /// The Kubernetes API requests made for the app since this owner took it.
+    pub(super) requests: std::sync::Arc<crate::live::AppRequests>,
     /// A server-side diff's predictions, by resource, for the next comparison.
     pub(super) predictions: std::collections::HashMap<ResourceKey, super::server_side::Prediction>,
 }

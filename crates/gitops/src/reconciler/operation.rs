@@ -213,7 +213,9 @@ impl GitOpsReconciler {
             let ns_key = ResourceKey::new("", "Namespace", "", &namespace);
             self.check_resource(target, &ns_key)
                 .map_err(|p| p.message)?;
-            let live = apply::get_namespace(conn, &namespace)
+            let key = AppKey::new(&target.app.namespace, &target.app.name);
+            let at = self.app_conn(&key, conn, op.dry_run);
+            let live = apply::get_namespace(&at, &namespace)
                 .await
                 .map_err(|e| format!("reading namespace {namespace}: {e}"))?;
             Some(NamespaceCreation {
@@ -368,6 +370,7 @@ impl GitOpsReconciler {
         } else {
             Sync::new(&step.input, record, false)
         };
+        let conn = self.app_conn(key, &conn, step.input.settings.dry_run);
         let mut wrote = false;
         loop {
             let next = sync.advance();

@@ -10,6 +10,7 @@ use std::time::Duration;
 use fleetshard_controller::AppKey;
 
 use super::{AppTarget, ComparisonStatus, GitOpsReconciler};
+use crate::live::{AppConn, ClusterConn, RequestLabels};
 
 /// Argo CD's `argocd_app_reconcile` buckets (seconds).
 pub const RECONCILE_BUCKETS: [f64; 7] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
@@ -38,6 +39,8 @@ pub struct AppReport {
     pub operation: &'static str,
     /// The last refresh's condition types, each with how many conditions have it.
     pub conditions: BTreeMap<String, u64>,
+    /// The Application's labels.
+    pub labels: BTreeMap<String, String>,
     /// Counts since this owner took the app.
     pub activity: AppActivity,
 }
@@ -54,6 +57,9 @@ pub struct AppActivity {
     pub syncs: BTreeMap<(String, bool), u64>,
     /// Ended operations' durations (`finishedAt - startedAt`), seconds.
     pub sync_seconds: f64,
+    /// Kubernetes API requests made for the app (syncs, deletion, server-side diff dry
+    /// runs), by label set.
+    pub requests: BTreeMap<RequestLabels, u64>,
 }
 
 impl AppActivity {
@@ -100,6 +106,7 @@ impl AppReport {
             health_status: status.health.status.clone(),
             operation,
             conditions,
+            labels: target.spec.labels.clone(),
             activity: AppActivity::default(),
         }
     }
@@ -125,10 +132,28 @@ impl GitOpsReconciler {
             .filter_map(|m| {
                 let mut r = m.report.clone()?;
                 r.activity = m.activity.clone();
+                r.activity.requests = m.requests.counts();
                 Some(r)
             })
             .collect();
         reports.sort_by(|a, b| a.key.cmp(&b.key));
         reports
+    }
+
+    /// `conn` as `key`'s requests reach it: each counted for the app (Argo CD's
+    /// `argocd_app_k8s_request_total`); `dry_run`: its operation is a dry run.
+    pub(super) fn app_conn<'a>(
+        &self,
+        key: &AppKey,
+        conn: &'a ClusterConn,
+        dry_run: bool,
+    ) -> AppConn<'a> {
+        let requests = self
+            .memos()
+            .entry(key.clone())
+            .or_default()
+            .requests
+            .clone();
+        AppConn::new(conn, requests, dry_run)
     }
 }

@@ -29,7 +29,7 @@ use serde_json::Value;
 use super::{AppTarget, GitOpsReconciler};
 use crate::apply::predict_live;
 use crate::compare::{FIELD_MANAGER, ResourceKey};
-use crate::live::{ClusterConn, KindInfo};
+use crate::live::{AppConn, ClusterConn, KindInfo};
 use crate::source::Refresh;
 
 /// One resource's prediction, kept for the app's next comparison.
@@ -68,6 +68,7 @@ impl GitOpsReconciler {
         resources: Vec<ToPredict<'_>>,
     ) -> Result<HashMap<ResourceKey, Value>, String> {
         let include_mutations = target.spec.compare_options.include_mutation_webhook;
+        let conn = self.app_conn(key, conn, false);
         let reuse = !matches!(refresh, Refresh::Resolve | Refresh::Hard);
         let mut cached =
             std::mem::take(&mut self.memos().entry(key.clone()).or_default().predictions);
@@ -88,7 +89,7 @@ impl GitOpsReconciler {
             let predicted = match hit {
                 Some(p) => p.predicted,
                 None => {
-                    Arc::new(predict(conn, kind, rkey, desired, live, include_mutations).await?)
+                    Arc::new(predict(&conn, kind, rkey, desired, live, include_mutations).await?)
                 }
             };
             out.insert(rkey.clone(), (*predicted).clone());
@@ -116,7 +117,7 @@ impl GitOpsReconciler {
 
 /// One dry run, and the webhooks' additions removed unless `include_mutations`.
 async fn predict(
-    conn: &ClusterConn,
+    conn: &AppConn<'_>,
     kind: &KindInfo,
     key: &ResourceKey,
     desired: &Value,

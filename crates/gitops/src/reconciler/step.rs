@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::{GitOpsReconciler, Refreshed, SyncResultEntry, guard, place};
 use crate::apply::{self, DesiredObject, WriteHow, WriteResult};
 use crate::compare::{ResourceKey, SyncStatus, Tracking};
-use crate::live::ClusterConn;
+use crate::live::AppConn;
 
 /// A step's inputs, and the desired objects its manifests stand for (same order).
 pub(super) struct StepInput {
@@ -189,7 +189,7 @@ impl GitOpsReconciler {
     /// Makes `writes` in order; each outcome as the engine takes it.
     pub(super) async fn execute(
         &self,
-        conn: &ClusterConn,
+        conn: &AppConn<'_>,
         app_name: &str,
         step: &StepInput,
         writes: &[Write],

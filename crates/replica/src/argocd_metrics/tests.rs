@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetshard_controller::{AppKey, Operated, Reconciler};
+use fleetshard_controller::{AppKey, Operated, RateLimiterConfig, Reconciler, ShardWork};
 use fleetshard_core::{App, Destination};
 use fleetshard_gitops::apply::LeaseCheck;
 use fleetshard_gitops::live::{ClusterAccess, ClusterConnections, LiveOptions};
@@ -21,7 +21,7 @@ use prometheus_client::registry::Registry;
 
 use tokio::time::timeout;
 
-use super::ArgoCdCollector;
+use super::{ArgoCdCollector, ArgoCdQueues};
 
 const DOCUMENTED: &str = include_str!("argocd_metrics.txt");
 const DASHBOARD: &str = include_str!("dashboard.promql");
@@ -69,6 +69,38 @@ fn always() -> Arc<dyn LeaseCheck> {
     Arc::new(|| Some(tokio::time::Instant::now() + Duration::from_secs(3600)))
 }
 
+fn scrape(registry: &Registry) -> String {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    text
+}
+
+/// A reconciler of the apps in `inventory` (a replica's), with repositories cached under
+/// `cache`.
+fn reconciler(inventory: Arc<StaticInventory>, cache: std::path::PathBuf) -> Arc<GitOpsReconciler> {
+    let mut repos = RepoCacheConfig::new(cache);
+    repos.refresh_interval = Duration::ZERO;
+    Arc::new(GitOpsReconciler::new(
+        inventory,
+        RepoCache::new(repos),
+        ClusterConnections::new(LiveOptions {
+            refuse_plaintext: false,
+            ..LiveOptions::default()
+        }),
+        MemorySink::new(),
+        always(),
+        Arc::new(FixedClock("2026-11-21T10:00:00Z".into())),
+        ReconcilerConfig::default(),
+    ))
+}
+
+/// The value of the series `prefix…` (its name and first labels), if scraped.
+fn value_of(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
 /// The scrape's families: name → (type, label names of its series).
 fn families(text: &str) -> BTreeMap<String, (String, BTreeSet<String>)> {
     let mut out: BTreeMap<String, (String, BTreeSet<String>)> = BTreeMap::new();
@@ -104,23 +136,15 @@ async fn a_scrape_shows_argo_cds_metrics_for_the_owned_apps() {
     git.commit("initial");
     let cluster = FakeApiServer::start().await.unwrap();
     let inventory = Arc::new(StaticInventory::default());
-    inventory.insert(target("good", &git.path(), "good", &cluster));
+    let mut good_target = target("good", &git.path(), "good", &cluster);
+    good_target.spec.labels = BTreeMap::from([("team".to_owned(), "payments".to_owned())]);
+    inventory.insert(good_target);
     // A path that does not exist: a ComparisonError condition.
     inventory.insert(target("broken", &git.path(), "nowhere", &cluster));
-    let mut repos = RepoCacheConfig::new(tmp.path().join("cache"));
-    repos.refresh_interval = Duration::ZERO;
-    let r = Arc::new(GitOpsReconciler::new(
-        inventory.clone(),
-        RepoCache::new(repos),
-        ClusterConnections::new(LiveOptions {
-            refuse_plaintext: false,
-            ..LiveOptions::default()
-        }),
-        MemorySink::new(),
-        always(),
-        Arc::new(FixedClock("2026-11-21T10:00:00Z".into())),
-        ReconcilerConfig::default(),
-    ));
+    let r = reconciler(inventory.clone(), tmp.path().join("cache"));
+    // The replica's queues: fleetshard's names in its own registry, Argo CD's beside.
+    let mut own = Registry::with_prefix("fleetshard");
+    let work = ShardWork::registered(RateLimiterConfig::default(), &mut own).unwrap();
     let (good, broken) = (
         AppKey::new("argocd", "good"),
         AppKey::new("argocd", "broken"),
@@ -141,10 +165,28 @@ async fn a_scrape_shows_argo_cds_metrics_for_the_owned_apps() {
     let _ = timeout(bounded, r.refresh(&broken))
         .await
         .expect("broken within 20 s");
+    work.refresh_queue().add(good.clone());
+    work.refresh_queue().add(good.clone());
+    work.operation_queue().add(broken.clone());
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(ArgoCdCollector(r.clone())));
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    registry.register_collector(Box::new(ArgoCdQueues::of(&work)));
+    registry.register_collector(Box::new(ArgoCdCollector {
+        reconciler: r.clone(),
+        app_labels: vec!["team".into(), "app.kubernetes.io/part-of".into()],
+    }));
+    // The sync's apply reaches the ConfigMaps' watch as an event (not a list item).
+    let events_of = format!(
+        "argocd_cluster_events_total{{server=\"{}\",group=\"\",kind=\"ConfigMap\"}}",
+        cluster.url()
+    );
+    let mut text = scrape(&registry);
+    for _ in 0..400 {
+        if value_of(&text, &events_of).is_some_and(|n| n >= 1.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        text = scrape(&registry);
+    }
     let scraped = families(&text);
 
     for line in DOCUMENTED.lines().filter(|l| !l.starts_with('#')) {
@@ -184,13 +226,65 @@ async fn a_scrape_shows_argo_cds_metrics_for_the_owned_apps() {
         text.contains("argocd_app_reconcile_count{namespace=\"argocd\""),
         "{text}"
     );
+    // Every request of the sync, counted for the app: the server-side apply of the
+    // ConfigMap, dry run first (every resource is, as in Argo CD), answered.
+    let server = cluster.url();
+    let applied = format!(
+        "argocd_app_k8s_request_total{{namespace=\"argocd\",name=\"good\",project=\"default\",server=\"{server}\",response_code=\"20"
+    );
+    assert!(text.contains(&applied), "{text}");
+    assert!(
+        text.contains(r#"verb="Patch",resource_kind="configmaps",resource_namespace="default",dry_run="false"} 2"#),
+        "{text}"
+    );
+    assert!(
+        !text.contains(r#"argocd_app_k8s_request_total{namespace="argocd",name="broken""#),
+        "{text}"
+    );
+    // The chosen labels, sanitised as Argo CD does; a label the app lacks is empty.
+    assert!(
+        text.contains(r#"argocd_app_labels{namespace="argocd",name="good",project="default",label_team="payments",label_app_kubernetes_io_part_of=""} 1"#),
+        "{text}"
+    );
+    // The cluster: its name and version (the fake's `v1.33.0-fleetshard-fake`, as
+    // gitops-engine normalises it), reached, and the ConfigMap's watch events.
+    let info =
+        format!("argocd_cluster_info{{server=\"{server}\",k8s_version=\"v1.33.0\",name=\"c1\"}} 1");
+    assert!(text.contains(&info), "{text}");
+    let status = format!(
+        "argocd_cluster_connection_status{{server=\"{server}\",k8s_version=\"v1.33.0\"}} 1"
+    );
+    assert!(text.contains(&status), "{text}");
+    assert!(
+        value_of(&text, &events_of).is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    // The queues under Argo CD's names: the very figures of fleetshard's own (one add of
+    // an item already queued does not count).
+    let argo_adds = "workqueue_adds_total{name=\"app_reconciliation_queue\",controller=\"app_reconciliation_queue\"}";
+    let own_text = scrape(&own);
+    let own_adds = "fleetshard_workqueue_adds_total{name=\"app_refresh\"}";
+    assert_eq!(value_of(&text, argo_adds), Some(1.0), "{text}");
+    assert_eq!(value_of(&own_text, own_adds), Some(1.0), "{own_text}");
+    assert_eq!(
+        value_of(
+            &text,
+            "workqueue_depth{name=\"app_operation_processing_queue\",controller=\"app_operation_processing_queue\",priority=\"\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        text.contains("workqueue_queue_duration_seconds_bucket{le=\"1e-8\""),
+        "{text}"
+    );
     for query in DASHBOARD
         .lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
     {
         for name in query
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .filter(|w| w.starts_with("argocd_"))
+            .filter(|w| w.starts_with("argocd_") || w.starts_with("workqueue_"))
         {
             assert!(
                 text.lines().any(|l| l.starts_with(&format!("{name}{{"))),
@@ -199,9 +293,46 @@ async fn a_scrape_shows_argo_cds_metrics_for_the_owned_apps() {
         }
     }
 
-    // The apps' cluster stops here (it moved away): their series go.
+    // The apps' cluster stops here (it moved away): their series and the cluster's go…
     r.stop_cluster("c1");
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let text = scrape(&registry);
     assert!(!text.contains("name=\"good\""), "{text}");
+    assert!(!text.contains(&server), "{text}");
+    // …and its new owner shows them: summed over both replicas, the cluster counts once.
+    let next = reconciler(inventory.clone(), tmp.path().join("cache-next"));
+    timeout(bounded, next.refresh(&good))
+        .await
+        .expect("refresh within 20 s")
+        .unwrap();
+    let mut next_registry = Registry::default();
+    next_registry.register_collector(Box::new(ArgoCdCollector {
+        reconciler: next.clone(),
+        app_labels: Vec::new(),
+    }));
+    let next_text = scrape(&next_registry);
+    // Without labels chosen, no `argocd_app_labels` (as Argo CD without the flag).
+    assert!(!next_text.contains("argocd_app_labels"), "{next_text}");
+    let owners: f64 = [&text, &next_text]
+        .iter()
+        .filter_map(|t| value_of(t, &format!("argocd_cluster_info{{server=\"{server}\"")))
+        .sum();
+    assert_eq!(owners, 1.0, "{text}\n{next_text}");
+    let objects = format!("argocd_cluster_api_resource_objects{{server=\"{server}\"}}");
+    assert!(value_of(&next_text, &objects).is_some(), "{next_text}");
+}
+
+#[test]
+fn application_labels_are_named_as_argo_cd_names_them() {
+    use super::{app_label_name, check_app_label_keys};
+    assert_eq!(app_label_name("team"), "label_team");
+    assert_eq!(
+        app_label_name("app.kubernetes.io/part-of"),
+        "label_app_kubernetes_io_part_of"
+    );
+    assert_eq!(check_app_label_keys(&["a".into(), "b.c".into()]), Ok(()));
+    let clash = check_app_label_keys(&["a.b".into(), "a-b".into()]).unwrap_err();
+    assert!(
+        clash.contains("\"a.b\"") && clash.contains("label_a_b"),
+        "{clash}"
+    );
 }

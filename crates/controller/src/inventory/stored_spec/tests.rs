@@ -19,6 +19,15 @@ items:
     destination: {server: "https://one.example"}
 - apiVersion: argoproj.io/v1alpha1
   kind: Application
+  metadata:
+    name: labelled
+    namespace: argocd
+    labels: {team: payments, app.kubernetes.io/part-of: shop}
+  spec:
+    source: {repoURL: "https://git.example/apps.git", path: apps/labelled, targetRevision: HEAD}
+    destination: {server: "https://one.example"}
+- apiVersion: argoproj.io/v1alpha1
+  kind: Application
   metadata: {name: no-revision, namespace: argocd}
   spec:
     source: {repoURL: "https://git.example/apps.git", path: apps/no-revision}
@@ -66,7 +75,7 @@ items:
 
 fn parsed() -> BTreeMap<(String, String), AppSpec> {
     let loaded = fleetshard_manifest::parse_apps_with_specs(APPS, "apps.yaml").unwrap();
-    assert_eq!(loaded.value.specs.len(), 6, "{:?}", loaded.warnings);
+    assert_eq!(loaded.value.specs.len(), 7, "{:?}", loaded.warnings);
     loaded.value.specs
 }
 
@@ -100,6 +109,10 @@ fn what_the_typed_fields_say_is_not_kept_twice() {
     assert_eq!(plain.raw_rest, serde_json::json!({}));
     assert_eq!(plain.stripped, 0b0111);
     assert_eq!(plain.rest, None, "nothing but the source: no rest kept");
+    // Labels are kept apart: a labelled app keeps no rest either.
+    let labelled = StoredSpec::new(specs[&key("labelled")].clone(), &mut strings);
+    assert_eq!(labelled.rest, None, "labels are not a rest");
+    assert_eq!(labelled.to_spec().labels["team"], "payments");
     // Absent from the Application: not stripped, so not added back.
     let no_revision = StoredSpec::new(specs[&key("no-revision")].clone(), &mut strings);
     assert_eq!(no_revision.stripped, 0b0011);

@@ -215,6 +215,16 @@ pub struct ReconcileArgs {
         env = "ARGOCD_ENABLE_K8S_EVENT"
     )]
     pub enable_k8s_event: Vec<String>,
+    /// Application labels shown on the `argocd_app_labels` metric, each as a Prometheus
+    /// label `label_<key>` (characters other than letters, digits and `_` become `_`), as
+    /// Argo CD's flag: repeated or comma-separated. None: the metric is not exported.
+    #[arg(
+        long,
+        value_name = "LABELS",
+        value_delimiter = ',',
+        env = "ARGOCD_APPLICATION_CONTROLLER_METRICS_APPLICATION_LABELS"
+    )]
+    pub metrics_application_labels: Vec<String>,
 }
 
 impl ReconcileArgs {
@@ -251,6 +261,44 @@ impl ReconcileArgs {
             resource_customizations: self.resource_customizations.clone(),
             app_state: self.redis.settings()?,
             events: fleetshard_gitops::events::EnabledEvents::from_list(&self.enable_k8s_event),
+            metrics_application_labels: self.metrics_application_labels.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        reconcile: ReconcileArgs,
+    }
+
+    #[test]
+    fn application_labels_are_a_list_as_argo_cds_flag() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--metrics-application-labels",
+            "team,env",
+            "--metrics-application-labels",
+            "app.kubernetes.io/part-of",
+        ])
+        .unwrap();
+        let settings = cli.reconcile.settings().unwrap();
+        assert_eq!(
+            settings.metrics_application_labels,
+            ["team", "env", "app.kubernetes.io/part-of"]
+        );
+        let none = Cli::try_parse_from(["x"]).unwrap();
+        assert!(
+            none.reconcile
+                .settings()
+                .unwrap()
+                .metrics_application_labels
+                .is_empty()
+        );
     }
 }
