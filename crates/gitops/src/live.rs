@@ -23,6 +23,10 @@
 //! A kind argocd-cm's `resource.exclusions`/`resource.inclusions` exclude on the cluster
 //! (Argo CD's core exclusions included) is never watched ([`ClusterConn::set_resource_filter`]).
 //!
+//! Apps whose AppProject sets `orphanedResources` also see every namespaced kind of their
+//! destination namespace ([`ClusterConn::namespace_objects`], `orphans.rs`), watched in
+//! that namespace only while an app looks there.
+//!
 //! A watch that stalls (a partitioned cluster) serves a stale cache; so when the cluster
 //! has not been heard from for [`LiveOptions::probe_after`], [`ClusterConn::check_reachable`]
 //! asks the API server for its version before the cache is trusted.
@@ -35,6 +39,7 @@ mod facts;
 mod identity;
 mod kinds;
 mod kubeconfig;
+mod orphans;
 mod slim;
 mod tls_configs;
 mod updates;
@@ -60,6 +65,7 @@ use error::with_causes;
 pub use facts::ClusterCacheFacts;
 pub use identity::{ControlPlaneIdentity, Recognition};
 use kubeconfig::kubeconfig_config;
+pub use orphans::NamespaceObjects;
 use tls_configs::TlsConfigs;
 pub use updates::UpdateFilter;
 pub use versions::{ServedVersions, VERSIONS_TTL};
@@ -323,6 +329,8 @@ pub struct ClusterConn {
     /// The cluster this replica runs in, and whether this one is it (`identity.rs`).
     identity: Arc<ControlPlaneIdentity>,
     control_plane: Mutex<Recognition>,
+    /// The namespaces looked in for orphaned resources, and their watches (`orphans.rs`).
+    orphan_watch: Mutex<orphans::OrphanWatch>,
 }
 
 impl ClusterConn {
@@ -443,6 +451,7 @@ impl ClusterConn {
             resource_filter: Default::default(),
             identity: Arc::clone(identity),
             control_plane: Mutex::new(control_plane),
+            orphan_watch: Mutex::default(),
         })
     }
 

@@ -160,23 +160,38 @@ impl ClusterConn {
         caches
             .entry(key)
             .or_insert_with(|| {
-                let ctx = WatchContext {
-                    client: self.client.clone(),
-                    watch_timeout_secs: u32::try_from(self.options.watch_timeout.as_secs())
-                        .unwrap_or(u32::MAX)
-                        .max(1),
-                    heard: self.heard.clone(),
-                    label_key: self.label_key.clone(),
-                    relist_every: self.options.relist_every,
-                    listener: self.listener.clone(),
-                    lists: self.lists.clone(),
-                    kept: self.kept_managers.clone(),
-                    update_filter: self.update_filter.clone(),
-                };
                 let namespaces = self.scope().watched_namespaces(info.namespaced);
-                Arc::new(KindCache::start(&ctx, &info.resource, namespaces))
+                Arc::new(KindCache::start(
+                    &self.watch_context(),
+                    &info.resource,
+                    namespaces,
+                ))
             })
             .clone()
+    }
+
+    /// What a new watch of this cluster shares with the others.
+    pub(super) fn watch_context(&self) -> WatchContext {
+        WatchContext {
+            client: self.client.clone(),
+            watch_timeout_secs: u32::try_from(self.options.watch_timeout.as_secs())
+                .unwrap_or(u32::MAX)
+                .max(1),
+            heard: self.heard.clone(),
+            label_key: self.label_key.clone(),
+            relist_every: self.options.relist_every,
+            listener: self.listener.clone(),
+            lists: self.lists.clone(),
+            kept: self.kept_managers.clone(),
+            update_filter: self.update_filter.clone(),
+        }
+    }
+
+    /// The cache of `group`/`kind`, if the cluster's caches watch it.
+    pub(super) fn watched_cache(&self, group: &str, kind: &str) -> Option<Arc<KindCache>> {
+        lock(&self.caches)
+            .get(&(group.to_owned(), kind.to_owned()))
+            .cloned()
     }
 
     /// The cache of `key`'s kind, if it is watched.

@@ -38,6 +38,9 @@ pub struct AppReport {
     pub operation: &'static str,
     /// The last refresh's condition types, each with how many conditions have it.
     pub conditions: BTreeMap<String, u64>,
+    /// How many orphaned resources the last refresh that looked found (0 when the
+    /// project does not ask), as Argo CD's `argocd_app_orphaned_resources_count`.
+    pub orphaned_resources: usize,
     /// Counts since this owner took the app.
     pub activity: AppActivity,
 }
@@ -100,6 +103,7 @@ impl AppReport {
             health_status: status.health.status.clone(),
             operation,
             conditions,
+            orphaned_resources: 0,
             activity: AppActivity::default(),
         }
     }
