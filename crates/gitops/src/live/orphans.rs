@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::cache::KindCache;
-use super::{ClusterConn, LiveError, lock};
+use super::{ClusterConn, ClusterConnections, LiveError, lock};
 
 /// The namespaces looked in for orphans on one cluster, and their own watches.
 #[derive(Default)]
@@ -145,5 +145,21 @@ impl ClusterConn {
     /// How many kinds are watched for orphaned resources only, over all namespaces.
     pub fn orphan_watches(&self) -> usize {
         lock(&self.orphan_watch).caches.len()
+    }
+}
+
+impl ClusterConnections {
+    /// `app` (its instance name) no longer looks for orphaned resources on any started
+    /// cluster but `except` (its destination now, if it still looks): an app deleted,
+    /// or moved to another cluster, leaves no watch behind.
+    pub fn stop_looking(&self, app: &str, except: Option<&str>) {
+        let conns: Vec<_> = lock(&self.clusters)
+            .iter()
+            .filter(|(id, _)| Some(id.as_str()) != except)
+            .map(|(_, c)| c.clone())
+            .collect();
+        for conn in conns {
+            conn.stop_looking(app);
+        }
     }
 }

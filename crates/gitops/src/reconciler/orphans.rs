@@ -52,6 +52,9 @@ impl GitOpsReconciler {
             .project
             .as_deref()
             .and_then(|p| Some((p, p.orphaned_resources.as_ref()?)));
+        // Its other clusters (an app moved) are not looked in for it any more.
+        self.clusters
+            .stop_looking(app.app_name, Some(conn.cluster_id()));
         let Some((project, settings)) = asked else {
             conn.stop_looking(app.app_name);
             return Ok(None);

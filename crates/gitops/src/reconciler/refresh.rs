@@ -425,6 +425,8 @@ impl GitOpsReconciler {
         let began = tokio::time::Instant::now();
         let Some(target) = self.inventory.target(key) else {
             self.memos().remove(key);
+            // A deleted app looks for orphans nowhere.
+            self.clusters.stop_looking(&self.instance_name(key), None);
             return Ok(());
         };
         if target.spec.lifecycle.skip_reconcile {

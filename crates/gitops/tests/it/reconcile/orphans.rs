@@ -256,6 +256,14 @@ async fn orphans_are_looked_for_only_while_the_project_asks() {
     r.refresh(&key("a")).await.unwrap();
     assert_eq!(conn.orphan_watches(), 0);
     assert_eq!(orphan_count(&r), 0);
+
+    // Asked again, then the app deleted: its watches end with it.
+    e.update(|t| t.project = Some(project(Some(OrphanedResources::default()))));
+    r.refresh(&key("a")).await.unwrap();
+    assert!(conn.orphan_watches() > 0);
+    e.inventory.remove(&key("a"));
+    r.refresh(&key("a")).await.unwrap();
+    assert_eq!(conn.orphan_watches(), 0);
 }
 
 #[tokio::test]
