@@ -49,15 +49,16 @@ impl GitOpsReconciler {
     /// Keeps the outcome of a deletion step for the app's `DeletionError` condition: the
     /// failure's message (not a lapsed lease: no failure of the deletion), or none once a
     /// step succeeds. When that changes, the app is refreshed at once so that its status
-    /// shows it, as Argo CD writes the condition when the step ends.
+    /// shows it, as Argo CD writes the condition when the step ends (a refresh that fails
+    /// leaves it to the next one; the deletion's own outcome stands).
     pub(super) async fn note_deletion_outcome(
         &self,
         key: &AppKey,
         outcome: &Result<Operated, ReconcileError>,
-    ) -> Result<(), ReconcileError> {
+    ) {
         let error = match outcome {
             Ok(_) => None,
-            Err(_) if !self.lease.lease_valid() => return Ok(()),
+            Err(_) if !self.lease.lease_valid() => return,
             Err(ReconcileError::RetryLater(why)) => Some(why.clone()),
             Err(ReconcileError::RetryAfter { reason, .. }) => Some(reason.clone()),
             Err(e) => Some(e.to_string()),
@@ -69,10 +70,9 @@ impl GitOpsReconciler {
             m.deletion_error = error;
             changed
         };
-        if changed {
-            self.do_refresh(key).await?;
+        if changed && let Err(e) = self.do_refresh(key).await {
+            tracing::debug!(app = %key, "the refresh after a deletion step: {e}");
         }
-        Ok(())
     }
 
     /// One step of the deletion of the app (see the module documentation).
