@@ -543,7 +543,7 @@ impl ClusterConn {
     /// How many objects this cluster's caches hold (every watched kind).
     pub fn cached_objects(&self) -> usize {
         let caches: Vec<_> = lock(&self.caches).values().cloned().collect();
-        caches.iter().map(|c| c.len()).sum()
+        caches.iter().map(|c| c.len()).sum::<usize>() + self.orphan_cached_objects()
     }
 
     /// The cached objects of the watched kinds that `desired` names or that `tracking`

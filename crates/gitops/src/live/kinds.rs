@@ -131,9 +131,12 @@ impl ClusterConn {
         caches.iter().flat_map(|c| c.values()).collect()
     }
 
-    /// How many kinds are watched.
+    /// How many kinds are watched (for apps' resources, the tree, or orphaned resources).
     pub fn watched_kinds(&self) -> usize {
-        lock(&self.caches).len()
+        let mut kinds: std::collections::HashSet<(String, String)> =
+            lock(&self.caches).keys().cloned().collect();
+        kinds.extend(self.orphan_watched_kinds());
+        kinds.len()
     }
 
     /// Starts watching `info`'s kind, if it is not watched yet, inside the cluster's scope

@@ -142,9 +142,26 @@ impl ClusterConn {
         lock(&self.orphan_watch).set_looking(app, None);
     }
 
-    /// How many kinds are watched for orphaned resources only, over all namespaces.
+    /// How many kinds are watched for orphaned resources only, counted once per
+    /// namespace they are watched in.
     pub fn orphan_watches(&self) -> usize {
         lock(&self.orphan_watch).caches.len()
+    }
+
+    /// The (group, kind) of the kinds watched for orphaned resources only.
+    pub(super) fn orphan_watched_kinds(&self) -> Vec<(String, String)> {
+        let watch = lock(&self.orphan_watch);
+        watch
+            .caches
+            .keys()
+            .map(|(_, group, kind)| (group.clone(), kind.clone()))
+            .collect()
+    }
+
+    /// How many objects the watches for orphaned resources hold.
+    pub(super) fn orphan_cached_objects(&self) -> usize {
+        let caches: Vec<_> = lock(&self.orphan_watch).caches.values().cloned().collect();
+        caches.iter().map(|c| c.len()).sum()
     }
 }
 
