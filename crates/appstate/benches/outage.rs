@@ -61,7 +61,7 @@ fn round(
     for a in 0..apps {
         let start = Instant::now();
         cache
-            .write_app(&format!("app{a}"), &data.0, &data.1, &healthy, &[])
+            .write_app(&format!("app{a}"), &data.0, &data.1, &healthy, &[], &[])
             .unwrap();
         times.push(start.elapsed());
     }

@@ -35,7 +35,7 @@ pub use documents::{
 pub use encode::{CACHE_VERSION, Compression, EncodeError};
 pub use managed::managed_resources;
 pub use settings::{CLUSTER_INFO_EXPIRATION, RedisSentinel, RedisSettings, RedisTls};
-pub use tree::{ManagedResource, TreeInput, resource_tree};
+pub use tree::{ManagedResource, TreeInput, orphaned_nodes, resource_tree};
 pub use writer::{AppStateWriter, WriterStats};
 
 /// Settings that can never work.
@@ -89,7 +89,8 @@ impl AppStateCache {
 
     /// Writes the tree and managed resources of the app whose instance name is `app`,
     /// then publishes its update notification. Answers the tree's summary with
-    /// `app_links`, the app's own links ([`ApplicationTree::summary`]).
+    /// `app_links`, the app's own links ([`ApplicationTree::summary`]). `orphaned`: the
+    /// app's orphaned nodes ([`orphaned_nodes`]).
     pub fn write_app(
         &self,
         app: &str,
@@ -97,12 +98,14 @@ impl AppStateCache {
         objects: &[Arc<Value>],
         health: &dyn Fn(&Value) -> Option<HealthStatus>,
         app_links: &[String],
+        orphaned: &[ResourceNode],
     ) -> Result<ApplicationSummary, EncodeError> {
         let s = &self.settings;
         let tree = resource_tree(&TreeInput {
             managed,
             objects,
             health,
+            orphaned,
         });
         let summary = tree.summary(app_links);
         for (i, shard) in encode::tree_shards(tree, s.tree_shard_size)

@@ -3,7 +3,9 @@
 //! object that descends from a live one by owner references (ReplicaSets, Pods,
 //! EndpointSlices…), each with its parents, details, health and creation time; and the
 //! Kubernetes nodes that run the app's Pods (`hosts`). Nodes are sorted by
-//! `group/kind/namespace/name` as Argo CD normalizes them.
+//! `group/kind/namespace/name` as Argo CD normalizes them. The orphaned nodes (when the
+//! app's project asks) are made by [`orphaned_nodes`]: the orphaned top-level objects and
+//! their descendants, sorted as Argo CD sorts them (by its `ResourceRef` text).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -53,6 +55,8 @@ pub struct TreeInput<'a> {
     pub objects: &'a [Arc<Value>],
     /// The health of an object, where one is assessed.
     pub health: &'a dyn Fn(&Value) -> Option<HealthStatus>,
+    /// The orphaned nodes ([`orphaned_nodes`]; empty unless the project asks).
+    pub orphaned: &'a [ResourceNode],
 }
 
 fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
@@ -90,21 +94,8 @@ pub fn resource_tree(input: &TreeInput<'_>) -> ApplicationTree {
                 .filter_map(|m| m.live.as_deref().map(key_of)),
         )
         .collect();
-    let mut children: HashMap<&str, Vec<&Value>> = HashMap::new();
-    for o in input.objects {
-        for owner in o
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(uid) = owner.get("uid").and_then(Value::as_str) {
-                children.entry(uid).or_default().push(o);
-            }
-        }
-    }
+    let children = children_by_owner(input.objects);
     let mut nodes = Vec::new();
-    let mut seen: HashSet<Key> = HashSet::new();
     let mut queue: VecDeque<&Value> = VecDeque::new();
     for m in input.managed {
         match m.live.as_deref() {
@@ -130,24 +121,87 @@ pub fn resource_tree(input: &TreeInput<'_>) -> ApplicationTree {
             }),
         }
     }
+    descend(queue, &children, &mut |obj| {
+        nodes.push(node_of(obj, &known, input.health));
+        true
+    });
+    nodes.sort_by_cached_key(|n| n.resource.full_name());
+    let hosts = hosts(&nodes, input.objects);
+    ApplicationTree {
+        nodes,
+        orphaned_nodes: input.orphaned.to_vec(),
+        hosts,
+        shards_count: 0,
+    }
+}
+
+/// The objects among `objects` that name an owner, by the owner's uid.
+fn children_by_owner(objects: &[Arc<Value>]) -> HashMap<&str, Vec<&Value>> {
+    let mut children: HashMap<&str, Vec<&Value>> = HashMap::new();
+    for o in objects {
+        for owner in o
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(uid) = owner.get("uid").and_then(Value::as_str) {
+                children.entry(uid).or_default().push(o);
+            }
+        }
+    }
+    children
+}
+
+/// Visits `queue`'s objects and their descendants by owner references, each once; an
+/// object `visit` answers false for is not descended into.
+fn descend<'v>(
+    mut queue: VecDeque<&'v Value>,
+    children: &HashMap<&str, Vec<&'v Value>>,
+    visit: &mut dyn FnMut(&'v Value) -> bool,
+) {
+    let mut seen: HashSet<Key> = HashSet::new();
     while let Some(obj) = queue.pop_front() {
-        if !seen.insert(key_of(obj)) {
+        if !seen.insert(key_of(obj)) || !visit(obj) {
             continue;
         }
-        nodes.push(node_of(obj, &known, input.health));
         let uid = text(obj, "/metadata/uid");
         if !uid.is_empty() {
             queue.extend(children.get(uid).into_iter().flatten().copied());
         }
     }
-    nodes.sort_by_cached_key(|n| n.resource.full_name());
-    let hosts = hosts(&nodes, input.objects);
-    ApplicationTree {
-        nodes,
-        orphaned_nodes: Vec::new(),
-        hosts,
-        shards_count: 0,
-    }
+}
+
+/// The orphaned nodes of an app, as Argo CD makes them: each of `roots` (the orphaned
+/// top-level objects) and their descendants among `objects` (the namespace's), except
+/// those `keep` refuses (another app's), which are not descended into either; sorted by
+/// Argo CD's `ResourceRef` text (group, version, kind, namespace, name, uid). Argo CD
+/// counts these nodes in its `OrphanedResourceWarning` and its metric.
+pub fn orphaned_nodes(
+    roots: &[Arc<Value>],
+    objects: &[Arc<Value>],
+    keep: &dyn Fn(&Value) -> bool,
+    health: &dyn Fn(&Value) -> Option<HealthStatus>,
+) -> Vec<ResourceNode> {
+    let known: HashSet<Key> = objects.iter().map(|o| key_of(o)).collect();
+    let children = children_by_owner(objects);
+    let mut nodes = Vec::new();
+    let queue = roots.iter().map(|r| r.as_ref()).collect();
+    descend(queue, &children, &mut |obj| {
+        if !keep(obj) {
+            return false;
+        }
+        nodes.push(node_of(obj, &known, health));
+        true
+    });
+    nodes.sort_by_cached_key(|n| {
+        let r = &n.resource;
+        format!(
+            "&ResourceRef{{Group:{},Version:{},Kind:{},Namespace:{},Name:{},UID:{},}}",
+            r.group, r.version, r.kind, r.namespace, r.name, r.uid
+        )
+    });
+    nodes
 }
 
 /// A node as Argo CD's `asResourceNode` makes it.

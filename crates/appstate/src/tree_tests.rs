@@ -86,6 +86,7 @@ fn tree_of(managed: &[ManagedResource], objects: Vec<Value>) -> Value {
         managed,
         objects: &objects,
         health: &healthy,
+        orphaned: &[],
     });
     serde_json::to_value(tree).unwrap()
 }
@@ -294,6 +295,7 @@ fn the_summary_collects_images_and_urls_of_every_node() {
         managed: &m,
         objects: &objects,
         health: &healthy,
+        orphaned: &[],
     });
     let links = ["https://grafana.example/d/web".to_owned()];
     let summary = serde_json::to_value(tree.summary(&links)).unwrap();
@@ -312,10 +314,46 @@ fn the_summary_collects_images_and_urls_of_every_node() {
         managed: &apps,
         objects: &[],
         health: &healthy,
+        orphaned: &[],
     });
     let summary = serde_json::to_value(tree.summary(&[])).unwrap();
     assert_eq!(
         summary,
         json!({"externalURLs": [], "images": [], "isAppOfApps": true})
     );
+}
+
+#[test]
+fn orphaned_nodes_are_the_roots_and_their_descendants_sorted_as_argo_cd() {
+    let objects: Vec<Arc<Value>> = [deployment(), replica_set(), pod(), unrelated_pod()]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let roots = vec![objects[0].clone(), objects[3].clone()];
+    let all = |_: &Value| true;
+    let nodes = orphaned_nodes(&roots, &objects, &all, &healthy);
+    let names: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("{}/{}", n.resource.kind, n.resource.name))
+        .collect();
+    // Core group first, then apps; within a group by version, then kind, then name.
+    assert_eq!(
+        names,
+        [
+            "Pod/other",
+            "Pod/web-5d9-x",
+            "Deployment/web",
+            "ReplicaSet/web-5d9"
+        ]
+    );
+    let pod_node = nodes
+        .iter()
+        .find(|n| n.resource.name == "web-5d9-x")
+        .unwrap();
+    assert_eq!(pod_node.parent_refs[0].kind, "ReplicaSet");
+    assert_eq!(pod_node.parent_refs[0].namespace, "shop");
+    // A node refused (another app's) is left out with its descendants.
+    let not_replica_sets = |v: &Value| v["kind"] != "ReplicaSet";
+    let nodes = orphaned_nodes(&roots, &objects, &not_replica_sets, &healthy);
+    assert_eq!(nodes.len(), 2);
 }

@@ -154,7 +154,7 @@ async fn documents_are_written_in_argo_cds_layout() {
     let cache = AppStateCache::start(settings(&redis)).unwrap();
     let (managed, objects) = app_objects();
     cache
-        .write_app("guestbook", &managed, &objects, &healthy, &[])
+        .write_app("guestbook", &managed, &objects, &healthy, &[], &[])
         .unwrap();
     cache
         .write_cluster("https://kubernetes.default.svc", &facts())
@@ -237,7 +237,7 @@ async fn uncompressed_and_sharded_trees() {
     let cache = AppStateCache::start(s).unwrap();
     let (managed, objects) = app_objects();
     cache
-        .write_app("guestbook", &managed, &objects, &healthy, &[])
+        .write_app("guestbook", &managed, &objects, &healthy, &[], &[])
         .unwrap();
     let first: Tree = decode(
         &wait_for(&redis, "app|resources-tree|guestbook|1.8.3", |_| true),
@@ -278,7 +278,7 @@ async fn the_api_servers_watchers_are_notified() {
     let cache = AppStateCache::start(settings(&redis)).unwrap();
     let (managed, objects) = app_objects();
     cache
-        .write_app("guestbook", &managed, &objects, &healthy, &[])
+        .write_app("guestbook", &managed, &objects, &healthy, &[], &[])
         .unwrap();
     let message = tokio::task::spawn_blocking(move || {
         let mut lines = Vec::new();

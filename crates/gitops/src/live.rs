@@ -23,6 +23,10 @@
 //! A kind argocd-cm's `resource.exclusions`/`resource.inclusions` exclude on the cluster
 //! (Argo CD's core exclusions included) is never watched ([`ClusterConn::set_resource_filter`]).
 //!
+//! Apps whose AppProject sets `orphanedResources` also see every namespaced kind of their
+//! destination namespace ([`ClusterConn::namespace_objects`], `orphans.rs`), watched in
+//! that namespace only while an app looks there.
+//!
 //! A watch that stalls (a partitioned cluster) serves a stale cache; so when the cluster
 //! has not been heard from for [`LiveOptions::probe_after`], [`ClusterConn::check_reachable`]
 //! asks the API server for its version before the cache is trusted.
@@ -35,13 +39,14 @@ mod facts;
 mod identity;
 mod kinds;
 mod kubeconfig;
+mod orphans;
 mod requests;
 mod slim;
 mod tls_configs;
 mod updates;
 mod versions;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -53,7 +58,6 @@ use tokio::time::Instant;
 
 pub use fleetshard_manifest::{ClusterCredentials, ClusterScope};
 
-use crate::compare::{ResourceKey, Tracking};
 use cache::KindCache;
 use eks::{BearerLayer, EksTokens};
 pub use error::LiveError;
@@ -61,6 +65,7 @@ use error::with_causes;
 pub use facts::ClusterCacheFacts;
 pub use identity::{ControlPlaneIdentity, Recognition};
 use kubeconfig::kubeconfig_config;
+pub use orphans::NamespaceObjects;
 pub use requests::{AppConn, AppRequests, RequestLabels};
 use tls_configs::TlsConfigs;
 pub use updates::UpdateFilter;
@@ -328,6 +333,8 @@ pub struct ClusterConn {
     control_plane: Mutex<Recognition>,
     /// The server's version, watch events, the last probe (`facts.rs`).
     observed: Arc<facts::Observed>,
+    /// The namespaces looked in for orphaned resources, and their watches (`orphans.rs`).
+    orphan_watch: Mutex<orphans::OrphanWatch>,
 }
 
 impl ClusterConn {
@@ -449,6 +456,7 @@ impl ClusterConn {
             identity: Arc::clone(identity),
             control_plane: Mutex::new(control_plane),
             observed: Arc::default(),
+            orphan_watch: Mutex::default(),
         })
     }
 
@@ -524,59 +532,6 @@ impl ClusterConn {
                 message,
             }),
         }
-    }
-
-    /// How long ago the oldest of this cluster's last complete lists ended (every kind
-    /// watched): the cache holds everything at least that current. `None` before every
-    /// kind's first list. Kept at most [`LiveOptions::relist_every`] plus one list while
-    /// lists succeed.
-    pub fn cache_age(&self) -> Option<Duration> {
-        let caches: Vec<_> = lock(&self.caches).values().cloned().collect();
-        let mut oldest: Option<Instant> = None;
-        for cache in caches {
-            let at = cache.listed_at()?;
-            oldest = Some(oldest.map_or(at, |o| o.min(at)));
-        }
-        oldest.map(|at| at.elapsed())
-    }
-
-    /// How many objects this cluster's caches hold (every watched kind).
-    pub fn cached_objects(&self) -> usize {
-        let caches: Vec<_> = lock(&self.caches).values().cloned().collect();
-        caches.iter().map(|c| c.len()).sum()
-    }
-
-    /// The cached objects of the watched kinds that `desired` names or that `tracking`
-    /// says are `app_name`'s, shared with the cache (not copied).
-    pub fn live_objects(
-        &self,
-        app_name: &str,
-        desired: &HashSet<ResourceKey>,
-        tracking: &Tracking,
-    ) -> Vec<Arc<Value>> {
-        let caches: Vec<_> = lock(&self.caches)
-            .iter()
-            .map(|(k, c)| (k.clone(), c.clone()))
-            .collect();
-        let mut out = Vec::new();
-        for ((group, kind), cache) in caches {
-            // The desired objects of this kind, by key; the tracked ones come from the
-            // cache's index by app (no scan of the cluster's objects).
-            let keys: Vec<(String, String)> = desired
-                .iter()
-                .filter(|k| k.group == group && k.kind == kind)
-                .map(|k| (k.namespace.clone(), k.name.clone()))
-                .collect();
-            let mut probe = ResourceKey::new(&group, &kind, "", "");
-            for ((ns, name), obj) in cache.of_app(app_name, &keys) {
-                probe.namespace = ns;
-                probe.name = name;
-                if desired.contains(&probe) || tracking.is_tracked_by(&obj, app_name) {
-                    out.push(obj);
-                }
-            }
-        }
-        out
     }
 }
 

@@ -54,12 +54,14 @@ mod lifecycle;
 mod memo;
 mod operate;
 mod operation;
+mod orphans;
 mod place;
 mod problem;
 mod project;
 mod refresh;
 mod render;
 mod report;
+mod role;
 mod self_heal;
 mod server_side;
 mod status;
@@ -85,6 +87,10 @@ pub use inventory::{
     AppTarget, Clock, FixedClock, Inventory, InventoryTargets, StaticInventory, UnresolvedTarget,
     unresolved_reason,
 };
+pub use lifecycle::DELETION_ERROR;
+pub use orphans::ORPHANED_RESOURCE_WARNING;
+pub use place::REPEATED_RESOURCE_WARNING;
+pub use project::UNKNOWN_ERROR;
 pub use report::{AppActivity, AppReport, RECONCILE_BUCKETS};
 pub use self_heal::SelfHealBackoff;
 pub use status::{

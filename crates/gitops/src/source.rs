@@ -50,7 +50,6 @@ pub use cache::{
 };
 pub use error::{Location, ManifestError, SourceError};
 pub use parse::{FileFormat, Manifest, ObjectIdentity, parse_file};
-pub(crate) use render::check_duplicates;
 pub use render::{
     DEFAULT_JSONNET_MAX_MEMORY, DEFAULT_MAX_CACHED_RENDERS, DEFAULT_RENDER_TIMEOUT, JSONNET_ENTRY,
     MultiSource, Render, RenderConfig, RenderRequest, RenderSandbox, RenderStats, Rendered,

@@ -7,13 +7,15 @@
 //! that fleetshard does not implement (`signatureKeys`, `destinationServiceAccounts`,
 //! `permitOnlyProjectScopedClusters`, a window's `syncOverrun`, unknown fields) become
 //! [`Refusal`]s: every application of the project is then refused, naming the field. What
-//! only Argo CD's API server reads (`roles`, `description`) and the monitoring-only
-//! `orphanedResources` are accepted and not used.
+//! only Argo CD's API server reads (`roles`, `description`) are accepted and not used;
+//! `orphanedResources` says whether the project's apps look for orphaned resources
+//! (`project/orphaned.rs`).
 //!
 //! The rules themselves are in `project/rules.rs` (repositories, destinations, source
 //! namespaces, resource lists, Argo CD's control plane) and `project/window.rs` (sync
 //! windows, evaluated at a time the caller passes in).
 
+mod orphaned;
 mod pattern;
 mod rules;
 mod window;
@@ -30,6 +32,7 @@ use crate::error::{Ctx, LoadError, object_name};
 use crate::glob::Glob;
 use crate::implemented::{is_zero, walk};
 
+pub use orphaned::{OrphanedResourceKey, OrphanedResources};
 pub use pattern::{Pattern, RepoPattern};
 pub use rules::{ControlPlane, ProjectCheck, ResourceRef, Violation};
 pub use window::{SyncWindow, WindowKind, WindowVerdict, sync_windows_verdict};
@@ -94,6 +97,8 @@ pub struct AppProject {
     pub namespace_deny: Vec<ResourceRule>,
     /// `spec.syncWindows`.
     pub sync_windows: Vec<SyncWindow>,
+    /// `spec.orphanedResources` (`None`: the project's apps do not look for orphans).
+    pub orphaned_resources: Option<OrphanedResources>,
     /// `metadata.deletionTimestamp` is set: the project is being deleted.
     pub deleting: bool,
     /// `metadata.finalizers` holds [`PROJECT_FINALIZER`].
@@ -140,7 +145,8 @@ const SPEC_FIELDS: &[&str] = &[
     // Read by Argo CD's API server only (its RBAC and UI), never by the controller.
     "description",
     "roles",
-    // Monitoring only (a warning condition Argo CD shows); nothing is applied by it.
+    // Monitoring only (orphaned nodes, a warning condition, a metric); nothing is
+    // applied by it.
     "orphanedResources",
 ];
 
@@ -196,6 +202,8 @@ struct ProjectSpec {
     namespace_deny: Option<Vec<ResourceRule>>,
     #[serde(rename = "syncWindows")]
     sync_windows: Option<Vec<window::RawWindow>>,
+    #[serde(rename = "orphanedResources")]
+    orphaned_resources: Option<OrphanedResources>,
 }
 
 /// Reads one AppProject; `locator` names it when it has no name.
@@ -257,6 +265,7 @@ pub(crate) fn to_project(
         namespace_allow: spec.namespace_allow,
         namespace_deny: spec.namespace_deny.unwrap_or_default(),
         sync_windows,
+        orphaned_resources: spec.orphaned_resources,
         deleting: meta.deletion_timestamp.is_some_and(|t| !t.is_empty()),
         has_finalizer: meta
             .finalizers

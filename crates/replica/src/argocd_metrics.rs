@@ -85,6 +85,7 @@ impl Collector for ArgoCdCollector {
         let apps = self.reconciler.app_reports();
         encode_app_info(&mut encoder, &apps)?;
         encode_app_conditions(&mut encoder, &apps)?;
+        encode_app_orphaned(&mut encoder, &apps)?;
         encode_reconcile(&mut encoder, &apps)?;
         encode_syncs(&mut encoder, &apps)?;
         encode_requests(&mut encoder, &apps)?;
@@ -141,6 +142,25 @@ fn encode_app_conditions(
             let count = i64::try_from(*count).unwrap_or(i64::MAX);
             ConstGauge::new(count).encode(family.encode_family(&labels)?)?;
         }
+    }
+    Ok(())
+}
+
+/// `argocd_app_orphaned_resources_count`: every owned app's orphaned resources, 0 when
+/// its project does not look for them (Argo CD sets it for every app it refreshes).
+fn encode_app_orphaned(
+    e: &mut DescriptorEncoder<'_>,
+    apps: &[AppReport],
+) -> Result<(), std::fmt::Error> {
+    let mut family = e.encode_descriptor(
+        "argocd_app_orphaned_resources_count",
+        "Number of orphaned resources per application",
+        None,
+        MetricType::Gauge,
+    )?;
+    for r in apps {
+        let count = i64::try_from(r.orphaned_resources).unwrap_or(i64::MAX);
+        ConstGauge::new(count).encode(family.encode_family(&app_labels(r))?)?;
     }
     Ok(())
 }

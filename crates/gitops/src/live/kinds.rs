@@ -1,18 +1,22 @@
 //! A cluster's kinds: discovery (cached per cluster) and the watch-backed cache of each
-//! kind its applications deploy, and what the caches are told of this replica's own writes
-//! and of the settings they apply.
+//! kind its applications deploy, what the caches are told of this replica's own writes
+//! and of the settings they apply, and what is read from them (an app's live objects,
+//! the caches' age and size).
 
+use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use kube::api::GroupVersionKind;
 use kube::discovery::Scope;
 use serde_json::Value;
+use tokio::time::Instant;
 
 use fleetshard_manifest::customizations::ResourceFilter;
 
 use super::cache::{KindCache, WatchContext};
 use super::{ClusterConn, KindInfo, LiveError, UpdateFilter, lock};
-use crate::compare::ResourceKey;
+use crate::compare::{ResourceKey, Tracking};
 
 impl ClusterConn {
     /// What the cluster serves as `kind` in `api_version` (discovery, cached; a kind not
@@ -131,9 +135,12 @@ impl ClusterConn {
         caches.iter().flat_map(|c| c.values()).collect()
     }
 
-    /// How many kinds are watched.
+    /// How many kinds are watched (for apps' resources, the tree, or orphaned resources).
     pub fn watched_kinds(&self) -> usize {
-        lock(&self.caches).len()
+        let mut kinds: std::collections::HashSet<(String, String)> =
+            lock(&self.caches).keys().cloned().collect();
+        kinds.extend(self.orphan_watched_kinds());
+        kinds.len()
     }
 
     /// Starts watching `info`'s kind, if it is not watched yet, inside the cluster's scope
@@ -160,26 +167,40 @@ impl ClusterConn {
         caches
             .entry(key)
             .or_insert_with(|| {
-                let ctx = WatchContext {
-                    client: self.client.clone(),
-                    watch_timeout_secs: u32::try_from(self.options.watch_timeout.as_secs())
-                        .unwrap_or(u32::MAX)
-                        .max(1),
-                    heard: self.heard.clone(),
-                    label_key: self.label_key.clone(),
-                    relist_every: self.options.relist_every,
-                    listener: self.listener.clone(),
-                    lists: self.lists.clone(),
-                    kept: self.kept_managers.clone(),
-                    update_filter: self.update_filter.clone(),
-                    events: self
-                        .observed
-                        .events_of(&info.resource.group, &info.resource.kind),
-                };
                 let namespaces = self.scope().watched_namespaces(info.namespaced);
-                Arc::new(KindCache::start(&ctx, &info.resource, namespaces))
+                Arc::new(KindCache::start(
+                    &self.watch_context(&info.resource.group, &info.resource.kind),
+                    &info.resource,
+                    namespaces,
+                ))
             })
             .clone()
+    }
+
+    /// What a new watch of this cluster's `group`/`kind` shares with the others (its watch
+    /// events counted with the kind's other watches).
+    pub(super) fn watch_context(&self, group: &str, kind: &str) -> WatchContext {
+        WatchContext {
+            client: self.client.clone(),
+            watch_timeout_secs: u32::try_from(self.options.watch_timeout.as_secs())
+                .unwrap_or(u32::MAX)
+                .max(1),
+            heard: self.heard.clone(),
+            label_key: self.label_key.clone(),
+            relist_every: self.options.relist_every,
+            listener: self.listener.clone(),
+            lists: self.lists.clone(),
+            kept: self.kept_managers.clone(),
+            update_filter: self.update_filter.clone(),
+            events: self.observed.events_of(group, kind),
+        }
+    }
+
+    /// The cache of `group`/`kind`, if the cluster's caches watch it.
+    pub(super) fn watched_cache(&self, group: &str, kind: &str) -> Option<Arc<KindCache>> {
+        lock(&self.caches)
+            .get(&(group.to_owned(), kind.to_owned()))
+            .cloned()
     }
 
     /// The cache of `key`'s kind, if it is watched.
@@ -221,5 +242,60 @@ impl ClusterConn {
     /// (`None`: every change does), for the caches running and those started later.
     pub fn set_update_filter(&self, filter: Option<Arc<UpdateFilter>>) {
         *lock(&self.update_filter) = filter;
+    }
+}
+
+impl ClusterConn {
+    /// How long ago the oldest of this cluster's last complete lists ended (every kind
+    /// watched): the cache holds everything at least that current. `None` before every
+    /// kind's first list. Kept at most [`LiveOptions::relist_every`] plus one list while
+    /// lists succeed.
+    pub fn cache_age(&self) -> Option<Duration> {
+        let caches: Vec<_> = lock(&self.caches).values().cloned().collect();
+        let mut oldest: Option<Instant> = None;
+        for cache in caches {
+            let at = cache.listed_at()?;
+            oldest = Some(oldest.map_or(at, |o| o.min(at)));
+        }
+        oldest.map(|at| at.elapsed())
+    }
+
+    /// How many objects this cluster's caches hold (every watched kind).
+    pub fn cached_objects(&self) -> usize {
+        let caches: Vec<_> = lock(&self.caches).values().cloned().collect();
+        caches.iter().map(|c| c.len()).sum::<usize>() + self.orphan_cached_objects()
+    }
+
+    /// The cached objects of the watched kinds that `desired` names or that `tracking`
+    /// says are `app_name`'s, shared with the cache (not copied).
+    pub fn live_objects(
+        &self,
+        app_name: &str,
+        desired: &HashSet<ResourceKey>,
+        tracking: &Tracking,
+    ) -> Vec<Arc<Value>> {
+        let caches: Vec<_> = lock(&self.caches)
+            .iter()
+            .map(|(k, c)| (k.clone(), c.clone()))
+            .collect();
+        let mut out = Vec::new();
+        for ((group, kind), cache) in caches {
+            // The desired objects of this kind, by key; the tracked ones come from the
+            // cache's index by app (no scan of the cluster's objects).
+            let keys: Vec<(String, String)> = desired
+                .iter()
+                .filter(|k| k.group == group && k.kind == kind)
+                .map(|k| (k.namespace.clone(), k.name.clone()))
+                .collect();
+            let mut probe = ResourceKey::new(&group, &kind, "", "");
+            for ((ns, name), obj) in cache.of_app(app_name, &keys) {
+                probe.namespace = ns;
+                probe.name = name;
+                if desired.contains(&probe) || tracking.is_tracked_by(&obj, app_name) {
+                    out.push(obj);
+                }
+            }
+        }
+        out
     }
 }

@@ -18,7 +18,8 @@ use fleetshard_controller::AppKey;
 use serde_json::Value;
 
 use super::memo::Refreshed;
-use super::{AppTarget, GitOpsReconciler, customize};
+use super::orphans::node_health;
+use super::{AppTarget, GitOpsReconciler};
 use crate::compare::{ResourceKey, SyncStatus};
 use crate::live::ClusterConn;
 
@@ -46,18 +47,18 @@ impl GitOpsReconciler {
         watch_tree_kinds(&conn).await;
         let managed = managed_of(refreshed);
         let objects = conn.cached_values();
-        let checks = &refreshed.settings.health;
-        let health = |v: &Value| -> Option<HealthStatus> {
-            let k = ResourceKey::of(v).ok()?;
-            let (shown, _) = customize::resource_health(checks, &k, Some(v));
-            let info = super::HealthInfo::of(&shown);
-            (!info.status.is_empty()).then_some(HealthStatus {
-                status: info.status,
-                message: info.message,
-            })
-        };
+        let health = |v: &Value| -> Option<HealthStatus> { node_health(&refreshed.settings, v) };
         let app = self.instance_name(key);
-        let summary = match cache.write_app(&app, &managed, &objects, &health, &target.spec.links) {
+        let orphaned = refreshed.orphans.as_deref().unwrap_or_default();
+        let written = cache.write_app(
+            &app,
+            &managed,
+            &objects,
+            &health,
+            &target.spec.links,
+            orphaned,
+        );
+        let summary = match written {
             Ok(summary) => serde_json::to_value(summary).ok(),
             Err(e) => {
                 tracing::warn!(app = %key, "app-state cache: {e}");

@@ -34,6 +34,10 @@ use crate::apply::{self, WriteHow, WriteResult};
 use crate::live::AppConn;
 use crate::source::Refresh;
 
+/// The condition a failed step of an Application's deletion shows (Argo CD's), cleared
+/// by the next step that succeeds.
+pub const DELETION_ERROR: &str = "DeletionError";
+
 /// How long a deletion waits before looking again.
 const DELETION_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -42,6 +46,35 @@ fn lapsed() -> ReconcileError {
 }
 
 impl GitOpsReconciler {
+    /// Keeps the outcome of a deletion step for the app's `DeletionError` condition: the
+    /// failure's message (not a lapsed lease: no failure of the deletion), or none once a
+    /// step succeeds. When that changes, the app is refreshed at once so that its status
+    /// shows it, as Argo CD writes the condition when the step ends (a refresh that fails
+    /// leaves it to the next one; the deletion's own outcome stands).
+    pub(super) async fn note_deletion_outcome(
+        &self,
+        key: &AppKey,
+        outcome: &Result<Operated, ReconcileError>,
+    ) {
+        let error = match outcome {
+            Ok(_) => None,
+            Err(_) if !self.lease.lease_valid() => return,
+            Err(ReconcileError::RetryLater(why)) => Some(why.clone()),
+            Err(ReconcileError::RetryAfter { reason, .. }) => Some(reason.clone()),
+            Err(e) => Some(e.to_string()),
+        };
+        let changed = {
+            let mut memos = self.memos();
+            let m = memos.entry(key.clone()).or_default();
+            let changed = m.deletion_error != error;
+            m.deletion_error = error;
+            changed
+        };
+        if changed && let Err(e) = self.do_refresh(key).await {
+            tracing::debug!(app = %key, "the refresh after a deletion step: {e}");
+        }
+    }
+
     /// One step of the deletion of the app (see the module documentation).
     pub(super) async fn finalize_deletion(
         &self,

@@ -36,6 +36,8 @@ pub(super) struct Refreshed {
     pub(super) tracking: Tracking,
     /// argocd-cm's resource customizations when this was read (health checks).
     pub(super) settings: Arc<Settings>,
+    /// The app's orphaned nodes (`None`: its project does not ask; `orphans.rs`).
+    pub(super) orphans: Option<Vec<fleetshard_appstate::ResourceNode>>,
 }
 
 /// Monotonic times of the operation in progress as this owner saw it: its sync timeout,
@@ -91,6 +93,9 @@ pub(super) struct Memo {
     /// A sync request refused (`SyncError`), shown on the app's status until the next
     /// operation runs.
     pub(super) sync_error: Option<String>,
+    /// The last step of the Application's deletion failed (`DeletionError`), shown on
+    /// its status until a step succeeds.
+    pub(super) deletion_error: Option<String>,
     /// Consecutive self-heals, for their back-off.
     pub(super) heals: self_heal::SelfHeals,
     /// The refresh annotation was seen at the last refresh (its hard refresh is served

@@ -110,6 +110,7 @@ impl GitOpsReconciler {
                 // failure of the deletion, and its event could not be written anyway).
                 self.emit(key, crate::events::message::deletion_failed(&e.to_string()));
             }
+            self.note_deletion_outcome(key, &deleted).await;
             return deleted;
         }
         if let Some(state) = self.recorded_operation(key, &target).await?

@@ -145,3 +145,65 @@ impl GitOpsReconciler {
         })
     }
 }
+
+/// The condition an object the app's manifests define more than once shows (Argo CD's).
+pub const REPEATED_RESOURCE_WARNING: &str = "RepeatedResourceWarning";
+
+/// Keeps, of the placed objects that share a key (group, kind, namespace as placed, name),
+/// the last one in the manifests' order (across sources: the later source's), as Argo CD
+/// does; answers one Argo CD message per repeated key, sorted. Hooks named only by
+/// `generateName` are never repeats.
+pub(super) fn keep_last<T>(placed: &mut Vec<T>, key: impl Fn(&T) -> &ResourceKey) -> Vec<String> {
+    let mut count: std::collections::HashMap<ResourceKey, usize> = Default::default();
+    for p in placed.iter().filter(|p| !key(p).name.is_empty()) {
+        *count.entry(key(p).clone()).or_default() += 1;
+    }
+    let mut seen: std::collections::HashMap<ResourceKey, usize> = Default::default();
+    placed.retain(|p| {
+        let k = key(p);
+        let Some(&n) = count.get(k).filter(|n| **n > 1) else {
+            return true;
+        };
+        let s = seen.entry(k.clone()).or_default();
+        *s += 1;
+        *s == n
+    });
+    let mut messages: Vec<String> = count
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(k, n)| {
+            format!(
+                "Resource {}/{}/{}/{} appeared {n} times among application resources.",
+                k.group, k.kind, k.namespace, k.name
+            )
+        })
+        .collect();
+    messages.sort();
+    messages
+}
+
+#[cfg(test)]
+mod repeated_tests {
+    use super::keep_last;
+    use crate::compare::ResourceKey;
+
+    #[test]
+    fn the_last_of_repeated_objects_wins_and_each_key_is_named_once() {
+        let key = |name: &str| ResourceKey::new("apps", "Deployment", "shop", name);
+        let mut placed = vec![
+            (key("web"), 1),
+            (key("db"), 2),
+            (key("web"), 3),
+            (key(""), 4),
+            (key(""), 5),
+            (key("web"), 6),
+        ];
+        let messages = keep_last(&mut placed, |p| &p.0);
+        let kept: Vec<i32> = placed.iter().map(|p| p.1).collect();
+        assert_eq!(kept, [2, 4, 5, 6]);
+        assert_eq!(
+            messages,
+            ["Resource apps/Deployment/shop/web appeared 3 times among application resources."]
+        );
+    }
+}

@@ -12,6 +12,10 @@ use super::problem::Problem;
 use super::{AppTarget, GitOpsReconciler};
 use crate::compare::ResourceKey;
 
+/// The condition of a failure Argo CD does not classify (its project lookup failing for
+/// an app whose namespace may not use the project, among others).
+pub const UNKNOWN_ERROR: &str = "UnknownError";
+
 /// The condition type a project violation is shown as.
 fn invalid(message: String) -> Problem {
     Problem::permanent(RefusalKind::InvalidSpec.condition_type(), message)
@@ -36,11 +40,16 @@ impl GitOpsReconciler {
     }
 
     /// The app-level rules: the project exists, the app's namespace may use it, its
-    /// repository and destination are permitted.
+    /// repository and destination are permitted. An app whose namespace may not use its
+    /// project shows an `UnknownError`, as Argo CD's (its project lookup fails then).
     pub(super) fn check_project(&self, target: &AppTarget) -> Result<(), Problem> {
         let app = &target.app;
         let dest_ns = app.destination.namespace.as_deref().unwrap_or_default();
-        self.project_check(target)
+        let check = self.project_check(target);
+        if let Err(v) = check.check_app_namespace(&app.namespace, &app.name) {
+            return Err(Problem::permanent(UNKNOWN_ERROR, v.0));
+        }
+        check
             .check_app(
                 &app.namespace,
                 &app.name,

@@ -10,61 +10,20 @@ use fleetshard_controller::{AppKey, ReconcileError};
 use fleetshard_manifest::{RefreshRequest, RefusalKind};
 use serde_json::Value;
 
+use super::lifecycle::DELETION_ERROR;
 use super::memo::DeletionHooks;
 use super::problem::{COMPARISON_ERROR, Problem};
 use super::report::AppReport;
+use super::role::{Role, role};
 use super::{
     AppTarget, ComparisonStatus, Condition, GitOpsReconciler, HealthInfo, Refreshed, ResourceEntry,
-    StatusUpdate, SyncInfo, customize, guard, memo, place, render, sync_word,
+    StatusUpdate, SyncInfo, customize, guard, memo, orphans, place, render, sync_word,
 };
 use crate::apply::{DesiredObject, PruneTarget, handover_patch};
 use crate::compare::{CompareOptions, ResourceKey, SyncStatus, Tracking, compare_app_normalized};
 use crate::health::app_health;
 use crate::live::KindInfo;
 use crate::source::Refresh;
-
-/// How a desired object takes part in a sync.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
-    /// Compared, synced, pruned when it goes.
-    Resource,
-    /// `Skip`: neither applied nor compared, and its live object is not pruned.
-    Skip,
-    /// A hook of a sync phase.
-    Hook,
-    /// A hook of the app's deletion only (PreDelete, PostDelete, or both): run by the
-    /// deletion, never by a sync.
-    Deletion { pre: bool, post: bool },
-    /// A hook of no phase fleetshard runs (a Helm test hook): left alone.
-    Ignored,
-}
-
-fn role(object: &Value) -> Role {
-    let a = guard::annotation_map(object);
-    let deletion = |kind| fleetshard_sync::is_deletion_hook(&a, kind);
-    let (pre, post) = (
-        deletion(fleetshard_sync::DeletionHook::PreDelete),
-        deletion(fleetshard_sync::DeletionHook::PostDelete),
-    );
-    if (pre || post) && !has_sync_phase(&a) {
-        Role::Deletion { pre, post }
-    } else if fleetshard_sync::is_ignored(&a) {
-        Role::Ignored
-    } else if fleetshard_sync::is_hook(&a) {
-        Role::Hook
-    } else if fleetshard_sync::is_skip(&a) {
-        Role::Skip
-    } else {
-        Role::Resource
-    }
-}
-
-/// A hook that also runs in a sync phase (Argo CD keeps such a PostDelete hook in syncs).
-fn has_sync_phase(a: &fleetshard_sync::Annotations) -> bool {
-    fleetshard_sync::hook_types(a)
-        .iter()
-        .any(|t| *t != fleetshard_sync::HookType::Skip)
-}
 
 /// The condition an object of a kind argocd-cm's resource filter excludes shows (Argo CD's).
 pub const EXCLUDED_RESOURCE_WARNING: &str = "ExcludedResourceWarning";
@@ -162,6 +121,7 @@ impl GitOpsReconciler {
             }
             placed.push((role, p));
         }
+        let repeated = place::keep_last(&mut placed, |(_, p)| &p.key);
         conn.keep_managers(normalizer.trusted_managers());
         conn.set_update_filter(settings.update_filter.clone());
         conn.watch_kinds(&kinds)
@@ -322,6 +282,18 @@ impl GitOpsReconciler {
                 sync_wave: fleetshard_sync::wave(&guard::annotation_map(l)),
             });
         }
+        let orphans = {
+            let app = orphans::AppObjects {
+                app_name: &app_name,
+                desired: placed.iter().map(|(_, p)| &p.key).collect(),
+                live: &live,
+                tracking: &tracking,
+                settings: &settings,
+            };
+            self.orphans(key, target, &conn, &app)
+                .await
+                .map_err(|e| with_rev(e.into()))?
+        };
         let mut conditions = Vec::new();
         let now = self.clock.now_rfc3339();
         let resources_desired = placed.iter().any(|(r, _)| *r == Role::Resource);
@@ -347,13 +319,19 @@ impl GitOpsReconciler {
                 last_transition_time: now.clone(),
             });
         }
-        for message in excluded {
+        let warnings = (excluded.into_iter().map(|m| (EXCLUDED_RESOURCE_WARNING, m))).chain(
+            repeated
+                .into_iter()
+                .map(|m| (place::REPEATED_RESOURCE_WARNING, m)),
+        );
+        for (kind, message) in warnings {
             conditions.push(Condition {
-                kind: EXCLUDED_RESOURCE_WARNING.to_owned(),
+                kind: kind.to_owned(),
                 message,
                 last_transition_time: now.clone(),
             });
         }
+        conditions.extend(orphans::orphans_condition(target, orphans.as_deref(), &now));
         if !credential_warnings.is_empty() {
             conditions.push(Condition {
                 kind: REPO_CREDENTIALS_WARNING.to_owned(),
@@ -438,6 +416,7 @@ impl GitOpsReconciler {
             deletion_hooks,
             tracking,
             settings,
+            orphans,
         };
         Ok((refreshed, status))
     }
@@ -449,6 +428,8 @@ impl GitOpsReconciler {
                 return self.refresh_unresolved(key, &unresolved).await;
             }
             self.memos().remove(key);
+            // A deleted app looks for orphans nowhere.
+            self.clusters.stop_looking(&self.instance_name(key), None);
             return Ok(());
         };
         if target.spec.lifecycle.skip_reconcile {
@@ -522,7 +503,7 @@ impl GitOpsReconciler {
                 )
             }
         };
-        let sync_error = {
+        let (sync_error, deletion_error) = {
             let mut memos = self.memos();
             let m = memos.entry(key.clone()).or_default();
             m.cluster.clone_from(&target.cluster.id);
@@ -533,7 +514,7 @@ impl GitOpsReconciler {
                 &status.health.status,
                 &status.reconciled_at,
             );
-            m.sync_error.clone()
+            (m.sync_error.clone(), m.deletion_error.clone())
         };
         status.refresh_done = target.spec.refresh.is_some();
         // What was compared, and the controller's namespace, whatever the outcome (as
@@ -542,16 +523,29 @@ impl GitOpsReconciler {
         status
             .controller_namespace
             .clone_from(&self.config.control_plane_namespace);
-        if let Some(message) = sync_error {
-            status.conditions.push(Condition {
-                kind: RefusalKind::Sync.condition_type().to_owned(),
-                message,
-                last_transition_time: status.reconciled_at.clone(),
-            });
+        let kept = [
+            (RefusalKind::Sync.condition_type(), sync_error),
+            (DELETION_ERROR, deletion_error),
+        ];
+        for (kind, message) in kept {
+            if let Some(message) = message {
+                status.conditions.push(Condition {
+                    kind: kind.to_owned(),
+                    message,
+                    last_transition_time: status.reconciled_at.clone(),
+                });
+            }
         }
         if let Some(m) = self.memos().get_mut(key) {
             let in_operation = m.op.as_ref().is_some_and(|o| o.in_progress());
-            m.report = Some(AppReport::of(&target, &status, in_operation));
+            // A failed refresh keeps the count of the last one that looked.
+            let orphaned = match &m.last {
+                Some(last) => last.orphans.as_ref().map_or(0, Vec::len),
+                None => m.report.as_ref().map_or(0, |r| r.orphaned_resources),
+            };
+            let mut report = AppReport::of(&target, &status, in_operation);
+            report.orphaned_resources = orphaned;
+            m.report = Some(report);
             m.activity.refreshed(began.elapsed());
         }
         self.record(key, StatusUpdate::Comparison(Box::new(status)))

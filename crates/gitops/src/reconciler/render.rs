@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use super::problem::{COMPARISON_ERROR, Problem};
+use super::problem::Problem;
 use super::{AppTarget, GitOpsReconciler};
 use crate::source::{
     Manifests, MultiSource, Refresh, RenderRequest, Rendered, RepoAccess, SourceType,
-    check_duplicates, permitted_helm_repositories,
+    permitted_helm_repositories,
 };
 use fleetshard_controller::AppKey;
 use fleetshard_manifest::{AppSource, Refusal, RefusalKind};
@@ -149,15 +149,16 @@ impl GitOpsReconciler {
             };
             parts.push(self.renderer.render(request).await?);
         }
-        let mut app = merge(sources, parts)?;
+        let mut app = merge(parts);
         app.warnings = warnings;
         Ok(app)
     }
 }
 
-/// One app of the sources' renders: every object (no object in two sources), the
-/// revisions joined.
-fn merge(sources: &[AppSource], parts: Vec<Rendered>) -> Result<RenderedApp, Problem> {
+/// One app of the sources' renders: every object, in the sources' order (an object
+/// rendered by two sources is one of the app's repeated resources: the last wins, with a
+/// `RepeatedResourceWarning`, as Argo CD), the revisions joined.
+fn merge(parts: Vec<Rendered>) -> RenderedApp {
     let revisions: Vec<(String, SourceType)> = parts
         .iter()
         .map(|p| (p.manifests.commit.clone(), p.source_type))
@@ -171,26 +172,14 @@ fn merge(sources: &[AppSource], parts: Vec<Rendered>) -> Result<RenderedApp, Pro
         .iter()
         .flat_map(|p| p.manifests.objects.iter().cloned())
         .collect();
-    if let Err((identity, first, second)) = check_duplicates(&objects) {
-        let mut problem = Problem::permanent(
-            COMPARISON_ERROR,
-            format!(
-                "{identity} is rendered by two of the application's {} sources ({first} and \
-                 {second})",
-                sources.len()
-            ),
-        );
-        problem.revision = Some(commit);
-        return Err(problem);
-    }
-    Ok(RenderedApp {
+    RenderedApp {
         rendered: Rendered {
             source_type: parts[0].source_type,
             manifests: Arc::new(Manifests { commit, objects }),
         },
         sources: revisions,
         warnings: Vec::new(),
-    })
+    }
 }
 
 /// Whether a refused field is one a repo-server judges: a source's (`spec.source.…`,

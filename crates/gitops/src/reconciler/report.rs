@@ -41,6 +41,9 @@ pub struct AppReport {
     pub conditions: BTreeMap<String, u64>,
     /// The Application's labels.
     pub labels: BTreeMap<String, String>,
+    /// How many orphaned resources the last refresh that looked found (0 when the
+    /// project does not ask), as Argo CD's `argocd_app_orphaned_resources_count`.
+    pub orphaned_resources: usize,
     /// Counts since this owner took the app.
     pub activity: AppActivity,
 }
@@ -107,6 +110,7 @@ impl AppReport {
             operation,
             conditions,
             labels: target.spec.labels.clone(),
+            orphaned_resources: 0,
             activity: AppActivity::default(),
         }
     }

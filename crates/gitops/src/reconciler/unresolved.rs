@@ -68,6 +68,7 @@ impl GitOpsReconciler {
                 &[],
                 &|_| None,
                 &target.spec.links,
+                &[],
             )
         {
             tracing::warn!(app = %key, "app-state cache: {e}");

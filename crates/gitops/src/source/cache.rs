@@ -575,7 +575,6 @@ fn is_permanent(e: &SourceError) -> bool {
         e,
         SourceError::PathNotFound { .. }
             | SourceError::Manifest { .. }
-            | SourceError::DuplicateObject { .. }
             | SourceError::UnsupportedSource { .. }
             | SourceError::Render { .. }
     )
@@ -586,7 +585,6 @@ fn with_revision(mut e: SourceError, revision: &str) -> SourceError {
     match &mut e {
         SourceError::PathNotFound { revision: r, .. }
         | SourceError::Manifest { revision: r, .. }
-        | SourceError::DuplicateObject { revision: r, .. }
         | SourceError::UnsupportedSource { revision: r, .. }
         | SourceError::Render { revision: r, .. } => *r = revision.to_owned(),
         _ => {}

@@ -156,23 +156,6 @@ pub enum SourceError {
         #[source]
         error: Box<ManifestError>,
     },
-    /// Two objects of the source have the same group, kind, namespace and name.
-    #[error(
-        "repository {url:?} at {revision:?} ({commit}): {identity} is defined twice: {first} and {second}", url = redact_userinfo(.repo))]
-    DuplicateObject {
-        /// `repoURL` as given.
-        repo: String,
-        /// `targetRevision` as given.
-        revision: String,
-        /// The resolved commit.
-        commit: String,
-        /// The shared identity, as `group/Kind namespace/name`.
-        identity: String,
-        /// Where it is first defined.
-        first: Box<Location>,
-        /// Where it is defined again.
-        second: Box<Location>,
-    },
     /// The directory, read as plain manifests, holds another tool's source (Kustomize,
     /// Helm, or Jsonnet when read without Jsonnet settings).
     #[error(
@@ -290,7 +273,6 @@ impl SourceError {
             | SourceError::InvalidPath { repo, .. }
             | SourceError::PathNotFound { repo, .. }
             | SourceError::Manifest { repo, .. }
-            | SourceError::DuplicateObject { repo, .. }
             | SourceError::UnsupportedSource { repo, .. }
             | SourceError::TooLarge { repo, .. }
             | SourceError::Render { repo, .. }

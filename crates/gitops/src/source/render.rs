@@ -53,7 +53,6 @@ use super::cache::{Manifests, ReadLimits, Refresh, RepoCache, Snapshot};
 use super::error::SourceError;
 use super::{RepoAccess, repo};
 
-pub(crate) use super::repo::check_duplicates;
 pub use detect::SourceType;
 pub(crate) use jsonnet::JsonnetJob;
 use jsonnet_child::JsonnetChild;
@@ -512,16 +511,6 @@ impl StandaloneRenderer {
             _ => helm::template(&job, &root, &tools).await?,
         };
         drop(tmp);
-        repo::check_duplicates(&objects).map_err(|(identity, first, second)| {
-            SourceError::DuplicateObject {
-                repo: job.repo_url.clone(),
-                revision: job.revision.clone(),
-                commit: job.commit.clone(),
-                identity,
-                first: Box::new(first),
-                second: Box::new(second),
-            }
-        })?;
         Ok(Rendered {
             source_type,
             manifests: Arc::new(Manifests {

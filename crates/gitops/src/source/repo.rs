@@ -3,7 +3,6 @@
 //! Called from [`super::RepoCache`] on tokio's blocking pool.
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Once};
@@ -14,7 +13,7 @@ use fleetshard_manifest::DirectoryOptions;
 
 use super::access::RepoAccess;
 use super::auth::{self, FetchAuth};
-use super::error::{Location, SourceError};
+use super::error::SourceError;
 use super::glob;
 use super::parse::{FileFormat, Manifest, parse_file};
 use super::render::JsonnetJob;
@@ -532,35 +531,7 @@ pub(crate) fn read_manifests(
         // Reversed so that the first subdirectory is read first.
         stack.extend(subdirs.into_iter().rev());
     }
-    check_duplicates(&out).map_err(|(identity, first, second)| SourceError::DuplicateObject {
-        repo: repo_url.to_owned(),
-        revision: revision.to_owned(),
-        commit: commit.to_string(),
-        identity,
-        first: Box::new(first),
-        second: Box::new(second),
-    })?;
     Ok(out)
-}
-
-/// The first identity defined twice, by group (not version: `apps/v1` and `apps/v1beta1`
-/// name one object), kind, namespace as written, and name.
-pub(crate) fn check_duplicates(objects: &[Manifest]) -> Result<(), (String, Location, Location)> {
-    let mut seen: HashMap<(&str, &str, Option<&str>, &str), &Location> = HashMap::new();
-    // Objects with only `generateName` (hooks) get distinct names when synced.
-    for m in objects.iter().filter(|m| !m.identity.name.is_empty()) {
-        let id = &m.identity;
-        let key = (
-            id.group(),
-            id.kind.as_str(),
-            id.namespace.as_deref(),
-            id.name.as_str(),
-        );
-        if let Some(first) = seen.insert(key, &m.location) {
-            return Err((id.to_string(), first.clone(), m.location.clone()));
-        }
-    }
-    Ok(())
 }
 
 /// gix's error with its causes, on one line.

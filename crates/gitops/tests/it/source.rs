@@ -209,19 +209,15 @@ async fn bad_manifests_name_file_and_document_and_are_typed() {
         matches!(&err, SourceError::Manifest { error, .. } if matches!(&**error, ManifestError::Syntax { at, line: Some(_), .. } if at.file == "syntax/y.yaml")),
         "{err:?}"
     );
-    match read("dup").await.unwrap_err() {
-        SourceError::DuplicateObject {
-            identity,
-            first,
-            second,
-            ..
-        } => {
-            assert_eq!(identity, "ConfigMap same");
-            assert_eq!(first.file, "dup/one.yaml");
-            assert_eq!(second.file, "dup/two/two.yaml");
-        }
-        other => panic!("{other:?}"),
-    }
+    // An object defined twice is read twice, in the files' order: the reconciler keeps
+    // the last, with a RepeatedResourceWarning (as Argo CD).
+    let dup = read("dup").await.unwrap();
+    let files: Vec<&str> = dup
+        .objects
+        .iter()
+        .map(|m| m.location.file.as_str())
+        .collect();
+    assert_eq!(files, ["dup/one.yaml", "dup/two/two.yaml"]);
     let err = read("kust").await.unwrap_err();
     assert!(
         matches!(&err, SourceError::UnsupportedSource { file, tool: "Kustomize", .. } if file == "kust/kustomization.yaml"),

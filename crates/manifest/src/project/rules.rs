@@ -153,7 +153,8 @@ impl<'a> ProjectCheck<'a> {
     }
 
     /// The application-level rules: the project exists and is usable, the application's
-    /// namespace may use it, its repository and its destination are permitted.
+    /// namespace may use it ([`ProjectCheck::check_app_namespace`]), its repository and
+    /// its destination are permitted.
     pub fn check_app(
         &self,
         app_namespace: &str,
@@ -162,19 +163,7 @@ impl<'a> ProjectCheck<'a> {
         dest_namespace: &str,
     ) -> Result<(), Violation> {
         let p = self.project()?;
-        if !app_namespace.is_empty()
-            && app_namespace != self.control_plane.namespace
-            && !p
-                .source_namespaces
-                .iter()
-                .any(|pattern| pattern.is_match(app_namespace))
-        {
-            return Err(Violation(format!(
-                "application {app_name} in namespace {app_namespace} is not permitted to use \
-                 project {}: {app_namespace} is not one of its sourceNamespaces",
-                self.name
-            )));
-        }
+        self.check_app_namespace(app_namespace, app_name)?;
         if !source_permitted(p, repo_url) {
             return Err(Violation(format!(
                 "application repo {repo_url} is not permitted in project {}",
@@ -186,6 +175,33 @@ impl<'a> ProjectCheck<'a> {
                 "application destination server {:?} (name {:?}) and namespace {:?} do not \
                  match any of the allowed destinations in project {}",
                 self.cluster_server, self.cluster_name, dest_namespace, self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The application's namespace may use the project: the control plane's namespace, or
+    /// one of its `sourceNamespaces` (nothing to check when the project does not exist:
+    /// [`ProjectCheck::check_app`] says so).
+    pub fn check_app_namespace(
+        &self,
+        app_namespace: &str,
+        app_name: &str,
+    ) -> Result<(), Violation> {
+        let Some(p) = self.project else {
+            return Ok(());
+        };
+        if !app_namespace.is_empty()
+            && app_namespace != self.control_plane.namespace
+            && !p
+                .source_namespaces
+                .iter()
+                .any(|pattern| pattern.is_match(app_namespace))
+        {
+            return Err(Violation(format!(
+                "application {app_name} in namespace {app_namespace} is not permitted to use \
+                 project {}: {app_namespace} is not one of its sourceNamespaces",
+                self.name
             )));
         }
         Ok(())
@@ -305,6 +321,17 @@ impl AppProject {
     pub fn permits_source(&self, repo_url: &str) -> bool {
         source_permitted(self, repo_url)
     }
+
+    /// Whether the project's namespaced resource lists permit the kind of `r` (a
+    /// namespaced resource; its namespace is not checked), as Argo CD's
+    /// `IsGroupKindNamePermitted` for namespaced kinds.
+    pub fn permits_namespaced_kind(&self, r: &ResourceRef<'_>) -> bool {
+        let allowed = self
+            .namespace_allow
+            .as_deref()
+            .is_none_or(|rules| rules.iter().any(|rule| rule_matches(rule, r)));
+        allowed && !self.namespace_deny.iter().any(|rule| rule_matches(rule, r))
+    }
 }
 
 fn source_permitted(p: &AppProject, repo_url: &str) -> bool {
@@ -335,7 +362,6 @@ fn kind_permitted(p: &AppProject, r: &ResourceRef<'_>) -> bool {
     if r.namespace.is_empty() {
         any(&p.cluster_allow) && !any(&p.cluster_deny)
     } else {
-        let allowed = p.namespace_allow.as_deref().is_none_or(any);
-        allowed && !any(&p.namespace_deny)
+        p.permits_namespaced_kind(r)
     }
 }

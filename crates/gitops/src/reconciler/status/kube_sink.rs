@@ -9,8 +9,8 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use super::{
-    OperationState, Recorded, RecordedStatuses, RevisionHistory, SinkError, StatusSink,
-    StatusUpdate,
+    ComparisonStatus, OperationState, Recorded, RecordedStatuses, RevisionHistory, SinkError,
+    StatusSink, StatusUpdate,
 };
 
 /// Kubernetes mode: a merge patch of the Application's `status` (`argoproj.io/v1alpha1`,
@@ -76,6 +76,47 @@ impl KubeStatusSink {
     }
 }
 
+/// The API server's answer to an object beyond its size limit (Request Entity Too Large).
+const TOO_LARGE: u16 = 413;
+
+/// The condition a status too large to be stored leaves instead (Argo CD's type).
+const UNKNOWN_ERROR: &str = "UnknownError";
+
+impl KubeStatusSink {
+    /// After a refresh's status was refused as too large: the status stays as stored, with
+    /// an `UnknownError` condition saying so (the app's other conditions kept), as Argo CD
+    /// does. The next status that fits replaces the conditions, and so clears it.
+    async fn write_too_large(
+        &self,
+        app: &AppKey,
+        comparison: &ComparisonStatus,
+    ) -> Result<(), SinkError> {
+        let stored = self.application(app).await?;
+        let mut conditions: Vec<Value> = stored
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|c| c.get("type").and_then(Value::as_str) != Some(UNKNOWN_ERROR))
+            .cloned()
+            .collect();
+        conditions.push(json!({
+            "type": UNKNOWN_ERROR,
+            "message": "the Application's status is beyond the API server's size limit: the \
+                        last comparison was not recorded and the status shown may be stale; \
+                        fewer resources per Application, ApplyOutOfSyncOnly=true or a lower \
+                        spec.revisionHistoryLimit make it fit",
+            "lastTransitionTime": comparison.reconciled_at,
+        }));
+        let (api, name) = self.api(app);
+        let patch = Patch::Merge(json!({"status": {"conditions": conditions}}));
+        self.call(app, api.patch(name, &PatchParams::default(), &patch))
+            .await?;
+        Ok(())
+    }
+}
+
 impl StatusSink for KubeStatusSink {
     fn write<'a>(
         &'a self,
@@ -86,8 +127,22 @@ impl StatusSink for KubeStatusSink {
             let (api, name) = self.api(app);
             let patch = Patch::Merge(update.merge_patch());
             let params = PatchParams::default();
-            self.call(app, api.patch(name, &params, &patch)).await?;
-            Ok(())
+            let comparison = match update {
+                StatusUpdate::Comparison(c) => Some(c),
+                _ => None,
+            };
+            let patched = self.call(app, async {
+                match api.patch(name, &params, &patch).await {
+                    Err(kube::Error::Api(s)) if s.code == TOO_LARGE && comparison.is_some() => {
+                        Ok(false)
+                    }
+                    other => other.map(|_| true),
+                }
+            });
+            match (patched.await?, comparison) {
+                (false, Some(c)) => self.write_too_large(app, c).await,
+                _ => Ok(()),
+            }
         })
     }
 

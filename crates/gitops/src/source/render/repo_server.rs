@@ -28,10 +28,10 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::{Render, RenderRequest, Rendered, SourceType};
+use crate::source::RepoAccess;
 use crate::source::cache::{Manifests, Refresh};
 use crate::source::error::SourceError;
 use crate::source::parse::parse_documents;
-use crate::source::{RepoAccess, repo};
 
 /// Where an object rendered by the repo-server is said to come from.
 const LOCATION: &str = "repo-server output";
@@ -85,16 +85,6 @@ impl RepoServerRenderer {
             revision: source.target_revision.clone(),
             commit: answer.revision.clone(),
             error: Box::new(e),
-        })?;
-        repo::check_duplicates(&objects).map_err(|(identity, first, second)| {
-            SourceError::DuplicateObject {
-                repo: source.repo_url.clone(),
-                revision: source.target_revision.clone(),
-                commit: answer.revision.clone(),
-                identity,
-                first: Box::new(first),
-                second: Box::new(second),
-            }
         })?;
         Ok(Rendered {
             source_type,

@@ -12,74 +12,13 @@ use super::support::*;
 use fleetshard_controller::{Operated, Reconciler};
 use fleetshard_gitops::compare::ResourceKey;
 use fleetshard_gitops::live::ClusterConnections;
-use fleetshard_gitops::reconciler::{
-    FixedClock, GitOpsReconciler, MemorySink, ReconcilerConfig, StaticInventory,
-};
-use fleetshard_manifest::AutoSync;
+use fleetshard_gitops::reconciler::{FixedClock, GitOpsReconciler, ReconcilerConfig};
 use fleetshard_manifest::customizations::{IgnoreDifference, IgnoreRules};
-use fleetshard_testsupport::git::Git;
 use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-const SELF_HEAL: Option<AutoSync> = Some(AutoSync {
-    prune: false,
-    self_heal: true,
-    allow_empty: false,
-});
-
-struct Env {
-    tmp: tempfile::TempDir,
-    git: Git,
-    fake: FakeApiServer,
-    inventory: Arc<StaticInventory>,
-    sink: Arc<MemorySink>,
-}
-
-async fn env(files: &[(&str, String)]) -> Env {
-    let tmp = tempfile::tempdir().unwrap();
-    let git = Git::init(&tmp.path().join("repo"));
-    for (path, text) in files {
-        git.write(path, text);
-    }
-    git.commit("initial");
-    Env {
-        git,
-        fake: FakeApiServer::start().await.unwrap(),
-        inventory: Arc::new(StaticInventory::default()),
-        sink: MemorySink::new(),
-        tmp,
-    }
-}
-
-impl Env {
-    fn add_app(&self, edit: impl FnOnce(&mut fleetshard_gitops::reconciler::AppTarget)) {
-        let mut t = target(
-            "a",
-            &self.git.path(),
-            "main",
-            "app",
-            access("c1", &self.fake),
-            SELF_HEAL,
-        );
-        edit(&mut t);
-        self.inventory.insert(t);
-    }
-
-    fn reconciler(&self) -> Arc<fleetshard_gitops::reconciler::GitOpsReconciler> {
-        reconciler(
-            &self.inventory,
-            repos(&self.tmp.path().join("cache")),
-            live_options(),
-            self.sink.clone(),
-            always(),
-        )
-    }
-
-    fn status(&self) -> fleetshard_gitops::reconciler::ComparisonStatus {
-        self.sink.get(&key("a")).unwrap().comparison.unwrap()
-    }
-
+impl AppEnv {
     fn replicas(&self) -> Option<i64> {
         self.fake
             .get("apps/v1", "Deployment", "default", "web")
@@ -157,9 +96,9 @@ fn ignore_replicas() -> IgnoreDifference {
 
 #[tokio::test]
 async fn an_hpa_scaling_a_deployment_is_not_fought_by_self_heal() {
-    let e = env(&[("app/web.yaml", deployment("web", "nginx:1"))]).await;
+    let e = app_env(&[("app/web.yaml", deployment("web", "nginx:1"))]).await;
     e.add_app(|t| t.spec.ignore_differences = vec![ignore_replicas()]);
-    let r = e.reconciler();
+    let r = e.reconciler_with(ReconcilerConfig::default());
     e.synced(&r).await;
     assert_eq!(e.replicas(), Some(2));
 
@@ -209,7 +148,7 @@ fn hpa_owns_replicas(fake: &FakeApiServer, replicas: i64) {
 
 #[tokio::test]
 async fn a_trusted_manager_keeps_its_fields_and_a_respectful_sync_leaves_them() {
-    let e = env(&[("app/web.yaml", deployment("web", "nginx:1"))]).await;
+    let e = app_env(&[("app/web.yaml", deployment("web", "nginx:1"))]).await;
     e.add_app(|t| {
         t.spec.ignore_differences = vec![IgnoreDifference {
             group: "apps".into(),
@@ -222,7 +161,7 @@ async fn a_trusted_manager_keeps_its_fields_and_a_respectful_sync_leaves_them() 
         }];
         t.spec.policy.sync_options = vec!["RespectIgnoreDifferences=true".to_owned()];
     });
-    let r = e.reconciler();
+    let r = e.reconciler_with(ReconcilerConfig::default());
     e.synced(&r).await;
     hpa_owns_replicas(&e.fake, 5);
     e.refreshed_at(&r, 5, "Synced").await;
@@ -308,7 +247,7 @@ async fn install_certificate_crd(fake: &FakeApiServer) {
 #[tokio::test]
 async fn a_certificate_turns_degraded_through_a_lua_script_in_argocd_cm() {
     let certificate = "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata:\n  name: tls\nspec:\n  secretName: tls\n  dnsNames: [example.com]\n";
-    let e = env(&[("app/cert.yaml", certificate.to_owned())]).await;
+    let e = app_env(&[("app/cert.yaml", certificate.to_owned())]).await;
     install_certificate_crd(&e.fake).await;
     let cm: BTreeMap<String, String> = [(
         "resource.customizations.health.cert-manager.io_Certificate".to_owned(),
@@ -316,9 +255,9 @@ async fn a_certificate_turns_degraded_through_a_lua_script_in_argocd_cm() {
     )]
     .into();
     e.add_app(|t| t.argocd_cm = Arc::new(cm));
-    let r = e.reconciler();
+    let r = e.reconciler_with(ReconcilerConfig::default());
     e.synced(&r).await;
-    let health = |e: &Env| {
+    let health = |e: &AppEnv| {
         let s = e.status();
         (
             s.health.status.clone(),
@@ -367,7 +306,7 @@ async fn a_certificate_turns_degraded_through_a_lua_script_in_argocd_cm() {
 async fn an_excluded_kind_is_left_out_with_a_warning_and_never_listed() {
     let config = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\ndata:\n  k: v\n";
     let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\nstringData:\n  k: v\n";
-    let e = env(&[
+    let e = app_env(&[
         ("app/cm.yaml", config.to_owned()),
         ("app/secret.yaml", secret.to_owned()),
     ])
@@ -378,7 +317,7 @@ async fn an_excluded_kind_is_left_out_with_a_warning_and_never_listed() {
     );
     let cm: BTreeMap<String, String> = [("resource.exclusions".to_owned(), exclusions)].into();
     e.add_app(|t| t.argocd_cm = Arc::new(cm));
-    let r = e.reconciler();
+    let r = e.reconciler_with(ReconcilerConfig::default());
     e.synced(&r).await;
     let status = e.status();
     let kinds: Vec<&str> = status.resources.iter().map(|r| r.kind.as_str()).collect();
@@ -423,7 +362,7 @@ async fn an_excluded_kind_is_left_out_with_a_warning_and_never_listed() {
 #[tokio::test]
 async fn ignored_churn_of_a_synced_object_queues_no_refresh() {
     let config = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\ndata:\n  k: v\n";
-    let e = env(&[("app/cm.yaml", config.to_owned())]).await;
+    let e = app_env(&[("app/cm.yaml", config.to_owned())]).await;
     let cm: BTreeMap<String, String> = [(
         "resource.customizations.ignoreResourceUpdates.ConfigMap".to_owned(),
         "jsonPointers:\n- /data/noise\n".to_owned(),

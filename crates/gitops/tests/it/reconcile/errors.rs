@@ -183,3 +183,36 @@ async fn an_unreachable_cluster_is_retried_later_and_shows_on_the_app() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_status_beyond_the_size_limit_leaves_an_unknown_error_until_one_fits() {
+    let e = sync_env(&[("app/cm.yaml", config_map("settings", "1"))], None).await;
+    let control = FakeApiServer::start().await.unwrap();
+    control.install_argocd_crds().unwrap();
+    control.insert(application("a")).unwrap();
+    let owner = super::lifecycle::owner_reporting_to(&e, &control);
+    let unknown_errors = || -> Vec<String> {
+        app_status(&control, "a")["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["type"] == "UnknownError")
+            .map(|c| c["message"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    // The API server refuses the status as too large (Request Entity Too Large).
+    let too_large = control.fail_next(1, 413, |r| {
+        r.is(
+            fleetshard_testsupport::kube_api::Verb::Patch,
+            "applications",
+        )
+    });
+    owner.refresh(&key("a")).await.unwrap();
+    let errors = unknown_errors();
+    assert_eq!(errors.len(), 1, "{:#}", app_status(&control, "a"));
+    assert!(errors[0].contains("size limit"), "{errors:?}");
+    control.remove_fault(too_large);
+    owner.refresh(&key("a")).await.unwrap();
+    assert!(unknown_errors().is_empty());
+    assert_eq!(app_status(&control, "a")["sync"]["status"], "OutOfSync");
+}

@@ -9,7 +9,9 @@ use std::time::Duration;
 use super::support::*;
 use fleetshard_controller::{Operated, Reconciler};
 use fleetshard_gitops::live::ClusterConnections;
-use fleetshard_gitops::reconciler::{GitOpsReconciler, ReconcilerConfig, StatusSink, StatusUpdate};
+use fleetshard_gitops::reconciler::{
+    DELETION_ERROR, GitOpsReconciler, ReconcilerConfig, StatusSink, StatusUpdate,
+};
 use fleetshard_manifest::{AppSource, AutoSync, InitiatedBy, RetryPolicy, SyncRequest};
 use fleetshard_testsupport::git::config_map;
 use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
@@ -131,6 +133,58 @@ async fn a_foreground_cascade_deletes_the_resources_then_the_application() {
         };
         assert_eq!(propagation, expected, "{finalizer}");
     }
+}
+
+#[tokio::test]
+async fn a_failed_deletion_shows_a_deletion_error_until_a_step_succeeds() {
+    let cm = object("v1", "ConfigMap", "settings", &[], "data: {a: b}\n");
+    let e = sync_env(&[("app/cm.yaml", cm)], PRUNE).await;
+    assert_eq!(e.sync_to(&e.first).await, "Succeeded");
+    let finalizer = "resources-finalizer.argocd.argoproj.io";
+    let control = FakeApiServer::start().await.unwrap();
+    control.install_argocd_crds().unwrap();
+    let mut app = application("a");
+    app["metadata"]["finalizers"] = json!([finalizer]);
+    control.insert(app).unwrap();
+    let owner = owner_reporting_to(&e, &control);
+    owner.refresh(&key("a")).await.unwrap();
+    delete_application(&control).await;
+    e.update(|t| {
+        t.spec.lifecycle.deleting = true;
+        t.spec.lifecycle.finalizers = vec![finalizer.to_owned()];
+    });
+    let deletion_errors = || -> Vec<String> {
+        app_status(&control, "a")["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["type"] == DELETION_ERROR)
+            .map(|c| c["message"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let refused = e
+        .fake
+        .fail_next(1, 500, |r| r.is(Verb::Delete, "configmaps"));
+    assert!(owner.operate(&key("a")).await.is_err());
+    let errors = deletion_errors();
+    assert_eq!(errors.len(), 1, "{:#}", app_status(&control, "a"));
+    assert!(
+        errors[0].starts_with("deleting /ConfigMap/default/settings: ")
+            && errors[0].contains("injected fault: 500"),
+        "{errors:?}"
+    );
+    e.fake.remove_fault(refused);
+    // The next step deletes the ConfigMap: the condition goes.
+    assert!(matches!(
+        owner.operate(&key("a")).await.unwrap(),
+        Operated::Wait(_)
+    ));
+    assert!(e.live("v1", "ConfigMap", "settings").is_none());
+    assert!(
+        deletion_errors().is_empty(),
+        "{:#}",
+        app_status(&control, "a")
+    );
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ mod events;
 mod hooks;
 mod lifecycle;
 mod options;
+mod orphans;
 mod projects;
 mod render;
 mod repo_server;

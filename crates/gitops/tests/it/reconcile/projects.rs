@@ -182,6 +182,8 @@ async fn an_app_outside_argo_cds_namespace_needs_source_namespaces() {
             .message
             .contains("not permitted to use project team")
     );
+    // Argo CD's type for it: its project lookup fails.
+    assert_eq!(c.conditions[0].kind, "UnknownError");
     assert!(e.cm("default", "web").is_none());
     // Admitted by sourceNamespaces, it syncs.
     t.project = Some(Arc::new(project(&format!(

@@ -6,61 +6,25 @@ use std::sync::Arc;
 
 use super::support::*;
 use fleetshard_controller::{Operated, Reconciler};
-use fleetshard_gitops::live::ClusterConnections;
-use fleetshard_gitops::reconciler::{
-    AppTarget, ComparisonStatus, FixedClock, GitOpsReconciler, MemorySink, ReconcilerConfig,
-    StaticInventory,
-};
-use fleetshard_manifest::{AppCompareOptions, AutoSync};
-use fleetshard_testsupport::git::Git;
+use fleetshard_gitops::reconciler::{AppTarget, GitOpsReconciler, ReconcilerConfig};
+use fleetshard_manifest::AppCompareOptions;
 use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
 use serde_json::{Value, json};
-
-const SELF_HEAL: Option<AutoSync> = Some(AutoSync {
-    prune: false,
-    self_heal: true,
-    allow_empty: false,
-});
 
 const SERVER_SIDE: AppCompareOptions = AppCompareOptions {
     server_side_diff: Some(true),
     include_mutation_webhook: false,
 };
 
-struct Env {
-    tmp: tempfile::TempDir,
-    git: Git,
-    fake: FakeApiServer,
-    inventory: Arc<StaticInventory>,
-    sink: Arc<MemorySink>,
+/// `manifest` as `app/web.yaml`.
+async fn env(manifest: &str) -> AppEnv {
+    app_env(&[("app/web.yaml", manifest.to_owned())]).await
 }
 
-async fn env(manifest: &str) -> Env {
-    let tmp = tempfile::tempdir().unwrap();
-    let git = Git::init(&tmp.path().join("repo"));
-    git.write("app/web.yaml", manifest);
-    git.commit("initial");
-    Env {
-        git,
-        fake: FakeApiServer::start().await.unwrap(),
-        inventory: Arc::new(StaticInventory::default()),
-        sink: MemorySink::new(),
-        tmp,
-    }
-}
-
-impl Env {
-    fn add_app(&self, compare_options: AppCompareOptions) {
-        let mut t = target(
-            "a",
-            &self.git.path(),
-            "main",
-            "app",
-            access("c1", &self.fake),
-            SELF_HEAL,
-        );
-        t.spec.compare_options = compare_options;
-        self.inventory.insert(t);
+impl AppEnv {
+    /// App `a` with `compare_options`.
+    fn add_app_comparing(&self, compare_options: AppCompareOptions) {
+        self.add_app(|t| t.spec.compare_options = compare_options);
     }
 
     fn set(&self, compare_options: AppCompareOptions) {
@@ -71,22 +35,10 @@ impl Env {
 
     /// A reconciler; `controller_wide`: Argo CD's `controller.diff.server.side`.
     fn reconciler(&self, controller_wide: bool) -> Arc<GitOpsReconciler> {
-        Arc::new(GitOpsReconciler::new(
-            self.inventory.clone(),
-            repos(&self.tmp.path().join("cache")),
-            ClusterConnections::new(live_options()),
-            self.sink.clone(),
-            always(),
-            Arc::new(FixedClock(NOW.into())),
-            ReconcilerConfig {
-                server_side_diff: controller_wide,
-                ..ReconcilerConfig::default()
-            },
-        ))
-    }
-
-    fn status(&self) -> ComparisonStatus {
-        self.sink.get(&key("a")).unwrap().comparison.unwrap()
+        self.reconciler_with(ReconcilerConfig {
+            server_side_diff: controller_wide,
+            ..ReconcilerConfig::default()
+        })
     }
 
     fn live(&self) -> Value {
@@ -145,7 +97,7 @@ fn annotate(fake: &FakeApiServer) {
 }
 
 /// Syncs the app once (it is missing: no dry run is needed to see that).
-async fn first_sync(e: &Env, r: &GitOpsReconciler) {
+async fn first_sync(e: &AppEnv, r: &GitOpsReconciler) {
     assert_eq!(e.refreshed(r).await, "OutOfSync");
     assert_eq!(e.patches(), 0, "a missing resource needs no dry run");
     assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
@@ -155,7 +107,7 @@ async fn first_sync(e: &Env, r: &GitOpsReconciler) {
 async fn a_webhook_rewriting_a_field_git_sets_stays_synced_under_self_heal() {
     let e = env(&deployment("web", "nginx:1")).await;
     mirror_images(&e.fake);
-    e.add_app(SERVER_SIDE);
+    e.add_app_comparing(SERVER_SIDE);
     let r = e.reconciler(false);
     first_sync(&e, &r).await;
     let image = "/spec/template/spec/containers/0/image";
@@ -182,7 +134,7 @@ async fn a_webhook_rewriting_a_field_git_sets_stays_synced_under_self_heal() {
 #[tokio::test]
 async fn a_steady_app_sends_no_dry_run_until_its_object_or_git_changes_or_a_refresh_is_asked() {
     let e = env(&deployment("web", "nginx:1")).await;
-    e.add_app(SERVER_SIDE);
+    e.add_app_comparing(SERVER_SIDE);
     let r = e.reconciler(false);
     first_sync(&e, &r).await;
     let before = e.patches();
@@ -214,7 +166,7 @@ async fn a_steady_app_sends_no_dry_run_until_its_object_or_git_changes_or_a_refr
 #[tokio::test]
 async fn include_mutation_webhook_makes_a_mutation_the_live_object_lacks_out_of_sync() {
     let e = env(&deployment("web", "nginx:1")).await;
-    e.add_app(SERVER_SIDE);
+    e.add_app_comparing(SERVER_SIDE);
     let r = e.reconciler(false);
     first_sync(&e, &r).await;
     annotate(&e.fake);
@@ -243,7 +195,7 @@ async fn the_controller_wide_setting_applies_unless_the_app_says_server_side_dif
     );
     let e = env(&manifest).await;
     mirror_images(&e.fake);
-    e.add_app(AppCompareOptions::default());
+    e.add_app_comparing(AppCompareOptions::default());
     let r = e.reconciler(true);
     first_sync(&e, &r).await;
     assert_eq!(e.refreshed(&r).await, "Synced", "compared server-side");
@@ -259,7 +211,7 @@ async fn the_controller_wide_setting_applies_unless_the_app_says_server_side_dif
 #[tokio::test]
 async fn a_refused_dry_run_is_a_comparison_error_and_nothing_is_synced() {
     let e = env(&deployment("web", "nginx:1")).await;
-    e.add_app(SERVER_SIDE);
+    e.add_app_comparing(SERVER_SIDE);
     let r = e.reconciler(false);
     first_sync(&e, &r).await;
     e.fake.add_mutating_webhook("policy", |req, _| {

@@ -271,6 +271,75 @@ pub fn sink_for(control: &FakeApiServer) -> KubeStatusSink {
     KubeStatusSink::new(kube_client(control), Duration::from_secs(2))
 }
 
+/// Self-heal without prune: the policy of the diffing and server-side diff tests.
+pub const SELF_HEAL: Option<AutoSync> = Some(AutoSync {
+    prune: false,
+    self_heal: true,
+    allow_empty: false,
+});
+
+/// A repository with `files` committed, a fake cluster, an inventory and a status sink,
+/// for tests that make their own reconcilers (diffing, server-side diff).
+pub struct AppEnv {
+    pub tmp: tempfile::TempDir,
+    pub git: fleetshard_testsupport::git::Git,
+    pub fake: FakeApiServer,
+    pub inventory: Arc<StaticInventory>,
+    pub sink: Arc<fleetshard_gitops::reconciler::MemorySink>,
+}
+
+/// `files` committed; no app yet ([`AppEnv::add_app`]).
+pub async fn app_env(files: &[(&str, String)]) -> AppEnv {
+    let tmp = tempfile::tempdir().unwrap();
+    let git = fleetshard_testsupport::git::Git::init(&tmp.path().join("repo"));
+    for (path, text) in files {
+        git.write(path, text);
+    }
+    git.commit("initial");
+    AppEnv {
+        git,
+        fake: FakeApiServer::start().await.unwrap(),
+        inventory: Arc::new(StaticInventory::default()),
+        sink: fleetshard_gitops::reconciler::MemorySink::new(),
+        tmp,
+    }
+}
+
+impl AppEnv {
+    /// Adds app `a` (path `app`, [`SELF_HEAL`], to `default` of cluster `c1`) as `edit`
+    /// changes it.
+    pub fn add_app(&self, edit: impl FnOnce(&mut AppTarget)) {
+        let mut t = target(
+            "a",
+            &self.git.path(),
+            "main",
+            "app",
+            access("c1", &self.fake),
+            SELF_HEAL,
+        );
+        edit(&mut t);
+        self.inventory.insert(t);
+    }
+
+    /// A reconciler of the inventory with `config`, recording in the sink.
+    pub fn reconciler_with(&self, config: ReconcilerConfig) -> Arc<GitOpsReconciler> {
+        Arc::new(GitOpsReconciler::new(
+            self.inventory.clone(),
+            repos(&self.tmp.path().join("cache")),
+            ClusterConnections::new(live_options()),
+            self.sink.clone(),
+            always(),
+            Arc::new(FixedClock(NOW.into())),
+            config,
+        ))
+    }
+
+    /// App `a`'s last comparison.
+    pub fn status(&self) -> fleetshard_gitops::reconciler::ComparisonStatus {
+        self.sink.get(&key("a")).unwrap().comparison.unwrap()
+    }
+}
+
 /// A repository, a fake cluster, app `a` on path `app`, and a reconciler with a short
 /// wave delay and poll: the environment of the sync tests (hooks, waves, options,
 /// lifecycle).
