@@ -45,7 +45,7 @@ impl GitOpsReconciler {
         // The connection the refresh just used (started again only as a refresh would).
         let conn = self.clusters.start(&target.cluster).await.ok()?;
         watch_tree_kinds(&conn).await;
-        let managed = managed_of(refreshed);
+        let managed = managed_of(refreshed, &self.predictions_of(key));
         let objects = conn.cached_values();
         let health = |v: &Value| -> Option<HealthStatus> { node_health(&refreshed.settings, v) };
         let app = self.instance_name(key);
@@ -154,8 +154,9 @@ fn before(now: &str, age: std::time::Duration) -> Option<String> {
     Some(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
 }
 
-/// The app's resources as compared: desired and live objects, hooks included.
-fn managed_of(r: &Refreshed) -> Vec<ManagedResource> {
+/// The app's resources as compared: desired and live objects, hooks included, and the
+/// live objects a server-side comparison predicted (`predicted`, by resource).
+fn managed_of(r: &Refreshed, predicted: &HashMap<ResourceKey, Arc<Value>>) -> Vec<ManagedResource> {
     let desired: HashMap<&ResourceKey, &Value> =
         r.desired.iter().map(|d| (&d.key, &d.object)).collect();
     let live: HashMap<ResourceKey, &Arc<Value>> = r
@@ -185,7 +186,7 @@ fn managed_of(r: &Refreshed) -> Vec<ManagedResource> {
                 target,
                 live,
                 normalized_live: None,
-                predicted_live: None,
+                predicted_live: predicted.get(&c.key).map(|v| (**v).clone()),
                 modified: c.status == SyncStatus::OutOfSync,
                 hook: false,
             }

@@ -107,6 +107,17 @@ impl GitOpsReconciler {
         Ok(out)
     }
 
+    /// The predicted live objects of `key`'s last server-side comparison, by resource
+    /// (none for an app compared client-side): Argo CD's `predictedLiveState`.
+    pub(super) fn predictions_of(&self, key: &AppKey) -> HashMap<ResourceKey, Arc<Value>> {
+        self.memos().get(key).map_or_else(HashMap::new, |m| {
+            m.predictions
+                .iter()
+                .map(|(k, p)| (k.clone(), p.predicted.clone()))
+                .collect()
+        })
+    }
+
     /// Forgets `key`'s predictions (an app no longer compared server-side).
     pub(super) fn forget_predictions(&self, key: &AppKey) {
         if let Some(m) = self.memos().get_mut(key) {

@@ -3,12 +3,15 @@
 //! mutating admission webhooks and a real Git repository.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::support::*;
+use fleetshard_appstate::{AppStateCache, Compression, RedisSettings};
 use fleetshard_controller::{Operated, Reconciler};
 use fleetshard_gitops::reconciler::{AppTarget, GitOpsReconciler, ReconcilerConfig};
 use fleetshard_manifest::AppCompareOptions;
 use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
+use fleetshard_testsupport::redis::RedisServer;
 use serde_json::{Value, json};
 
 const SERVER_SIDE: AppCompareOptions = AppCompareOptions {
@@ -129,6 +132,47 @@ async fn a_webhook_rewriting_a_field_git_sets_stays_synced_under_self_heal() {
     assert_eq!(e.refreshed(&r).await, "OutOfSync");
     assert_eq!(r.operate(&key("a")).await.unwrap(), Operated::Finished);
     assert_eq!(e.refreshed(&r).await, "OutOfSync");
+}
+
+/// Argo CD's UI shows a managed resource's `predictedLiveState` as what a sync would
+/// leave: under server-side diff, the dry run's object (the webhook's image), not Git's
+/// object merged into the live one.
+#[tokio::test]
+async fn the_managed_resources_in_redis_carry_the_dry_runs_prediction() {
+    let e = env(&deployment("web", "nginx:1")).await;
+    mirror_images(&e.fake);
+    e.add_app_comparing(SERVER_SIDE);
+    let redis = RedisServer::start().unwrap();
+    let mut settings = RedisSettings::new(redis.address());
+    settings.compression = Compression::None;
+    let r = Arc::new(
+        e.reconciler_built(ReconcilerConfig::default())
+            .with_app_state(Arc::new(AppStateCache::start(settings).unwrap())),
+    );
+    first_sync(&e, &r).await;
+    assert_eq!(e.refreshed(&r).await, "Synced");
+    let image = "/spec/template/spec/containers/0/image";
+    let predicted = eventually(
+        Duration::from_secs(10),
+        "the Deployment's prediction in Redis",
+        || {
+            let redis = &redis;
+            async move {
+                let bytes = redis.get("app|managed-resources|a|1.8.3").unwrap()?;
+                let managed: Value = serde_json::from_slice(&bytes).unwrap();
+                let web = managed
+                    .as_array()?
+                    .iter()
+                    .find(|d| d["kind"] == "Deployment")?;
+                let predicted: Value =
+                    serde_json::from_str(web["predictedLiveState"].as_str()?).unwrap();
+                (predicted.pointer(image) == Some(&json!("mirror.example/nginx:1")))
+                    .then_some(predicted)
+            }
+        },
+    )
+    .await;
+    assert_eq!(predicted["kind"], "Deployment");
 }
 
 #[tokio::test]

@@ -323,7 +323,12 @@ impl AppEnv {
 
     /// A reconciler of the inventory with `config`, recording in the sink.
     pub fn reconciler_with(&self, config: ReconcilerConfig) -> Arc<GitOpsReconciler> {
-        Arc::new(GitOpsReconciler::new(
+        Arc::new(self.reconciler_built(config))
+    }
+
+    /// [`AppEnv::reconciler_with`], not shared yet (to be given more parts).
+    pub fn reconciler_built(&self, config: ReconcilerConfig) -> GitOpsReconciler {
+        GitOpsReconciler::new(
             self.inventory.clone(),
             repos(&self.tmp.path().join("cache")),
             ClusterConnections::new(live_options()),
@@ -331,7 +336,7 @@ impl AppEnv {
             always(),
             Arc::new(FixedClock(NOW.into())),
             config,
-        ))
+        )
     }
 
     /// App `a`'s last comparison.
