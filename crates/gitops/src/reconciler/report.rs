@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use fleetshard_controller::AppKey;
+use fleetshard_core::App;
+use fleetshard_manifest::AppSpec;
 
-use super::{AppTarget, ComparisonStatus, GitOpsReconciler};
+use super::{AppTarget, ComparisonStatus, GitOpsReconciler, UnresolvedTarget};
 use crate::live::{AppConn, ClusterConn, RequestLabels};
 
 /// Argo CD's `argocd_app_reconcile` buckets (seconds).
@@ -87,29 +89,53 @@ impl AppActivity {
 impl AppReport {
     /// The report of `target` after a refresh that found `status`.
     pub(super) fn of(target: &AppTarget, status: &ComparisonStatus, in_operation: bool) -> Self {
+        Self::of_app(
+            &target.app,
+            &target.spec,
+            &target.cluster.server,
+            status,
+            in_operation,
+        )
+    }
+
+    /// The report of an app whose destination resolves to no cluster (`dest_server` as
+    /// its spec writes it, empty for a destination by name), after a refresh that found
+    /// `status`.
+    pub(super) fn of_unresolved(target: &UnresolvedTarget, status: &ComparisonStatus) -> Self {
+        let server = target.app.destination.server.as_deref().unwrap_or_default();
+        Self::of_app(&target.app, &target.spec, server, status, false)
+    }
+
+    fn of_app(
+        app: &App,
+        spec: &AppSpec,
+        dest_server: &str,
+        status: &ComparisonStatus,
+        in_operation: bool,
+    ) -> Self {
         let mut conditions = BTreeMap::new();
         for c in &status.conditions {
             *conditions.entry(c.kind.clone()).or_default() += 1;
         }
-        let operation = if target.spec.lifecycle.deleting {
+        let operation = if spec.lifecycle.deleting {
             "delete"
-        } else if in_operation || target.spec.sync_request.is_some() {
+        } else if in_operation || spec.sync_request.is_some() {
             "sync"
         } else {
             ""
         };
         AppReport {
-            key: AppKey::new(&target.app.namespace, &target.app.name),
-            project: target.app.project.clone(),
-            auto_sync: target.spec.auto_sync.is_some(),
-            repo: crate::source::normalize(&target.spec.source.repo_url),
-            dest_server: target.cluster.server.clone(),
-            dest_namespace: target.app.destination.namespace.clone().unwrap_or_default(),
+            key: AppKey::new(&app.namespace, &app.name),
+            project: app.project.clone(),
+            auto_sync: spec.auto_sync.is_some(),
+            repo: crate::source::normalize(&spec.source.repo_url),
+            dest_server: dest_server.to_owned(),
+            dest_namespace: app.destination.namespace.clone().unwrap_or_default(),
             sync_status: status.sync.status.clone(),
             health_status: status.health.status.clone(),
             operation,
             conditions,
-            labels: target.spec.labels.clone(),
+            labels: spec.labels.clone(),
             orphaned_resources: 0,
             activity: AppActivity::default(),
         }

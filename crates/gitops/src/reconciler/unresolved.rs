@@ -13,8 +13,9 @@
 //!   `finalizeApplicationDeletion`), so the Application goes.
 //!
 //! What it knows of the app is read from the sink at each step (such apps are few, and
-//! the anchor may change hands between steps); its memo only carries what events and the
-//! health transition time need, and goes when any cluster of this replica stops.
+//! the anchor may change hands between steps); its memo only carries what events, the
+//! health transition time and Argo CD's app metrics need (`argocd_app_info` with sync and
+//! health `Unknown`), and goes when any cluster of this replica stops.
 
 use fleetshard_controller::{AppKey, Operated, ReconcileError};
 use fleetshard_sync::deletion::{
@@ -25,7 +26,7 @@ use fleetshard_sync::deletion::{
 use super::inventory::UnresolvedTarget;
 use super::operate::requested;
 use super::problem::Problem;
-use super::{GitOpsReconciler, OperationState, StatusUpdate, memo};
+use super::{AppReport, GitOpsReconciler, OperationState, StatusUpdate, memo};
 use crate::reconciler::status::SinkError;
 
 /// Argo CD's condition type for an app whose spec cannot be acted on.
@@ -50,12 +51,12 @@ impl GitOpsReconciler {
             let m = memos.entry(key.clone()).or_default();
             m.unresolved = true;
             m.last = None;
-            m.report = None;
             status.health.last_transition_time = memo::health_transition(
                 &mut m.health_since,
                 &status.health.status,
                 &status.reconciled_at,
             );
+            m.report = Some(AppReport::of_unresolved(target, &status));
         }
         status.refresh_done = target.spec.refresh.is_some();
         status

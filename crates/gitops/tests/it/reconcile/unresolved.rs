@@ -98,6 +98,14 @@ async fn its_status_is_unknown_with_argo_cds_invalid_spec_error() {
             }])
         );
         assert_eq!(status["resources"], json!([]), "no resource is compared");
+        // Argo CD's `argocd_app_info` shows it, from the anchor's owner.
+        let report = owner.app_reports().into_iter().find(|r| r.key == key("a"));
+        let report = report.expect("reported");
+        assert_eq!(
+            (report.sync_status.as_str(), report.health_status.as_str()),
+            ("Unknown", "Unknown")
+        );
+        assert_eq!(report.conditions.get("InvalidSpecError"), Some(&1));
         // Nothing is synced, healed or pruned (its cluster is not there to act on).
         assert!(matches!(owner.operate(&key("a")).await, Ok(Operated::Idle)));
     }
