@@ -50,6 +50,7 @@ fn status(resources: usize, at: &str, flipped: bool) -> ComparisonStatus {
             revision: Some("0123456789abcdef0123456789abcdef01234567".into()),
             revisions: Vec::new(),
             compared_to: None,
+            compared_before: None,
         },
         health: HealthInfo {
             status: "Healthy".into(),

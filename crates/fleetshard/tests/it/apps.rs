@@ -34,6 +34,7 @@ fn comparison(sync: &str, health: &str, message: Option<&str>) -> ComparisonStat
             revision: Some("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b".to_owned()),
             revisions: Vec::new(),
             compared_to: None,
+            compared_before: None,
         },
         health: HealthInfo {
             status: health.to_owned(),

@@ -116,9 +116,14 @@ pub(super) fn compared_to(target: &AppTarget) -> Value {
 }
 
 /// `compared` as a merge patch that replaces the recorded `comparedTo`: every field of
-/// Argo CD's types it leaves out (to two levels in a source) is set to null.
-pub(super) fn replacing(compared: &Value) -> Value {
+/// Argo CD's types it leaves out (to two levels in a source) is set to null, and, when the
+/// recorded one is known (`before`), every key of it that `compared` lacks, at any depth
+/// (inside a source's free-form maps: `helm.valuesObject`, `kustomize.commonLabels`, …).
+pub(super) fn replacing(compared: &Value, before: Option<&Value>) -> Value {
     let mut v = compared.clone();
+    if let Some(before) = before {
+        null_removed(&mut v, before);
+    }
     null_absent(&mut v, &COMPARED_FIELDS);
     null_absent(&mut v["destination"], &DESTINATION_FIELDS);
     if v["source"].is_object() {
@@ -134,6 +139,22 @@ pub(super) fn replacing(compared: &Value) -> Value {
         }
     }
     v
+}
+
+/// Sets to null, in `now`, every key of `before` that `now` lacks, recursing where both
+/// hold an object (a merge patch merges objects and replaces everything else).
+fn null_removed(now: &mut Value, before: &Value) {
+    let (Some(now), Some(before)) = (now.as_object_mut(), before.as_object()) else {
+        return;
+    };
+    for (key, was) in before {
+        match now.get_mut(key) {
+            Some(is) => null_removed(is, was),
+            None => {
+                now.insert(key.clone(), Value::Null);
+            }
+        }
+    }
 }
 
 fn null_absent(v: &mut Value, keys: &[&str]) {
@@ -159,7 +180,7 @@ mod tests {
                        "helm": {"releaseName": "r"}},
             "destination": {"server": "https://k"},
         });
-        let patch = replacing(&compared);
+        let patch = replacing(&compared, None);
         assert_eq!(patch["source"]["targetRevision"], json!(null));
         assert_eq!(patch["source"]["kustomize"], json!(null));
         assert_eq!(patch["source"]["helm"]["values"], json!(null));
@@ -172,6 +193,23 @@ mod tests {
             "targetRevision": "v1", "helm": {"releaseName": "r", "values": "x: 1"}},
             "destination": {"name": "prod", "namespace": "n"},
             "ignoreDifferences": [{"kind": "Deployment"}]});
+        fleetshard_testsupport::kube_api::merge_patch(&mut recorded, &patch);
+        assert_eq!(recorded, compared);
+    }
+
+    /// Keys removed inside a source's free-form maps are removed too when the recorded
+    /// `comparedTo` is known.
+    #[test]
+    fn keys_removed_at_any_depth_go_when_the_recorded_one_is_known() {
+        let before = json!({"source": {"repoURL": "r", "helm": {"valuesObject":
+            {"a": {"x": 1, "y": 2}, "b": [1]}}, "kustomize": {"commonLabels": {"team": "t"}}}});
+        let compared = json!({"source": {"repoURL": "r", "helm": {"valuesObject":
+            {"a": {"x": 1}}}, "kustomize": {"commonLabels": {}}}});
+        let mut recorded = before.clone();
+        fleetshard_testsupport::kube_api::merge_patch(&mut recorded, &replacing(&compared, None));
+        assert_ne!(recorded, compared, "without it, the map's old keys stay");
+        let mut recorded = before.clone();
+        let patch = replacing(&compared, Some(&before));
         fleetshard_testsupport::kube_api::merge_patch(&mut recorded, &patch);
         assert_eq!(recorded, compared);
     }

@@ -117,6 +117,9 @@ pub(super) struct Memo {
     /// once, then written here): a refresh that changes one is a transition, an event.
     /// `None`: not known (events off, or the read failed): no transition event.
     pub(super) recorded: Option<super::RecordedStatuses>,
+    /// The `comparedTo` this owner recorded last: the next one's merge patch removes what
+    /// it had and the new one lacks, at any depth.
+    pub(super) compared_written: Option<serde_json::Value>,
     /// What the last refresh found, for Argo CD's app metrics.
     pub(super) report: Option<super::report::AppReport>,
     /// Refreshes and syncs since this owner took the app.

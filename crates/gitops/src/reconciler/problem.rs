@@ -54,6 +54,7 @@ impl Problem {
                 revision: self.revision.clone(),
                 revisions: Vec::new(),
                 compared_to: None,
+                compared_before: None,
             },
             health: HealthInfo {
                 status: "Unknown".to_owned(),

@@ -346,6 +346,7 @@ impl GitOpsReconciler {
                 revision: revision.filter(|_| per_source.is_empty()),
                 revisions: per_source.iter().map(|(r, _)| r.clone()).collect(),
                 compared_to: None,
+                compared_before: None,
             },
             health: HealthInfo {
                 status: app_health(&healths).to_string(),
@@ -519,7 +520,12 @@ impl GitOpsReconciler {
         status.refresh_done = target.spec.refresh.is_some();
         // What was compared, and the controller's namespace, whatever the outcome (as
         // Argo CD records them).
-        status.sync.compared_to = Some(super::compared::compared_to(&target));
+        let compared = super::compared::compared_to(&target);
+        status.sync.compared_before = self
+            .memos()
+            .get(key)
+            .and_then(|m| m.compared_written.clone());
+        status.sync.compared_to = Some(compared.clone());
         status
             .controller_namespace
             .clone_from(&self.config.control_plane_namespace);
@@ -550,6 +556,9 @@ impl GitOpsReconciler {
         }
         self.record(key, StatusUpdate::Comparison(Box::new(status)))
             .await?;
+        if let Some(m) = self.memos().get_mut(key) {
+            m.compared_written = Some(compared);
+        }
         self.acquisitions.compared(&target.cluster.id, key);
         match problem {
             Some(Problem {

@@ -29,6 +29,11 @@ pub struct SyncInfo {
         skip_serializing_if = "Option::is_none"
     )]
     pub compared_to: Option<Value>,
+    /// The `comparedTo` this owner recorded last, if it knows it (not recorded itself):
+    /// the merge patch removes what it had and `compared_to` lacks, at any depth (a key
+    /// gone from a source's `helm.valuesObject` or `kustomize.commonLabels`).
+    #[serde(skip)]
+    pub compared_before: Option<Value>,
 }
 
 /// `status.health` and a resource's `health`.
@@ -382,7 +387,8 @@ impl StatusUpdate {
                 }
                 // `comparedTo` is replaced whole (a source's fields removed stay removed).
                 if let Some(compared) = &c.sync.compared_to {
-                    status["sync"]["comparedTo"] = super::compared::replacing(compared);
+                    status["sync"]["comparedTo"] =
+                        super::compared::replacing(compared, c.sync.compared_before.as_ref());
                 }
                 if c.refresh_done {
                     return json!({

@@ -168,6 +168,7 @@ fn health_transition_time_is_kept_or_set_and_resources_without_health_write_none
             revision: None,
             revisions: Vec::new(),
             compared_to: None,
+            compared_before: None,
         },
         health: HealthInfo {
             status: health.into(),

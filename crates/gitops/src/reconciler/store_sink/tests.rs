@@ -19,6 +19,7 @@ fn comparison(sync: &str, at: &str, conditions: &[&str]) -> ComparisonStatus {
             revision: Some("0123456789abcdef".to_owned()),
             revisions: Vec::new(),
             compared_to: None,
+            compared_before: None,
         },
         health: HealthInfo {
             status: "Healthy".to_owned(),

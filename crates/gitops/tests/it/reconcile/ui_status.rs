@@ -154,13 +154,32 @@ async fn the_ui_fields_are_written_and_valid_against_argo_cds_crd() {
     // A spec change replaces what was compared: a field removed is gone.
     t.spec.ignore_differences.clear();
     t.spec.source.raw = json!({"repoURL": git.path(), "path": "app"});
-    inventory.insert(t);
+    inventory.insert(t.clone());
     r.refresh(&key("web")).await.unwrap();
     let status = app_status(&control, "web");
     assert_eq!(
         status["sync"]["comparedTo"],
         json!({"source": {"repoURL": git.path(), "path": "app"},
                "destination": {"server": cluster.url(), "namespace": "default"}}),
+        "{status:#}"
+    );
+
+    // A key removed inside a free-form map of the source goes too (the UI compares
+    // `comparedTo` with the spec to tell a changed spec).
+    let labels =
+        |l: Value| json!({"repoURL": git.path(), "path": "app", "kustomize": {"commonLabels": l}});
+    for l in [
+        json!({"team": "shop", "tier": "web"}),
+        json!({"team": "shop"}),
+    ] {
+        t.spec.source.raw = labels(l);
+        inventory.insert(t.clone());
+        r.refresh(&key("web")).await.unwrap();
+    }
+    let status = app_status(&control, "web");
+    assert_eq!(
+        status["sync"]["comparedTo"]["source"],
+        labels(json!({"team": "shop"})),
         "{status:#}"
     );
 }
