@@ -96,7 +96,7 @@ impl GitOpsReconciler {
             reached,
             server_version: versions
                 .as_ref()
-                .map(|v| major_minor(&v.git_version))
+                .map(|v| server_version(&v.git_version))
                 .unwrap_or_default(),
             api_versions: versions
                 .as_ref()
@@ -136,14 +136,12 @@ async fn watch_tree_kinds(conn: &ClusterConn) {
     }
 }
 
-/// `v1.31.2` → `1.31` (Argo CD's server version).
-fn major_minor(git_version: &str) -> String {
-    let v = git_version.trim_start_matches('v');
-    let mut parts = v.split(['.', '-', '+']);
-    match (parts.next(), parts.next()) {
-        (Some(major), Some(minor)) => format!("{major}.{minor}"),
-        _ => v.to_owned(),
-    }
+/// The server's `gitVersion` as Argo CD's cluster info shows it: normalised as
+/// gitops-engine does (`v1.29.3-gke.100` → `v1.29.3`), or as the server said it when it
+/// does not read.
+fn server_version(git_version: &str) -> String {
+    fleetshard_reposerver::normalize_kube_version(git_version)
+        .unwrap_or_else(|_| git_version.to_owned())
 }
 
 /// `now` minus `age`, RFC 3339 (seconds).
@@ -217,12 +215,12 @@ fn managed_of(r: &Refreshed, predicted: &HashMap<ResourceKey, Arc<Value>>) -> Ve
 
 #[cfg(test)]
 mod tests {
-    use super::{before, major_minor};
+    use super::{before, server_version};
 
     #[test]
     fn server_version_and_sync_time_as_argo_cd_shows_them() {
-        assert_eq!(major_minor("v1.31.2"), "1.31");
-        assert_eq!(major_minor("v1.29.0-eks-1"), "1.29");
+        assert_eq!(server_version("v1.31.2"), "v1.31.2");
+        assert_eq!(server_version("v1.29.0-eks-1"), "v1.29.0");
         assert_eq!(
             before("2026-11-30T10:00:00Z", std::time::Duration::from_secs(90)).as_deref(),
             Some("2026-11-30T09:58:30Z")
