@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetshard_appstate::{AppStateCache, HealthStatus, ManagedResource, RedisSettings};
+use fleetshard_appstate::{AppShown, AppStateCache, HealthStatus, ManagedResource, RedisSettings};
 use fleetshard_testsupport::redis::RedisServer;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -61,7 +61,14 @@ fn round(
     for a in 0..apps {
         let start = Instant::now();
         cache
-            .write_app(&format!("app{a}"), &data.0, &data.1, &healthy, &[], &[])
+            .write_app(
+                &format!("app{a}"),
+                &data.0,
+                &data.1,
+                &healthy,
+                &AppShown::default(),
+                &[],
+            )
             .unwrap();
         times.push(start.elapsed());
     }

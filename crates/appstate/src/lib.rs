@@ -33,10 +33,20 @@ pub use documents::{
     ApplicationSummary, ApplicationTree, ClusterInfo, HealthStatus, ResourceDiff, ResourceNode,
 };
 pub use encode::{CACHE_VERSION, Compression, EncodeError};
-pub use managed::managed_resources;
+pub use managed::{managed_resources, sensitive_annotations};
 pub use settings::{CLUSTER_INFO_EXPIRATION, RedisSentinel, RedisSettings, RedisTls};
 pub use tree::{ManagedResource, TreeInput, orphaned_nodes, resource_tree};
 pub use writer::{AppStateWriter, WriterStats};
+
+/// What the app and argocd-cm say about how its documents are shown.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AppShown<'a> {
+    /// The app's own links (`link.argocd.argoproj.io/*` on the Application): the summary's
+    /// external URLs.
+    pub links: &'a [String],
+    /// The Secret annotations whose values are hidden ([`managed::sensitive_annotations`]).
+    pub sensitive_annotations: &'a [String],
+}
 
 /// Settings that can never work.
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +99,7 @@ impl AppStateCache {
 
     /// Writes the tree and managed resources of the app whose instance name is `app`,
     /// then publishes its update notification. Answers the tree's summary with
-    /// `app_links`, the app's own links ([`ApplicationTree::summary`]). `orphaned`: the
+    /// `shown.links`, the app's own links ([`ApplicationTree::summary`]). `orphaned`: the
     /// app's orphaned nodes ([`orphaned_nodes`]).
     pub fn write_app(
         &self,
@@ -97,7 +107,7 @@ impl AppStateCache {
         managed: &[ManagedResource],
         objects: &[Arc<Value>],
         health: &dyn Fn(&Value) -> Option<HealthStatus>,
-        app_links: &[String],
+        shown: &AppShown<'_>,
         orphaned: &[ResourceNode],
     ) -> Result<ApplicationSummary, EncodeError> {
         let s = &self.settings;
@@ -107,7 +117,7 @@ impl AppStateCache {
             health,
             orphaned,
         });
-        let summary = tree.summary(app_links);
+        let summary = tree.summary(shown.links);
         for (i, shard) in encode::tree_shards(tree, s.tree_shard_size)
             .iter()
             .enumerate()
@@ -119,7 +129,7 @@ impl AppStateCache {
                 s.app_state_expiration,
             );
         }
-        let diffs = managed_resources(managed);
+        let diffs = managed_resources(managed, shown.sensitive_annotations);
         self.writer.set(
             encode::redis_key(&encode::managed_resources_key(app), s.compression),
             encode::encode(&diffs, s.compression)?,

@@ -4,9 +4,12 @@
 //! every value of a `data` key replaced by `++++++++`, a different value of the same key
 //! by four more `+` each, so that the diff still shows which sides differ and never what
 //! they hold. The `last-applied-configuration` annotation of a Secret is hidden the same
-//! way (replaced whole when it is not JSON).
+//! way (replaced whole when it is not JSON). The annotations argocd-cm's
+//! `resource.sensitive.mask.annotations` names are hidden the same way in a Secret's
+//! versions and in their `last-applied-configuration` copies; naming
+//! `last-applied-configuration` itself hides it whole.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use base64::Engine;
 use serde_json::{Map, Value};
@@ -19,9 +22,28 @@ pub const HIDDEN: &str = "++++++++";
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// The document: one entry per resource, sorted by `group/kind/namespace/name`.
-pub fn managed_resources(resources: &[ManagedResource]) -> Vec<ResourceDiff> {
-    let mut out: Vec<ResourceDiff> = resources.iter().map(diff_of).collect();
+/// argocd-cm's key naming the Secret annotations whose values are hidden.
+pub const SENSITIVE_ANNOTATIONS_KEY: &str = "resource.sensitive.mask.annotations";
+
+/// The annotation keys `argocd_cm` names in [`SENSITIVE_ANNOTATIONS_KEY`]: a comma-separated
+/// list, spaces removed (Argo CD's reading).
+pub fn sensitive_annotations(argocd_cm: &BTreeMap<String, String>) -> Vec<String> {
+    argocd_cm
+        .get(SENSITIVE_ANNOTATIONS_KEY)
+        .map(|v| {
+            v.replace(' ', "")
+                .split(',')
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The document: one entry per resource, sorted by `group/kind/namespace/name`;
+/// `sensitive`: the Secret annotations whose values are hidden.
+pub fn managed_resources(resources: &[ManagedResource], sensitive: &[String]) -> Vec<ResourceDiff> {
+    let mut out: Vec<ResourceDiff> = resources.iter().map(|m| diff_of(m, sensitive)).collect();
     out.sort_by_cached_key(|d| {
         ResourceRef {
             group: d.group.clone(),
@@ -35,7 +57,7 @@ pub fn managed_resources(resources: &[ManagedResource]) -> Vec<ResourceDiff> {
     out
 }
 
-fn diff_of(m: &ManagedResource) -> ResourceDiff {
+fn diff_of(m: &ManagedResource, sensitive: &[String]) -> ResourceDiff {
     let live = m.live.as_deref().cloned();
     let mut target = m.target.clone();
     let mut normalized = live
@@ -48,7 +70,10 @@ fn diff_of(m: &ManagedResource) -> ResourceDiff {
     };
     let mut live = live;
     if m.group.is_empty() && m.kind == "Secret" {
-        hide_secret_values([&mut target, &mut live, &mut normalized, &mut predicted]);
+        hide_secret_values(
+            [&mut target, &mut live, &mut normalized, &mut predicted],
+            sensitive,
+        );
     }
     let json = |v: &Option<Value>| {
         v.as_ref()
@@ -140,9 +165,10 @@ fn last_applied(obj: &Value) -> Option<Result<Value, ()>> {
         .map(|s| serde_json::from_str::<Value>(s).map_err(|_| ()))
 }
 
-/// Hides every `data` value of the given versions of one Secret (see the module's
-/// documentation): equal values across the versions get the same replacement.
-pub fn hide_secret_values(objects: [&mut Option<Value>; 4]) {
+/// Hides every `data` value, and the values of the `sensitive` annotations, of the given
+/// versions of one Secret (see the module's documentation): equal values across the
+/// versions get the same replacement.
+pub fn hide_secret_values(objects: [&mut Option<Value>; 4], sensitive: &[String]) {
     let mut objects: Vec<&mut Value> = objects.into_iter().filter_map(Option::as_mut).collect();
     // The annotations' own copies, hidden with the same replacements, then written back.
     let mut annotations: Vec<(usize, Option<Value>)> = Vec::new();
@@ -172,11 +198,21 @@ pub fn hide_secret_values(objects: [&mut Option<Value>; 4]) {
     }
     keys.sort();
     keys.dedup();
-    for key in &keys {
+    let fields = keys.iter().map(|k| ("data", k.as_str())).chain(
+        sensitive
+            .iter()
+            .filter(|k| *k != LAST_APPLIED)
+            .map(|k| ("annotations", k.as_str())),
+    );
+    for (field, key) in fields {
         let mut replacements: HashMap<String, String> = HashMap::new();
         let mut next = HIDDEN.to_owned();
         let mut hide = |v: &mut Value| {
-            let Some(slot) = v.get_mut("data").and_then(|d| d.get_mut(key)) else {
+            let map = match field {
+                "data" => v.get_mut("data"),
+                _ => v.pointer_mut("/metadata/annotations"),
+            };
+            let Some(slot) = map.and_then(|d| d.get_mut(key)) else {
                 return;
             };
             let plain = match &*slot {
@@ -199,10 +235,11 @@ pub fn hide_secret_values(objects: [&mut Option<Value>; 4]) {
             }
         }
     }
+    let hide_whole = sensitive.iter().any(|k| k == LAST_APPLIED);
     for (i, a) in annotations {
         let text = match a {
-            Some(a) => a.to_string(),
-            None => HIDDEN.to_owned(),
+            Some(a) if !hide_whole => a.to_string(),
+            _ => HIDDEN.to_owned(),
         };
         if let Some(ann) = objects[i]
             .pointer_mut("/metadata/annotations")

@@ -228,7 +228,7 @@ fn secret_values_are_hidden_and_told_apart() {
         modified: true,
         ..managed(Some(live), Some(target), "Secret", "creds")
     };
-    let diffs = managed_resources(&[m]);
+    let diffs = managed_resources(&[m], &[]);
     let d = &diffs[0];
     let data = |s: &str| serde_json::from_str::<Value>(s).unwrap()["data"].clone();
     let more = format!("{HIDDEN}++++");
@@ -255,11 +255,70 @@ fn secret_values_are_hidden_and_told_apart() {
     assert_eq!(d.resource_version, "4");
 }
 
+/// argocd-cm's `resource.sensitive.mask.annotations`: those annotations of a Secret are
+/// hidden as its data is, in its last-applied copy too; naming the last-applied
+/// annotation hides it whole. Other annotations, and other kinds, are shown.
+#[test]
+fn sensitive_annotations_of_a_secret_are_hidden() {
+    let cm = std::collections::BTreeMap::from([(
+        crate::managed::SENSITIVE_ANNOTATIONS_KEY.to_owned(),
+        "vault.example/token, owner".to_owned(),
+    )]);
+    let sensitive = crate::managed::sensitive_annotations(&cm);
+    assert_eq!(sensitive, ["vault.example/token", "owner"]);
+    let annotated = |token: &str| {
+        let mut s = secret(json!({"user": "YWRtaW4="}));
+        s["metadata"]["annotations"] = json!({"vault.example/token": token, "owner": "team-a",
+            "note": "shown"});
+        let applied = s.clone();
+        s["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
+            json!(applied.to_string());
+        s
+    };
+    let m = managed(
+        Some(annotated("s3cr3t")),
+        Some(annotated("n3w")),
+        "Secret",
+        "creds",
+    );
+    let diffs = managed_resources(std::slice::from_ref(&m), &sensitive);
+    let d = &diffs[0];
+    let live: Value = serde_json::from_str(&d.live_state).unwrap();
+    let target: Value = serde_json::from_str(&d.target_state).unwrap();
+    assert_eq!(
+        target["metadata"]["annotations"]["vault.example/token"],
+        HIDDEN
+    );
+    assert_eq!(
+        live["metadata"]["annotations"]["vault.example/token"],
+        format!("{HIDDEN}++++"),
+        "a different value, told apart"
+    );
+    assert_eq!(live["metadata"]["annotations"]["owner"], HIDDEN);
+    assert_eq!(live["metadata"]["annotations"]["note"], "shown");
+    for state in [&d.target_state, &d.live_state, &d.predicted_live_state] {
+        for secret in ["s3cr3t", "n3w", "team-a"] {
+            assert!(!state.contains(secret), "{secret} shown in {state}");
+        }
+    }
+    let whole = ["kubectl.kubernetes.io/last-applied-configuration".to_owned()];
+    let d = &managed_resources(&[m], &whole)[0];
+    let live: Value = serde_json::from_str(&d.live_state).unwrap();
+    assert_eq!(
+        live["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"],
+        HIDDEN
+    );
+    assert_eq!(
+        live["metadata"]["annotations"]["vault.example/token"],
+        "s3cr3t"
+    );
+}
+
 #[test]
 fn managed_resources_are_sorted_with_null_sides() {
     let prune = managed(Some(pod()), None, "Pod", "web-5d9-x");
     let missing = managed(None, Some(deployment()), "Deployment", "web");
-    let diffs = managed_resources(&[missing, prune]);
+    let diffs = managed_resources(&[missing, prune], &[]);
     assert_eq!(diffs[0].kind, "Pod");
     assert_eq!(diffs[0].target_state, "null");
     assert_eq!(diffs[0].predicted_live_state, "null");

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_appstate::{
-    AppStateCache, ClusterFacts, Compression, HealthStatus, ManagedResource, RedisSettings,
+    AppShown, AppStateCache, ClusterFacts, Compression, HealthStatus, ManagedResource,
+    RedisSettings,
 };
 use fleetshard_testsupport::redis::RedisServer;
 use serde::Deserialize;
@@ -154,7 +155,14 @@ async fn documents_are_written_in_argo_cds_layout() {
     let cache = AppStateCache::start(settings(&redis)).unwrap();
     let (managed, objects) = app_objects();
     cache
-        .write_app("guestbook", &managed, &objects, &healthy, &[], &[])
+        .write_app(
+            "guestbook",
+            &managed,
+            &objects,
+            &healthy,
+            &AppShown::default(),
+            &[],
+        )
         .unwrap();
     cache
         .write_cluster("https://kubernetes.default.svc", &facts())
@@ -237,7 +245,14 @@ async fn uncompressed_and_sharded_trees() {
     let cache = AppStateCache::start(s).unwrap();
     let (managed, objects) = app_objects();
     cache
-        .write_app("guestbook", &managed, &objects, &healthy, &[], &[])
+        .write_app(
+            "guestbook",
+            &managed,
+            &objects,
+            &healthy,
+            &AppShown::default(),
+            &[],
+        )
         .unwrap();
     let first: Tree = decode(
         &wait_for(&redis, "app|resources-tree|guestbook|1.8.3", |_| true),
@@ -278,7 +293,14 @@ async fn the_api_servers_watchers_are_notified() {
     let cache = AppStateCache::start(settings(&redis)).unwrap();
     let (managed, objects) = app_objects();
     cache
-        .write_app("guestbook", &managed, &objects, &healthy, &[], &[])
+        .write_app(
+            "guestbook",
+            &managed,
+            &objects,
+            &healthy,
+            &AppShown::default(),
+            &[],
+        )
         .unwrap();
     let message = tokio::task::spawn_blocking(move || {
         let mut lines = Vec::new();

@@ -13,7 +13,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use fleetshard_appstate::{ClusterFacts, HealthStatus, ManagedResource};
+use fleetshard_appstate::{
+    AppShown, ClusterFacts, HealthStatus, ManagedResource, sensitive_annotations,
+};
 use fleetshard_controller::AppKey;
 use serde_json::Value;
 
@@ -55,7 +57,10 @@ impl GitOpsReconciler {
             &managed,
             &objects,
             &health,
-            &target.spec.links,
+            &AppShown {
+                links: &target.spec.links,
+                sensitive_annotations: &sensitive_annotations(&target.argocd_cm),
+            },
             orphaned,
         );
         let summary = match written {

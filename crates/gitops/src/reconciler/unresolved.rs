@@ -68,7 +68,10 @@ impl GitOpsReconciler {
                 &[],
                 &[],
                 &|_| None,
-                &target.spec.links,
+                &fleetshard_appstate::AppShown {
+                    links: &target.spec.links,
+                    sensitive_annotations: &[],
+                },
                 &[],
             )
         {
