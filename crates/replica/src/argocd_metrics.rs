@@ -28,6 +28,9 @@ pub(crate) struct ArgoCdCollector {
     /// The Application labels `argocd_app_labels` shows (`--metrics-application-labels`;
     /// none: the metric is not exported).
     pub(crate) app_labels: Vec<String>,
+    /// The condition types `argocd_app_condition` counts (`--metrics-application-conditions`;
+    /// none: the metric is not exported).
+    pub(crate) app_conditions: Vec<String>,
 }
 
 /// The Prometheus label that shows the Application label `key` on `argocd_app_labels`:
@@ -84,7 +87,9 @@ impl Collector for ArgoCdCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let apps = self.reconciler.app_reports();
         encode_app_info(&mut encoder, &apps)?;
-        encode_app_conditions(&mut encoder, &apps)?;
+        if !self.app_conditions.is_empty() {
+            encode_app_conditions(&mut encoder, &apps, &self.app_conditions)?;
+        }
         encode_app_orphaned(&mut encoder, &apps)?;
         encode_reconcile(&mut encoder, &apps)?;
         encode_syncs(&mut encoder, &apps)?;
@@ -125,9 +130,11 @@ fn encode_app_info(
     Ok(())
 }
 
+/// `argocd_app_condition`: each app's conditions of the `types` asked for, counted by type.
 fn encode_app_conditions(
     e: &mut DescriptorEncoder<'_>,
     apps: &[AppReport],
+    types: &[String],
 ) -> Result<(), std::fmt::Error> {
     let mut family = e.encode_descriptor(
         "argocd_app_condition",
@@ -136,7 +143,7 @@ fn encode_app_conditions(
         MetricType::Gauge,
     )?;
     for r in apps {
-        for (condition, count) in &r.conditions {
+        for (condition, count) in r.conditions.iter().filter(|(c, _)| types.contains(c)) {
             let mut labels = app_labels(r);
             labels.push(("condition", condition.as_str()));
             let count = i64::try_from(*count).unwrap_or(i64::MAX);

@@ -123,6 +123,7 @@ impl Replica {
                     crate::argocd_metrics::ArgoCdCollector {
                         reconciler: r.clone(),
                         app_labels: settings.controller.metrics_application_labels.clone(),
+                        app_conditions: settings.controller.metrics_application_conditions.clone(),
                     },
                 ));
             }

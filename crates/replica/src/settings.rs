@@ -154,6 +154,9 @@ pub struct ControllerSettings {
     /// The Application labels `argocd_app_labels` shows (Argo CD's
     /// `--metrics-application-labels`); none: the metric is not exported.
     pub metrics_application_labels: Vec<String>,
+    /// The condition types `argocd_app_condition` counts (`--metrics-application-conditions`;
+    /// none: the metric is not exported, as Argo CD without the flag).
+    pub metrics_application_conditions: Vec<String>,
 }
 
 /// Where an app's source is rendered.
@@ -211,6 +214,7 @@ impl Default for ControllerSettings {
             app_state: None,
             events: fleetshard_gitops::events::EnabledEvents::All,
             metrics_application_labels: Vec::new(),
+            metrics_application_conditions: Vec::new(),
         }
     }
 }

@@ -173,6 +173,7 @@ async fn a_scrape_shows_argo_cds_metrics_for_the_owned_apps() {
     registry.register_collector(Box::new(ArgoCdCollector {
         reconciler: r.clone(),
         app_labels: vec!["team".into(), "app.kubernetes.io/part-of".into()],
+        app_conditions: vec!["ComparisonError".into(), "SyncError".into()],
     }));
     // The sync's apply reaches the ConfigMaps' watch as an event (not a list item).
     let events_of = format!(
@@ -213,6 +214,15 @@ async fn a_scrape_shows_argo_cds_metrics_for_the_owned_apps() {
         text.contains(r#"argocd_app_condition{namespace="argocd",name="broken",project="default",condition="ComparisonError"} 1"#),
         "{text}"
     );
+    // Only the condition types asked for (`--metrics-application-conditions`) are counted.
+    let mut sync_errors_only = Registry::default();
+    sync_errors_only.register_collector(Box::new(ArgoCdCollector {
+        reconciler: r.clone(),
+        app_labels: Vec::new(),
+        app_conditions: vec!["SyncError".into()],
+    }));
+    let only = scrape(&sync_errors_only);
+    assert!(!only.contains("condition=\"ComparisonError\""), "{only}");
     assert!(
         text.contains(r#"phase="Succeeded",dry_run="false"} 1"#),
         "{text}"
@@ -308,10 +318,13 @@ async fn a_scrape_shows_argo_cds_metrics_for_the_owned_apps() {
     next_registry.register_collector(Box::new(ArgoCdCollector {
         reconciler: next.clone(),
         app_labels: Vec::new(),
+        app_conditions: Vec::new(),
     }));
     let next_text = scrape(&next_registry);
-    // Without labels chosen, no `argocd_app_labels` (as Argo CD without the flag).
+    // Without labels or conditions chosen, no `argocd_app_labels` and no
+    // `argocd_app_condition` (as Argo CD without the flags).
     assert!(!next_text.contains("argocd_app_labels"), "{next_text}");
+    assert!(!next_text.contains("argocd_app_condition"), "{next_text}");
     let owners: f64 = [&text, &next_text]
         .iter()
         .filter_map(|t| value_of(t, &format!("argocd_cluster_info{{server=\"{server}\"")))

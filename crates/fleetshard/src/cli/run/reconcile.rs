@@ -225,6 +225,15 @@ pub struct ReconcileArgs {
         env = "ARGOCD_APPLICATION_CONTROLLER_METRICS_APPLICATION_LABELS"
     )]
     pub metrics_application_labels: Vec<String>,
+    /// Condition types counted on the `argocd_app_condition` metric, as Argo CD's flag:
+    /// repeated or comma-separated. None: the metric is not exported (Argo CD's default).
+    #[arg(
+        long,
+        value_name = "TYPES",
+        value_delimiter = ',',
+        env = "ARGOCD_APPLICATION_CONTROLLER_METRICS_APPLICATION_CONDITIONS"
+    )]
+    pub metrics_application_conditions: Vec<String>,
 }
 
 impl ReconcileArgs {
@@ -262,6 +271,7 @@ impl ReconcileArgs {
             app_state: self.redis.settings()?,
             events: fleetshard_gitops::events::EnabledEvents::from_list(&self.enable_k8s_event),
             metrics_application_labels: self.metrics_application_labels.clone(),
+            metrics_application_conditions: self.metrics_application_conditions.clone(),
         })
     }
 }
@@ -285,12 +295,18 @@ mod tests {
             "team,env",
             "--metrics-application-labels",
             "app.kubernetes.io/part-of",
+            "--metrics-application-conditions",
+            "SyncError,OrphanedResourceWarning",
         ])
         .unwrap();
         let settings = cli.reconcile.settings().unwrap();
         assert_eq!(
             settings.metrics_application_labels,
             ["team", "env", "app.kubernetes.io/part-of"]
+        );
+        assert_eq!(
+            settings.metrics_application_conditions,
+            ["SyncError", "OrphanedResourceWarning"]
         );
         let none = Cli::try_parse_from(["x"]).unwrap();
         assert!(
