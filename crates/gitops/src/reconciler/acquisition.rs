@@ -69,7 +69,7 @@ impl Acquisitions {
     }
 
     /// `cluster` was acquired now, with `apps` to compare (none: nothing to time).
-    pub(super) fn started(&self, cluster: &str, apps: Vec<AppKey>) {
+    pub(super) fn started(&self, cluster: &str, apps: &[AppKey]) {
         if apps.is_empty() {
             self.lock().remove(cluster);
             return;
@@ -78,7 +78,7 @@ impl Acquisitions {
             acquired: Instant::now(),
             reached: [None; 4],
             apps: apps.len(),
-            pending: apps.into_iter().collect(),
+            pending: apps.iter().cloned().collect(),
         };
         self.lock().insert(cluster.to_owned(), progress);
     }
@@ -159,7 +159,7 @@ mod tests {
     async fn the_phases_are_timed_from_the_acquisition_and_end_with_the_last_comparison() {
         let a = Acquisitions::default();
         let apps = [AppKey::new("argocd", "x"), AppKey::new("argocd", "y")];
-        a.started("c1", apps.to_vec());
+        a.started("c1", &apps);
         tokio::time::advance(Duration::from_millis(100)).await;
         a.reached("c1", "connect");
         tokio::time::advance(Duration::from_millis(400)).await;
@@ -199,7 +199,7 @@ mod tests {
     async fn a_stopped_acquisition_records_nothing() {
         let a = Acquisitions::default();
         let app = AppKey::new("argocd", "x");
-        a.started("c1", vec![app.clone()]);
+        a.started("c1", std::slice::from_ref(&app));
         a.reached("c1", "connect");
         a.stopped("c1");
         a.compared("c1", &app);

@@ -43,17 +43,19 @@ impl GitOpsReconciler {
     /// is asked under the lock [`GitOpsStopHook`] takes after the controller's work
     /// stopped, so a warm-up is never left running on a cluster no longer owned.
     pub fn cluster_acquired(self: &Arc<Self>, cluster: &str, still_owned: &dyn Fn() -> bool) {
+        // One pass over the inventory for the acquisition's clock and its warm-up, made
+        // before the warm-ups' lock is taken.
+        let apps = self.inventory.apps_of_cluster(cluster);
         let mut warming = self.warmups();
         if !still_owned() {
             return;
         }
         self.owned_since(cluster);
-        self.acquisitions
-            .started(cluster, self.inventory.apps_of_cluster(cluster));
+        self.acquisitions.started(cluster, &apps);
         let this = self.clone();
         let id = cluster.to_owned();
         let task = tokio::spawn(async move {
-            match this.warm_cluster(&id).await {
+            match this.warm_apps(&id, apps).await {
                 Ok(w) => {
                     tracing::debug!(cluster = %id, apps = w.apps, kinds = w.kinds.len(), "cluster warmed up")
                 }
@@ -68,7 +70,12 @@ impl GitOpsReconciler {
     /// Warms `cluster` now (see the module's documentation) and returns once every kind
     /// it started has completed its first list.
     pub async fn warm_cluster(&self, cluster: &str) -> Result<Warmup, LiveError> {
-        let apps = self.inventory.apps_of_cluster(cluster);
+        self.warm_apps(cluster, self.inventory.apps_of_cluster(cluster))
+            .await
+    }
+
+    /// [`GitOpsReconciler::warm_cluster`] with the cluster's `apps` already listed.
+    async fn warm_apps(&self, cluster: &str, apps: Vec<AppKey>) -> Result<Warmup, LiveError> {
         let Some(access) = apps
             .iter()
             .find_map(|k| self.inventory.target(k))

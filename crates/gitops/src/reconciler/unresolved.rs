@@ -18,6 +18,7 @@
 //! health `Unknown`), and goes when any cluster of this replica stops.
 
 use fleetshard_controller::{AppKey, Operated, ReconcileError};
+use fleetshard_manifest::RefusalKind;
 use fleetshard_sync::deletion::{
     POST_DELETE_CLEANUP_FINALIZER, POST_DELETE_FINALIZER, PRE_DELETE_CLEANUP_FINALIZER,
     PRE_DELETE_FINALIZER, is_cascade,
@@ -28,9 +29,6 @@ use super::operate::requested;
 use super::problem::Problem;
 use super::{AppReport, GitOpsReconciler, OperationState, StatusUpdate, memo};
 use crate::reconciler::status::SinkError;
-
-/// Argo CD's condition type for an app whose spec cannot be acted on.
-const INVALID_SPEC_ERROR: &str = "InvalidSpecError";
 
 impl GitOpsReconciler {
     /// Records Argo CD's status of an app whose destination resolves to no cluster.
@@ -45,7 +43,8 @@ impl GitOpsReconciler {
         self.record_unrecorded(key).await?;
         self.learn_recorded(key).await;
         let mut status =
-            Problem::permanent(INVALID_SPEC_ERROR, &target.reason).status(self.clock.now_rfc3339());
+            Problem::permanent(RefusalKind::InvalidSpec.condition_type(), &target.reason)
+                .status(self.clock.now_rfc3339());
         {
             let mut memos = self.memos();
             let m = memos.entry(key.clone()).or_default();
