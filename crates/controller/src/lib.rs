@@ -28,6 +28,7 @@ pub mod project;
 pub mod queue;
 pub mod runtime;
 pub mod shard_work;
+pub mod usage;
 
 pub use processor::{Operated, PoolConfig, Processors, ReconcileError, Reconciler};
 pub use project::{ProjectFinalizer, ProjectProcessor, ProjectStats};
@@ -37,6 +38,7 @@ pub use runtime::{
     RuntimeConfig, StopMode, WorkStopHook,
 };
 pub use shard_work::{Admission, ShardWork, UnresolvedApp};
+pub use usage::ClusterUsage;
 
 /// An application's queue key: `namespace/name`, cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

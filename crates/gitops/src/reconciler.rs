@@ -69,6 +69,7 @@ mod step;
 mod store_sink;
 mod takeover;
 mod unresolved;
+mod usage;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
