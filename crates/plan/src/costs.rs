@@ -1,13 +1,12 @@
 //! Measured costs: `plan --costs FILE`, a JSON object from cluster id to the cluster's
 //! measured cost (a non-negative number), and what each cluster costs in a plan.
 //!
-//! A cluster with a measured cost costs that. A cluster without one keeps its estimate
-//! (base plus apps, or its weight), scaled into the measured unit by the median ratio of
-//! measured cost to estimate over the clusters that have both: half the measured clusters
-//! cost more than their estimate says, half less, so the unmeasured ones are guessed at
-//! neither extreme. Without any measured cluster (or no file) the estimate is the cost.
+//! What a cluster without a measured cost costs is
+//! [`fleetshard_core::placement::measured`]'s rule; without a file the estimate is the cost.
 
 use std::collections::BTreeMap;
+
+use fleetshard_core::placement::measured;
 
 use crate::PlanError;
 
@@ -55,7 +54,8 @@ impl MeasuredCosts {
 }
 
 /// What each cluster costs (same order as `ids`), and the ids of `measured` no cluster
-/// has. `estimates` are the clusters' base-plus-apps loads.
+/// has. `estimates` are the clusters' base-plus-apps loads; the rule is
+/// [`fleetshard_core::placement::measured::cluster_costs`].
 pub fn cluster_costs(
     ids: &[&str],
     estimates: &[u64],
@@ -64,23 +64,7 @@ pub fn cluster_costs(
     let Some(measured) = measured else {
         return (estimates.iter().map(|&e| e as f64).collect(), Vec::new());
     };
-    let mut ratios: Vec<f64> = ids
-        .iter()
-        .zip(estimates)
-        .filter(|(_, e)| **e > 0)
-        .filter_map(|(id, &e)| measured.by_id.get(*id).map(|m| m / e as f64))
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    let scale = match ratios.len() {
-        0 => 1.0,
-        n if n % 2 == 1 => ratios[n / 2],
-        n => (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0,
-    };
-    let costs = ids
-        .iter()
-        .zip(estimates)
-        .map(|(id, &e)| measured.by_id.get(*id).copied().unwrap_or(e as f64 * scale))
-        .collect();
+    let costs = measured::cluster_costs(ids, estimates, &measured.by_id);
     let known: std::collections::HashSet<&str> = ids.iter().copied().collect();
     let unknown = measured
         .by_id

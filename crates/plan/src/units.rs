@@ -2,6 +2,7 @@
 //! a cluster that costs more than a shard should carry is several, its slices
 //! (`fleetshard_core::placement::slices`), each with its share of the cluster's cost.
 
+use fleetshard_core::placement::measured::engine_loads;
 use fleetshard_core::placement::slices::{apps_per_slice, slice_count, slice_unit_id};
 use fleetshard_core::{Cluster, ShardSpec};
 
@@ -34,11 +35,6 @@ pub(crate) struct Units {
     pub loads: Vec<u64>,
 }
 
-/// The total the engine's loads are scaled to when costs are fractional: fine enough
-/// that rounding never decides a placement (a unit of 1e-9 of the fleet), far from
-/// `u64::MAX`.
-const ENGINE_TOTAL: f64 = 1e9;
-
 /// One unit per cluster: Argo CD's granularity, and balanced without splitting.
 pub(crate) fn whole_clusters(facts: &FleetFacts<'_>) -> Units {
     let fleet = facts.fleet;
@@ -52,7 +48,7 @@ pub(crate) fn whole_clusters(facts: &FleetFacts<'_>) -> Units {
         })
         .collect();
     let loads = if facts.measured {
-        scaled(&facts.costs)
+        engine_loads(&facts.costs)
     } else {
         facts.estimates.clone()
     };
@@ -144,18 +140,6 @@ pub(crate) fn split_clusters(
         }
     }
     let costs: Vec<f64> = out.units.iter().map(|u| u.cost).collect();
-    out.loads = scaled(&costs);
+    out.loads = engine_loads(&costs);
     out
-}
-
-/// Costs as engine loads: proportional, summing to about [`ENGINE_TOTAL`].
-fn scaled(costs: &[f64]) -> Vec<u64> {
-    let total: f64 = costs.iter().sum();
-    if total <= 0.0 {
-        return vec![0; costs.len()];
-    }
-    costs
-        .iter()
-        .map(|c| (c * ENGINE_TOTAL / total).round() as u64)
-        .collect()
 }

@@ -21,6 +21,7 @@
 
 mod engine;
 pub mod hysteresis;
+pub mod measured;
 mod rendezvous;
 pub mod slices;
 mod zones;
