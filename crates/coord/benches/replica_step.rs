@@ -32,6 +32,7 @@ fn main() {
         loads: &loads,
         revision: 1,
         external_shards: None,
+        measured: false,
     };
     let cfg = ReplicaConfig {
         identity: "r0".into(),
@@ -41,6 +42,7 @@ fn main() {
         timing: LeaseTiming::default(),
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),
+        hysteresis: None,
         zone: None,
         capacity: 1,
         shard_specs: Vec::new(),

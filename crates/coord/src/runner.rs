@@ -381,6 +381,7 @@ impl Runner {
             clusters: &current.clusters,
             loads: &current.loads,
             revision: current.revision,
+            measured: current.measured,
             external_shards: self.external.as_ref().and_then(|rx| *rx.borrow()),
         };
         let actions = self.replica.step_listed(now, asked, view, fleet);

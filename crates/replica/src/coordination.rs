@@ -112,6 +112,8 @@ pub struct CoordinationInputs<'a> {
     pub stop_hook: Arc<dyn StopHook>,
     /// Where store latencies go.
     pub metrics: Arc<dyn RunnerMetrics>,
+    /// The fleet's measured costs, as the replica last read them (the distributor's loads).
+    pub costs: watch::Receiver<crate::costs::FleetCosts>,
 }
 
 /// Fenced lease mode: the runner stops clusters through the hook before acknowledging a
@@ -128,6 +130,7 @@ pub async fn fenced(
         timing: settings.timing,
         grace: settings.grace,
         placement: settings.placement.clone(),
+        hysteresis: settings.hysteresis,
         zone: inputs.zone,
         capacity: inputs.capacity,
         shard_specs: settings.shard_specs.clone(),
@@ -135,7 +138,7 @@ pub async fn fenced(
     let thread = CoordinationThread::start()?;
     thread.first_contact(&inputs.store).await;
     let (events_tx, events) = mpsc::unbounded_channel();
-    let (fleet, follower) = follow_fleet(inputs.inventory, &settings.placement);
+    let (fleet, follower) = follow_fleet(inputs.inventory, &settings.placement, inputs.costs);
     let (store, hold) = (inputs.store.clone(), settings.timing.duration);
     let (runner, status) = Runner::new(inputs.store, cfg, settings.runner, fleet, events_tx)
         .map_err(|e| ReplicaError::Start {

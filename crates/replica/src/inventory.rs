@@ -14,9 +14,11 @@ use fleetshard_controller::inventory::{
 use fleetshard_coord::fenced::InventorySummary;
 use fleetshard_coord::runner::RunnerFleet;
 use fleetshard_core::placement::PlacementConfig;
+use fleetshard_core::placement::measured::{cluster_costs, engine_loads};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::costs::{FleetCosts, placement_costs};
 use crate::metrics::ProblemGauges;
 use crate::{FleetSource, ReplicaError};
 
@@ -175,36 +177,81 @@ pub async fn start(
     })
 }
 
-/// The fleet the distributor places, with the loads `placement` gives its clusters, kept
-/// current from the inventory by the returned task.
+/// The fleet the distributor places, kept current from the inventory and the measured
+/// costs by the returned task: each cluster's load is its trusted measured cost, or its
+/// estimate (the base plus apps `placement` gives it) scaled by the median ratio of the
+/// measured ones (`placement::measured`); with nothing measured, the estimates alone.
 pub fn follow_fleet(
     inventory: &Inventory,
     placement: &PlacementConfig,
+    costs: watch::Receiver<FleetCosts>,
 ) -> (watch::Receiver<RunnerFleet>, JoinHandle<()>) {
     let mut rx = inventory.subscribe();
+    let mut costs = costs;
     let placement = placement.clone();
     // The inventory's vectors are shared, not copied: only the loads are computed.
     // The digest is O(N log N): computed here, never on the runner's task.
-    let to_fleet = move |s: &InventorySnapshot| RunnerFleet {
-        loads: Arc::new(placement.loads(&s.clusters, &s.apps)),
-        clusters: s.clusters.clone(),
-        revision: s.revision,
-        inventory: InventorySummary::of(&s.clusters, s.problems.len()),
+    let to_fleet = move |s: &InventorySnapshot, costs: &FleetCosts, revision: u64| {
+        let estimates = placement.loads(&s.clusters, &s.apps);
+        let measured = placement_costs(costs);
+        let by_cost = !measured.is_empty();
+        let loads = if by_cost {
+            let ids: Vec<&str> = s.clusters.iter().map(|c| c.id.as_str()).collect();
+            engine_loads(&cluster_costs(&ids, &estimates, &measured))
+        } else {
+            estimates
+        };
+        RunnerFleet {
+            loads: Arc::new(loads),
+            clusters: s.clusters.clone(),
+            revision,
+            measured: by_cost,
+            inventory: InventorySummary::of(&s.clusters, s.problems.len()),
+        }
     };
     let first = rx.borrow_and_update().clone();
-    let (tx, fleet_rx) = watch::channel(to_fleet(&first));
+    let first_costs = costs.borrow_and_update().clone();
+    // The fleet's revision moves with the inventory's and with each new reading of the
+    // costs: a local count, so both can move it.
+    let mut revision = 0;
+    let (tx, fleet_rx) = watch::channel(to_fleet(&first, &first_costs, revision));
     let task = tokio::spawn(async move {
         let mut seen = (first.revision, first.problems.len());
-        while rx.changed().await.is_ok() {
-            let snap = rx.borrow_and_update().clone();
-            // Readiness alone moves nothing; problems alone change only what the replica
-            // publishes (the revision, and so the placement, stays).
-            let now = (snap.revision, snap.problems.len());
-            if now != seen {
-                seen = now;
-                if tx.send(to_fleet(&snap)).is_err() {
-                    return;
+        let (mut snap, mut figures) = (first, first_costs);
+        let mut costs_open = true;
+        loop {
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    snap = rx.borrow_and_update().clone();
+                    // Readiness alone moves nothing; problems alone change only what the
+                    // replica publishes (the revision, and so the placement, stays).
+                    let now = (snap.revision, snap.problems.len());
+                    if now == seen {
+                        continue;
+                    }
+                    seen = now;
                 }
+                changed = costs.changed(), if costs_open => {
+                    if changed.is_err() {
+                        // No more readings: the last ones stand.
+                        costs_open = false;
+                        continue;
+                    }
+                    let next = costs.borrow_and_update().clone();
+                    // Only what placement reads counts: untrusted figures move nothing.
+                    if placement_costs(&next) == placement_costs(&figures) {
+                        figures = next;
+                        continue;
+                    }
+                    figures = next;
+                }
+            }
+            revision += 1;
+            if tx.send(to_fleet(&snap, &figures, revision)).is_err() {
+                return;
             }
         }
     });

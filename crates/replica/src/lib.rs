@@ -24,6 +24,7 @@ pub mod audit;
 pub mod clock;
 mod controller;
 pub mod coordination;
+pub mod costs;
 pub mod dashboard;
 pub mod deployment;
 pub mod http;

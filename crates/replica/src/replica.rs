@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::controller::{self, ControllerPart, ReconcilerPart};
 use crate::coordination::{self, Coordination, CoordinationInputs, CoordinationRunner};
+use crate::costs::CostPublisher;
 use crate::http::{View, ViewFn};
 use crate::inventory::{self, StartedInventory};
 use crate::metrics::Metrics;
@@ -37,6 +38,8 @@ pub struct Replica {
     pub http: HttpPart,
     /// The audit log, open.
     pub audit: Option<File>,
+    /// What each owned cluster costs, measured and published (`costs.rs`).
+    pub costs: CostPublisher,
 }
 
 /// The HTTP server, bound and not serving yet.
@@ -127,6 +130,25 @@ impl Replica {
                     },
                 ));
             }
+            let (figures, costs_rx) = watch::channel(crate::costs::FleetCosts::default());
+            let cost_metrics = crate::costs::CostMetrics::default();
+            cost_metrics.register(metrics.registry_mut());
+            let costs = CostPublisher {
+                store: store.store.clone(),
+                root: settings.root.clone(),
+                identity: identity.clone(),
+                incarnation: settings.incarnation,
+                capacity: settings.capacity,
+                settings: settings.controller.costs,
+                work: controller.work.clone(),
+                reconciler: match &controller.reconciler {
+                    controller::ReconcilerPart::GitOps(r) => Some(r.clone()),
+                    controller::ReconcilerPart::Noop => None,
+                },
+                inventory: inventory.inventory.clone(),
+                metrics: cost_metrics,
+                figures,
+            };
             // Argo CD's protocol places the clusters known now, and its dashboard the same.
             let start_fleet = inventory.inventory.snapshot();
             let inputs = CoordinationInputs {
@@ -140,6 +162,7 @@ impl Replica {
                 inventory: &inventory.inventory,
                 stop_hook: controller.stop_hook.clone(),
                 metrics: Arc::new(metrics.store_latency()),
+                costs: costs_rx,
             };
             let coordination = match &settings.protocol {
                 ProtocolSettings::Fenced(fenced) => {
@@ -174,10 +197,10 @@ impl Replica {
                     what: format!("cannot listen on {}", settings.listen),
                     source,
                 })?;
-            Ok((controller, coordination, audit, dashboard, listener))
+            Ok((controller, coordination, audit, dashboard, listener, costs))
         }
         .await;
-        let (controller, coordination, audit, dashboard, listener) = match parts {
+        let (controller, coordination, audit, dashboard, listener, costs) = match parts {
             Ok(parts) => parts,
             Err(e) => {
                 inventory.abort();
@@ -207,6 +230,7 @@ impl Replica {
                 dashboard,
             },
             audit,
+            costs,
         })
     }
 
@@ -224,7 +248,9 @@ impl Replica {
     /// Starts every part. Returns the handle that drains them.
     pub fn spawn(self) -> Result<ReplicaHandle, ReplicaError> {
         let replaced = self.store.replaced.clone();
-        match self.coordination {
+        // Cancelled with the coordination's feeders.
+        let costs = tokio::spawn(self.costs.run());
+        let handle = match self.coordination {
             CoordinationRunner::Fenced(c) => spawn_with(
                 self.identity,
                 self.inventory,
@@ -243,6 +269,16 @@ impl Replica {
                 self.audit,
                 replaced,
             ),
+        };
+        match handle {
+            Ok(mut h) => {
+                h.feeders.push(costs);
+                Ok(h)
+            }
+            Err(e) => {
+                costs.abort();
+                Err(e)
+            }
         }
     }
 }

@@ -157,6 +157,8 @@ pub struct ControllerSettings {
     /// The condition types `argocd_app_condition` counts (`--metrics-application-conditions`;
     /// none: the metric is not exported, as Argo CD without the flag).
     pub metrics_application_conditions: Vec<String>,
+    /// How each owned cluster's cost is measured and published (issue 30).
+    pub costs: crate::costs::CostSettings,
 }
 
 /// Where an app's source is rendered.
@@ -215,6 +217,7 @@ impl Default for ControllerSettings {
             events: fleetshard_gitops::events::EnabledEvents::All,
             metrics_application_labels: Vec::new(),
             metrics_application_conditions: Vec::new(),
+            costs: Default::default(),
         }
     }
 }
@@ -249,6 +252,9 @@ pub struct FencedSettings {
     /// As distributor: shards whose capacity (and zone) the operator fixed, entry n for
     /// shard n (a fleet file's `shards:`); these win over the holders' advertisements.
     pub shard_specs: Vec<ShardSpec>,
+    /// As distributor placing by measured costs: keep clusters in place while costs move
+    /// inside the band (`run --hysteresis`; `None`: the engine's stickiness alone).
+    pub hysteresis: Option<fleetshard_core::placement::hysteresis::Hysteresis>,
 }
 
 impl Default for FencedSettings {
@@ -262,6 +268,7 @@ impl Default for FencedSettings {
             placement: PlacementConfig::default(),
             drop_guard: DropGuard::default(),
             shard_specs: Vec::new(),
+            hysteresis: Some(Default::default()),
         }
     }
 }

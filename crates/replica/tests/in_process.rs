@@ -292,3 +292,81 @@ async fn an_empty_fleet_is_refused_unless_allowed() {
     assert_eq!(replica.view().acting, 0);
     replica.shutdown().await.unwrap();
 }
+
+/// Measured costs place the fleet: a costs record (a replica gone, say) says c00 costs a
+/// hundred times the others, so the distributor gives it a shard of its own; each replica
+/// publishes its own record beside the fleet's root and exports the recommendation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn measured_costs_place_the_fleet_and_every_replica_publishes_its_own() {
+    use fleetshard_coord::store::Precondition;
+    use fleetshard_replica::costs::{ClusterCost, CostRecord, CostSettings, costs_key};
+    let store = StoreUrl::Memory.open().unwrap();
+    let figure = |cost| ClusterCost {
+        cost,
+        cpu_millicores: cost,
+        measured_seconds: 600,
+        ..ClusterCost::default()
+    };
+    let ghost = CostRecord {
+        holder: "ghost".into(),
+        incarnation: "1".into(),
+        clusters: [("c00", 1000.0), ("c01", 10.0), ("c02", 10.0), ("c03", 10.0)]
+            .into_iter()
+            .map(|(id, c)| (id.to_owned(), figure(c)))
+            .collect(),
+    };
+    let key = costs_key("fleetshard/", "ghost");
+    let value = serde_json::to_vec(&ghost).unwrap();
+    store
+        .store
+        .put(&key, value, Precondition::Absent)
+        .await
+        .unwrap();
+    let mut handles = Vec::new();
+    for name in ["r0", "r1"] {
+        let mut s = settings(name, StoreUrl::Memory, 4);
+        s.protocol = ProtocolSettings::Fenced(FencedSettings {
+            shards: ShardCount::Fixed(2),
+            ..FencedSettings::default()
+        });
+        s.controller.costs = CostSettings {
+            sample_every: Duration::from_millis(100),
+            publish_every: Duration::from_millis(200),
+            ..CostSettings::default()
+        };
+        let replica = Replica::build_on(s, store.clone()).await.unwrap();
+        handles.push(replica.spawn().unwrap());
+    }
+    let all: Vec<&ReplicaHandle> = handles.iter().collect();
+    // By estimates (one app each) it would be 2 and 2.
+    until(
+        &all,
+        Duration::from_secs(20),
+        "c00 on a shard of its own",
+        |a| {
+            let mut a = a.to_vec();
+            a.sort();
+            a == [1, 3]
+        },
+    )
+    .await;
+    for name in ["r0", "r1"] {
+        let record = store
+            .store
+            .get(&costs_key("fleetshard/", name))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{name} published no costs record"));
+        let record: CostRecord = serde_json::from_slice(&record.value).unwrap();
+        assert_eq!(record.holder, name);
+    }
+    let metrics = http_get(handles[0].addr, "/metrics").await;
+    // 1,030 millicores on 1-CPU replicas at 25 % headroom: 2.
+    assert!(
+        metrics.contains("fleetshard_recommended_replicas{headroom=\"0.25\"} 2"),
+        "{metrics}"
+    );
+    for h in handles {
+        assert!(h.shutdown().await.unwrap());
+    }
+}

@@ -3,12 +3,11 @@
 //! (stop clusters, write records, start clusters); [`Replica::on_write`] takes the outcome
 //! of a write. No I/O, no clock, no randomness here.
 //!
-//! The steps live beside this file, one concept each: `seen` (decoding a listing and
-//! judging leases), `leases` (claiming, renewing and releasing the shard, the distributor
-//! role and the presence record), `count` (the shard count policies), `distribute` (the
-//! elected distributor's round: the shard count and the placement), `handover` (applying
-//! a generation and the start barrier), `forget` (deleting dead replicas' presence records),
-//! `cold_start` (a new fleet's shards expected, not vacant, while their holders start).
+//! The steps live beside this file, one concept each: `seen` (decoding and judging a
+//! listing), `leases` (claiming, renewing and releasing the shard, the role, the
+//! presence), `count` (shard count policies), `distribute` (the distributor's round),
+//! `handover` (applying a generation, the start barrier), `forget` (dead replicas'
+//! presence records), `cold_start` (a new fleet's shards expected while holders start).
 
 mod action;
 mod capacity;
@@ -38,7 +37,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetshard_core::placement::PlacementConfig;
+use fleetshard_core::placement::{PlacementConfig, hysteresis::Hysteresis};
 use fleetshard_core::{Cluster, ShardSpec};
 
 use super::records::{AssignmentDoc, CorruptRecord};
@@ -59,13 +58,13 @@ pub struct ReplicaConfig {
     pub shards: ShardCount,
     /// Lease timing (validated by the caller).
     pub timing: LeaseTiming,
-    /// How long a shard must have been without a live holder before its clusters move to
-    /// other shards (a replica back within it moves nothing).
+    /// How long a shard may lack a live holder before its clusters move to other shards.
     pub grace: Duration,
     /// Placement settings used when this replica is the distributor.
     pub placement: PlacementConfig,
-    /// This replica's zone, written in its shard record: the distributor places zone-aware
-    /// when every shard and cluster has one (clusters: `topology.kubernetes.io/zone`).
+    /// Hysteresis over what costs move (`run --hysteresis`; `None`: the engine's alone).
+    pub hysteresis: Option<Hysteresis>,
+    /// This replica's zone, in its shard record (zone-aware placement when all have one).
     pub zone: Option<String>,
     /// This replica's capacity (its CPUs, or `--capacity`), in its shard record (`capacity.rs`).
     pub capacity: u32,
@@ -85,6 +84,8 @@ pub struct FleetInput<'a> {
     pub revision: u64,
     /// The shard count from outside, for [`ShardCount::External`].
     pub external_shards: Option<u32>,
+    /// `loads` are measured costs: the configured hysteresis applies.
+    pub measured: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -391,8 +392,7 @@ impl Replica {
     ) -> Vec<Action> {
         let asked = asked.min(now);
         let mut out = self.tick(now);
-        // A listing older than our own last confirmed write would show records as they were
-        // before it (a shard we just won as someone else's): it can teach us nothing.
+        // A listing older than our last confirmed write teaches nothing (stale records).
         let Some(view) = view.filter(|v| v.revision >= self.newest_write) else {
             return out;
         };

@@ -49,8 +49,10 @@ pub struct RunnerFleet {
     pub clusters: Arc<Vec<Cluster>>,
     /// Their loads, in the same order.
     pub loads: Arc<Vec<u64>>,
-    /// Moves whenever the clusters or loads change (the inventory's revision).
+    /// Moves whenever the clusters or loads change.
     pub revision: u64,
+    /// The loads are measured costs ([`crate::fenced::FleetInput::measured`]).
+    pub measured: bool,
     /// The inventory's digest, cluster count and problems, published for other replicas
     /// to compare with (computed where the fleet is built, not on the runner's task).
     pub inventory: InventorySummary,
@@ -64,6 +66,7 @@ impl RunnerFleet {
             clusters: Arc::new(clusters),
             loads: Arc::new(loads),
             revision: 0,
+            measured: false,
         })
         .1
     }

@@ -27,6 +27,7 @@ fn config(name: &str, shards: u32, zone: Option<&str>) -> ReplicaConfig {
         timing: LeaseTiming::default(),
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),
+        hysteresis: None,
         zone: zone.map(str::to_owned),
         capacity: 1,
         shard_specs: Vec::new(),
@@ -63,6 +64,7 @@ fn fleet_of(n: usize, revision: u64) -> RunnerFleet {
         inventory: crate::fenced::InventorySummary::of(&clusters, 0),
         clusters: Arc::new(clusters),
         revision,
+        measured: false,
     }
 }
 

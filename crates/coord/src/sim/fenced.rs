@@ -64,6 +64,8 @@ enum Ev {
     ReplaceStore,
     /// A cluster joins or leaves the fleet.
     Churn,
+    /// The measured costs change.
+    Costs,
     /// A replica's inventory catches up with fleet revision `rev`.
     Fleet(usize, u64, u64),
 }
@@ -119,6 +121,9 @@ pub(super) struct SimConfig {
     /// lease renewed, and binds it to its shard once they have all restarted (a rolling
     /// update).
     pub unannounced: usize,
+    /// Loads are measured costs that change every 2–6 s (each ×(1 ± 30 %), one cluster
+    /// at times ×5 or ÷5), placed with the distributor's hysteresis.
+    pub costs: bool,
 }
 
 impl Default for SimConfig {
@@ -145,6 +150,7 @@ impl Default for SimConfig {
             churn: false,
             long_drains: false,
             unannounced: 0,
+            costs: false,
         }
     }
 }
@@ -161,6 +167,8 @@ pub(super) struct Sim {
     pool_loads: Vec<u64>,
     /// Each fleet revision's members (indexes into `pool`); the last is the truth.
     fleets: Vec<Vec<usize>>,
+    /// The pool's loads at each fleet revision a cost change made (later ones: `pool_loads`).
+    loads_at: Vec<Vec<u64>>,
     pub(super) checker: Checker,
     /// Since when no replica has held the distributor role (after warm-up).
     no_distributor_since: Option<u64>,
@@ -189,6 +197,7 @@ impl Sim {
             pool,
             pool_loads,
             fleets: vec![(0..cfg.clusters).collect()],
+            loads_at: Vec::new(),
             checker: Checker::new(cfg.warmup_ms, 0, &[]),
             no_distributor_since: None,
             replaced_at: None,
@@ -252,6 +261,11 @@ impl Sim {
         for &(t, n) in &cfg.scale {
             sim.queue.at(t, Ev::Scale(n));
         }
+        let mut t = cfg.warmup_ms;
+        while cfg.costs && t + 8_000 < cfg.run_ms {
+            t += sim.rng.between(2_000, 6_000);
+            sim.queue.at(t, Ev::Costs);
+        }
         if cfg.churn {
             let mut t = cfg.warmup_ms;
             loop {
@@ -287,6 +301,28 @@ impl Sim {
             eprintln!("{:>6} fleet now {members:?}", self.t);
         }
         self.fleets.push(members);
+        self.announce_fleet();
+    }
+
+    /// The measured costs change: a new fleet revision with the same members.
+    fn recost(&mut self) {
+        while self.loads_at.len() < self.fleets.len() {
+            self.loads_at.push(self.pool_loads.clone());
+        }
+        let shift = self.rng.below(self.pool_loads.len() as u64) as usize;
+        let factor = if self.rng.chance(0.5) { 500 } else { 20 };
+        for (i, load) in self.pool_loads.iter_mut().enumerate() {
+            let wobble = (70 + self.rng.below(61)) * if i == shift { factor } else { 100 };
+            *load = (*load * wobble / 10_000).clamp(1, 1_000);
+        }
+        self.loads_at.push(self.pool_loads.clone());
+        self.fleets
+            .push(self.fleets.last().cloned().unwrap_or_default());
+        self.announce_fleet();
+    }
+
+    /// The newest fleet revision reaches each replica's inventory 0–2 s from now.
+    fn announce_fleet(&mut self) {
         self.checker.out.disruptions.push(self.t);
         let rev = self.fleets.len() as u64 - 1;
         for n in 0..self.nodes.len() {
@@ -299,9 +335,10 @@ impl Sim {
     /// Fleet revision `rev`: its clusters and loads.
     fn fleet(&self, rev: u64) -> (Vec<Cluster>, Vec<u64>) {
         let members = &self.fleets[rev as usize];
+        let loads = self.loads_at.get(rev as usize).unwrap_or(&self.pool_loads);
         (
             members.iter().map(|&i| self.pool[i].clone()).collect(),
-            members.iter().map(|&i| self.pool_loads[i]).collect(),
+            members.iter().map(|&i| loads[i]).collect(),
         )
     }
 
@@ -361,6 +398,7 @@ impl Sim {
             timing: self.cfg.timing,
             grace: self.cfg.grace,
             placement: PlacementConfig::default(),
+            hysteresis: self.cfg.costs.then(Default::default),
             zone: None,
             // Mixed sizes: placement follows capacities, the protocol holds regardless.
             capacity: 1 + (incarnation % 4) as u32,
@@ -491,6 +529,7 @@ impl Sim {
                     loads: &node.loads,
                     revision: node.fleet_rev,
                     external_shards: None,
+                    measured: self.cfg.costs,
                 };
                 let actions = node.replica.step_listed(now, asked, view.as_ref(), fleet);
                 if self.t >= self.cfg.warmup_ms {
@@ -566,6 +605,7 @@ impl Sim {
                 }
             }
             Ev::Churn => self.churn(),
+            Ev::Costs => self.recost(),
             Ev::Fleet(n, inc, rev) => {
                 let node = &self.nodes[n];
                 if node.life.incarnation == inc && rev > node.fleet_rev {

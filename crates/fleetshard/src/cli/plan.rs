@@ -322,7 +322,7 @@ fn read_costs(path: &std::path::Path) -> anyhow::Result<MeasuredCosts> {
 /// `--hysteresis`: the band given (0: off), else 0.10 when costs are measured (they
 /// wobble) and off without them (estimates do not, and the plan then shows what `run`
 /// does).
-fn hysteresis(band: Option<f64>, measured: bool) -> anyhow::Result<Option<Hysteresis>> {
+pub(crate) fn hysteresis(band: Option<f64>, measured: bool) -> anyhow::Result<Option<Hysteresis>> {
     match band {
         Some(b) if !(b.is_finite() && (0.0..=10.0).contains(&b)) => {
             bail!("--hysteresis {b}: must be within 0..=10 (0.10 is 10 %; 0 turns it off)")

@@ -14,7 +14,9 @@ use fleetshard_controller::inventory::{
 use fleetshard_coord::fenced::{DropGuard, MAX_CAPACITY};
 use fleetshard_core::ShardSpec;
 use fleetshard_core::placement::PlacementConfig;
-use fleetshard_replica::{FencedSettings, FleetSource, ProtocolSettings, Replica, ReplicaSettings};
+use fleetshard_replica::{
+    ControllerSettings, FencedSettings, FleetSource, ProtocolSettings, Replica, ReplicaSettings,
+};
 
 use super::input::{self, FleetArgs};
 use super::plan::LoadArgs;
@@ -22,6 +24,7 @@ use super::protocol::{Protocol, ProtocolArgs, argo_settings, env_settings, proto
 use super::shards::{Deployment, ShardsArg};
 use super::store::StoreArgs;
 
+mod costs;
 mod reconcile;
 
 pub use reconcile::{ReconcileArgs, ReconcilerArg};
@@ -154,6 +157,9 @@ pub struct RunArgs {
     /// The protocol, and the argocd protocol's options (`protocol.rs`).
     #[command(flatten)]
     pub protocol: ProtocolArgs,
+    /// Measured costs: smoothing, weight, headroom, hysteresis (`run/costs.rs`).
+    #[command(flatten)]
+    pub costs: costs::CostArgs,
 }
 
 /// The host name: `/proc/sys/kernel/hostname`, else `$HOSTNAME`.
@@ -191,6 +197,7 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
                 allow_empty: args.allow_empty_fleet,
             },
             shard_specs,
+            hysteresis: args.costs.hysteresis()?,
             ..FencedSettings::default()
         }),
         Protocol::Argocd => ProtocolSettings::Argocd(argo_settings(
@@ -213,7 +220,10 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
         audit_log: args.audit_log.clone(),
         allow_empty_fleet: args.allow_empty_fleet,
         fleet,
-        controller: args.reconcile.settings()?,
+        controller: ControllerSettings {
+            costs: args.costs.settings()?,
+            ..args.reconcile.settings()?
+        },
         protocol,
     })
 }

@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use fleetshard_core::Cluster;
-use fleetshard_core::placement::{BalancedPlacer, PlacementConfig, PreviousPlacement};
+use fleetshard_core::placement::hysteresis::{self, Hysteresis, Proposal};
+use fleetshard_core::placement::{BalancedPlacer, Placement, PlacementConfig, PreviousPlacement};
 
 use super::capacity::{Advertised, shard_specs};
 
@@ -36,6 +37,9 @@ use crate::store::Precondition;
 pub struct PlacementJob {
     inputs: Unchanged,
     config: PlacementConfig,
+    /// Keep clusters where they are while measured costs move inside the band
+    /// (`hysteresis.rs`); `None` for estimates, which do not wobble.
+    hysteresis: Option<Hysteresis>,
     /// The committed document placed from (empty when there is none).
     doc: Arc<AssignmentDoc>,
     /// The commit's compare-and-swap: on the document's version, or its absence.
@@ -96,9 +100,12 @@ impl PlacementJob {
             homes: doc.homes.iter().map(|(k, &v)| (k.clone(), v)).collect(),
             local_zones: Default::default(),
         };
-        let placement = BalancedPlacer::new(self.config.clone(), self.inputs.specs.clone())
+        let mut placement = BalancedPlacer::new(self.config.clone(), self.inputs.specs.clone())
             .with_vacant(self.inputs.vacant.iter().copied())
             .place(clusters, loads, Some(&previous));
+        if let Some(knobs) = self.hysteresis {
+            self.hold_in_place(clusters, loads, &mut placement, knobs);
+        }
         let pairs = |of: &[Option<u32>]| -> BTreeMap<String, u32> {
             clusters
                 .iter()
@@ -133,6 +140,46 @@ impl PlacementJob {
             next,
             drop,
         }
+    }
+}
+
+impl PlacementJob {
+    /// Hysteresis over the engine's proposal, for what costs alone move: with the shard
+    /// count unchanged, a cluster stays on its committed shard unless that shard is beyond
+    /// the band and the move pays for its takeover (`placement::hysteresis`). What the
+    /// engine moves for other reasons is kept: a pinned cluster, a new one, one whose shard
+    /// is vacant or gone, and one displaced from a vacant shard (it goes home). A count
+    /// change is placed by the engine alone (a new replica must fill).
+    fn hold_in_place(
+        &self,
+        clusters: &[Cluster],
+        loads: &[u64],
+        placement: &mut Placement,
+        knobs: Hysteresis,
+    ) {
+        let doc = &self.doc;
+        if doc.shards != self.inputs.shards || doc.clusters.is_empty() {
+            return;
+        }
+        let ids: Vec<String> = clusters.iter().map(|c| c.id.clone()).collect();
+        let fixed: Vec<bool> = clusters
+            .iter()
+            .map(|c| {
+                let before = doc.clusters.get(&c.id);
+                c.shard.is_some()
+                    || before.is_none_or(|s| self.inputs.vacant.contains(s))
+                    || doc.homes.contains_key(&c.id)
+            })
+            .collect();
+        let previous = doc.clusters.iter().map(|(k, &v)| (k.clone(), v)).collect();
+        let proposal = Proposal {
+            ids: &ids,
+            loads,
+            shards: &placement.shards,
+            fixed: &fixed,
+            targets: &placement.targets,
+        };
+        placement.shards = hysteresis::hold(&previous, proposal, knobs);
     }
 }
 
@@ -214,6 +261,7 @@ impl Replica {
         let job = PlacementJob {
             inputs,
             config: self.cfg.placement.clone(),
+            hysteresis: self.cfg.hysteresis.filter(|_| fleet.measured),
             doc,
             pre,
             floor,

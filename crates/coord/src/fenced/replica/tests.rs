@@ -25,6 +25,7 @@ fn config(identity: &str, shards: u32) -> ReplicaConfig {
         timing: LeaseTiming::default(),
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),
+        hysteresis: None,
         zone: None,
         capacity: 1,
         shard_specs: Vec::new(),
@@ -50,6 +51,8 @@ struct Bench {
     loads: Vec<u64>,
     /// The fleet's revision: bump it with every change of `clusters`.
     fleet_revision: u64,
+    /// `loads` are measured costs (the configured hysteresis applies).
+    measured: bool,
 }
 
 impl Bench {
@@ -61,6 +64,7 @@ impl Bench {
             clusters: clusters(n_clusters),
             loads: vec![1; n_clusters],
             fleet_revision: 0,
+            measured: false,
         }
     }
 
@@ -107,6 +111,7 @@ impl Bench {
             loads: &self.loads,
             revision: self.fleet_revision,
             external_shards: None,
+            measured: self.measured,
         };
         self.r.step(now, Some(&listing), fleet)
     }
@@ -597,6 +602,7 @@ mod cold_start;
 mod forget;
 mod guard;
 mod handoffs;
+mod hysteresis;
 mod publish;
 mod role;
 mod spare;

@@ -409,6 +409,26 @@ fn concurrent_faults_store_outages_churn_and_sigterm_drains() {
 }
 
 #[test]
+fn measured_costs_that_change_under_faults_with_hysteresis() {
+    // The distributor places by costs that change every 2–6 s (a wobble on every cluster,
+    // a fivefold shift on one), with hysteresis, while replicas crash, pause and leave,
+    // and clusters join and leave: G1 at every event, G2 within the crash bound.
+    check_configuration(
+        "5 replicas, 4 shards, measured costs changing, churn, faults",
+        "sim::fenced::tests::measured_costs_that_change_under_faults_with_hysteresis",
+        SimConfig {
+            nodes: 5,
+            shards: 4,
+            clusters: 30,
+            churn: true,
+            costs: true,
+            ..SimConfig::default()
+        },
+        25,
+    );
+}
+
+#[test]
 fn a_crashed_spares_presence_record_is_deleted_after_the_grace() {
     let cfg = SimConfig {
         faults: false,

@@ -272,6 +272,8 @@ impl ReconcileArgs {
             events: fleetshard_gitops::events::EnabledEvents::from_list(&self.enable_k8s_event),
             metrics_application_labels: self.metrics_application_labels.clone(),
             metrics_application_conditions: self.metrics_application_conditions.clone(),
+            // `run`'s cost options (`run/costs.rs`) replace these.
+            costs: Default::default(),
         })
     }
 }

@@ -85,6 +85,8 @@ pub(super) struct ShardRow {
     pub capacity: Option<u32>,
     /// The lease as judged (`None`: vacant, no record).
     pub lease: Option<Lease>,
+    /// The measured cost of its clusters (`None`: none measured yet; `status/costs.rs`).
+    pub cost: Option<f64>,
 }
 
 /// One cluster in the report.
@@ -103,6 +105,9 @@ pub(super) struct ClusterRow {
     /// vacant shard); absent when it is home.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub home: Option<u32>,
+    /// Its measured cost, and for how long it was measured (`None`: not yet).
+    pub cost: Option<f64>,
+    pub cost_measured_secs: Option<u64>,
 }
 
 /// Whether a cluster's shard holder acts on it.
@@ -202,6 +207,8 @@ pub(super) struct Report {
     pub warnings: Vec<String>,
     /// Records no replica can read (`fleetshard store repair` rebuilds them).
     pub corrupt_records: Vec<CorruptRow>,
+    /// Every measured cluster's cost by id: `plan --costs`'s file (`status/costs.rs`).
+    pub costs: BTreeMap<String, f64>,
 }
 
 /// An unreadable record: its key and what is wrong.
@@ -254,6 +261,7 @@ pub(super) fn build(root: &str, shards: Option<u32>, w: &Watched<'_>, names: &Na
                 zone: rec.and_then(|r| r.zone.clone()),
                 capacity: rec.and_then(|r| r.capacity),
                 lease: shard_lease.get(&n).copied(),
+                cost: None,
             }
         })
         .collect();
@@ -396,6 +404,8 @@ pub(super) fn build(root: &str, shards: Option<u32>, w: &Watched<'_>, names: &Na
                 home: doc
                     .and_then(|d| d.homes.get(id).copied())
                     .filter(|&h| h != shard),
+                cost: None,
+                cost_measured_secs: None,
             }
         })
         .collect();
@@ -428,6 +438,7 @@ pub(super) fn build(root: &str, shards: Option<u32>, w: &Watched<'_>, names: &Na
                 reason: c.reason.clone(),
             })
             .collect(),
+        costs: BTreeMap::new(),
     }
 }
 

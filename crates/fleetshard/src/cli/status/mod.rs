@@ -6,6 +6,7 @@
 //! duration (`fenced.rs`).
 
 pub mod argocd;
+mod costs;
 mod fenced;
 mod watch;
 
@@ -93,7 +94,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
     let report = super::runtime(super::Runtime::OneShot)?.block_on(read(&args))?;
     let text = match args.output {
         Output::Json => format!("{}\n", serde_json::to_string_pretty(&report)?),
-        Output::Table => fenced::table(&report),
+        Output::Table => fenced::table(&report) + &costs::table(&report),
     };
     print_stdout(&text)
 }
@@ -147,6 +148,9 @@ async fn observe(
         span,
     };
     let mut report = fenced::build(root, args.shards, &w, names);
+    costs::add_costs(&mut report, store, root)
+        .await
+        .with_context(|| format!("reading the costs in {}", store.describe()))?;
     report.store = store.describe();
     report.observed_secs = watched.as_secs_f64();
     Ok(report)

@@ -1,0 +1,182 @@
+//! The costs record: what one replica measured for each cluster it owns, stored beside the
+//! fleet's root (`fleetshard-costs/<identity>` for root `fleetshard/`) so that no replica
+//! lists or wakes on it with the coordination records, and merged by whoever places or
+//! shows the fleet (the distributor, `status`, a new owner seeding its figures).
+//!
+//! Not a lease: it carries no timing and nobody acts on its age. A cluster's figure is
+//! trusted once it has been measured for [`MIN_MEASURED_SECONDS`]; of two records naming one
+//! cluster (its old owner's not rewritten yet, or a dead replica's), the one measured
+//! longer wins — a new owner carries the figure on from where the last one left it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// How long a cluster must have been measured before its figure places it (two samples
+/// at the default period, a few minutes of smoothing).
+pub const MIN_MEASURED_SECONDS: u64 = 120;
+
+/// The prefix of every costs record of the fleet at `root` (beside it, not under it).
+pub fn costs_prefix(root: &str) -> String {
+    let (first, rest) = root.split_once('/').unwrap_or((root, ""));
+    format!("{first}-costs/{rest}")
+}
+
+/// The key of `identity`'s costs record.
+pub fn costs_key(root: &str, identity: &str) -> String {
+    format!("{}{identity}", costs_prefix(root))
+}
+
+/// One replica's record. Unknown fields are kept out of the way (read, ignored), so a
+/// later release may add figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CostRecord {
+    /// The replica's identity.
+    pub holder: String,
+    /// Its incarnation (hex, as in its lease records).
+    pub incarnation: String,
+    /// Each cluster it owns, by id.
+    pub clusters: BTreeMap<String, ClusterCost>,
+}
+
+/// One cluster's smoothed figures (an exponentially weighted moving average over
+/// `run --cost-window`, 5 minutes by default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterCost {
+    /// The cost placement uses, in millicore-equivalents: `cpu_millicores` plus
+    /// `cache_mib` × the memory weight (`run --cost-memory-weight`).
+    pub cost: f64,
+    /// Reconcile CPU time per second, in thousandths of a CPU.
+    pub cpu_millicores: f64,
+    /// The cluster's live caches, in MiB (an estimate from the objects' JSON sizes).
+    pub cache_mib: f64,
+    /// Objects in its live caches at the last sample.
+    pub cache_objects: u64,
+    /// Watch events per minute.
+    pub events_per_minute: f64,
+    /// API requests made for its apps per minute.
+    pub requests_per_minute: f64,
+    /// Sync operations per hour.
+    pub syncs_per_hour: f64,
+    /// How long the figure has been measured, across owners.
+    pub measured_seconds: u64,
+}
+
+impl ClusterCost {
+    /// Whether the figure has been measured long enough to place by.
+    pub fn is_trusted(&self) -> bool {
+        self.measured_seconds >= MIN_MEASURED_SECONDS && self.cost.is_finite() && self.cost >= 0.0
+    }
+}
+
+/// A costs record that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: not a costs record: {reason}")]
+pub struct BadCostRecord {
+    /// Its key.
+    pub key: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Every cluster's figure from the records `entries` (key, value) hold: per cluster, the
+/// one measured longest (equal: the higher cost, so the merge is independent of order).
+/// An unreadable record is named and skipped; the others still count.
+pub fn merge<'a>(
+    entries: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> (BTreeMap<String, ClusterCost>, Vec<BadCostRecord>) {
+    let mut merged: BTreeMap<String, ClusterCost> = BTreeMap::new();
+    let mut bad = Vec::new();
+    for (key, value) in entries {
+        let record: CostRecord = match serde_json::from_slice(value) {
+            Ok(r) => r,
+            Err(e) => {
+                bad.push(BadCostRecord {
+                    key: key.to_owned(),
+                    reason: e.to_string(),
+                });
+                continue;
+            }
+        };
+        for (id, cost) in record.clusters {
+            if !(cost.cost.is_finite() && cost.cost >= 0.0) {
+                continue;
+            }
+            let better = merged.get(&id).is_none_or(|old| {
+                (cost.measured_seconds, cost.cost) > (old.measured_seconds, old.cost)
+            });
+            if better {
+                merged.insert(id, cost);
+            }
+        }
+    }
+    (merged, bad)
+}
+
+/// The costs placement uses: the trusted figures only.
+pub fn placement_costs(merged: &BTreeMap<String, ClusterCost>) -> BTreeMap<String, f64> {
+    merged
+        .iter()
+        .filter(|(_, c)| c.is_trusted())
+        .map(|(id, c)| (id.clone(), c.cost))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(holder: &str, clusters: &[(&str, f64, u64)]) -> Vec<u8> {
+        serde_json::to_vec(&CostRecord {
+            holder: holder.into(),
+            incarnation: "1".into(),
+            clusters: clusters
+                .iter()
+                .map(|&(id, cost, measured_seconds)| {
+                    let c = ClusterCost {
+                        cost,
+                        measured_seconds,
+                        ..ClusterCost::default()
+                    };
+                    (id.to_owned(), c)
+                })
+                .collect(),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn keys_sit_beside_the_root() {
+        assert_eq!(costs_prefix("fleetshard/"), "fleetshard-costs/");
+        assert_eq!(costs_key("fleetshard/", "pod-a"), "fleetshard-costs/pod-a");
+        assert_eq!(costs_key("a/b/", "p"), "a-costs/b/p");
+        assert!(!costs_key("fleetshard/", "p").starts_with("fleetshard/"));
+    }
+
+    #[test]
+    fn the_longest_measured_figure_wins_and_a_bad_record_is_named() {
+        let old = record("old", &[("c1", 10.0, 600), ("c2", 5.0, 600)]);
+        let new = record("new", &[("c1", 12.0, 660), ("c3", 1.0, 30)]);
+        let garbage = b"{not json".to_vec();
+        let entries = [
+            ("k/old", old.as_slice()),
+            ("k/garbage", garbage.as_slice()),
+            ("k/new", new.as_slice()),
+        ];
+        let (merged, bad) = merge(entries);
+        assert_eq!(merged["c1"].cost, 12.0);
+        assert_eq!(merged["c2"].cost, 5.0);
+        assert_eq!(bad.len(), 1);
+        assert!(
+            bad[0]
+                .to_string()
+                .starts_with("k/garbage: not a costs record")
+        );
+        // Order does not matter.
+        let (reversed, _) = merge(entries.into_iter().rev());
+        assert_eq!(merged, reversed);
+        // c3 is too new to place by.
+        let placed = placement_costs(&merged);
+        assert_eq!(placed.keys().collect::<Vec<_>>(), ["c1", "c2"]);
+    }
+}
