@@ -23,6 +23,7 @@ mod projects;
 mod repo_server;
 mod run_argocd;
 mod run_capacity;
+mod run_costs;
 mod run_etcd;
 mod run_etcd_secured;
 mod run_fleet_dir;
