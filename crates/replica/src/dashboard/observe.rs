@@ -85,6 +85,8 @@ pub struct ShardView {
     pub apps: usize,
     /// Its load: a base of 1 per cluster plus its apps (the placement's default).
     pub load: usize,
+    /// Its clusters' measured cost (`None`: none measured; `views::add_costs`).
+    pub cost: Option<f64>,
 }
 
 /// One cluster.
@@ -113,6 +115,8 @@ pub struct ClusterView {
     pub healthy: usize,
     /// Apps with a condition (`ComparisonError`, …).
     pub errors: usize,
+    /// Its measured cost (`None`: not measured yet).
+    pub cost: Option<f64>,
 }
 
 /// An app that is not Synced and Healthy.
@@ -393,6 +397,7 @@ impl Observer {
                     clusters: mine,
                     apps,
                     load: mine + apps,
+                    cost: None,
                 }
             })
             .collect();
@@ -564,6 +569,8 @@ impl Observer {
 mod argocd;
 mod history;
 mod views;
+
+pub(crate) use views::add_costs;
 
 pub use argocd::ArgoObserver;
 use history::History;

@@ -9,6 +9,7 @@
 //! the dashboard was started with [`Controls`] — a POST endpoint that needs the token the
 //! page carries.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -317,6 +318,7 @@ async fn drive(
     tx: watch::Sender<Option<Arc<Published>>>,
 ) {
     let mut machine = Machine::new(&source, tokio::time::Instant::now());
+    let mut costs = CostsRead::default();
     let mut tick = tokio::time::interval(source.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -327,9 +329,11 @@ async fn drive(
         {
             continue;
         }
-        let Some(snapshot) = machine.step(&source).await else {
+        let Some(mut snapshot) = machine.step(&source).await else {
             continue;
         };
+        costs.refresh(&source).await;
+        super::observe::add_costs(&mut snapshot, &costs.merged);
         let page = PageJson {
             fleet: &snapshot,
             processes: controls.as_ref().map(|c| c.processes()).unwrap_or_default(),
@@ -342,6 +346,39 @@ async fn drive(
             .is_err()
         {
             return;
+        }
+    }
+}
+
+/// How often the dashboard reads the replicas' costs records (they change once a minute).
+const COSTS_EVERY: Duration = Duration::from_secs(15);
+
+/// The replicas' measured costs as last read (the last good reading kept).
+#[derive(Default)]
+struct CostsRead {
+    at: Option<tokio::time::Instant>,
+    merged: BTreeMap<String, f64>,
+}
+
+impl CostsRead {
+    async fn refresh(&mut self, source: &Source) {
+        let now = tokio::time::Instant::now();
+        if self
+            .at
+            .is_some_and(|at| now.duration_since(at) < COSTS_EVERY)
+        {
+            return;
+        }
+        self.at = Some(now);
+        let prefix = crate::costs::costs_prefix(&source.root);
+        if let Ok(listing) = source.store.list(&prefix).await {
+            let (merged, _) = crate::costs::merge(
+                listing
+                    .entries
+                    .iter()
+                    .map(|e| (e.key.as_str(), e.value.as_slice())),
+            );
+            self.merged = merged.into_iter().map(|(id, c)| (id, c.cost)).collect();
         }
     }
 }

@@ -55,19 +55,26 @@
     if (f.spares.length) sum.appendChild(h("span", { text: "spares: " + f.spares.join(", ") }));
     f.warnings.forEach(function (w) { sum.appendChild(h("span", { text: w, cls: "bad" })); });
 
-    table($("shards-table"), ["shard", "holder", "zone", "lease", "clusters", "apps", "load"],
+    // Measured costs (millicore-equivalents), once any replica has published one.
+    var costed = f.clusters.some(function (c) { return c.cost != null; });
+    var cost = function (v) { return v == null ? "-" : v.toFixed(1); };
+    table($("shards-table"), ["shard", "holder", "zone", "lease", "clusters", "apps", "load"]
+      .concat(costed ? ["cost"] : []),
       f.shards.map(function (s) {
-        return { cells: [s.shard, s.holder, s.zone, leaseCell(s), s.clusters, s.apps, s.load] };
+        return { cells: [s.shard, s.holder, s.zone, leaseCell(s), s.clusters, s.apps, s.load]
+          .concat(costed ? [cost(s.cost)] : []) };
       }));
     $("unowned-count").textContent = f.unowned ? f.unowned + " without an owner" : "all owned";
-    table($("clusters-table"), ["cluster", "server", "zone", "shard", "owner", "apps", "synced", "healthy", "errors"],
+    table($("clusters-table"), ["cluster", "server", "zone", "shard", "owner", "apps", "synced", "healthy", "errors"]
+      .concat(costed ? ["cost"] : []),
       f.clusters.map(function (c) {
         return {
           attrs: { cls: c.owner ? "" : "unowned", "data-state": c.state },
           cells: [c.name || c.id, c.server, c.zone, c.shard, c.owner || c.state, c.apps,
             { text: String(c.synced), cls: c.synced < c.apps ? "warn" : "ok" },
             { text: String(c.healthy), cls: c.healthy < c.apps ? "warn" : "ok" },
-            { text: String(c.errors), cls: c.errors ? "bad" : "" }],
+            { text: String(c.errors), cls: c.errors ? "bad" : "" }]
+            .concat(costed ? [cost(c.cost)] : []),
         };
       }));
     table($("apps-table"), ["app", "cluster", "sync", "health", "condition"],

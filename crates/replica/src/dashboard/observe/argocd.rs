@@ -198,6 +198,7 @@ impl ArgoObserver {
                     clusters: clusters_n,
                     apps,
                     load: clusters_n + apps,
+                    cost: None,
                 }
             })
             .collect();

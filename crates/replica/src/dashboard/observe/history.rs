@@ -178,6 +178,7 @@ mod tests {
             clusters,
             apps: 0,
             load: clusters,
+            cost: None,
         }
     }
 

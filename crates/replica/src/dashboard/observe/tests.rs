@@ -217,3 +217,23 @@ fn a_distributor_bound_to_its_shard_is_shown_while_that_shard_is_renewed() {
     }
     assert_eq!(last.unwrap().distributor, None);
 }
+
+#[test]
+fn measured_costs_show_on_each_cluster_and_sum_on_each_shard() {
+    let t0 = Instant::now();
+    let mut o = Observer::new(LEASE, AT_RISK, t0);
+    let l = listing(vec![
+        assignment(2, &[("a", 0), ("b", 1)]),
+        shard(0, "r0", 1),
+        shard(1, "r1", 1),
+    ]);
+    let mut s = o.step(t0, ROOT, &l, &clusters(), &AppStatuses::new());
+    let costs: BTreeMap<String, f64> = [("a".to_owned(), 40.5)].into_iter().collect();
+    add_costs(&mut s, &costs);
+    let of = |id: &str| s.clusters.iter().find(|c| c.id == id).unwrap().cost;
+    assert_eq!((of("a"), of("b")), (Some(40.5), None));
+    let shard_cost: Vec<Option<f64>> = s.shards.iter().map(|v| v.cost).collect();
+    assert_eq!(shard_cost, [Some(40.5), None], "b is not measured yet");
+    let json = serde_json::to_value(&s.clusters[0]).unwrap();
+    assert!(json.get("cost").is_some(), "{json}");
+}

@@ -65,6 +65,7 @@ pub(super) fn cluster_views(
             synced: 0,
             healthy: 0,
             errors: 0,
+            cost: None,
         };
         for app in &info.apps {
             totals.total += 1;
@@ -125,4 +126,21 @@ pub(super) fn shard_load(
         .map(|id| clusters.get(*id).map_or(0, |c| c.apps.len()))
         .sum();
     (mine.len(), apps)
+}
+
+/// Sets each cluster's measured cost from `costs` (the replicas' merged records) and each
+/// shard's sum of its clusters' costs.
+pub(crate) fn add_costs(snapshot: &mut super::Snapshot, costs: &BTreeMap<String, f64>) {
+    for c in &mut snapshot.clusters {
+        c.cost = costs.get(&c.id).copied();
+    }
+    for s in &mut snapshot.shards {
+        let mine: Vec<f64> = snapshot
+            .clusters
+            .iter()
+            .filter(|c| c.shard == Some(s.shard))
+            .filter_map(|c| c.cost)
+            .collect();
+        s.cost = (!mine.is_empty()).then(|| mine.iter().sum());
+    }
 }
