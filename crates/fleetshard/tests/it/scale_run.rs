@@ -82,6 +82,12 @@ fn check(rows: &[Vec<String>]) {
                 first.parse::<u64>().is_ok() || cell.starts_with("none of "),
                 "takeover: {cell:?} in {row:?}"
             );
+            // The new owners' phases, from their "cluster taken over" log lines.
+            assert!(
+                row[10].contains("phases after acquisition, slowest of ")
+                    && row[10].contains("compare "),
+                "takeover phases: {row:?}"
+            );
         } else {
             assert_eq!(row[4], "—", "{row:?}");
         }
