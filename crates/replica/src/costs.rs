@@ -30,7 +30,9 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 pub use meter::{CostMeter, MeterConfig};
-pub use record::{ClusterCost, CostRecord, costs_key, costs_prefix, merge, placement_costs};
+pub use record::{
+    ClusterCost, CostRecord, Freshness, costs_key, costs_prefix, merge, placement_costs,
+};
 
 /// How costs are measured and published.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,6 +58,9 @@ impl Default for CostSettings {
         }
     }
 }
+
+/// A record unchanged for this many publish periods is stale (its writer is gone).
+const STALE_AFTER_PERIODS: u32 = 5;
 
 /// Every cluster's figure as this replica last read the records (the last good reading
 /// is kept when a read fails).
@@ -133,7 +138,9 @@ pub struct CostPublisher {
 }
 
 impl CostPublisher {
-    /// Samples, publishes and reads until dropped.
+    /// Samples, publishes and reads until dropped. Without the GitOps reconciler
+    /// (`--reconciler none`) nothing is reconciled, so nothing is measured or written;
+    /// the others' records are still read (and go stale once nobody writes them).
     pub async fn run(self) {
         let start = tokio::time::Instant::now();
         let mut meter = CostMeter::new(self.settings.meter);
@@ -145,6 +152,7 @@ impl CostPublisher {
         );
         let mut last_publish: Option<Duration> = None;
         let mut failing = false;
+        let mut freshness = Freshness::default();
         loop {
             tick.tick().await;
             let now = start.elapsed();
@@ -157,7 +165,9 @@ impl CostPublisher {
             }
             last_publish = Some(now);
             let mine = meter.figures();
-            let result = self.publish(&key, &prefix, &mine).await;
+            let result = self
+                .publish(&key, &prefix, &mine, now, &mut freshness)
+                .await;
             match result {
                 Ok(()) if failing => {
                     failing = false;
@@ -197,29 +207,39 @@ impl CostPublisher {
         usage
     }
 
+    /// Writes this replica's record (with the GitOps reconciler) and reads everyone's
+    /// still written.
     async fn publish(
         &self,
         key: &str,
         prefix: &str,
         mine: &BTreeMap<String, ClusterCost>,
+        now: Duration,
+        freshness: &mut Freshness,
     ) -> Result<(), String> {
         let record = CostRecord {
             holder: self.identity.clone(),
             incarnation: fleetshard_coord::fenced::incarnation_text(self.incarnation),
             clusters: mine.clone(),
         };
-        let value = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
-        self.store
-            .put(key, value, Precondition::Any)
-            .await
-            .map_err(|e| e.to_string())?;
+        if self.reconciler.is_some() {
+            let value = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
+            self.store
+                .put(key, value, Precondition::Any)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         let listing = self.store.list(prefix).await.map_err(|e| e.to_string())?;
-        let (merged, bad) = merge(
+        let stale_after = self.settings.publish_every * STALE_AFTER_PERIODS;
+        let fresh = freshness.fresh(
+            now,
+            stale_after,
             listing
                 .entries
                 .iter()
-                .map(|e| (e.key.as_str(), e.value.as_slice())),
+                .map(|e| (e.key.as_str(), e.value.as_slice(), e.version)),
         );
+        let (merged, bad) = merge(fresh);
         for b in bad {
             tracing::debug!(error = %b, "costs record skipped");
         }

@@ -329,9 +329,11 @@ async fn measured_costs_place_the_fleet_and_every_replica_publishes_its_own() {
             shards: ShardCount::Fixed(2),
             ..FencedSettings::default()
         });
+        // The GitOps reconciler measures (its clusters here answer nothing: no usage).
+        s.controller.reconciler = ReconcilerKind::Gitops;
         s.controller.costs = CostSettings {
             sample_every: Duration::from_millis(100),
-            publish_every: Duration::from_millis(200),
+            publish_every: Duration::from_millis(500),
             ..CostSettings::default()
         };
         let replica = Replica::build_on(s, store.clone()).await.unwrap();

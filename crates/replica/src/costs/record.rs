@@ -113,13 +113,53 @@ pub fn merge<'a>(
     (merged, bad)
 }
 
-/// The costs placement uses: the trusted figures only.
+/// Which records are still written: a record whose version this reader has seen
+/// unchanged for `stale_after` (on its own clock, never a time another replica wrote) is
+/// a replica's that is gone or no longer measures (`--reconciler none`), and is left out.
+/// A record first seen counts as just changed.
+#[derive(Debug, Clone, Default)]
+pub struct Freshness {
+    seen: BTreeMap<String, (u64, std::time::Duration)>,
+}
+
+impl Freshness {
+    /// Keeps the entries of `listing` (key, value, version) still written at `now`.
+    pub fn fresh<'a>(
+        &mut self,
+        now: std::time::Duration,
+        stale_after: std::time::Duration,
+        listing: impl IntoIterator<Item = (&'a str, &'a [u8], u64)>,
+    ) -> Vec<(&'a str, &'a [u8])> {
+        let mut kept = Vec::new();
+        let mut seen = BTreeMap::new();
+        for (key, value, version) in listing {
+            let since = match self.seen.get(key) {
+                Some(&(v, since)) if v == version => since,
+                _ => now,
+            };
+            seen.insert(key.to_owned(), (version, since));
+            if now.saturating_sub(since) < stale_after {
+                kept.push((key, value));
+            }
+        }
+        self.seen = seen;
+        kept
+    }
+}
+
+/// The costs placement uses: the trusted figures only, and none when they add up to
+/// nothing (placing by zeros would count clusters instead of weighing them).
 pub fn placement_costs(merged: &BTreeMap<String, ClusterCost>) -> BTreeMap<String, f64> {
-    merged
+    let trusted: BTreeMap<String, f64> = merged
         .iter()
         .filter(|(_, c)| c.is_trusted())
         .map(|(id, c)| (id.clone(), c.cost))
-        .collect()
+        .collect();
+    if trusted.values().any(|&c| c > 0.0) {
+        trusted
+    } else {
+        BTreeMap::new()
+    }
 }
 
 #[cfg(test)]
@@ -143,6 +183,33 @@ mod tests {
                 .collect(),
         })
         .unwrap()
+    }
+
+    #[test]
+    fn a_record_left_unchanged_goes_stale_on_the_readers_clock() {
+        let mut f = Freshness::default();
+        let s = std::time::Duration::from_secs;
+        let stale = s(300);
+        let keys =
+            |kept: Vec<(&str, &[u8])>| kept.iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            keys(f.fresh(s(0), stale, [("a", &b""[..], 1), ("b", &b""[..], 1)])),
+            ["a", "b"]
+        );
+        // a is rewritten every minute; b never again.
+        assert_eq!(
+            keys(f.fresh(s(240), stale, [("a", &b""[..], 5), ("b", &b""[..], 1)])),
+            ["a", "b"]
+        );
+        assert_eq!(
+            keys(f.fresh(s(300), stale, [("a", &b""[..], 6), ("b", &b""[..], 1)])),
+            ["a"]
+        );
+        // b written again: fresh at once.
+        assert_eq!(
+            keys(f.fresh(s(330), stale, [("a", &b""[..], 6), ("b", &b""[..], 2)])),
+            ["a", "b"]
+        );
     }
 
     #[test]
@@ -178,5 +245,9 @@ mod tests {
         // c3 is too new to place by.
         let placed = placement_costs(&merged);
         assert_eq!(placed.keys().collect::<Vec<_>>(), ["c1", "c2"]);
+        // Figures that are all zero place nothing.
+        let zeros = record("z", &[("c1", 0.0, 600), ("c2", 0.0, 600)]);
+        let (zero, _) = merge([("k/z", zeros.as_slice())]);
+        assert!(placement_costs(&zero).is_empty());
     }
 }
