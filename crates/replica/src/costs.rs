@@ -46,6 +46,9 @@ pub struct CostSettings {
     /// The share of a replica's capacity kept free when recommending a replica count
     /// (0.25).
     pub headroom: f64,
+    /// What one replica can carry, in millicore-equivalents (`--cost-capacity`: its CPU
+    /// request in millicores in a pod; 1,000 by default here).
+    pub replica_capacity: f64,
 }
 
 impl Default for CostSettings {
@@ -55,6 +58,7 @@ impl Default for CostSettings {
             publish_every: Duration::from_secs(60),
             meter: MeterConfig::default(),
             headroom: 0.25,
+            replica_capacity: 1000.0,
         }
     }
 }
@@ -127,9 +131,11 @@ pub struct CostPublisher {
     pub(crate) root: String,
     pub(crate) identity: String,
     pub(crate) incarnation: u64,
-    /// The replica's capacity in CPUs (`--capacity`).
-    pub(crate) capacity: u32,
     pub(crate) settings: CostSettings,
+    /// Write and read the costs records (fenced mode). Under Argo CD's protocol the
+    /// figures are only exported: its algorithms place, and its RBAC grants no other
+    /// ConfigMap than the shard map.
+    pub(crate) records: bool,
     pub(crate) work: Arc<ShardWork>,
     pub(crate) reconciler: Option<Arc<GitOpsReconciler>>,
     pub(crate) inventory: Inventory,
@@ -165,6 +171,10 @@ impl CostPublisher {
             }
             last_publish = Some(now);
             let mine = meter.figures();
+            if !self.records {
+                self.export(&mine);
+                continue;
+            }
             let result = self
                 .publish(&key, &prefix, &mine, now, &mut freshness)
                 .await;
@@ -280,7 +290,7 @@ impl CostPublisher {
             fleetshard_core::placement::measured::cluster_costs(&ids, &estimates, &measured)
                 .iter()
                 .sum();
-        let capacity = f64::from(self.capacity.max(1)) * 1000.0;
+        let capacity = self.settings.replica_capacity;
         let n = recommended_replicas(total, capacity, self.settings.headroom);
         self.metrics
             .recommended

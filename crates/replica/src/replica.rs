@@ -138,8 +138,8 @@ impl Replica {
                 root: settings.root.clone(),
                 identity: identity.clone(),
                 incarnation: settings.incarnation,
-                capacity: settings.capacity,
                 settings: settings.controller.costs,
+                records: matches!(settings.protocol, ProtocolSettings::Fenced(_)),
                 work: controller.work.clone(),
                 reconciler: match &controller.reconciler {
                     controller::ReconcilerPart::GitOps(r) => Some(r.clone()),

@@ -221,7 +221,7 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
         allow_empty_fleet: args.allow_empty_fleet,
         fleet,
         controller: ControllerSettings {
-            costs: args.costs.settings()?,
+            costs: args.costs.settings(super::available_cpus())?,
             ..args.reconcile.settings()?
         },
         protocol,

@@ -40,8 +40,13 @@ pub struct CostArgs {
         env = "FLEETSHARD_COST_MEMORY_WEIGHT"
     )]
     pub cost_memory_weight: f64,
-    /// The share of each replica's capacity (--capacity CPUs, 1,000 millicores each) kept
-    /// free by `fleetshard_recommended_replicas`.
+    /// What one replica can carry, in millicores of measured cost: in a pod, its CPU
+    /// request (the manifests set it with the downward API). Default: the CPUs this
+    /// process may use, 1,000 each.
+    #[arg(long, value_name = "MILLICORES", env = "FLEETSHARD_COST_CAPACITY")]
+    pub cost_capacity: Option<u64>,
+    /// The share of each replica's --cost-capacity kept free by
+    /// `fleetshard_recommended_replicas`.
     #[arg(
         long,
         value_name = "FRACTION",
@@ -57,9 +62,9 @@ impl CostArgs {
         crate::cli::plan::hysteresis(Some(self.hysteresis), true)
     }
 
-    /// The replica's cost settings; a weight or headroom out of range is an error naming
-    /// the flag.
-    pub fn settings(&self) -> anyhow::Result<CostSettings> {
+    /// The replica's cost settings (`cpus`: the CPUs this process may use, for the
+    /// default capacity); a weight or headroom out of range is an error naming the flag.
+    pub fn settings(&self, cpus: Option<usize>) -> anyhow::Result<CostSettings> {
         let w = self.cost_memory_weight;
         if !(w.is_finite() && (0.0..=1000.0).contains(&w)) {
             anyhow::bail!("--cost-memory-weight {w}: must be within 0..=1000 (millicores per MiB)");
@@ -76,6 +81,11 @@ impl CostArgs {
                 memory_weight: w,
             },
             headroom: h,
+            replica_capacity: match self.cost_capacity {
+                Some(0) => anyhow::bail!("--cost-capacity 0: a replica must carry something"),
+                Some(m) => m as f64,
+                None => cpus.unwrap_or(1).max(1) as f64 * 1000.0,
+            },
             ..CostSettings::default()
         })
     }
