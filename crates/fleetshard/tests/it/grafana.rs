@@ -173,7 +173,10 @@ fn every_metric_the_grafana_dashboard_queries_is_exposed_by_a_replica() {
         clusters: 3,
         ..Setup::default()
     };
+    let db = dir.path().join("fleetshard.db");
     let mut h = Harness::new(dir, store, setup);
+    // Measured costs, so that what exists only once something is measured is exposed.
+    crate::run_costs::write_costs(&db, &h.store.root(), &h.clusters[0], &h.clusters[1..]);
     let r0 = h.start("r0");
     h.wait_settled("one replica");
     let (code, body) = http::get(h.replicas[r0].port, "/metrics").expect("/metrics answers");

@@ -16,7 +16,7 @@ use crate::support::wait_for;
 
 /// Writes a costs record of a replica that is gone: `hot` costs 1,000, the others 10,
 /// each measured for 10 minutes.
-fn write_costs(path: &std::path::Path, root: &str, hot: &str, others: &[String]) {
+pub(crate) fn write_costs(path: &std::path::Path, root: &str, hot: &str, others: &[String]) {
     let figure = |cost| ClusterCost {
         cost,
         cpu_millicores: cost,
