@@ -257,3 +257,85 @@ pub fn follow_fleet(
     });
     (fleet_rx, task)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use fleetshard_controller::inventory::InventoryContent;
+    use fleetshard_core::{App, Cluster};
+
+    use super::*;
+    use crate::costs::{ClusterCost, FleetCosts};
+
+    fn inventory() -> Inventory {
+        let inventory = Inventory::new();
+        let clusters: Vec<Cluster> = (0..3)
+            .map(|i| Cluster::new(format!("c{i}"), format!("https://c{i}")))
+            .collect();
+        let apps = clusters
+            .iter()
+            .map(|c| App::to_server("argocd", &format!("app-{}", c.id), &c.server))
+            .collect();
+        let content = InventoryContent {
+            clusters,
+            apps,
+            specs: BTreeMap::new(),
+            credentials: BTreeMap::new(),
+            projects: BTreeMap::new(),
+            repositories: Default::default(),
+            argocd_cm: BTreeMap::new(),
+        };
+        inventory.publish(content, Vec::new(), true);
+        inventory
+    }
+
+    fn figures(of: &[(&str, f64, u64)]) -> FleetCosts {
+        let map = of
+            .iter()
+            .map(|&(id, cost, measured_seconds)| {
+                let c = ClusterCost {
+                    cost,
+                    measured_seconds,
+                    ..ClusterCost::default()
+                };
+                (id.to_owned(), c)
+            })
+            .collect();
+        Arc::new(map)
+    }
+
+    /// Estimates until a figure is trusted; then every load is a cost (c2 unmeasured at
+    /// its estimate times the median ratio); a figure too new to trust moves nothing.
+    #[tokio::test(start_paused = true)]
+    async fn the_fleet_is_placed_by_trusted_costs_and_only_their_changes_move_it() {
+        let inventory = inventory();
+        let (tx, rx) = watch::channel(FleetCosts::default());
+        let (mut fleet, task) = follow_fleet(&inventory, &PlacementConfig::default(), rx);
+        let first = fleet.borrow_and_update().clone();
+        assert!(!first.measured);
+        // Base 5 plus one app each.
+        assert_eq!(*first.loads, vec![6, 6, 6]);
+        tx.send(figures(&[("c0", 100.0, 30)])).unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        assert!(
+            !fleet.has_changed().unwrap(),
+            "not trusted yet: nothing moves"
+        );
+        tx.send(figures(&[("c0", 100.0, 600), ("c1", 300.0, 600)]))
+            .unwrap();
+        fleet.changed().await.unwrap();
+        let placed = fleet.borrow_and_update().clone();
+        assert!(placed.measured);
+        assert!(placed.revision > first.revision);
+        // c2: its estimate 6 × the median of 100/6 and 300/6 = 200.
+        let (a, b, c) = (placed.loads[0], placed.loads[1], placed.loads[2]);
+        let ratio = |x: u64| x as f64 / a as f64;
+        assert!(
+            (ratio(b) - 3.0).abs() < 1e-6 && (ratio(c) - 2.0).abs() < 1e-6,
+            "{:?}",
+            placed.loads
+        );
+        task.abort();
+    }
+}
