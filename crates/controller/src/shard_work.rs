@@ -39,12 +39,14 @@ use crate::queue::{RateLimiterConfig, WorkQueue, WorkQueueMetrics};
 mod held;
 mod index;
 mod metrics;
+mod owned;
 #[cfg(test)]
 mod tests;
 
 pub use held::QueueKind;
 use index::AppIndex;
 pub use metrics::WorkMetrics;
+use owned::Owned;
 
 /// An app the filter could not place on a cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +80,8 @@ pub enum Admission {
 pub struct InFlight {
     filter: Arc<ShardWork>,
     cluster: Arc<str>,
+    /// The cluster's reconcile CPU counter (`crate::usage`).
+    pub(crate) cpu: crate::usage::CpuMeter,
 }
 
 impl InFlight {
@@ -136,7 +140,8 @@ impl LeaseGate {
 
 #[derive(Debug, Default)]
 struct State {
-    owned: HashSet<Arc<str>>,
+    /// The owned clusters, each with its reconcile CPU counter (`owned.rs`).
+    owned: Owned,
     /// Whether work is gated on a shard lease.
     lease: LeaseGate,
     /// Which cluster each app deploys to, and each cluster's apps; an unresolved app is
@@ -489,6 +494,7 @@ impl ShardWork {
         *s.in_flight.entry(cluster.clone()).or_default() += 1;
         Admission::Admitted(InFlight {
             filter: self.clone(),
+            cpu: s.owned.meter(&cluster),
             cluster,
         })
     }
