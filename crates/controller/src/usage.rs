@@ -51,8 +51,9 @@ pub trait CpuClock: Send + Sync + std::fmt::Debug + 'static {
     fn thread_time(&self) -> Duration;
 }
 
-/// The thread's CPU clock, `clock_gettime(CLOCK_THREAD_CPUTIME_ID)` (a system call, about
-/// a tenth of a microsecond; see `docs/performance.md`).
+/// The thread's CPU clock, `clock_gettime(CLOCK_THREAD_CPUTIME_ID)`: a system call (the
+/// vDSO does not serve it), about half a microsecond on the reference machine, so about
+/// 1 µs per poll measured (`docs/performance.md`, "Reconcile CPU per cluster").
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ThreadCpuClock;
 
