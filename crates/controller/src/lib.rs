@@ -38,7 +38,7 @@ pub use runtime::{
     RuntimeConfig, StopMode, WorkStopHook,
 };
 pub use shard_work::{Admission, ShardWork, UnresolvedApp};
-pub use usage::ClusterUsage;
+pub use usage::{ClusterUsage, CpuClock, ThreadCpuClock};
 
 /// An application's queue key: `namespace/name`, cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

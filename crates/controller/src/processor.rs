@@ -289,11 +289,11 @@ async fn worker<R: Reconciler>(
             }
         };
         let result = match pool {
-            Pool::Refresh => AssertUnwindSafe(reconciler.refresh(&app))
+            Pool::Refresh => AssertUnwindSafe(guard.measure(reconciler.refresh(&app)))
                 .catch_unwind()
                 .await
                 .map(|r| r.map(|()| Next::Operate)),
-            Pool::Operation => AssertUnwindSafe(reconciler.operate(&app))
+            Pool::Operation => AssertUnwindSafe(guard.measure(reconciler.operate(&app)))
                 .catch_unwind()
                 .await
                 .map(|r| {

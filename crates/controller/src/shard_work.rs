@@ -29,8 +29,6 @@ use std::time::Duration;
 use fleetshard_core::placement::stable_hash;
 use fleetshard_core::{App, Cluster, Destination, DestinationIndex};
 use futures::future::BoxFuture;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::sync::Notify;
 
@@ -40,11 +38,15 @@ use crate::queue::{RateLimiterConfig, WorkQueue, WorkQueueMetrics};
 
 mod held;
 mod index;
+mod metrics;
+mod owned;
 #[cfg(test)]
 mod tests;
 
 pub use held::QueueKind;
 use index::AppIndex;
+pub use metrics::WorkMetrics;
+use owned::Owned;
 
 /// An app the filter could not place on a cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +80,8 @@ pub enum Admission {
 pub struct InFlight {
     filter: Arc<ShardWork>,
     cluster: Arc<str>,
+    /// The cluster's reconcile CPU counter (`crate::usage`).
+    pub(crate) cpu: crate::usage::CpuMeter,
 }
 
 impl InFlight {
@@ -103,48 +107,6 @@ impl Drop for InFlight {
             drop(s);
             self.filter.idle.notify_waiters();
         }
-    }
-}
-
-/// Counters the status page and `/metrics` show.
-#[derive(Debug, Clone, Default)]
-pub struct WorkMetrics {
-    /// Items dropped at get time because their cluster is not owned, or the shard lease
-    /// has lapsed (ownership ends at its deadline).
-    pub not_owned: Counter,
-    /// Items dropped at get time because their destination is unresolved and the
-    /// inventory has no cluster to anchor them to.
-    pub unresolved_dropped: Counter,
-    /// Apps whose destination resolves to no cluster, now.
-    pub unresolved_apps: Gauge,
-    /// Clusters owned now.
-    pub owned_clusters: Gauge,
-}
-
-impl WorkMetrics {
-    /// Registers the metrics under `shard_filter_`.
-    pub fn register(&self, registry: &mut Registry) {
-        let r = registry.sub_registry_with_prefix("shard_filter");
-        r.register(
-            "not_owned_dropped",
-            "Items dropped because their cluster is not owned by this replica (or its lease lapsed)",
-            self.not_owned.clone(),
-        );
-        r.register(
-            "unresolved_dropped",
-            "Items dropped because their destination resolves to no cluster and the inventory has none",
-            self.unresolved_dropped.clone(),
-        );
-        r.register(
-            "unresolved_apps",
-            "Apps whose destination resolves to no cluster",
-            self.unresolved_apps.clone(),
-        );
-        r.register(
-            "owned_clusters",
-            "Clusters this replica owns",
-            self.owned_clusters.clone(),
-        );
     }
 }
 
@@ -178,7 +140,8 @@ impl LeaseGate {
 
 #[derive(Debug, Default)]
 struct State {
-    owned: HashSet<Arc<str>>,
+    /// The owned clusters, each with its reconcile CPU counter (`owned.rs`).
+    owned: Owned,
     /// Whether work is gated on a shard lease.
     lease: LeaseGate,
     /// Which cluster each app deploys to, and each cluster's apps; an unresolved app is
@@ -531,6 +494,7 @@ impl ShardWork {
         *s.in_flight.entry(cluster.clone()).or_default() += 1;
         Admission::Admitted(InFlight {
             filter: self.clone(),
+            cpu: s.owned.meter(&cluster),
             cluster,
         })
     }

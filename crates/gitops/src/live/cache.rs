@@ -32,6 +32,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::footprint::entry_bytes;
 use super::{UpdateFilter, live_value, lock};
 
 /// The instance names an object could be tracked under (its tracking id's app, its
@@ -64,6 +65,8 @@ impl Filter<'_> {
 struct Objects {
     by_key: HashMap<ObjKey, Arc<Value>>,
     by_app: HashMap<String, HashSet<ObjKey>>,
+    /// The estimated heap of `by_key`'s entries (`footprint.rs`), kept as they come and go.
+    bytes: u64,
     /// The instance label's key (argocd-cm's `application.instanceLabelKey`).
     label_key: Arc<str>,
 }
@@ -73,6 +76,7 @@ impl Objects {
         Objects {
             by_key: HashMap::new(),
             by_app: HashMap::new(),
+            bytes: 0,
             label_key,
         }
     }
@@ -80,6 +84,7 @@ impl Objects {
     fn from_map(by_key: HashMap<ObjKey, Arc<Value>>, label_key: Arc<str>) -> Self {
         let mut objects = Objects::new(label_key);
         for (key, value) in &by_key {
+            objects.bytes += entry_bytes(key, value);
             for app in tracked_apps(value, &objects.label_key) {
                 objects.by_app.entry(app).or_default().insert(key.clone());
             }
@@ -116,8 +121,10 @@ impl Objects {
                 return;
             }
             let old = old.clone();
+            self.bytes = self.bytes.saturating_sub(entry_bytes(&key, &old));
             self.unindex(&key, &old);
         }
+        self.bytes += entry_bytes(&key, &value);
         for app in tracked_apps(&value, &self.label_key) {
             self.by_app.entry(app).or_default().insert(key.clone());
         }
@@ -126,6 +133,7 @@ impl Objects {
 
     fn remove(&mut self, key: &ObjKey) {
         if let Some(old) = self.by_key.remove(key) {
+            self.bytes = self.bytes.saturating_sub(entry_bytes(key, &old));
             self.unindex(key, &old);
         }
     }
@@ -327,6 +335,14 @@ impl KindCache {
         self.watches
             .iter()
             .map(|w| lock(&w.state).objects.by_key.len())
+            .sum()
+    }
+
+    /// The estimated heap of the cached objects (`footprint.rs`).
+    pub(crate) fn bytes(&self) -> u64 {
+        self.watches
+            .iter()
+            .map(|w| lock(&w.state).objects.bytes)
             .sum()
     }
 

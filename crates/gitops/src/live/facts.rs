@@ -56,6 +56,14 @@ impl Observed {
             .clone()
     }
 
+    /// Watch events received so far, every kind's together.
+    pub(crate) fn events_total(&self) -> u64 {
+        lock(&self.events)
+            .values()
+            .map(|n| n.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// Notes the server's `gitVersion`, normalised as gitops-engine reports it.
     pub(crate) fn saw_version(&self, git_version: &str) {
         let version = fleetshard_reposerver::normalize_kube_version(git_version)

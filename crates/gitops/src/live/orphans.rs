@@ -160,8 +160,12 @@ impl ClusterConn {
 
     /// How many objects the watches for orphaned resources hold.
     pub(super) fn orphan_cached_objects(&self) -> usize {
-        let caches: Vec<_> = lock(&self.orphan_watch).caches.values().cloned().collect();
-        caches.iter().map(|c| c.len()).sum()
+        self.orphan_caches().iter().map(|c| c.len()).sum()
+    }
+
+    /// The caches of the watches for orphaned resources.
+    pub(super) fn orphan_caches(&self) -> Vec<Arc<KindCache>> {
+        lock(&self.orphan_watch).caches.values().cloned().collect()
     }
 }
 

@@ -50,6 +50,11 @@ impl AppRequests {
         lock(&self.0).clone()
     }
 
+    /// How many requests were counted, every label set together.
+    pub fn total(&self) -> u64 {
+        lock(&self.0).values().sum()
+    }
+
     fn count(&self, labels: RequestLabels) {
         *lock(&self.0).entry(labels).or_default() += 1;
     }

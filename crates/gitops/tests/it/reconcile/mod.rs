@@ -23,4 +23,5 @@ mod sync;
 mod takeover;
 mod ui_status;
 mod unresolved;
+mod usage;
 mod write_deadline;
