@@ -5,7 +5,7 @@
 //!
 //! A cluster met for the first time starts from `seed`, the figure its previous owner
 //! published (measured time carried on), else from its first rate. Its counters are this
-//! replica's since it acquired the cluster: a counter that went backwards (the cluster was
+//! replica's since it acquired the cluster: CPU time that went backwards (the cluster was
 //! stopped and taken again) re-bases without a rate.
 
 use std::collections::BTreeMap;
@@ -133,7 +133,10 @@ impl CostMeter {
     }
 }
 
-/// The rates between two samples `dt` apart; `None` when a counter went backwards.
+/// The rates between two samples `dt` apart; `None` when the CPU time went backwards (the
+/// cluster was stopped and taken again: every counter restarted). The other counters may
+/// go down on their own (an app deleted or moved away takes its requests and syncs with
+/// it; a restarted watch counts again from zero): that sample counts none of them.
 fn rates(
     before: &ClusterUsage,
     after: &ClusterUsage,
@@ -141,7 +144,7 @@ fn rates(
     memory_weight: f64,
 ) -> Option<ClusterCost> {
     let secs = dt.as_secs_f64();
-    let delta = |a: u64, b: u64| b.checked_sub(a).map(|d| d as f64 / secs);
+    let delta = |a: u64, b: u64| b.saturating_sub(a) as f64 / secs;
     let cpu = after.reconcile_cpu.checked_sub(before.reconcile_cpu)?;
     let cpu_millicores = cpu.as_secs_f64() * 1000.0 / secs;
     let cache_mib = after.cache_bytes as f64 / MIB;
@@ -150,9 +153,9 @@ fn rates(
         cpu_millicores,
         cache_mib,
         cache_objects: after.cache_objects,
-        events_per_minute: delta(before.watch_events, after.watch_events)? * 60.0,
-        requests_per_minute: delta(before.api_requests, after.api_requests)? * 60.0,
-        syncs_per_hour: delta(before.sync_operations, after.sync_operations)? * 3600.0,
+        events_per_minute: delta(before.watch_events, after.watch_events) * 60.0,
+        requests_per_minute: delta(before.api_requests, after.api_requests) * 60.0,
+        syncs_per_hour: delta(before.sync_operations, after.sync_operations) * 3600.0,
         measured_seconds: 0,
     })
 }
@@ -226,8 +229,21 @@ mod tests {
         // The counters went back (stopped and taken again): no rate, measured time kept.
         m.sample(s(60), &one("c", usage(10, 0, 0)), &seeds);
         assert_eq!(m.figures()["c"].measured_seconds, 630);
+        // An app deleted takes its requests with it: the sample still counts its CPU.
+        let mut fewer = usage(10 + 3_000, 0, 0);
+        fewer.api_requests = 0;
+        let mut more = usage(10, 0, 0);
+        more.api_requests = 5;
+        m.sample(s(61), &one("c", more), &seeds);
+        m.sample(s(91), &one("c", fewer), &seeds);
+        let f = m.figures()["c"];
+        assert_eq!(f.measured_seconds, 661, "{f:?}");
+        assert!(
+            f.cpu_millicores > 0.0 && f.requests_per_minute >= 0.0,
+            "{f:?}"
+        );
         // Gone from the usage: forgotten.
-        m.sample(s(90), &BTreeMap::new(), &seeds);
+        m.sample(s(120), &BTreeMap::new(), &seeds);
         assert!(m.figures().is_empty());
     }
 }
