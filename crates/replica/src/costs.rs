@@ -67,8 +67,25 @@ impl Default for CostSettings {
 const STALE_AFTER_PERIODS: u32 = 5;
 
 /// Every cluster's figure as this replica last read the records (the last good reading
-/// is kept when a read fails).
-pub type FleetCosts = Arc<BTreeMap<String, ClusterCost>>;
+/// is kept when a read fails), and the floor below which they place nothing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FleetCosts {
+    /// Each cluster's figure, merged from every fresh record.
+    pub figures: Arc<BTreeMap<String, ClusterCost>>,
+    /// [`placement_costs`]'s floor: [`FLOOR_SHARE`] of one replica's capacity.
+    pub floor: f64,
+}
+
+impl FleetCosts {
+    /// What the distributor places by ([`placement_costs`]).
+    pub fn placement(&self) -> BTreeMap<String, f64> {
+        placement_costs(&self.figures, self.floor)
+    }
+}
+
+/// The share of one replica's capacity the trusted figures must add up to before they
+/// place the fleet: 5 % (50 millicore-equivalents on a 1-CPU replica).
+pub const FLOOR_SHARE: f64 = 0.05;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClusterLabel {
@@ -162,7 +179,7 @@ impl CostPublisher {
         loop {
             tick.tick().await;
             let now = start.elapsed();
-            let seeds = self.figures.borrow().clone();
+            let seeds = self.figures.borrow().figures.clone();
             meter.sample(now, &self.usage(), &seeds);
             let due =
                 last_publish.is_none_or(|t| now.saturating_sub(t) >= self.settings.publish_every);
@@ -253,10 +270,14 @@ impl CostPublisher {
         for b in bad {
             tracing::debug!(error = %b, "costs record skipped");
         }
+        let floor = self.settings.replica_capacity * FLOOR_SHARE;
         self.figures.send_if_modified(|old| {
-            let changed = **old != merged;
+            let changed = *old.figures != merged || old.floor != floor;
             if changed {
-                *old = Arc::new(merged);
+                *old = FleetCosts {
+                    figures: Arc::new(merged),
+                    floor,
+                };
             }
             changed
         });
@@ -280,7 +301,7 @@ impl CostPublisher {
         let estimates = fleetshard_core::placement::PlacementConfig::default()
             .loads(&snapshot.clusters, &snapshot.apps);
         let ids: Vec<&str> = snapshot.clusters.iter().map(|c| c.id.as_str()).collect();
-        let measured = placement_costs(&self.figures.borrow());
+        let measured = self.figures.borrow().placement();
         self.metrics.recommended.clear();
         if measured.is_empty() {
             // Nothing to recommend from yet: absent, not a figure an autoscaler would follow.

@@ -18,7 +18,7 @@ use fleetshard_core::placement::measured::{cluster_costs, engine_loads};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::costs::{FleetCosts, placement_costs};
+use crate::costs::FleetCosts;
 use crate::metrics::ProblemGauges;
 use crate::{FleetSource, ReplicaError};
 
@@ -193,7 +193,7 @@ pub fn follow_fleet(
     // The digest is O(N log N): computed here, never on the runner's task.
     let to_fleet = move |s: &InventorySnapshot, costs: &FleetCosts, revision: u64| {
         let estimates = placement.loads(&s.clusters, &s.apps);
-        let measured = placement_costs(costs);
+        let measured = costs.placement();
         let by_cost = !measured.is_empty();
         let loads = if by_cost {
             let ids: Vec<&str> = s.clusters.iter().map(|c| c.id.as_str()).collect();
@@ -242,7 +242,7 @@ pub fn follow_fleet(
                     }
                     let next = costs.borrow_and_update().clone();
                     // Only what placement reads counts: untrusted figures move nothing.
-                    if placement_costs(&next) == placement_costs(&figures) {
+                    if next.placement() == figures.placement() {
                         figures = next;
                         continue;
                     }
@@ -290,7 +290,7 @@ mod tests {
         inventory
     }
 
-    fn figures(of: &[(&str, f64, u64)]) -> FleetCosts {
+    fn figures(of: &[(&str, f64, u64)], floor: f64) -> FleetCosts {
         let map = of
             .iter()
             .map(|&(id, cost, measured_seconds)| {
@@ -302,11 +302,15 @@ mod tests {
                 (id.to_owned(), c)
             })
             .collect();
-        Arc::new(map)
+        FleetCosts {
+            figures: Arc::new(map),
+            floor,
+        }
     }
 
-    /// Estimates until a figure is trusted; then every load is a cost (c2 unmeasured at
-    /// its estimate times the median ratio); a figure too new to trust moves nothing.
+    /// Estimates until the trusted figures add up to the floor; then every load is a cost
+    /// (c2 unmeasured at its estimate times the median ratio); a figure too new to trust,
+    /// or figures below the floor, move nothing.
     #[tokio::test(start_paused = true)]
     async fn the_fleet_is_placed_by_trusted_costs_and_only_their_changes_move_it() {
         let inventory = inventory();
@@ -316,13 +320,20 @@ mod tests {
         assert!(!first.measured);
         // Base 5 plus one app each.
         assert_eq!(*first.loads, vec![6, 6, 6]);
-        tx.send(figures(&[("c0", 100.0, 30)])).unwrap();
+        tx.send(figures(&[("c0", 100.0, 30)], 50.0)).unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         assert!(
             !fleet.has_changed().unwrap(),
             "not trusted yet: nothing moves"
         );
-        tx.send(figures(&[("c0", 100.0, 600), ("c1", 300.0, 600)]))
+        tx.send(figures(&[("c0", 10.0, 600), ("c1", 30.0, 600)], 50.0))
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        assert!(
+            !fleet.has_changed().unwrap(),
+            "40 in all, below the floor of 50"
+        );
+        tx.send(figures(&[("c0", 100.0, 600), ("c1", 300.0, 600)], 50.0))
             .unwrap();
         fleet.changed().await.unwrap();
         let placed = fleet.borrow_and_update().clone();

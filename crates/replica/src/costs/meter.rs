@@ -25,6 +25,10 @@ pub struct MeterConfig {
     /// Millicore-equivalents one MiB of cache costs (0.25: a replica with 1 CPU and
     /// 4 GiB of memory is as full by either).
     pub memory_weight: f64,
+    /// How long after a cluster is met its samples only re-base (60 s): its takeover —
+    /// lists, cold first refreshes — is a one-off, not what it costs to keep, and
+    /// counting it would make a cluster look costlier wherever it just moved to.
+    pub settle: Duration,
 }
 
 impl Default for MeterConfig {
@@ -32,6 +36,7 @@ impl Default for MeterConfig {
         MeterConfig {
             window: Duration::from_secs(300),
             memory_weight: 0.25,
+            settle: Duration::from_secs(60),
         }
     }
 }
@@ -40,6 +45,8 @@ impl Default for MeterConfig {
 struct Tracked {
     last: ClusterUsage,
     at: Duration,
+    /// Samples before this only re-base ([`MeterConfig::settle`]).
+    settled_at: Duration,
     /// The figure; `None` until the first rate (or a seed).
     figure: Option<ClusterCost>,
     measured: Duration,
@@ -79,6 +86,7 @@ impl CostMeter {
                     Tracked {
                         last: *u,
                         at: now,
+                        settled_at: now + self.config.settle,
                         figure: seed,
                         measured: Duration::from_secs(seed.map_or(0, |s| s.measured_seconds)),
                     },
@@ -91,6 +99,9 @@ impl CostMeter {
             }
             let last = std::mem::replace(&mut t.last, *u);
             t.at = now;
+            if now < t.settled_at {
+                continue;
+            }
             let Some(rate) = rates(&last, u, dt, self.config.memory_weight) else {
                 continue;
             };
@@ -179,9 +190,35 @@ mod tests {
         [(id.to_owned(), u)].into_iter().collect()
     }
 
+    fn unsettled() -> MeterConfig {
+        MeterConfig {
+            settle: Duration::ZERO,
+            ..MeterConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_clusters_first_minute_is_not_measured() {
+        let mut m = CostMeter::new(MeterConfig::default());
+        let none = BTreeMap::new();
+        let s = Duration::from_secs;
+        // A takeover burns 10 s of CPU in the first 30 s; then 100 ms a second.
+        m.sample(s(0), &one("c", usage(0, 0, 0)), &none);
+        m.sample(s(30), &one("c", usage(10_000, 0, 0)), &none);
+        assert!(m.figures().is_empty(), "still settling");
+        m.sample(s(60), &one("c", usage(13_000, 0, 0)), &none);
+        m.sample(s(90), &one("c", usage(16_000, 0, 0)), &none);
+        let f = m.figures()["c"];
+        assert!(
+            (f.cpu_millicores - 100.0).abs() < 1e-9,
+            "the takeover left out: {f:?}"
+        );
+        assert_eq!(f.measured_seconds, 60, "30 s to 90 s");
+    }
+
     #[test]
     fn a_steady_rate_is_the_figure_and_a_change_is_smoothed() {
-        let mut m = CostMeter::new(MeterConfig::default());
+        let mut m = CostMeter::new(unsettled());
         let none = BTreeMap::new();
         let s = Duration::from_secs;
         // 100 ms of CPU per second = 100 millicores; 40 MiB at 0.25 = 10.
@@ -211,7 +248,7 @@ mod tests {
 
     #[test]
     fn a_new_owner_carries_the_published_figure_on_and_a_restart_rebases() {
-        let mut m = CostMeter::new(MeterConfig::default());
+        let mut m = CostMeter::new(unsettled());
         let s = Duration::from_secs;
         let seed = ClusterCost {
             cost: 500.0,

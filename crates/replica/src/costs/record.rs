@@ -147,15 +147,21 @@ impl Freshness {
     }
 }
 
-/// The costs placement uses: the trusted figures only, and none when they add up to
-/// nothing (placing by zeros would count clusters instead of weighing them).
-pub fn placement_costs(merged: &BTreeMap<String, ClusterCost>) -> BTreeMap<String, f64> {
+/// The costs placement uses: the trusted figures, once they add up to more than `floor`
+/// (and to more than nothing). Below it the fleet costs too little for its figures to be
+/// more than noise — a refresh more or less in a sample — and the estimates, which do not
+/// wobble, place it; placing by zeros would count clusters instead of weighing them.
+pub fn placement_costs(
+    merged: &BTreeMap<String, ClusterCost>,
+    floor: f64,
+) -> BTreeMap<String, f64> {
     let trusted: BTreeMap<String, f64> = merged
         .iter()
         .filter(|(_, c)| c.is_trusted())
         .map(|(id, c)| (id.clone(), c.cost))
         .collect();
-    if trusted.values().any(|&c| c > 0.0) {
+    let total: f64 = trusted.values().sum();
+    if total > 0.0 && total >= floor {
         trusted
     } else {
         BTreeMap::new()
@@ -243,11 +249,13 @@ mod tests {
         let (reversed, _) = merge(entries.into_iter().rev());
         assert_eq!(merged, reversed);
         // c3 is too new to place by.
-        let placed = placement_costs(&merged);
+        let placed = placement_costs(&merged, 0.0);
         assert_eq!(placed.keys().collect::<Vec<_>>(), ["c1", "c2"]);
+        // 17 in all: below a floor of 20 they place nothing.
+        assert!(placement_costs(&merged, 20.0).is_empty());
         // Figures that are all zero place nothing.
         let zeros = record("z", &[("c1", 0.0, 600), ("c2", 0.0, 600)]);
         let (zero, _) = merge([("k/z", zeros.as_slice())]);
-        assert!(placement_costs(&zero).is_empty());
+        assert!(placement_costs(&zero, 0.0).is_empty());
     }
 }

@@ -79,6 +79,7 @@ impl CostArgs {
             meter: MeterConfig {
                 window: Duration::from_secs(self.cost_window),
                 memory_weight: w,
+                ..MeterConfig::default()
             },
             headroom: h,
             replica_capacity: match self.cost_capacity {
