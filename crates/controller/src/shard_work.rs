@@ -20,6 +20,10 @@
 //! which writes that status N times. An inventory without clusters has no anchor: its
 //! apps are processed by no replica.
 //!
+//! Each owned cluster carries a counter of the CPU time its items' polls took
+//! ([`ShardWork::cluster_cpu`], `usage.rs`): it lives beside the cluster in the owned set,
+//! so a stop forgets it and a cluster owned again counts from zero.
+//!
 //! Its metrics keep the `shard_filter_` prefix they were published under.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
