@@ -114,6 +114,8 @@ pub struct CoordinationInputs<'a> {
     pub metrics: Arc<dyn RunnerMetrics>,
     /// The fleet's measured costs, as the replica last read them (the distributor's loads).
     pub costs: watch::Receiver<crate::costs::FleetCosts>,
+    /// New figures re-place the fleet at most this often (twice the cost window).
+    pub cost_rebalance_every: std::time::Duration,
 }
 
 /// Fenced lease mode: the runner stops clusters through the hook before acknowledging a
@@ -138,7 +140,12 @@ pub async fn fenced(
     let thread = CoordinationThread::start()?;
     thread.first_contact(&inputs.store).await;
     let (events_tx, events) = mpsc::unbounded_channel();
-    let (fleet, follower) = follow_fleet(inputs.inventory, &settings.placement, inputs.costs);
+    let (fleet, follower) = follow_fleet(
+        inputs.inventory,
+        &settings.placement,
+        inputs.costs,
+        inputs.cost_rebalance_every,
+    );
     let (store, hold) = (inputs.store.clone(), settings.timing.duration);
     let (runner, status) = Runner::new(inputs.store, cfg, settings.runner, fleet, events_tx)
         .map_err(|e| ReplicaError::Start {

@@ -180,11 +180,15 @@ pub async fn start(
 /// The fleet the distributor places, kept current from the inventory and the measured
 /// costs by the returned task: each cluster's load is its trusted measured cost, or its
 /// estimate (the base plus apps `placement` gives it) scaled by the median ratio of the
-/// measured ones (`placement::measured`); with nothing measured, the estimates alone.
+/// measured ones (`placement::measured`); with nothing measured, the estimates alone. New
+/// figures re-place the fleet at most once per `rebalance_every` (the first at once): a
+/// smoothed figure still wobbles a little from sample to sample, and the distributor's
+/// hysteresis is the second damper, not the only one.
 pub fn follow_fleet(
     inventory: &Inventory,
     placement: &PlacementConfig,
     costs: watch::Receiver<FleetCosts>,
+    rebalance_every: std::time::Duration,
 ) -> (watch::Receiver<RunnerFleet>, JoinHandle<()>) {
     let mut rx = inventory.subscribe();
     let mut costs = costs;
@@ -217,9 +221,14 @@ pub fn follow_fleet(
     let (tx, fleet_rx) = watch::channel(to_fleet(&first, &first_costs, revision));
     let task = tokio::spawn(async move {
         let mut seen = (first.revision, first.problems.len());
+        // `figures`: what placement reads now; `pending`: newer figures waiting for the
+        // next re-placement.
         let (mut snap, mut figures) = (first, first_costs);
+        let mut pending: Option<FleetCosts> = None;
+        let mut applied_at: Option<tokio::time::Instant> = None;
         let mut costs_open = true;
         loop {
+            let due = applied_at.map(|t| t + rebalance_every);
             tokio::select! {
                 changed = rx.changed() => {
                     if changed.is_err() {
@@ -243,10 +252,19 @@ pub fn follow_fleet(
                     let next = costs.borrow_and_update().clone();
                     // Only what placement reads counts: untrusted figures move nothing.
                     if next.placement() == figures.placement() {
-                        figures = next;
+                        pending = None;
+                        continue;
+                    }
+                    if due.is_some_and(|d| tokio::time::Instant::now() < d) {
+                        pending = Some(next);
                         continue;
                     }
                     figures = next;
+                    applied_at = Some(tokio::time::Instant::now());
+                }
+                () = sleep_until_or_never(due), if pending.is_some() => {
+                    figures = pending.take().unwrap_or(figures);
+                    applied_at = Some(tokio::time::Instant::now());
                 }
             }
             revision += 1;
@@ -256,6 +274,14 @@ pub fn follow_fleet(
         }
     });
     (fleet_rx, task)
+}
+
+/// Sleeps until `at`, or for ever without one.
+async fn sleep_until_or_never(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]
@@ -315,7 +341,8 @@ mod tests {
     async fn the_fleet_is_placed_by_trusted_costs_and_only_their_changes_move_it() {
         let inventory = inventory();
         let (tx, rx) = watch::channel(FleetCosts::default());
-        let (mut fleet, task) = follow_fleet(&inventory, &PlacementConfig::default(), rx);
+        let every = std::time::Duration::from_secs(600);
+        let (mut fleet, task) = follow_fleet(&inventory, &PlacementConfig::default(), rx, every);
         let first = fleet.borrow_and_update().clone();
         assert!(!first.measured);
         // Base 5 plus one app each.
@@ -346,6 +373,27 @@ mod tests {
             (ratio(b) - 3.0).abs() < 1e-6 && (ratio(c) - 2.0).abs() < 1e-6,
             "{:?}",
             placed.loads
+        );
+        // New figures a minute later wait for the next re-placement, ten minutes after
+        // the last; the newest then stand.
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        tx.send(figures(&[("c0", 100.0, 660), ("c1", 100.0, 660)], 50.0))
+            .unwrap();
+        tx.send(figures(&[("c0", 100.0, 690), ("c1", 200.0, 690)], 50.0))
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_secs(530)).await;
+        assert!(
+            !fleet.has_changed().unwrap(),
+            "within ten minutes of the last"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(20)).await;
+        assert!(fleet.has_changed().unwrap(), "ten minutes after the last");
+        let later = fleet.borrow_and_update().clone();
+        let ratio = |x: u64| x as f64 / later.loads[0] as f64;
+        assert!(
+            (ratio(later.loads[1]) - 2.0).abs() < 1e-6,
+            "{:?}",
+            later.loads
         );
         task.abort();
     }

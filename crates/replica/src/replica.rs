@@ -163,6 +163,7 @@ impl Replica {
                 stop_hook: controller.stop_hook.clone(),
                 metrics: Arc::new(metrics.store_latency()),
                 costs: costs_rx,
+                cost_rebalance_every: settings.controller.costs.meter.window * 2,
             };
             let coordination = match &settings.protocol {
                 ProtocolSettings::Fenced(fenced) => {
