@@ -314,13 +314,10 @@ impl Objects {
                 repository::read_config_map(ctx, value, locator, &mut self.repositories)?;
             }
             ObjectKind::Secret => {
-                if let Some((cluster, creds)) =
+                if let Some(read) =
                     secret::to_cluster(ctx, value, locator, secret::UnreadableConfig::Skip)?
                 {
-                    if let Some(creds) = creds {
-                        self.credentials.insert(cluster.id.clone(), creds);
-                    }
-                    self.clusters.push(cluster);
+                    self.push_cluster(read);
                 }
             }
             ObjectKind::Application => {
@@ -383,6 +380,15 @@ impl Objects {
     /// what [`Objects::absorb`] does with it when the specs are dropped.
     pub(crate) fn push_app(&mut self, app: App) {
         self.apps.push(app);
+    }
+
+    /// Adds a cluster Secret read straight into its cluster (`crate::placement_secret`),
+    /// which is what [`Objects::absorb`] does with it.
+    pub(crate) fn push_cluster(&mut self, (cluster, creds): crate::ClusterSecret) {
+        if let Some(creds) = creds {
+            self.credentials.insert(cluster.id.clone(), creds);
+        }
+        self.clusters.push(cluster);
     }
 
     /// The file.
