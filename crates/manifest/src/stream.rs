@@ -85,11 +85,14 @@ pub(crate) enum Item {
 /// Texts from this size on are parsed on this thread while another converts the items
 /// (parsing and converting take about as long each); tests cross it with small texts.
 const PARALLEL_FROM: usize = if cfg!(test) { 1 << 14 } else { 1 << 20 };
-/// Items parsed ahead of the converting thread, at most.
-const AHEAD: usize = 256;
+/// Items parsed ahead of the converting thread, at most (at most 2,048 values of items the
+/// parser did not type, a few MB).
+const AHEAD: usize = if cfg!(test) { 16 } else { 2048 };
 /// Items handed to the converting thread at once: one hand-over per item costs more than
-/// an Application read straight into its app (`crate::placement_app`).
-const BATCH: usize = 64;
+/// an Application read straight into its app (`crate::placement_app`), and at 64 the
+/// converter, with nothing to do for typed items, still woke up often enough to cost
+/// 5–25 % of a YAML load (`docs/performance.md`); tests cross batches with small texts.
+const BATCH: usize = if cfg!(test) { 4 } else { 512 };
 
 /// Reads a one-document YAML text (see [`one_document`]), or a JSON text when `json`,
 /// item by item. YAML is tried on the fast path first (`crate::fast_yaml`); when it
