@@ -292,6 +292,9 @@ pub(crate) struct Objects {
     credentials: std::collections::BTreeMap<String, crate::ClusterCredentials>,
     projects: std::collections::BTreeMap<String, crate::AppProject>,
     repositories: crate::RepoSettings,
+    /// Some app was converted from a value (not read straight into its app): the apps are
+    /// [`packed`] at the end.
+    converted_apps: bool,
 }
 
 impl Objects {
@@ -354,6 +357,7 @@ impl Objects {
                     }
                     Err(e) => return Err(e),
                 };
+                self.converted_apps = true;
                 if accept.specs {
                     // The first definition of a key is the one that counts (as in the loads).
                     self.specs.entry(spec_key(&app)).or_insert(spec);
@@ -398,7 +402,14 @@ impl Objects {
         FleetFile {
             fleet: fleetshard_core::Fleet {
                 clusters: packed(self.clusters),
-                apps: packed(self.apps),
+                // Apps read straight from the text are made one after another on the
+                // parsing thread, their strings already together: copying 500k of them
+                // again cost about a tenth of a YAML load.
+                apps: if self.converted_apps {
+                    packed(self.apps)
+                } else {
+                    self.apps
+                },
             },
             specs: self.specs,
             shards: Vec::new(),
