@@ -292,6 +292,9 @@ pub(crate) struct Objects {
     credentials: std::collections::BTreeMap<String, crate::ClusterCredentials>,
     projects: std::collections::BTreeMap<String, crate::AppProject>,
     repositories: crate::RepoSettings,
+    /// Some app was converted from a value (not read straight into its app): the apps are
+    /// [`packed`] at the end.
+    converted_apps: bool,
 }
 
 impl Objects {
@@ -314,13 +317,10 @@ impl Objects {
                 repository::read_config_map(ctx, value, locator, &mut self.repositories)?;
             }
             ObjectKind::Secret => {
-                if let Some((cluster, creds)) =
+                if let Some(read) =
                     secret::to_cluster(ctx, value, locator, secret::UnreadableConfig::Skip)?
                 {
-                    if let Some(creds) = creds {
-                        self.credentials.insert(cluster.id.clone(), creds);
-                    }
-                    self.clusters.push(cluster);
+                    self.push_cluster(read);
                 }
             }
             ObjectKind::Application => {
@@ -357,6 +357,7 @@ impl Objects {
                     }
                     Err(e) => return Err(e),
                 };
+                self.converted_apps = true;
                 if accept.specs {
                     // The first definition of a key is the one that counts (as in the loads).
                     self.specs.entry(spec_key(&app)).or_insert(spec);
@@ -385,6 +386,15 @@ impl Objects {
         self.apps.push(app);
     }
 
+    /// Adds a cluster Secret read straight into its cluster (`crate::placement_secret`),
+    /// which is what [`Objects::absorb`] does with it.
+    pub(crate) fn push_cluster(&mut self, (cluster, creds): crate::ClusterSecret) {
+        if let Some(creds) = creds {
+            self.credentials.insert(cluster.id.clone(), creds);
+        }
+        self.clusters.push(cluster);
+    }
+
     /// The file.
     pub(crate) fn finish(self) -> FleetFile {
         let mut repositories = self.repositories;
@@ -392,7 +402,14 @@ impl Objects {
         FleetFile {
             fleet: fleetshard_core::Fleet {
                 clusters: packed(self.clusters),
-                apps: packed(self.apps),
+                // Apps read straight from the text are made one after another on the
+                // parsing thread, their strings already together: copying 500k of them
+                // again cost about a tenth of a YAML load.
+                apps: if self.converted_apps {
+                    packed(self.apps)
+                } else {
+                    self.apps
+                },
             },
             specs: self.specs,
             shards: Vec::new(),

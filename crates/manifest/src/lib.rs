@@ -12,10 +12,12 @@ pub mod glob;
 pub mod implemented;
 mod native;
 mod placement_app;
+mod placement_secret;
 pub mod project;
 mod repository;
 mod secret;
 mod stream;
+mod typed;
 mod write;
 
 #[cfg(test)]

@@ -32,7 +32,9 @@
 //! warning, except repository Secrets and credential templates, which `repository.rs`
 //! reads.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -71,7 +73,8 @@ pub(crate) struct ObjectMeta {
 }
 
 /// A Secret as far as fleetshard cares. Other fields (`type`, `status`, …) are ignored.
-#[derive(Debug, Default, Deserialize)]
+/// Its `Debug` shows the keys of `data` and `stringData`, never their values.
+#[derive(Default, Deserialize)]
 pub(crate) struct SecretObject {
     #[serde(default)]
     pub(crate) metadata: Option<ObjectMeta>,
@@ -81,33 +84,155 @@ pub(crate) struct SecretObject {
     pub(crate) string_data: Option<BTreeMap<String, String>>,
 }
 
-impl SecretObject {
-    /// The value of `key` and the field it came from: `stringData` wins over `data`, as
-    /// the API server merges them.
-    fn get(
-        &self,
-        ctx: &Ctx,
-        object: &str,
-        key: &str,
-    ) -> Result<Option<(String, String)>, LoadError> {
-        if let Some(v) = self.string_data.as_ref().and_then(|d| d.get(key)) {
-            return Ok(Some((v.clone(), format!("stringData.{key}"))));
-        }
-        let Some(encoded) = self.data.as_ref().and_then(|d| d.get(key)) else {
-            return Ok(None);
+impl fmt::Debug for SecretObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys = |m: &Option<BTreeMap<String, String>>| {
+            m.as_ref().map(|m| m.keys().cloned().collect::<Vec<_>>())
         };
-        let field = format!("data.{key}");
-        let bytes = STANDARD
-            .decode(encoded)
-            .map_err(|e| ctx.field_error(object, &field, format!("invalid base64: {e}")))?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            ctx.field_error(
-                object,
-                &field,
-                format!("decoded value is not UTF-8 text: {e}"),
-            )
-        })?;
-        Ok(Some((text, field)))
+        f.debug_struct("SecretObject")
+            .field("metadata", &self.metadata)
+            .field("data (keys)", &keys(&self.data))
+            .field("stringData (keys)", &keys(&self.string_data))
+            .finish()
+    }
+}
+
+/// What the conversion of a cluster Secret reads, whichever way the Secret was read: as a
+/// value then typed ([`SecretObject`], the generic path), or straight from the text
+/// (`crate::placement_secret`).
+pub(crate) trait SecretFields {
+    /// `metadata.name`.
+    fn name(&self) -> Option<&str>;
+    /// `metadata.uid`.
+    fn uid(&self) -> Option<&str>;
+    /// `metadata.labels`, all of them.
+    fn labels(&self) -> BTreeMap<String, String>;
+    /// One of `metadata.annotations`.
+    fn annotation(&self, key: &str) -> Option<&str>;
+    /// One key of `stringData`.
+    fn string_data(&self, key: &str) -> Option<&str>;
+    /// One key of `data`, still in base64.
+    fn data(&self, key: &str) -> Option<&str>;
+}
+
+impl SecretFields for SecretObject {
+    fn name(&self) -> Option<&str> {
+        self.metadata.as_ref()?.name.as_deref()
+    }
+    fn uid(&self) -> Option<&str> {
+        self.metadata.as_ref()?.uid.as_deref()
+    }
+    fn labels(&self) -> BTreeMap<String, String> {
+        let meta = self.metadata.as_ref();
+        meta.and_then(|m| m.labels.clone()).unwrap_or_default()
+    }
+    fn annotation(&self, key: &str) -> Option<&str> {
+        let annotations = self.metadata.as_ref()?.annotations.as_ref()?;
+        annotations.get(key).map(String::as_str)
+    }
+    fn string_data(&self, key: &str) -> Option<&str> {
+        self.string_data.as_ref()?.get(key).map(String::as_str)
+    }
+    fn data(&self, key: &str) -> Option<&str> {
+        self.data.as_ref()?.get(key).map(String::as_str)
+    }
+}
+
+/// Where a Secret's value was found: `stringData.{key}` or `data.{key}`, formatted only
+/// for a message.
+#[derive(Clone, Copy)]
+struct Field {
+    key: &'static str,
+    string_data: bool,
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let map = if self.string_data {
+            "stringData"
+        } else {
+            "data"
+        };
+        write!(f, "{map}.{}", self.key)
+    }
+}
+
+/// The value of `key` and the field it came from: `stringData` wins over `data`, as the
+/// API server merges them.
+fn get<'s, R: Report>(
+    secret: &'s impl SecretFields,
+    r: &R,
+    key: &'static str,
+) -> Result<Option<(Cow<'s, str>, Field)>, R::Error> {
+    if let Some(v) = secret.string_data(key) {
+        let field = Field {
+            key,
+            string_data: true,
+        };
+        return Ok(Some((Cow::Borrowed(v), field)));
+    }
+    let Some(encoded) = secret.data(key) else {
+        return Ok(None);
+    };
+    let field = Field {
+        key,
+        string_data: false,
+    };
+    let bytes = STANDARD
+        .decode(encoded)
+        .map_err(|e| r.error(&field.to_string(), format!("invalid base64: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        r.error(
+            &field.to_string(),
+            format!("decoded value is not UTF-8 text: {e}"),
+        )
+    })?;
+    Ok(Some((Cow::Owned(text), field)))
+}
+
+/// Where the conversion's warnings and errors go.
+pub(crate) trait Report {
+    /// What an error is.
+    type Error;
+    /// A warning about `field` (or the whole object); an error stops the conversion.
+    fn warn(&mut self, field: Option<&str>, message: String) -> Result<(), Self::Error>;
+    /// An error about `field`.
+    fn error(&self, field: &str, message: String) -> Self::Error;
+}
+
+/// The generic path's reports: warnings and errors naming the file and the object.
+struct Reporting<'c> {
+    ctx: &'c mut Ctx,
+    object: &'c str,
+}
+
+impl Report for Reporting<'_> {
+    type Error = LoadError;
+    fn warn(&mut self, field: Option<&str>, message: String) -> Result<(), LoadError> {
+        self.ctx.warn(self.object, field, message);
+        Ok(())
+    }
+    fn error(&self, field: &str, message: String) -> LoadError {
+        self.ctx.field_error(self.object, field, message)
+    }
+}
+
+/// The fast path's reports: any warning or error means the Secret is unusual, and the
+/// generic path converts it again from its value (so that what it reports is the generic
+/// path's exactly).
+pub(crate) struct Strict;
+
+/// A Secret the fast path does not convert.
+#[derive(Debug)]
+pub(crate) struct Unusual;
+
+impl Report for Strict {
+    type Error = Unusual;
+    fn warn(&mut self, _: Option<&str>, _: String) -> Result<(), Unusual> {
+        Err(Unusual)
+    }
+    fn error(&self, _: &str, _: String) -> Unusual {
+        Unusual
     }
 }
 
@@ -133,9 +258,20 @@ pub(crate) fn to_cluster(
     let (ns, name) = meta_names(value);
     let object = object_name("Secret", ns, name, locator);
     let secret: SecretObject = typed(ctx, value, &object)?;
-    let meta = secret.metadata.as_ref();
-    let mut labels = meta.and_then(|m| m.labels.clone()).unwrap_or_default();
-    let annotations = meta.and_then(|m| m.annotations.as_ref());
+    let mut reporting = Reporting {
+        ctx,
+        object: &object,
+    };
+    convert(&secret, &mut reporting, unreadable)
+}
+
+/// [`to_cluster`] of a Secret already read, its warnings and errors to `r`.
+pub(crate) fn convert<R: Report>(
+    secret: &impl SecretFields,
+    r: &mut R,
+    unreadable: UnreadableConfig,
+) -> Result<Option<crate::ClusterSecret>, R::Error> {
+    let mut labels = secret.labels();
 
     match labels.remove(SECRET_TYPE_LABEL).as_deref() {
         Some("cluster") => {}
@@ -144,19 +280,17 @@ pub(crate) fn to_cluster(
                 Some(v) => format!("label {SECRET_TYPE_LABEL}={v:?}"),
                 None => format!("no label {SECRET_TYPE_LABEL}"),
             };
-            ctx.warn(
-                &object,
+            r.warn(
                 None,
                 format!("{found}, so not an Argo CD cluster Secret; skipped"),
-            );
+            )?;
             return Ok(None);
         }
     }
 
-    let server = match secret.get(ctx, &object, "server")? {
+    let server = match get(secret, r, "server")? {
         None => {
-            return Err(ctx.field_error(
-                &object,
+            return Err(r.error(
                 "data.server",
                 "missing; a cluster Secret needs the API server URL".to_owned(),
             ));
@@ -164,105 +298,104 @@ pub(crate) fn to_cluster(
         Some((s, field)) => {
             let server = normalize_server(&s).to_owned();
             if server.is_empty() {
-                return Err(ctx.field_error(&object, &field, format!("empty server URL ({s:?})")));
+                return Err(r.error(&field.to_string(), format!("empty server URL ({s:?})")));
             }
             server
         }
     };
-    let cluster_name = secret
-        .get(ctx, &object, "name")?
-        .map(|(n, _)| n)
+    let cluster_name = get(secret, r, "name")?
+        .map(|(n, _)| n.into_owned())
         .unwrap_or_default();
 
-    let shard = match secret.get(ctx, &object, "shard")? {
+    let shard = match get(secret, r, "shard")? {
         None => None,
         // Go's strconv.Atoi and Rust's i64 parser agree: ASCII decimal digits with an
         // optional sign, no spaces or underscores, within 64 bits.
         Some((s, field)) => match s.parse::<i64>() {
             Ok(n) => Some(n),
             Err(_) => {
-                ctx.warn(
-                    &object,
-                    Some(&field),
+                r.warn(
+                    Some(&field.to_string()),
                     format!("{s:?} is not an integer; no shard pin (as Argo CD)"),
-                );
+                )?;
                 None
             }
         },
     };
 
-    let id = match meta
-        .and_then(|m| m.uid.as_deref())
-        .filter(|u| !u.is_empty())
-    {
+    let id = match secret.uid().filter(|u| !u.is_empty()) {
         Some(uid) => uid.to_owned(),
         None if server == IN_CLUSTER_SERVER => String::new(),
         None => {
-            let fallback = name.filter(|n| !n.is_empty()).unwrap_or(&server).to_owned();
-            ctx.warn(
-                &object,
+            let fallback = secret
+                .name()
+                .filter(|n| !n.is_empty())
+                .unwrap_or(&server)
+                .to_owned();
+            r.warn(
                 Some("metadata.uid"),
                 format!(
                     "missing; using {fallback:?} as the cluster id (hash-based shards may \
                      differ from the live Argo CD, which uses the uid)"
                 ),
-            );
+            )?;
             fallback
         }
     };
 
-    let skip_reconcile = match annotations.and_then(|a| a.get(SKIP_RECONCILE_ANNOTATION)) {
+    let skip_reconcile = match secret.annotation(SKIP_RECONCILE_ANNOTATION) {
         None => false,
-        Some(v) => parse_go_bool(v).unwrap_or_else(|| {
-            ctx.warn(
-                &object,
-                Some(&format!(
-                    "metadata.annotations[{SKIP_RECONCILE_ANNOTATION}]"
-                )),
-                format!("{v:?} is not a boolean; treated as false (as Argo CD)"),
-            );
-            false
-        }),
+        Some(v) => match parse_go_bool(v) {
+            Some(b) => b,
+            None => {
+                r.warn(
+                    Some(&format!(
+                        "metadata.annotations[{SKIP_RECONCILE_ANNOTATION}]"
+                    )),
+                    format!("{v:?} is not a boolean; treated as false (as Argo CD)"),
+                )?;
+                false
+            }
+        },
     };
 
-    let weight = match annotations.and_then(|a| a.get(WEIGHT_ANNOTATION)) {
+    let weight = match secret.annotation(WEIGHT_ANNOTATION) {
         None => None,
         Some(v) => Some(v.parse::<u64>().map_err(|_| {
-            ctx.field_error(
-                &object,
+            r.error(
                 &format!("metadata.annotations[{WEIGHT_ANNOTATION}]"),
                 format!("{v:?} is not a non-negative integer"),
             )
         })?),
     };
 
-    let credentials = match secret.get(ctx, &object, "config")? {
+    let credentials = match get(secret, r, "config")? {
         None => None,
         Some((text, field)) => {
+            let field = field.to_string();
             let (credentials, unsupported) =
                 match ClusterCredentials::from_argo_config(&text, &field) {
                     Ok(read) => read,
                     Err(p) if unreadable == UnreadableConfig::Skip => {
-                        ctx.warn(
-                            &object,
+                        r.warn(
                             Some(&p.field),
                             format!(
                                 "{}; the Secret is skipped, as Argo CD skips a cluster \
                                  Secret it cannot read",
                                 p.message
                             ),
-                        );
+                        )?;
                         return Ok(None);
                     }
-                    Err(p) => return Err(ctx.field_error(&object, &p.field, p.message)),
+                    Err(p) => return Err(r.error(&p.field, p.message)),
                 };
             for p in unsupported {
-                ctx.warn(&object, Some(&p.field), p.message);
+                r.warn(Some(&p.field), p.message)?;
             }
             Some(credentials)
         }
     };
-    let scope = read_scope(ctx, &secret, &object)?;
+    let scope = read_scope(r, secret)?;
     let mut credentials = credentials.unwrap_or_default();
     credentials.scope = scope;
     // The default (anonymous, verified TLS, the whole cluster) is the same as no config.
@@ -283,35 +416,28 @@ pub(crate) fn to_cluster(
 /// The Secret's `namespaces` and `clusterResources` ([`ClusterScope`]). As Argo CD reads
 /// it, `clusterResources` is true only when it is exactly `"true"`; another value (`True`,
 /// `1`) is false, with a warning.
-fn read_scope(
-    ctx: &mut Ctx,
-    secret: &SecretObject,
-    object: &str,
-) -> Result<ClusterScope, LoadError> {
-    let namespaces = secret
-        .get(ctx, object, "namespaces")?
+fn read_scope<R: Report>(r: &mut R, secret: &impl SecretFields) -> Result<ClusterScope, R::Error> {
+    let namespaces = get(secret, r, "namespaces")?
         .map(|(n, _)| n)
         .unwrap_or_default();
-    let cluster_resources = match secret.get(ctx, object, "clusterResources")? {
+    let cluster_resources = match get(secret, r, "clusterResources")? {
         None => false,
         Some((v, _)) if v == "true" => true,
         Some((v, _)) if v == "false" => false,
         Some((v, field)) => {
-            ctx.warn(
-                object,
-                Some(&field),
+            r.warn(
+                Some(&field.to_string()),
                 format!("{v:?} is not \"true\"; read as false, as Argo CD reads it"),
-            );
+            )?;
             false
         }
     };
     let scope = ClusterScope::from_secret(&namespaces, cluster_resources);
     if cluster_resources && !scope.is_namespaced() {
-        ctx.warn(
-            object,
+        r.warn(
             Some("clusterResources"),
             "means nothing without namespaces: the whole cluster is reached".to_owned(),
-        );
+        )?;
     }
     Ok(scope)
 }

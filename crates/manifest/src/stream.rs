@@ -18,12 +18,13 @@ use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::FleetFile;
 use crate::document::{
     Accept, ObjectKind, Objects, kind_of, object_kind, unknown_kind, value_type, yaml_message,
     yaml_options,
 };
 use crate::error::{Ctx, LoadError};
+use crate::typed::{Typed, json_item};
+use crate::{ClusterSecret, FleetFile};
 
 /// What the streamed read found.
 pub(crate) enum Streamed {
@@ -76,16 +77,22 @@ pub(crate) enum Item {
     /// An Application read straight into its app ([`crate::placement_app`]), when the
     /// input drops the GitOps specs and the item is plain.
     App(App),
+    /// A cluster Secret read straight into its cluster ([`crate::placement_secret`]),
+    /// when the item is a plain cluster Secret.
+    Cluster(Box<ClusterSecret>),
 }
 
 /// Texts from this size on are parsed on this thread while another converts the items
 /// (parsing and converting take about as long each); tests cross it with small texts.
 const PARALLEL_FROM: usize = if cfg!(test) { 1 << 14 } else { 1 << 20 };
-/// Items parsed ahead of the converting thread, at most.
-const AHEAD: usize = 256;
+/// Items parsed ahead of the converting thread, at most (at most 2,048 values of items the
+/// parser did not type, a few MB).
+const AHEAD: usize = if cfg!(test) { 16 } else { 2048 };
 /// Items handed to the converting thread at once: one hand-over per item costs more than
-/// an Application read straight into its app (`crate::placement_app`).
-const BATCH: usize = 64;
+/// an Application read straight into its app (`crate::placement_app`), and at 64 the
+/// converter, with nothing to do for typed items, still woke up often enough to cost
+/// 5–25 % of a YAML load (`docs/performance.md`); tests cross batches with small texts.
+const BATCH: usize = if cfg!(test) { 4 } else { 512 };
 
 /// Reads a one-document YAML text (see [`one_document`]), or a JSON text when `json`,
 /// item by item. YAML is tried on the fast path first (`crate::fast_yaml`); when it
@@ -118,8 +125,12 @@ fn attempt(text: &str, ctx: &mut Ctx, accept: Accept, reader: Reader) -> Option<
     let mark = ctx.warnings.len();
     let mut items = Items::new(accept);
     let mut shape = ItemsShape::default();
-    // Applications go straight into their apps when nothing but the app is kept.
-    let typed = accept.apps && !accept.specs;
+    // Applications go straight into their apps when nothing but the app is kept; cluster
+    // Secrets into their clusters.
+    let typed = Typed {
+        apps: accept.apps && !accept.specs,
+        secrets: accept.secrets,
+    };
     let read = if text.len() >= PARALLEL_FROM {
         std::thread::scope(|scope| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Item>>(AHEAD / BATCH);
@@ -194,7 +205,7 @@ fn attempt(text: &str, ctx: &mut Ctx, accept: Accept, reader: Reader) -> Option<
 fn read_root(
     text: &str,
     reader: Reader,
-    typed: bool,
+    typed: Typed,
     sink: &mut dyn FnMut(Item),
     shape: &mut ItemsShape,
 ) -> Result<Option<Root>, serde_saphyr::Error> {
@@ -202,7 +213,11 @@ fn read_root(
         sink,
         shape,
         // Only serde_json hands out an item's text (`RawValue`).
-        typed: typed && matches!(reader, Reader::Json),
+        typed: if matches!(reader, Reader::Json) {
+            typed
+        } else {
+            Typed::default()
+        },
     };
     match reader {
         Reader::Fast => Ok(
@@ -306,7 +321,23 @@ impl Items {
         match item {
             Item::Value(value) => self.value(ctx, value),
             Item::App(app) => self.app(app),
+            Item::Cluster(cluster) => self.cluster(cluster),
         }
+    }
+
+    /// A cluster Secret read straight into its cluster: its kind is its own (`Secret`,
+    /// which only an input accepting Secrets types), its conversion cannot fail.
+    fn cluster(&mut self, cluster: Box<ClusterSecret>) {
+        if self.refused {
+            return;
+        }
+        let j = self.kinds.len();
+        if self.keeping {
+            self.kept.push((j, Item::Cluster(cluster)));
+        } else if self.failed.is_none() {
+            self.objects.push_cluster(*cluster);
+        }
+        self.kinds.push(ItemKind::Own(ObjectKind::Secret));
     }
 
     /// An Application read straight into its app: its kind is its own (`Application`,
@@ -393,6 +424,7 @@ impl Items {
                     objects.absorb(ctx, self.accept, resolved[j], &value, &item_locator(j))?;
                 }
                 Item::App(app) => objects.push_app(app),
+                Item::Cluster(cluster) => objects.push_cluster(*cluster),
             }
         }
         Ok(objects.finish())
@@ -406,20 +438,6 @@ fn kind_name(kind: ObjectKind) -> &'static str {
         ObjectKind::Application => "Application",
         ObjectKind::AppProject => "AppProject",
         ObjectKind::ConfigMap => "ConfigMap",
-    }
-}
-
-/// One JSON item: a plain Application as its app, anything else as a value.
-pub(crate) fn json_item(text: &str) -> Result<Item, serde_json::Error> {
-    use crate::placement_app::PlacementApp;
-    // A struct reads from a sequence too; an item that is not an object is refused.
-    let typed = text
-        .starts_with('{')
-        .then(|| serde_json::from_str::<PlacementApp<'_>>(text).ok())
-        .flatten();
-    match typed.and_then(PlacementApp::placement) {
-        Some(app) => Ok(Item::App(app)),
-        None => serde_json::from_str(text).map(Item::Value),
     }
 }
 
@@ -440,8 +458,8 @@ enum Root {
 struct RootSeed<'a> {
     sink: &'a mut dyn FnMut(Item),
     shape: &'a mut ItemsShape,
-    /// Items are read as JSON texts first and plain Applications typed from them.
-    typed: bool,
+    /// Items are read as JSON texts first and plain items typed from them.
+    typed: Typed,
 }
 
 impl<'de> DeserializeSeed<'de> for RootSeed<'_> {
@@ -524,7 +542,7 @@ struct ItemsSeed<'a> {
     sink: &'a mut dyn FnMut(Item),
     shape: &'a mut ItemsShape,
     /// See [`RootSeed::typed`].
-    typed: bool,
+    typed: Typed,
 }
 
 impl<'de> DeserializeSeed<'de> for ItemsSeed<'_> {
@@ -554,14 +572,15 @@ impl<'de> Visitor<'de> for ItemsSeed<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        if !self.typed {
+        if !self.typed.any() {
             while let Some(value) = seq.next_element::<Value>()? {
                 (self.sink)(Item::Value(value));
             }
             return Ok(());
         }
         while let Some(raw) = seq.next_element::<&'de RawValue>()? {
-            (self.sink)(json_item(raw.get()).map_err(serde::de::Error::custom)?);
+            let item = json_item(raw.get(), self.typed).map_err(serde::de::Error::custom)?;
+            (self.sink)(item);
         }
         Ok(())
     }

@@ -32,7 +32,9 @@ use serde_json::{Map, Value};
 
 use crate::document::yaml_options;
 use crate::placement_app::PlacementApp;
+use crate::placement_secret::TypedSecret;
 use crate::stream::Item;
+use crate::typed::Typed;
 use block::{Block, Declined, Fast, Span, is_dash};
 
 /// A list read by the fast path.
@@ -47,14 +49,15 @@ pub(crate) struct FastRoot {
 }
 
 /// Reads a one-document YAML text whose root is a block mapping, handing each item of its
-/// `items` sequence to `sink` in order (when `typed`, a plain Application as its app:
-/// [`PlacementApp`]); `None` when it declines (then the sink may have received some items,
-/// which the caller must forget).
-pub(crate) fn read_list(text: &str, typed: bool, sink: &mut dyn FnMut(Item)) -> Option<FastRoot> {
+/// `items` sequence to `sink` in order (as `typed` allows, a plain Application as its app,
+/// [`PlacementApp`], and a plain cluster Secret as its cluster, [`TypedSecret`]); `None`
+/// when it declines (then the sink may have received some items, which the caller must
+/// forget).
+pub(crate) fn read_list(text: &str, typed: Typed, sink: &mut dyn FnMut(Item)) -> Option<FastRoot> {
     read(text, typed, sink).ok()
 }
 
-fn read(text: &str, typed: bool, sink: &mut dyn FnMut(Item)) -> Fast<FastRoot> {
+fn read(text: &str, typed: Typed, sink: &mut dyn FnMut(Item)) -> Fast<FastRoot> {
     let mut block = Block::new(text);
     let (first, next) = block.peek()?.ok_or(Declined)?;
     if first.col != 0 {
@@ -98,7 +101,7 @@ fn read(text: &str, typed: bool, sink: &mut dyn FnMut(Item)) -> Fast<FastRoot> {
 fn items<'a>(
     text: &'a str,
     block: &mut Block<'a>,
-    typed: bool,
+    typed: Typed,
     sink: &mut dyn FnMut(Item),
 ) -> Fast<usize> {
     let mut alone_items = 0;
@@ -109,8 +112,21 @@ fn items<'a>(
     let col = dash.col;
     loop {
         block.pos = next;
-        if typed && let Some(app) = typed_app(block, dash) {
-            sink(Item::App(app));
+        let item = match typed {
+            Typed { apps: true, .. } => typed_item(block, dash, PlacementApp::placement, Item::App),
+            _ => None,
+        };
+        let item = match (item, typed) {
+            (None, Typed { secrets: true, .. }) => typed_item(
+                block,
+                dash,
+                |s: TypedSecret<'_>| s.cluster(),
+                |c| Item::Cluster(Box::new(c)),
+            ),
+            (item, _) => item,
+        };
+        if let Some(item) = item {
+            sink(item);
         } else {
             let value = match fast_item(block, dash) {
                 Ok(value) => value,
@@ -133,17 +149,21 @@ fn items<'a>(
     }
 }
 
-/// The item whose dash is `dash` (its line consumed) as an app, when it is a plain
-/// Application; otherwise `None`, and nothing of it consumed.
-fn typed_app(block: &mut Block<'_>, dash: Span) -> Option<fleetshard_core::App> {
+/// The item whose dash is `dash` (its line consumed) read as `T` and made into what
+/// `made` answers (an app, a cluster), when it is plain; otherwise `None`, and nothing of
+/// it consumed.
+fn typed_item<'a, T: serde::Deserialize<'a>, M>(
+    block: &mut Block<'a>,
+    dash: Span,
+    made: impl FnOnce(T) -> Option<M>,
+    item: impl FnOnce(M) -> Item,
+) -> Option<Item> {
     let start = block.clone();
-    let app = de::item::<PlacementApp<'_>>(block, dash)
-        .ok()
-        .and_then(PlacementApp::placement);
-    if app.is_none() {
+    let read = de::item::<T>(block, dash).ok().and_then(made);
+    if read.is_none() {
         *block = start;
     }
-    app
+    read.map(item)
 }
 
 /// One item on the fast path: it must end before a line indented no more than its dash.

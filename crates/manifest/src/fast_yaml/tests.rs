@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::block::{Block, Declined, Fast};
 use super::{FastRoot, read_list};
 use crate::document::yaml_options;
+use crate::typed::Typed;
 
 /// serde-saphyr's value of a whole text, as the loader's options give it.
 fn saphyr(text: &str) -> Option<Value> {
@@ -47,9 +48,9 @@ fn list(text: &str) -> Option<(Value, usize)> {
         mut rest,
         had_items,
         alone,
-    } = read_list(text, false, &mut |item| match item {
+    } = read_list(text, Typed::default(), &mut |item| match item {
         crate::stream::Item::Value(value) => items.push(value),
-        crate::stream::Item::App(_) => unreachable!("not typed"),
+        crate::stream::Item::App(_) | crate::stream::Item::Cluster(_) => unreachable!("not typed"),
     })?;
     if had_items {
         rest.insert("items".to_owned(), Value::Array(items));
@@ -541,7 +542,7 @@ fn throughput() {
     for _ in 0..2 {
         let start = std::time::Instant::now();
         let mut n = 0usize;
-        let root = read_list(&text, false, &mut |_| n += 1).expect("read fast");
+        let root = read_list(&text, Typed::default(), &mut |_| n += 1).expect("read fast");
         let s = start.elapsed().as_secs_f64();
         eprintln!(
             "fast path: {n} items ({} alone) in {s:.2} s, {:.0} MB/s",

@@ -5,6 +5,7 @@ mod applications;
 mod corpus;
 mod native;
 mod placement;
+mod placement_secrets;
 mod proptests;
 mod secrets;
 mod stream;

@@ -5,6 +5,13 @@
 use crate::document::{Accept, parse_owned as parse, parse_whole};
 use crate::error::Ctx;
 use crate::stream::Item;
+use crate::typed::Typed;
+
+/// What the fast paths type for `plan`'s Applications.
+const APPS: Typed = Typed {
+    apps: true,
+    secrets: false,
+};
 
 /// What `plan` and `status` read Applications with.
 const PLACEMENT: Accept = Accept {
@@ -106,7 +113,7 @@ fn assert_same(text: &str, file: &str) -> String {
 /// How many items of a YAML list the fast path read straight into apps.
 fn typed_yaml(text: &str) -> usize {
     let mut typed = 0;
-    crate::fast_yaml::read_list(text, true, &mut |item| {
+    crate::fast_yaml::read_list(text, APPS, &mut |item| {
         typed += usize::from(matches!(item, Item::App(_)));
     })
     .expect("read by the fast path");
@@ -142,7 +149,7 @@ fn unusual_applications_are_not_typed() {
     {
         let text = list(item);
         let mut typed = 0;
-        crate::fast_yaml::read_list(&text, true, &mut |item| {
+        crate::fast_yaml::read_list(&text, APPS, &mut |item| {
             typed += usize::from(matches!(item, Item::App(_)));
         });
         let expected = usize::from(
@@ -211,7 +218,7 @@ fn json_texts_the_typed_read_declines_read_the_same() {
 
 #[test]
 fn json_applications_are_typed() {
-    let typed = |text: &str| matches!(crate::stream::json_item(text), Ok(Item::App(_)));
+    let typed = |text: &str| matches!(crate::typed::json_item(text, APPS), Ok(Item::App(_)));
     assert!(typed(
         r#"{"kind":"Application","metadata":{"name":"a","labels":{"x":"y"}},"spec":{"destination":{"server":"s"}},"status":{"a":[1,2]}}"#
     ));
