@@ -466,12 +466,16 @@ fn failover_from_the_page(browser: &mut Browser) -> Result<(), String> {
         "every cluster owned",
         "document.querySelector('#unowned')?.dataset.count === '0'",
     )?;
+    // The holder of shard 0, once the page has judged its lease live (it shows a lease as
+    // unknown until it has seen it renewed: killed before that, there is no live stretch
+    // to see end).
     let victim = poll(
         browser,
-        "the holder of shard 0",
+        "the holder of shard 0, its lease judged live",
         "(() => { const r = [...document.querySelectorAll('#shards-table tbody tr')]\
            .find(tr => tr.cells[0].textContent === '0'); \
-           return r && r.cells[1].textContent !== '-' ? r.cells[1].textContent : null })()",
+           return r && r.cells[1].textContent !== '-' && r.cells[3].textContent.startsWith('live') \
+             ? r.cells[1].textContent : null })()",
     )?;
     let victim = victim.as_str().ok_or("a holder name")?.to_owned();
     let clicked = browser.eval(&format!(
