@@ -20,7 +20,7 @@ pub mod fenced;
 pub mod lease;
 pub mod ownership;
 pub mod runner;
-mod select;
+pub mod select;
 #[cfg(test)]
 mod sim;
 pub mod store;

@@ -1,11 +1,12 @@
-//! Optional futures for `tokio::select!` loops shared by the runners: a branch whose
-//! future may be absent waits forever instead of being disabled by hand.
+//! Optional futures for `tokio::select!` loops — the runners', and every other crate's that
+//! knows coord: a branch whose future may be absent waits forever instead of being
+//! disabled by hand.
 
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 /// Sleeps until `at`, or forever when there is no deadline.
-pub(crate) async fn sleep_until_opt(at: Option<Instant>) {
+pub async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

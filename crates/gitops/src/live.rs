@@ -287,16 +287,19 @@ impl ClusterConnections {
     /// Each started cluster's id and the age of its cache ([`ClusterConn::cache_age`]),
     /// sorted by id.
     pub fn cache_ages(&self) -> Vec<(String, Option<Duration>)> {
+        self.each_started(ClusterConn::cache_age)
+    }
+
+    /// `read` of each started cluster, with its id, sorted by id. The connections' lock is
+    /// released before `read` takes each cluster's own.
+    pub(crate) fn each_started<T>(&self, read: impl Fn(&ClusterConn) -> T) -> Vec<(String, T)> {
         let conns: Vec<_> = lock(&self.clusters)
             .iter()
             .map(|(id, c)| (id.clone(), c.clone()))
             .collect();
-        let mut ages: Vec<_> = conns
-            .into_iter()
-            .map(|(id, c)| (id, c.cache_age()))
-            .collect();
-        ages.sort_by(|a, b| a.0.cmp(&b.0));
-        ages
+        let mut out: Vec<_> = conns.into_iter().map(|(id, c)| (id, read(&c))).collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// How many distinct rustls configurations the clusters' clients share (one per TLS

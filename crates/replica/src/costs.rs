@@ -31,7 +31,8 @@ use tokio::sync::watch;
 
 pub use meter::{CostMeter, MeterConfig};
 pub use record::{
-    ClusterCost, CostRecord, Freshness, costs_key, costs_prefix, merge, placement_costs,
+    ClusterCost, CostRecord, Freshness, costs_key, costs_prefix, merge, merge_listing,
+    placement_costs,
 };
 
 /// How costs are measured and published.
@@ -149,6 +150,9 @@ pub struct CostPublisher {
     pub(crate) identity: String,
     pub(crate) incarnation: u64,
     pub(crate) settings: CostSettings,
+    /// The distributor's placement settings: the estimates of clusters not measured yet
+    /// are its (`--cluster-base-load`), as in `inventory::follow_fleet`.
+    pub(crate) placement: fleetshard_core::placement::PlacementConfig,
     /// Write and read the costs records (fenced mode). Under Argo CD's protocol the
     /// figures are only exported: its algorithms place, and its RBAC grants no other
     /// ConfigMap than the shard map.
@@ -297,16 +301,15 @@ impl CostPublisher {
         }
         let total = mine.values().fold(0.0, |sum, c| sum + c.cost);
         self.metrics.replica.set(total);
-        let snapshot = self.inventory.snapshot();
-        let estimates = fleetshard_core::placement::PlacementConfig::default()
-            .loads(&snapshot.clusters, &snapshot.apps);
-        let ids: Vec<&str> = snapshot.clusters.iter().map(|c| c.id.as_str()).collect();
         let measured = self.figures.borrow().placement();
         self.metrics.recommended.clear();
         if measured.is_empty() {
             // Nothing to recommend from yet: absent, not a figure an autoscaler would follow.
             return;
         }
+        let snapshot = self.inventory.snapshot();
+        let estimates = self.placement.loads(&snapshot.clusters, &snapshot.apps);
+        let ids: Vec<&str> = snapshot.clusters.iter().map(|c| c.id.as_str()).collect();
         let total: f64 =
             fleetshard_core::placement::measured::cluster_costs(&ids, &estimates, &measured)
                 .iter()

@@ -262,7 +262,7 @@ pub fn follow_fleet(
                     figures = next;
                     applied_at = Some(tokio::time::Instant::now());
                 }
-                () = sleep_until_or_never(due), if pending.is_some() => {
+                () = fleetshard_coord::select::sleep_until_opt(due), if pending.is_some() => {
                     figures = pending.take().unwrap_or(figures);
                     applied_at = Some(tokio::time::Instant::now());
                 }
@@ -276,20 +276,29 @@ pub fn follow_fleet(
     (fleet_rx, task)
 }
 
-/// Sleeps until `at`, or for ever without one.
-async fn sleep_until_or_never(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+/// A fixed inventory of `clusters` with one app each, `argocd/app-ID` (the crate's tests).
+#[cfg(test)]
+pub(crate) fn one_app_each(
+    clusters: Vec<fleetshard_core::Cluster>,
+) -> fleetshard_controller::inventory::InventoryContent {
+    let apps = clusters
+        .iter()
+        .map(|c| fleetshard_core::App::to_server("argocd", &format!("app-{}", c.id), &c.server))
+        .collect();
+    fleetshard_controller::inventory::InventoryContent {
+        clusters,
+        apps,
+        specs: Default::default(),
+        credentials: Default::default(),
+        projects: Default::default(),
+        repositories: Default::default(),
+        argocd_cm: Default::default(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
-    use fleetshard_controller::inventory::InventoryContent;
-    use fleetshard_core::{App, Cluster};
+    use fleetshard_core::Cluster;
 
     use super::*;
     use crate::costs::{ClusterCost, FleetCosts};
@@ -299,20 +308,7 @@ mod tests {
         let clusters: Vec<Cluster> = (0..3)
             .map(|i| Cluster::new(format!("c{i}"), format!("https://c{i}")))
             .collect();
-        let apps = clusters
-            .iter()
-            .map(|c| App::to_server("argocd", &format!("app-{}", c.id), &c.server))
-            .collect();
-        let content = InventoryContent {
-            clusters,
-            apps,
-            specs: BTreeMap::new(),
-            credentials: BTreeMap::new(),
-            projects: BTreeMap::new(),
-            repositories: Default::default(),
-            argocd_cm: BTreeMap::new(),
-        };
-        inventory.publish(content, Vec::new(), true);
+        inventory.publish(one_app_each(clusters), Vec::new(), true);
         inventory
     }
 

@@ -140,6 +140,10 @@ impl Replica {
                 incarnation: settings.incarnation,
                 settings: settings.controller.costs,
                 records: matches!(settings.protocol, ProtocolSettings::Fenced(_)),
+                placement: match &settings.protocol {
+                    ProtocolSettings::Fenced(f) => f.placement.clone(),
+                    ProtocolSettings::Argocd(_) => Default::default(),
+                },
                 work: controller.work.clone(),
                 reconciler: match &controller.reconciler {
                     controller::ReconcilerPart::GitOps(r) => Some(r.clone()),

@@ -408,7 +408,7 @@ impl Watched {
                             Some(event) => event,
                             None => break,
                         },
-                        () = sleep_until_opt(relist_at) => break,
+                        () = fleetshard_coord::select::sleep_until_opt(relist_at) => break,
                     };
                     let mut changed = HashSet::new();
                     let filter = Filter {
@@ -480,13 +480,6 @@ impl Watched {
             ready,
             task,
         }
-    }
-}
-
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -121,10 +121,9 @@ impl ClusterConn {
 impl ClusterConnections {
     /// Each started cluster's cache, sorted by id.
     pub fn cache_facts(&self) -> Vec<ClusterCacheFacts> {
-        let conns: Vec<_> = lock(&self.clusters).values().cloned().collect();
-        // The connections' lock is released before each cluster's are taken.
-        let mut facts: Vec<ClusterCacheFacts> = conns.iter().map(|c| c.facts()).collect();
-        facts.sort_by(|a, b| a.id.cmp(&b.id));
-        facts
+        self.each_started(ClusterConn::facts)
+            .into_iter()
+            .map(|(_, facts)| facts)
+            .collect()
     }
 }

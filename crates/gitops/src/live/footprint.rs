@@ -13,7 +13,6 @@
 //! `benches/cache_bytes.rs` compares it with the heap actually allocated.
 
 use std::mem::size_of;
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -109,16 +108,6 @@ impl ClusterConn {
 impl ClusterConnections {
     /// Each started cluster's caches and watch events, sorted by id.
     pub fn cache_usage(&self) -> Vec<(String, CacheUsage)> {
-        let conns: Vec<(String, Arc<ClusterConn>)> = lock(&self.clusters)
-            .iter()
-            .map(|(id, c)| (id.clone(), c.clone()))
-            .collect();
-        // The connections' lock is released before each cluster's are taken.
-        let mut usage: Vec<_> = conns
-            .into_iter()
-            .map(|(id, c)| (id, c.cache_usage()))
-            .collect();
-        usage.sort_by(|a, b| a.0.cmp(&b.0));
-        usage
+        self.each_started(ClusterConn::cache_usage)
     }
 }

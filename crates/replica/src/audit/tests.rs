@@ -2,12 +2,11 @@
 //! `memory://` acquires 50,000 clusters and is shut down; three replicas share 50,000
 //! clusters (one, then three: the 1→3 handover), then leave one by one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
-use fleetshard_controller::inventory::InventoryContent;
 use fleetshard_coord::fenced::ShardCount;
-use fleetshard_core::{App, Cluster};
+use fleetshard_core::Cluster;
 use tokio::time::Instant;
 
 use crate::{
@@ -21,10 +20,6 @@ fn settings(identity: &str, shards: u32, audit: std::path::PathBuf) -> ReplicaSe
     let clusters: Vec<Cluster> = (0..CLUSTERS)
         .map(|i| Cluster::new(format!("c{i:05}"), format!("https://c{i}.example")))
         .collect();
-    let apps = clusters
-        .iter()
-        .map(|c| App::to_server("argocd", &format!("app-{}", c.id), &c.server))
-        .collect();
     ReplicaSettings {
         identity: identity.to_owned(),
         incarnation: 1,
@@ -36,15 +31,7 @@ fn settings(identity: &str, shards: u32, audit: std::path::PathBuf) -> ReplicaSe
         capacity: 1,
         audit_log: Some(audit),
         allow_empty_fleet: false,
-        fleet: FleetSource::Fixed(InventoryContent {
-            clusters,
-            apps,
-            specs: BTreeMap::new(),
-            credentials: BTreeMap::new(),
-            projects: BTreeMap::new(),
-            repositories: Default::default(),
-            argocd_cm: BTreeMap::new(),
-        }),
+        fleet: FleetSource::Fixed(crate::inventory::one_app_each(clusters)),
         controller: ControllerSettings {
             reconciler: ReconcilerKind::None,
             ..ControllerSettings::default()

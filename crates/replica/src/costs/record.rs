@@ -147,6 +147,19 @@ impl Freshness {
     }
 }
 
+/// [`merge`] over a listing of [`costs_prefix`]: what a one-shot reader (`status`, the
+/// dashboard) shows, every record counted (staleness needs watching: [`Freshness`]).
+pub fn merge_listing(
+    listing: &fleetshard_coord::store::Listing,
+) -> (BTreeMap<String, ClusterCost>, Vec<BadCostRecord>) {
+    merge(
+        listing
+            .entries
+            .iter()
+            .map(|e| (e.key.as_str(), e.value.as_slice())),
+    )
+}
+
 /// The costs placement uses: the trusted figures, once they add up to more than `floor`
 /// (and to more than nothing). Below it the fleet costs too little for its figures to be
 /// more than noise — a refresh more or less in a sample — and the estimates, which do not

@@ -372,12 +372,7 @@ impl CostsRead {
         self.at = Some(now);
         let prefix = crate::costs::costs_prefix(&source.root);
         if let Ok(listing) = source.store.list(&prefix).await {
-            let (merged, _) = crate::costs::merge(
-                listing
-                    .entries
-                    .iter()
-                    .map(|e| (e.key.as_str(), e.value.as_slice())),
-            );
+            let (merged, _) = crate::costs::merge_listing(&listing);
             self.merged = merged.into_iter().map(|(id, c)| (id, c.cost)).collect();
         }
     }

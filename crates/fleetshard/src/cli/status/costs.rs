@@ -3,7 +3,9 @@
 //! shard's total, and the top-level `costs` object `plan --costs` reads.
 
 use fleetshard_coord::store::Store;
-use fleetshard_replica::costs::{costs_prefix, merge};
+use std::collections::BTreeMap;
+
+use fleetshard_replica::costs::{costs_prefix, merge_listing};
 
 use super::fenced::Report;
 
@@ -14,29 +16,20 @@ pub(super) async fn add_costs(
     store: &dyn Store,
     root: &str,
 ) -> anyhow::Result<()> {
-    let listing = store.list(&costs_prefix(root)).await?;
-    let (merged, bad) = merge(
-        listing
-            .entries
-            .iter()
-            .map(|e| (e.key.as_str(), e.value.as_slice())),
-    );
+    let (merged, bad) = merge_listing(&store.list(&costs_prefix(root)).await?);
     report.warnings.extend(bad.iter().map(ToString::to_string));
+    // Each shard's sum and measured clusters, in one pass over the clusters.
+    let mut by_shard: BTreeMap<u32, f64> = BTreeMap::new();
     for row in &mut report.clusters {
         if let Some(c) = merged.get(&row.id) {
             row.cost = Some(c.cost);
             row.cost_measured_secs = Some(c.measured_seconds);
             report.costs.insert(row.id.clone(), c.cost);
+            *by_shard.entry(row.shard).or_default() += c.cost;
         }
     }
     for shard in &mut report.shards {
-        let costs: Vec<f64> = report
-            .clusters
-            .iter()
-            .filter(|c| c.shard == shard.shard)
-            .filter_map(|c| c.cost)
-            .collect();
-        shard.cost = (!costs.is_empty()).then(|| costs.iter().sum());
+        shard.cost = by_shard.get(&shard.shard).copied();
     }
     Ok(())
 }
@@ -53,12 +46,12 @@ pub(super) fn table(r: &Report) -> String {
         out,
         "\nMEASURED COST (millicore-equivalents: reconcile CPU + cache memory)\nSHARD  HOLDER                CLUSTERS  COST"
     );
+    let mut measured: BTreeMap<u32, usize> = BTreeMap::new();
+    for c in r.clusters.iter().filter(|c| c.cost.is_some()) {
+        *measured.entry(c.shard).or_default() += 1;
+    }
     for s in &r.shards {
-        let measured = r
-            .clusters
-            .iter()
-            .filter(|c| c.shard == s.shard && c.cost.is_some())
-            .count();
+        let measured = measured.get(&s.shard).copied().unwrap_or(0);
         let _ = writeln!(
             out,
             "{:<6} {:<21} {:<9} {}",
@@ -69,11 +62,7 @@ pub(super) fn table(r: &Report) -> String {
         );
     }
     let mut costliest: Vec<_> = r.clusters.iter().filter(|c| c.cost.is_some()).collect();
-    costliest.sort_by(|a, b| {
-        b.cost
-            .partial_cmp(&a.cost)
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
+    costliest.sort_by(|a, b| b.cost.unwrap_or(0.0).total_cmp(&a.cost.unwrap_or(0.0)));
     let _ = writeln!(
         out,
         "costliest: {}",

@@ -131,16 +131,15 @@ pub(super) fn shard_load(
 /// Sets each cluster's measured cost from `costs` (the replicas' merged records) and each
 /// shard's sum of its clusters' costs.
 pub(crate) fn add_costs(snapshot: &mut super::Snapshot, costs: &BTreeMap<String, f64>) {
+    // Each shard's sum, in one pass over the clusters.
+    let mut by_shard: BTreeMap<u32, f64> = BTreeMap::new();
     for c in &mut snapshot.clusters {
         c.cost = costs.get(&c.id).copied();
+        if let (Some(cost), Some(shard)) = (c.cost, c.shard) {
+            *by_shard.entry(shard).or_default() += cost;
+        }
     }
     for s in &mut snapshot.shards {
-        let mine: Vec<f64> = snapshot
-            .clusters
-            .iter()
-            .filter(|c| c.shard == Some(s.shard))
-            .filter_map(|c| c.cost)
-            .collect();
-        s.cost = (!mine.is_empty()).then(|| mine.iter().sum());
+        s.cost = by_shard.get(&s.shard).copied();
     }
 }
