@@ -4,7 +4,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use fleetshard_core::argo::{ArgoAlgorithm, ArgoControllerAssignment, ArgoPrepared};
 use fleetshard_core::placement::hysteresis::{self, Proposal};
-use fleetshard_core::placement::slices::{self, slice_unit_id};
+use fleetshard_core::placement::slices::{self, UnitHomes};
 use fleetshard_core::placement::{self, Placement, PreviousPlacement};
 use fleetshard_core::{Assignment, Fleet, ShardSpec};
 
@@ -150,7 +150,7 @@ pub fn build_report(
             };
             let assignment = unit_assignment(&planned, &facts, replicas);
             if let Some((from, prev)) = &before {
-                let prev = inherit_previous(&prev.assignment, &planned.units, &facts);
+                let prev = inherit_previous(&prev.assignment, &planned.units);
                 plan.movement = Some(movement(from.clone(), &prev, &assignment, &planned));
             }
             let next_previous = match &planned.computed {
@@ -216,12 +216,16 @@ fn balanced(
 ) -> Planned {
     let tolerance = options.config.tolerance;
     let units = if options.costs.split_clusters {
-        units::split_clusters(facts, shards, tolerance)
+        let ids: Vec<&str> = previous.map_or_else(Vec::new, |p| {
+            p.assignment.iter().map(|(id, _)| id).collect()
+        });
+        let band = options.costs.hysteresis.map_or(0.0, |h| h.band);
+        units::split_clusters(facts, shards, tolerance, previous.map(|_| (&ids[..], band)))
     } else {
         units::whole_clusters(facts)
     };
     let previous = previous.map(|p| PreviousPlacement {
-        assignment: inherit_previous(&p.assignment, &units, facts),
+        assignment: inherit_previous(&p.assignment, &units),
         ..p.clone()
     });
     let mut placement = placement::place(
@@ -263,21 +267,14 @@ fn balanced(
     }
 }
 
-/// The previous assignment, extended to units it does not name: a slice of a cluster
-/// that was placed whole starts where the cluster was, and a cluster placed whole that
-/// was split starts where its slice 0 was.
-fn inherit_previous(previous: &Assignment, units: &Units, facts: &FleetFacts<'_>) -> Assignment {
+/// The previous assignment, extended to units it does not name (`slices::UnitHomes`): a
+/// slice starts where the same slice was under another count, or where its cluster was
+/// whole, and a cluster placed whole again starts where its slice 0 was.
+fn inherit_previous(previous: &Assignment, units: &Units) -> Assignment {
+    let homes = UnitHomes::new(previous.iter());
     let mut out = previous.clone();
     for u in &units.units {
-        if out.get(&u.id).is_some() {
-            continue;
-        }
-        let cluster = &facts.fleet.clusters[u.cluster].id;
-        let from = match u.slice {
-            Some(_) => previous.get(cluster),
-            None => previous.get(&slice_unit_id(cluster, 0)),
-        };
-        if let Some(s) = from {
+        if let Some(s) = homes.get(&u.id) {
             out.insert(u.id.clone(), s);
         }
     }

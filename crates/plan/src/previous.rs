@@ -17,7 +17,7 @@ pub struct PreviousPlan {
     /// The earlier plan's replica count, when it said.
     pub replicas: Option<u32>,
     /// Where each cluster was (clusters with no shard, or a negative one, are absent); a
-    /// split cluster's slices by their unit ids (`cluster#slice-N`).
+    /// split cluster's slices by their unit ids (`cluster#slice-N-of-K`).
     pub assignment: Assignment,
     /// Zones that were local in the earlier plan (balanced placement's hysteresis).
     pub local_zones: BTreeSet<String>,
@@ -80,7 +80,8 @@ impl PreviousPlan {
             if !c.slices.is_empty() {
                 for sl in &c.slices {
                     if let Some(shard) = sl.shard.and_then(|s| u32::try_from(s).ok()) {
-                        assignment.insert(slice_unit_id(&c.id, sl.slice), shard);
+                        let count = u32::try_from(c.slices.len()).unwrap_or(u32::MAX);
+                        assignment.insert(slice_unit_id(&c.id, sl.slice, count), shard);
                     }
                 }
             } else if let Some(shard) = c.shard.and_then(|s| u32::try_from(s).ok()) {

@@ -3,7 +3,9 @@
 //! (`fleetshard_core::placement::slices`), each with its share of the cluster's cost.
 
 use fleetshard_core::placement::measured::engine_loads;
-use fleetshard_core::placement::slices::{apps_per_slice, slice_count, slice_unit_id};
+use fleetshard_core::placement::slices::{
+    apps_per_slice, committed_slices, kept_slice_count, slice_unit_id,
+};
 use fleetshard_core::{Cluster, ShardSpec};
 
 use crate::build::FleetFacts;
@@ -15,7 +17,7 @@ pub(crate) struct Unit {
     pub cluster: usize,
     /// Its slice index, for a slice of a split cluster.
     pub slice: Option<u32>,
-    /// The id placement knows it by: the cluster id, or `cluster#slice-N`.
+    /// The id placement knows it by: the cluster id, or `cluster#slice-N-of-K`.
     pub id: String,
     /// Its cost, in the plan's unit.
     pub cost: f64,
@@ -70,11 +72,14 @@ pub(crate) fn split_factor(tolerance: f64) -> f64 {
 /// cluster whose cost exceeds `share × split_factor` (share: total cost over total
 /// capacity, times the largest capacity) becomes the fewest slices whose even parts fit
 /// one share, at most one per shard and per app. A slice's cost is the cluster's cost
-/// times its share of the cluster's apps.
+/// times its share of the cluster's apps. With `previous` (a previous assignment's unit
+/// ids and the hysteresis band), a cluster keeps its previous slice count while its cost
+/// stays inside the band around it.
 pub(crate) fn split_clusters(
     facts: &FleetFacts<'_>,
     shards: &[ShardSpec],
     tolerance: f64,
+    previous: Option<(&[&str], f64)>,
 ) -> Units {
     let fleet = facts.fleet;
     let capacity: f64 = shards.iter().map(|s| f64::from(s.capacity.max(1))).sum();
@@ -87,6 +92,7 @@ pub(crate) fn split_clusters(
     } else {
         0.0
     };
+    let was = committed_slices(previous.map_or(&[][..], |(ids, _)| ids).iter().copied());
     let counts: Vec<u32> = fleet
         .clusters
         .iter()
@@ -96,7 +102,17 @@ pub(crate) fn split_clusters(
                 return 1;
             }
             let most = (shards.len() as u64).min(facts.apps[i]) as u32;
-            slice_count(facts.costs[i], share, split_factor(tolerance), most)
+            let (was, band) = previous
+                .map(|(_, band)| (was.get(c.id.as_str()).copied().unwrap_or(1), band))
+                .unwrap_or((1, 0.0));
+            kept_slice_count(
+                facts.costs[i],
+                share,
+                split_factor(tolerance),
+                most,
+                was,
+                band,
+            )
         })
         .collect();
     if counts.iter().all(|&k| k <= 1) {
@@ -118,7 +134,7 @@ pub(crate) fn split_clusters(
         }
         let total_apps: u64 = per_slice[i].iter().sum();
         for (k, &apps) in per_slice[i].iter().enumerate() {
-            let id = slice_unit_id(&c.id, k as u32);
+            let id = slice_unit_id(&c.id, k as u32, counts[i]);
             let part = if total_apps == 0 {
                 1.0 / f64::from(counts[i])
             } else {

@@ -6,6 +6,8 @@
 //! and `k`, the same in every process. Going from `k` to `k + 1` slices moves only the
 //! applications the new slice wins, about `1 / (k + 1)` of them; the others keep theirs.
 
+use std::collections::HashMap;
+
 use super::rendezvous::{mix64, stable_hash};
 use crate::model::{App, Cluster, for_each_resolved_app};
 
@@ -57,10 +59,146 @@ pub fn slice_count(cost: f64, share: f64, factor: f64, max_slices: u32) -> u32 {
     }
 }
 
-/// The placement-unit id of slice `slice` of cluster `cluster`: `cluster#slice-N`. A
-/// cluster Secret's uid never holds `#`, so unit ids never collide with cluster ids.
-pub fn slice_unit_id(cluster: &str, slice: u32) -> String {
-    format!("{cluster}#slice-{slice}")
+/// The placement-unit id of slice `slice` of cluster `cluster` split into `slices`:
+/// `cluster#slice-N-of-K`. A cluster Secret's uid never holds `#`, so unit ids never
+/// collide with cluster ids. The count is part of the id: a cluster split again into
+/// another count has units of other ids, so no owner of an old slice can mistake it for a
+/// new one (each new slice waits for every old one to be let go, `fenced` mode's
+/// handover barrier by cluster).
+pub fn slice_unit_id(cluster: &str, slice: u32, slices: u32) -> String {
+    format!("{cluster}#slice-{slice}-of-{slices}")
+}
+
+/// A placement unit's id taken apart: the cluster it is (part of), and for a slice, its
+/// index and the cluster's slice count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnitId<'a> {
+    /// The cluster's id.
+    pub cluster: &'a str,
+    /// `(slice, slices)` for a slice; `None` for a whole cluster.
+    pub slice: Option<(u32, u32)>,
+}
+
+impl<'a> UnitId<'a> {
+    /// Parses `id`: `cluster#slice-N-of-K` with `N < K` and `K >= 2` is a slice; anything
+    /// else (every cluster id) is a whole cluster.
+    pub fn parse(id: &'a str) -> Self {
+        let whole = UnitId {
+            cluster: id,
+            slice: None,
+        };
+        let Some((cluster, rest)) = id.rsplit_once("#slice-") else {
+            return whole;
+        };
+        let Some((n, k)) = rest.split_once("-of-") else {
+            return whole;
+        };
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        match (digits(n) && digits(k), n.parse::<u32>(), k.parse::<u32>()) {
+            (true, Ok(n), Ok(k)) if n < k && k >= 2 && !cluster.is_empty() => UnitId {
+                cluster,
+                slice: Some((n, k)),
+            },
+            _ => whole,
+        }
+    }
+
+    /// Whether the application `namespace/name` of this unit's cluster belongs to it: a
+    /// whole cluster holds all of them, a slice those [`slice_of_app`] gives it.
+    pub fn holds(&self, namespace: &str, name: &str) -> bool {
+        match self.slice {
+            None => true,
+            Some((n, k)) => slice_of_app(namespace, name, k) == n,
+        }
+    }
+}
+
+/// The unit of the application `namespace/name` of `cluster` when the cluster is split
+/// into `slices` (0 or 1: whole, the cluster's own id).
+pub fn unit_of_app(cluster: &str, namespace: &str, name: &str, slices: u32) -> String {
+    if slices <= 1 {
+        cluster.to_owned()
+    } else {
+        slice_unit_id(cluster, slice_of_app(namespace, name, slices), slices)
+    }
+}
+
+/// The slice count a cluster keeps when its cost moves inside the band: `previous` when
+/// it is among the counts `cost × (1 ± band)` calls for (and possible within
+/// `max_slices`), else [`slice_count`]'s. A count changes only when the cost left the
+/// band around it, since a new count stops and restarts every slice of the cluster.
+pub fn kept_slice_count(
+    cost: f64,
+    share: f64,
+    factor: f64,
+    max_slices: u32,
+    previous: u32,
+    band: f64,
+) -> u32 {
+    let fresh = slice_count(cost, share, factor, max_slices);
+    let band = if band.is_finite() { band.max(0.0) } else { 0.0 };
+    let low = slice_count(cost * (1.0 - band).max(0.0), share, factor, max_slices);
+    let high = slice_count(cost * (1.0 + band), share, factor, max_slices);
+    let previous = previous.max(1);
+    if previous != fresh && (low..=high).contains(&previous) && previous <= max_slices.max(1) {
+        previous
+    } else {
+        fresh
+    }
+}
+
+/// The slice count of each cluster in a committed assignment (`unit ids → shard`): the
+/// `K` of its `cluster#slice-N-of-K` units; absent for a cluster placed whole.
+pub fn committed_slices<'a>(units: impl IntoIterator<Item = &'a str>) -> HashMap<&'a str, u32> {
+    let mut out = HashMap::new();
+    for id in units {
+        if let UnitId {
+            cluster,
+            slice: Some((_, k)),
+        } = UnitId::parse(id)
+        {
+            out.insert(cluster, k);
+        }
+    }
+    out
+}
+
+/// Where each unit of a previous assignment was, found also for units it does not name:
+/// a slice under a new count starts where the same slice index was (or where its cluster
+/// was whole), and a cluster placed whole again starts where its slice 0 was. Placement
+/// then keeps most of a re-split cluster's apps where they were.
+#[derive(Debug, Default)]
+pub struct UnitHomes<'a> {
+    exact: HashMap<&'a str, u32>,
+    /// `(cluster, slice index)` → shard; a whole cluster is its own slice 0.
+    by_index: HashMap<(&'a str, u32), u32>,
+}
+
+impl<'a> UnitHomes<'a> {
+    /// Indexes `previous` (unit id → shard).
+    pub fn new(previous: impl IntoIterator<Item = (&'a str, u32)>) -> Self {
+        let mut out = UnitHomes::default();
+        for (id, shard) in previous {
+            out.exact.insert(id, shard);
+            let unit = UnitId::parse(id);
+            let index = unit.slice.map_or(0, |(n, _)| n);
+            out.by_index.entry((unit.cluster, index)).or_insert(shard);
+        }
+        out
+    }
+
+    /// The previous shard of unit `id` (see the type's documentation).
+    pub fn get(&self, id: &str) -> Option<u32> {
+        if let Some(&s) = self.exact.get(id) {
+            return Some(s);
+        }
+        let unit = UnitId::parse(id);
+        let index = unit.slice.map_or(0, |(n, _)| n);
+        self.by_index
+            .get(&(unit.cluster, index))
+            .or_else(|| self.exact.get(unit.cluster))
+            .copied()
+    }
 }
 
 /// Moves slices of one cluster that share a shard to a shard holding none of that
@@ -163,6 +301,73 @@ mod tests {
         let mut shards = vec![Some(0), Some(0), Some(1)];
         let moved = separate_slices(&mut shards, &groups, &[50, 50, 100], &[100.0, 100.0]);
         assert_eq!(moved, 0);
+    }
+
+    #[test]
+    fn unit_ids_parse_back_and_nothing_else_is_a_slice() {
+        let id = slice_unit_id("c-1", 2, 3);
+        assert_eq!(id, "c-1#slice-2-of-3");
+        assert_eq!(
+            UnitId::parse(&id),
+            UnitId {
+                cluster: "c-1",
+                slice: Some((2, 3))
+            }
+        );
+        for whole in [
+            "c-1",
+            "c#slice-3-of-3",
+            "c#slice-0-of-1",
+            "c#slice--of-2",
+            "c#slice-1-of-+2",
+            "#slice-0-of-2",
+            "c#slice-1",
+            "c#slice-0-of-99999999999",
+        ] {
+            assert_eq!(UnitId::parse(whole).slice, None, "{whole}");
+            assert_eq!(UnitId::parse(whole).cluster, whole);
+        }
+        // Every app of a split cluster is held by exactly one of its slices.
+        for (ns, name) in apps(200) {
+            let holders = (0..3)
+                .filter(|&n| UnitId::parse(&slice_unit_id("c", n, 3)).holds(&ns, &name))
+                .count();
+            assert_eq!(holders, 1);
+            assert!(UnitId::parse("c").holds(&ns, &name));
+            let unit = unit_of_app("c", &ns, &name, 3);
+            assert!(UnitId::parse(&unit).holds(&ns, &name));
+        }
+        assert_eq!(unit_of_app("c", "ns", "a", 1), "c");
+    }
+
+    #[test]
+    fn a_slice_count_changes_only_when_the_cost_leaves_the_band() {
+        // Share 100, factor 1.1: 1 slice up to 110, 2 up to 220, 3 up to 330.
+        let kept = |cost: f64, previous: u32| kept_slice_count(cost, 100.0, 1.1, 8, previous, 0.1);
+        assert_eq!(kept(115.0, 1), 1, "inside the band above 110");
+        assert_eq!(kept(125.0, 1), 2, "out of it");
+        assert_eq!(kept(105.0, 2), 2, "inside the band below 110");
+        assert_eq!(kept(95.0, 2), 1);
+        assert_eq!(kept(205.0, 3), 3);
+        assert_eq!(kept(150.0, 3), 2);
+        assert_eq!(kept(250.0, 9), 3, "beyond the most slices possible");
+        assert_eq!(kept(250.0, 0), 3);
+        assert_eq!(kept_slice_count(115.0, 100.0, 1.1, 8, 1, f64::NAN), 2);
+    }
+
+    #[test]
+    fn units_start_where_their_slice_or_cluster_was() {
+        let previous = [("a", 0), ("b#slice-0-of-2", 1), ("b#slice-1-of-2", 2)];
+        let homes = UnitHomes::new(previous.iter().map(|&(id, s)| (id, s)));
+        assert_eq!(homes.get("a"), Some(0));
+        assert_eq!(homes.get("a#slice-1-of-2"), Some(0), "was whole");
+        assert_eq!(homes.get("b#slice-1-of-3"), Some(2), "same index");
+        assert_eq!(homes.get("b#slice-2-of-3"), None, "a new index");
+        assert_eq!(homes.get("b"), Some(1), "its slice 0");
+        assert_eq!(homes.get("c"), None);
+        let counts = committed_slices(previous.iter().map(|&(id, _)| id));
+        assert_eq!(counts.get("b"), Some(&2));
+        assert_eq!(counts.get("a"), None);
     }
 
     proptest! {
