@@ -3,9 +3,8 @@
 //! (`fleetshard_core::placement::slices`), each with its share of the cluster's cost.
 
 use fleetshard_core::placement::measured::engine_loads;
-use fleetshard_core::placement::slices::{
-    apps_per_slice, committed_slices, kept_slice_count, slice_unit_id,
-};
+use fleetshard_core::placement::slices::{committed_slices, slice_unit_id};
+use fleetshard_core::placement::slicing::{self, Split};
 use fleetshard_core::{Cluster, ShardSpec};
 
 use crate::build::FleetFacts;
@@ -68,13 +67,12 @@ pub(crate) fn split_factor(tolerance: f64) -> f64 {
     1.0 + tolerance
 }
 
-/// Units for balanced placement on `shards` with `--split-clusters`: a managed, unpinned
-/// cluster whose cost exceeds `share × split_factor` (share: total cost over total
-/// capacity, times the largest capacity) becomes the fewest slices whose even parts fit
-/// one share, at most one per shard and per app. A slice's cost is the cluster's cost
-/// times its share of the cluster's apps. With `previous` (a previous assignment's unit
-/// ids and the hysteresis band), a cluster keeps its previous slice count while its cost
-/// stays inside the band around it.
+/// Units for balanced placement on `shards` with `--split-clusters`, cut by
+/// `placement::slicing` (the distributor's own cut): a managed, unpinned cluster whose
+/// cost exceeds `share × split_factor` becomes the fewest slices whose even parts fit one
+/// share. A slice's cost is the cluster's cost times its share of the cluster's apps.
+/// With `previous` (a previous assignment's unit ids and the hysteresis band), a cluster
+/// keeps its previous slice count while its cost stays inside the band around it.
 pub(crate) fn split_clusters(
     facts: &FleetFacts<'_>,
     shards: &[ShardSpec],
@@ -82,78 +80,42 @@ pub(crate) fn split_clusters(
     previous: Option<(&[&str], f64)>,
 ) -> Units {
     let fleet = facts.fleet;
-    let capacity: f64 = shards.iter().map(|s| f64::from(s.capacity.max(1))).sum();
-    let largest = shards
-        .iter()
-        .map(|s| f64::from(s.capacity.max(1)))
-        .fold(0.0, f64::max);
-    let share = if capacity > 0.0 {
-        facts.summary.load * largest / capacity
-    } else {
-        0.0
-    };
+    let share = slicing::share(facts.summary.load, shards.iter().map(|s| s.capacity));
     let was = committed_slices(previous.map_or(&[][..], |(ids, _)| ids).iter().copied());
-    let counts: Vec<u32> = fleet
-        .clusters
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            if c.skip_reconcile || c.shard.is_some() {
-                return 1;
-            }
-            let most = (shards.len() as u64).min(facts.apps[i]) as u32;
-            let (was, band) = previous
-                .map(|(_, band)| (was.get(c.id.as_str()).copied().unwrap_or(1), band))
-                .unwrap_or((1, 0.0));
-            kept_slice_count(
-                facts.costs[i],
-                share,
-                split_factor(tolerance),
-                most,
-                was,
-                band,
-            )
-        })
-        .collect();
-    if counts.iter().all(|&k| k <= 1) {
+    let split = Split {
+        factor: split_factor(tolerance),
+        band: previous.map_or(0.0, |(_, band)| band),
+    };
+    let counts = slicing::slice_counts(
+        &fleet.clusters,
+        &facts.costs,
+        &facts.apps,
+        share,
+        shards.len() as u32,
+        &was,
+        split,
+    );
+    let Some(cut) = slicing::split_units(&fleet.clusters, &fleet.apps, &counts) else {
         return whole_clusters(facts);
-    }
-    let per_slice = apps_per_slice(&fleet.clusters, &fleet.apps, &counts);
+    };
     let mut out = Units::default();
-    for (i, c) in fleet.clusters.iter().enumerate() {
-        if counts[i] <= 1 {
-            out.units.push(Unit {
-                cluster: i,
-                slice: None,
-                id: c.id.clone(),
-                cost: facts.costs[i],
-                apps: facts.apps[i],
-            });
-            out.clusters.push(c.clone());
-            continue;
-        }
-        let total_apps: u64 = per_slice[i].iter().sum();
-        for (k, &apps) in per_slice[i].iter().enumerate() {
-            let id = slice_unit_id(&c.id, k as u32, counts[i]);
-            let part = if total_apps == 0 {
-                1.0 / f64::from(counts[i])
-            } else {
-                apps as f64 / total_apps as f64
-            };
-            out.units.push(Unit {
-                cluster: i,
-                slice: Some(k as u32),
-                id: id.clone(),
-                cost: facts.costs[i] * part,
-                apps,
-            });
-            out.clusters.push(Cluster {
-                id,
-                shard: None,
-                weight: None,
-                ..c.clone()
-            });
-        }
+    for u in cut {
+        let c = &fleet.clusters[u.cluster];
+        let (id, cluster) = match u.slice {
+            None => (c.id.clone(), c.clone()),
+            Some((n, k)) => {
+                let id = slice_unit_id(&c.id, n, k);
+                (id.clone(), slicing::slice_cluster(c, id))
+            }
+        };
+        out.units.push(Unit {
+            cluster: u.cluster,
+            slice: u.slice.map(|(n, _)| n),
+            id,
+            cost: facts.costs[u.cluster] * u.part,
+            apps: u.apps,
+        });
+        out.clusters.push(cluster);
     }
     let costs: Vec<f64> = out.units.iter().map(|u| u.cost).collect();
     out.loads = engine_loads(&costs);

@@ -24,6 +24,7 @@ pub mod hysteresis;
 pub mod measured;
 mod rendezvous;
 pub mod slices;
+pub mod slicing;
 mod zones;
 
 #[cfg(test)]
