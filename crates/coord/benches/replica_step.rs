@@ -30,6 +30,7 @@ fn main() {
     let fleet = FleetInput {
         clusters: &clusters,
         loads: &loads,
+        apps: &[],
         revision: 1,
         external_shards: None,
         measured: false,
@@ -43,6 +44,7 @@ fn main() {
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),
         hysteresis: None,
+        split_clusters: false,
         zone: None,
         capacity: 1,
         shard_specs: Vec::new(),

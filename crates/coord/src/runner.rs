@@ -380,6 +380,7 @@ impl Runner {
         let fleet = FleetInput {
             clusters: &current.clusters,
             loads: &current.loads,
+            apps: &current.apps,
             revision: current.revision,
             measured: current.measured,
             external_shards: self.external.as_ref().and_then(|rx| *rx.borrow()),

@@ -133,6 +133,7 @@ pub async fn fenced(
         grace: settings.grace,
         placement: settings.placement.clone(),
         hysteresis: settings.hysteresis,
+        split_clusters: settings.split_clusters,
         zone: inputs.zone,
         capacity: inputs.capacity,
         shard_specs: settings.shard_specs.clone(),

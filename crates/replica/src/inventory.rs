@@ -208,6 +208,7 @@ pub fn follow_fleet(
         RunnerFleet {
             loads: Arc::new(loads),
             clusters: s.clusters.clone(),
+            apps: s.apps.clone(),
             revision,
             measured: by_cost,
             inventory: InventorySummary::of(&s.clusters, s.problems.len()),

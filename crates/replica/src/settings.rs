@@ -255,6 +255,9 @@ pub struct FencedSettings {
     /// As distributor placing by measured costs: keep clusters in place while costs move
     /// inside the band (`run --hysteresis`; `None`: the engine's stickiness alone).
     pub hysteresis: Option<fleetshard_core::placement::hysteresis::Hysteresis>,
+    /// As distributor: split a cluster that costs more than a shard should carry into
+    /// slices of its apps, each owned by one replica (`run --split-clusters`).
+    pub split_clusters: bool,
 }
 
 impl Default for FencedSettings {
@@ -269,6 +272,7 @@ impl Default for FencedSettings {
             drop_guard: DropGuard::default(),
             shard_specs: Vec::new(),
             hysteresis: Some(Default::default()),
+            split_clusters: false,
         }
     }
 }

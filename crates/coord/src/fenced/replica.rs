@@ -23,6 +23,7 @@ mod peers;
 mod publish;
 mod role;
 mod seen;
+mod slicing;
 #[cfg(test)]
 mod tests;
 
@@ -38,7 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fleetshard_core::placement::{PlacementConfig, hysteresis::Hysteresis};
-use fleetshard_core::{Cluster, ShardSpec};
+use fleetshard_core::{App, Cluster, ShardSpec};
 
 use super::records::{AssignmentDoc, CorruptRecord};
 use crate::lease::{HeldLease, LeaseObserver, LeaseTiming, Mono, RenewSent};
@@ -64,6 +65,9 @@ pub struct ReplicaConfig {
     pub placement: PlacementConfig,
     /// Hysteresis over what costs move (`run --hysteresis`; `None`: the engine's alone).
     pub hysteresis: Option<Hysteresis>,
+    /// Split a cluster that costs more than a shard should carry into slices of its apps
+    /// (`run --split-clusters`, `slicing.rs`).
+    pub split_clusters: bool,
     /// This replica's zone, in its shard record (zone-aware placement when all have one).
     pub zone: Option<String>,
     /// This replica's capacity (its CPUs, or `--capacity`), in its shard record (`capacity.rs`).
@@ -79,6 +83,8 @@ pub struct FleetInput<'a> {
     pub clusters: &'a [Cluster],
     /// Their loads.
     pub loads: &'a [u64],
+    /// The applications (which slice of a split cluster holds each: `slicing.rs`).
+    pub apps: &'a [App],
     /// Changes whenever `clusters` or `loads` change, so the distributor can skip
     /// recomputing a placement it has already found unchanged.
     pub revision: u64,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetshard_core::Cluster;
+use fleetshard_core::{App, Cluster};
 use tokio::sync::watch;
 
 use crate::fenced::{InventorySummary, ShardCountError};
@@ -49,6 +49,9 @@ pub struct RunnerFleet {
     pub clusters: Arc<Vec<Cluster>>,
     /// Their loads, in the same order.
     pub loads: Arc<Vec<u64>>,
+    /// The applications: which slice of a split cluster holds each (`run
+    /// --split-clusters`); a distributor that does not split never reads them.
+    pub apps: Arc<Vec<App>>,
     /// Moves whenever the clusters or loads change.
     pub revision: u64,
     /// The loads are measured costs ([`crate::fenced::FleetInput::measured`]).
@@ -65,6 +68,7 @@ impl RunnerFleet {
             inventory: InventorySummary::of(&clusters, 0),
             clusters: Arc::new(clusters),
             loads: Arc::new(loads),
+            apps: Arc::default(),
             revision: 0,
             measured: false,
         })

@@ -24,8 +24,9 @@ pub struct BlockingPlacer;
 impl Placer for BlockingPlacer {
     fn place(&self, job: PlacementJob, fleet: RunnerFleet) -> BoxFuture<'static, Option<Placed>> {
         Box::pin(async move {
-            let placed =
-                tokio::task::spawn_blocking(move || job.run(&fleet.clusters, &fleet.loads));
+            let placed = tokio::task::spawn_blocking(move || {
+                job.run(&fleet.clusters, &fleet.loads, &fleet.apps)
+            });
             match placed.await {
                 Ok(placed) => Some(placed),
                 Err(e) => {
@@ -44,6 +45,6 @@ pub struct InlinePlacer;
 
 impl Placer for InlinePlacer {
     fn place(&self, job: PlacementJob, fleet: RunnerFleet) -> BoxFuture<'static, Option<Placed>> {
-        Box::pin(async move { Some(job.run(&fleet.clusters, &fleet.loads)) })
+        Box::pin(async move { Some(job.run(&fleet.clusters, &fleet.loads, &fleet.apps)) })
     }
 }

@@ -28,6 +28,7 @@ fn config(name: &str, shards: u32, zone: Option<&str>) -> ReplicaConfig {
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),
         hysteresis: None,
+        split_clusters: false,
         zone: zone.map(str::to_owned),
         capacity: 1,
         shard_specs: Vec::new(),
@@ -65,6 +66,7 @@ fn fleet_of(n: usize, revision: u64) -> RunnerFleet {
         clusters: Arc::new(clusters),
         revision,
         measured: false,
+        apps: Arc::default(),
     }
 }
 
@@ -561,7 +563,7 @@ impl Placer for SlowPlacer {
         let took = self.took;
         Box::pin(async move {
             tokio::time::sleep(took).await;
-            Some(job.run(&fleet.clusters, &fleet.loads))
+            Some(job.run(&fleet.clusters, &fleet.loads, &fleet.apps))
         })
     }
 }

@@ -399,6 +399,7 @@ impl Sim {
             grace: self.cfg.grace,
             placement: PlacementConfig::default(),
             hysteresis: self.cfg.costs.then(Default::default),
+            split_clusters: false,
             zone: None,
             // Mixed sizes: placement follows capacities, the protocol holds regardless.
             capacity: 1 + (incarnation % 4) as u32,
@@ -527,6 +528,7 @@ impl Sim {
                 let fleet = FleetInput {
                     clusters: &node.fleet,
                     loads: &node.loads,
+                    apps: &[],
                     revision: node.fleet_rev,
                     external_shards: None,
                     measured: self.cfg.costs,

@@ -198,8 +198,12 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
             },
             shard_specs,
             hysteresis: args.costs.hysteresis()?,
+            split_clusters: args.costs.split_clusters,
             ..FencedSettings::default()
         }),
+        Protocol::Argocd if args.costs.split_clusters => bail!(
+            "--split-clusters: Argo CD's protocol places whole clusters (its shard ConfigMap has no place for slices); use --protocol fenced"
+        ),
         Protocol::Argocd => ProtocolSettings::Argocd(argo_settings(
             &args.protocol,
             &args.shards,

@@ -14,9 +14,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use fleetshard_core::Cluster;
 use fleetshard_core::placement::hysteresis::{self, Hysteresis, Proposal};
-use fleetshard_core::placement::{BalancedPlacer, Placement, PlacementConfig, PreviousPlacement};
+use fleetshard_core::placement::slicing::Split;
+use fleetshard_core::placement::{BalancedPlacer, Placement, PlacementConfig};
+use fleetshard_core::{App, Cluster};
 
 use super::capacity::{Advertised, shard_specs};
 
@@ -35,13 +36,13 @@ use crate::store::Precondition;
 /// [`PlacementJob::fleet_revision`] and give the result to [`Replica::on_placed`].
 #[derive(Clone)]
 pub struct PlacementJob {
-    inputs: Unchanged,
+    pub(super) inputs: Unchanged,
     config: PlacementConfig,
     /// Keep clusters where they are while measured costs move inside the band
     /// (`hysteresis.rs`); `None` for estimates, which do not wobble.
     hysteresis: Option<Hysteresis>,
     /// The committed document placed from (empty when there is none).
-    doc: Arc<AssignmentDoc>,
+    pub(super) doc: Arc<AssignmentDoc>,
     /// The commit's compare-and-swap: on the document's version, or its absence.
     pre: Precondition,
     /// The highest generation known (last good, applied, acknowledged): the next is above.
@@ -51,6 +52,8 @@ pub struct PlacementJob {
     rewrite: bool,
     /// The drop guard (`guard.rs`).
     guard: DropGuard,
+    /// How clusters are split into slices (`slicing.rs`); `None`: never.
+    pub(super) split: Option<Split>,
 }
 
 impl std::fmt::Debug for PlacementJob {
@@ -91,20 +94,25 @@ impl PlacementJob {
         self.inputs.fleet
     }
 
-    /// Places `clusters` (with `loads`, the fleet of [`PlacementJob::fleet_revision`]) and
+    /// Places `clusters` (with `loads` and `apps`, the fleet of
+    /// [`PlacementJob::fleet_revision`]), cut into slices first when splitting is on, and
     /// compares the result with the committed document: O(N log N), pure.
-    pub fn run(&self, clusters: &[Cluster], loads: &[u64]) -> Placed {
+    pub fn run(&self, clusters: &[Cluster], loads: &[u64], apps: &[App]) -> Placed {
         let doc = &self.doc;
-        let previous = PreviousPlacement {
-            assignment: doc.clusters.iter().map(|(k, &v)| (k.clone(), v)).collect(),
-            homes: doc.homes.iter().map(|(k, &v)| (k.clone(), v)).collect(),
-            local_zones: Default::default(),
+        let cut = self.cut(clusters, loads, apps);
+        let (clusters, loads) = match &cut {
+            Some(cut) => (&cut.clusters[..], &cut.loads[..]),
+            None => (clusters, loads),
         };
+        let previous = self.previous_for(clusters);
         let mut placement = BalancedPlacer::new(self.config.clone(), self.inputs.specs.clone())
             .with_vacant(self.inputs.vacant.iter().copied())
             .place(clusters, loads, Some(&previous));
         if let Some(knobs) = self.hysteresis {
             self.hold_in_place(clusters, loads, &mut placement, knobs);
+        }
+        if let Some(cut) = &cut {
+            self.separate(cut, &mut placement);
         }
         let pairs = |of: &[Option<u32>]| -> BTreeMap<String, u32> {
             clusters
@@ -269,12 +277,13 @@ impl Replica {
             // the last good one.
             rewrite: view.assignment.is_none() || view.assignment_corrupt,
             guard: self.guard.config,
+            split: super::slicing::split_of(&self.cfg),
         };
         if self.off_step {
             self.placing = Some(job.inputs.clone());
             out.push(Action::Place(Box::new(job)));
         } else {
-            let placed = job.run(fleet.clusters, fleet.loads);
+            let placed = job.run(fleet.clusters, fleet.loads, fleet.apps);
             self.take_placement(placed, now, out);
         }
     }

@@ -12,7 +12,9 @@
 //! distributor's observation: a newly elected one starts it again, which only delays the
 //! drop.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+
+use fleetshard_core::placement::slices::UnitId;
 use std::time::Duration;
 
 use super::Replica;
@@ -116,14 +118,30 @@ pub(super) fn keep_dropped(
     assigned: &mut BTreeMap<String, u32>,
     homes: &mut BTreeMap<String, u32>,
 ) -> DropCheck {
-    let previous = doc.clusters.len() as u64;
+    // Counted by cluster: a cluster split into slices, re-split or joined again is not
+    // dropped, and one dropped is kept with every unit it had (a generation holds a
+    // cluster whole or as all the slices of one count, never both: `slicing.rs`).
+    let kept: HashSet<&str> = assigned
+        .keys()
+        .map(|id| UnitId::parse(id).cluster)
+        .collect();
+    let previous = doc
+        .clusters
+        .keys()
+        .map(|id| UnitId::parse(id).cluster)
+        .collect::<HashSet<_>>()
+        .len() as u64;
     let dropped: Vec<(&String, u32)> = doc
         .clusters
         .iter()
-        .filter(|(id, _)| !assigned.contains_key(id.as_str()))
+        .filter(|(id, _)| !kept.contains(UnitId::parse(id).cluster))
         .map(|(id, &s)| (id, s))
         .collect();
-    let n = dropped.len() as u64;
+    let n = dropped
+        .iter()
+        .map(|(id, _)| UnitId::parse(id).cluster)
+        .collect::<HashSet<_>>()
+        .len() as u64;
     let emptied = assigned.is_empty() && n > 0 && !guard.allow_empty;
     if !emptied && (n == 0 || n * 100 <= u64::from(guard.max_drop_percent) * previous) {
         return DropCheck::Within;

@@ -21,12 +21,23 @@
 //! holder whose lease lapsed stopped everything at its deadline, and whatever it writes to
 //! come back is newer than the listing that judged it gone, so the listings it acts on
 //! carry the newer generation too. An entry satisfied once is therefore dropped.
+//!
+//! A split cluster's slices (`slicing.rs`) count as their cluster here: a slice that
+//! moves, or a slice of a new count, waits for every shard any unit of its cluster left,
+//! so the owner of an app's old unit has let it go before the owner of its new unit starts.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use fleetshard_core::placement::slices::UnitId;
+
 use super::seen::View;
 use crate::fenced::records::AssignmentDoc;
+
+/// The cluster a unit is (part of): the barrier's key.
+pub(super) fn cluster_of(unit: &str) -> &str {
+    UnitId::parse(unit).cluster
+}
 
 /// The handover barrier's memory of the generations this replica applied.
 #[derive(Debug, Default)]
@@ -36,7 +47,7 @@ pub(super) struct Handoffs {
     /// The first generation of the unbroken run that ends with `applied`: every holder
     /// acknowledges it before anything starts.
     base: u64,
-    /// Per cluster that moved within the run: the shards it left, each with the generation
+    /// Per cluster that moved within the run (any of its units): the shards it left, each with the generation
     /// that took it from there (the latest, when it left one twice).
     left: BTreeMap<String, Vec<(u32, u64)>>,
     /// Per cluster still waiting: the holders (identity, incarnation) of shards it left
@@ -52,11 +63,11 @@ impl Handoffs {
     pub(super) fn applied(&mut self, doc: &Arc<AssignmentDoc>) {
         match self.applied.as_deref() {
             Some(previous) if doc.generation == previous.generation + 1 => {
-                for (cluster, &was) in &previous.clusters {
-                    if doc.clusters.get(cluster) == Some(&was) {
+                for (unit, &was) in &previous.clusters {
+                    if doc.clusters.get(unit) == Some(&was) {
                         continue;
                     }
-                    let left = self.left.entry(cluster.clone()).or_default();
+                    let left = self.left.entry(cluster_of(unit).to_owned()).or_default();
                     match left.iter_mut().find(|(shard, _)| *shard == was) {
                         Some(entry) => entry.1 = doc.generation,
                         None => left.push((was, doc.generation)),
@@ -81,7 +92,8 @@ impl Handoffs {
     /// acknowledged the generation that took it away, released its lease or lost it (by
     /// this replica's observation). Entries found so are forgotten. The caller checks
     /// [`Handoffs::base_acknowledged`] too.
-    pub(super) fn let_go(&mut self, view: &View, cluster: &str, me: u32) -> bool {
+    pub(super) fn let_go(&mut self, view: &View, unit: &str, me: u32) -> bool {
+        let cluster = cluster_of(unit);
         let Some(left) = self.left.get_mut(cluster) else {
             return true;
         };

@@ -3,6 +3,7 @@
 //! us only once every holder that may still act on a cluster has let it go — the handover
 //! barrier (`handoffs.rs`).
 
+use super::handoffs::cluster_of;
 use super::seen::View;
 use super::{Action, FleetInput, MAX_SHARDS, Replica};
 use crate::lease::Mono;
@@ -52,14 +53,24 @@ impl Replica {
         }
         // A cluster whose stop (after a lapse, say) is still running starts at a later step,
         // once [`Replica::on_stopped`] said so: a start before the stop ends would be undone
-        // by it.
+        // by it. So does a slice while another unit of its cluster is stopping here (a
+        // new slice count): its apps were that unit's.
         for (c, _) in doc.clusters.iter().filter(|&(_, &s)| s == me) {
-            if self.stopping_clusters.contains(c) || !self.handoffs.let_go(view, c, me) {
+            if self.stopping_family(c) || !self.handoffs.let_go(view, c, me) {
                 continue;
             }
             if self.active.insert(c.clone()) {
                 out.push(Action::Start(c.clone()));
             }
         }
+    }
+}
+
+impl Replica {
+    /// Whether a unit of `unit`'s cluster (it, or another slice of it) is stopping here.
+    fn stopping_family(&self, unit: &str) -> bool {
+        let cluster = cluster_of(unit);
+        self.stopping_clusters.contains(unit)
+            || (self.stopping_clusters.iter()).any(|s| cluster_of(s) == cluster)
     }
 }

@@ -26,6 +26,7 @@ fn config(identity: &str, shards: u32) -> ReplicaConfig {
         grace: Duration::from_millis(500),
         placement: PlacementConfig::default(),
         hysteresis: None,
+        split_clusters: false,
         zone: None,
         capacity: 1,
         shard_specs: Vec::new(),
@@ -49,6 +50,8 @@ struct Bench {
     revision: u64,
     clusters: Vec<Cluster>,
     loads: Vec<u64>,
+    /// The applications (slices of split clusters).
+    apps: Vec<fleetshard_core::App>,
     /// The fleet's revision: bump it with every change of `clusters`.
     fleet_revision: u64,
     /// `loads` are measured costs (the configured hysteresis applies).
@@ -63,6 +66,7 @@ impl Bench {
             revision: 0,
             clusters: clusters(n_clusters),
             loads: vec![1; n_clusters],
+            apps: Vec::new(),
             fleet_revision: 0,
             measured: false,
         }
@@ -109,6 +113,7 @@ impl Bench {
         let fleet = FleetInput {
             clusters: &self.clusters,
             loads: &self.loads,
+            apps: &self.apps,
             revision: self.fleet_revision,
             external_shards: None,
             measured: self.measured,
@@ -605,4 +610,5 @@ mod handoffs;
 mod hysteresis;
 mod publish;
 mod role;
+mod slices;
 mod spare;

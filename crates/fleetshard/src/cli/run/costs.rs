@@ -54,6 +54,13 @@ pub struct CostArgs {
         env = "FLEETSHARD_COST_HEADROOM"
     )]
     pub cost_headroom: f64,
+    /// As distributor (fenced mode): split a cluster that costs more than a replica's
+    /// share (beyond --tolerance) into slices of its applications, each slice owned by
+    /// one replica; each application stays in its slice (a hash of its namespace and
+    /// name), so one more slice moves about 1/k of them. Argo CD's protocol keeps whole
+    /// clusters.
+    #[arg(long, env = "FLEETSHARD_SPLIT_CLUSTERS")]
+    pub split_clusters: bool,
 }
 
 impl CostArgs {
