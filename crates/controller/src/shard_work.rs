@@ -46,11 +46,15 @@ mod metrics;
 mod owned;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_slices;
+mod units;
 
 pub use held::QueueKind;
 use index::AppIndex;
 pub use metrics::WorkMetrics;
 use owned::Owned;
+use units::{Slices, apps_of_unit};
 
 /// An app the filter could not place on a cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,11 +83,13 @@ pub enum Admission {
     Unknown,
 }
 
-/// An admitted item's hold on its cluster; dropping it ends the hold.
+/// An admitted item's hold on its unit (its cluster, or its slice of it); dropping it
+/// ends the hold.
 #[derive(Debug)]
 pub struct InFlight {
     filter: Arc<ShardWork>,
-    cluster: Arc<str>,
+    /// The unit held: the cluster's id, or its slice's (`units.rs`).
+    unit: Arc<str>,
     /// The cluster's reconcile CPU counter (`crate::usage`).
     pub(crate) cpu: crate::usage::CpuMeter,
 }
@@ -92,14 +98,20 @@ impl InFlight {
     /// The cluster (id) the item holds: the one its app deploys to, or the anchor for an
     /// app whose destination resolves to no cluster.
     pub fn cluster(&self) -> &str {
-        &self.cluster
+        fleetshard_core::placement::slices::UnitId::parse(&self.unit).cluster
+    }
+
+    /// The unit the item holds: [`InFlight::cluster`], or the slice of it that holds the
+    /// app when the cluster is owned in slices.
+    pub fn unit(&self) -> &str {
+        &self.unit
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         let mut s = self.filter.lock();
-        let now_idle = match s.in_flight.get_mut(&*self.cluster) {
+        let now_idle = match s.in_flight.get_mut(&*self.unit) {
             Some(n) => {
                 *n -= 1;
                 *n == 0
@@ -107,7 +119,7 @@ impl Drop for InFlight {
             None => false,
         };
         if now_idle {
-            s.in_flight.remove(&*self.cluster);
+            s.in_flight.remove(&*self.unit);
             drop(s);
             self.filter.idle.notify_waiters();
         }
@@ -144,15 +156,18 @@ impl LeaseGate {
 
 #[derive(Debug, Default)]
 struct State {
-    /// The owned clusters, each with its reconcile CPU counter (`owned.rs`).
+    /// The owned units (clusters, or slices of them), each with its reconcile CPU
+    /// counter (`owned.rs`).
     owned: Owned,
+    /// The slice count of each cluster owned in slices (`units.rs`).
+    slices: Slices,
     /// Whether work is gated on a shard lease.
     lease: LeaseGate,
     /// Which cluster each app deploys to, and each cluster's apps; an unresolved app is
     /// indexed under the anchor (see the module documentation).
     apps: AppIndex,
     unresolved: BTreeMap<AppKey, Destination>,
-    /// Admitted items per cluster; absent = 0.
+    /// Admitted items per unit; absent = 0.
     in_flight: HashMap<Arc<str>, usize>,
     /// Clusters the runner stopped before their announced start was applied
     /// ([`ShardWork::revoke_cluster`]), with how many such starts to skip.
@@ -294,7 +309,7 @@ impl ShardWork {
             let id = ids[i]
                 .get_or_insert_with(|| Arc::from(clusters[i].id.as_str()))
                 .clone();
-            if s.owned.contains(&id) && old.cluster_of(&key) != Some(&id) {
+            if old.cluster_of(&key) != Some(&id) && s.owned.contains(&s.slices.unit_of(&key, &id)) {
                 to_refresh.push(key.clone());
             }
             resolved.push((key, id));
@@ -317,8 +332,9 @@ impl ShardWork {
         if !s.owned.insert(id.clone()) {
             return;
         }
+        s.slices.started(cluster);
         self.metrics.owned_clusters.set(gauge(s.owned.len()));
-        let apps = s.apps.apps_of(&id).to_vec();
+        let apps = apps_of_unit(&s.apps, &id).into_owned();
         drop(s);
         self.refresh.add_many(apps);
     }
@@ -377,7 +393,11 @@ impl ShardWork {
         let s = self.lock();
         let owned: Vec<AppKey> = apps
             .into_iter()
-            .filter(|a| s.apps.cluster_of(a).is_some_and(|c| s.owned.contains(c)))
+            .filter(|a| {
+                s.apps
+                    .cluster_of(a)
+                    .is_some_and(|c| s.owned.contains(&s.slices.unit_of(a, c)))
+            })
             .collect();
         drop(s);
         self.refresh.add_many(owned);
@@ -389,9 +409,12 @@ impl ShardWork {
         let s = self.lock();
         let mut apps = Vec::new();
         for c in clusters {
-            if s.owned.contains(c) {
-                apps.extend_from_slice(s.apps.apps_of(c));
-            }
+            let c: Arc<str> = Arc::from(c);
+            apps.extend(
+                (s.apps.apps_of(&c).iter())
+                    .filter(|a| s.owned.contains(&s.slices.unit_of(a, &c)))
+                    .cloned(),
+            );
         }
         drop(s);
         self.refresh.add_many(apps);
@@ -407,7 +430,7 @@ impl ShardWork {
         let apps: Vec<AppKey> = s
             .owned
             .iter()
-            .flat_map(|c| s.apps.apps_of(c).iter().cloned())
+            .flat_map(|u| apps_of_unit(&s.apps, u).into_owned())
             .collect();
         drop(s);
         let n = apps.len();
@@ -439,6 +462,7 @@ impl ShardWork {
     fn disown(&self, s: &mut State, cluster: &str) -> bool {
         let owned = s.owned.remove(cluster);
         if owned {
+            s.slices.stopped(cluster, &s.owned);
             self.metrics.owned_clusters.set(gauge(s.owned.len()));
         }
         owned
@@ -469,17 +493,17 @@ impl ShardWork {
         if s.owned.contains(cluster) {
             return;
         }
-        let apps = s.apps.apps_of(cluster);
+        let apps = apps_of_unit(&s.apps, cluster);
         if !apps.is_empty() {
-            self.refresh.remove_many(apps);
-            self.operation.remove_many(apps);
+            self.refresh.remove_many(apps.iter());
+            self.operation.remove_many(apps.iter());
         }
     }
 
     /// Whether `app` may be processed now; see [`Admission`]. Counts the drops.
     pub fn admit(self: &Arc<Self>, app: &AppKey) -> Admission {
         let mut s = self.lock();
-        let Some(cluster) = s.apps.cluster_of(app).cloned() else {
+        let Some(cluster) = s.apps.cluster_of(app) else {
             return if s.unresolved.contains_key(app) {
                 self.metrics.unresolved_dropped.inc();
                 Admission::Unresolved
@@ -487,7 +511,8 @@ impl ShardWork {
                 Admission::Unknown
             };
         };
-        if !s.owned.contains(&cluster) {
+        let unit = s.slices.unit_of(app, cluster);
+        if !s.owned.contains(&unit) {
             self.metrics.not_owned.inc();
             return Admission::NotOwned;
         }
@@ -495,11 +520,11 @@ impl ShardWork {
             self.metrics.not_owned.inc();
             return Admission::LeaseLapsed;
         }
-        *s.in_flight.entry(cluster.clone()).or_default() += 1;
+        *s.in_flight.entry(unit.clone()).or_default() += 1;
         Admission::Admitted(InFlight {
             filter: self.clone(),
-            cpu: s.owned.meter(&cluster),
-            cluster,
+            cpu: s.owned.meter(&unit),
+            unit,
         })
     }
 
@@ -524,21 +549,21 @@ impl ShardWork {
         self.lock().lease.deadline()
     }
 
-    /// Whether this replica owns `cluster` now.
-    pub fn owns(&self, cluster: &str) -> bool {
-        self.lock().owned.contains(cluster)
+    /// Whether this replica owns the unit `unit` (a cluster, or a slice of one) now.
+    pub fn owns(&self, unit: &str) -> bool {
+        self.lock().owned.contains(unit)
     }
 
-    /// Clusters owned now, sorted.
+    /// Units (clusters, or slices of them) owned now, sorted.
     pub fn owned(&self) -> Vec<String> {
         let mut v: Vec<String> = self.lock().owned.iter().map(|c| c.to_string()).collect();
         v.sort();
         v
     }
 
-    /// Items of `cluster` in flight now.
-    pub fn in_flight(&self, cluster: &str) -> usize {
-        self.lock().in_flight.get(cluster).copied().unwrap_or(0)
+    /// Items of the unit `unit` (a cluster, or a slice of one) in flight now.
+    pub fn in_flight(&self, unit: &str) -> usize {
+        self.lock().in_flight.get(unit).copied().unwrap_or(0)
     }
 
     /// The id of the cluster `app` deploys to, if resolved.

@@ -23,7 +23,16 @@ pub fn slice_of_app(namespace: &str, name: &str, slices: u32) -> u32 {
     if slices <= 1 {
         return 0;
     }
-    let key = stable_hash(&format!("{namespace}/{name}"));
+    slice_of_identity(&format!("{namespace}/{name}"), slices)
+}
+
+/// [`slice_of_app`] of the identity `namespace/name` already joined (a controller's
+/// queue key).
+pub fn slice_of_identity(identity: &str, slices: u32) -> u32 {
+    if slices <= 1 {
+        return 0;
+    }
+    let key = stable_hash(identity);
     (0..slices)
         .max_by_key(|&i| (mix64(key ^ slice_salt(i)), std::cmp::Reverse(i)))
         .unwrap_or(0)
