@@ -44,6 +44,22 @@ pub struct ClusterUsage {
     pub sync_operations: u64,
 }
 
+impl ClusterUsage {
+    /// One `n`th of this usage (at least one part): a slice's share of its cluster's,
+    /// when `n` units of the cluster are held by one replica.
+    pub fn share(&self, n: u64) -> ClusterUsage {
+        let n = n.max(1);
+        ClusterUsage {
+            reconcile_cpu: self.reconcile_cpu / u32::try_from(n).unwrap_or(u32::MAX),
+            cache_objects: self.cache_objects / n,
+            cache_bytes: self.cache_bytes / n,
+            watch_events: self.watch_events / n,
+            api_requests: self.api_requests / n,
+            sync_operations: self.sync_operations / n,
+        }
+    }
+}
+
 /// The CPU time the calling thread has used: what the workers read around each poll.
 /// Injected ([`ShardWork::set_cpu_clock`]) so tests drive it.
 pub trait CpuClock: Send + Sync + std::fmt::Debug + 'static {

@@ -68,6 +68,7 @@ mod status;
 mod step;
 mod store_sink;
 mod takeover;
+mod units;
 mod unresolved;
 mod usage;
 
@@ -206,6 +207,8 @@ pub struct GitOpsReconciler {
     events: Option<Arc<crate::events::AppEvents>>,
     /// The acquisitions in progress and their phases' times (`acquisition.rs`).
     acquisitions: acquisition::Acquisitions,
+    /// The units (clusters, or slices of them) held here (`units.rs`).
+    units: units::OwnedUnits,
 }
 
 impl GitOpsReconciler {
@@ -238,6 +241,7 @@ impl GitOpsReconciler {
             app_state: None,
             events: None,
             acquisitions: acquisition::Acquisitions::default(),
+            units: units::OwnedUnits::default(),
         }
     }
 
@@ -289,22 +293,42 @@ impl GitOpsReconciler {
         self.inventory.cluster_names()
     }
 
-    /// Drops the cluster's connection and caches and what was remembered of its apps.
-    /// Call it once no work of the cluster is in flight ([`GitOpsStopHook`] does).
+    /// Drops what was remembered of the unit's apps (a cluster's, or a slice's of it:
+    /// `units.rs`), and once no unit of its cluster is held here any more, the cluster's
+    /// connection and caches. Call it once no work of the unit is in flight
+    /// ([`GitOpsStopHook`] does).
     pub fn stop_cluster(&self, id: &str) {
         if let Some(warmup) = self.warmups().remove(id) {
             warmup.abort();
         }
-        self.clusters.stop(id);
-        if let Some(events) = &self.events {
-            events.stop_cluster(id);
+        let cluster = fleetshard_core::placement::slices::UnitId::parse(id).cluster;
+        let last = self.units.stopped(id);
+        if last {
+            self.clusters.stop(cluster);
+            if let Some(events) = &self.events {
+                events.stop_cluster(cluster);
+            }
         }
-        self.memos().retain(|_, m| m.cluster != id && !m.unresolved);
+        self.memos().retain(|k, m| {
+            !(m.unresolved || (m.cluster == cluster && units::unit_holds(id, cluster, k)))
+        });
         self.acquisitions.stopped(id);
-        self.owned_since
+        let mut since = self
+            .owned_since
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
+            .unwrap_or_else(PoisonError::into_inner);
+        since.remove(id);
+        if last {
+            // Stamps made under the cluster's id before a slice's start was told.
+            since.retain(|u, _| {
+                fleetshard_core::placement::slices::UnitId::parse(u).cluster != cluster
+            });
+        }
+    }
+
+    /// The unit `app` of `cluster` is held under here (`units.rs`).
+    fn unit_of(&self, app: &AppKey, cluster: &str) -> String {
+        self.units.unit_of(app, cluster)
     }
 
     /// When this owner took `cluster` over: stamped the first time it is asked (at the

@@ -22,6 +22,7 @@ use std::time::Duration;
 use fleetshard_controller::inventory::Inventory;
 use fleetshard_controller::{ClusterUsage, ShardWork};
 use fleetshard_coord::store::{Precondition, Store};
+use fleetshard_core::placement::slices::UnitId;
 use fleetshard_gitops::reconciler::GitOpsReconciler;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
@@ -224,9 +225,19 @@ impl CostPublisher {
             .map(|c| (c, ClusterUsage::default()))
             .collect();
         if let Some(r) = &self.reconciler {
-            for (id, u) in r.cluster_usage() {
-                if let Some(slot) = usage.get_mut(&id) {
-                    *slot = u;
+            // A slice's share of its cluster's caches and requests: the cluster's, over
+            // the units of it held here (one, usually: slices are kept apart).
+            let of_cluster = |unit: &str| UnitId::parse(unit).cluster.to_owned();
+            let mut held: BTreeMap<String, u64> = BTreeMap::new();
+            for unit in usage.keys() {
+                *held.entry(of_cluster(unit)).or_default() += 1;
+            }
+            let by_cluster: BTreeMap<String, ClusterUsage> =
+                r.cluster_usage().into_iter().collect();
+            for (unit, slot) in usage.iter_mut() {
+                let cluster = of_cluster(unit);
+                if let Some(u) = by_cluster.get(&cluster) {
+                    *slot = u.share(held.get(&cluster).copied().unwrap_or(1));
                 }
             }
         }

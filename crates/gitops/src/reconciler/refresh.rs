@@ -482,7 +482,7 @@ impl GitOpsReconciler {
             } else if asked.is_some() || changed {
                 Refresh::Resolve
             } else if first {
-                Refresh::ResolvedSince(self.owned_since(&target.cluster.id))
+                Refresh::ResolvedSince(self.owned_since(&self.unit_of(key, &target.cluster.id)))
             } else {
                 Refresh::Normal
             }
@@ -559,7 +559,8 @@ impl GitOpsReconciler {
         if let Some(m) = self.memos().get_mut(key) {
             m.compared_written = Some(compared);
         }
-        self.acquisitions.compared(&target.cluster.id, key);
+        self.acquisitions
+            .compared(&self.unit_of(key, &target.cluster.id), key);
         match problem {
             Some(Problem {
                 retry_after: Some(after),

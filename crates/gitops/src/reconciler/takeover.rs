@@ -23,7 +23,7 @@ use fleetshard_coord::runner::StopHook;
 use futures::future::BoxFuture;
 use tokio::task::JoinHandle;
 
-use super::{GitOpsReconciler, place};
+use super::{GitOpsReconciler, place, units};
 use crate::live::{ClusterConn, KindInfo, LiveError};
 use crate::source::Refresh;
 
@@ -45,11 +45,14 @@ impl GitOpsReconciler {
     pub fn cluster_acquired(self: &Arc<Self>, cluster: &str, still_owned: &dyn Fn() -> bool) {
         // One pass over the inventory for the acquisition's clock and its warm-up, made
         // before the warm-ups' lock is taken.
-        let apps = self.inventory.apps_of_cluster(cluster);
+        let id = fleetshard_core::placement::slices::UnitId::parse(cluster).cluster;
+        let mut apps = self.inventory.apps_of_cluster(id);
+        apps.retain(|a| units::unit_holds(cluster, id, a));
         let mut warming = self.warmups();
         if !still_owned() {
             return;
         }
+        self.units.started(cluster);
         self.owned_since(cluster);
         self.acquisitions.started(cluster, &apps);
         let this = self.clone();
@@ -74,8 +77,10 @@ impl GitOpsReconciler {
             .await
     }
 
-    /// [`GitOpsReconciler::warm_cluster`] with the cluster's `apps` already listed.
-    async fn warm_apps(&self, cluster: &str, apps: Vec<AppKey>) -> Result<Warmup, LiveError> {
+    /// [`GitOpsReconciler::warm_cluster`] with the unit's `apps` already listed (`unit`:
+    /// the cluster, or the slice of it acquired).
+    async fn warm_apps(&self, unit: &str, apps: Vec<AppKey>) -> Result<Warmup, LiveError> {
+        let cluster = unit;
         let Some(access) = apps
             .iter()
             .find_map(|k| self.inventory.target(k))
@@ -130,7 +135,7 @@ impl GitOpsReconciler {
                 &target,
                 &dest_ns,
                 &app_name,
-                Refresh::ResolvedSince(self.owned_since(&target.cluster.id)),
+                Refresh::ResolvedSince(self.owned_since(&self.unit_of(key, &target.cluster.id))),
             )
             .await
             .ok()?;

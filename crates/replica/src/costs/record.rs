@@ -10,6 +10,8 @@
 
 use std::collections::BTreeMap;
 
+use fleetshard_core::placement::slices::UnitId;
+
 use serde::{Deserialize, Serialize};
 
 /// How long a cluster must have been measured before its figure places it (two samples
@@ -160,19 +162,52 @@ pub fn merge_listing(
     )
 }
 
-/// The costs placement uses: the trusted figures, once they add up to more than `floor`
-/// (and to more than nothing). Below it the fleet costs too little for its figures to be
-/// more than noise — a refresh more or less in a sample — and the estimates, which do not
-/// wobble, place it; placing by zeros would count clusters instead of weighing them.
+/// The costs placement uses, by cluster: the trusted figures, once they add up to more
+/// than `floor` (and to more than nothing). Below it the fleet costs too little for its
+/// figures to be more than noise — a refresh more or less in a sample — and the
+/// estimates, which do not wobble, place it; placing by zeros would count clusters
+/// instead of weighing them.
+///
+/// A cluster held in slices (`cluster#slice-N-of-K`) costs the sum of its slices, when
+/// all `K` of one count are trusted (of several counts, the one measured longest); else
+/// its whole figure if trusted. Each slice's owner keeps the cluster's caches, so a split
+/// cluster costs more than it did whole: that is what splitting costs.
 pub fn placement_costs(
     merged: &BTreeMap<String, ClusterCost>,
     floor: f64,
 ) -> BTreeMap<String, f64> {
-    let trusted: BTreeMap<String, f64> = merged
-        .iter()
-        .filter(|(_, c)| c.is_trusted())
-        .map(|(id, c)| (id.clone(), c.cost))
-        .collect();
+    let mut whole: BTreeMap<String, f64> = BTreeMap::new();
+    // cluster → count → (slices seen, summed cost, shortest measurement).
+    let mut sliced: BTreeMap<&str, BTreeMap<u32, (u32, f64, u64)>> = BTreeMap::new();
+    for (id, c) in merged.iter().filter(|(_, c)| c.is_trusted()) {
+        let unit = UnitId::parse(id);
+        match unit.slice {
+            None => {
+                whole.insert(id.clone(), c.cost);
+            }
+            Some((_, k)) => {
+                let e =
+                    sliced
+                        .entry(unit.cluster)
+                        .or_default()
+                        .entry(k)
+                        .or_insert((0, 0.0, u64::MAX));
+                e.0 += 1;
+                e.1 += c.cost;
+                e.2 = e.2.min(c.measured_seconds);
+            }
+        }
+    }
+    let mut trusted = whole;
+    for (cluster, counts) in sliced {
+        let complete = counts
+            .iter()
+            .filter(|&(&k, &(seen, _, _))| seen == k)
+            .max_by_key(|&(&k, &(_, _, measured))| (measured, k));
+        if let Some((_, &(_, cost, _))) = complete {
+            trusted.insert(cluster.to_owned(), cost);
+        }
+    }
     let total: f64 = trusted.values().sum();
     if total > 0.0 && total >= floor {
         trusted
@@ -270,5 +305,35 @@ mod tests {
         let zeros = record("z", &[("c1", 0.0, 600), ("c2", 0.0, 600)]);
         let (zero, _) = merge([("k/z", zeros.as_slice())]);
         assert!(placement_costs(&zero, 0.0).is_empty());
+    }
+
+    #[test]
+    fn a_cluster_in_slices_costs_their_sum_once_all_of_one_count_are_trusted() {
+        let figure = |cost: f64, measured_seconds: u64| ClusterCost {
+            cost,
+            measured_seconds,
+            ..ClusterCost::default()
+        };
+        let mut merged = BTreeMap::from([
+            ("hub#slice-0-of-2".to_owned(), figure(30.0, 600)),
+            ("c1".to_owned(), figure(10.0, 600)),
+        ]);
+        // One slice of two: the hub is not measured yet.
+        assert_eq!(
+            placement_costs(&merged, 0.0),
+            BTreeMap::from([("c1".to_owned(), 10.0)])
+        );
+        merged.insert("hub#slice-1-of-2".into(), figure(20.0, 300));
+        merged.insert("hub".into(), figure(35.0, 900));
+        let costs = placement_costs(&merged, 0.0);
+        assert_eq!(
+            costs.get("hub"),
+            Some(&50.0),
+            "the slices, not the stale whole"
+        );
+        assert_eq!(costs.len(), 2);
+        // An untrusted slice does not complete the set: the whole figure stands.
+        merged.insert("hub#slice-1-of-2".into(), figure(20.0, 30));
+        assert_eq!(placement_costs(&merged, 0.0).get("hub"), Some(&35.0));
     }
 }

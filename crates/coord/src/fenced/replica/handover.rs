@@ -67,10 +67,18 @@ impl Replica {
 }
 
 impl Replica {
-    /// Whether a unit of `unit`'s cluster (it, or another slice of it) is stopping here.
+    /// Whether a unit of `unit`'s cluster (it, or another slice of it) is stopping here:
+    /// the cluster's id and its slices' ids (`cluster#slice-…`) are one range of the
+    /// sorted set, so this is a lookup, not a scan.
     fn stopping_family(&self, unit: &str) -> bool {
         let cluster = cluster_of(unit);
-        self.stopping_clusters.contains(unit)
-            || (self.stopping_clusters.iter()).any(|s| cluster_of(s) == cluster)
+        if self.stopping_clusters.contains(unit) || self.stopping_clusters.contains(cluster) {
+            return true;
+        }
+        let prefix = format!("{cluster}#slice-");
+        self.stopping_clusters
+            .range(prefix.clone()..)
+            .next()
+            .is_some_and(|s| s.starts_with(&prefix) && cluster_of(s) == cluster)
     }
 }

@@ -398,3 +398,119 @@ async fn a_failing_render_is_asked_once_per_periodic_refresh() {
     drop(r.feed);
     r.runtime.shutdown().await;
 }
+
+/// A cluster split in two slices, one per replica: each app is synced and recorded by
+/// its slice's owner alone; when one slice stops, its owner drops the cluster's caches
+/// and does nothing more, while the other slice's apps go on being synced. A replica that
+/// holds both slices keeps the cluster's connection until its last slice stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_slice_of_a_split_cluster_is_worked_on_by_its_owner_alone() {
+    use fleetshard_core::placement::slices::slice_of_app;
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    const N: usize = 8;
+    for i in 0..N {
+        git.write(
+            &format!("app{i}/cm.yaml"),
+            &config_map(&format!("cm{i}"), "1"),
+        );
+    }
+    let first = git.commit("initial");
+    let fake = FakeApiServer::start().await.unwrap();
+    let inventory = Arc::new(StaticInventory::default());
+    let clusters = vec![Cluster::new("c1", fake.url())];
+    let mut apps = Vec::new();
+    for i in 0..N {
+        let t = target(
+            &format!("a{i}"),
+            &git.path(),
+            "main",
+            &format!("app{i}"),
+            access("c1", &fake),
+            AUTO,
+        );
+        apps.push(t.app.clone());
+        inventory.insert(t);
+    }
+    let slice_of = |app: &fleetshard_core::App| slice_of_app(&app.namespace, &app.name, 2);
+    let (zero, one): (Vec<_>, Vec<_>) = apps.iter().partition(|a| slice_of(a) == 0);
+    assert!(!zero.is_empty() && !one.is_empty(), "both slices hold apps");
+    let a = replica(&inventory, &tmp.path().join("cache-a"), &clusters, &apps);
+    let b = replica(&inventory, &tmp.path().join("cache-b"), &clusters, &apps);
+    a.feed.send(started("c1#slice-0-of-2")).unwrap();
+    b.feed.send(started("c1#slice-1-of-2")).unwrap();
+    eventually(LIMIT, "every app synced by its slice's owner", || async {
+        let done = zero.iter().all(|x| synced_at(&a.memory, &x.name, &first))
+            && one.iter().all(|x| synced_at(&b.memory, &x.name, &first));
+        done.then_some(())
+    })
+    .await;
+    for x in &zero {
+        assert!(
+            b.memory.get(&key(&x.name)).is_none(),
+            "{} recorded by b",
+            x.name
+        );
+    }
+    for x in &one {
+        assert!(
+            a.memory.get(&key(&x.name)).is_none(),
+            "{} recorded by a",
+            x.name
+        );
+    }
+    // Slice 0 stops on a: its caches go (its last unit of c1), b's slice goes on.
+    let hook = GitOpsStopHook {
+        inner: Arc::new(WorkStopHook(a.runtime.work().clone())),
+        reconciler: a.reconciler.clone(),
+    };
+    hook.stop("c1#slice-0-of-2".into()).await;
+    assert!(a.reconciler.clusters().started().is_empty());
+    let writes_before = a.sink.count();
+    for i in 0..N {
+        git.write(
+            &format!("app{i}/cm.yaml"),
+            &config_map(&format!("cm{i}"), "2"),
+        );
+    }
+    let second = git.commit("v2");
+    // Every app asked for again on both replicas: only b's slice 1 is worked on.
+    for x in &apps {
+        a.runtime.work().refresh_queue().add(key(&x.name));
+        b.runtime.work().refresh_queue().add(key(&x.name));
+    }
+    eventually(LIMIT, "slice 1's apps synced again", || async {
+        one.iter()
+            .all(|x| synced_at(&b.memory, &x.name, &second))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(a.sink.count(), writes_before, "a wrote nothing more");
+    for x in &zero {
+        let name = format!("cm{}", &x.name[1..]);
+        assert_eq!(
+            fake.get("v1", "ConfigMap", "default", &name).unwrap()["data"]["value"],
+            "1",
+            "{} has no owner now",
+            x.name
+        );
+    }
+    // b takes slice 0 too; stopping slice 1 keeps its connection to c1 for slice 0.
+    b.feed.send(started("c1#slice-0-of-2")).unwrap();
+    eventually(LIMIT, "slice 0's apps synced by b", || async {
+        zero.iter()
+            .all(|x| synced_at(&b.memory, &x.name, &second))
+            .then_some(())
+    })
+    .await;
+    let hook = GitOpsStopHook {
+        inner: Arc::new(WorkStopHook(b.runtime.work().clone())),
+        reconciler: b.reconciler.clone(),
+    };
+    hook.stop("c1#slice-1-of-2".into()).await;
+    assert_eq!(b.reconciler.clusters().started(), vec!["c1"]);
+    assert!(b.runtime.work().owns("c1#slice-0-of-2"));
+    drop((a.feed, b.feed));
+    a.runtime.shutdown().await;
+    b.runtime.shutdown().await;
+}
