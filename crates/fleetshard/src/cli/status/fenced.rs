@@ -108,6 +108,18 @@ pub(super) struct ClusterRow {
     /// Its measured cost, and for how long it was measured (`None`: not yet).
     pub cost: Option<f64>,
     pub cost_measured_secs: Option<u64>,
+    /// For a slice of a split cluster (`id` is `cluster#slice-N-of-K`): its cluster, `N`
+    /// and `K`. Each slice has its own owner.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slice: Option<SliceOf>,
+}
+
+/// Which slice of which cluster a row is.
+#[derive(Debug, Serialize)]
+pub(super) struct SliceOf {
+    pub cluster: String,
+    pub slice: u32,
+    pub of: u32,
 }
 
 /// Whether a cluster's shard holder acts on it.
@@ -393,7 +405,8 @@ pub(super) fn build(root: &str, shards: Option<u32>, w: &Watched<'_>, names: &Na
         .flat_map(|d| d.clusters.iter())
         .map(|(id, &shard)| {
             let (state, owner) = state_of(shard);
-            let named = names.get(id);
+            let unit = fleetshard_core::placement::slices::UnitId::parse(id);
+            let named = names.get(unit.cluster);
             ClusterRow {
                 id: id.clone(),
                 name: named.map(|(n, _)| n.clone()),
@@ -406,6 +419,11 @@ pub(super) fn build(root: &str, shards: Option<u32>, w: &Watched<'_>, names: &Na
                     .filter(|&h| h != shard),
                 cost: None,
                 cost_measured_secs: None,
+                slice: unit.slice.map(|(slice, of)| SliceOf {
+                    cluster: unit.cluster.to_owned(),
+                    slice,
+                    of,
+                }),
             }
         })
         .collect();

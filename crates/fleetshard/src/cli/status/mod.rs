@@ -240,12 +240,14 @@ pub(super) fn write_clusters<'a>(
     unowned: usize,
 ) {
     use std::fmt::Write as _;
-    let total = rows.len();
+    let units = rows.len();
+    let mut clusters = std::collections::HashSet::new();
     let _ = writeln!(
         out,
         "\nCLUSTER                                NAME                 SERVER                                   SHARD  OWNER"
     );
     for c in rows {
+        clusters.insert(fleetshard_core::placement::slices::UnitId::parse(c.id).cluster);
         let home = c
             .home
             .map_or(String::new(), |h| format!(" (away from shard {h})"));
@@ -262,5 +264,13 @@ pub(super) fn write_clusters<'a>(
             c.shard
         );
     }
-    let _ = writeln!(out, "\n{total} clusters, {unowned} unowned");
+    let total = clusters.len();
+    if units == total {
+        let _ = writeln!(out, "\n{total} clusters, {unowned} unowned");
+    } else {
+        let _ = writeln!(
+            out,
+            "\n{total} clusters in {units} units (split clusters count a unit per slice), {unowned} units unowned"
+        );
+    }
 }

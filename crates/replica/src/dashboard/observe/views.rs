@@ -4,8 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use fleetshard_core::placement::slices::UnitId;
+
 use super::{
-    APP_PROBLEMS_LEN, AppProblem, AppStatuses, AppTotals, ClusterView, Clusters, Lease, unknown,
+    APP_PROBLEMS_LEN, AppProblem, AppStatuses, AppTotals, ClusterInfo, ClusterView, Clusters,
+    Lease, unknown,
 };
 
 /// The clusters' part of a [`super::Snapshot`].
@@ -49,8 +52,31 @@ pub(super) fn cluster_views(
     let mut ids: Vec<&String> = clusters.keys().chain(assigned.keys()).collect();
     ids.sort();
     ids.dedup();
+    // A split cluster is shown as its slices, each with its own owner and apps.
+    let split: std::collections::HashSet<&str> = assigned
+        .keys()
+        .map(|id| UnitId::parse(id))
+        .filter(|u| u.slice.is_some())
+        .map(|u| u.cluster)
+        .collect();
     for id in ids {
-        let info = clusters.get(id).cloned().unwrap_or_else(|| unknown(id));
+        if split.contains(id.as_str()) && !assigned.contains_key(id) {
+            continue;
+        }
+        let unit = UnitId::parse(id);
+        let info = match (unit.slice, clusters.get(unit.cluster)) {
+            (Some(_), Some(whole)) => ClusterInfo {
+                apps: (whole.apps.iter())
+                    .filter(|a| {
+                        let (ns, name) = a.split_once('/').unwrap_or(("", a));
+                        unit.holds(ns, name)
+                    })
+                    .cloned()
+                    .collect(),
+                ..whole.clone()
+            },
+            _ => clusters.get(id).cloned().unwrap_or_else(|| unknown(id)),
+        };
         let shard = assigned.get(id).copied();
         let (owner, state) = ownership(id, shard);
         let mut v = ClusterView {
@@ -141,5 +167,38 @@ pub(crate) fn add_costs(snapshot: &mut super::Snapshot, costs: &BTreeMap<String,
     }
     for s in &mut snapshot.shards {
         s.cost = by_shard.get(&s.shard).copied();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A split cluster is shown as its slices, each with its own shard, owner and apps;
+    /// the cluster itself is not shown unowned.
+    #[test]
+    fn a_split_cluster_shows_as_its_slices() {
+        let apps: Vec<String> = (0..20).map(|i| format!("argocd/app-{i}")).collect();
+        let clusters = Clusters::from([(
+            "hub".to_owned(),
+            ClusterInfo {
+                name: "hub-name".into(),
+                server: "https://hub".into(),
+                zone: None,
+                apps: apps.clone(),
+            },
+        )]);
+        let assigned = BTreeMap::from([
+            ("hub#slice-0-of-2".to_owned(), 0),
+            ("hub#slice-1-of-2".to_owned(), 1),
+        ]);
+        let views = cluster_views(&clusters, &assigned, &AppStatuses::new(), |_, shard| {
+            (shard.map(|s| format!("r{s}")), "acting")
+        });
+        assert_eq!(views.unowned, 0);
+        let ids: Vec<&str> = views.views.iter().map(|v| v.id.as_str()).collect();
+        assert_eq!(ids, ["hub#slice-0-of-2", "hub#slice-1-of-2"]);
+        assert!(views.views.iter().all(|v| v.name == "hub-name" && v.apps > 0));
+        assert_eq!(views.views.iter().map(|v| v.apps).sum::<usize>(), apps.len());
     }
 }
