@@ -372,3 +372,57 @@ async fn measured_costs_place_the_fleet_and_every_replica_publishes_its_own() {
         assert!(h.shutdown().await.unwrap());
     }
 }
+
+/// `run --split-clusters`: c00 holds 60 of 63 apps, more than one of two replicas should
+/// carry, so the distributor commits it as two slices on the two shards; each replica
+/// acts on one of them (and some whole clusters), and nothing is left unassigned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_costly_cluster_is_split_into_slices_owned_by_different_replicas() {
+    use fleetshard_coord::fenced::{AssignmentDoc, assignment_key};
+    let store = StoreUrl::Memory.open().unwrap();
+    let FleetSource::Fixed(mut content) = fleet(4) else {
+        unreachable!()
+    };
+    for i in 0..59 {
+        content.apps.push(App::to_server(
+            "argocd",
+            &format!("hub-{i}"),
+            "https://c0.example",
+        ));
+    }
+    let mut handles = Vec::new();
+    for name in ["r0", "r1"] {
+        let mut s = settings(name, StoreUrl::Memory, 4);
+        s.fleet = FleetSource::Fixed(content.clone());
+        s.protocol = ProtocolSettings::Fenced(FencedSettings {
+            shards: ShardCount::Fixed(2),
+            split_clusters: true,
+            ..FencedSettings::default()
+        });
+        let replica = Replica::build_on(s, store.clone()).await.unwrap();
+        handles.push(replica.spawn().unwrap());
+    }
+    let all: Vec<&ReplicaHandle> = handles.iter().collect();
+    // Two slices and three whole clusters, each replica with one slice.
+    until(&all, Duration::from_secs(20), "five units acted on", |a| {
+        a.iter().sum::<usize>() == 5 && a.iter().all(|&n| n >= 1)
+    })
+    .await;
+    let doc = store
+        .store
+        .get(&assignment_key("fleetshard/"))
+        .await
+        .unwrap()
+        .expect("an assignment");
+    let doc: AssignmentDoc = serde_json::from_slice(&doc.value).unwrap();
+    let slices: Vec<(&str, u32)> = ["c00#slice-0-of-2", "c00#slice-1-of-2"]
+        .iter()
+        .map(|id| (*id, doc.clusters[*id]))
+        .collect();
+    assert_ne!(slices[0].1, slices[1].1, "slices apart: {:?}", doc.clusters);
+    assert!(!doc.clusters.contains_key("c00"));
+    assert_eq!(doc.clusters.len(), 5, "{:?}", doc.clusters);
+    for h in handles {
+        assert!(h.shutdown().await.unwrap());
+    }
+}

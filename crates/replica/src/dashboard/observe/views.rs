@@ -198,7 +198,15 @@ mod tests {
         assert_eq!(views.unowned, 0);
         let ids: Vec<&str> = views.views.iter().map(|v| v.id.as_str()).collect();
         assert_eq!(ids, ["hub#slice-0-of-2", "hub#slice-1-of-2"]);
-        assert!(views.views.iter().all(|v| v.name == "hub-name" && v.apps > 0));
-        assert_eq!(views.views.iter().map(|v| v.apps).sum::<usize>(), apps.len());
+        assert!(
+            views
+                .views
+                .iter()
+                .all(|v| v.name == "hub-name" && v.apps > 0)
+        );
+        assert_eq!(
+            views.views.iter().map(|v| v.apps).sum::<usize>(),
+            apps.len()
+        );
     }
 }
