@@ -514,3 +514,105 @@ async fn each_slice_of_a_split_cluster_is_worked_on_by_its_owner_alone() {
     a.runtime.shutdown().await;
     b.runtime.shutdown().await;
 }
+
+/// What splitting a cluster costs its API server: the apps of slice 0 deploy ConfigMaps,
+/// those of slice 1 Services. Whole, one replica lists and watches both kinds; split, each
+/// slice's owner lists and watches only its own apps' kind, so the cluster sees each kind
+/// listed and watched once either way (discovery and the reachability check are per
+/// owner). Prints both request counts (`--nocapture`): the figure in
+/// `docs/performance.md`, "A split cluster's API load".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_slice_owner_lists_and_watches_only_its_apps_kinds() {
+    use fleetshard_core::placement::slices::slice_of_app;
+    use fleetshard_testsupport::kube_api::Verb;
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    const N: usize = 8;
+    let service = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  ports:\n  - port: 80\n"
+        )
+    };
+    for i in 0..N {
+        let body = if slice_of_app("argocd", &format!("a{i}"), 2) == 0 {
+            config_map(&format!("cm{i}"), "1")
+        } else {
+            service(&format!("svc{i}"))
+        };
+        git.write(&format!("app{i}/obj.yaml"), &body);
+    }
+    let commit = git.commit("initial");
+    let run = |units: Vec<Vec<&'static str>>| {
+        let (git, commit, tmp) = (&git, &commit, &tmp);
+        async move {
+            let fake = FakeApiServer::start().await.unwrap();
+            let inventory = Arc::new(StaticInventory::default());
+            let clusters = vec![Cluster::new("c1", fake.url())];
+            let mut apps = Vec::new();
+            for i in 0..N {
+                let t = target(
+                    &format!("a{i}"),
+                    &git.path(),
+                    "main",
+                    &format!("app{i}"),
+                    access("c1", &fake),
+                    AUTO,
+                );
+                apps.push(t.app.clone());
+                inventory.insert(t);
+            }
+            let mut replicas = Vec::new();
+            for (n, owned) in units.iter().enumerate() {
+                let cache = tmp.path().join(format!("cache-{}-{n}", units.len()));
+                let r = replica(&inventory, &cache, &clusters, &apps);
+                for u in owned {
+                    r.feed.send(started(u)).unwrap();
+                }
+                replicas.push(r);
+            }
+            eventually(LIMIT, "every app synced", || async {
+                apps.iter()
+                    .all(|a| {
+                        replicas
+                            .iter()
+                            .any(|r| synced_at(&r.memory, &a.name, commit))
+                    })
+                    .then_some(())
+            })
+            .await;
+            let counts = fake.request_counts();
+            for r in replicas {
+                drop(r.feed);
+                r.runtime.shutdown().await;
+            }
+            counts
+        }
+    };
+    let whole = run(vec![vec!["c1"]]).await;
+    let split = run(vec![vec!["c1#slice-0-of-2"], vec!["c1#slice-1-of-2"]]).await;
+    let of = |counts: &std::collections::BTreeMap<(Verb, String), u64>, verb: Verb, res: &str| {
+        counts.get(&(verb, res.to_owned())).copied().unwrap_or(0)
+    };
+    let reads = |counts: &std::collections::BTreeMap<(Verb, String), u64>| -> u64 {
+        counts
+            .iter()
+            .filter(|((v, _), _)| matches!(v, Verb::Get | Verb::List | Verb::Watch))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    println!("whole: {whole:?}\nsplit: {split:?}");
+    println!(
+        "reads (get, list, watch): whole {}, split in 2 {}",
+        reads(&whole),
+        reads(&split)
+    );
+    for res in ["configmaps", "services"] {
+        for verb in [Verb::List, Verb::Watch] {
+            assert_eq!(
+                of(&split, verb, res),
+                of(&whole, verb, res),
+                "{res} {verb:?}: by its slice's owner only"
+            );
+        }
+    }
+}
