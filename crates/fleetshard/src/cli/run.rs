@@ -201,9 +201,12 @@ pub fn settings(args: &RunArgs) -> anyhow::Result<ReplicaSettings> {
             split_clusters: args.costs.split_clusters,
             ..FencedSettings::default()
         }),
-        Protocol::Argocd if args.costs.split_clusters => bail!(
-            "--split-clusters: Argo CD's protocol places whole clusters (its shard ConfigMap has no place for slices); use --protocol fenced"
-        ),
+        Protocol::Argocd if args.costs.split_clusters => {
+            return Err(crate::cli::exit::BadValue(
+                "--split-clusters: Argo CD's protocol places whole clusters (its shard ConfigMap has no place for slices); use --protocol fenced".into(),
+            )
+            .into());
+        }
         Protocol::Argocd => ProtocolSettings::Argocd(argo_settings(
             &args.protocol,
             &args.shards,
