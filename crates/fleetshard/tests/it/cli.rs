@@ -772,6 +772,28 @@ fn run_refuses_a_bad_shards_value() {
     assert!(err.contains("min 5 is above max 2"), "{err}");
 }
 
+#[test]
+fn run_refuses_split_clusters_under_argo_cds_protocol() {
+    let mut cmd = fleetshard();
+    cmd.args([
+        "run",
+        "--store",
+        "memory://",
+        "--fleet",
+        &example("fleet.yaml"),
+        "--protocol",
+        "argocd",
+        "--split-clusters",
+    ]);
+    let out = run(&mut cmd);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--split-clusters") && err.contains("whole clusters"),
+        "{err}"
+    );
+}
+
 /// `plan --from-store` starts from the assignment the replicas committed, exactly as
 /// `--previous` starts from a plan: the same fleet and count move nothing, and another
 /// count gives the same shards as planning from that plan's JSON.
