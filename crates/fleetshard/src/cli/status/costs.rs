@@ -1,6 +1,7 @@
 //! The measured costs in `status`: each cluster's figure as the replicas published it
 //! (`fleetshard_replica::costs`, merged the one way the distributor merges them), each
-//! shard's total, and the top-level `costs` object `plan --costs` reads.
+//! shard's total, and the top-level `costs` object `plan --costs` reads (by cluster: a
+//! split cluster's slices summed).
 
 use fleetshard_coord::store::Store;
 use std::collections::BTreeMap;
@@ -24,7 +25,9 @@ pub(super) async fn add_costs(
         if let Some(c) = merged.get(&row.id) {
             row.cost = Some(c.cost);
             row.cost_measured_secs = Some(c.measured_seconds);
-            report.costs.insert(row.id.clone(), c.cost);
+            // `plan --costs` reads costs by cluster: a split cluster's slices add up.
+            let cluster = fleetshard_core::placement::slices::UnitId::parse(&row.id).cluster;
+            *report.costs.entry(cluster.to_owned()).or_default() += c.cost;
             *by_shard.entry(row.shard).or_default() += c.cost;
         }
     }
