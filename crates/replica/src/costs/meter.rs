@@ -80,7 +80,7 @@ impl CostMeter {
         self.clusters.retain(|id, _| usage.contains_key(id));
         for (id, u) in usage {
             let Some(t) = self.clusters.get_mut(id) else {
-                let seed = seeds.get(id).copied();
+                let seed = super::record::seed_of(id, seeds);
                 self.clusters.insert(
                     id.clone(),
                     Tracked {

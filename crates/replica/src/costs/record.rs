@@ -65,6 +65,20 @@ pub struct ClusterCost {
 }
 
 impl ClusterCost {
+    /// This figure times `f` (a part of it), its measured time kept.
+    fn scaled(&self, f: f64) -> ClusterCost {
+        ClusterCost {
+            cost: self.cost * f,
+            cpu_millicores: self.cpu_millicores * f,
+            cache_mib: self.cache_mib * f,
+            cache_objects: (self.cache_objects as f64 * f).round() as u64,
+            events_per_minute: self.events_per_minute * f,
+            requests_per_minute: self.requests_per_minute * f,
+            syncs_per_hour: self.syncs_per_hour * f,
+            measured_seconds: self.measured_seconds,
+        }
+    }
+
     /// Whether the figure has been measured long enough to place by.
     pub fn is_trusted(&self) -> bool {
         self.measured_seconds >= MIN_MEASURED_SECONDS && self.cost.is_finite() && self.cost >= 0.0
@@ -160,6 +174,49 @@ pub fn merge_listing(
             .iter()
             .map(|e| (e.key.as_str(), e.value.as_slice())),
     )
+}
+
+/// What a unit newly measured here starts from: its own published figure; for a unit
+/// first seen under a new slice count, its part of its cluster's figure (the whole
+/// cluster's, or a complete set of its slices' under another count), measured time kept.
+/// Without it a cluster just split or joined would be unmeasured for two minutes and
+/// placed by its estimate meanwhile, which may undo the split.
+pub fn seed_of(unit: &str, seeds: &BTreeMap<String, ClusterCost>) -> Option<ClusterCost> {
+    if let Some(&c) = seeds.get(unit) {
+        return Some(c);
+    }
+    let id = UnitId::parse(unit);
+    let part = id.slice.map_or(1.0, |(_, k)| 1.0 / f64::from(k));
+    let whole = seeds.get(id.cluster).copied().or_else(|| {
+        // The slices of one count, all present: their sum.
+        let mut by_count: BTreeMap<u32, Vec<&ClusterCost>> = BTreeMap::new();
+        for (other, c) in seeds.range(format!("{}#slice-", id.cluster)..) {
+            let o = UnitId::parse(other);
+            if o.cluster != id.cluster {
+                break;
+            }
+            if let Some((_, k)) = o.slice {
+                by_count.entry(k).or_default().push(c);
+            }
+        }
+        let (_, set) = by_count
+            .into_iter()
+            .find(|(k, set)| set.len() == *k as usize)?;
+        let mut sum = set[0].scaled(0.0);
+        sum.measured_seconds = u64::MAX;
+        for c in set {
+            sum.cost += c.cost;
+            sum.cpu_millicores += c.cpu_millicores;
+            sum.cache_mib += c.cache_mib;
+            sum.cache_objects += c.cache_objects;
+            sum.events_per_minute += c.events_per_minute;
+            sum.requests_per_minute += c.requests_per_minute;
+            sum.syncs_per_hour += c.syncs_per_hour;
+            sum.measured_seconds = sum.measured_seconds.min(c.measured_seconds);
+        }
+        Some(sum)
+    })?;
+    Some(whole.scaled(part))
 }
 
 /// The costs placement uses, by cluster: the trusted figures, once they add up to more
@@ -335,5 +392,34 @@ mod tests {
         // An untrusted slice does not complete the set: the whole figure stands.
         merged.insert("hub#slice-1-of-2".into(), figure(20.0, 30));
         assert_eq!(placement_costs(&merged, 0.0).get("hub"), Some(&35.0));
+    }
+
+    #[test]
+    fn a_new_slice_starts_from_its_part_of_its_cluster() {
+        let figure = |cost: f64, measured_seconds: u64| ClusterCost {
+            cost,
+            measured_seconds,
+            ..ClusterCost::default()
+        };
+        let seeds = BTreeMap::from([
+            ("hub".to_owned(), figure(90.0, 600)),
+            ("c1#slice-0-of-2".to_owned(), figure(30.0, 300)),
+            ("c1#slice-1-of-2".to_owned(), figure(10.0, 400)),
+        ]);
+        assert_eq!(seed_of("hub", &seeds), Some(figure(90.0, 600)));
+        assert_eq!(seed_of("hub#slice-2-of-3", &seeds), Some(figure(30.0, 600)));
+        assert_eq!(
+            seed_of("c1", &seeds),
+            Some(figure(40.0, 300)),
+            "joined: the sum"
+        );
+        assert_eq!(seed_of("c1#slice-0-of-4", &seeds), Some(figure(10.0, 300)));
+        assert_eq!(seed_of("c2", &seeds), None);
+        let partial = BTreeMap::from([("c1#slice-0-of-2".to_owned(), figure(30.0, 300))]);
+        assert_eq!(
+            seed_of("c1", &partial),
+            None,
+            "an incomplete set seeds nothing"
+        );
     }
 }
