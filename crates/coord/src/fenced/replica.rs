@@ -7,7 +7,8 @@
 //! listing), `leases` (claiming, renewing and releasing the shard, the role, the
 //! presence), `count` (shard count policies), `distribute` (the distributor's round),
 //! `handover` (applying a generation, the start barrier), `forget` (dead replicas'
-//! presence records), `cold_start` (a new fleet's shards expected while holders start).
+//! presence records), `cold_start` (a new fleet's shards expected while holders start),
+//! `slicing` (a costly cluster split into slices), `input` (the fleet placed).
 
 mod action;
 mod capacity;
@@ -18,6 +19,7 @@ mod forget;
 mod guard;
 mod handoffs;
 mod handover;
+mod input;
 mod leases;
 mod peers;
 mod publish;
@@ -33,13 +35,14 @@ pub use count::{MAX_SHARDS, ShardCount, ShardCountError};
 pub use distribute::{Placed, PlacementJob};
 pub use forget::PRESENCE_GRACE;
 pub use guard::{DropGuard, HeldBack};
+pub use input::FleetInput;
 pub use peers::PeerLease;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use fleetshard_core::ShardSpec;
 use fleetshard_core::placement::{PlacementConfig, hysteresis::Hysteresis};
-use fleetshard_core::{App, Cluster, ShardSpec};
 
 use super::records::{AssignmentDoc, CorruptRecord};
 use crate::lease::{HeldLease, LeaseObserver, LeaseTiming, Mono, RenewSent};
@@ -65,8 +68,7 @@ pub struct ReplicaConfig {
     pub placement: PlacementConfig,
     /// Hysteresis over what costs move (`run --hysteresis`; `None`: the engine's alone).
     pub hysteresis: Option<Hysteresis>,
-    /// Split a cluster that costs more than a shard should carry into slices of its apps
-    /// (`run --split-clusters`, `slicing.rs`).
+    /// Split a costly cluster into slices of its apps (`run --split-clusters`, `slicing.rs`).
     pub split_clusters: bool,
     /// This replica's zone, in its shard record (zone-aware placement when all have one).
     pub zone: Option<String>,
@@ -74,24 +76,6 @@ pub struct ReplicaConfig {
     pub capacity: u32,
     /// Shard n's capacity (and zone) fixed by the operator (fleet file `shards:`): wins.
     pub shard_specs: Vec<ShardSpec>,
-}
-
-/// The inventory the distributor places, and what the runner knows of the world.
-#[derive(Debug, Clone, Copy)]
-pub struct FleetInput<'a> {
-    /// Clusters.
-    pub clusters: &'a [Cluster],
-    /// Their loads.
-    pub loads: &'a [u64],
-    /// The applications (which slice of a split cluster holds each: `slicing.rs`).
-    pub apps: &'a [App],
-    /// Changes whenever `clusters` or `loads` change, so the distributor can skip
-    /// recomputing a placement it has already found unchanged.
-    pub revision: u64,
-    /// The shard count from outside, for [`ShardCount::External`].
-    pub external_shards: Option<u32>,
-    /// `loads` are measured costs: the configured hysteresis applies.
-    pub measured: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@
 //! and `k`, the same in every process. Going from `k` to `k + 1` slices moves only the
 //! applications the new slice wins, about `1 / (k + 1)` of them; the others keep theirs.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::rendezvous::{mix64, stable_hash};
 use crate::model::{App, Cluster, for_each_resolved_app};
@@ -158,8 +158,8 @@ pub fn kept_slice_count(
 
 /// The slice count of each cluster in a committed assignment (`unit ids → shard`): the
 /// `K` of its `cluster#slice-N-of-K` units; absent for a cluster placed whole.
-pub fn committed_slices<'a>(units: impl IntoIterator<Item = &'a str>) -> HashMap<&'a str, u32> {
-    let mut out = HashMap::new();
+pub fn committed_slices<'a>(units: impl IntoIterator<Item = &'a str>) -> FxHashMap<&'a str, u32> {
+    let mut out = FxHashMap::default();
     for id in units {
         if let UnitId {
             cluster,
@@ -178,9 +178,9 @@ pub fn committed_slices<'a>(units: impl IntoIterator<Item = &'a str>) -> HashMap
 /// then keeps most of a re-split cluster's apps where they were.
 #[derive(Debug, Default)]
 pub struct UnitHomes<'a> {
-    exact: HashMap<&'a str, u32>,
+    exact: FxHashMap<&'a str, u32>,
     /// `(cluster, slice index)` → shard; a whole cluster is its own slice 0.
-    by_index: HashMap<(&'a str, u32), u32>,
+    by_index: FxHashMap<(&'a str, u32), u32>,
 }
 
 impl<'a> UnitHomes<'a> {

@@ -10,7 +10,7 @@
 //! previous count while its cost stays inside the hysteresis band around it
 //! ([`kept_slice_count`]): a new count restarts every slice of the cluster.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::slices::{apps_per_slice, kept_slice_count};
 use crate::model::{App, Cluster};
@@ -62,7 +62,7 @@ pub fn slice_counts(
     apps: &[u64],
     share: f64,
     shards: u32,
-    previous: &HashMap<&str, u32>,
+    previous: &FxHashMap<&str, u32>,
     split: Split,
 ) -> Vec<u32> {
     clusters
@@ -161,7 +161,15 @@ mod tests {
         };
         let share = share(1_000.0, [1, 1, 1, 1]);
         assert_eq!(share, 250.0);
-        let k = slice_counts(&clusters, &costs, &counts, share, 4, &HashMap::new(), split);
+        let k = slice_counts(
+            &clusters,
+            &costs,
+            &counts,
+            share,
+            4,
+            &FxHashMap::default(),
+            split,
+        );
         assert_eq!(k, vec![3, 1, 1, 1]);
         let units = split_units(&clusters, &apps, &k).unwrap();
         assert_eq!(units.len(), 6);
@@ -172,11 +180,19 @@ mod tests {
         // Pinned, or nothing split: whole.
         let mut pinned = clusters.clone();
         pinned[0].shard = Some(0);
-        let k = slice_counts(&pinned, &costs, &counts, share, 4, &HashMap::new(), split);
+        let k = slice_counts(
+            &pinned,
+            &costs,
+            &counts,
+            share,
+            4,
+            &FxHashMap::default(),
+            split,
+        );
         assert_eq!(k, vec![1, 1, 1, 1]);
         assert_eq!(split_units(&pinned, &apps, &k), None);
         // A committed count inside the band is kept.
-        let previous = HashMap::from([("c0", 2)]);
+        let previous = FxHashMap::from_iter([("c0", 2)]);
         let band = Split { band: 0.1, ..split };
         let k = slice_counts(
             &clusters,
