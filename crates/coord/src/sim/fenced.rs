@@ -4,7 +4,8 @@
 //! Checked at every event: **G1**, no cluster is acted on by two replicas at one instant
 //! (an overlap can only begin when a cluster is started, which is an event). Measured:
 //! **G2**, how long each cluster goes without an acting owner after a failure (bounded in
-//! `tests.rs`).
+//! `tests.rs`). With slices both are judged per application, and G1 per unit too
+//! (`fenced/apps.rs`).
 
 use std::time::Duration;
 
@@ -124,6 +125,10 @@ pub(super) struct SimConfig {
     /// Loads are measured costs that change every 2–6 s (each ×(1 ± 30 %), one cluster
     /// at times ×5 or ÷5), placed with the distributor's hysteresis.
     pub costs: bool,
+    /// Applications, a hub with a third of them, clusters split into slices, the hub's load
+    /// moved at cost changes so that it is split, re-split and joined; G1 and G2 judged per
+    /// application and G1 per unit too (`fenced/apps.rs`).
+    pub slices: bool,
 }
 
 impl Default for SimConfig {
@@ -151,6 +156,7 @@ impl Default for SimConfig {
             long_drains: false,
             unannounced: 0,
             costs: false,
+            slices: false,
         }
     }
 }
@@ -176,6 +182,8 @@ pub(super) struct Sim {
     replaced_at: Option<u64>,
     /// Whether the stored distributor record is bound to a shard (`None`: none stored yet).
     role_bound: Option<bool>,
+    /// With slices: the applications, and who acts on which.
+    apps: Option<apps::AppFleet>,
 }
 
 impl Sim {
@@ -202,6 +210,7 @@ impl Sim {
             no_distributor_since: None,
             replaced_at: None,
             role_bound: None,
+            apps: None,
         };
         // Loads of the clusters that may join, drawn after the others' (so that a
         // configuration without churn replays as before).
@@ -212,6 +221,9 @@ impl Sim {
         sim.checker = Checker::new(cfg.warmup_ms, 0, &sim.pool).with_loads(&sim.pool_loads);
         for c in &sim.pool[cfg.clusters..] {
             sim.checker.set_present(&c.id, false);
+        }
+        if cfg.slices {
+            sim.cut_into_apps();
         }
         sim.checker.out.writes = vec![0; cfg.nodes];
         for i in 0..cfg.nodes {
@@ -262,7 +274,7 @@ impl Sim {
             sim.queue.at(t, Ev::Scale(n));
         }
         let mut t = cfg.warmup_ms;
-        while cfg.costs && t + 8_000 < cfg.run_ms {
+        while (cfg.costs || cfg.slices) && t + 8_000 < cfg.run_ms {
             t += sim.rng.between(2_000, 6_000);
             sim.queue.at(t, Ev::Costs);
         }
@@ -290,31 +302,37 @@ impl Sim {
         if remove {
             let at = self.rng.below(members.len() as u64) as usize;
             let gone = members.remove(at);
-            self.checker.set_present(&self.pool[gone].id, false);
+            self.set_cluster_present(gone, false);
         } else {
             let joins = absent[self.rng.below(absent.len() as u64) as usize];
             members.push(joins);
             members.sort_unstable();
-            self.checker.set_present(&self.pool[joins].id, true);
+            self.set_cluster_present(joins, true);
         }
         if tracing() {
             eprintln!("{:>6} fleet now {members:?}", self.t);
         }
         self.fleets.push(members);
+        self.checker.out.disruptions.push(self.t);
         self.announce_fleet();
     }
 
-    /// The measured costs change: a new fleet revision with the same members.
+    /// The measured costs change (with slices, the hub's load may move): a new fleet
+    /// revision with the same members. Not a disruption: whatever it moves is bounded
+    /// from when it stopped.
     fn recost(&mut self) {
         while self.loads_at.len() < self.fleets.len() {
             self.loads_at.push(self.pool_loads.clone());
         }
-        let shift = self.rng.below(self.pool_loads.len() as u64) as usize;
-        let factor = if self.rng.chance(0.5) { 500 } else { 20 };
-        for (i, load) in self.pool_loads.iter_mut().enumerate() {
-            let wobble = (70 + self.rng.below(61)) * if i == shift { factor } else { 100 };
-            *load = (*load * wobble / 10_000).clamp(1, 1_000);
+        if self.cfg.costs {
+            let shift = self.rng.below(self.pool_loads.len() as u64) as usize;
+            let factor = if self.rng.chance(0.5) { 500 } else { 20 };
+            for (i, load) in self.pool_loads.iter_mut().enumerate() {
+                let wobble = (70 + self.rng.below(61)) * if i == shift { factor } else { 100 };
+                *load = (*load * wobble / 10_000).clamp(1, 1_000);
+            }
         }
+        self.move_hub();
         self.loads_at.push(self.pool_loads.clone());
         self.fleets
             .push(self.fleets.last().cloned().unwrap_or_default());
@@ -323,7 +341,6 @@ impl Sim {
 
     /// The newest fleet revision reaches each replica's inventory 0–2 s from now.
     fn announce_fleet(&mut self) {
-        self.checker.out.disruptions.push(self.t);
         let rev = self.fleets.len() as u64 - 1;
         for n in 0..self.nodes.len() {
             let inc = self.nodes[n].life.incarnation;
@@ -342,53 +359,6 @@ impl Sim {
         )
     }
 
-    fn draw_corruption(&mut self) -> Ev {
-        match self.rng.below(6) {
-            0 => Ev::Corrupt(Record::Shard(
-                self.rng.below(u64::from(self.cfg.shards)) as u32
-            )),
-            1 => Ev::Corrupt(Record::Distributor),
-            2 => Ev::Corrupt(Record::Presence(
-                self.rng.below(self.cfg.nodes as u64) as usize
-            )),
-            3 => Ev::Corrupt(Record::Assignment),
-            4 => Ev::Corrupt(Record::DesiredShards),
-            _ => Ev::ReplaceStore,
-        }
-    }
-
-    /// Overwrites `record` with garbage, a newer schema's record or an oversized one.
-    fn corrupt(&mut self, record: Record) {
-        let key = match record {
-            Record::Shard(n) => shard_key("fs/", n),
-            Record::Distributor => distributor_key("fs/"),
-            Record::Presence(n) => presence_key("fs/", &self.nodes[n].life.identity),
-            Record::Assignment => assignment_key("fs/"),
-            Record::DesiredShards => desired_shards_key("fs/"),
-        };
-        let value = match self.rng.below(3) {
-            0 => b"\x00\xffnot a record".to_vec(),
-            // A newer release's record: a field this one does not know.
-            1 => self.store.entries.get(&key).map_or_else(
-                || br#"{"epoch":1}"#.to_vec(),
-                |(v, _)| {
-                    let mut v = v.clone();
-                    if v.last() == Some(&b'}') {
-                        v.pop();
-                        v.extend_from_slice(br#","epoch":1}"#);
-                    }
-                    v
-                },
-            ),
-            _ => vec![b' '; MAX_LEASE_RECORD_BYTES + 1],
-        };
-        if tracing() {
-            eprintln!("{:>6} corrupt {key}", self.t);
-        }
-        let _ = self.store.write(&key, value, Precondition::Any);
-        self.checker.out.disruptions.push(self.t);
-    }
-
     fn fresh_node(&mut self, identity: String, incarnation: u64) -> Node {
         let cfg = ReplicaConfig {
             identity: identity.clone(),
@@ -398,8 +368,8 @@ impl Sim {
             timing: self.cfg.timing,
             grace: self.cfg.grace,
             placement: PlacementConfig::default(),
-            hysteresis: self.cfg.costs.then(Default::default),
-            split_clusters: false,
+            hysteresis: (self.cfg.costs || self.cfg.slices).then(Default::default),
+            split_clusters: self.cfg.slices,
             zone: None,
             // Mixed sizes: placement follows capacities, the protocol holds regardless.
             capacity: 1 + (incarnation % 4) as u32,
@@ -528,7 +498,7 @@ impl Sim {
                 let fleet = FleetInput {
                     clusters: &node.fleet,
                     loads: &node.loads,
-                    apps: &[],
+                    apps: self.apps.as_ref().map_or(&[][..], apps::AppFleet::all),
                     revision: node.fleet_rev,
                     external_shards: None,
                     measured: self.cfg.costs,
@@ -564,6 +534,9 @@ impl Sim {
                 let bound = value.windows(7).any(|w| w == b"\"shard\"");
                 let result = self.store.write(&key, value, pre);
                 self.count_write(n, result.is_ok());
+                if result.is_ok() {
+                    self.count_cut(&key);
+                }
                 if result.is_ok() && key == distributor_key("fs/") {
                     let switches = &mut self.checker.out.role_switches;
                     match (self.role_bound.replace(bound), bound) {
@@ -635,6 +608,7 @@ impl Sim {
     }
 
     fn fault(&mut self, n: usize, fault: Fault) {
+        self.count_fault_on_slices(n, fault);
         if tracing() {
             eprintln!("{:>6} {} {fault:?}", self.t, self.nodes[n].life.identity);
         }
@@ -780,7 +754,10 @@ impl Sim {
         self.checker.begin();
         for (i, node) in self.nodes.iter().enumerate() {
             for c in node.life.acting(self.t) {
-                self.checker.add(i, c);
+                match self.apps.as_mut() {
+                    Some(apps) => apps.add(&mut self.checker, i, c),
+                    None => self.checker.add(i, c),
+                }
             }
             if node.life.alive && !node.life.runner_stopped {
                 let now = node.life.local(self.t);
@@ -790,10 +767,14 @@ impl Sim {
                 }
             }
         }
-        let nodes = &self.nodes;
+        let (nodes, fenced) = (&self.nodes, self.fenced_by_replacement());
         let before = self.checker.out.overlaps.len();
         self.checker.end(self.t, |i| nodes[i].life.identity.clone());
-        if self.fenced_by_replacement() {
+        if let Some(apps) = self.apps.as_mut() {
+            let name = |i: usize| nodes[i].life.identity.clone();
+            apps.end(self.t, fenced, &mut self.checker.out, name);
+        }
+        if fenced {
             // See `fenced_by_replacement`: not a protocol's overlap.
             self.checker.out.overlaps.truncate(before);
         }
@@ -892,5 +873,7 @@ pub(super) fn simulate(cfg: SimConfig, seed: u64) -> Outcome {
     Sim::new(cfg, seed).run()
 }
 
+mod apps;
+mod corrupt;
 #[cfg(test)]
 mod tests;

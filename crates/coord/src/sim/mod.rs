@@ -5,8 +5,9 @@
 //! store errors and lost replies, crashes and restarts (a new incarnation), pauses (SIGSTOP),
 //! partitions from the store, store outages for every replica at once, several failures at
 //! once, graceful shutdowns whose stops drain (beyond the runner's 2 s release bound),
-//! slow stops, clock-rate drift, clusters joining and leaving the fleet, and changes of the
-//! shard or replica count. Everything random comes from one seed, so a run is replayed
+//! slow stops, clock-rate drift, clusters joining and leaving the fleet, changes of the
+//! shard or replica count, measured costs that change, and (fenced mode) a hub cluster
+//! split into slices, re-split and joined, judged per application. Everything random comes from one seed, so a run is replayed
 //! exactly by its seed.
 //!
 //! - `world`: what both share: the event queue, the store, each replica's clocks and life,

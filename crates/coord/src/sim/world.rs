@@ -403,6 +403,29 @@ pub(crate) struct Outcome {
     pub(crate) cold_peak_permille: u64,
     /// When every cluster first had an acting owner.
     pub(crate) first_covered: Option<u64>,
+    /// With slices (`fenced/apps.rs`, where `overlaps` and the windows are per application):
+    /// violations of "one acting owner per unit" (a whole cluster or a slice), as
+    /// `overlaps`.
+    pub(crate) unit_overlaps: Vec<(u64, String, Vec<String>)>,
+    /// With slices: how the committed generations cut the clusters.
+    pub(crate) slicing: Slicing,
+}
+
+/// How committed generations changed the cut of clusters into slices, counted from one
+/// committed generation to the next, cluster by cluster.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slicing {
+    /// A cluster committed whole, then as slices.
+    pub(crate) splits: u64,
+    /// A cluster committed as slices of one count, then of another.
+    pub(crate) resplits: u64,
+    /// A cluster committed as slices, then whole.
+    pub(crate) joins: u64,
+    /// Failures (crash, SIGTERM, pause, partition, or an outage) that hit a replica acting
+    /// on a slice at that moment.
+    pub(crate) on_slice_owners: u64,
+    /// The largest number of slices a cluster was committed as.
+    pub(crate) most_slices: u32,
 }
 
 impl Outcome {
@@ -455,19 +478,31 @@ pub(crate) struct Checker {
 
 impl Checker {
     pub(crate) fn new(warmup: u64, graceful_slack: u64, clusters: &[Cluster]) -> Checker {
-        let mut ids: Vec<(String, usize)> = clusters
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.id.clone(), i))
-            .collect();
+        Checker::of_ids(
+            warmup,
+            graceful_slack,
+            clusters.iter().map(|c| c.id.clone()),
+        )
+    }
+
+    /// A checker of whatever `ids` name (clusters, or applications: `fenced/apps.rs`), each
+    /// addressed by its id or by its index in `ids` ([`Checker::add_at`]).
+    pub(crate) fn of_ids(
+        warmup: u64,
+        graceful_slack: u64,
+        ids: impl IntoIterator<Item = String>,
+    ) -> Checker {
+        let mut ids: Vec<(String, usize)> =
+            ids.into_iter().enumerate().map(|(i, id)| (id, i)).collect();
+        let n = ids.len();
         ids.sort();
         Checker {
             warmup,
             graceful_slack,
             ids,
-            owners: vec![Vec::new(); clusters.len()],
-            uncovered_since: vec![None; clusters.len()],
-            present: vec![true; clusters.len()],
+            owners: vec![Vec::new(); n],
+            uncovered_since: vec![None; n],
+            present: vec![true; n],
             loads: Vec::new(),
             out: Outcome::default(),
         }
@@ -480,11 +515,15 @@ impl Checker {
             .ids
             .binary_search_by(|(id, _)| id.as_str().cmp(cluster))
         {
-            let i = self.ids[at].1;
-            self.present[i] = present;
-            if !present {
-                self.uncovered_since[i] = None;
-            }
+            self.set_present_at(self.ids[at].1, present);
+        }
+    }
+
+    /// [`Checker::set_present`] of the `i`-th id given to the checker.
+    pub(crate) fn set_present_at(&mut self, i: usize, present: bool) {
+        self.present[i] = present;
+        if !present {
+            self.uncovered_since[i] = None;
         }
     }
 
@@ -509,7 +548,12 @@ impl Checker {
         else {
             return;
         };
-        let owners = &mut self.owners[self.ids[at].1];
+        self.add_at(node, self.ids[at].1);
+    }
+
+    /// Replica `node` acts on the `i`-th id given to the checker (a pair may be added twice).
+    pub(crate) fn add_at(&mut self, node: usize, i: usize) {
+        let owners = &mut self.owners[i];
         if !owners.contains(&node) {
             owners.push(node);
         }
