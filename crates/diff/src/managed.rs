@@ -34,7 +34,9 @@ impl FieldSet {
         let mut union: Option<FieldSet> = None;
         for entry in ManagedEntry::all(managed_fields) {
             if let (true, Some(fields)) = (chosen(&entry), entry.fields) {
-                union.get_or_insert_with(FieldSet::default).merge(fields);
+                union
+                    .get_or_insert_with(FieldSet::default)
+                    .merge(&fields_tree(fields));
             }
         }
         union
@@ -124,6 +126,17 @@ impl FieldSet {
     }
 }
 
+/// An entry's `fieldsV1`: the JSON object, or its JSON text (how a replica's live caches
+/// keep it, compactly), parsed; text that does not parse names no field.
+fn fields_tree(fields: &Value) -> std::borrow::Cow<'_, Value> {
+    match fields {
+        Value::String(text) => {
+            std::borrow::Cow::Owned(serde_json::from_str(text).unwrap_or(Value::Null))
+        }
+        _ => std::borrow::Cow::Borrowed(fields),
+    }
+}
+
 fn key_matches(key: &Map<String, Value>, element: &Value) -> bool {
     key.iter().all(|(k, v)| element.get(k) == Some(v))
 }
@@ -163,7 +176,7 @@ impl<'a> ManagedEntry<'a> {
 pub(crate) fn remove_owned(value: &mut Value, managed_fields: &Value, managers: &[String]) {
     for entry in ManagedEntry::all(managed_fields) {
         if let (true, Some(fields)) = (managers.iter().any(|m| m == entry.manager), entry.fields) {
-            FieldSet::parse(fields).remove_from(value);
+            FieldSet::parse(&fields_tree(fields)).remove_from(value);
         }
     }
 }
@@ -193,6 +206,14 @@ mod tests {
         remove_owned(&mut hpa, &managed, &["kube-controller-manager".into()]);
         assert_eq!(hpa["spec"].get("replicas"), None);
         assert_eq!(hpa["spec"]["template"], obj["spec"]["template"]);
+        // The same entries with their fields as JSON text (a live cache's compact form).
+        let mut as_text = managed.clone();
+        for e in as_text.as_array_mut().unwrap() {
+            e["fieldsV1"] = json!(e["fieldsV1"].to_string());
+        }
+        let mut hpa_text = obj.clone();
+        remove_owned(&mut hpa_text, &as_text, &["kube-controller-manager".into()]);
+        assert_eq!(hpa_text, hpa);
         let mut injected = obj.clone();
         remove_owned(&mut injected, &managed, &["injector".into()]);
         assert_eq!(injected["metadata"]["finalizers"], json!(["keep"]));

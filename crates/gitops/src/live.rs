@@ -69,6 +69,7 @@ pub use identity::{ControlPlaneIdentity, Recognition};
 use kubeconfig::kubeconfig_config;
 pub use orphans::NamespaceObjects;
 pub use requests::{AppConn, AppRequests, RequestLabels};
+pub(crate) use slim::as_served;
 use tls_configs::TlsConfigs;
 pub use updates::UpdateFilter;
 pub use versions::{ServedVersions, VERSIONS_TTL};

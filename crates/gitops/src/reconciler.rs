@@ -192,7 +192,9 @@ pub struct GitOpsReconciler {
     lease: Arc<dyn LeaseCheck>,
     clock: Arc<dyn Clock>,
     config: ReconcilerConfig,
-    apps: Mutex<HashMap<AppKey, Memo>>,
+    /// What is remembered per app; boxed, so that the map's empty slots (up to half of
+    /// them after it grows) cost a pointer, not a whole memo.
+    apps: Mutex<HashMap<AppKey, Box<Memo>>>,
     /// The takeover warm-ups running, by cluster (`takeover.rs`).
     warming: Mutex<HashMap<String, tokio::task::JoinHandle<()>>>,
     /// When this owner first touched each cluster it owns (its acquisition, or the first
@@ -351,7 +353,7 @@ impl GitOpsReconciler {
         self.config.instance_name(key)
     }
 
-    fn memos(&self) -> MutexGuard<'_, HashMap<AppKey, Memo>> {
+    fn memos(&self) -> MutexGuard<'_, HashMap<AppKey, Box<Memo>>> {
         // Each critical section is one map operation: a poisoned lock is still consistent.
         self.apps.lock().unwrap_or_else(PoisonError::into_inner)
     }

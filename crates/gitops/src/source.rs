@@ -37,6 +37,7 @@ mod cache;
 mod config;
 mod error;
 use fleetshard_manifest::glob;
+mod kept;
 mod parse;
 mod render;
 mod repo;

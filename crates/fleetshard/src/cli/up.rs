@@ -102,6 +102,11 @@ pub struct UpArgs {
           value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_CLUSTERS)),
           env = "FLEETSHARD_UP_CLUSTER_PROCESSES")]
     pub cluster_processes: Option<u16>,
+    /// ConfigMaps added to every app's directory besides its kind's one or two objects
+    /// (apps of more objects, for measuring a replica's memory).
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=20), env = "FLEETSHARD_UP_EXTRA_OBJECTS")]
+    pub extra_objects: u8,
 }
 
 /// The most simulated clusters `up` starts (each one listens on a port of its own).
@@ -171,7 +176,7 @@ async fn up(
     if repo.exists() {
         std::fs::remove_dir_all(&repo).with_context(|| format!("removing {}", repo.display()))?;
     }
-    demo::write_repository(&repo, &apps)?;
+    demo::write_repository(&repo, &apps, usize::from(args.extra_objects))?;
     let fleet = dir.join("fleet");
     simulate::write_private(
         &fleet.join(simulate::CLUSTERS_FILE),

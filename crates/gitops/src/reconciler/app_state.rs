@@ -179,7 +179,7 @@ fn managed_of(r: &Refreshed, predicted: &HashMap<ResourceKey, Arc<Value>>) -> Ve
         .iter()
         .map(|c| {
             let target = desired.get(&c.key).map(|v| (*v).clone());
-            let live = live.get(&c.key).map(|v| (*v).clone());
+            let live = live.get(&c.key).map(|v| crate::live::as_served(v));
             ManagedResource {
                 group: c.key.group.clone(),
                 version: version_of(target.as_ref().or(live.as_deref())),
@@ -209,7 +209,7 @@ fn managed_of(r: &Refreshed, predicted: &HashMap<ResourceKey, Arc<Value>>) -> Ve
                 namespace: hook.key.namespace.clone(),
                 name: hook.key.name.clone(),
                 target: Some(hook.object.clone()),
-                live: Some((*l).clone()),
+                live: Some(crate::live::as_served(l)),
                 hook: true,
                 ..ManagedResource::default()
             });

@@ -40,6 +40,43 @@ pub(super) struct Refreshed {
     pub(super) orphans: Option<Vec<fleetshard_appstate::ResourceNode>>,
 }
 
+/// What an app's memo keeps of its last successful refresh: what the automated sync
+/// decides from, and the metrics' count of orphans. Not the refresh's desired and live
+/// objects: an operation reads them again at its revision, and kept for every app they
+/// were the largest part of a replica's memo (a copy of every desired object, and live
+/// versions the caches had already replaced).
+pub(super) struct LastRefresh {
+    /// The commit rendered (a multi-source app's revisions joined with `,`).
+    pub(super) commit: String,
+    pub(super) cluster: String,
+    /// Neither resources nor hooks were desired (the render was empty).
+    pub(super) renders_nothing: bool,
+    /// The resources to prune that a guard protects (`Prune=false`, …).
+    pub(super) protected: HashSet<ResourceKey>,
+    pub(super) comparison: AppComparison,
+    /// How many orphaned nodes it found (`None`: its project does not ask).
+    pub(super) orphans: Option<usize>,
+}
+
+impl LastRefresh {
+    /// What is kept of `r`.
+    pub(super) fn of(r: Refreshed) -> LastRefresh {
+        LastRefresh {
+            renders_nothing: r.desired.is_empty() && r.hooks.is_empty(),
+            protected: r
+                .prune
+                .into_iter()
+                .filter(|p| p.keep.is_some())
+                .map(|p| p.key)
+                .collect(),
+            orphans: r.orphans.as_ref().map(Vec::len),
+            commit: r.commit,
+            cluster: r.cluster,
+            comparison: r.comparison,
+        }
+    }
+}
+
 /// Monotonic times of the operation in progress as this owner saw it: its sync timeout,
 /// a retry's wait and the wave delay are counted on them (never on recorded wall-clock
 /// times, which another replica wrote). A new owner starts counting when it takes over.
@@ -81,7 +118,7 @@ pub(super) struct Memo {
     /// operated on: the memo goes when any cluster stops (the anchor that made this
     /// replica process it may be the one).
     pub(super) unresolved: bool,
-    pub(super) last: Option<Arc<Refreshed>>,
+    pub(super) last: Option<Arc<LastRefresh>>,
     /// The operation last recorded: written here, or read from the sink once per owner.
     pub(super) op: Option<OperationState>,
     /// `op` was read from the sink (once per owner).

@@ -24,7 +24,7 @@ use super::{
     AppTarget, BackoffRecord, GitOpsReconciler, Initiator, OperationRecord, OperationState,
     RetryRecord, SinkError, StatusUpdate, SyncOperation, SyncOperationResource,
 };
-use crate::compare::{ResourceKey, SyncStatus};
+use crate::compare::SyncStatus;
 
 /// `operation.retry` as recorded.
 fn retry_record(p: &RetryPolicy) -> RetryRecord {
@@ -275,19 +275,13 @@ impl GitOpsReconciler {
         };
         // Never prune to an empty render unless allowed (refused with a SyncError
         // condition by the refresh); a protected object to prune is nothing to do.
-        if last.desired.is_empty() && last.hooks.is_empty() && !auto.allow_empty {
+        if last.renders_nothing && !auto.allow_empty {
             return Ok(Operated::Idle);
         }
-        let protected: std::collections::HashSet<&ResourceKey> = last
-            .prune
-            .iter()
-            .filter(|p| p.keep.is_some())
-            .map(|p| &p.key)
-            .collect();
         let to_do = last.comparison.resources.iter().any(|r| {
             r.status == SyncStatus::OutOfSync
                 && !r.extraneous_ignored
-                && (!r.requires_pruning || (auto.prune && !protected.contains(&r.key)))
+                && (!r.requires_pruning || (auto.prune && !last.protected.contains(&r.key)))
         });
         if !to_do || last.cluster != target.cluster.id {
             return Ok(Operated::Idle);

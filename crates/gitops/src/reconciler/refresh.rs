@@ -493,7 +493,11 @@ impl GitOpsReconciler {
                     .await?;
                 let mut status = status;
                 status.summary = self.write_app_state(key, &target, &refreshed).await;
-                (Some(Arc::new(refreshed)), status, None)
+                (
+                    Some(Arc::new(memo::LastRefresh::of(refreshed))),
+                    status,
+                    None,
+                )
             }
             Err(problem) => {
                 self.write_failed_cluster(&target, &problem.message).await;
@@ -546,7 +550,7 @@ impl GitOpsReconciler {
             let in_operation = m.op.as_ref().is_some_and(|o| o.in_progress());
             // A failed refresh keeps the count of the last one that looked.
             let orphaned = match &m.last {
-                Some(last) => last.orphans.as_ref().map_or(0, Vec::len),
+                Some(last) => last.orphans.unwrap_or(0),
                 None => m.report.as_ref().map_or(0, |r| r.orphaned_resources),
             };
             let mut report = AppReport::of(&target, &status, in_operation);

@@ -167,7 +167,9 @@ pub async fn read_statuses(
 
 /// What this sink last wrote for an app.
 struct Written {
-    record: StoredAppStatus,
+    /// The record as written (encoded: a few kilobytes, where the decoded record's maps
+    /// and strings took several times that per app), decoded again by the next write.
+    record: Arc<[u8]>,
     version: u64,
     /// When the stored comparison (its `reconciledAt`) was written by this sink; `None`
     /// when unknown (the record was read, not written here).
@@ -224,35 +226,42 @@ impl StoreStatusSink {
     /// Decides from memory whether to skip, write over what memory holds, or read first
     /// (memory holds nothing for the app).
     fn plan(&self, app: &AppKey, update: &StatusUpdate, now: Instant) -> Plan {
-        let mut memory = self.memory();
-        if now.duration_since(memory.last_sweep) >= self.heartbeat {
-            // Apps not written for two heartbeats have moved away or gone: forget them,
-            // so that memory follows the apps this replica owns.
-            let horizon = self.heartbeat * 2;
-            memory
-                .apps
-                .retain(|_, w| now.duration_since(w.touched) < horizon);
-            memory.last_sweep = now;
-        }
-        let Some(w) = memory.apps.get_mut(app) else {
+        let (bytes, version, comparison_at) = {
+            let mut memory = self.memory();
+            if now.duration_since(memory.last_sweep) >= self.heartbeat {
+                // Apps not written for two heartbeats have moved away or gone: forget them,
+                // so that memory follows the apps this replica owns.
+                let horizon = self.heartbeat * 2;
+                memory
+                    .apps
+                    .retain(|_, w| now.duration_since(w.touched) < horizon);
+                memory.last_sweep = now;
+            }
+            let Some(w) = memory.apps.get_mut(app) else {
+                return Plan::Read;
+            };
+            w.touched = now;
+            (Arc::clone(&w.record), w.version, w.comparison_at)
+        };
+        // Decoded outside the lock; bytes this sink encoded always decode (else: read).
+        let Ok(record) = StoredAppStatus::decode(app.as_str(), &bytes) else {
             return Plan::Read;
         };
-        w.touched = now;
         let write = match update {
-            StatusUpdate::Comparison(c) => match (&w.record.comparison, w.comparison_at) {
+            StatusUpdate::Comparison(c) => match (&record.comparison, comparison_at) {
                 (Some(old), Some(at)) => {
                     !same_content(old, c) || now.duration_since(at) >= self.heartbeat
                 }
                 _ => true,
             },
-            StatusUpdate::Operation(o) => w.record.operation.as_ref() != Some(&**o),
-            StatusUpdate::History(h) => w.record.history != *h,
+            StatusUpdate::Operation(o) => record.operation.as_ref() != Some(&**o),
+            StatusUpdate::History(h) => record.history != *h,
         };
         if write {
             Plan::Write(Box::new(Base {
-                record: w.record.clone(),
-                version: Some(w.version),
-                comparison_at: w.comparison_at,
+                record,
+                version: Some(version),
+                comparison_at,
             }))
         } else {
             Plan::Skip
@@ -311,7 +320,9 @@ impl StoreStatusSink {
             let pre = base
                 .version
                 .map_or(Precondition::Absent, Precondition::Version);
-            match self.store.put(&key, record.encode(), pre).await {
+            let encoded = record.encode();
+            let kept: Arc<[u8]> = Arc::from(encoded.as_slice());
+            match self.store.put(&key, encoded, pre).await {
                 Ok(version) => {
                     let comparison_at = match update {
                         StatusUpdate::Comparison(_) => Some(now),
@@ -320,7 +331,7 @@ impl StoreStatusSink {
                     self.remember(
                         app,
                         Written {
-                            record,
+                            record: kept,
                             version,
                             comparison_at,
                             touched: now,

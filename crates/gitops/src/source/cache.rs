@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use super::access::RepoAccess;
 use super::error::SourceError;
+use super::kept::KeptRead;
 use super::parse::Manifest;
 use super::render::JsonnetJob;
 use super::repo::{self, Opened};
@@ -121,11 +122,13 @@ struct SlotState {
 }
 
 type ReadResult = Result<Arc<Manifests>, SourceError>;
+/// A read as cached: its objects kept as text (`kept.rs`).
+type KeptResult = Result<Arc<KeptRead>, SourceError>;
 type ReadKey = (String, ObjectId, String);
 
 #[derive(Default)]
 struct Reads {
-    cells: HashMap<ReadKey, Arc<OnceCell<ReadResult>>>,
+    cells: HashMap<ReadKey, Arc<OnceCell<KeptResult>>>,
     order: VecDeque<ReadKey>,
 }
 
@@ -247,10 +250,7 @@ impl RepoCache {
                     })
                     .await;
                     match read {
-                        Ok(Ok(objects)) => Ok(Arc::new(Manifests {
-                            commit: commit.to_string(),
-                            objects,
-                        })),
+                        Ok(Ok(objects)) => Ok(Arc::new(KeptRead::new(commit.to_string(), objects))),
                         Ok(Err(e)) => Err(e),
                         Err(join) => Err(SourceError::Task {
                             repo: repo_url,
@@ -260,7 +260,8 @@ impl RepoCache {
                 }
             })
             .await
-            .clone();
+            .clone()
+            .and_then(|kept| kept.manifests(repo_url));
         if let Err(e) = &result
             && !is_permanent(e)
         {
@@ -533,7 +534,7 @@ impl RepoCache {
     }
 
     /// The read cell of `key`, created (and the oldest evicted) on first use.
-    fn read_cell(&self, key: &ReadKey) -> Arc<OnceCell<ReadResult>> {
+    fn read_cell(&self, key: &ReadKey) -> Arc<OnceCell<KeptResult>> {
         let mut reads = lock(&self.inner.reads);
         if let Some(cell) = reads.cells.get(key) {
             return Arc::clone(cell);
@@ -552,7 +553,7 @@ impl RepoCache {
     }
 
     /// Drops `key`'s cell if it is still `cell`.
-    fn forget_read(&self, key: &ReadKey, cell: &Arc<OnceCell<ReadResult>>) {
+    fn forget_read(&self, key: &ReadKey, cell: &Arc<OnceCell<KeptResult>>) {
         let mut reads = lock(&self.inner.reads);
         if reads.cells.get(key).is_some_and(|c| Arc::ptr_eq(c, cell)) {
             reads.cells.remove(key);

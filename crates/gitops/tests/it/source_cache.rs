@@ -169,7 +169,8 @@ async fn concurrent_requests_fetch_and_read_once() {
         results.push(r.unwrap().unwrap());
     }
     assert_eq!(results.len(), 64);
-    assert!(results.iter().all(|r| Arc::ptr_eq(r, &results[0])));
+    // One read, kept as text: every caller gets the same objects (parsed for each).
+    assert!(results.iter().all(|r| **r == *results[0]));
     assert_eq!(results[0].objects.len(), 50);
     let stats = cache.stats();
     assert_eq!(

@@ -103,11 +103,12 @@ fn service(name: &str) -> Value {
     })
 }
 
-/// The files of one app's directory: (file name, contents).
-fn files(app: &DemoApp) -> Vec<(&'static str, String)> {
+/// The files of one app's directory: (file name, contents) — its kind's objects, then
+/// `extra` more ConfigMaps (`NAME-extra-K`) unless the app is the broken one.
+fn files(app: &DemoApp, extra: usize) -> Vec<(String, String)> {
     let n = app.name.as_str();
     let cm = || config_map(n, "v1").to_string();
-    match app.kind {
+    let mut files: Vec<(String, String)> = match app.kind {
         Kind::ConfigMap => vec![("configmap.json", cm())],
         Kind::Deployment => vec![("deployment.json", deployment(n).to_string())],
         Kind::Service => vec![
@@ -125,11 +126,23 @@ fn files(app: &DemoApp) -> Vec<(&'static str, String)> {
                 .into(),
         )],
     }
+    .into_iter()
+    .map(|(file, text)| (file.to_owned(), text))
+    .collect();
+    if app.kind != Kind::Broken {
+        for k in 0..extra {
+            let name = format!("{n}-extra-{k}");
+            let text = config_map(&name, "v1").to_string();
+            files.push((format!("extra-{k}.json"), text));
+        }
+    }
+    files
 }
 
 /// Writes every app's directory into a new bare repository at `dir`, committed on
-/// `main` — in process (gix), so `up` needs no `git` executable.
-pub fn write_repository(dir: &Path, apps: &[DemoApp]) -> anyhow::Result<()> {
+/// `main` — in process (gix), so `up` needs no `git` executable. Each app's directory holds
+/// `extra` ConfigMaps besides its kind's objects.
+pub fn write_repository(dir: &Path, apps: &[DemoApp], extra: usize) -> anyhow::Result<()> {
     use gix::objs::tree::{Entry, EntryKind};
 
     let failed = |what: &str, e: &dyn std::fmt::Display| {
@@ -139,13 +152,13 @@ pub fn write_repository(dir: &Path, apps: &[DemoApp]) -> anyhow::Result<()> {
     let mut root = gix::objs::Tree::empty();
     for app in apps {
         let mut tree = gix::objs::Tree::empty();
-        for (file, text) in files(app) {
+        for (file, text) in files(app, extra) {
             let blob = repo
                 .write_blob(text.as_bytes())
-                .map_err(|e| failed(file, &e))?;
+                .map_err(|e| failed(&file, &e))?;
             tree.entries.push(Entry {
                 mode: EntryKind::Blob.into(),
-                filename: file.into(),
+                filename: file.as_str().into(),
                 oid: blob.detach(),
             });
         }
@@ -217,5 +230,23 @@ mod tests {
         assert!((5..=20).contains(&drifted), "{drifted}");
         assert!(apps.iter().all(|a| a.cluster < 24));
         assert!(apps.iter().all(|a| a.kind == Kind::ConfigMap || !a.drift));
+    }
+
+    #[test]
+    fn extra_config_maps_are_added_to_every_app_but_the_broken_one() {
+        let apps = apps(8, 2);
+        for app in &apps {
+            let plain = files(app, 0).len();
+            let more = files(app, 3);
+            if app.kind == Kind::Broken {
+                assert_eq!(more.len(), plain);
+            } else {
+                assert_eq!(more.len(), plain + 3, "{app:?}");
+                assert!(
+                    more.iter()
+                        .any(|(_, t)| t.contains(&format!("{}-extra-2", app.name)))
+                );
+            }
+        }
     }
 }
