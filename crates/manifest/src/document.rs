@@ -167,19 +167,16 @@ pub(crate) fn parse(
             Cow::Owned(t)
         }
     };
-    // A one-document list is read item by item (`stream`), never as one tree.
-    let mut read = None;
-    let json = is_json(&text);
-    if json || crate::stream::one_document(&text) {
-        match crate::stream::parse(&text, ctx, accept, json) {
-            crate::stream::Streamed::List(result) => {
-                drop(text);
-                return result.and_then(|listed| listed.finish(ctx));
-            }
-            crate::stream::Streamed::Document(doc) => read = Some(doc),
-            crate::stream::Streamed::Other => {}
+    // A one-document list is read item by item (`stream`), never as one tree; `stream`
+    // checks that it is one document (`stream::one_document`) when it needs to.
+    let read = match crate::stream::parse(&text, ctx, accept, is_json(&text)) {
+        crate::stream::Streamed::List(result) => {
+            drop(text);
+            return result.and_then(|listed| listed.finish(ctx));
         }
-    }
+        crate::stream::Streamed::Document(doc) => Some(doc),
+        crate::stream::Streamed::Other => None,
+    };
     parse_documents(&text, ctx, accept, read)
 }
 

@@ -95,8 +95,11 @@ const AHEAD: usize = if cfg!(test) { 16 } else { 2048 };
 const BATCH: usize = if cfg!(test) { 4 } else { 512 };
 
 /// Reads a one-document YAML text (see [`one_document`]), or a JSON text when `json`,
-/// item by item. YAML is tried on the fast path first (`crate::fast_yaml`); when it
-/// declines, what it did is forgotten and serde-saphyr reads the text.
+/// item by item; [`Streamed::Other`] for YAML of several documents. YAML is tried on the
+/// fast path first (`crate::fast_yaml`); when it declines, what it did is forgotten and
+/// serde-saphyr reads the text. The fast path reads only one document (it declines on a
+/// document marker or a directive), so the text is checked for being one only when it
+/// declines: a second pass over the whole text saved when it reads it.
 pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept, json: bool) -> Streamed {
     let mark = ctx.warnings.len();
     if !json {
@@ -104,6 +107,9 @@ pub(crate) fn parse(text: &str, ctx: &mut Ctx, accept: Accept, json: bool) -> St
             return streamed;
         }
         ctx.warnings.truncate(mark);
+        if !one_document(text) {
+            return Streamed::Other;
+        }
     }
     let reader = if json { Reader::Json } else { Reader::Yaml };
     attempt(text, ctx, accept, reader).unwrap_or(Streamed::Other)

@@ -76,8 +76,18 @@ impl<'a> Block<'a> {
                 i += 1;
             }
             let mut j = i;
-            while j < bytes.len() && bytes[j] != b'\n' {
+            while j < bytes.len() {
+                // Eight bytes at a time while none ends the line or needs a look.
+                if let Some(word) = bytes.get(j..j + 8)
+                    && !needs_look(u64::from_le_bytes(word.try_into().expect("eight bytes")))
+                {
+                    j += 8;
+                    continue;
+                }
                 let b = bytes[j];
+                if b == b'\n' {
+                    break;
+                }
                 if b < 0x20 || b >= 0x7f && unusual(&bytes[j..]) {
                     return Err(Declined);
                 }
@@ -216,7 +226,7 @@ impl<'a> Block<'a> {
     pub(crate) fn value(&mut self, rest: Option<Span>, col: usize, depth: usize) -> Fast<Value> {
         if let Some(span) = rest {
             let s = self.str(span);
-            if is_dash(s) || self.key(span)?.is_some() {
+            if is_dash(s) || quoted_key(self, span)? {
                 return Err(Declined);
             }
             return scalar::inline(s);
@@ -302,6 +312,18 @@ fn is_colon(bytes: &[u8], i: usize) -> bool {
     bytes[i] == b':' && bytes.get(i + 1).is_none_or(|&b| b == b' ')
 }
 
+/// Whether one of the eight bytes of `word` is a control character (a line feed among
+/// them), DEL or not ASCII: what [`Block::peek`] looks at byte by byte.
+pub(crate) fn needs_look(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // A byte below 0x20 (exact for bytes below 0x80; the others are caught by `HIGH`).
+    let below_space = word.wrapping_sub(0x20 * ONES) & !word;
+    let del = word ^ (0x7f * ONES);
+    let is_del = del.wrapping_sub(ONES) & !del;
+    (below_space | is_del | word) & HIGH != 0
+}
+
 /// Whether the character starting at `b[0]` (DEL or a non-ASCII byte) is one YAML does not
 /// allow unescaped or reads as a line break in some version: DEL, C1 controls (NEL among
 /// them), the byte-order mark, U+2028, U+2029, U+FFFE and U+FFFF.
@@ -313,4 +335,14 @@ fn unusual(b: &[u8]) -> bool {
         [0xef, 0xbb, 0xbf, ..] | [0xef, 0xbf, 0xbe | 0xbf, ..] => true,
         _ => false,
     }
+}
+
+/// Whether a scalar after a key's colon (`span`) is a quoted key, a mapping that may not
+/// start there. A plain one is not checked here: a plain scalar is always read through
+/// `scalar::plain_shape`, which declines a `: ` or a final colon, as a key would.
+pub(crate) fn quoted_key(block: &Block<'_>, span: Span) -> Fast<bool> {
+    if !matches!(block.str(span).as_bytes()[0], b'"' | b'\'') {
+        return Ok(false);
+    }
+    Ok(block.key_ref(span)?.is_some())
 }

@@ -13,7 +13,7 @@ use std::fmt;
 use serde::de::value::{BorrowedStrDeserializer, StringDeserializer};
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
-use super::block::{Block, Declined, Fast, MAX_DEPTH, Span, is_dash};
+use super::block::{Block, Declined, Fast, MAX_DEPTH, Span, is_dash, quoted_key};
 use super::scalar;
 
 /// The node is not one the fast path reads, or not of the type asked for: the caller
@@ -107,7 +107,7 @@ fn value<'a>(
 ) -> Fast<Shape<'a>> {
     if let Some(span) = rest {
         let s = block.str(span);
-        if is_dash(s) || block.key_ref(span)?.is_some() {
+        if is_dash(s) || quoted_key(block, span)? {
             return Err(Declined);
         }
         return Ok(Shape::Scalar(s));

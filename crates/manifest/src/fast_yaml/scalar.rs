@@ -41,8 +41,7 @@ fn whole(s: &str, quoted: fn(&str) -> Fast<(String, usize)>) -> Fast<Value> {
 
 /// A plain scalar's value.
 fn plain(s: &str) -> Fast<Value> {
-    plain_shape(s)?;
-    Ok(match classify(s) {
+    Ok(match plain_scalar(s)? {
         Plain::Null => Value::Null,
         Plain::Bool(b) => Value::Bool(b),
         Plain::Unsigned(n) => Value::Number(n.into()),
@@ -54,8 +53,7 @@ fn plain(s: &str) -> Fast<Value> {
 
 /// A plain key's text: only keys serde-saphyr reads as the same string.
 pub(crate) fn plain_key(s: &str) -> Fast<Cow<'_, str>> {
-    plain_shape(s)?;
-    if s.len() > MAX_KEY || s == "<<" || !matches!(classify(s), Plain::Str) {
+    if s.len() > MAX_KEY || s == "<<" || !matches!(plain_scalar(s)?, Plain::Str) {
         return Err(Declined);
     }
     Ok(Cow::Borrowed(s))
@@ -71,8 +69,7 @@ pub(crate) fn visit<'de, V: serde::de::Visitor<'de>, E: serde::de::Error>(
     let value = match s.as_bytes()[0] {
         b'"' | b'\'' => inline(s).map_err(|_| declined())?,
         _ => {
-            plain_shape(s).map_err(|_| declined())?;
-            return match classify(s) {
+            return match plain_scalar(s).map_err(|_| declined())? {
                 Plain::Null => visitor.visit_unit(),
                 Plain::Bool(b) => visitor.visit_bool(b),
                 Plain::Unsigned(n) => visitor.visit_u64(n),
@@ -90,34 +87,86 @@ pub(crate) fn visit<'de, V: serde::de::Visitor<'de>, E: serde::de::Error>(
 
 /// Whether a scalar that is the whole rest of a line reads as null.
 pub(crate) fn is_null(s: &str) -> bool {
-    !matches!(s.as_bytes()[0], b'"' | b'\'') && plain_shape(s).is_ok() && classify(s) == Plain::Null
+    !matches!(s.as_bytes()[0], b'"' | b'\'') && plain_scalar(s) == Ok(Plain::Null)
+}
+
+/// A plain scalar's shape checked ([`plain_shape`]) and its type ([`classify`]), from one
+/// pass over its bytes: every plain scalar of an item goes through here, those the item's
+/// type skips too (so that one serde-saphyr would type otherwise declines the same).
+fn plain_scalar(s: &str) -> Fast<Plain> {
+    let scan = Scan::of(s.as_bytes());
+    plain_shape(s, &scan)?;
+    Ok(classify_scanned(s, &scan))
+}
+
+/// What one pass over a plain scalar's bytes finds.
+struct Scan {
+    /// `" #"` (a comment) or `": "` (a mapping) somewhere.
+    comment_or_mapping: bool,
+    /// An underscore somewhere.
+    underscore: bool,
+    /// Every byte after the first is an ASCII digit (true for one byte).
+    digits_after_first: bool,
+}
+
+impl Scan {
+    fn of(b: &[u8]) -> Scan {
+        let (mut pairs, mut underscore, mut other) = (false, false, false);
+        let mut prev = b.first().copied().unwrap_or(0);
+        underscore |= prev == b'_';
+        for &c in b.get(1..).unwrap_or_default() {
+            pairs |= (prev == b' ' && c == b'#') | (prev == b':' && c == b' ');
+            underscore |= c == b'_';
+            other |= !c.is_ascii_digit();
+            prev = c;
+        }
+        Scan {
+            comment_or_mapping: pairs,
+            underscore,
+            digits_after_first: !other,
+        }
+    }
 }
 
 /// Declines what a one-line plain scalar in block context cannot be, or what would mean
 /// something else here: an indicator first, a comment, a `: ` (a mapping), a document
 /// marker.
-fn plain_shape(s: &str) -> Fast<()> {
+fn plain_shape(s: &str, scan: &Scan) -> Fast<()> {
     let bytes = s.as_bytes();
     let Some(&first) = bytes.first() else {
         return Err(Declined);
     };
     let dash_indicator = first == b'-' && bytes.get(1).is_none_or(|&b| b == b' ');
-    if b"?:,[]{}#&*!|>'\"%@`".contains(&first)
+    let indicator = matches!(
+        first,
+        b'?' | b':'
+            | b','
+            | b'['
+            | b']'
+            | b'{'
+            | b'}'
+            | b'#'
+            | b'&'
+            | b'*'
+            | b'!'
+            | b'|'
+            | b'>'
+            | b'\''
+            | b'"'
+            | b'%'
+            | b'@'
+            | b'`'
+    );
+    if indicator
         || dash_indicator
         || s.starts_with("---")
         || s.starts_with("...")
         || s.ends_with(':')
-        || comment_or_mapping(bytes)
+        || scan.comment_or_mapping
     {
         return Err(Declined);
     }
     Ok(())
-}
-
-/// Whether `b` holds `" #"` (a comment) or `": "` (a mapping), in one pass.
-fn comment_or_mapping(b: &[u8]) -> bool {
-    b.windows(2)
-        .any(|w| (w[0] == b' ' && w[1] == b'#') || (w[0] == b':' && w[1] == b' '))
 }
 
 /// How serde-saphyr types a plain scalar.
@@ -132,24 +181,38 @@ enum Plain {
     Unsure,
 }
 
+#[cfg(test)]
 fn classify(s: &str) -> Plain {
+    classify_scanned(s, &Scan::of(s.as_bytes()))
+}
+
+/// [`Plain`] of `s`, whose bytes `scan` describes.
+fn classify_scanned(s: &str, scan: &Scan) -> Plain {
     match s {
         "" | "~" | "null" | "Null" | "NULL" => return Plain::Null,
         "true" | "True" | "TRUE" => return Plain::Bool(true),
         "false" | "False" | "FALSE" => return Plain::Bool(false),
         _ => {}
     }
-    let unsigned = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let digits = !unsigned.is_empty() && unsigned.bytes().all(|b| b.is_ascii_digit());
+    let first = s.as_bytes()[0];
+    let signed = matches!(first, b'+' | b'-');
+    let unsigned = if signed { &s[1..] } else { s };
+    // Only digits after the sign, and at least one.
+    let digits = scan.digits_after_first
+        && (if signed {
+            s.len() > 1
+        } else {
+            first.is_ascii_digit()
+        });
     // Our options keep these as strings (`underscored_numbers_as_strings`,
     // `leading_zero_numbers_as_strings`).
-    if s.contains('_') || (digits && unsigned.len() > 1 && unsigned.starts_with('0')) {
+    if scan.underscore || (digits && unsigned.len() > 1 && unsigned.starts_with('0')) {
         return Plain::Str;
     }
-    if digits && unsigned.len() <= 18 && !s.starts_with('+') {
+    if digits && unsigned.len() <= 18 && first != b'+' {
         // At most 18 digits: fits either type, no overflow to a float.
         return match unsigned.parse::<i64>() {
-            Ok(n) if s.starts_with('-') => Plain::Signed(-n),
+            Ok(n) if first == b'-' => Plain::Signed(-n),
             Ok(n) => Plain::Unsigned(n.unsigned_abs()),
             Err(_) => Plain::Unsure,
         };

@@ -366,6 +366,58 @@ fn items_beyond_the_fast_path_are_read_alone_or_the_text_is_declined() {
     }
 }
 
+/// `stream` checks a text for being one document only when the fast path declines it: the
+/// fast path must decline every text that is not (a document marker after content, or a
+/// directive), wherever the marker or directive is.
+#[test]
+fn what_is_not_one_document_is_declined() {
+    let list = "kind: List\nitems:\n- a: 1\n  b: x\n";
+    for tail in [
+        "---\nkind: List\n",
+        "--- \nitems: []\n",
+        "---\n",
+        "...\n",
+        "... \n",
+        "--- a: 1\n",
+        "%YAML 1.2\n",
+        "%TAG ! x\n",
+    ] {
+        for text in [format!("{list}{tail}"), format!("{list}{tail}{list}")] {
+            assert!(!crate::stream::one_document(&text), "{text}");
+            assert!(list_declined(&text), "{text}");
+        }
+        let text = format!("{tail}{list}");
+        if !crate::stream::one_document(&text) {
+            assert!(list_declined(&text), "{text}");
+        }
+    }
+}
+
+fn list_declined(text: &str) -> bool {
+    read_list(text, Typed::default(), &mut |_| {}).is_none()
+}
+
+/// `Block::peek`'s eight-byte test: no byte it must look at is missed.
+#[test]
+fn a_word_needing_a_look_is_never_missed() {
+    let plain = *b"abc: d-e";
+    for at in 0..8 {
+        for byte in 0..=255u8 {
+            let mut word = plain;
+            word[at] = byte;
+            let look = !(0x20..0x7f).contains(&byte);
+            if look {
+                assert!(
+                    super::block::needs_look(u64::from_le_bytes(word)),
+                    "{byte:#x} at {at}"
+                );
+            }
+        }
+    }
+    assert!(!super::block::needs_look(u64::from_le_bytes(plain)));
+    assert!(!super::block::needs_look(u64::from_le_bytes(*b" ~}{x~ !")));
+}
+
 #[test]
 fn the_loader_reads_fast_and_slow_alike() {
     use crate::document::{Accept, parse_owned, parse_str, parse_whole};
