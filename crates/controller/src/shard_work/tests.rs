@@ -9,7 +9,7 @@ use super::*;
 use crate::RateLimiterConfig;
 use crate::processor::{Operated, PoolConfig, Processors, ReconcileError, Reconciler};
 
-fn queue() -> WorkQueue<AppKey> {
+pub(super) fn queue() -> WorkQueue<AppKey> {
     WorkQueue::new(RateLimiterConfig::default(), None).unwrap()
 }
 
@@ -60,7 +60,7 @@ fn filter() -> Arc<ShardWork> {
     f
 }
 
-async fn drain(q: &WorkQueue<AppKey>) -> Vec<AppKey> {
+pub(super) async fn drain(q: &WorkQueue<AppKey>) -> Vec<AppKey> {
     let mut got = Vec::new();
     while let Ok(Some(k)) = timeout(Duration::from_millis(1), q.get()).await {
         q.done(&k);

@@ -7,14 +7,10 @@ use fleetshard_core::placement::slices::slice_of_app;
 use fleetshard_core::{App, Cluster};
 use tokio::time::timeout;
 
+use super::tests::{drain, queue};
 use super::*;
-use crate::RateLimiterConfig;
 
 const APPS: usize = 40;
-
-fn queue() -> WorkQueue<AppKey> {
-    WorkQueue::new(RateLimiterConfig::default(), None).unwrap()
-}
 
 /// c1 with 40 apps, c2 with one.
 fn work() -> Arc<ShardWork> {
@@ -40,16 +36,6 @@ fn slice(n: u32) -> Vec<AppKey> {
         .collect();
     v.sort();
     v
-}
-
-async fn drain(q: &WorkQueue<AppKey>) -> Vec<AppKey> {
-    let mut got = Vec::new();
-    while let Ok(Some(k)) = timeout(Duration::from_millis(1), q.get()).await {
-        q.done(&k);
-        got.push(k);
-    }
-    got.sort();
-    got
 }
 
 fn admitted(f: &Arc<ShardWork>, app: &AppKey) -> bool {

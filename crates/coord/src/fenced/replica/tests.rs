@@ -603,6 +603,44 @@ fn a_corrupt_desired_count_keeps_the_last_good_one() {
     assert_eq!(b.r.corrupt_records()[0].key, "f/desired-shards");
 }
 
+/// Helpers of the handover tests (`handoffs`, `slices`).
+/// A live distributor record of someone else's, renewed at `beat`: generations are written
+/// by hand.
+fn someone_distributes(b: &mut Bench, beat: u64) {
+    b.put(
+        &distributor_key(ROOT),
+        encode(&DistributorRecord {
+            holder: "x".into(),
+            incarnation: 1,
+            beat,
+            released: false,
+            shard: None,
+        }),
+    );
+}
+
+fn commit(b: &mut Bench, generation: u64, clusters: &[(&str, u32)]) {
+    b.put(
+        &assignment_key(ROOT),
+        encode(&AssignmentDoc {
+            generation,
+            shards: 3,
+            clusters: clusters.iter().map(|&(c, s)| (c.to_owned(), s)).collect(),
+            homes: Default::default(),
+        }),
+    );
+}
+
+fn started(actions: &[Action]) -> Vec<&str> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Start(c) => Some(c.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 mod cold_start;
 mod forget;
 mod guard;

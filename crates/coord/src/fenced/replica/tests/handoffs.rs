@@ -4,43 +4,6 @@
 
 use super::*;
 
-/// A live distributor record of someone else's, renewed at `beat`: generations are written
-/// by hand.
-fn someone_distributes(b: &mut Bench, beat: u64) {
-    b.put(
-        &distributor_key(ROOT),
-        encode(&DistributorRecord {
-            holder: "x".into(),
-            incarnation: 1,
-            beat,
-            released: false,
-            shard: None,
-        }),
-    );
-}
-
-fn commit(b: &mut Bench, generation: u64, clusters: &[(&str, u32)]) {
-    b.put(
-        &assignment_key(ROOT),
-        encode(&AssignmentDoc {
-            generation,
-            shards: 3,
-            clusters: clusters.iter().map(|&(c, s)| (c.to_owned(), s)).collect(),
-            homes: Default::default(),
-        }),
-    );
-}
-
-fn started(actions: &[Action]) -> Vec<&str> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Start(c) => Some(c.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Replica `a` holds shard 1; `x` holds shard 0, renewing; `y` held shard 2 and crashed.
 /// Generation 2 gives `a` one of `y`'s clusters (an orphan) and one of `x`'s (a rebalancing
 /// move `x` is still draining): the orphan starts at once, the other once `x` acknowledged.

@@ -112,11 +112,11 @@ fn a_new_slice_waits_for_the_holder_of_its_cluster_whole() {
     let mut b = Bench::new("a", SHARDS, 0);
     b.put(&shard_key(ROOT, 0), shard_record("x", 1));
     b.put(&shard_key(ROOT, 2), shard_record("y", 1));
-    distributed_by_x(&mut b, 0);
-    commit3(&mut b, 1, &[("hub", 0), ("c1", 1), ("c2", 2)]);
+    someone_distributes(&mut b, 0);
+    commit(&mut b, 1, &[("hub", 0), ("c1", 1), ("c2", 2)]);
     b.settle(ms(0));
     assert_eq!(b.r.acting(ms(0)).collect::<Vec<_>>(), ["c1"]);
-    commit3(
+    commit(
         &mut b,
         2,
         &[
@@ -142,11 +142,11 @@ fn a_new_slice_waits_for_this_replicas_own_stop_of_its_cluster() {
     let mut b = Bench::new("a", SHARDS, 0);
     b.put(&shard_key(ROOT, 0), shard_record("x", 1));
     b.put(&shard_key(ROOT, 2), shard_record("y", 1));
-    distributed_by_x(&mut b, 0);
-    commit3(&mut b, 1, &[("hub", 1), ("c0", 0), ("c2", 2)]);
+    someone_distributes(&mut b, 0);
+    commit(&mut b, 1, &[("hub", 1), ("c0", 0), ("c2", 2)]);
     b.settle(ms(0));
     assert_eq!(b.r.acting(ms(0)).collect::<Vec<_>>(), ["hub"]);
-    commit3(
+    commit(
         &mut b,
         2,
         &[
@@ -172,39 +172,4 @@ fn a_new_slice_waits_for_this_replicas_own_stop_of_its_cluster() {
     b.r.on_stopped("hub");
     let a = b.step(ms(200));
     assert_eq!(started(&a), ["hub#slice-1-of-2"]);
-}
-
-fn distributed_by_x(b: &mut Bench, beat: u64) {
-    b.put(
-        &distributor_key(ROOT),
-        encode(&DistributorRecord {
-            holder: "x".into(),
-            incarnation: 1,
-            beat,
-            released: false,
-            shard: None,
-        }),
-    );
-}
-
-fn commit3(b: &mut Bench, generation: u64, units: &[(&str, u32)]) {
-    b.put(
-        &assignment_key(ROOT),
-        encode(&AssignmentDoc {
-            generation,
-            shards: SHARDS,
-            clusters: units.iter().map(|&(c, s)| (c.to_owned(), s)).collect(),
-            homes: Default::default(),
-        }),
-    );
-}
-
-fn started(actions: &[Action]) -> Vec<&str> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Start(c) => Some(c.as_str()),
-            _ => None,
-        })
-        .collect()
 }
