@@ -75,8 +75,9 @@ impl GitOpsReconciler {
         summary
     }
 
-    /// Writes the info of a cluster this replica owns: `reached` says whether its last
-    /// contact succeeded (the message of the failure otherwise).
+    /// Writes the info of a cluster this replica owns (of a split cluster, the owner of
+    /// its slice 0 alone: `units.rs`): `reached` says whether its last contact succeeded
+    /// (the message of the failure otherwise).
     pub(super) async fn write_cluster_info(
         &self,
         conn: &ClusterConn,
@@ -86,6 +87,9 @@ impl GitOpsReconciler {
         let Some(cache) = &self.app_state else {
             return;
         };
+        if !self.units.writes_cluster_info(conn.cluster_id()) {
+            return;
+        }
         let now = self.clock.now_rfc3339();
         let versions = match &reached {
             Ok(()) => conn.served_versions().await.ok(),

@@ -50,6 +50,17 @@ impl OwnedUnits {
         last
     }
 
+    /// Whether this replica writes `cluster`'s info to Argo CD's app-state cache: it holds
+    /// the cluster whole, or its slice 0 (one writer per cluster, not one per slice, each
+    /// with its own cache's counts), or has not been told of a unit of it.
+    pub(super) fn writes_cluster_info(&self, cluster: &str) -> bool {
+        self.lock().get(cluster).is_none_or(|units| {
+            units
+                .iter()
+                .any(|u| UnitId::parse(u).slice.is_none_or(|(n, _)| n == 0))
+        })
+    }
+
     /// The unit `app` of `cluster` is held under: the slice its identity hashes to when
     /// the cluster is held in slices here, else the cluster.
     pub(super) fn unit_of(&self, app: &AppKey, cluster: &str) -> String {
@@ -90,7 +101,13 @@ mod tests {
         );
         assert!(unit_holds(&unit, "c1", &app));
         assert!(!unit_holds(&unit, "c2", &app));
+        assert!(units.writes_cluster_info("c1"), "slice 0 held");
+        assert!(units.writes_cluster_info("c2"), "nothing told of c2");
         assert!(!units.stopped("c1#slice-0-of-2"));
+        assert!(
+            !units.writes_cluster_info("c1"),
+            "slice 1 only: slice 0's owner writes"
+        );
         assert!(units.stopped("c1#slice-1-of-2"));
         assert!(units.stopped("c9"), "never started");
         assert_eq!(units.unit_of(&app, "c1"), "c1");
