@@ -60,16 +60,11 @@ impl Slices {
 }
 
 impl ShardWork {
-    /// Whether this replica owns `cluster` now, whole or any slice of it.
-    pub fn owns_any_of(&self, cluster: &str) -> bool {
-        let s = self.lock();
-        s.owned.contains(cluster) || (s.owned.iter()).any(|u| UnitId::parse(u).cluster == cluster)
-    }
-
     /// The unit `app` is worked on under here now: its cluster, or the slice of it that
     /// holds the app when this replica owns the cluster in slices. `None` for an app
     /// that resolves to no cluster and has no anchor, or is unknown.
-    pub fn unit_of(&self, app: &AppKey) -> Option<String> {
+    #[cfg(test)]
+    pub(super) fn unit_of(&self, app: &AppKey) -> Option<String> {
         let s = self.lock();
         let cluster = s.apps.cluster_of(app)?;
         Some(s.slices.unit_of(app, cluster).to_string())

@@ -79,6 +79,20 @@ impl ClusterCost {
         }
     }
 
+    /// The figures of two parts of one cluster together; measured as long as the shorter.
+    fn plus(&self, o: &ClusterCost) -> ClusterCost {
+        ClusterCost {
+            cost: self.cost + o.cost,
+            cpu_millicores: self.cpu_millicores + o.cpu_millicores,
+            cache_mib: self.cache_mib + o.cache_mib,
+            cache_objects: self.cache_objects + o.cache_objects,
+            events_per_minute: self.events_per_minute + o.events_per_minute,
+            requests_per_minute: self.requests_per_minute + o.requests_per_minute,
+            syncs_per_hour: self.syncs_per_hour + o.syncs_per_hour,
+            measured_seconds: self.measured_seconds.min(o.measured_seconds),
+        }
+    }
+
     /// Whether the figure has been measured long enough to place by.
     pub fn is_trusted(&self) -> bool {
         self.measured_seconds >= MIN_MEASURED_SECONDS && self.cost.is_finite() && self.cost >= 0.0
@@ -188,35 +202,49 @@ pub fn seed_of(unit: &str, seeds: &BTreeMap<String, ClusterCost>) -> Option<Clus
     let id = UnitId::parse(unit);
     let part = id.slice.map_or(1.0, |(_, k)| 1.0 / f64::from(k));
     let whole = seeds.get(id.cluster).copied().or_else(|| {
-        // The slices of one count, all present: their sum.
-        let mut by_count: BTreeMap<u32, Vec<&ClusterCost>> = BTreeMap::new();
-        for (other, c) in seeds.range(format!("{}#slice-", id.cluster)..) {
-            let o = UnitId::parse(other);
-            if o.cluster != id.cluster {
-                break;
-            }
-            if let Some((_, k)) = o.slice {
-                by_count.entry(k).or_default().push(c);
-            }
-        }
-        let (_, set) = by_count
-            .into_iter()
-            .find(|(k, set)| set.len() == *k as usize)?;
-        let mut sum = set[0].scaled(0.0);
-        sum.measured_seconds = u64::MAX;
-        for c in set {
-            sum.cost += c.cost;
-            sum.cpu_millicores += c.cpu_millicores;
-            sum.cache_mib += c.cache_mib;
-            sum.cache_objects += c.cache_objects;
-            sum.events_per_minute += c.events_per_minute;
-            sum.requests_per_minute += c.requests_per_minute;
-            sum.syncs_per_hour += c.syncs_per_hour;
-            sum.measured_seconds = sum.measured_seconds.min(c.measured_seconds);
-        }
-        Some(sum)
+        let slices = seeds
+            .range(format!("{}#slice-", id.cluster)..)
+            .take_while(|(other, _)| UnitId::parse(other).cluster == id.cluster);
+        sliced_clusters(slices).remove(id.cluster)
     })?;
     Some(whole.scaled(part))
+}
+
+/// Each cluster held in slices among `figures` (unit id → figure), as the sum of one
+/// complete set of its slices: all `K` of one count present (of several counts, the one
+/// measured longest). Whole clusters' figures are not read.
+fn sliced_clusters<'a>(
+    figures: impl Iterator<Item = (&'a String, &'a ClusterCost)>,
+) -> BTreeMap<&'a str, ClusterCost> {
+    // cluster → count → (slices seen, their sum).
+    let mut sets: BTreeMap<&str, BTreeMap<u32, (u32, ClusterCost)>> = BTreeMap::new();
+    for (id, c) in figures {
+        if let UnitId {
+            cluster,
+            slice: Some((_, k)),
+        } = UnitId::parse(id)
+        {
+            let set = sets.entry(cluster).or_default();
+            match set.get_mut(&k) {
+                Some((seen, sum)) => {
+                    *seen += 1;
+                    *sum = sum.plus(c);
+                }
+                None => {
+                    set.insert(k, (1, *c));
+                }
+            }
+        }
+    }
+    sets.into_iter()
+        .filter_map(|(cluster, counts)| {
+            let (_, (_, sum)) = counts
+                .into_iter()
+                .filter(|&(k, (seen, _))| seen == k)
+                .max_by_key(|&(k, (_, sum))| (sum.measured_seconds, k))?;
+            Some((cluster, sum))
+        })
+        .collect()
 }
 
 /// The costs placement uses, by cluster: the trusted figures, once they add up to more
@@ -233,41 +261,17 @@ pub fn placement_costs(
     merged: &BTreeMap<String, ClusterCost>,
     floor: f64,
 ) -> BTreeMap<String, f64> {
-    let mut whole: BTreeMap<String, f64> = BTreeMap::new();
-    // cluster → count → (slices seen, summed cost, shortest measurement).
-    let mut sliced: BTreeMap<&str, BTreeMap<u32, (u32, f64, u64)>> = BTreeMap::new();
-    for (id, c) in merged.iter().filter(|(_, c)| c.is_trusted()) {
-        let unit = UnitId::parse(id);
-        match unit.slice {
-            None => {
-                whole.insert(id.clone(), c.cost);
-            }
-            Some((_, k)) => {
-                let e =
-                    sliced
-                        .entry(unit.cluster)
-                        .or_default()
-                        .entry(k)
-                        .or_insert((0, 0.0, u64::MAX));
-                e.0 += 1;
-                e.1 += c.cost;
-                e.2 = e.2.min(c.measured_seconds);
-            }
-        }
+    let trusted = || merged.iter().filter(|(_, c)| c.is_trusted());
+    let mut costs: BTreeMap<String, f64> = trusted()
+        .filter(|(id, _)| UnitId::parse(id).slice.is_none())
+        .map(|(id, c)| (id.clone(), c.cost))
+        .collect();
+    for (cluster, sum) in sliced_clusters(trusted()) {
+        costs.insert(cluster.to_owned(), sum.cost);
     }
-    let mut trusted = whole;
-    for (cluster, counts) in sliced {
-        let complete = counts
-            .iter()
-            .filter(|&(&k, &(seen, _, _))| seen == k)
-            .max_by_key(|&(&k, &(_, _, measured))| (measured, k));
-        if let Some((_, &(_, cost, _))) = complete {
-            trusted.insert(cluster.to_owned(), cost);
-        }
-    }
-    let total: f64 = trusted.values().sum();
+    let total: f64 = costs.values().sum();
     if total > 0.0 && total >= floor {
-        trusted
+        costs
     } else {
         BTreeMap::new()
     }

@@ -117,6 +117,16 @@ fn replica_with(
     }
 }
 
+/// The old owner's handover of `unit`: the replica's stop hook as `run` wires it (its
+/// work stops, then its warm-up and caches go).
+async fn stop(r: &Replica, unit: &str) {
+    let hook = GitOpsStopHook {
+        inner: Arc::new(WorkStopHook(r.runtime.work().clone())),
+        reconciler: r.reconciler.clone(),
+    };
+    hook.stop(unit.into()).await;
+}
+
 fn synced_at(memory: &MemorySink, app: &str, commit: &str) -> bool {
     memory
         .get(&key(app))
@@ -230,11 +240,7 @@ async fn a_moved_cluster_stops_on_the_old_owner_before_the_new_one_starts() {
 
     // The handover: the old owner stops (its hook returns once nothing of c1 runs and its
     // caches are gone), and only then does the new owner start.
-    let hook = GitOpsStopHook {
-        inner: Arc::new(WorkStopHook(a.runtime.work().clone())),
-        reconciler: a.reconciler.clone(),
-    };
-    hook.stop("c1".into()).await;
+    stop(&a, "c1").await;
     assert_eq!(a.runtime.work().in_flight("c1"), 0);
     assert!(!a.runtime.work().owns("c1"));
     assert!(
@@ -460,11 +466,7 @@ async fn each_slice_of_a_split_cluster_is_worked_on_by_its_owner_alone() {
         );
     }
     // Slice 0 stops on a: its caches go (its last unit of c1), b's slice goes on.
-    let hook = GitOpsStopHook {
-        inner: Arc::new(WorkStopHook(a.runtime.work().clone())),
-        reconciler: a.reconciler.clone(),
-    };
-    hook.stop("c1#slice-0-of-2".into()).await;
+    stop(&a, "c1#slice-0-of-2").await;
     assert!(a.reconciler.clusters().started().is_empty());
     let writes_before = a.sink.count();
     for i in 0..N {
@@ -503,11 +505,7 @@ async fn each_slice_of_a_split_cluster_is_worked_on_by_its_owner_alone() {
             .then_some(())
     })
     .await;
-    let hook = GitOpsStopHook {
-        inner: Arc::new(WorkStopHook(b.runtime.work().clone())),
-        reconciler: b.reconciler.clone(),
-    };
-    hook.stop("c1#slice-1-of-2".into()).await;
+    stop(&b, "c1#slice-1-of-2").await;
     assert_eq!(b.reconciler.clusters().started(), vec!["c1"]);
     assert!(b.runtime.work().owns("c1#slice-0-of-2"));
     drop((a.feed, b.feed));
