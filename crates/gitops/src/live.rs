@@ -41,6 +41,8 @@ mod identity;
 mod kinds;
 mod kubeconfig;
 mod orphans;
+mod reach;
+pub use reach::WatchReach;
 mod requests;
 mod slim;
 mod tls_configs;
@@ -107,6 +109,9 @@ pub struct LiveOptions {
     /// (Argo CD's `ARGOCD_CLUSTER_CACHE_WATCH_RESYNC_DURATION`, 10 minutes): what a
     /// watch missed is current again within this period plus one list.
     pub relist_every: Duration,
+    /// A slice owner (`reach.rs`) watches a namespaced kind in each namespace its apps
+    /// use, one watch per namespace, up to this many; beyond, cluster-wide.
+    pub narrow_watch_limit: usize,
 }
 
 impl LiveOptions {
@@ -131,12 +136,16 @@ impl Default for LiveOptions {
             probe_after: Duration::from_secs(5),
             refuse_plaintext: false,
             relist_every: DEFAULT_RELIST_EVERY,
+            narrow_watch_limit: DEFAULT_NARROW_WATCH_LIMIT,
         }
     }
 }
 
 /// The default of [`LiveOptions::relist_every`]: Argo CD's watch resync, 10 minutes.
 pub const DEFAULT_RELIST_EVERY: Duration = Duration::from_secs(600);
+
+/// The default of [`LiveOptions::narrow_watch_limit`].
+pub const DEFAULT_NARROW_WATCH_LIMIT: usize = 64;
 
 /// The default of [`LiveOptions::list_concurrency`] (Argo CD's cluster cache lists
 /// kinds in parallel too, through a semaphore of its own).
@@ -341,6 +350,9 @@ pub struct ClusterConn {
     observed: Arc<facts::Observed>,
     /// The namespaces looked in for orphaned resources, and their watches (`orphans.rs`).
     orphan_watch: Mutex<orphans::OrphanWatch>,
+    /// Where the namespaced kinds' watches reach: everywhere, or a slice owner's apps'
+    /// namespaces only (`reach.rs`).
+    reach: Mutex<reach::Reach>,
 }
 
 impl ClusterConn {
@@ -463,6 +475,7 @@ impl ClusterConn {
             control_plane: Mutex::new(control_plane),
             observed: Arc::default(),
             orphan_watch: Mutex::default(),
+            reach: Mutex::default(),
         })
     }
 

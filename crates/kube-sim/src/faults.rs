@@ -161,12 +161,20 @@ impl fmt::Debug for Rule {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FaultId(u64);
 
+/// Requests by (verb, plural resource, namespace of the path: `None` for a cluster-wide
+/// list or watch, or a cluster-scoped resource).
+pub type ScopedCounts = BTreeMap<(Verb, String, Option<String>), u64>;
+
 /// The fault rules and request counters of one server.
 #[derive(Debug)]
 pub struct Faults {
     rules: Mutex<(u64, Vec<Rule>)>,
     healed: watch::Sender<u64>,
     counts: Mutex<BTreeMap<(Verb, String), u64>>,
+    /// The same requests by (verb, plural resource, namespace of the path).
+    scoped: Mutex<ScopedCounts>,
+    /// Objects served by lists, by plural resource.
+    listed: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Default for Faults {
@@ -175,6 +183,8 @@ impl Default for Faults {
             rules: Mutex::new((0, Vec::new())),
             healed: watch::Sender::new(0),
             counts: Mutex::new(BTreeMap::new()),
+            scoped: Mutex::new(BTreeMap::new()),
+            listed: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -230,7 +240,31 @@ impl Faults {
         if let Some(verb) = info.verb {
             let mut c = self.counts.lock().expect("counters lock");
             *c.entry((verb, info.resource.clone())).or_insert(0) += 1;
+            drop(c);
+            let key = (verb, info.resource.clone(), info.namespace.clone());
+            *self
+                .scoped
+                .lock()
+                .expect("counters lock")
+                .entry(key)
+                .or_insert(0) += 1;
         }
+    }
+
+    /// Counts `n` objects served by a list of `resource`.
+    pub fn count_listed(&self, resource: &str, n: u64) {
+        let mut listed = self.listed.lock().expect("counters lock");
+        *listed.entry(resource.to_owned()).or_insert(0) += n;
+    }
+
+    /// A snapshot of the counters by (verb, plural resource, namespace of the path).
+    pub fn counts_by_namespace(&self) -> ScopedCounts {
+        self.scoped.lock().expect("counters lock").clone()
+    }
+
+    /// A snapshot of the objects served by lists, by plural resource.
+    pub fn listed(&self) -> BTreeMap<String, u64> {
+        self.listed.lock().expect("counters lock").clone()
     }
 
     /// A snapshot of the counters by (verb, plural resource).
@@ -241,6 +275,8 @@ impl Faults {
     /// Zeroes the counters.
     pub fn reset_counts(&self) {
         self.counts.lock().expect("counters lock").clear();
+        self.scoped.lock().expect("counters lock").clear();
+        self.listed.lock().expect("counters lock").clear();
     }
 
     fn is_held(&self, info: &RequestInfo) -> bool {

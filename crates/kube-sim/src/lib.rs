@@ -91,7 +91,7 @@ use serde_json::{Value, json};
 pub use admission::{AdmissionRequest, MutatingWebhook};
 pub use argocd::{APPLICATION_CRD_YAML, APPPROJECT_CRD_YAML, argocd_crds};
 pub use config::{FakeApiError, FakeConfig};
-pub use faults::{FaultAction, FaultId, RequestInfo, Verb};
+pub use faults::{FaultAction, FaultId, RequestInfo, ScopedCounts, Verb};
 pub use patch::merge_patch;
 pub use rbac::NamespacedToken;
 pub use registry::{DEFAULT_RESOURCES, ResourceKind};
@@ -526,6 +526,17 @@ impl FakeApiServer {
     /// Requests received so far by (verb, plural resource); discovery under resource "".
     pub fn request_counts(&self) -> BTreeMap<(Verb, String), u64> {
         self.shared.faults.counts()
+    }
+
+    /// Requests received so far by (verb, plural resource, namespace of the path: `None`
+    /// for a cluster-wide list or watch).
+    pub fn request_counts_by_namespace(&self) -> ScopedCounts {
+        self.shared.faults.counts_by_namespace()
+    }
+
+    /// Objects served by lists so far, by plural resource (every page's items).
+    pub fn listed_objects(&self) -> BTreeMap<String, u64> {
+        self.shared.faults.listed()
     }
 
     /// Requests received with this verb on this plural resource.

@@ -80,6 +80,7 @@ pub fn list(
         }
     }
     let remaining = matching.count();
+    shared.faults.count_listed(kind.plural, items.len() as u64);
     let mut meta = json!({"resourceVersion": at.to_string()});
     if remaining > 0
         && let Some((ns, name)) = last

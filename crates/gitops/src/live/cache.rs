@@ -189,16 +189,20 @@ struct Watched {
 }
 
 /// The cache of one kind: one watch cluster-wide, or one per namespace of a
-/// namespace-scoped cluster (never a cluster-wide list then); their watcher tasks end
-/// when this is dropped.
+/// namespace-scoped cluster or of a slice owner's apps (never a cluster-wide list then;
+/// more namespaces can be added, [`KindCache::reach`]); their watcher tasks end when this
+/// is dropped.
 pub(crate) struct KindCache {
-    watches: Vec<Watched>,
+    watches: Mutex<Vec<Arc<Watched>>>,
     kept: super::slim::KeptManagers,
+    /// What a watch added later starts from.
+    ctx: WatchContext,
+    resource: ApiResource,
 }
 
 impl Drop for KindCache {
     fn drop(&mut self) {
-        for w in &self.watches {
+        for w in lock(&self.watches).iter() {
             w.task.abort();
         }
     }
@@ -236,16 +240,62 @@ impl KindCache {
         resource: &ApiResource,
         namespaces: Option<&[String]>,
     ) -> KindCache {
+        let start = |ns: Option<&String>| {
+            Arc::new(Watched::start(ctx.clone(), resource.clone(), ns.cloned()))
+        };
         let watches = match namespaces {
-            None => vec![Watched::start(ctx.clone(), resource.clone(), None)],
-            Some(list) => list
-                .iter()
-                .map(|ns| Watched::start(ctx.clone(), resource.clone(), Some(ns.clone())))
-                .collect(),
+            None => vec![start(None)],
+            Some(list) => list.iter().map(|ns| start(Some(ns))).collect(),
         };
         KindCache {
-            watches,
+            watches: Mutex::new(watches),
             kept: ctx.kept.clone(),
+            ctx: ctx.clone(),
+            resource: resource.clone(),
+        }
+    }
+
+    /// The watches now (shared with the cache; one added later is not in it).
+    fn watches(&self) -> Vec<Arc<Watched>> {
+        lock(&self.watches).clone()
+    }
+
+    /// Whether one watch sees the whole cluster (every namespace).
+    pub(crate) fn is_cluster_wide(&self) -> bool {
+        lock(&self.watches).iter().any(|w| w.namespace.is_none())
+    }
+
+    /// Whether the objects of `namespace` are watched (empty: cluster-scoped objects,
+    /// seen by a cluster-wide watch only).
+    pub(crate) fn covers(&self, namespace: &str) -> bool {
+        lock(&self.watches)
+            .iter()
+            .any(|w| w.namespace.as_ref().is_none_or(|ns| ns == namespace))
+    }
+
+    /// The namespaces watched one by one, sorted (none for a cluster-wide watch).
+    pub(crate) fn namespaces(&self) -> Vec<String> {
+        let mut list: Vec<String> = lock(&self.watches)
+            .iter()
+            .filter_map(|w| w.namespace.clone())
+            .collect();
+        list.sort();
+        list
+    }
+
+    /// Starts a watch in each of `namespaces` not watched yet (nothing on a cluster-wide
+    /// cache): its first list then counts in [`KindCache::wait_ready`] and
+    /// [`KindCache::listed_at`] like the others'.
+    pub(crate) fn reach(&self, namespaces: &[String]) {
+        let mut watches = lock(&self.watches);
+        if watches.iter().any(|w| w.namespace.is_none()) {
+            return;
+        }
+        for ns in namespaces {
+            if !watches.iter().any(|w| w.namespace.as_ref() == Some(ns)) {
+                let w = Watched::start(self.ctx.clone(), self.resource.clone(), Some(ns.clone()));
+                watches.push(Arc::new(w));
+            }
         }
     }
 
@@ -253,7 +303,7 @@ impl KindCache {
     /// (or says that none was) when `timeout` passes first.
     pub(crate) async fn wait_ready(&self, timeout: std::time::Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
-        for w in &self.watches {
+        for w in self.watches() {
             let mut ready = w.ready.clone();
             if let Ok(Ok(_)) = tokio::time::timeout_at(deadline, ready.wait_for(|r| *r)).await {
                 continue;
@@ -279,7 +329,7 @@ impl KindCache {
     ) -> Vec<(ObjKey, Arc<Value>)> {
         let keys: Vec<&ObjKey> = keys.into_iter().collect();
         let mut out: HashMap<ObjKey, Arc<Value>> = HashMap::new();
-        for w in &self.watches {
+        for w in self.watches() {
             let s = lock(&w.state);
             for key in &keys {
                 if let Some((k, v)) = s.objects.by_key.get_key_value(*key) {
@@ -298,7 +348,7 @@ impl KindCache {
     /// When the oldest of this cache's last complete lists ended: everything the cache
     /// holds is at least that current. `None` while a watch has not completed its first.
     pub(crate) fn listed_at(&self) -> Option<Instant> {
-        self.watches
+        self.watches()
             .iter()
             .map(|w| lock(&w.state).listed_at)
             .try_fold(None, |oldest: Option<Instant>, at| {
@@ -310,14 +360,14 @@ impl KindCache {
     /// The last watch or list error of any of this cache's watches, if the watch has not
     /// heard anything since.
     pub(crate) fn last_error(&self) -> Option<String> {
-        self.watches
+        self.watches()
             .iter()
             .find_map(|w| lock(&w.state).error.clone())
     }
 
     /// Every cached object (shared with the cache, not copied).
     pub(crate) fn values(&self) -> Vec<Arc<Value>> {
-        self.watches
+        self.watches()
             .iter()
             .flat_map(|w| {
                 lock(&w.state)
@@ -332,7 +382,7 @@ impl KindCache {
 
     /// How many objects are cached.
     pub(crate) fn len(&self) -> usize {
-        self.watches
+        self.watches()
             .iter()
             .map(|w| lock(&w.state).objects.by_key.len())
             .sum()
@@ -340,17 +390,18 @@ impl KindCache {
 
     /// The estimated heap of the cached objects (`footprint.rs`).
     pub(crate) fn bytes(&self) -> u64 {
-        self.watches
+        self.watches()
             .iter()
             .map(|w| lock(&w.state).objects.bytes)
             .sum()
     }
 
     /// The watch that sees the object `key`, if any does.
-    fn watch_of(&self, key: &ObjKey) -> Option<&Watched> {
-        self.watches
+    fn watch_of(&self, key: &ObjKey) -> Option<Arc<Watched>> {
+        lock(&self.watches)
             .iter()
             .find(|w| w.namespace.as_ref().is_none_or(|ns| *ns == key.0))
+            .cloned()
     }
 
     /// Records an object we just wrote, so that the refresh that follows our own sync sees
@@ -500,87 +551,4 @@ fn to_value(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn obj(name: &str, rv: &str, app: Option<&str>) -> Arc<Value> {
-        let mut v = json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}});
-        if let Some(app) = app {
-            v["metadata"]["annotations"] = json!({
-                crate::compare::TRACKING_ANNOTATION: format!("{app}:/ConfigMap:ns/{name}")
-            });
-        }
-        Arc::new(v)
-    }
-
-    fn label() -> Arc<str> {
-        Arc::from(crate::compare::DEFAULT_APP_LABEL_KEY)
-    }
-
-    fn apps(o: &Objects) -> Vec<(String, usize)> {
-        let mut v: Vec<_> = o.by_app.iter().map(|(a, k)| (a.clone(), k.len())).collect();
-        v.sort();
-        v
-    }
-
-    #[test]
-    fn the_index_by_app_follows_every_change() {
-        let key = |n: &str| ("ns".to_owned(), n.to_owned());
-        let mut o = Objects::from_map(
-            HashMap::from([
-                (key("a"), obj("a", "1", Some("one"))),
-                (key("b"), obj("b", "1", None)),
-            ]),
-            label(),
-        );
-        assert_eq!(apps(&o), [("one".to_owned(), 1)]);
-        // Re-annotated for another app: the index moves.
-        o.insert_if_newer(key("a"), obj("a", "2", Some("two")));
-        assert_eq!(apps(&o), [("two".to_owned(), 1)]);
-        // An older version is ignored, index included.
-        o.insert_if_newer(key("a"), obj("a", "1", Some("one")));
-        assert_eq!(apps(&o), [("two".to_owned(), 1)]);
-        o.insert_if_newer(key("b"), obj("b", "3", Some("two")));
-        assert_eq!(apps(&o), [("two".to_owned(), 2)]);
-        // An instance label indexes the object under its value too.
-        let mut labelled = obj("b", "4", Some("two"));
-        Arc::make_mut(&mut labelled)["metadata"]["labels"] =
-            json!({crate::compare::DEFAULT_APP_LABEL_KEY: "legacy"});
-        o.insert_if_newer(key("b"), labelled);
-        assert_eq!(apps(&o), [("legacy".to_owned(), 1), ("two".to_owned(), 2)]);
-        o.remove(&key("a"));
-        o.remove(&key("b"));
-        assert!(o.by_app.is_empty() && o.by_key.is_empty());
-    }
-
-    #[test]
-    fn a_list_tells_the_apps_whose_objects_changed_came_or_went() {
-        let key = |n: &str| ("ns".to_owned(), n.to_owned());
-        let before = Objects::from_map(
-            HashMap::from([
-                (key("same"), obj("same", "1", Some("quiet"))),
-                (key("moved"), obj("moved", "1", Some("one"))),
-                (key("gone"), obj("gone", "1", Some("two"))),
-            ]),
-            label(),
-        );
-        let after = HashMap::from([
-            (key("same"), obj("same", "1", Some("quiet"))),
-            (key("moved"), obj("moved", "2", Some("three"))),
-            (key("new"), obj("new", "5", Some("four"))),
-        ]);
-        let mut told: Vec<String> = before
-            .changed_apps(
-                &after,
-                &Filter {
-                    group: "",
-                    filter: None,
-                },
-            )
-            .into_iter()
-            .collect();
-        told.sort();
-        assert_eq!(told, ["four", "one", "three", "two"]);
-    }
-}
+mod tests;

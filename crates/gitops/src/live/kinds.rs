@@ -161,20 +161,32 @@ impl ClusterConn {
         true
     }
 
+    /// The kind's cache, started if it is not yet, and reaching every namespace it is
+    /// wanted in (`reach.rs`): a cache watching namespaces one by one gets a watch in
+    /// each new one, or is replaced by a cluster-wide one once it is wanted everywhere.
     fn cache(&self, info: &KindInfo) -> Arc<KindCache> {
         let key = (info.resource.group.clone(), info.resource.kind.clone());
+        let wanted = self.wanted_namespaces(info);
         let mut caches = lock(&self.caches);
-        caches
-            .entry(key)
-            .or_insert_with(|| {
-                let namespaces = self.scope().watched_namespaces(info.namespaced);
-                Arc::new(KindCache::start(
-                    &self.watch_context(&info.resource.group, &info.resource.kind),
-                    &info.resource,
-                    namespaces,
-                ))
-            })
-            .clone()
+        if let Some(cache) = caches.get(&key) {
+            match &wanted {
+                None if cache.is_cluster_wide() => return cache.clone(),
+                Some(namespaces) if !cache.is_cluster_wide() => {
+                    cache.reach(namespaces);
+                    return cache.clone();
+                }
+                // Cluster-wide where namespaces are wanted now (started by a refresh
+                // whose needs a change of reach dropped), or the reverse: replaced.
+                _ => {}
+            }
+        }
+        let cache = Arc::new(KindCache::start(
+            &self.watch_context(&info.resource.group, &info.resource.kind),
+            &info.resource,
+            wanted.as_deref(),
+        ));
+        caches.insert(key, cache.clone());
+        cache
     }
 
     /// What a new watch of this cluster's `group`/`kind` shares with the others (its watch

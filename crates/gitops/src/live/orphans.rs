@@ -93,7 +93,10 @@ impl ClusterConn {
                     watch.caches.remove(&key);
                     continue;
                 }
-                if let Some(cache) = self.watched_cache(group, kind) {
+                if let Some(cache) = self
+                    .watched_cache(group, kind)
+                    .filter(|c| c.covers(namespace))
+                {
                     // Watched for an app's resources (cluster-wide, or in the scope's
                     // namespaces): a watch of its own is not needed any more.
                     watch.caches.remove(&key);

@@ -124,6 +124,8 @@ impl GitOpsReconciler {
         let repeated = place::keep_last(&mut placed, |(_, p)| &p.key);
         conn.keep_managers(normalizer.trusted_managers());
         conn.set_update_filter(settings.update_filter.clone());
+        let objects = placed.iter().map(|(_, p)| p);
+        self.reach(&conn, &target.cluster.id, &dest_ns, &kinds, objects);
         conn.watch_kinds(&kinds)
             .await
             .map_err(|e| with_rev(e.into()))?;

@@ -146,15 +146,18 @@ impl GitOpsReconciler {
         }
         let defined = place::defined_kinds(objects);
         let mut kinds = Vec::new();
+        let mut placed = Vec::with_capacity(objects.len());
         for m in objects {
-            let placed = self
+            let p = self
                 .place(conn, &target, m, &dest_ns, &defined)
                 .await
                 .ok()?;
-            if placed.served && !kinds.contains(&placed.kind) {
-                kinds.push(placed.kind);
+            if p.served && !kinds.contains(&p.kind) {
+                kinds.push(p.kind.clone());
             }
+            placed.push(p);
         }
+        self.reach(conn, &target.cluster.id, &dest_ns, &kinds, &placed);
         Some(kinds)
     }
 

@@ -7,13 +7,17 @@
 //! unit's apps only), `owned_since` (a slice taken over later than its sibling resolves
 //! its apps' revisions from data fetched since its own acquisition), and the memos of its
 //! apps. What follows the cluster: its connection and caches, dropped when its last unit
-//! here stops.
+//! here stops; and where its watches reach (the whole cluster, or a slice owner's apps'
+//! namespaces: `live/reach.rs`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 
 use fleetshard_controller::AppKey;
 use fleetshard_core::placement::slices::{UnitId, slice_of_identity, slice_unit_id};
+
+use super::place::Placed;
+use crate::live::{ClusterConn, KindInfo};
 
 /// The units held, by cluster.
 #[derive(Debug, Default)]
@@ -61,6 +65,19 @@ impl OwnedUnits {
         })
     }
 
+    /// Whether this replica holds `cluster` whole: as a whole unit, or every slice of one
+    /// count, or not told of a unit of it (a refresh outside the controller's feed). A
+    /// replica holding only some slices watches its apps' namespaces only (`live/reach.rs`).
+    pub(super) fn holds_whole(&self, cluster: &str) -> bool {
+        self.lock().get(cluster).is_none_or(|units| {
+            let mut slices = units.iter().map(|u| UnitId::parse(u).slice);
+            slices.clone().any(|s| s.is_none())
+                || slices.next().flatten().is_some_and(|(_, k)| {
+                    (0..k).all(|n| units.contains(&slice_unit_id(cluster, n, k)))
+                })
+        })
+    }
+
     /// The unit `app` of `cluster` is held under: the slice its identity hashes to when
     /// the cluster is held in slices here, else the cluster.
     pub(super) fn unit_of(&self, app: &AppKey, cluster: &str) -> String {
@@ -72,6 +89,29 @@ impl OwnedUnits {
         match count {
             Some(k) => slice_unit_id(cluster, slice_of_identity(app.as_str(), k), k),
             None => cluster.to_owned(),
+        }
+    }
+}
+
+impl super::GitOpsReconciler {
+    /// Tells `conn` where this replica's watches of `cluster` reach (`live/reach.rs`):
+    /// everywhere while it holds the cluster whole; else, for a slice owner, the
+    /// namespaces of the app's `placed` objects of each kind, and its destination
+    /// namespace (`dest_ns`) for each of its `kinds`.
+    pub(super) fn reach<'p>(
+        &self,
+        conn: &ClusterConn,
+        cluster: &str,
+        dest_ns: &str,
+        kinds: &[KindInfo],
+        placed: impl IntoIterator<Item = &'p Placed>,
+    ) {
+        conn.set_whole(self.units.holds_whole(cluster));
+        for p in placed.into_iter().filter(|p| p.served) {
+            conn.need(&p.kind, &p.key.namespace);
+        }
+        for kind in kinds {
+            conn.need(kind, dest_ns);
         }
     }
 }
@@ -101,6 +141,8 @@ mod tests {
         );
         assert!(unit_holds(&unit, "c1", &app));
         assert!(!unit_holds(&unit, "c2", &app));
+        assert!(units.holds_whole("c1"), "both slices held");
+        assert!(units.holds_whole("c2"), "nothing told of c2");
         assert!(units.writes_cluster_info("c1"), "slice 0 held");
         assert!(units.writes_cluster_info("c2"), "nothing told of c2");
         assert!(!units.stopped("c1#slice-0-of-2"));
@@ -108,6 +150,7 @@ mod tests {
             !units.writes_cluster_info("c1"),
             "slice 1 only: slice 0's owner writes"
         );
+        assert!(!units.holds_whole("c1"), "slice 1 of 2 only");
         assert!(units.stopped("c1#slice-1-of-2"));
         assert!(units.stopped("c9"), "never started");
         assert_eq!(units.unit_of(&app, "c1"), "c1");

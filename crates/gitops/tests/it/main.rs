@@ -14,6 +14,7 @@ mod compare_bench;
 mod compare_ignored;
 mod compare_props;
 mod live_cache;
+mod live_reach;
 mod reconcile;
 mod render;
 mod render_reach;

@@ -614,3 +614,146 @@ async fn each_slice_owner_lists_and_watches_only_its_apps_kinds() {
         }
     }
 }
+
+/// A split cluster's shared kind: every app deploys a ConfigMap, each into its own
+/// destination namespace, beside 24 ConfigMaps of namespaces no app uses. Whole, one
+/// replica lists and watches ConfigMaps cluster-wide; split, each slice's owner lists and
+/// watches them only in its own apps' namespaces, each namespace by one owner, so the two
+/// owners list only the apps' objects between them instead of each the cluster's. Prints
+/// the figures (`--nocapture`): `docs/performance.md`, "A split cluster's API load".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_owner_watches_a_shared_kind_only_in_its_apps_namespaces() {
+    use fleetshard_core::placement::slices::slice_of_app;
+    use fleetshard_testsupport::kube_api::Verb;
+    let tmp = tempfile::tempdir().unwrap();
+    let git = Git::init(&tmp.path().join("repo"));
+    const N: usize = 8;
+    for i in 0..N {
+        git.write(
+            &format!("app{i}/cm.yaml"),
+            &config_map(&format!("cm{i}"), "1"),
+        );
+    }
+    let commit = git.commit("initial");
+    let ns_of = |i: usize| format!("team{i}");
+    let run = |units: Vec<Vec<&'static str>>| {
+        let (git, commit, tmp) = (&git, &commit, &tmp);
+        async move {
+            let fake = FakeApiServer::start().await.unwrap();
+            for j in 0..24 {
+                let other = serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("other{j}"), "namespace": format!("elsewhere{}", j % 3)},
+                });
+                fake.insert(other).unwrap();
+            }
+            let inventory = Arc::new(StaticInventory::default());
+            let clusters = vec![Cluster::new("c1", fake.url())];
+            let mut apps = Vec::new();
+            for i in 0..N {
+                fake.create_namespace(&ns_of(i)).unwrap();
+                // As a previous owner left it: the app's object is there, out of date.
+                fake.insert(serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("cm{i}"), "namespace": ns_of(i)},
+                    "data": {"value": "0"},
+                }))
+                .unwrap();
+                let mut t = target(
+                    &format!("a{i}"),
+                    &git.path(),
+                    "main",
+                    &format!("app{i}"),
+                    access("c1", &fake),
+                    AUTO,
+                );
+                t.app.destination.namespace = Some(ns_of(i));
+                apps.push(t.app.clone());
+                inventory.insert(t);
+            }
+            let mut replicas = Vec::new();
+            for (n, owned) in units.iter().enumerate() {
+                let cache = tmp.path().join(format!("cache-ns-{}-{n}", units.len()));
+                let r = replica(&inventory, &cache, &clusters, &apps);
+                for u in owned {
+                    r.feed.send(started(u)).unwrap();
+                }
+                replicas.push(r);
+            }
+            eventually(LIMIT, "every app synced", || async {
+                apps.iter()
+                    .all(|a| {
+                        replicas
+                            .iter()
+                            .any(|r| synced_at(&r.memory, &a.name, commit))
+                    })
+                    .then_some(())
+            })
+            .await;
+            let reach: Vec<_> = replicas
+                .iter()
+                .map(|r| r.reconciler.clusters().watch_reach("c1"))
+                .collect();
+            let counts = fake.request_counts_by_namespace();
+            let listed = fake.listed_objects().get("configmaps").copied();
+            for r in replicas {
+                drop(r.feed);
+                r.runtime.shutdown().await;
+            }
+            (counts, listed.unwrap_or(0), reach)
+        }
+    };
+    let (whole, whole_listed, _) = run(vec![vec!["c1"]]).await;
+    let (split, split_listed, reach) =
+        run(vec![vec!["c1#slice-0-of-2"], vec!["c1#slice-1-of-2"]]).await;
+    let of = |counts: &fleetshard_testsupport::kube_api::ScopedCounts,
+              verb: Verb,
+              ns: Option<String>| {
+        counts
+            .get(&(verb, "configmaps".to_owned(), ns))
+            .copied()
+            .unwrap_or(0)
+    };
+    println!("whole: {whole:?}\nsplit: {split:?}\nreach: {reach:?}");
+    println!("configmaps listed: whole {whole_listed}, split in 2 {split_listed}");
+    assert_eq!(
+        of(&whole, Verb::List, None),
+        1,
+        "whole: one cluster-wide list"
+    );
+    assert_eq!(
+        of(&split, Verb::List, None),
+        0,
+        "no slice owner lists everywhere"
+    );
+    assert_eq!(
+        of(&split, Verb::Watch, None),
+        0,
+        "no slice owner watches everywhere"
+    );
+    for i in 0..N {
+        assert_eq!(
+            of(&split, Verb::List, Some(ns_of(i))),
+            1,
+            "{} listed once, by its app's slice owner",
+            ns_of(i)
+        );
+    }
+    // Each owner reaches exactly its own apps' namespaces.
+    for (slice, owner) in (0u32..).zip(&reach) {
+        let mut mine: Vec<String> = (0..N)
+            .filter(|i| slice_of_app("argocd", &format!("a{i}"), 2) == slice)
+            .map(ns_of)
+            .collect();
+        mine.sort();
+        let configmaps = owner
+            .iter()
+            .find(|r| r.kind == "ConfigMap")
+            .map(|r| r.namespaces.clone());
+        assert_eq!(configmaps, Some(Some(mine)), "slice {slice}'s owner");
+    }
+    assert!(
+        split_listed < whole_listed,
+        "split {split_listed} objects listed, whole {whole_listed}"
+    );
+}
