@@ -14,6 +14,7 @@ use fleetshard_plan::{
     TableOptions, Warning, build_report, override_template, parse_capacities, parse_replicas,
     parse_zones, render_json, render_svg, render_table,
 };
+use fleetshard_replica::costs;
 
 use super::exit::BadValue;
 use super::input::{self, FleetArgs};
@@ -76,7 +77,8 @@ pub struct PlanArgs {
     pub previous: Option<PathBuf>,
     /// Start from the assignment the replicas committed in this store (fenced mode), as
     /// the distributor does: movement and per-shard figures are then what `run` would do
-    /// with this fleet (instead of --previous).
+    /// with this fleet (instead of --previous). Without --costs, the costs the replicas
+    /// measured and published there place the fleet, as they do for the distributor.
     #[arg(
         long,
         value_name = "URL",
@@ -246,15 +248,22 @@ pub fn run(args: PlanArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     let source = args.input.source()?;
     let (loaded, load_ms) = timed(|| -> anyhow::Result<_> {
         let fleet = input::load(&source, input::Specs::Drop)?;
-        let previous = match (&args.previous, &args.from_store) {
-            (Some(path), _) => Some(read_previous(path)?),
-            (None, Some(url)) => Some(read_committed(&args.etcd.apply(url.clone())?, &args.root)?),
-            (None, None) => None,
+        let (previous, stored_costs) = match (&args.previous, &args.from_store) {
+            (Some(path), _) => (Some(read_previous(path)?), None),
+            (None, Some(url)) => {
+                let (previous, costs) = read_committed(&args.etcd.apply(url.clone())?, &args.root)?;
+                (Some(previous), costs)
+            }
+            (None, None) => (None, None),
         };
-        Ok((fleet, previous))
+        Ok((fleet, previous, stored_costs))
     });
-    let (fleet, previous) = loaded?;
-    let measured = args.costs.as_deref().map(read_costs).transpose()?;
+    let (fleet, previous, stored_costs) = loaded?;
+    // --costs wins; else, from a store, the figures the distributor itself places by.
+    let measured = match args.costs.as_deref() {
+        Some(path) => Some(read_costs(path)?),
+        None => stored_costs,
+    };
     let hysteresis = hysteresis(args.hysteresis, measured.is_some()).map_err(bad_value)?;
 
     let replicas = match requested_replicas {
@@ -342,17 +351,28 @@ fn read_previous(path: &std::path::Path) -> anyhow::Result<PreviousPlan> {
     Ok(PreviousPlan::from_json(&text, &path.display().to_string())?)
 }
 
-/// The committed assignment in `url` under `root`, as the previous plan.
-fn read_committed(url: &fleetshard_replica::StoreUrl, root: &str) -> anyhow::Result<PreviousPlan> {
+/// The committed assignment in `url` under `root`, as the previous plan, and the costs
+/// the distributor places by: the replicas' records merged as `run` merges them, trusted
+/// figures only, none below the floor of a default replica's capacity
+/// (`fleetshard_replica::costs::placement_costs`). A record that does not read is a
+/// warning; the others count.
+fn read_committed(
+    url: &fleetshard_replica::StoreUrl,
+    root: &str,
+) -> anyhow::Result<(PreviousPlan, Option<MeasuredCosts>)> {
     if !root.ends_with('/') {
         bail!("--root {root:?} must end with '/'");
     }
     let store = url
         .open_in(fleetshard_replica::store::OpenMode::ReadOnly)?
         .store;
-    let listing = super::runtime(super::Runtime::OneShot)?
+    let runtime = super::runtime(super::Runtime::OneShot)?;
+    let listing = runtime
         .block_on(store.list(root))
         .with_context(|| format!("reading {url}"))?;
+    let costs_listing = runtime
+        .block_on(store.list(&costs::costs_prefix(root)))
+        .with_context(|| format!("reading {url}'s costs records"))?;
     let snapshot = fleetshard_coord::fenced::FencedSnapshot::decode(root, &listing);
     let Some((_, doc)) = snapshot.assignment else {
         let why = snapshot
@@ -372,12 +392,29 @@ fn read_committed(url: &fleetshard_replica::StoreUrl, root: &str) -> anyhow::Res
         clusters = doc.clusters.len(),
         "planning from the committed assignment"
     );
-    Ok(PreviousPlan {
+    let (merged, bad) = costs::merge_listing(&costs_listing);
+    for b in &bad {
+        tracing::warn!("{b}");
+    }
+    let floor = costs::CostSettings::default().replica_capacity * costs::FLOOR_SHARE;
+    let by_id = costs::placement_costs(&merged, floor);
+    let measured = (!by_id.is_empty()).then(|| {
+        tracing::info!(
+            clusters = by_id.len(),
+            "planning by the costs the replicas measured"
+        );
+        MeasuredCosts {
+            source: format!("{url} (costs records)"),
+            by_id,
+        }
+    });
+    let previous = PreviousPlan {
         algorithm: Some("balanced".to_owned()),
         replicas: Some(doc.shards),
         assignment,
         local_zones: Default::default(),
-    })
+    };
+    Ok((previous, measured))
 }
 
 fn log_summary(report: &Report) {

@@ -854,6 +854,81 @@ fn plan_from_store_starts_from_the_committed_assignment() {
     let four_from_store = plan(&["-r", "4", "--from-store", &url]);
     let four_from_plan = plan(&["-r", "4", "--previous", previous.to_str().unwrap()]);
     assert_eq!(shards(&four_from_store), shards(&four_from_plan));
+
+    // The replicas' published costs place the plan, as they place the distributor's: the
+    // same plan as with those figures in a --costs file, loads in costs, not in apps.
+    let measured: Vec<(String, f64)> = shards(&three)
+        .into_iter()
+        .filter(|(_, s)| s.is_some())
+        .zip(
+            [400.0, 30.0, 70.0, 250.0, 10.0, 90.0, 5.0, 160.0]
+                .into_iter()
+                .cycle(),
+        )
+        .map(|((id, _), cost)| (id, cost))
+        .collect();
+    let record = fleetshard_replica::costs::CostRecord {
+        holder: "replica-0".into(),
+        incarnation: "1".into(),
+        clusters: measured
+            .iter()
+            .map(|(id, cost)| {
+                let c = fleetshard_replica::costs::ClusterCost {
+                    cost: *cost,
+                    measured_seconds: 600,
+                    ..Default::default()
+                };
+                (id.clone(), c)
+            })
+            .collect(),
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            use fleetshard_coord::store::{Precondition, Store as _};
+            let store = fleetshard_store_sqlite::SqliteStore::open(&db).unwrap();
+            let key = fleetshard_replica::costs::costs_key("fleetshard/", "replica-0");
+            let value = serde_json::to_vec(&record).unwrap();
+            store.put(&key, value, Precondition::Absent).await.unwrap();
+        });
+    let costs_file = dir.path().join("costs.json");
+    let by_id: serde_json::Map<String, Value> = measured
+        .iter()
+        .map(|(id, cost)| (id.clone(), Value::from(*cost)))
+        .collect();
+    std::fs::write(&costs_file, Value::Object(by_id).to_string()).unwrap();
+    let loads = |v: &Value| -> Vec<f64> {
+        v["shards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["load"].as_f64().unwrap())
+            .collect()
+    };
+    let by_store = plan(&["-r", "3", "--from-store", &url]);
+    let by_file = plan(&[
+        "-r",
+        "3",
+        "--from-store",
+        &url,
+        "--costs",
+        costs_file.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        loads(&by_store),
+        loads(&by_file),
+        "placed by the measured costs"
+    );
+    assert_eq!(shards(&by_store), shards(&by_file));
+    let total: f64 = measured.iter().map(|(_, c)| c).sum();
+    assert_eq!(
+        loads(&by_store).iter().sum::<f64>(),
+        total,
+        "loads are costs"
+    );
+    assert_ne!(loads(&again).iter().sum::<f64>(), total);
     // No assignment committed: an error naming the store and the root.
     let empty_db = dir.path().join("empty.db");
     drop(fleetshard_store_sqlite::SqliteStore::open(&empty_db).unwrap());
