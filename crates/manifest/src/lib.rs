@@ -49,6 +49,7 @@ pub use repository::{
 };
 pub use secret::{
     IN_CLUSTER_SERVER, SECRET_TYPE_LABEL, SKIP_RECONCILE_ANNOTATION, WEIGHT_ANNOTATION,
+    decode_secret_data,
 };
 pub use write::{to_application_list_yaml, to_fleet_json, to_fleet_yaml, to_secret_list_yaml};
 

@@ -19,8 +19,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
 use crate::document::{meta_names, typed};
@@ -292,9 +290,8 @@ fn secret_value(
         return Ok(None);
     };
     let field = format!("data.{key}");
-    let bytes = STANDARD
-        .decode(encoded.trim())
-        .map_err(|_| ctx.field_error(object, &field, "not valid base64".to_owned()))?;
+    let bytes = crate::secret::decode_secret_data(encoded)
+        .map_err(|e| ctx.field_error(object, &field, format!("invalid base64: {e}")))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| ctx.field_error(object, &field, "decoded value is not UTF-8".to_owned()))?;
     Ok(Some((text, field)))

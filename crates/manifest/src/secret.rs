@@ -57,6 +57,22 @@ pub const WEIGHT_ANNOTATION: &str = "fleetshard.io/weight";
 /// The in-cluster API server, whose built-in Argo CD entry has id `""`.
 pub use fleetshard_core::argo::IN_CLUSTER_SERVER;
 
+/// Decodes a Secret's `data` value as the API server does: standard base64 with padding,
+/// line breaks (`\r`, `\n`) anywhere ignored (Go's `encoding/base64`, which decodes a
+/// `[]byte` field, skips them), any other character refused. One rule for cluster and
+/// repository Secrets alike.
+pub fn decode_secret_data(encoded: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    if encoded.contains(['\r', '\n']) {
+        let joined: String = encoded
+            .chars()
+            .filter(|c| !matches!(c, '\r' | '\n'))
+            .collect();
+        STANDARD.decode(joined)
+    } else {
+        STANDARD.decode(encoded)
+    }
+}
+
 /// The parts of `metadata` that fleetshard reads and writes.
 #[derive(Debug, Default, Deserialize, Serialize)]
 pub(crate) struct ObjectMeta {
@@ -178,8 +194,7 @@ fn get<'s, R: Report>(
         key,
         string_data: false,
     };
-    let bytes = STANDARD
-        .decode(encoded)
+    let bytes = decode_secret_data(encoded)
         .map_err(|e| r.error(&field.to_string(), format!("invalid base64: {e}")))?;
     let text = String::from_utf8(bytes).map_err(|e| {
         r.error(

@@ -112,6 +112,26 @@ stringData: {server: "https://from-stringdata"}
 }
 
 #[test]
+fn secret_data_is_decoded_as_the_api_server_decodes_it() {
+    use crate::decode_secret_data;
+    let ok = |s: &str| String::from_utf8(decode_secret_data(s).unwrap()).unwrap();
+    assert_eq!(ok("aHR0cHM6Ly9h"), "https://a");
+    // Line breaks anywhere are skipped (Go's encoding/base64), as in a wrapped value.
+    assert_eq!(ok("aHR0\ncHM6\r\nLy9h\n"), "https://a");
+    // Anything else is refused: spaces, a missing pad, URL-safe letters.
+    for bad in [" aHR0cHM6Ly9h", "aHR0cHM6Ly9h ", "Mg", "a-_b"] {
+        assert!(decode_secret_data(bad).is_err(), "{bad:?}");
+    }
+    // A cluster Secret written by hand with a wrapped value reads.
+    let wrapped = SECRET_LIST_YAML.replace(
+        "server: aHR0cHM6Ly9wcm9kLWV1LTEuZXhhbXBsZS5jb20v",
+        "server: |\n      aHR0cHM6Ly9wcm9kLWV1LTEu\n      ZXhhbXBsZS5jb20v",
+    );
+    let loaded = parse_clusters(&wrapped, "secrets.yaml").unwrap();
+    assert_eq!(loaded.value[0].server, "https://prod-eu-1.example.com");
+}
+
+#[test]
 fn invalid_base64_names_object_and_field() {
     let yaml = SECRET_LIST_YAML.replace("aHR0cHM6Ly9wcm9kLWV1LTEuZXhhbXBsZS5jb20v", "not*base64");
     let err = parse_clusters(&yaml, "secrets.yaml").unwrap_err();

@@ -199,8 +199,7 @@ fn shard_value(data: &Value) -> Result<Option<String>, String> {
         return Ok(None);
     };
     let encoded = encoded.as_str().ok_or("not a string")?;
-    let bytes = STANDARD
-        .decode(encoded)
+    let bytes = fleetshard_manifest::decode_secret_data(encoded)
         .map_err(|e| format!("invalid base64: {e}"))?;
     String::from_utf8(bytes)
         .map(Some)
