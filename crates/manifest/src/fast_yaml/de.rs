@@ -300,12 +300,13 @@ impl<'de> MapAccess<'de> for MapDe<'_, 'de> {
 }
 
 /// The keys of a mapping read so far: the first few on the stack (a mapping of an
-/// Application has a handful), the rest in a vector.
+/// Application has a handful), the rest in a set (a Secret's `data` or a label map can hold
+/// thousands; a scan per key would be quadratic).
 #[derive(Default)]
 struct Seen<'a> {
     first: [&'a str; 12],
     len: usize,
-    more: Vec<Cow<'a, str>>,
+    more: std::collections::HashSet<Cow<'a, str>>,
 }
 
 impl<'a> Seen<'a> {
@@ -319,9 +320,9 @@ impl<'a> Seen<'a> {
             Cow::Borrowed(k) if self.len < self.first.len() => {
                 self.first[self.len] = k;
                 self.len += 1;
+                true
             }
-            key => self.more.push(key),
+            key => self.more.insert(key),
         }
-        true
     }
 }

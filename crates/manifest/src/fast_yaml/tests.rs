@@ -427,12 +427,18 @@ fn the_loader_reads_fast_and_slow_alike() {
             "- apiVersion: argoproj.io/v1alpha1\n  kind: Application\n  metadata:\n    name: {name}\n    namespace: argocd\n  spec:\n    project: default\n    destination:\n      server: https://c1.example\n      namespace: n\n    source:\n      repoURL: https://git.example/a\n      path: a\n{extra}"
         )
     };
+    // A mapping with more keys than the typed reader keeps on the stack (12), each once,
+    // and with one repeated beyond them: declined fast, refused slow, the same error.
+    let many: String = (0..20).map(|i| format!("    x{i}: {i}\n")).collect();
+    let repeated = format!("{many}    x15: again\n");
     for extra in [
         "",
         "      helm:\n        values: |\n          a: 1\n",
         "    ignoreDifferences: [{kind: x}]\n",
         "    info:\n    - name: x\n      value: 5\n",
         "  status: {}\n  spec: {}\n",
+        &many,
+        &repeated,
     ] {
         let text = format!(
             "apiVersion: v1\nitems:\n{}{}kind: List\n",
