@@ -313,7 +313,7 @@ impl<'a> Seen<'a> {
     /// Adds `key`; false when it was there.
     fn insert(&mut self, key: Cow<'a, str>) -> bool {
         let first = &self.first[..self.len];
-        if first.contains(&key.as_ref()) || self.more.contains(&key) {
+        if first.contains(&key.as_ref()) {
             return false;
         }
         match key {
@@ -324,5 +324,24 @@ impl<'a> Seen<'a> {
             }
             key => self.more.insert(key),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Seen;
+    use std::borrow::Cow;
+
+    #[test]
+    fn a_key_seen_twice_is_found_on_the_stack_and_beyond_it() {
+        let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+        let mut seen = Seen::default();
+        for k in &keys {
+            assert!(seen.insert(Cow::Borrowed(k)), "{k} is new");
+        }
+        assert!(!seen.insert(Cow::Borrowed("k3")), "on the stack");
+        assert!(!seen.insert(Cow::Borrowed("k30")), "beyond it");
+        assert!(!seen.insert(Cow::Owned("k31".to_owned())), "owned alike");
+        assert!(seen.insert(Cow::Owned("k40".to_owned())));
     }
 }
