@@ -41,6 +41,9 @@ pub enum FormatArg {
     Native,
     /// Argo CD exports: clusters.yaml (Secret List) and apps.yaml (Application List).
     Argocd,
+    /// The same exports as `kubectl get … -o json` prints them: clusters.json and
+    /// apps.json (indented JSON).
+    ArgocdJson,
 }
 
 /// `fleetshard fleet generate` options.
@@ -48,6 +51,7 @@ pub enum FormatArg {
 #[command(after_help = "Examples:\n  \
     fleetshard fleet generate --clusters 500 --zones eu-1a,eu-1b,eu-1c --seed 7 -o fleet.yaml\n  \
     fleetshard fleet generate --clusters 50 --format argocd --out export/\n  \
+    fleetshard fleet generate --clusters 50 --format argocd-json --out export/\n  \
     fleetshard plan --clusters export/clusters.yaml --apps export/apps.yaml -r 4 -a all")]
 pub struct GenerateArgs {
     /// Number of clusters.
@@ -209,23 +213,37 @@ fn generate(args: &GenerateArgs) -> anyhow::Result<()> {
                 }
             }
         }
-        FormatArg::Argocd => {
+        FormatArg::Argocd | FormatArg::ArgocdJson => {
+            let json = args.format == FormatArg::ArgocdJson;
+            let (name, ext) = if json {
+                ("argocd-json", "json")
+            } else {
+                ("argocd", "yaml")
+            };
             let Some(dir) = &args.out else {
                 bail!(
-                    "--format argocd writes two files (clusters.yaml, apps.yaml): give --out DIR"
+                    "--format {name} writes two files (clusters.{ext}, apps.{ext}): give --out DIR"
                 );
             };
-            write(
-                &dir.join("clusters.yaml"),
-                &to_secret_list_yaml(&fleet.clusters),
-            )?;
             let specs = generated_specs(&spec, &fleet);
-            write(
-                &dir.join("apps.yaml"),
-                &to_application_list_yaml(&fleet.apps, &specs),
-            )
+            for (file, yaml) in [
+                ("clusters", to_secret_list_yaml(&fleet.clusters)),
+                ("apps", to_application_list_yaml(&fleet.apps, &specs)),
+            ] {
+                let text = if json { as_json(&yaml)? } else { yaml };
+                write(&dir.join(format!("{file}.{ext}")), &text)?;
+            }
+            Ok(())
         }
     }
+}
+
+/// `yaml` (a List the writers made) as `kubectl … -o json` prints it: indented JSON.
+fn as_json(yaml: &str) -> anyhow::Result<String> {
+    let value: serde_json::Value =
+        serde_saphyr::from_str_with_options(yaml, fleetshard_manifest::yaml_options(yaml.len()))
+            .context("reading the written YAML back")?;
+    Ok(serde_json::to_string_pretty(&value)? + "\n")
 }
 
 /// The GitOps spec of each application `spec` generated (as `fleet`): fleetgen's

@@ -680,6 +680,54 @@ fn generated_fleets_round_trip_through_plan() {
     );
 }
 
+/// `--format argocd-json` writes the same export as JSON, as `kubectl … -o json` prints it:
+/// `plan` reads both into the same fleet.
+#[test]
+fn generate_writes_the_argocd_export_as_json_too() {
+    let dir = tempfile::tempdir().unwrap();
+    for format in ["argocd", "argocd-json"] {
+        let out = run(fleetshard()
+            .args(["fleet", "generate", "--clusters", "30", "--seed", "3"])
+            .args(["--format", format, "--out"])
+            .arg(dir.path()));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = std::fs::read_to_string(dir.path().join("apps.json")).unwrap();
+    let list: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(list["kind"], "List");
+    assert!(text.starts_with("{\n  \""), "indented as kubectl prints it");
+    let plan = |ext: &str| {
+        let path = |f: &str| dir.path().join(format!("{f}.{ext}"));
+        let mut cmd = fleetshard();
+        cmd.args(["plan", "-r", "3", "--output", "json", "--clusters"])
+            .arg(path("clusters"))
+            .arg("--apps")
+            .arg(path("apps"));
+        let mut v = ok_json(&mut cmd);
+        v["timings"] = Value::Null;
+        v
+    };
+    let yaml = plan("yaml");
+    assert_eq!(yaml["fleet"]["apps"].as_u64().map(|n| n > 0), Some(true));
+    assert_eq!(plan("json"), yaml);
+    let err = fails(fleetshard().args([
+        "fleet",
+        "generate",
+        "--clusters",
+        "3",
+        "--format",
+        "argocd-json",
+    ]));
+    assert!(
+        err.contains("clusters.json") && err.contains("--out"),
+        "{err}"
+    );
+}
+
 #[test]
 fn generate_refuses_argocd_without_a_directory() {
     let err =

@@ -104,3 +104,47 @@ fn the_scale_run_script_measures_a_small_fleet_on_sqlite() {
 fn the_scale_run_script_measures_a_small_fleet_on_etcd() {
     check(&scale_run("etcd"));
 }
+
+/// `scripts/scale-run --loader N` (issue 29 item 1's figure): an export of N clusters as
+/// YAML and JSON, Python's `json.load` against `plan` on each; every figure a number.
+#[test]
+fn the_loader_measurement_gives_every_figure() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/scale-run");
+    let out = Command::new("bash")
+        .arg(&script)
+        .args(["--bin", env!("CARGO_BIN_EXE_fleetshard")])
+        .args(["--loader", "40", "--rounds", "1"])
+        .output()
+        .expect("running scripts/scale-run --loader");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    let rows: Vec<Vec<String>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| loading"))
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Python 3 json.load (both JSON files)",
+            "fleetshard plan, JSON",
+            "fleetshard plan, YAML"
+        ],
+        "{stdout}"
+    );
+    for row in &rows {
+        for column in [1, 4, 5] {
+            let cell: f64 = row[column].parse().unwrap_or_else(|_| panic!("{row:?}"));
+            assert!(cell > 0.0, "{row:?}");
+        }
+        let best = row[2].split('–').next().unwrap();
+        assert!(best.parse::<f64>().unwrap() > 0.0, "{row:?}");
+    }
+}
