@@ -842,6 +842,19 @@ fn run_refuses_split_clusters_under_argo_cds_protocol() {
     );
 }
 
+/// Writes a new record `key` = `value` into the SQLite store at `db`.
+fn put_record(db: &std::path::Path, key: &str, value: Vec<u8>) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            use fleetshard_coord::store::{Precondition, Store as _};
+            let store = fleetshard_store_sqlite::SqliteStore::open(db).unwrap();
+            store.put(key, value, Precondition::Absent).await.unwrap();
+        });
+}
+
 /// `plan --from-store` starts from the assignment the replicas committed, exactly as
 /// `--previous` starts from a plan: the same fleet and count move nothing, and another
 /// count gives the same shards as planning from that plan's JSON.
@@ -885,17 +898,8 @@ fn plan_from_store_starts_from_the_committed_assignment() {
             .collect(),
         homes: Default::default(),
     };
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            use fleetshard_coord::store::{Precondition, Store as _};
-            let store = fleetshard_store_sqlite::SqliteStore::open(&db).unwrap();
-            let key = fleetshard_coord::fenced::assignment_key("fleetshard/");
-            let value = fleetshard_coord::fenced::encode(&doc);
-            store.put(&key, value, Precondition::Absent).await.unwrap();
-        });
+    let key = fleetshard_coord::fenced::assignment_key("fleetshard/");
+    put_record(&db, &key, fleetshard_coord::fenced::encode(&doc));
     let url = format!("sqlite://{}", db.display());
     let again = plan(&["-r", "3", "--from-store", &url]);
     assert_eq!(shards(&again), shards(&three), "nothing moves");
@@ -930,17 +934,8 @@ fn plan_from_store_starts_from_the_committed_assignment() {
             })
             .collect(),
     };
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            use fleetshard_coord::store::{Precondition, Store as _};
-            let store = fleetshard_store_sqlite::SqliteStore::open(&db).unwrap();
-            let key = fleetshard_replica::costs::costs_key("fleetshard/", "replica-0");
-            let value = serde_json::to_vec(&record).unwrap();
-            store.put(&key, value, Precondition::Absent).await.unwrap();
-        });
+    let key = fleetshard_replica::costs::costs_key("fleetshard/", "replica-0");
+    put_record(&db, &key, serde_json::to_vec(&record).unwrap());
     let costs_file = dir.path().join("costs.json");
     let by_id: serde_json::Map<String, Value> = measured
         .iter()

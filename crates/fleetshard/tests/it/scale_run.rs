@@ -34,22 +34,28 @@ fn scale_run(stores: &str) -> Vec<Vec<String>> {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
-    let rows: Vec<Vec<String>> = stdout
-        .lines()
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| store"))
-        .map(|l| {
-            l.trim_matches('|')
-                .split(" | ")
-                .map(|c| c.trim().to_owned())
-                .collect()
-        })
-        .collect();
+    let rows = table_rows(&stdout, "| store");
     assert_eq!(
         rows.len(),
         2 * stores.split(',').count(),
         "{stdout}\n{stderr}"
     );
     rows
+}
+
+/// The data rows of the Markdown table in `stdout` whose header starts with `header`,
+/// split into cells.
+fn table_rows(stdout: &str, header: &str) -> Vec<Vec<String>> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with(header))
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect()
 }
 
 fn number(row: &[String], column: usize, what: &str) -> f64 {
@@ -119,16 +125,7 @@ fn the_loader_measurement_gives_every_figure() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
-    let rows: Vec<Vec<String>> = stdout
-        .lines()
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| loading"))
-        .map(|l| {
-            l.trim_matches('|')
-                .split(" | ")
-                .map(|c| c.trim().to_owned())
-                .collect()
-        })
-        .collect();
+    let rows = table_rows(&stdout, "| loading");
     let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
     assert_eq!(
         names,

@@ -5,10 +5,9 @@
 
 use std::collections::HashSet;
 
+use crate::reconcile::support::access;
 use fleetshard_gitops::compare::ResourceKey;
-use fleetshard_gitops::live::{
-    ClusterAccess, ClusterConn, ClusterConnections, ClusterCredentials, KindInfo, LiveOptions,
-};
+use fleetshard_gitops::live::{ClusterConn, ClusterConnections, KindInfo, LiveOptions};
 use fleetshard_testsupport::kube_api::{FakeApiServer, Verb};
 use serde_json::json;
 
@@ -54,12 +53,7 @@ async fn a_slice_owner_watches_its_apps_namespaces_and_grows_to_the_whole_cluste
         narrow_watch_limit: 3,
         ..LiveOptions::default()
     });
-    let access = ClusterAccess {
-        id: "c1".into(),
-        server: fake.url(),
-        credentials: ClusterCredentials::default(),
-    };
-    let conn = conns.start(&access).await.unwrap();
+    let conn = conns.start(&access("c1", &fake)).await.unwrap();
     let info = conn.kind_info("v1", "ConfigMap").await.unwrap();
     let lists = |ns: Option<&str>| {
         fake.request_counts_by_namespace()

@@ -18,7 +18,7 @@ mod runtime;
 mod safety;
 mod scoped;
 mod server_side_diff;
-mod support;
+pub(crate) mod support;
 mod sync;
 mod takeover;
 mod ui_status;

@@ -134,6 +134,55 @@ fn synced_at(memory: &MemorySink, app: &str, commit: &str) -> bool {
         .is_some_and(|c| c.sync.status == "Synced" && c.sync.revision.as_deref() == Some(commit))
 }
 
+/// Replicas owning `units` of cluster `c1` on `fake` (one list of units per replica, its
+/// Git caches under `caches`), once every app of `targets` is synced at `commit` by one of
+/// them: the caller reads what it measures, then [`shut_down`]s them.
+async fn synced_by(
+    fake: &FakeApiServer,
+    targets: Vec<fleetshard_gitops::reconciler::AppTarget>,
+    units: &[Vec<&str>],
+    caches: &std::path::Path,
+    commit: &str,
+) -> Vec<Replica> {
+    let inventory = Arc::new(StaticInventory::default());
+    let clusters = vec![Cluster::new("c1", fake.url())];
+    let apps: Vec<_> = targets.iter().map(|t| t.app.clone()).collect();
+    for t in targets {
+        inventory.insert(t);
+    }
+    let mut replicas = Vec::new();
+    for (n, owned) in units.iter().enumerate() {
+        let r = replica(
+            &inventory,
+            &caches.join(format!("cache-{n}")),
+            &clusters,
+            &apps,
+        );
+        for u in owned {
+            r.feed.send(started(u)).unwrap();
+        }
+        replicas.push(r);
+    }
+    eventually(LIMIT, "every app synced", || async {
+        apps.iter()
+            .all(|a| {
+                replicas
+                    .iter()
+                    .any(|r| synced_at(&r.memory, &a.name, commit))
+            })
+            .then_some(())
+    })
+    .await;
+    replicas
+}
+
+async fn shut_down(replicas: Vec<Replica>) {
+    for r in replicas {
+        drop(r.feed);
+        r.runtime.shutdown().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replica_syncs_apps_on_three_clusters_through_the_real_queues() {
     let tmp = tempfile::tempdir().unwrap();
@@ -544,45 +593,16 @@ async fn each_slice_owner_lists_and_watches_only_its_apps_kinds() {
         let (git, commit, tmp) = (&git, &commit, &tmp);
         async move {
             let fake = FakeApiServer::start().await.unwrap();
-            let inventory = Arc::new(StaticInventory::default());
-            let clusters = vec![Cluster::new("c1", fake.url())];
-            let mut apps = Vec::new();
-            for i in 0..N {
-                let t = target(
-                    &format!("a{i}"),
-                    &git.path(),
-                    "main",
-                    &format!("app{i}"),
-                    access("c1", &fake),
-                    AUTO,
-                );
-                apps.push(t.app.clone());
-                inventory.insert(t);
-            }
-            let mut replicas = Vec::new();
-            for (n, owned) in units.iter().enumerate() {
-                let cache = tmp.path().join(format!("cache-{}-{n}", units.len()));
-                let r = replica(&inventory, &cache, &clusters, &apps);
-                for u in owned {
-                    r.feed.send(started(u)).unwrap();
-                }
-                replicas.push(r);
-            }
-            eventually(LIMIT, "every app synced", || async {
-                apps.iter()
-                    .all(|a| {
-                        replicas
-                            .iter()
-                            .any(|r| synced_at(&r.memory, &a.name, commit))
-                    })
-                    .then_some(())
-            })
-            .await;
+            let targets = (0..N)
+                .map(|i| {
+                    let (name, path) = (format!("a{i}"), format!("app{i}"));
+                    target(&name, &git.path(), "main", &path, access("c1", &fake), AUTO)
+                })
+                .collect();
+            let caches = tmp.path().join(format!("kinds-{}", units.len()));
+            let replicas = synced_by(&fake, targets, &units, &caches, commit).await;
             let counts = fake.request_counts();
-            for r in replicas {
-                drop(r.feed);
-                r.runtime.shutdown().await;
-            }
+            shut_down(replicas).await;
             counts
         }
     };
@@ -647,9 +667,7 @@ async fn a_slice_owner_watches_a_shared_kind_only_in_its_apps_namespaces() {
                 });
                 fake.insert(other).unwrap();
             }
-            let inventory = Arc::new(StaticInventory::default());
-            let clusters = vec![Cluster::new("c1", fake.url())];
-            let mut apps = Vec::new();
+            let mut targets = Vec::new();
             for i in 0..N {
                 fake.create_namespace(&ns_of(i)).unwrap();
                 // As a previous owner left it: the app's object is there, out of date.
@@ -659,47 +677,20 @@ async fn a_slice_owner_watches_a_shared_kind_only_in_its_apps_namespaces() {
                     "data": {"value": "0"},
                 }))
                 .unwrap();
-                let mut t = target(
-                    &format!("a{i}"),
-                    &git.path(),
-                    "main",
-                    &format!("app{i}"),
-                    access("c1", &fake),
-                    AUTO,
-                );
+                let (name, path) = (format!("a{i}"), format!("app{i}"));
+                let mut t = target(&name, &git.path(), "main", &path, access("c1", &fake), AUTO);
                 t.app.destination.namespace = Some(ns_of(i));
-                apps.push(t.app.clone());
-                inventory.insert(t);
+                targets.push(t);
             }
-            let mut replicas = Vec::new();
-            for (n, owned) in units.iter().enumerate() {
-                let cache = tmp.path().join(format!("cache-ns-{}-{n}", units.len()));
-                let r = replica(&inventory, &cache, &clusters, &apps);
-                for u in owned {
-                    r.feed.send(started(u)).unwrap();
-                }
-                replicas.push(r);
-            }
-            eventually(LIMIT, "every app synced", || async {
-                apps.iter()
-                    .all(|a| {
-                        replicas
-                            .iter()
-                            .any(|r| synced_at(&r.memory, &a.name, commit))
-                    })
-                    .then_some(())
-            })
-            .await;
+            let caches = tmp.path().join(format!("namespaces-{}", units.len()));
+            let replicas = synced_by(&fake, targets, &units, &caches, commit).await;
             let reach: Vec<_> = replicas
                 .iter()
                 .map(|r| r.reconciler.clusters().watch_reach("c1"))
                 .collect();
             let counts = fake.request_counts_by_namespace();
             let listed = fake.listed_objects().get("configmaps").copied();
-            for r in replicas {
-                drop(r.feed);
-                r.runtime.shutdown().await;
-            }
+            shut_down(replicas).await;
             (counts, listed.unwrap_or(0), reach)
         }
     };
