@@ -230,6 +230,11 @@ struct TargetIndex {
     apps: HashMap<AppKey, (usize, usize)>,
     /// App key → index into the snapshot's apps, of apps that resolve to no cluster.
     unresolved: HashMap<AppKey, usize>,
+    /// Index into the snapshot's clusters → the indexes into its apps of the apps that
+    /// resolve to it (4 bytes an app): a takeover acquires hundreds of clusters at once,
+    /// and one pass over every app for each, under this index's lock, held up every
+    /// refresh's lookup behind it.
+    by_cluster: Vec<Vec<u32>>,
 }
 
 impl TargetIndex {
@@ -237,6 +242,7 @@ impl TargetIndex {
         let clusters = DestinationIndex::new(&snapshot.clusters);
         let mut apps = HashMap::with_capacity(snapshot.apps.len());
         let mut unresolved = HashMap::new();
+        let mut by_cluster = vec![Vec::new(); snapshot.clusters.len()];
         for (i, app) in snapshot.apps.iter().enumerate() {
             // The inventory's key of the app, shared, when it has a spec.
             let key = AppKey::of(app);
@@ -247,6 +253,7 @@ impl TargetIndex {
             match clusters.resolve(&app.destination) {
                 Some(c) => {
                     apps.insert(key, (i, c));
+                    by_cluster[c].push(u32::try_from(i).unwrap_or(u32::MAX));
                 }
                 None => {
                     unresolved.insert(key, i);
@@ -257,6 +264,7 @@ impl TargetIndex {
             snapshot,
             apps,
             unresolved,
+            by_cluster,
         }
     }
 }
@@ -290,16 +298,18 @@ impl Inventory for InventoryTargets {
         clusters.map(|c| (c.id.clone(), c.name.clone())).collect()
     }
 
-    /// One pass over the apps (an acquisition is rare beside refreshes: no index by
-    /// cluster is kept for it).
+    /// From the index by cluster: one pass over the clusters, none over the apps.
     fn apps_of_cluster(&self, cluster: &str) -> Vec<AppKey> {
         let index = self.latest();
-        let clusters = &index.snapshot.clusters;
-        let mut apps: Vec<AppKey> = index
-            .apps
-            .iter()
-            .filter(|(_, (_, c))| clusters[*c].id == cluster)
-            .map(|(k, _)| k.clone())
+        let snap = &index.snapshot;
+        let mut apps: Vec<AppKey> = (snap.clusters.iter().enumerate())
+            .filter(|(_, c)| c.id == cluster)
+            .flat_map(|(c, _)| &index.by_cluster[c])
+            .map(|&a| a as usize)
+            .filter_map(|a| Some((a, AppKey::of(snap.apps.get(a)?))))
+            // An app listed twice under one key is the last one, as for `target`.
+            .filter(|(a, key)| index.apps.get(key).is_some_and(|&(i, _)| i == *a))
+            .map(|(_, key)| key)
             .collect();
         apps.sort();
         apps
@@ -430,5 +440,37 @@ mod tests {
         content.apps.remove(0);
         published.publish(content, vec![], true);
         assert_eq!(targets.target(&key), None);
+    }
+
+    #[test]
+    fn a_clusters_apps_come_from_the_index_by_cluster_and_follow_revisions() {
+        let published = Published::new();
+        let targets = InventoryTargets::new(published.subscribe());
+        assert!(targets.apps_of_cluster("uid-1").is_empty(), "empty inventory");
+        let mut content = InventoryContent {
+            clusters: vec![
+                Cluster::new("uid-1", "https://one.example"),
+                Cluster::new("uid-2", "https://two.example"),
+            ],
+            apps: vec![
+                App::to_server("argocd", "b", "https://one.example"),
+                App::to_server("argocd", "c", "https://two.example"),
+                App::to_server("argocd", "a", "https://one.example"),
+                App::to_server("argocd", "lost", "https://nowhere"),
+            ],
+            ..InventoryContent::default()
+        };
+        published.publish(content.clone(), vec![], true);
+        let keys = |names: &[&str]| -> Vec<AppKey> {
+            names.iter().map(|n| AppKey::new("argocd", n)).collect()
+        };
+        assert_eq!(targets.apps_of_cluster("uid-1"), keys(&["a", "b"]), "sorted");
+        assert_eq!(targets.apps_of_cluster("uid-2"), keys(&["c"]));
+        assert!(targets.apps_of_cluster("nowhere").is_empty());
+        // An app moved to the other cluster is listed there from the next revision on.
+        content.apps[0] = App::to_server("argocd", "b", "https://two.example");
+        published.publish(content, vec![], true);
+        assert_eq!(targets.apps_of_cluster("uid-1"), keys(&["a"]));
+        assert_eq!(targets.apps_of_cluster("uid-2"), keys(&["b", "c"]));
     }
 }

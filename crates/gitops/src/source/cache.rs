@@ -408,7 +408,8 @@ impl RepoCache {
             repo: repo_url.to_owned(),
             message: join.to_string(),
         })??;
-        state.opened = Some(opened);
+        // Large trees stay indexed across reopenings (`Opened::keeping_trees_of`).
+        state.opened = Some(opened.keeping_trees_of(state.opened.as_ref()));
         state.refreshed_at = Some(started);
         Ok(())
     }
@@ -592,3 +593,6 @@ fn with_revision(mut e: SourceError, revision: &str) -> SourceError {
     }
     e
 }
+
+#[cfg(test)]
+mod tests;

@@ -48,6 +48,19 @@ pub(crate) struct Opened {
     pub(crate) trees: Arc<TreeIndexes>,
 }
 
+impl Opened {
+    /// This opening with the large-tree indexes of `before`, the previous opening of the
+    /// same repository: an index is true of its tree's id whatever was fetched since, so a
+    /// monorepo's root is not indexed again after each reopening (a new owner's first
+    /// refreshes each ask for data fetched since its takeover, and reopen).
+    pub(crate) fn keeping_trees_of(mut self, before: Option<&Opened>) -> Opened {
+        if let Some(before) = before {
+            self.trees = Arc::clone(&before.trees);
+        }
+        self
+    }
+}
+
 /// Opens the repository at `path` in place (a worktree or a bare repository). Only the
 /// repository's own configuration is read, not the user's or the system's, so the result
 /// does not depend on the machine.
