@@ -32,6 +32,7 @@
 //! asks the API server for its version before the cache is trusted.
 
 mod cache;
+mod compact;
 mod connector;
 pub mod eks;
 mod error;

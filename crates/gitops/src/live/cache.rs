@@ -3,7 +3,8 @@
 //! namespaces, or one per namespace of a namespace-scoped cluster. The cluster's first
 //! lists run at most [`LiveOptions::list_concurrency`](super::LiveOptions) at a time,
 //! each paged by the watcher (500 objects a page, `limit`/`continue`), and every object
-//! is slimmed (`slim.rs`) before it is kept.
+//! is slimmed (`slim.rs`) before it is kept, as compact JSON text (`compact.rs`) parsed
+//! again by its readers.
 //!
 //! **Never stale unseen.** A watch can miss what a server fails to send (a stream that
 //! stalls, a server that skips events), and nothing in the stream says so. So, as Argo
@@ -32,6 +33,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::compact::{Compact, parse};
 use super::footprint::entry_bytes;
 use super::{UpdateFilter, live_value, lock};
 
@@ -39,6 +41,11 @@ use super::{UpdateFilter, live_value, lock};
 /// instance label under `label_key`): what the index by app keys it by.
 fn tracked_apps(obj: &Value, label_key: &str) -> Vec<String> {
     crate::compare::candidate_apps(obj, label_key)
+}
+
+/// The instance names a kept object is indexed under, owned.
+fn kept_apps(obj: &Compact) -> impl Iterator<Item = String> + '_ {
+    obj.apps().map(str::to_owned)
 }
 
 /// (namespace, name); the namespace is empty for cluster-scoped kinds.
@@ -51,11 +58,12 @@ struct Filter<'a> {
 }
 
 impl Filter<'_> {
-    /// Whether the change from `old` to `new` is not told to the listener.
-    fn ignores(&self, old: &Value, new: &Value) -> bool {
+    /// Whether the change from `old` to `new` is not told to the listener (the kept
+    /// objects are parsed only when a filter is in force).
+    fn ignores(&self, old: &Compact, new: &Value) -> bool {
         self.filter
             .as_ref()
-            .is_some_and(|f| f.ignores(self.group, old, new))
+            .is_some_and(|f| f.ignores(self.group, &old.value(), new))
     }
 }
 
@@ -63,7 +71,7 @@ impl Filter<'_> {
 /// tracking id's app, their instance label), so that one app's refresh reads its own
 /// objects instead of scanning the cluster's.
 struct Objects {
-    by_key: HashMap<ObjKey, Arc<Value>>,
+    by_key: HashMap<ObjKey, Compact>,
     by_app: HashMap<String, HashSet<ObjKey>>,
     /// The estimated heap of `by_key`'s entries (`footprint.rs`), kept as they come and go.
     bytes: u64,
@@ -81,11 +89,11 @@ impl Objects {
         }
     }
 
-    fn from_map(by_key: HashMap<ObjKey, Arc<Value>>, label_key: Arc<str>) -> Self {
+    fn from_map(by_key: HashMap<ObjKey, Compact>, label_key: Arc<str>) -> Self {
         let mut objects = Objects::new(label_key);
         for (key, value) in &by_key {
             objects.bytes += entry_bytes(key, value);
-            for app in tracked_apps(value, &objects.label_key) {
+            for app in kept_apps(value) {
                 objects.by_app.entry(app).or_default().insert(key.clone());
             }
         }
@@ -93,12 +101,12 @@ impl Objects {
         objects
     }
 
-    fn unindex(&mut self, key: &ObjKey, old: &Value) {
-        for app in tracked_apps(old, &self.label_key) {
-            if let Some(keys) = self.by_app.get_mut(&app) {
+    fn unindex(&mut self, key: &ObjKey, old: &Compact) {
+        for app in old.apps() {
+            if let Some(keys) = self.by_app.get_mut(app) {
                 keys.remove(key);
                 if keys.is_empty() {
-                    self.by_app.remove(&app);
+                    self.by_app.remove(app);
                 }
             }
         }
@@ -108,16 +116,9 @@ impl Objects {
     /// clients, but every API server backed by etcd (and the fake) uses the store
     /// revision, so a numeric comparison keeps our own write-through from being replaced
     /// by an older watch event; when either does not parse, the incoming version wins.
-    fn insert_if_newer(&mut self, key: ObjKey, value: Arc<Value>) {
-        let rv = |v: &Value| {
-            v.pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse::<u64>().ok())
-        };
+    fn insert_if_newer(&mut self, key: ObjKey, value: Compact) {
         if let Some(old) = self.by_key.get(&key) {
-            if let (Some(old_rv), Some(new_rv)) = (rv(old), rv(&value))
-                && old_rv > new_rv
-            {
+            if old.newer_than(&value) {
                 return;
             }
             let old = old.clone();
@@ -125,7 +126,7 @@ impl Objects {
             self.unindex(&key, &old);
         }
         self.bytes += entry_bytes(&key, &value);
-        for app in tracked_apps(&value, &self.label_key) {
+        for app in kept_apps(&value) {
             self.by_app.entry(app).or_default().insert(key.clone());
         }
         self.by_key.insert(key, value);
@@ -143,26 +144,26 @@ impl Objects {
     /// watch may not have.
     fn changed_apps(
         &self,
-        next: &HashMap<ObjKey, Arc<Value>>,
+        next: &HashMap<ObjKey, Compact>,
         filter: &Filter<'_>,
     ) -> HashSet<String> {
-        let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
-        let label_key = &*self.label_key;
         let mut apps = HashSet::new();
         for (key, new) in next {
             match self.by_key.get(key) {
-                Some(old) if rv(old) == rv(new) || filter.ignores(old, new) => {}
+                Some(old)
+                    if old.same_version(new)
+                        || (filter.filter.is_some() && filter.ignores(old, &new.value())) => {}
                 old => {
                     if let Some(old) = old {
-                        apps.extend(tracked_apps(old, label_key));
+                        apps.extend(kept_apps(old));
                     }
-                    apps.extend(tracked_apps(new, label_key));
+                    apps.extend(kept_apps(new));
                 }
             }
         }
         for (key, old) in &self.by_key {
             if !next.contains_key(key) {
-                apps.extend(tracked_apps(old, label_key));
+                apps.extend(kept_apps(old));
             }
         }
         apps
@@ -172,7 +173,7 @@ impl Objects {
 struct KindState {
     objects: Objects,
     /// The re-list in progress (between `Init` and `InitDone`).
-    buffer: Option<HashMap<ObjKey, Arc<Value>>>,
+    buffer: Option<HashMap<ObjKey, Compact>>,
     /// The last watch or list error, cleared by the next event.
     error: Option<String>,
     /// When the last complete list ended.
@@ -271,28 +272,31 @@ impl KindCache {
     }
 
     /// The cached objects among `keys`, and those whose tracking annotation names `app`
-    /// (each once): one app's live objects, without a scan of the cluster's.
+    /// (each once): one app's live objects, without a scan of the cluster's. Each is
+    /// parsed from its kept text, outside the cache's lock.
     pub(crate) fn of_app<'k>(
         &self,
         app: &str,
         keys: impl IntoIterator<Item = &'k ObjKey>,
     ) -> Vec<(ObjKey, Arc<Value>)> {
         let keys: Vec<&ObjKey> = keys.into_iter().collect();
-        let mut out: HashMap<ObjKey, Arc<Value>> = HashMap::new();
+        let mut out: HashMap<ObjKey, Arc<str>> = HashMap::new();
         for w in &self.watches {
             let s = lock(&w.state);
             for key in &keys {
                 if let Some((k, v)) = s.objects.by_key.get_key_value(*key) {
-                    out.insert(k.clone(), v.clone());
+                    out.insert(k.clone(), v.text());
                 }
             }
             for key in s.objects.by_app.get(app).into_iter().flatten() {
                 if let Some((k, v)) = s.objects.by_key.get_key_value(key) {
-                    out.insert(k.clone(), v.clone());
+                    out.insert(k.clone(), v.text());
                 }
             }
         }
-        out.into_iter().collect()
+        out.into_iter()
+            .map(|(k, text)| (k, Arc::new(parse(&text))))
+            .collect()
     }
 
     /// When the oldest of this cache's last complete lists ended: everything the cache
@@ -315,19 +319,21 @@ impl KindCache {
             .find_map(|w| lock(&w.state).error.clone())
     }
 
-    /// Every cached object (shared with the cache, not copied).
+    /// Every cached object, parsed from its kept text (outside the cache's lock).
     pub(crate) fn values(&self) -> Vec<Arc<Value>> {
-        self.watches
+        let texts: Vec<Arc<str>> = self
+            .watches
             .iter()
             .flat_map(|w| {
                 lock(&w.state)
                     .objects
                     .by_key
                     .values()
-                    .cloned()
+                    .map(Compact::text)
                     .collect::<Vec<_>>()
             })
-            .collect()
+            .collect();
+        texts.iter().map(|t| Arc::new(parse(t))).collect()
     }
 
     /// How many objects are cached.
@@ -360,7 +366,9 @@ impl KindCache {
         let kept = lock(&self.kept).clone();
         super::slim::slim(&mut value, &kept);
         if let Some(w) = self.watch_of(&key) {
-            lock(&w.state).objects.insert_if_newer(key, Arc::new(value));
+            let mut s = lock(&w.state);
+            let value = Compact::new(&value, &s.objects.label_key);
+            s.objects.insert_if_newer(key, value);
         }
     }
 
@@ -427,6 +435,7 @@ impl Watched {
                         Ok(Event::Init) => s.buffer = Some(HashMap::new()),
                         Ok(Event::InitApply(obj)) => {
                             let (key, value) = to_value(&resource, obj, &kept);
+                            let value = Compact::new(&value, &label_key);
                             s.buffer.get_or_insert_with(HashMap::new).insert(key, value);
                         }
                         Ok(Event::InitDone) => {
@@ -450,8 +459,9 @@ impl Watched {
                                 .by_key
                                 .get(&key)
                                 .is_some_and(|old| filter.ignores(old, &value));
+                            let value = Compact::new(&value, &label_key);
                             if !ignored {
-                                changed.extend(tracked_apps(&value, &label_key));
+                                changed.extend(kept_apps(&value));
                             }
                             s.objects.insert_if_newer(key, value);
                         }
@@ -483,12 +493,12 @@ impl Watched {
     }
 }
 
-/// The object's key and its JSON (list items may omit `apiVersion` and `kind`).
+/// The object's key and its JSON, slimmed (list items may omit `apiVersion` and `kind`).
 fn to_value(
     resource: &ApiResource,
     obj: DynamicObject,
     kept: &super::slim::KeptManagers,
-) -> (ObjKey, Arc<Value>) {
+) -> (ObjKey, Value) {
     let key = (
         obj.metadata.namespace.clone().unwrap_or_default(),
         obj.metadata.name.clone().unwrap_or_default(),
@@ -496,7 +506,7 @@ fn to_value(
     let mut value = live_value(resource, obj);
     let kept = lock(kept).clone();
     super::slim::slim(&mut value, &kept);
-    (key, Arc::new(value))
+    (key, value)
 }
 
 #[cfg(test)]
@@ -504,14 +514,21 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn obj(name: &str, rv: &str, app: Option<&str>) -> Arc<Value> {
+    fn obj(name: &str, rv: &str, app: Option<&str>) -> Compact {
+        Compact::new(
+            &obj_value(name, rv, app),
+            crate::compare::DEFAULT_APP_LABEL_KEY,
+        )
+    }
+
+    fn obj_value(name: &str, rv: &str, app: Option<&str>) -> Value {
         let mut v = json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}});
         if let Some(app) = app {
             v["metadata"]["annotations"] = json!({
                 crate::compare::TRACKING_ANNOTATION: format!("{app}:/ConfigMap:ns/{name}")
             });
         }
-        Arc::new(v)
+        v
     }
 
     fn label() -> Arc<str> {
@@ -544,10 +561,9 @@ mod tests {
         o.insert_if_newer(key("b"), obj("b", "3", Some("two")));
         assert_eq!(apps(&o), [("two".to_owned(), 2)]);
         // An instance label indexes the object under its value too.
-        let mut labelled = obj("b", "4", Some("two"));
-        Arc::make_mut(&mut labelled)["metadata"]["labels"] =
-            json!({crate::compare::DEFAULT_APP_LABEL_KEY: "legacy"});
-        o.insert_if_newer(key("b"), labelled);
+        let mut labelled = obj_value("b", "4", Some("two"));
+        labelled["metadata"]["labels"] = json!({crate::compare::DEFAULT_APP_LABEL_KEY: "legacy"});
+        o.insert_if_newer(key("b"), Compact::new(&labelled, &label()));
         assert_eq!(apps(&o), [("legacy".to_owned(), 1), ("two".to_owned(), 2)]);
         o.remove(&key("a"));
         o.remove(&key("b"));

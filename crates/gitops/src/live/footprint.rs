@@ -4,70 +4,26 @@
 //!
 //! The bytes are an estimate of the heap the cached objects hold, made when an object
 //! enters a cache and again when it leaves (each cache keeps the running sum, adjusted on
-//! every update and delete), never by walking a whole cache: each JSON value's own
-//! allocations — a string's capacity, an array's slots, a map's B-tree nodes (one leaf of
-//! eleven slots up to eleven entries, then about one node per eight) and its keys — plus
-//! the object's shared allocation and its entry in the cache's map by key. Not counted:
-//! the cache's index by app (about one more key per tracked object), the allocator's own
-//! overhead per allocation, and a re-list's objects until the list completes.
-//! `benches/cache_bytes.rs` compares it with the heap actually allocated.
+//! every update and delete), never by walking a whole cache: each object's kept text and
+//! what is kept beside it (`compact.rs`), and its entry in the cache's map by key. Not
+//! counted: the cache's index by app (about one more key per tracked object), the
+//! allocator's own overhead per allocation, and a re-list's objects until the list
+//! completes. `benches/cache_bytes.rs` compares it with the heap actually allocated.
 
 use std::mem::size_of;
 
-use serde_json::{Map, Value};
-
 use super::cache::ObjKey;
+use super::compact::Compact;
 use super::{ClusterConn, ClusterConnections, lock};
 
-const VALUE: u64 = size_of::<Value>() as u64;
-const STRING: u64 = size_of::<String>() as u64;
-/// A leaf node of a JSON object's `BTreeMap<String, Value>`: eleven keys and values, the
-/// parent pointer, the index in the parent and the length (rounded up to 8).
-const LEAF: u64 = 11 * (STRING + VALUE) + 16;
-/// An internal node: a leaf and twelve edges.
-const INTERNAL: u64 = LEAF + 12 * 8;
-/// The `Arc<Value>` an object is shared as: two counts and the value.
-const ARC: u64 = 16 + VALUE;
-/// An entry of a cache's map by key (two `String`s and an `Arc`) with its control byte.
-const ENTRY: u64 = 2 * STRING + 8 + 1;
+/// An entry of a cache's map by key (two `String`s and the kept object) with its control
+/// byte.
+const ENTRY: u64 = (2 * size_of::<String>() + size_of::<Compact>() + 1) as u64;
 
 /// The estimated heap of one cached object under `key` (see the module documentation).
-pub(crate) fn entry_bytes(key: &ObjKey, value: &Value) -> u64 {
+pub(crate) fn entry_bytes(key: &ObjKey, value: &Compact) -> u64 {
     // The keys' lengths, not capacities: a lookup's key may differ from the one kept.
-    ENTRY + len(key.0.len()) + len(key.1.len()) + ARC + value_heap(value)
-}
-
-/// The heap `value`'s own allocations take (not the value itself).
-pub(crate) fn value_heap(value: &Value) -> u64 {
-    match value {
-        Value::String(s) => len(s.capacity()),
-        Value::Array(items) => {
-            len(items.capacity()) * VALUE + items.iter().map(value_heap).sum::<u64>()
-        }
-        Value::Object(map) => {
-            map_nodes(map)
-                + map
-                    .iter()
-                    .map(|(k, v)| len(k.capacity()) + value_heap(v))
-                    .sum::<u64>()
-        }
-        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
-    }
-}
-
-/// The B-tree nodes of a map of `n` entries: none when empty, one leaf up to its eleven
-/// slots, then (filled one at a time, split in halves) about eight entries a leaf and an
-/// internal node per eight leaves.
-fn map_nodes(map: &Map<String, Value>) -> u64 {
-    let n = len(map.len());
-    match n {
-        0 => 0,
-        1..=11 => LEAF,
-        _ => {
-            let leaves = n.div_ceil(8);
-            leaves * LEAF + leaves.div_ceil(8) * INTERNAL
-        }
-    }
+    ENTRY + len(key.0.len()) + len(key.1.len()) + value.heap_bytes()
 }
 
 fn len(n: usize) -> u64 {
