@@ -5,10 +5,11 @@
 //! The bytes are an estimate of the heap the cached objects hold, made when an object
 //! enters a cache and again when it leaves (each cache keeps the running sum, adjusted on
 //! every update and delete), never by walking a whole cache: each object's kept text and
-//! what is kept beside it (`compact.rs`), and its entry in the cache's map by key. Not
-//! counted: the cache's index by app (about one more key per tracked object), the
-//! allocator's own overhead per allocation, and a re-list's objects until the list
-//! completes. `benches/cache_bytes.rs` compares it with the heap actually allocated.
+//! what is kept beside it (`compact.rs`), its entry in the cache's map by key, and one
+//! more copy of its key in the index by app per instance name it is tracked under. Not
+//! counted: the index's own maps of names, the allocator's own overhead per allocation,
+//! and a re-list's objects until the list completes. `benches/cache_bytes.rs` compares it
+//! with the heap actually allocated.
 
 use std::mem::size_of;
 
@@ -20,10 +21,15 @@ use super::{ClusterConn, ClusterConnections, lock};
 /// byte.
 const ENTRY: u64 = (2 * size_of::<String>() + size_of::<Compact>() + 1) as u64;
 
+/// A key's slot in the index by app's set (two `String`s and the control byte).
+const INDEXED: u64 = (2 * size_of::<String>() + 1) as u64;
+
 /// The estimated heap of one cached object under `key` (see the module documentation).
 pub(crate) fn entry_bytes(key: &ObjKey, value: &Compact) -> u64 {
     // The keys' lengths, not capacities: a lookup's key may differ from the one kept.
-    ENTRY + len(key.0.len()) + len(key.1.len()) + value.heap_bytes()
+    let key_bytes = len(key.0.len()) + len(key.1.len());
+    let indexed = len(value.apps().count()) * (INDEXED + key_bytes);
+    ENTRY + key_bytes + value.heap_bytes() + indexed
 }
 
 fn len(n: usize) -> u64 {
