@@ -37,13 +37,8 @@ use super::compact::{Compact, parse};
 use super::footprint::entry_bytes;
 use super::{UpdateFilter, live_value, lock};
 
-/// The instance names an object could be tracked under (its tracking id's app, its
-/// instance label under `label_key`): what the index by app keys it by.
-fn tracked_apps(obj: &Value, label_key: &str) -> Vec<String> {
-    crate::compare::candidate_apps(obj, label_key)
-}
-
-/// The instance names a kept object is indexed under, owned.
+/// The instance names a kept object is indexed under (its tracking id's app, its instance
+/// label: `compare::candidate_apps`), owned.
 fn kept_apps(obj: &Compact) -> impl Iterator<Item = String> + '_ {
     obj.apps().map(str::to_owned)
 }
@@ -468,7 +463,7 @@ impl Watched {
                         Ok(Event::Delete(obj)) => {
                             events_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             let (key, value) = to_value(&resource, obj, &kept);
-                            changed.extend(tracked_apps(&value, &label_key));
+                            changed.extend(crate::compare::candidate_apps(&value, &label_key));
                             s.objects.remove(&key);
                         }
                     }
