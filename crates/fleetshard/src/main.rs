@@ -9,6 +9,13 @@ use std::process::ExitCode;
 
 use cli::exit::Exit;
 
+/// jemalloc, not glibc's malloc: a `gitops` replica frees much of what its cold start's
+/// syncs allocated, and glibc kept it (about twice the live heap, `docs/performance.md`,
+/// "A `gitops` replica at its full-size share"); jemalloc returns freed pages to the
+/// system after a few seconds.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     // The render sandbox's launcher and the Jsonnet child are this executable, run with
     // a first argument of their own, before anything else (a launcher must still be

@@ -32,6 +32,7 @@
 //! asks the API server for its version before the cache is trusted.
 
 mod cache;
+mod compact;
 mod connector;
 pub mod eks;
 mod error;
@@ -143,6 +144,16 @@ impl Default for LiveOptions {
 
 /// The default of [`LiveOptions::relist_every`]: Argo CD's watch resync, 10 minutes.
 pub const DEFAULT_RELIST_EVERY: Duration = Duration::from_secs(600);
+
+/// The kinds watched for the app-state cache's resource tree beyond the apps' own:
+/// (apiVersion, kind). Their objects are kept parsed (`compact.rs`): the tree scans them
+/// whole at every app's write.
+pub const TREE_KINDS: [(&str, &str); 4] = [
+    ("apps/v1", "ReplicaSet"),
+    ("v1", "Pod"),
+    ("discovery.k8s.io/v1", "EndpointSlice"),
+    ("v1", "Node"),
+];
 
 /// The default of [`LiveOptions::narrow_watch_limit`].
 pub const DEFAULT_NARROW_WATCH_LIMIT: usize = 64;

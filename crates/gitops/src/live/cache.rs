@@ -3,7 +3,8 @@
 //! namespaces, or one per namespace of a namespace-scoped cluster. The cluster's first
 //! lists run at most [`LiveOptions::list_concurrency`](super::LiveOptions) at a time,
 //! each paged by the watcher (500 objects a page, `limit`/`continue`), and every object
-//! is slimmed (`slim.rs`) before it is kept.
+//! is slimmed (`slim.rs`) before it is kept, as compact JSON text (`compact.rs`) parsed
+//! again by its readers.
 //!
 //! **Never stale unseen.** A watch can miss what a server fails to send (a stream that
 //! stalls, a server that skips events), and nothing in the stream says so. So, as Argo
@@ -32,13 +33,14 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::compact::{Compact, Shared};
 use super::footprint::entry_bytes;
 use super::{UpdateFilter, live_value, lock};
 
-/// The instance names an object could be tracked under (its tracking id's app, its
-/// instance label under `label_key`): what the index by app keys it by.
-fn tracked_apps(obj: &Value, label_key: &str) -> Vec<String> {
-    crate::compare::candidate_apps(obj, label_key)
+/// The instance names a kept object is indexed under (its tracking id's app, its instance
+/// label: `compare::candidate_apps`), owned.
+fn kept_apps(obj: &Compact) -> impl Iterator<Item = String> + '_ {
+    obj.apps().map(str::to_owned)
 }
 
 /// (namespace, name); the namespace is empty for cluster-scoped kinds.
@@ -51,11 +53,12 @@ struct Filter<'a> {
 }
 
 impl Filter<'_> {
-    /// Whether the change from `old` to `new` is not told to the listener.
-    fn ignores(&self, old: &Value, new: &Value) -> bool {
+    /// Whether the change from `old` to `new` is not told to the listener (the kept
+    /// objects are parsed only when a filter is in force).
+    fn ignores(&self, old: &Compact, new: &Value) -> bool {
         self.filter
             .as_ref()
-            .is_some_and(|f| f.ignores(self.group, old, new))
+            .is_some_and(|f| f.ignores(self.group, &old.value(), new))
     }
 }
 
@@ -63,7 +66,7 @@ impl Filter<'_> {
 /// tracking id's app, their instance label), so that one app's refresh reads its own
 /// objects instead of scanning the cluster's.
 struct Objects {
-    by_key: HashMap<ObjKey, Arc<Value>>,
+    by_key: HashMap<ObjKey, Compact>,
     by_app: HashMap<String, HashSet<ObjKey>>,
     /// The estimated heap of `by_key`'s entries (`footprint.rs`), kept as they come and go.
     bytes: u64,
@@ -81,11 +84,11 @@ impl Objects {
         }
     }
 
-    fn from_map(by_key: HashMap<ObjKey, Arc<Value>>, label_key: Arc<str>) -> Self {
+    fn from_map(by_key: HashMap<ObjKey, Compact>, label_key: Arc<str>) -> Self {
         let mut objects = Objects::new(label_key);
         for (key, value) in &by_key {
             objects.bytes += entry_bytes(key, value);
-            for app in tracked_apps(value, &objects.label_key) {
+            for app in kept_apps(value) {
                 objects.by_app.entry(app).or_default().insert(key.clone());
             }
         }
@@ -93,12 +96,12 @@ impl Objects {
         objects
     }
 
-    fn unindex(&mut self, key: &ObjKey, old: &Value) {
-        for app in tracked_apps(old, &self.label_key) {
-            if let Some(keys) = self.by_app.get_mut(&app) {
+    fn unindex(&mut self, key: &ObjKey, old: &Compact) {
+        for app in old.apps() {
+            if let Some(keys) = self.by_app.get_mut(app) {
                 keys.remove(key);
                 if keys.is_empty() {
-                    self.by_app.remove(&app);
+                    self.by_app.remove(app);
                 }
             }
         }
@@ -108,16 +111,9 @@ impl Objects {
     /// clients, but every API server backed by etcd (and the fake) uses the store
     /// revision, so a numeric comparison keeps our own write-through from being replaced
     /// by an older watch event; when either does not parse, the incoming version wins.
-    fn insert_if_newer(&mut self, key: ObjKey, value: Arc<Value>) {
-        let rv = |v: &Value| {
-            v.pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse::<u64>().ok())
-        };
+    fn insert_if_newer(&mut self, key: ObjKey, value: Compact) {
         if let Some(old) = self.by_key.get(&key) {
-            if let (Some(old_rv), Some(new_rv)) = (rv(old), rv(&value))
-                && old_rv > new_rv
-            {
+            if old.newer_than(&value) {
                 return;
             }
             let old = old.clone();
@@ -125,7 +121,7 @@ impl Objects {
             self.unindex(&key, &old);
         }
         self.bytes += entry_bytes(&key, &value);
-        for app in tracked_apps(&value, &self.label_key) {
+        for app in kept_apps(&value) {
             self.by_app.entry(app).or_default().insert(key.clone());
         }
         self.by_key.insert(key, value);
@@ -143,26 +139,26 @@ impl Objects {
     /// watch may not have.
     fn changed_apps(
         &self,
-        next: &HashMap<ObjKey, Arc<Value>>,
+        next: &HashMap<ObjKey, Compact>,
         filter: &Filter<'_>,
     ) -> HashSet<String> {
-        let rv = |v: &Value| v.pointer("/metadata/resourceVersion").cloned();
-        let label_key = &*self.label_key;
         let mut apps = HashSet::new();
         for (key, new) in next {
             match self.by_key.get(key) {
-                Some(old) if rv(old) == rv(new) || filter.ignores(old, new) => {}
+                Some(old)
+                    if old.same_version(new)
+                        || (filter.filter.is_some() && filter.ignores(old, &new.value())) => {}
                 old => {
                     if let Some(old) = old {
-                        apps.extend(tracked_apps(old, label_key));
+                        apps.extend(kept_apps(old));
                     }
-                    apps.extend(tracked_apps(new, label_key));
+                    apps.extend(kept_apps(new));
                 }
             }
         }
         for (key, old) in &self.by_key {
             if !next.contains_key(key) {
-                apps.extend(tracked_apps(old, label_key));
+                apps.extend(kept_apps(old));
             }
         }
         apps
@@ -172,7 +168,7 @@ impl Objects {
 struct KindState {
     objects: Objects,
     /// The re-list in progress (between `Init` and `InitDone`).
-    buffer: Option<HashMap<ObjKey, Arc<Value>>>,
+    buffer: Option<HashMap<ObjKey, Compact>>,
     /// The last watch or list error, cleared by the next event.
     error: Option<String>,
     /// When the last complete list ended.
@@ -230,6 +226,8 @@ pub(crate) struct WatchContext {
     pub(crate) update_filter: super::updates::SharedUpdateFilter,
     /// Counts the kind's watch events (Argo CD's `argocd_cluster_events_total`).
     pub(crate) events: Arc<std::sync::atomic::AtomicU64>,
+    /// Objects are kept parsed, not as text (one of [`super::TREE_KINDS`]: `compact.rs`).
+    pub(crate) keep_parsed: bool,
 }
 
 impl KindCache {
@@ -321,28 +319,29 @@ impl KindCache {
     }
 
     /// The cached objects among `keys`, and those whose tracking annotation names `app`
-    /// (each once): one app's live objects, without a scan of the cluster's.
+    /// (each once): one app's live objects, without a scan of the cluster's. Each is
+    /// parsed from its kept text, outside the cache's lock.
     pub(crate) fn of_app<'k>(
         &self,
         app: &str,
         keys: impl IntoIterator<Item = &'k ObjKey>,
     ) -> Vec<(ObjKey, Arc<Value>)> {
         let keys: Vec<&ObjKey> = keys.into_iter().collect();
-        let mut out: HashMap<ObjKey, Arc<Value>> = HashMap::new();
+        let mut out: HashMap<ObjKey, Shared> = HashMap::new();
         for w in self.watches() {
             let s = lock(&w.state);
             for key in &keys {
                 if let Some((k, v)) = s.objects.by_key.get_key_value(*key) {
-                    out.insert(k.clone(), v.clone());
+                    out.insert(k.clone(), v.shared());
                 }
             }
             for key in s.objects.by_app.get(app).into_iter().flatten() {
                 if let Some((k, v)) = s.objects.by_key.get_key_value(key) {
-                    out.insert(k.clone(), v.clone());
+                    out.insert(k.clone(), v.shared());
                 }
             }
         }
-        out.into_iter().collect()
+        out.into_iter().map(|(k, v)| (k, v.value())).collect()
     }
 
     /// When the oldest of this cache's last complete lists ended: everything the cache
@@ -365,17 +364,50 @@ impl KindCache {
             .find_map(|w| lock(&w.state).error.clone())
     }
 
-    /// Every cached object (shared with the cache, not copied).
-    pub(crate) fn values(&self) -> Vec<Arc<Value>> {
-        self.watches()
-            .iter()
-            .flat_map(|w| {
-                lock(&w.state)
-                    .objects
+    /// The cached objects of `namespace` (`None`: every one), parsed outside the cache's
+    /// lock: an orphaned-resources scan reads one namespace.
+    pub(crate) fn values_in(&self, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        let mut taken = Vec::new();
+        for w in self.watches() {
+            let s = lock(&w.state);
+            taken.extend(
+                s.objects
                     .by_key
-                    .values()
-                    .cloned()
-                    .collect::<Vec<_>>()
+                    .iter()
+                    .filter(|((ns, _), _)| namespace.is_none_or(|n| n == ns))
+                    .map(|(_, v)| v.shared()),
+            );
+        }
+        taken.into_iter().map(Shared::value).collect()
+    }
+
+    /// Every cached object as the resource tree reads them (outside the cache's lock):
+    /// one kept parsed is shared, one kept as text is parsed if it names an owner (it may
+    /// be a node's child), else stands as a stub of its `apiVersion`, `kind`, name and
+    /// namespace (all the tree reads of an object that is no one's child, and none of
+    /// `TREE_KINDS`: which objects exist).
+    pub(crate) fn tree_values(&self) -> Vec<Arc<Value>> {
+        let mut taken: Vec<(ObjKey, Option<Shared>)> = Vec::new();
+        for w in self.watches() {
+            let s = lock(&w.state);
+            taken.extend(
+                s.objects
+                    .by_key
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.in_tree().then(|| v.shared()))),
+            );
+        }
+        let api_version = self.resource.api_version.as_str();
+        let kind = self.resource.kind.as_str();
+        taken
+            .into_iter()
+            .map(|((namespace, name), v)| match v {
+                Some(v) => v.value(),
+                None => Arc::new(serde_json::json!({
+                    "apiVersion": api_version,
+                    "kind": kind,
+                    "metadata": {"namespace": namespace, "name": name},
+                })),
             })
             .collect()
     }
@@ -411,7 +443,9 @@ impl KindCache {
         let kept = lock(&self.kept).clone();
         super::slim::slim(&mut value, &kept);
         if let Some(w) = self.watch_of(&key) {
-            lock(&w.state).objects.insert_if_newer(key, Arc::new(value));
+            let mut s = lock(&w.state);
+            let value = Compact::keep(value, &s.objects.label_key, self.ctx.keep_parsed);
+            s.objects.insert_if_newer(key, value);
         }
     }
 
@@ -440,7 +474,7 @@ impl Watched {
         };
         let (heard, listener, lists, kept) = (ctx.heard, ctx.listener, ctx.lists, ctx.kept);
         let (update_filter, events_seen) = (ctx.update_filter, ctx.events);
-        let relist_every = ctx.relist_every;
+        let (relist_every, keep_parsed) = (ctx.relist_every, ctx.keep_parsed);
         let task = tokio::spawn(async move {
             // Held until the first list is complete or fails (never closed).
             let mut permit = lists.acquire_owned().await.ok();
@@ -478,6 +512,7 @@ impl Watched {
                         Ok(Event::Init) => s.buffer = Some(HashMap::new()),
                         Ok(Event::InitApply(obj)) => {
                             let (key, value) = to_value(&resource, obj, &kept);
+                            let value = Compact::keep(value, &label_key, keep_parsed);
                             s.buffer.get_or_insert_with(HashMap::new).insert(key, value);
                         }
                         Ok(Event::InitDone) => {
@@ -501,15 +536,16 @@ impl Watched {
                                 .by_key
                                 .get(&key)
                                 .is_some_and(|old| filter.ignores(old, &value));
+                            let value = Compact::keep(value, &label_key, keep_parsed);
                             if !ignored {
-                                changed.extend(tracked_apps(&value, &label_key));
+                                changed.extend(kept_apps(&value));
                             }
                             s.objects.insert_if_newer(key, value);
                         }
                         Ok(Event::Delete(obj)) => {
                             events_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             let (key, value) = to_value(&resource, obj, &kept);
-                            changed.extend(tracked_apps(&value, &label_key));
+                            changed.extend(crate::compare::candidate_apps(&value, &label_key));
                             s.objects.remove(&key);
                         }
                     }
@@ -534,12 +570,12 @@ impl Watched {
     }
 }
 
-/// The object's key and its JSON (list items may omit `apiVersion` and `kind`).
+/// The object's key and its JSON, slimmed (list items may omit `apiVersion` and `kind`).
 fn to_value(
     resource: &ApiResource,
     obj: DynamicObject,
     kept: &super::slim::KeptManagers,
-) -> (ObjKey, Arc<Value>) {
+) -> (ObjKey, Value) {
     let key = (
         obj.metadata.namespace.clone().unwrap_or_default(),
         obj.metadata.name.clone().unwrap_or_default(),
@@ -547,7 +583,7 @@ fn to_value(
     let mut value = live_value(resource, obj);
     let kept = lock(kept).clone();
     super::slim::slim(&mut value, &kept);
-    (key, Arc::new(value))
+    (key, value)
 }
 
 #[cfg(test)]

@@ -4,20 +4,39 @@
 //!
 //! The bytes are an estimate of the heap the cached objects hold, made when an object
 //! enters a cache and again when it leaves (each cache keeps the running sum, adjusted on
-//! every update and delete), never by walking a whole cache: each JSON value's own
-//! allocations — a string's capacity, an array's slots, a map's B-tree nodes (one leaf of
-//! eleven slots up to eleven entries, then about one node per eight) and its keys — plus
-//! the object's shared allocation and its entry in the cache's map by key. Not counted:
-//! the cache's index by app (about one more key per tracked object), the allocator's own
-//! overhead per allocation, and a re-list's objects until the list completes.
-//! `benches/cache_bytes.rs` compares it with the heap actually allocated.
+//! every update and delete), never by walking a whole cache: each object's kept text and
+//! what is kept beside it (`compact.rs`), its entry in the cache's map by key, and one
+//! more copy of its key in the index by app per instance name it is tracked under. Not
+//! counted: the index's own maps of names, the allocator's own overhead per allocation,
+//! and a re-list's objects until the list completes. `benches/cache_bytes.rs` compares it
+//! with the heap actually allocated.
 
 use std::mem::size_of;
 
 use serde_json::{Map, Value};
 
 use super::cache::ObjKey;
+use super::compact::Compact;
 use super::{ClusterConn, ClusterConnections, lock};
+
+/// An entry of a cache's map by key (two `String`s and the kept object) with its control
+/// byte.
+const ENTRY: u64 = (2 * size_of::<String>() + size_of::<Compact>() + 1) as u64;
+
+/// A key's slot in the index by app's set (two `String`s and the control byte).
+const INDEXED: u64 = (2 * size_of::<String>() + 1) as u64;
+
+/// The estimated heap of one cached object under `key` (see the module documentation).
+pub(crate) fn entry_bytes(key: &ObjKey, value: &Compact) -> u64 {
+    // The keys' lengths, not capacities: a lookup's key may differ from the one kept.
+    let key_bytes = len(key.0.len()) + len(key.1.len());
+    let indexed = len(value.apps().count()) * (INDEXED + key_bytes);
+    ENTRY + key_bytes + value.heap_bytes() + indexed
+}
+
+fn len(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
 
 const VALUE: u64 = size_of::<Value>() as u64;
 const STRING: u64 = size_of::<String>() as u64;
@@ -26,18 +45,9 @@ const STRING: u64 = size_of::<String>() as u64;
 const LEAF: u64 = 11 * (STRING + VALUE) + 16;
 /// An internal node: a leaf and twelve edges.
 const INTERNAL: u64 = LEAF + 12 * 8;
-/// The `Arc<Value>` an object is shared as: two counts and the value.
-const ARC: u64 = 16 + VALUE;
-/// An entry of a cache's map by key (two `String`s and an `Arc`) with its control byte.
-const ENTRY: u64 = 2 * STRING + 8 + 1;
 
-/// The estimated heap of one cached object under `key` (see the module documentation).
-pub(crate) fn entry_bytes(key: &ObjKey, value: &Value) -> u64 {
-    // The keys' lengths, not capacities: a lookup's key may differ from the one kept.
-    ENTRY + len(key.0.len()) + len(key.1.len()) + ARC + value_heap(value)
-}
-
-/// The heap `value`'s own allocations take (not the value itself).
+/// The heap a parsed `value`'s own allocations take (not the value itself): what an
+/// object kept parsed (`compact.rs`, the resource tree's kinds) costs.
 pub(crate) fn value_heap(value: &Value) -> u64 {
     match value {
         Value::String(s) => len(s.capacity()),
@@ -68,10 +78,6 @@ fn map_nodes(map: &Map<String, Value>) -> u64 {
             leaves * LEAF + leaves.div_ceil(8) * INTERNAL
         }
     }
-}
-
-fn len(n: usize) -> u64 {
-    u64::try_from(n).unwrap_or(u64::MAX)
 }
 
 /// One started cluster's caches and watches, now.

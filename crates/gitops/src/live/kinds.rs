@@ -129,10 +129,12 @@ impl ClusterConn {
         lock(&self.caches).clear();
     }
 
-    /// Every object the cluster's caches hold (shared with the caches, not copied).
-    pub fn cached_values(&self) -> Vec<std::sync::Arc<serde_json::Value>> {
+    /// Every object the cluster's caches hold, as the app-state cache's resource tree
+    /// reads them: the tree's kinds and every object naming an owner whole, the others as
+    /// stubs of their kind, namespace and name (`KindCache::tree_values`).
+    pub fn tree_objects(&self) -> Vec<std::sync::Arc<serde_json::Value>> {
         let caches: Vec<_> = lock(&self.caches).values().cloned().collect();
-        caches.iter().flat_map(|c| c.values()).collect()
+        caches.iter().flat_map(|c| c.tree_values()).collect()
     }
 
     /// How many kinds are watched (for apps' resources, the tree, or orphaned resources).
@@ -205,6 +207,9 @@ impl ClusterConn {
             kept: self.kept_managers.clone(),
             update_filter: self.update_filter.clone(),
             events: self.observed.events_of(group, kind),
+            keep_parsed: super::TREE_KINDS.iter().any(|(api_version, k)| {
+                *k == kind && api_version.rsplit_once('/').map_or("", |(g, _)| g) == group
+            }),
         }
     }
 

@@ -125,16 +125,10 @@ impl ClusterConn {
                 found.unlisted.push(format!("{kind}: {why}"));
                 continue;
             }
-            let in_namespace = |v: &Value| {
-                v.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace)
-            };
-            if shared {
-                found
-                    .objects
-                    .extend(cache.values().into_iter().filter(|v| in_namespace(v)));
-            } else {
-                found.objects.extend(cache.values());
-            }
+            // A cache shared with the apps' resources holds other namespaces too.
+            found
+                .objects
+                .extend(cache.values_in(shared.then_some(namespace)));
         }
         Ok(found)
     }

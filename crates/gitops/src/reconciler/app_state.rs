@@ -23,15 +23,7 @@ use super::memo::Refreshed;
 use super::orphans::node_health;
 use super::{AppTarget, GitOpsReconciler};
 use crate::compare::{ResourceKey, SyncStatus};
-use crate::live::ClusterConn;
-
-/// The kinds watched for the tree beyond the app's own: (apiVersion, kind).
-const TREE_KINDS: [(&str, &str); 4] = [
-    ("apps/v1", "ReplicaSet"),
-    ("v1", "Pod"),
-    ("discovery.k8s.io/v1", "EndpointSlice"),
-    ("v1", "Node"),
-];
+use crate::live::{ClusterConn, TREE_KINDS};
 
 impl GitOpsReconciler {
     /// Writes the app's tree and managed resources from its refresh, and its cluster's
@@ -48,7 +40,7 @@ impl GitOpsReconciler {
         let conn = self.clusters.start(&target.cluster).await.ok()?;
         watch_tree_kinds(&conn).await;
         let managed = managed_of(refreshed, &self.predictions_of(key));
-        let objects = conn.cached_values();
+        let objects = conn.tree_objects();
         let health = |v: &Value| -> Option<HealthStatus> { node_health(&refreshed.settings, v) };
         let app = self.instance_name(key);
         let orphaned = refreshed.orphans.as_deref().unwrap_or_default();

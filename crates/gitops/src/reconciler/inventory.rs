@@ -446,7 +446,10 @@ mod tests {
     fn a_clusters_apps_come_from_the_index_by_cluster_and_follow_revisions() {
         let published = Published::new();
         let targets = InventoryTargets::new(published.subscribe());
-        assert!(targets.apps_of_cluster("uid-1").is_empty(), "empty inventory");
+        assert!(
+            targets.apps_of_cluster("uid-1").is_empty(),
+            "empty inventory"
+        );
         let mut content = InventoryContent {
             clusters: vec![
                 Cluster::new("uid-1", "https://one.example"),
@@ -464,7 +467,11 @@ mod tests {
         let keys = |names: &[&str]| -> Vec<AppKey> {
             names.iter().map(|n| AppKey::new("argocd", n)).collect()
         };
-        assert_eq!(targets.apps_of_cluster("uid-1"), keys(&["a", "b"]), "sorted");
+        assert_eq!(
+            targets.apps_of_cluster("uid-1"),
+            keys(&["a", "b"]),
+            "sorted"
+        );
         assert_eq!(targets.apps_of_cluster("uid-2"), keys(&["c"]));
         assert!(targets.apps_of_cluster("nowhere").is_empty());
         // An app moved to the other cluster is listed there from the next revision on.

@@ -3,14 +3,21 @@
 use super::*;
 use serde_json::json;
 
-fn obj(name: &str, rv: &str, app: Option<&str>) -> Arc<Value> {
+fn obj(name: &str, rv: &str, app: Option<&str>) -> Compact {
+    Compact::new(
+        &obj_value(name, rv, app),
+        crate::compare::DEFAULT_APP_LABEL_KEY,
+    )
+}
+
+fn obj_value(name: &str, rv: &str, app: Option<&str>) -> Value {
     let mut v = json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}});
     if let Some(app) = app {
         v["metadata"]["annotations"] = json!({
             crate::compare::TRACKING_ANNOTATION: format!("{app}:/ConfigMap:ns/{name}")
         });
     }
-    Arc::new(v)
+    v
 }
 
 fn label() -> Arc<str> {
@@ -43,10 +50,9 @@ fn the_index_by_app_follows_every_change() {
     o.insert_if_newer(key("b"), obj("b", "3", Some("two")));
     assert_eq!(apps(&o), [("two".to_owned(), 2)]);
     // An instance label indexes the object under its value too.
-    let mut labelled = obj("b", "4", Some("two"));
-    Arc::make_mut(&mut labelled)["metadata"]["labels"] =
-        json!({crate::compare::DEFAULT_APP_LABEL_KEY: "legacy"});
-    o.insert_if_newer(key("b"), labelled);
+    let mut labelled = obj_value("b", "4", Some("two"));
+    labelled["metadata"]["labels"] = json!({crate::compare::DEFAULT_APP_LABEL_KEY: "legacy"});
+    o.insert_if_newer(key("b"), Compact::new(&labelled, &label()));
     assert_eq!(apps(&o), [("legacy".to_owned(), 1), ("two".to_owned(), 2)]);
     o.remove(&key("a"));
     o.remove(&key("b"));
