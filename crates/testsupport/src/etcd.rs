@@ -28,7 +28,7 @@ mod secure;
 pub use secure::EtcdTlsFiles;
 
 use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -448,10 +448,7 @@ fn find_binary() -> Result<PathBuf, EtcdError> {
 }
 
 fn free_port() -> Result<u16, EtcdError> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(io("finding a free loopback port"))
+    fleetshard_kube_sim::free_port().map_err(io("finding a free loopback port"))
 }
 
 /// Whether `GET /health` answers 200 with `"health":"true"` (etcd has a leader and serves).

@@ -17,7 +17,7 @@
 //! As with etcd, there is no "skip when missing": a missing `sshd` is an error naming the
 //! package (`scripts/test` installs it).
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -218,10 +218,6 @@ fn is_root() -> bool {
 
 /// A loopback port nobody listens on now (the race with other processes is accepted).
 fn free_port() -> Result<u16, GitSshError> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .map_err(|e| GitSshError::Command(format!("cannot find a free port: {e}")))?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
+    fleetshard_kube_sim::free_port()
         .map_err(|e| GitSshError::Command(format!("cannot find a free port: {e}")))
 }

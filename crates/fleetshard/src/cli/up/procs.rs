@@ -293,10 +293,10 @@ pub(super) fn send(pid: u32, sig: Signal) -> Result<(), String> {
     kill_process(target, sig).map_err(|e| format!("kill {sig:?} {pid}: {e}"))
 }
 
-/// A free port on 127.0.0.1 (bound, then released for the child to bind).
+/// A free port on 127.0.0.1 for the child to bind, outside the kernel's ephemeral range
+/// (`fleetshard_kube_sim::ports`): a port taken meanwhile killed replicas at start.
 fn free_port() -> anyhow::Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(l.local_addr()?.port())
+    fleetshard_kube_sim::free_port().context("finding a free port")
 }
 
 fn spawn(launch: &Launch, identity: &str, zone: Option<&str>) -> anyhow::Result<Proc> {

@@ -2,15 +2,12 @@
 //! dashboard (no client dependency: one request per connection, `Connection: close`).
 
 use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::Duration;
 
 /// A loopback port nobody listened on a moment ago (the OS picks it).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("binding 127.0.0.1:0")
-        .port()
+    fleetshard_testsupport::kube_api::free_port().expect("a free port on 127.0.0.1")
 }
 
 /// Status code and body of `GET path`, or None when nothing answers (in 2 s).
