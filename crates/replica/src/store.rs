@@ -202,12 +202,18 @@ impl StoreUrl {
     /// Its commits are not fsynced one by one (`synchronous = NORMAL`: they survive a
     /// crash of the process, and the next lease commit's fsync takes them to disk; a power
     /// loss may roll back the last ones, which the next refresh writes again), so a status
-    /// write holds the file's write lock for microseconds, not an fsync. Every other store
-    /// is shared as it is.
+    /// write holds the file's write lock for microseconds, not an fsync. For etcd, a client
+    /// of its own (its own gRPC connection): a takeover's burst of first status reads and
+    /// writes on the coordination client held lease renewals past their 2 s bound at scale
+    /// (`docs/performance.md`, "Takeover"). Every other store is shared as it is.
     pub fn open_for_statuses(
         &self,
         coordination: &OpenedStore,
     ) -> Result<Arc<dyn Store>, ReplicaError> {
+        #[cfg(feature = "etcd")]
+        if let StoreUrl::Etcd { .. } = self {
+            return Ok(self.open_with(OpenMode::Existing, None)?.store);
+        }
         let StoreUrl::Sqlite(path) = self else {
             return Ok(coordination.store.clone());
         };
@@ -376,6 +382,25 @@ mod tests {
             StoreUrl::Memory.with_etcd_access(EtcdAccess::default()),
             Ok(StoreUrl::Memory)
         );
+    }
+
+    /// App statuses on etcd go through a client of their own, not the one the lease
+    /// renewals use, and land in the same store.
+    #[cfg(feature = "etcd")]
+    #[tokio::test]
+    async fn statuses_on_etcd_have_a_client_of_their_own() {
+        use fleetshard_coord::store::Precondition;
+        let etcd = fleetshard_testsupport::etcd::EtcdServer::start().unwrap();
+        let url: StoreUrl = etcd.url().parse().unwrap();
+        let coordination = url.open().unwrap();
+        let statuses = url.open_for_statuses(&coordination).unwrap();
+        assert!(!Arc::ptr_eq(&statuses, &coordination.store));
+        statuses
+            .put("fs-status/a", b"s".to_vec(), Precondition::Absent)
+            .await
+            .unwrap();
+        let seen = coordination.store.list("fs-status/").await.unwrap();
+        assert_eq!(seen.entries.len(), 1);
     }
 
     /// A replica's store on an etcd that serves TLS only, wants a client certificate and
