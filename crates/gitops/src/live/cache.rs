@@ -190,7 +190,6 @@ struct Watched {
 /// is dropped.
 pub(crate) struct KindCache {
     watches: Mutex<Vec<Arc<Watched>>>,
-    kept: super::slim::KeptManagers,
     /// What a watch added later starts from.
     ctx: WatchContext,
     resource: ApiResource,
@@ -247,7 +246,6 @@ impl KindCache {
         };
         KindCache {
             watches: Mutex::new(watches),
-            kept: ctx.kept.clone(),
             ctx: ctx.clone(),
             resource: resource.clone(),
         }
@@ -367,18 +365,19 @@ impl KindCache {
     /// The cached objects of `namespace` (`None`: every one), parsed outside the cache's
     /// lock: an orphaned-resources scan reads one namespace.
     pub(crate) fn values_in(&self, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        let taken = self.gather(|(ns, _), v| namespace.is_none_or(|n| n == ns).then(|| v.shared()));
+        taken.into_iter().map(Shared::value).collect()
+    }
+
+    /// What `pick` takes of each cached object, under each watch's lock in turn (the
+    /// taking is cheap; parsing what was taken is the caller's, outside the locks).
+    fn gather<T>(&self, mut pick: impl FnMut(&ObjKey, &Compact) -> Option<T>) -> Vec<T> {
         let mut taken = Vec::new();
         for w in self.watches() {
             let s = lock(&w.state);
-            taken.extend(
-                s.objects
-                    .by_key
-                    .iter()
-                    .filter(|((ns, _), _)| namespace.is_none_or(|n| n == ns))
-                    .map(|(_, v)| v.shared()),
-            );
+            taken.extend(s.objects.by_key.iter().filter_map(|(k, v)| pick(k, v)));
         }
-        taken.into_iter().map(Shared::value).collect()
+        taken
     }
 
     /// Every cached object as the resource tree reads them (outside the cache's lock):
@@ -387,16 +386,7 @@ impl KindCache {
     /// namespace (all the tree reads of an object that is no one's child, and none of
     /// `TREE_KINDS`: which objects exist).
     pub(crate) fn tree_values(&self) -> Vec<Arc<Value>> {
-        let mut taken: Vec<(ObjKey, Option<Shared>)> = Vec::new();
-        for w in self.watches() {
-            let s = lock(&w.state);
-            taken.extend(
-                s.objects
-                    .by_key
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.in_tree().then(|| v.shared()))),
-            );
-        }
+        let taken = self.gather(|k, v| Some((k.clone(), v.in_tree().then(|| v.shared()))));
         let api_version = self.resource.api_version.as_str();
         let kind = self.resource.kind.as_str();
         taken
@@ -440,7 +430,7 @@ impl KindCache {
     /// it even before the watch delivers it (read-your-writes). An object no watch sees
     /// is not kept.
     pub(crate) fn observe(&self, key: ObjKey, mut value: Value) {
-        let kept = lock(&self.kept).clone();
+        let kept = lock(&self.ctx.kept).clone();
         super::slim::slim(&mut value, &kept);
         if let Some(w) = self.watch_of(&key) {
             let mut s = lock(&w.state);

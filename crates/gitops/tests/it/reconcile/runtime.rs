@@ -176,6 +176,27 @@ async fn synced_by(
     replicas
 }
 
+/// Apps `app0`… `app{n-1}` in `git`, each one ConfigMap `cm{i}` whose value is `value`
+/// (uncommitted).
+fn write_config_map_apps(git: &Git, n: usize, value: &str) {
+    for i in 0..n {
+        git.write(
+            &format!("app{i}/cm.yaml"),
+            &config_map(&format!("cm{i}"), value),
+        );
+    }
+}
+
+/// App `a{i}` from `git`'s `app{i}` at `main`, auto-synced to cluster `c1` on `fake`.
+fn app_target(
+    i: usize,
+    git: &Git,
+    fake: &FakeApiServer,
+) -> fleetshard_gitops::reconciler::AppTarget {
+    let (name, path) = (format!("a{i}"), format!("app{i}"));
+    target(&name, &git.path(), "main", &path, access("c1", fake), AUTO)
+}
+
 async fn shut_down(replicas: Vec<Replica>) {
     for r in replicas {
         drop(r.feed);
@@ -464,26 +485,14 @@ async fn each_slice_of_a_split_cluster_is_worked_on_by_its_owner_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let git = Git::init(&tmp.path().join("repo"));
     const N: usize = 8;
-    for i in 0..N {
-        git.write(
-            &format!("app{i}/cm.yaml"),
-            &config_map(&format!("cm{i}"), "1"),
-        );
-    }
+    write_config_map_apps(&git, N, "1");
     let first = git.commit("initial");
     let fake = FakeApiServer::start().await.unwrap();
     let inventory = Arc::new(StaticInventory::default());
     let clusters = vec![Cluster::new("c1", fake.url())];
     let mut apps = Vec::new();
     for i in 0..N {
-        let t = target(
-            &format!("a{i}"),
-            &git.path(),
-            "main",
-            &format!("app{i}"),
-            access("c1", &fake),
-            AUTO,
-        );
+        let t = app_target(i, &git, &fake);
         apps.push(t.app.clone());
         inventory.insert(t);
     }
@@ -518,12 +527,7 @@ async fn each_slice_of_a_split_cluster_is_worked_on_by_its_owner_alone() {
     stop(&a, "c1#slice-0-of-2").await;
     assert!(a.reconciler.clusters().started().is_empty());
     let writes_before = a.sink.count();
-    for i in 0..N {
-        git.write(
-            &format!("app{i}/cm.yaml"),
-            &config_map(&format!("cm{i}"), "2"),
-        );
-    }
+    write_config_map_apps(&git, N, "2");
     let second = git.commit("v2");
     // Every app asked for again on both replicas: only b's slice 1 is worked on.
     for x in &apps {
@@ -593,12 +597,7 @@ async fn each_slice_owner_lists_and_watches_only_its_apps_kinds() {
         let (git, commit, tmp) = (&git, &commit, &tmp);
         async move {
             let fake = FakeApiServer::start().await.unwrap();
-            let targets = (0..N)
-                .map(|i| {
-                    let (name, path) = (format!("a{i}"), format!("app{i}"));
-                    target(&name, &git.path(), "main", &path, access("c1", &fake), AUTO)
-                })
-                .collect();
+            let targets = (0..N).map(|i| app_target(i, git, &fake)).collect();
             let caches = tmp.path().join(format!("kinds-{}", units.len()));
             let replicas = synced_by(&fake, targets, &units, &caches, commit).await;
             let counts = fake.request_counts();
@@ -648,12 +647,7 @@ async fn a_slice_owner_watches_a_shared_kind_only_in_its_apps_namespaces() {
     let tmp = tempfile::tempdir().unwrap();
     let git = Git::init(&tmp.path().join("repo"));
     const N: usize = 8;
-    for i in 0..N {
-        git.write(
-            &format!("app{i}/cm.yaml"),
-            &config_map(&format!("cm{i}"), "1"),
-        );
-    }
+    write_config_map_apps(&git, N, "1");
     let commit = git.commit("initial");
     let ns_of = |i: usize| format!("team{i}");
     let run = |units: Vec<Vec<&'static str>>| {
@@ -677,8 +671,7 @@ async fn a_slice_owner_watches_a_shared_kind_only_in_its_apps_namespaces() {
                     "data": {"value": "0"},
                 }))
                 .unwrap();
-                let (name, path) = (format!("a{i}"), format!("app{i}"));
-                let mut t = target(&name, &git.path(), "main", &path, access("c1", &fake), AUTO);
+                let mut t = app_target(i, git, &fake);
                 t.app.destination.namespace = Some(ns_of(i));
                 targets.push(t);
             }
