@@ -32,6 +32,18 @@ use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::trace::TraceLayer;
 use tracing::Span;
 
+/// Idle HTTP connections kept per cluster for its next requests (hyper keeps every one by
+/// default). Watches hold their own connections; a connection costs about 16 KiB of heap
+/// (hyper's buffers and dispatch channel) and a socket, and the cold start's lists, version
+/// check and reachability probe left about 3.7 idle per cluster (`docs/performance.md`, "A
+/// `gitops` replica at its full-size share"). One serves the reachability probe and a
+/// sync's writes one after another; a burst beyond that opens connections and closes them
+/// after.
+const IDLE_CONNECTIONS_PER_CLUSTER: usize = 1;
+
+/// How long an idle connection is kept (hyper's and client-go's default is 90 s).
+const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The service of a client [`client_builder`] builds (kube's `GenericService`).
 pub(super) type GenericService = BoxService<Request<Body>, Response<Box<DynBody>>, BoxError>;
 
@@ -125,7 +137,10 @@ where
     connector.set_reset_reader_on_write(config.reset_reader_on_write);
     let executor = TokioExecutor::new();
     let client: hyper_util::client::legacy::Client<_, Body> =
-        hyper_util::client::legacy::Builder::new(executor).build(connector);
+        hyper_util::client::legacy::Builder::new(executor)
+            .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_CLUSTER)
+            .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
+            .build(connector);
 
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
