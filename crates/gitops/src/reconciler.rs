@@ -81,7 +81,7 @@ use crate::apply::LeaseCheck;
 use crate::compare::SyncStatus;
 use crate::live::ClusterConnections;
 use crate::source::{Render, RepoCache, StandaloneRenderer};
-use memo::{Memo, Refreshed};
+use memo::{KeptOperation, Memo, Refreshed};
 
 pub use acquisition::PhaseHistogram;
 pub use history::RevisionHistory;
@@ -364,10 +364,11 @@ impl GitOpsReconciler {
     /// ([`GitOpsReconciler::record_unrecorded`]); any operation state written replaces it.
     async fn record(&self, app: &AppKey, update: StatusUpdate) -> Result<(), ReconcileError> {
         // The operation recorded before, to tell a start or an end (events).
-        let before = self
-            .events
-            .as_ref()
-            .and_then(|_| self.memos().get(app).map(|m| m.op.clone()));
+        let before = self.events.as_ref().and_then(|_| {
+            self.memos()
+                .get(app)
+                .map(|m| m.op.as_ref().and_then(KeptOperation::state))
+        });
         let mut stored = false;
         let written = if self.lease.lease_valid() {
             match self.sink.write(app, &update).await {
@@ -387,10 +388,10 @@ impl GitOpsReconciler {
         {
             m.unrecorded = match &written {
                 Ok(()) => {
-                    m.op = Some((**state).clone());
+                    m.op = Some(KeptOperation::new(state));
                     None
                 }
-                Err(_) if state.phase != "Running" => Some((**state).clone()),
+                Err(_) if state.phase != "Running" => Some(state.clone()),
                 Err(_) => m.unrecorded.take(),
             };
         }
@@ -404,10 +405,7 @@ impl GitOpsReconciler {
     async fn record_unrecorded(&self, app: &AppKey) -> Result<(), ReconcileError> {
         let unrecorded = self.memos().get(app).and_then(|m| m.unrecorded.clone());
         match unrecorded {
-            Some(state) => {
-                self.record(app, StatusUpdate::Operation(Box::new(state)))
-                    .await
-            }
+            Some(state) => self.record(app, StatusUpdate::Operation(state)).await,
             None => Ok(()),
         }
     }

@@ -8,6 +8,7 @@
 
 use fleetshard_controller::AppKey;
 
+use super::memo::KeptOperation;
 use super::{GitOpsReconciler, OperationState, RecordedStatuses, StatusUpdate};
 use crate::events::{AppEvent, EventLabelKeys, message};
 
@@ -33,7 +34,7 @@ impl GitOpsReconciler {
         }
         // The operation may have read (and written) it meanwhile: what it knows wins.
         if !m.op_read {
-            m.op = recorded.operation;
+            m.op = recorded.operation.as_ref().map(KeptOperation::new);
             m.op_read = true;
         }
     }

@@ -20,6 +20,7 @@ use fleetshard_manifest::project::WindowVerdict;
 use fleetshard_manifest::{RefusalKind, RetryPolicy, SyncRequest};
 use serde_json::{Value, json};
 
+use super::memo::KeptOperation;
 use super::{
     AppTarget, BackoffRecord, GitOpsReconciler, Initiator, OperationRecord, OperationState,
     RetryRecord, SinkError, StatusUpdate, SyncOperation, SyncOperationResource,
@@ -136,7 +137,7 @@ impl GitOpsReconciler {
             let m = memos.entry(key.clone()).or_default();
             m.cluster.clone_from(&target.cluster.id);
             m.unresolved = false;
-            (m.op.clone(), m.op_read)
+            (m.op.as_ref().and_then(KeptOperation::state), m.op_read)
         };
         let asked_to_stop = target.spec.lifecycle.terminating
             && known.as_ref().is_none_or(|o| o.phase != "Terminating");
@@ -151,7 +152,7 @@ impl GitOpsReconciler {
         };
         let mut memos = self.memos();
         let m = memos.entry(key.clone()).or_default();
-        m.op.clone_from(&recorded);
+        m.op = recorded.as_ref().map(KeptOperation::new);
         m.op_read = true;
         Ok(recorded)
     }
@@ -172,7 +173,7 @@ impl GitOpsReconciler {
                 // Cleared (by our own status write, or by hand): the next request runs.
                 m.request_done = None;
             }
-            request.filter(|r| m.request_done.as_ref() != Some(r))
+            request.filter(|r| m.request_done.as_deref() != Some(r))
         };
         let Some(request) = pending else {
             return Ok(None);
@@ -206,9 +207,10 @@ impl GitOpsReconciler {
             && (ran.is_ok()
                 || m.op
                     .as_ref()
+                    .and_then(KeptOperation::state)
                     .is_some_and(|o| o.started_at == started_at && o.operation == operation))
         {
-            m.request_done = Some(request);
+            m.request_done = Some(Box::new(request));
         }
         ran.map(Some)
     }
@@ -248,7 +250,7 @@ impl GitOpsReconciler {
         self.record(key, StatusUpdate::Operation(Box::new(state)))
             .await?;
         if let Some(m) = self.memos().get_mut(key) {
-            m.request_done = Some(request.clone());
+            m.request_done = Some(Box::new(request.clone()));
             m.sync_error = Some(message);
         }
         Ok(())
@@ -271,7 +273,7 @@ impl GitOpsReconciler {
             let Some(last) = m.last.clone() else {
                 return Ok(Operated::Idle);
             };
-            (last, m.op.clone())
+            (last, m.op.as_ref().and_then(KeptOperation::state))
         };
         // Never prune to an empty render unless allowed (refused with a SyncError
         // condition by the refresh); a protected object to prune is nothing to do.

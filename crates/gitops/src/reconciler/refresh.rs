@@ -11,7 +11,7 @@ use fleetshard_manifest::{RefreshRequest, RefusalKind};
 use serde_json::Value;
 
 use super::lifecycle::DELETION_ERROR;
-use super::memo::DeletionHooks;
+use super::memo::{DeletionHooks, KeptOperation};
 use super::problem::{COMPARISON_ERROR, Problem};
 use super::report::AppReport;
 use super::role::{Role, role};
@@ -443,7 +443,8 @@ impl GitOpsReconciler {
         self.learn_recorded(key).await;
         // As Argo CD: a refresh annotation, or the first comparison after the source
         // changed, resolves the revision again; a hard one renders again too.
-        let source_now = serde_json::json!([
+        // Kept as its compact text: a `Value` costs several times as much, for every app.
+        let source_now: Box<str> = serde_json::json!([
             target.spec.source.raw,
             target
                 .spec
@@ -451,7 +452,9 @@ impl GitOpsReconciler {
                 .iter()
                 .map(|s| &s.raw)
                 .collect::<Vec<_>>()
-        ]);
+        ])
+        .to_string()
+        .into();
         // A hard refresh asked for by the annotation is served once per request: the status
         // write removes the annotation (Kubernetes), but a fleet file keeps it, and a watch
         // may still show it on the next refresh. `timeout.hard.reconciliation` asks for
@@ -530,7 +533,8 @@ impl GitOpsReconciler {
         status.sync.compared_before = self
             .memos()
             .get(key)
-            .and_then(|m| m.compared_written.clone());
+            .and_then(|m| m.compared_written.as_deref().map(serde_json::from_str))
+            .and_then(Result::ok);
         status.sync.compared_to = Some(compared.clone());
         status
             .controller_namespace
@@ -549,7 +553,7 @@ impl GitOpsReconciler {
             }
         }
         if let Some(m) = self.memos().get_mut(key) {
-            let in_operation = m.op.as_ref().is_some_and(|o| o.in_progress());
+            let in_operation = m.op.as_ref().is_some_and(KeptOperation::in_progress);
             // A failed refresh keeps the count of the last one that looked.
             let orphaned = match &m.last {
                 Some(last) => last.orphans.unwrap_or(0),
@@ -557,13 +561,13 @@ impl GitOpsReconciler {
             };
             let mut report = AppReport::of(&target, &status, in_operation);
             report.orphaned_resources = orphaned;
-            m.report = Some(report);
+            m.report = Some(Box::new(report));
             m.activity.refreshed(began.elapsed());
         }
         self.record(key, StatusUpdate::Comparison(Box::new(status)))
             .await?;
         if let Some(m) = self.memos().get_mut(key) {
-            m.compared_written = Some(compared);
+            m.compared_written = Some(compared.to_string().into());
         }
         self.acquisitions
             .compared(&self.unit_of(key, &target.cluster.id), key);

@@ -160,7 +160,7 @@ impl GitOpsReconciler {
         let mut reports: Vec<AppReport> = memos
             .values()
             .filter_map(|m| {
-                let mut r = m.report.clone()?;
+                let mut r = m.report.as_deref()?.clone();
                 r.activity = m.activity.clone();
                 r.activity.requests = m.requests.counts();
                 Some(r)

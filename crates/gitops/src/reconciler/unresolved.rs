@@ -55,7 +55,7 @@ impl GitOpsReconciler {
                 &status.health.status,
                 &status.reconciled_at,
             );
-            m.report = Some(AppReport::of_unresolved(target, &status));
+            m.report = Some(Box::new(AppReport::of_unresolved(target, &status)));
         }
         status.refresh_done = target.spec.refresh.is_some();
         status
@@ -130,7 +130,7 @@ impl GitOpsReconciler {
         let request = target.spec.sync_request.as_ref().filter(|r| {
             self.memos()
                 .get(key)
-                .is_none_or(|m| m.request_done.as_ref() != Some(*r))
+                .is_none_or(|m| m.request_done.as_deref() != Some(*r))
         });
         let now = self.clock.now_rfc3339();
         let ended = match (recorded, request) {
@@ -153,7 +153,7 @@ impl GitOpsReconciler {
         let mut memos = self.memos();
         let m = memos.entry(key.clone()).or_default();
         m.unresolved = true;
-        m.request_done.clone_from(&target.spec.sync_request);
+        m.request_done = target.spec.sync_request.clone().map(Box::new);
         Ok(Operated::Finished)
     }
 }
