@@ -55,6 +55,7 @@ mod memo;
 mod operate;
 mod operation;
 mod orphans;
+mod packed;
 mod place;
 mod problem;
 mod project;

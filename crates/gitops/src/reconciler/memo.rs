@@ -173,12 +173,13 @@ pub(super) struct Memo {
 // was 2,280 bytes, 37 MiB of table at 10,000 apps; 552 now).
 const _: () = assert!(std::mem::size_of::<Memo>() <= 600);
 
-/// An operation state kept as its compact JSON text (the store's format): decoded, one
-/// with its sync results took about 2.8 KiB per app at the full-size share, the largest
-/// part of a memo. Decoded again when an operation or an event reads it.
+/// An operation state kept as its JSON (the store's format), deflated ([`super::packed`]):
+/// decoded, one with its sync results took about 2.8 KiB per app at the full-size share,
+/// the largest part of a memo, and 1.3 KiB as text. Decoded again when an operation or an
+/// event reads it.
 #[derive(Debug)]
 pub(super) struct KeptOperation {
-    text: Box<str>,
+    packed: Box<[u8]>,
     in_progress: bool,
 }
 
@@ -187,15 +188,17 @@ impl KeptOperation {
     pub(super) fn new(state: &OperationState) -> Self {
         KeptOperation {
             // Serializing a struct of strings and numbers cannot fail.
-            text: serde_json::to_string(state).unwrap_or_default().into(),
+            packed: super::packed::pack(&serde_json::to_vec(state).unwrap_or_default())
+                .into_boxed_slice(),
             in_progress: state.in_progress(),
         }
     }
 
-    /// The state kept (`None` only if the text did not decode, which text this encoded
-    /// always does: the sink's records rely on the same round trip).
+    /// The state kept (`None` only if it did not decode, which what this encoded always
+    /// does: the sink's records rely on the same round trip).
     pub(super) fn state(&self) -> Option<OperationState> {
-        serde_json::from_str(&self.text).ok()
+        let json = super::packed::unpack(&self.packed)?;
+        serde_json::from_slice(&json).ok()
     }
 
     /// [`OperationState::in_progress`] of the state kept.

@@ -50,6 +50,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::history::RevisionHistory;
+use super::packed;
 use super::status::{
     ComparisonStatus, Condition, OperationState, SinkError, StatusSink, StatusUpdate,
 };
@@ -165,35 +166,9 @@ pub async fn read_statuses(
         .collect())
 }
 
-/// `json` deflated at the fastest level, as kept in memory: a status record shrinks
-/// about fourfold, for some 20 µs per write.
-fn pack(json: &[u8]) -> Arc<[u8]> {
-    use std::io::Write as _;
-    let mut encoder = flate2::write::DeflateEncoder::new(
-        Vec::with_capacity(json.len() / 3),
-        flate2::Compression::fast(),
-    );
-    // Writing to a `Vec` cannot fail.
-    let packed = encoder
-        .write_all(json)
-        .and_then(|()| encoder.finish())
-        .unwrap_or_default();
-    Arc::from(packed)
-}
-
-/// The JSON [`pack`] deflated; `None` if `packed` is not deflate data.
-fn unpack(packed: &[u8]) -> Option<Vec<u8>> {
-    use std::io::Read as _;
-    let mut json = Vec::with_capacity(packed.len() * 4);
-    flate2::read::DeflateDecoder::new(packed)
-        .read_to_end(&mut json)
-        .ok()?;
-    Some(json)
-}
-
 /// What this sink last wrote for an app.
 struct Written {
-    /// The record as written, encoded and deflated ([`pack`]): 2.5 KiB of JSON per app
+    /// The record as written, encoded and deflated ([`packed::pack`]): 2.5 KiB of JSON per app
     /// at the full-size share, where the decoded record's maps and strings took several
     /// times that; unpacked and decoded again by the next write.
     record: Arc<[u8]>,
@@ -271,8 +246,8 @@ impl StoreStatusSink {
             (Arc::clone(&w.record), w.version, w.comparison_at)
         };
         // Decoded outside the lock; bytes this sink packed always decode (else: read).
-        let Some(record) =
-            unpack(&bytes).and_then(|json| StoredAppStatus::decode(app.as_str(), &json).ok())
+        let Some(record) = packed::unpack(&bytes)
+            .and_then(|json| StoredAppStatus::decode(app.as_str(), &json).ok())
         else {
             return Plan::Read;
         };
@@ -350,7 +325,7 @@ impl StoreStatusSink {
                 .version
                 .map_or(Precondition::Absent, Precondition::Version);
             let encoded = record.encode();
-            let kept = pack(&encoded);
+            let kept: Arc<[u8]> = Arc::from(packed::pack(&encoded));
             match self.store.put(&key, encoded, pre).await {
                 Ok(version) => {
                     let comparison_at = match update {

@@ -515,23 +515,3 @@ async fn an_operation_end_meeting_conflicts_again_and_again_is_written() {
         "the other writer's half is kept"
     );
 }
-
-#[test]
-fn a_kept_record_is_deflated_and_unpacks_to_what_was_written() {
-    let json = serde_json::to_vec(&serde_json::json!({
-        "comparison": {"resources": (0..5).map(|i| serde_json::json!({
-            "group": "apps", "kind": "Deployment", "namespace": "team-a",
-            "name": format!("web-{i}"), "status": "Synced", "health": {"status": "Healthy"}
-        })).collect::<Vec<_>>()}
-    }))
-    .unwrap();
-    let packed = super::pack(&json);
-    assert!(
-        packed.len() * 3 < json.len(),
-        "{} of {}",
-        packed.len(),
-        json.len()
-    );
-    assert_eq!(super::unpack(&packed).as_deref(), Some(json.as_slice()));
-    assert_eq!(super::unpack(b"not deflate data"), None);
-}
