@@ -12,7 +12,8 @@ use cli::exit::Exit;
 /// jemalloc, not glibc's malloc: a `gitops` replica frees much of what its cold start's
 /// syncs allocated, and glibc kept it (about twice the live heap, `docs/performance.md`,
 /// "A `gitops` replica at its full-size share"); jemalloc returns freed pages to the
-/// system after a few seconds. The `system-allocator` feature keeps the system's, for heap
+/// system 100 ms after they are freed (its options are compiled in from
+/// `.cargo/config.toml`). The `system-allocator` feature keeps the system's, for heap
 /// profilers that hook malloc.
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
