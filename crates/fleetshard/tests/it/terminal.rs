@@ -165,10 +165,20 @@ fn version_names_the_version_the_commit_and_the_features() {
     let out = fleetshard().arg("--version").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    let want_features = if cfg!(feature = "etcd") {
-        "etcd"
+    // Every feature the binary was built with, in name order (build.rs).
+    let enabled = [
+        ("etcd", cfg!(feature = "etcd")),
+        ("system-allocator", cfg!(feature = "system-allocator")),
+    ];
+    let names: Vec<&str> = enabled
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(n, _)| *n)
+        .collect();
+    let want_features = if names.is_empty() {
+        "none".to_owned()
     } else {
-        "none"
+        names.join(",")
     };
     let line = text.trim_end();
     let rest = line
