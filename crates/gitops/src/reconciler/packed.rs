@@ -6,19 +6,18 @@
 
 use std::io::{Read as _, Write as _};
 
-/// `json` deflated at the fastest level.
+/// `json` deflated at the fastest level (with spare capacity: a caller keeps it in a
+/// container of its exact size, `Box<[u8]>` or `Arc<[u8]>`).
 pub(super) fn pack(json: &[u8]) -> Vec<u8> {
     let mut encoder = flate2::write::DeflateEncoder::new(
         Vec::with_capacity(json.len() / 3),
         flate2::Compression::fast(),
     );
     // Writing to a `Vec` cannot fail.
-    let mut packed = encoder
+    encoder
         .write_all(json)
         .and_then(|()| encoder.finish())
-        .unwrap_or_default();
-    packed.shrink_to_fit();
-    packed
+        .unwrap_or_default()
 }
 
 /// The JSON [`pack`] deflated; `None` if `packed` is not deflate data.
