@@ -42,7 +42,10 @@ fn cluster_secret(i: usize, shard: Option<&str>, manual: bool) -> Value {
     }
     let mut secret = json!({
         "apiVersion": "v1", "kind": "Secret",
+        // A fixed uid: the uid is the cluster's id, and so what balanced placement hashes.
+        // The fake would draw a random one, and with it a different plan in every run.
         "metadata": {"name": format!("cluster-c{i}"), "namespace": "argocd",
+                     "uid": format!("00000000-0000-4000-8000-{i:012}"),
                      "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
         "data": data,
     });
@@ -347,6 +350,8 @@ fn watch_pins_a_new_cluster_secret() {
     let first = wait_for("the first pins", WAIT, || pinned(&f.server, 6));
     add_cluster(&f.server, 6, None, false);
     let second = wait_for("the new Secret pinned", WAIT, || pinned(&f.server, 7));
+    assert_balanced(&loads(&first));
+    assert_balanced(&loads(&second));
     let moved = first.iter().filter(|(n, s)| second[*n] != **s).count();
     assert!(moved <= 1, "{first:?} -> {second:?}");
     signal(child.0.id(), "-TERM");
