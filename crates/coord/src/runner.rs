@@ -206,6 +206,7 @@ impl Runner {
         let mut change: Option<BoxFuture<'static, Result<u64, StoreError>>> = None;
         let mut release_by: Option<Instant> = None;
         let mut newest_write = 0u64;
+        let mut woke_for: Option<Mono> = None;
         let mut stops_rx = self
             .stops_rx
             .take()
@@ -230,6 +231,9 @@ impl Runner {
                 .replica
                 .shard_valid_until(self.now())
                 .map(|m| self.start + m.0);
+            // Each due time is woken for once: a renewal held back (a claim in flight) is
+            // left to the timer, not spun on.
+            let renewal = (self.replica.next_renewal()).filter(|r| Some(r.0) > woke_for);
             tokio::select! {
                 biased;
                 r = shutdown.changed(), if release_by.is_none() => {
@@ -288,6 +292,16 @@ impl Runner {
                 _ = tick.tick() => {
                     let actions = self.replica.tick(self.now());
                     self.execute(actions, &done_tx);
+                }
+                _ = sleep_until_opt(renewal.map(|(m, _)| self.start + m.0)) => {
+                    // A renewal due: on time, not up to a tick or a poll late. A presence
+                    // record is renewed at a listing's step: list now.
+                    woke_for = renewal.map(|r| r.0);
+                    let actions = self.replica.tick(self.now());
+                    self.execute(actions, &done_tx);
+                    if renewal.is_some_and(|(_, presence)| presence) {
+                        next_poll = Instant::now();
+                    }
                 }
                 _ = sleep_until_opt(deadline) => {
                     // Our own deadline: stop at once rather than up to a tick late.
@@ -401,22 +415,6 @@ impl Runner {
         }
     }
 
-    /// Tells the metrics how the other holders' leases looked in the listing just stepped.
-    fn report_peers(&self) {
-        let leases: Vec<PeerRenewal> = self
-            .replica
-            .peer_leases()
-            .iter()
-            .map(|p| PeerRenewal {
-                shard: p.shard,
-                changed_at: self.start + p.changed.0,
-                clusters: p.clusters,
-            })
-            .collect();
-        let at_risk_after = self.cfg.timing.renew_every + self.timing.poll + PEER_RENEW_MARGIN;
-        self.metrics.peer_leases(&leases, at_risk_after);
-    }
-
     /// A stop the hook finished: the replica may acknowledge, and it is reported.
     fn stopped(&mut self, stop: StopDone) {
         if let Some(n) = self.stops_in_flight.get_mut(&stop.cluster) {
@@ -441,20 +439,6 @@ impl Runner {
             Err(e) if done.delete => self.replica.on_delete(done.ticket, Err(e)),
             Err(e) => self.replica.on_write(done.ticket, Err(e)),
         }
-    }
-
-    fn store_error(&mut self, e: &StoreError) {
-        self.stats.store_errors += 1;
-        self.stats.last_store_error = Some(e.to_string());
-        // A replaced store is final (the store guard refuses it from now on): said once.
-        if let StoreError::Replaced { what } = e {
-            if self.stats.store_replaced.is_none() {
-                tracing::error!(identity = %self.cfg.identity, "fenced: store replaced ({what}); no more listings, the lease lapses at its deadline");
-                self.stats.store_replaced = Some(what.clone());
-            }
-            return;
-        }
-        tracing::warn!(identity = %self.cfg.identity, "{e}");
     }
 
     /// Stops and starts now, in order; writes as tasks reporting back on `done`.

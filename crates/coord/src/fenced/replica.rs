@@ -85,7 +85,8 @@ struct Held {
     version: u64,
     beat: u64,
     acked: u64,
-    last_sent: Mono,
+    /// When the next renewal is due (`leases::spread_after`).
+    renew_at: Mono,
 }
 
 #[derive(Debug, Clone)]
@@ -498,7 +499,12 @@ impl Replica {
                     version,
                     beat,
                     acked,
-                    last_sent: sent.at(),
+                    renew_at: leases::spread_after(
+                        shard,
+                        self.count,
+                        timing.renew_every,
+                        sent.at(),
+                    ),
                 });
             }
             Pending::RenewShard { sent, beat, acked } => {

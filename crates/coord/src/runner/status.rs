@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use super::PEER_RENEW_MARGIN;
 use crate::fenced::CorruptRecord;
-use crate::ownership::{ReplicaStatus, ShardView};
+use crate::ownership::{PeerRenewal, ReplicaStatus, ShardView};
+use crate::store::StoreError;
 
 /// A snapshot of the runner for health checks, metrics and status pages.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -208,5 +210,36 @@ impl super::Runner {
             *s = snapshot;
             changed
         });
+    }
+
+    /// Tells the metrics how the other holders' leases looked in the listing just stepped.
+    pub(super) fn report_peers(&self) {
+        let leases: Vec<PeerRenewal> = self
+            .replica
+            .peer_leases()
+            .iter()
+            .map(|p| PeerRenewal {
+                shard: p.shard,
+                changed_at: self.start + p.changed.0,
+                clusters: p.clusters,
+            })
+            .collect();
+        let at_risk_after = self.cfg.timing.renew_every + self.timing.poll + PEER_RENEW_MARGIN;
+        self.metrics.peer_leases(&leases, at_risk_after);
+    }
+
+    /// Counts a failed store call; a replaced store is said once.
+    pub(super) fn store_error(&mut self, e: &StoreError) {
+        self.stats.store_errors += 1;
+        self.stats.last_store_error = Some(e.to_string());
+        // A replaced store is final (the store guard refuses it from now on): said once.
+        if let StoreError::Replaced { what } = e {
+            if self.stats.store_replaced.is_none() {
+                tracing::error!(identity = %self.cfg.identity, "fenced: store replaced ({what}); no more listings, the lease lapses at its deadline");
+                self.stats.store_replaced = Some(what.clone());
+            }
+            return;
+        }
+        tracing::warn!(identity = %self.cfg.identity, "{e}");
     }
 }

@@ -896,3 +896,5 @@ async fn a_crashed_holders_clusters_are_reported_not_renewed_before_its_lease_ex
     assert_eq!(owners(&[&b, &c]).len(), 12);
     assert_eq!(seen.not_renewed(Instant::now()), 0);
 }
+
+mod renewals;

@@ -3,6 +3,8 @@
 //! compare-and-swap, renewed on the replica's own timer, and released on purpose when it is
 //! given up.
 
+use std::time::Duration;
+
 use super::seen::View;
 use super::{Action, Pending, Replica, WritePurpose};
 use crate::fenced::records::{PresenceRecord, ShardRecord, encode, presence_key, shard_key};
@@ -67,6 +69,30 @@ impl Replica {
         }
     }
 
+    /// When the next renewal is due: of the shard record, the distributor's separate
+    /// record, or (`presence: true`) the presence record, which is renewed at a listing's
+    /// step. The runner wakes then: renewals come every renew period, not up to a timer
+    /// tick or a poll later — observers (`status`, other replicas' at-risk signal) judge a
+    /// holder by that period. `None` while stopping or holding nothing to renew.
+    pub fn next_renewal(&self) -> Option<(Mono, bool)> {
+        if self.stopping {
+            return None;
+        }
+        let every = self.cfg.timing.renew_every;
+        let shard = self.shard.as_ref().map(|h| (h.renew_at, false));
+        let distributor = self
+            .distributor
+            .as_ref()
+            .filter(|d| d.bound.is_none())
+            .map(|d| (d.last_sent.after(every), false));
+        let presence = self
+            .presence
+            .as_ref()
+            .filter(|_| self.shard.is_none())
+            .map(|p| (p.last_sent.after(every), true));
+        shard.into_iter().chain(distributor).chain(presence).min()
+    }
+
     pub(super) fn claim_or_renew_shard(&mut self, view: &View, now: Mono, out: &mut Vec<Action>) {
         if self.shard.is_some() {
             self.renew_shard(now, out);
@@ -93,12 +119,16 @@ impl Replica {
         // A generation is acknowledged only once what it took from us has stopped.
         let stopped = self.stopping_clusters.is_empty();
         let acked = if stopped { applied } else { h.acked };
-        let due = now.since(h.last_sent) >= self.cfg.timing.renew_every
-            || (applied > h.acked && stopped && !ack_in_flight);
-        if !due || releasing {
+        let every = self.cfg.timing.renew_every;
+        let ack = applied > h.acked && stopped && !ack_in_flight;
+        if !(ack || now >= h.renew_at) || releasing {
             return;
         }
-        h.last_sent = now;
+        h.renew_at = if ack {
+            spread_after(h.shard, self.count, every, now)
+        } else {
+            now.after(every)
+        };
         let record = ShardRecord {
             holder: self.cfg.identity.clone(),
             incarnation: self.cfg.incarnation,
@@ -305,4 +335,18 @@ impl Replica {
             pre,
         });
     }
+}
+
+/// When shard `n` of `count`, claimed or acknowledged at `at`, renews next: `n/count` of a
+/// period later (shard 0: a whole period). Every holder claims its shard or acknowledges a
+/// generation at about the same moment, which would keep their renewals in step from then
+/// on; this spreads them over the period, so an observer (`status`) sees two of them in
+/// 2/N of it. Renewing sooner is always safe; it costs one write per claim or generation.
+pub(super) fn spread_after(n: u32, count: u32, every: Duration, at: Mono) -> Mono {
+    let count = count.max(1);
+    let slot = n % count;
+    if slot == 0 {
+        return at.after(every);
+    }
+    at.after(every.mul_f64(f64::from(slot) / f64::from(count)))
 }
