@@ -8,15 +8,16 @@
 pub mod argocd;
 mod costs;
 mod fenced;
+mod renewals;
 mod watch;
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::ValueEnum;
-use fleetshard_coord::fenced::FencedSnapshot;
 use fleetshard_coord::lease::LeaseTiming;
-use fleetshard_coord::store::{Listing, Store};
+use fleetshard_coord::store::Store;
 use fleetshard_core::Fleet;
 use fleetshard_util::duration::parse_go_duration;
 
@@ -48,9 +49,10 @@ pub struct StatusArgs {
     pub output: Output,
     /// Watch the leases for exactly this many seconds (0: one read, leases not judged;
     /// 4 or more, the lease duration: a lease unchanged that long is expired and its holder
-    /// shown as gone). Default: until every lease was renewed, at most 1.3 s — a lease
-    /// unchanged that long missed a renewal (a live holder renews every 1.25 s): its holder
-    /// is shown "not renewed" and acting on nothing.
+    /// shown as gone). Default: until every lease was renewed — seen changing, or written
+    /// after the previous renewals of two replicas seen renewing (the store's order) — at
+    /// most 1.3 s: a lease unchanged that long missed a renewal (a live holder renews every
+    /// 1.25 s), its holder is shown "not renewed" and acting on nothing.
     #[arg(long, value_name = "SECS", env = "FLEETSHARD_OBSERVE")]
     pub observe: Option<u64>,
     /// Redraw a compact live table (per shard: holder, lease, lease age, clusters, apps,
@@ -121,18 +123,28 @@ async fn observe(
     let timing = LeaseTiming::default();
     let first = list().await?;
     // Watch until every lease record was renewed (each live holder renews every 1.25 s),
-    // for at most a renew period and a little: a record unchanged that long missed a
-    // renewal and its holder is shown at risk, not acting, with an answer within 1.5 s even
-    // while a holder is dead. `--observe SECS` watches exactly that long (0: one read, not
-    // judged; the lease duration or more: an unchanged record is expired).
+    // seen changing or proven by the store's order once two replicas were seen renewing
+    // (`renewals.rs`), for at most a renew period and a little: a record unchanged that
+    // long missed a renewal and its holder is shown at risk, not acting, with an answer
+    // within 1.5 s even while a holder is dead. `--observe SECS` watches exactly that long
+    // and judges by changes alone (0: one read, not judged; the lease duration or more: an
+    // unchanged record is expired).
     let window = args
         .observe
         .map_or(timing.renew_every + RENEW_MARGIN, Duration::from_secs);
     let start = tokio::time::Instant::now();
+    let mut watch = renewals::RenewalWatch::new(root, &first);
     let mut now = first.clone();
-    while start.elapsed() < window && (args.observe.is_some() || !all_renewed(root, &first, &now)) {
+    let mut by_order = BTreeSet::new();
+    while start.elapsed() < window {
         tokio::time::sleep(POLL.min(window.saturating_sub(start.elapsed()))).await;
         now = list().await?;
+        if args.observe.is_none()
+            && let Some(renewed) = watch.all_renewed(&now)
+        {
+            by_order = renewed;
+            break;
+        }
     }
     let watched = start.elapsed();
     let span = if watched >= timing.duration {
@@ -146,6 +158,7 @@ async fn observe(
         now: &now,
         first: &first,
         span,
+        by_order: &by_order,
     };
     let mut report = fenced::build(root, args.shards, &w, names);
     costs::add_costs(&mut report, store, root)
@@ -156,40 +169,12 @@ async fn observe(
     Ok(report)
 }
 
-/// How often leases are read while watched.
-const POLL: Duration = Duration::from_millis(100);
+/// How often leases are read while watched: a renewal is seen at most this late.
+const POLL: Duration = Duration::from_millis(50);
 
 /// Beyond a renew period, how long a lease is watched before an unchanged one counts as a
 /// missed renewal (a renew's write takes a few milliseconds).
 const RENEW_MARGIN: Duration = Duration::from_millis(50);
-
-/// Whether every unreleased lease record of `first` has a new version in `now`.
-fn all_renewed(root: &str, first: &Listing, now: &Listing) -> bool {
-    let snap = FencedSnapshot::decode(root, first);
-    let version =
-        |l: &Listing, key: &str| l.entries.iter().find(|e| e.key == key).map(|e| e.version);
-    let leases = snap
-        .shards
-        .iter()
-        .filter(|(_, (_, r))| !r.released)
-        .map(|(n, _)| format!("{root}shards/{n}"))
-        .chain(
-            snap.presence
-                .iter()
-                .filter(|(_, (_, r))| !r.released)
-                .map(|(id, _)| format!("{root}replicas/{id}")),
-        )
-        // A distributor record bound to a shard is never renewed: that shard's is.
-        .chain(
-            snap.distributor
-                .iter()
-                .filter(|(_, r)| !r.released && r.shard.is_none())
-                .map(|_| format!("{root}distributor")),
-        );
-    leases
-        .into_iter()
-        .all(|k| version(now, &k) != version(first, &k))
-}
 
 /// The fleet given with `--fleet`/`--clusters`, if one is.
 fn load_fleet(args: &StatusArgs) -> anyhow::Result<Option<Fleet>> {

@@ -57,6 +57,7 @@ fn a_dead_holder_is_told_apart_and_owns_nothing() {
         now: &now,
         first: &first,
         span: WatchSpan::Lease,
+        by_order: &BTreeSet::new(),
     };
     let names: Names = [("a".to_owned(), ("alpha".to_owned(), "https://a".to_owned()))]
         .into_iter()
@@ -111,6 +112,7 @@ fn without_a_full_watch_nothing_unrenewed_is_called_acting() {
         now: &l,
         first: &l,
         span: WatchSpan::Short,
+        by_order: &BTreeSet::new(),
     };
     let r = build("fs/", None, &w, &Names::new());
     assert_eq!(r.clusters[0].state, ClusterState::NotJudged);
@@ -124,6 +126,7 @@ fn a_holder_that_missed_a_renewal_is_not_shown_acting() {
         now: &l,
         first: &l,
         span: WatchSpan::RenewPeriod,
+        by_order: &BTreeSet::new(),
     };
     let r = build("fs/", None, &w, &Names::new());
     assert_eq!(r.clusters[0].state, ClusterState::NotRenewed);
@@ -144,6 +147,7 @@ fn during_a_handover_no_owner_is_claimed() {
         now: &now,
         first: &first,
         span: WatchSpan::Lease,
+        by_order: &BTreeSet::new(),
     };
     let r = build("fs/", None, &w, &Names::new());
     assert_eq!(r.clusters[0].state, ClusterState::Handover);
@@ -215,6 +219,7 @@ fn replicas_that_see_another_fleet_are_flagged_and_dead_ones_ignored() {
         now: &now,
         first: &first,
         span: WatchSpan::Lease,
+        by_order: &BTreeSet::new(),
     };
     let r = build("fs/", None, &w, &Names::new());
     let flags: Vec<(&str, bool, bool)> = r
@@ -272,6 +277,7 @@ fn a_distributor_bound_to_its_shard_is_judged_by_that_shard() {
             now: &now,
             first: &first,
             span: WatchSpan::Lease,
+            by_order: &BTreeSet::new(),
         };
         build("fs/", None, &w, &Names::new())
     };
@@ -284,31 +290,6 @@ fn a_distributor_bound_to_its_shard_is_judged_by_that_shard() {
     assert_eq!(report("r1", 1).distributor.unwrap().lease, Lease::Expired);
     // Bound to a shard someone else holds.
     assert_eq!(report("r9", 0).distributor.unwrap().lease, Lease::Expired);
-}
-
-#[test]
-fn the_watch_does_not_wait_for_a_bound_distributor_record_to_be_renewed() {
-    // Shard 0 renewed between the two reads; the distributor record unchanged.
-    let reads = |bound: Option<u32>| {
-        let mut record = json!({"holder": "r0", "incarnation": 1, "beat": 1});
-        if let Some(n) = bound {
-            record["shard"] = json!(n);
-        }
-        let at = |v0: u64| {
-            listing(
-                20,
-                vec![
-                    entry("fs/shards/0", shard("r0", 2, false), v0),
-                    entry("fs/distributor", record.clone(), 4),
-                ],
-            )
-        };
-        (at(5), at(11))
-    };
-    let (first, now) = reads(Some(0));
-    assert!(crate::cli::status::all_renewed("fs/", &first, &now));
-    let (first, now) = reads(None);
-    assert!(!crate::cli::status::all_renewed("fs/", &first, &now));
 }
 
 /// Argo CD's built-in in-cluster entry has the empty id: its row names it `""`, not a blank.
