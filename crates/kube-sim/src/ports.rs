@@ -11,6 +11,7 @@
 
 use std::hash::{BuildHasher, Hasher};
 use std::net::TcpListener;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Where the search starts: ports below it are left to well-known services.
@@ -19,15 +20,24 @@ const LOWEST: u16 = 10_000;
 /// Offered so far by this process (each offer moves on).
 static OFFERED: AtomicU32 = AtomicU32::new(0);
 
+/// This process's random seed for where the search starts.
+static START: OnceLock<u64> = OnceLock::new();
+
 /// A port on 127.0.0.1 that was free when checked, outside the kernel's ephemeral range
 /// when one is free there (see the module's documentation); else one the kernel picks.
 pub fn free_port() -> std::io::Result<u16> {
     let (low, _) = ephemeral_range().unwrap_or((32_768, 60_999));
     if low > LOWEST {
         let span = u32::from(low - LOWEST);
-        let mut seed = std::collections::hash_map::RandomState::new().build_hasher();
-        seed.write_u32(std::process::id());
-        let start = u32::try_from(seed.finish() % u64::from(span)).unwrap_or(0);
+        // One random start per process: steps from it never repeat an offset within a span
+        // (7,919 is prime, so coprime with any span not a multiple of it). A start drawn per
+        // call would offer the same port to two calls (seen in CI: 1 in 50).
+        let start = *START.get_or_init(|| {
+            let mut seed = std::collections::hash_map::RandomState::new().build_hasher();
+            seed.write_u32(std::process::id());
+            seed.finish()
+        }) % u64::from(span);
+        let start = u32::try_from(start).unwrap_or(0);
         for _ in 0..256 {
             let step = OFFERED.fetch_add(1, Ordering::Relaxed);
             let offset = (start + step.wrapping_mul(7_919)) % span;
