@@ -7,8 +7,10 @@
 use std::path::Path;
 use std::process::Command;
 
-/// Runs the script on `stores`; returns its table's data rows, split into cells.
-fn scale_run(stores: &str) -> Vec<Vec<String>> {
+/// Runs the script with this test's binary and `args` (no `FLEETSHARD_`/`ARGOCD_`
+/// variable of the environment reaching it); asserts it succeeded; returns stdout and
+/// stderr.
+fn run_scale_run(args: &[&str]) -> (String, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/scale-run");
     let mut cmd = Command::new("bash");
     cmd.arg(&script);
@@ -19,21 +21,35 @@ fn scale_run(stores: &str) -> Vec<Vec<String>> {
     }
     let out = cmd
         .args(["--bin", env!("CARGO_BIN_EXE_fleetshard")])
-        .args(["--replicas", "2", "--clusters", "4", "--apps", "12"])
-        .args([
-            "--steady",
-            "2",
-            "--timeout",
-            "180",
-            "--takeover-timeout",
-            "60",
-        ])
-        .args(["--stores", stores, "--reconcilers", "none,gitops"])
+        .args(args)
         .output()
         .expect("running scripts/scale-run");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    (stdout, stderr)
+}
+
+/// Runs the script on `stores`; returns its table's data rows, split into cells.
+fn scale_run(stores: &str) -> Vec<Vec<String>> {
+    let (stdout, stderr) = run_scale_run(&[
+        "--replicas",
+        "2",
+        "--clusters",
+        "4",
+        "--apps",
+        "12",
+        "--steady",
+        "2",
+        "--timeout",
+        "180",
+        "--takeover-timeout",
+        "60",
+        "--stores",
+        stores,
+        "--reconcilers",
+        "none,gitops",
+    ]);
     let rows = table_rows(&stdout, "| store");
     assert_eq!(
         rows.len(),
@@ -115,16 +131,7 @@ fn the_scale_run_script_measures_a_small_fleet_on_etcd() {
 /// YAML and JSON, Python's `json.load` against `plan` on each; every figure a number.
 #[test]
 fn the_loader_measurement_gives_every_figure() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/scale-run");
-    let out = Command::new("bash")
-        .arg(&script)
-        .args(["--bin", env!("CARGO_BIN_EXE_fleetshard")])
-        .args(["--loader", "40", "--rounds", "1"])
-        .output()
-        .expect("running scripts/scale-run --loader");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    let (stdout, _) = run_scale_run(&["--loader", "40", "--rounds", "1"]);
     let rows = table_rows(&stdout, "| loading");
     let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
     assert_eq!(
