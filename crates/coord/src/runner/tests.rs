@@ -91,6 +91,20 @@ fn spawn(
     start(runner(store, config(name, 3, None), clusters, events))
 }
 
+/// Replicas `a`, `b` and `c` of three shards over `store`, placing 12 clusters `c00`…;
+/// their ownership events.
+fn three_runners(store: &Arc<dyn Store>) -> (Vec<Node>, mpsc::UnboundedReceiver<OwnershipChange>) {
+    let clusters: Vec<Cluster> = (0..12)
+        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
+        .collect();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let nodes = ["a", "b", "c"]
+        .iter()
+        .map(|n| spawn(store, n, &clusters, &tx))
+        .collect();
+    (nodes, rx)
+}
+
 /// Who acts on what, from the status snapshots; panics on a cluster acted on twice.
 fn owners(nodes: &[&Node]) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
@@ -124,14 +138,7 @@ fn replay(
 #[tokio::test(start_paused = true)]
 async fn three_runners_cover_every_cluster_once_and_hand_over_on_shutdown() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let clusters: Vec<Cluster> = (0..12)
-        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
-        .collect();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let nodes: Vec<Node> = ["a", "b", "c"]
-        .iter()
-        .map(|n| spawn(&store, n, &clusters, &tx))
-        .collect();
+    let (nodes, mut rx) = three_runners(&store);
     tokio::time::sleep(Duration::from_secs(10)).await;
     let all: Vec<&Node> = nodes.iter().collect();
     assert_eq!(owners(&all).len(), 12);
@@ -167,14 +174,7 @@ async fn three_runners_cover_every_cluster_once_and_hand_over_on_shutdown() {
 #[tokio::test(start_paused = true)]
 async fn a_crashed_runner_is_replaced_after_its_lease_without_overlap() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let clusters: Vec<Cluster> = (0..12)
-        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
-        .collect();
-    let (tx, _rx) = mpsc::unbounded_channel();
-    let nodes: Vec<Node> = ["a", "b", "c"]
-        .iter()
-        .map(|n| spawn(&store, n, &clusters, &tx))
-        .collect();
+    let (nodes, _rx) = three_runners(&store);
     tokio::time::sleep(Duration::from_secs(10)).await;
     let before = owners(&nodes.iter().collect::<Vec<_>>());
     assert_eq!(before.len(), 12);

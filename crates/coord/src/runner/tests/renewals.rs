@@ -120,14 +120,7 @@ async fn a_holder_and_a_spare_renew_every_renew_period_on_time() {
 #[tokio::test(start_paused = true)]
 async fn holders_that_acknowledged_one_generation_renew_spread_over_the_period() {
     let store: Arc<dyn Store> = Arc::new(Slow(MemoryStore::new()));
-    let clusters: Vec<Cluster> = (0..12)
-        .map(|i| Cluster::new(format!("c{i:02}"), format!("https://c{i}")))
-        .collect();
-    let (tx, _rx) = mpsc::unbounded_channel();
-    let nodes: Vec<Node> = ["a", "b", "c"]
-        .iter()
-        .map(|n| spawn(&store, n, &clusters, &tx))
-        .collect();
+    let (nodes, _rx) = three_runners(&store);
     tokio::time::sleep(Duration::from_secs(8)).await;
     assert_eq!(owners(&nodes.iter().collect::<Vec<_>>()).len(), 12);
     // When each shard's record changes, over four periods, as a phase of the period.
