@@ -1,10 +1,12 @@
 //! The balanced placement engine: the public [`BalancedPlacer`], full and incremental
 //! placement, and the report. The steps live in `engine/`: `state.rs` (targets),
-//! `decide.rs` (stay and place), `rebalance.rs` (shed and fill).
+//! `decide.rs` (stay and place), `rebalance.rs` (shed and fill), `exact.rs` (a small
+//! fleet's exact fit).
 
 mod decide;
 #[cfg(test)]
 mod equivalence;
+mod exact;
 mod order;
 mod rebalance;
 #[cfg(test)]

@@ -14,8 +14,10 @@
 //! 4. **Shed.** A shard above its bound hands off the fewest, smallest clusters that fix it.
 //! 5. **Fill.** A shard below its floor (a new replica) takes clusters from shards above
 //!    their target, those that prefer it most first, up to its target.
+//! 6. **Small fleets.** A shard still above its bound, with at most 12 movable clusters:
+//!    the placement within every bound that moves the fewest, if one exists.
 //!
-//! Because clusters only move in 3–5, and only as much as needed, scaling N→N+1 moves about
+//! Because clusters only move in 3–6, and only as much as needed, scaling N→N+1 moves about
 //! 1/(N+1) of the load, N→N−1 moves what the removed shard held, and one more or one fewer
 //! cluster moves at most a few others. The result is a pure function of the input.
 

@@ -29,10 +29,12 @@ impl BalancedPlacer {
         #[cfg(test)]
         if self.reference {
             self.rebalance_reference();
+            self.settle_small_fleet();
             return;
         }
         self.shed();
         self.fill();
+        self.settle_small_fleet();
     }
 
     /// Brings every shard above its bound back under it, moving the fewest, smallest
