@@ -233,7 +233,7 @@ impl Runner {
                 .map(|m| self.start + m.0);
             // Each due time is woken for once: a renewal held back (a claim in flight) is
             // left to the timer, not spun on.
-            let renewal = (self.replica.next_renewal()).filter(|r| Some(r.0) > woke_for);
+            let renewal = self.replica.next_renewal().filter(|r| Some(r.0) > woke_for);
             tokio::select! {
                 biased;
                 r = shutdown.changed(), if release_by.is_none() => {
