@@ -568,14 +568,11 @@ impl Placer for SlowPlacer {
     }
 }
 
-/// The renew counter of shard `n`'s record.
-async fn beat(store: &Arc<dyn Store>, n: u32) -> Option<u64> {
-    let entry = store
-        .get(&crate::fenced::shard_key("fs/", n))
-        .await
-        .ok()??;
-    let record: crate::fenced::ShardRecord = serde_json::from_slice(&entry.value).ok()?;
-    Some(record.beat)
+/// The renew counter of the lease record at `key` (a shard's or a presence record).
+async fn beat(store: &Arc<dyn Store>, key: &str) -> Option<u64> {
+    let entry = store.get(key).await.ok()??;
+    let record: serde_json::Value = serde_json::from_slice(&entry.value).ok()?;
+    record["beat"].as_u64()
 }
 
 #[tokio::test(start_paused = true)]
@@ -597,7 +594,7 @@ async fn renewals_and_readiness_stay_on_time_while_a_placement_takes_ten_seconds
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(node.status.borrow().placing, "{:?}", node.status.borrow());
     let renew_every = LeaseTiming::default().renew_every;
-    let (mut last_beat, mut changed_at) = (beat(&store, 0).await, Instant::now());
+    let (mut last_beat, mut changed_at) = (beat(&store, "fs/shards/0").await, Instant::now());
     let mut renewals = 0;
     // The first placement takes until 11 s; after its commit the distributor places once
     // more (from the committed document, to find nothing changed), until 21 s.
@@ -606,7 +603,7 @@ async fn renewals_and_readiness_stay_on_time_while_a_placement_takes_ten_seconds
         let now = Instant::now();
         // The renew timer kept running: the record changes at least every renew period
         // (plus one tick), and the lease, readiness and the distributor role never lapse.
-        let b = beat(&store, 0).await;
+        let b = beat(&store, "fs/shards/0").await;
         if b != last_beat {
             (last_beat, changed_at) = (b, now);
             renewals += 1;

@@ -58,14 +58,16 @@ impl BalancedPlacer {
         if !(0..shards).any(|s| st.load[s] as f64 > st.hi[s]) {
             return;
         }
-        let mut movable: Vec<usize> = (0..st.ids.len())
-            .filter(|&i| st.movable(i) && st.shard_of[i].is_some())
+        // Movable clusters with their shards.
+        let mut movable: Vec<(usize, u32)> = (0..st.ids.len())
+            .filter(|&i| st.movable(i))
+            .filter_map(|i| st.shard_of[i].map(|s| (i, s)))
             .take(MAX_CLUSTERS + 1)
             .collect();
         if movable.is_empty() || movable.len() > MAX_CLUSTERS {
             return;
         }
-        movable.sort_by(|&a, &b| {
+        movable.sort_by(|&(a, _), &(b, _)| {
             st.w[b]
                 .cmp(&st.w[a])
                 .then(st.keys[a].cmp(&st.keys[b]))
@@ -73,10 +75,7 @@ impl BalancedPlacer {
         });
         let mut load = st.load.clone();
         let mut order = Vec::with_capacity(movable.len());
-        for &i in &movable {
-            let Some(current) = st.shard_of[i] else {
-                continue;
-            };
+        for (i, current) in movable {
             load[current as usize] -= st.w[i];
             let home = self.tier(i, current);
             let allowed: Vec<u32> = std::iter::once(current)

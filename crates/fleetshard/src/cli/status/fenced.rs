@@ -53,9 +53,9 @@ pub(super) struct Watched<'a> {
     pub first: &'a Listing,
     /// How long the watch lasted.
     pub span: WatchSpan,
-    /// Records shown renewed although their version did not move: proven by the store's
-    /// order (`renewals.rs`).
-    pub by_order: &'a BTreeSet<String>,
+    /// Records the watch showed renewed before its window ended (`renewals.rs`: changed,
+    /// or proven by the store's order); empty when it ran the whole window.
+    pub renewed: &'a BTreeSet<String>,
 }
 
 impl Watched<'_> {
@@ -63,7 +63,7 @@ impl Watched<'_> {
         let version = |l: &Listing| l.entries.iter().find(|e| e.key == key).map(|e| e.version);
         if released {
             Lease::Released
-        } else if version(self.now) != version(self.first) || self.by_order.contains(key) {
+        } else if version(self.now) != version(self.first) || self.renewed.contains(key) {
             Lease::Live
         } else {
             match self.span {

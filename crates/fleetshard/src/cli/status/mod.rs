@@ -135,16 +135,20 @@ async fn observe(
     let start = tokio::time::Instant::now();
     let mut watch = renewals::RenewalWatch::new(root, &first);
     let mut now = first.clone();
-    let mut by_order = BTreeSet::new();
-    while start.elapsed() < window {
-        tokio::time::sleep(POLL.min(window.saturating_sub(start.elapsed()))).await;
-        now = list().await?;
+    let mut renewed = BTreeSet::new();
+    loop {
+        // The first read too: with no lease record there is nothing to wait for.
         if args.observe.is_none()
-            && let Some(renewed) = watch.all_renewed(&now)
+            && let Some(shown) = watch.all_renewed(&now)
         {
-            by_order = renewed;
+            renewed = shown;
             break;
         }
+        if start.elapsed() >= window {
+            break;
+        }
+        tokio::time::sleep(POLL.min(window.saturating_sub(start.elapsed()))).await;
+        now = list().await?;
     }
     let watched = start.elapsed();
     let span = if watched >= timing.duration {
@@ -158,7 +162,7 @@ async fn observe(
         now: &now,
         first: &first,
         span,
-        by_order: &by_order,
+        renewed: &renewed,
     };
     let mut report = fenced::build(root, args.shards, &w, names);
     costs::add_costs(&mut report, store, root)

@@ -57,7 +57,7 @@ fn a_dead_holder_is_told_apart_and_owns_nothing() {
         now: &now,
         first: &first,
         span: WatchSpan::Lease,
-        by_order: &BTreeSet::new(),
+        renewed: &BTreeSet::new(),
     };
     let names: Names = [("a".to_owned(), ("alpha".to_owned(), "https://a".to_owned()))]
         .into_iter()
@@ -112,7 +112,7 @@ fn without_a_full_watch_nothing_unrenewed_is_called_acting() {
         now: &l,
         first: &l,
         span: WatchSpan::Short,
-        by_order: &BTreeSet::new(),
+        renewed: &BTreeSet::new(),
     };
     let r = build("fs/", None, &w, &Names::new());
     assert_eq!(r.clusters[0].state, ClusterState::NotJudged);
@@ -126,7 +126,7 @@ fn a_holder_that_missed_a_renewal_is_not_shown_acting() {
         now: &l,
         first: &l,
         span: WatchSpan::RenewPeriod,
-        by_order: &BTreeSet::new(),
+        renewed: &BTreeSet::new(),
     };
     let r = build("fs/", None, &w, &Names::new());
     assert_eq!(r.clusters[0].state, ClusterState::NotRenewed);
@@ -147,7 +147,7 @@ fn during_a_handover_no_owner_is_claimed() {
         now: &now,
         first: &first,
         span: WatchSpan::Lease,
-        by_order: &BTreeSet::new(),
+        renewed: &BTreeSet::new(),
     };
     let r = build("fs/", None, &w, &Names::new());
     assert_eq!(r.clusters[0].state, ClusterState::Handover);
@@ -219,7 +219,7 @@ fn replicas_that_see_another_fleet_are_flagged_and_dead_ones_ignored() {
         now: &now,
         first: &first,
         span: WatchSpan::Lease,
-        by_order: &BTreeSet::new(),
+        renewed: &BTreeSet::new(),
     };
     let r = build("fs/", None, &w, &Names::new());
     let flags: Vec<(&str, bool, bool)> = r
@@ -277,7 +277,7 @@ fn a_distributor_bound_to_its_shard_is_judged_by_that_shard() {
             now: &now,
             first: &first,
             span: WatchSpan::Lease,
-            by_order: &BTreeSet::new(),
+            renewed: &BTreeSet::new(),
         };
         build("fs/", None, &w, &Names::new())
     };

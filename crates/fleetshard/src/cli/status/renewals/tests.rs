@@ -81,16 +81,15 @@ fn a_paused_witness_cannot_vouch_alone() {
 
 #[test]
 fn with_two_replicas_the_first_renewing_vouches_for_the_other() {
-    let two = read;
-    let first = two(&[("r0", 5, 10), ("r1", 5, 11)]);
+    let first = read(&[("r0", 5, 10), ("r1", 5, 11)]);
     let mut watch = RenewalWatch::new("fs/", &first);
-    let renewed = watch.all_renewed(&two(&[("r0", 6, 13), ("r1", 5, 11)]));
+    let renewed = watch.all_renewed(&read(&[("r0", 6, 13), ("r1", 5, 11)]));
     assert_eq!(renewed.map(|r| r.len()), Some(2));
     // The other wrote before the witness's previous renewal: it waits for its change.
-    let first = two(&[("r0", 5, 10), ("r1", 5, 9)]);
+    let first = read(&[("r0", 5, 10), ("r1", 5, 9)]);
     let mut watch = RenewalWatch::new("fs/", &first);
     assert_eq!(
-        watch.all_renewed(&two(&[("r0", 6, 13), ("r1", 5, 9)])),
+        watch.all_renewed(&read(&[("r0", 6, 13), ("r1", 5, 9)])),
         None
     );
 }
