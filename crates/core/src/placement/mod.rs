@@ -27,6 +27,7 @@ pub mod measured;
 mod rendezvous;
 pub mod slices;
 pub mod slicing;
+pub mod vacated;
 mod zones;
 
 #[cfg(test)]

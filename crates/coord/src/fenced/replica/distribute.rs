@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use fleetshard_core::placement::hysteresis::{self, Hysteresis, Proposal};
 use fleetshard_core::placement::slicing::Split;
+use fleetshard_core::placement::vacated::{self, Unit};
 use fleetshard_core::placement::{BalancedPlacer, Placement, PlacementConfig};
 use fleetshard_core::{App, Cluster};
 
@@ -111,6 +112,7 @@ impl PlacementJob {
         if let Some(knobs) = self.hysteresis {
             self.hold_in_place(clusters, loads, &mut placement, knobs);
         }
+        self.spread_vacated(clusters, loads, &mut placement);
         if let Some(cut) = &cut {
             self.separate(cut, &mut placement);
         }
@@ -188,6 +190,32 @@ impl PlacementJob {
             targets: &placement.targets,
         };
         placement.shards = hysteresis::hold(&previous, proposal, knobs);
+    }
+}
+
+impl PlacementJob {
+    /// A failover's burst spread: the clusters leaving a vacant shard now go to no
+    /// survivor beyond its share of them (`placement::vacated`). Pinned clusters stay
+    /// where placement put them.
+    fn spread_vacated(&self, clusters: &[Cluster], loads: &[u64], placement: &mut Placement) {
+        if self.inputs.vacant.is_empty() {
+            return;
+        }
+        let units: Vec<Unit<'_>> = clusters
+            .iter()
+            .zip(loads)
+            .map(|(c, &load)| Unit {
+                id: &c.id,
+                load,
+                vacated: c.shard.is_none()
+                    && self
+                        .doc
+                        .clusters
+                        .get(&c.id)
+                        .is_some_and(|s| self.inputs.vacant.contains(s)),
+            })
+            .collect();
+        vacated::spread_vacated(placement, &units, &self.inputs.specs, self.config.tolerance);
     }
 }
 

@@ -1,6 +1,7 @@
 //! The distributor's hysteresis over measured costs: costs that wobble inside the band
 //! move nothing that the engine alone would move, a real shift still moves clusters off
-//! the overloaded shard, and estimates (not measured) are placed by the engine alone.
+//! the overloaded shard, and estimates (not measured) are placed by the engine alone. A
+//! dead holder's clusters are spread over the survivors whatever their costs.
 
 use fleetshard_core::placement::hysteresis::Hysteresis;
 
@@ -135,5 +136,71 @@ fn a_real_shift_still_moves_clusters_off_the_overloaded_shard() {
             .iter()
             .all(|(id, s)| doc.clusters[id] == 0 || *s == doc.clusters[id]),
         "only the overloaded shard gave clusters away"
+    );
+}
+
+/// A holder dies while costs are measured and one survivor's clusters cost four fifths of
+/// the others': the dead holder's clusters are spread, no survivor taking more than its
+/// share of them plus the tolerance (the engine alone gives the cheap survivor
+/// twice its share: a failover's burst on one replica). Nothing else moves.
+#[test]
+fn a_dead_holders_clusters_are_spread_over_the_survivors() {
+    let mut b = Bench::new("a", SHARDS, 120);
+    b.r = Replica::new(ReplicaConfig {
+        hysteresis: Some(Hysteresis::default()),
+        ..config("a", SHARDS)
+    });
+    b.measured = true;
+    b.loads = vec![30; 120];
+    renew_others(&mut b, 0);
+    b.settle(ms(0));
+    let generation = b.doc().generation;
+    renew_others(&mut b, generation);
+    b.settle(ms(100));
+    let before = b.doc();
+    // Shard 1's clusters measure cheaper: 24 against 30.
+    b.loads = (0..120)
+        .map(|i| {
+            if before.clusters[&format!("c{i}")] == 1 {
+                24
+            } else {
+                30
+            }
+        })
+        .collect();
+    b.fleet_revision += 1;
+    // Shard 5's holder stops renewing; the others renew until it has expired.
+    for t in (200..=5_000).step_by(200) {
+        for n in 1..SHARDS - 1 {
+            b.put(
+                &shard_key(ROOT, n),
+                shard_record(&format!("r{n}"), b.doc().generation),
+            );
+        }
+        b.settle(ms(t));
+    }
+    let after = b.doc();
+    assert!(after.clusters.values().all(|&s| s != 5), "{after:?}");
+    let vacated: Vec<&String> = before
+        .clusters
+        .iter()
+        .filter(|(_, s)| **s == 5)
+        .map(|(id, _)| id)
+        .collect();
+    let mut taken = [0u64; SHARDS as usize];
+    for id in &vacated {
+        taken[after.clusters[*id] as usize] += 30;
+    }
+    let share = taken.iter().sum::<u64>() as f64 / f64::from(SHARDS - 1);
+    assert!(
+        taken.iter().all(|&t| t as f64 <= share * 1.10),
+        "each survivor's share is {share}: {taken:?}"
+    );
+    assert!(
+        after
+            .clusters
+            .iter()
+            .all(|(id, s)| before.clusters[id] == 5 || *s == before.clusters[id]),
+        "only the dead holder's clusters moved"
     );
 }
