@@ -16,6 +16,7 @@
 //! permanent refusal, so a process never goes on with a store other than the one it began
 //! with.
 
+pub mod batched;
 pub mod chunked;
 #[cfg(any(test, feature = "test-util"))]
 pub mod conformance;
@@ -137,6 +138,17 @@ impl std::fmt::Display for StoreIdentity {
     }
 }
 
+/// One write of [`Store::put_each`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Put {
+    /// The key.
+    pub key: String,
+    /// The bytes to write.
+    pub value: Vec<u8>,
+    /// What must hold for the write to apply.
+    pub pre: Precondition,
+}
+
 /// A coordination store.
 pub trait Store: Send + Sync + 'static {
     /// Reads one key.
@@ -152,6 +164,29 @@ pub trait Store: Send + Sync + 'static {
         value: Vec<u8>,
         pre: Precondition,
     ) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// Writes each of `puts` as [`Store::put`] does (their keys distinct), and returns each
+    /// outcome, in order. Not atomic: each write applies, or fails, on its own. A backend
+    /// that can carry several writes in one request does (etcd: one transaction, and when
+    /// one of its comparisons fails, each write again on its own to learn which); the
+    /// default sends them side by side. For bulk writes the protocols do not make (app
+    /// statuses, through [`batched::Batched`]).
+    fn put_each(&self, puts: Vec<Put>) -> BoxFuture<'_, Vec<Result<u64, StoreError>>> {
+        async move {
+            let writes = puts
+                .iter()
+                .map(|p| self.put(&p.key, p.value.clone(), p.pre));
+            futures::future::join_all(writes).await
+        }
+        .boxed()
+    }
+
+    /// Reads each of `keys` as [`Store::get`] does, and returns each outcome, in order. A
+    /// backend that can carry several reads in one request does (etcd: one transaction);
+    /// the default sends them side by side.
+    fn get_each(&self, keys: Vec<String>) -> BoxFuture<'_, Vec<Result<Option<Entry>, StoreError>>> {
+        async move { futures::future::join_all(keys.iter().map(|k| self.get(k))).await }.boxed()
+    }
 
     /// Deletes `key` if `pre` holds (deleting an absent key with `Any` succeeds).
     fn delete<'a>(

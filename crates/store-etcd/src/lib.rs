@@ -75,6 +75,7 @@
 mod client;
 mod error;
 mod identity;
+mod many;
 mod security;
 mod url;
 mod watch;
@@ -85,7 +86,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};
-use fleetshard_coord::store::{Entry, Listing, Precondition, Store, StoreError, StoreIdentity};
+use fleetshard_coord::store::{
+    Entry, Listing, Precondition, Put, Store, StoreError, StoreIdentity,
+};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
@@ -449,6 +452,16 @@ impl Store for EtcdStore {
             self.header_revision(resp.header().map(|h| h.revision()), &what)
         }
         .boxed()
+    }
+
+    /// One transaction: every comparison, then every write (`many.rs`).
+    fn put_each(&self, puts: Vec<Put>) -> BoxFuture<'_, Vec<Result<u64, StoreError>>> {
+        self.put_many(puts).boxed()
+    }
+
+    /// One read-only transaction of every read (`many.rs`).
+    fn get_each(&self, keys: Vec<String>) -> BoxFuture<'_, Vec<Result<Option<Entry>, StoreError>>> {
+        self.get_many(keys).boxed()
     }
 
     fn delete<'a>(

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetshard_coord::store::{Precondition, Store, StoreError, conformance};
+use fleetshard_coord::store::{Precondition, Put, Store, StoreError, conformance};
 use fleetshard_store_etcd::{EtcdOptions, EtcdStore};
 use fleetshard_testsupport::etcd::EtcdServer;
 
@@ -42,6 +42,54 @@ async fn conforms() {
 async fn conforms_under_the_chunked_store() {
     let etcd = EtcdServer::start().unwrap();
     conformance::run_chunked(std::sync::Arc::new(store(&etcd))).await;
+}
+
+/// Many keys go in one transaction: one revision for all, one more for the next batch;
+/// a batch with a stale comparison writes each key on its own (each its own revision),
+/// the stale one not at all.
+#[tokio::test]
+async fn many_writes_are_one_transaction_until_a_comparison_fails() {
+    let etcd = EtcdServer::start().unwrap();
+    let s = store(&etcd);
+    let put = |k: &str, pre| Put {
+        key: format!("many/{k}"),
+        value: k.as_bytes().to_vec(),
+        pre,
+    };
+    let start = s.revision().await.unwrap();
+    let keys = ["a", "b", "c", "d"];
+    let first: Vec<u64> = s
+        .put_each(keys.iter().map(|k| put(k, Precondition::Absent)).collect())
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(first, [start + 1; 4], "one transaction, one revision");
+    let reads = s
+        .get_each(keys.iter().map(|k| format!("many/{k}")).collect())
+        .await;
+    assert!(
+        reads
+            .iter()
+            .all(|r| r.as_ref().unwrap().as_ref().unwrap().version == start + 1)
+    );
+    let second = s
+        .put_each(vec![
+            put("a", Precondition::Version(start + 1)),
+            put("b", Precondition::Absent),
+            put("c", Precondition::Version(start + 1)),
+        ])
+        .await;
+    assert!(
+        matches!(second[1], Err(StoreError::Conflict { .. })),
+        "{second:?}"
+    );
+    let (a, c) = (second[0].clone().unwrap(), second[2].clone().unwrap());
+    assert!(
+        a > start + 1 && c > start + 1 && a != c,
+        "{second:?}: written alone"
+    );
+    assert_eq!(s.revision().await.unwrap(), start + 3, "a and c only");
 }
 
 #[tokio::test]

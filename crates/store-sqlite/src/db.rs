@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use fleetshard_coord::store::{Entry, Listing, Precondition};
+use fleetshard_coord::store::{Entry, Listing, Precondition, Put};
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
 /// `PRAGMA application_id` of a fleetshard store ("FLSH"): tells our files from other
@@ -359,7 +359,32 @@ pub(crate) fn put(
 ) -> Result<u64, DbError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     check(key, current_version(&tx, key)?, pre)?;
-    let version = bump(&tx)?;
+    let version = write(&tx, key, value)?;
+    tx.commit()?;
+    Ok(version)
+}
+
+/// Writes each of `puts` whose precondition holds, in one `BEGIN IMMEDIATE` transaction
+/// (each with its own new version, as [`put`] writes one): `None` for a write whose
+/// precondition failed. One lock and one commit for all.
+pub(crate) fn put_each(conn: &mut Connection, puts: &[Put]) -> Result<Vec<Option<u64>>, DbError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut versions = Vec::with_capacity(puts.len());
+    for p in puts {
+        let version = if p.pre.admits(current_version(&tx, &p.key)?) {
+            Some(write(&tx, &p.key, &p.value)?)
+        } else {
+            None
+        };
+        versions.push(version);
+    }
+    tx.commit()?;
+    Ok(versions)
+}
+
+/// Writes `key` at a new version, inside the caller's write transaction.
+fn write(tx: &Connection, key: &str, value: &[u8]) -> Result<u64, DbError> {
+    let version = bump(tx)?;
     tx.prepare_cached(
         "INSERT INTO entries (key, value, version) VALUES (?1, ?2, ?3)
          ON CONFLICT (key) DO UPDATE SET value = excluded.value, version = excluded.version",
@@ -367,7 +392,6 @@ pub(crate) fn put(
     .execute(params![key, value, version])?;
     tx.prepare_cached("DELETE FROM deletions WHERE key = ?1")?
         .execute([key])?;
-    tx.commit()?;
     Ok(version)
 }
 

@@ -52,7 +52,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use fleetshard_coord::store::StoreIdentity;
-use fleetshard_coord::store::{Entry, Listing, Precondition, Store, StoreError};
+use fleetshard_coord::store::{Entry, Listing, Precondition, Put, Store, StoreError};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use rusqlite::{Connection, ErrorCode};
@@ -355,6 +355,23 @@ impl Store for SqliteStore {
     ) -> BoxFuture<'a, Result<u64, StoreError>> {
         let key = key.to_owned();
         self.run(move |c| db::put(c, &key, &value, pre)).boxed()
+    }
+
+    /// One write transaction for all (`db::put_each`).
+    fn put_each(&self, puts: Vec<Put>) -> BoxFuture<'_, Vec<Result<u64, StoreError>>> {
+        async move {
+            let puts = Arc::new(puts);
+            let shared = Arc::clone(&puts);
+            match self.run(move |c| db::put_each(c, &shared)).await {
+                Ok(versions) => puts
+                    .iter()
+                    .zip(versions)
+                    .map(|(p, v)| v.ok_or_else(|| StoreError::Conflict { key: p.key.clone() }))
+                    .collect(),
+                Err(e) => vec![Err(e); puts.len()],
+            }
+        }
+        .boxed()
     }
 
     fn delete<'a>(

@@ -26,7 +26,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use super::{Entry, Listing, Precondition, Store, StoreError, StoreIdentity};
+use super::{Entry, Listing, Precondition, Put, Store, StoreError, StoreIdentity};
 
 /// Where parts live: `~parts/<hash of the key>/<id>/<n>` (the key's hash keeps one key's
 /// parts apart from another's whatever characters keys hold).
@@ -256,6 +256,50 @@ impl Store for ChunkedStore {
             } else {
                 self.inner.put(key, value, pre).await
             }
+        }
+        .boxed()
+    }
+
+    /// Small values go to the inner store's [`Store::put_each`] together; a value written
+    /// as parts, and a reserved key, go through [`Store::put`] alone.
+    fn put_each(&self, puts: Vec<Put>) -> BoxFuture<'_, Vec<Result<u64, StoreError>>> {
+        async move {
+            let plain = |p: &Put| {
+                !p.key.starts_with(PARTS_PREFIX)
+                    && p.value.len() <= self.limit
+                    && !p.value.starts_with(MAGIC)
+            };
+            let mut outcomes: Vec<Option<Result<u64, StoreError>>> = vec![None; puts.len()];
+            let (mut together, mut at) = (Vec::new(), Vec::new());
+            for (i, p) in puts.into_iter().enumerate() {
+                if plain(&p) {
+                    together.push(p);
+                    at.push(i);
+                } else {
+                    outcomes[i] = Some(self.put(&p.key, p.value, p.pre).await);
+                }
+            }
+            for (i, r) in at.into_iter().zip(self.inner.put_each(together).await) {
+                outcomes[i] = Some(r);
+            }
+            outcomes
+                .into_iter()
+                .map(|r| r.unwrap_or_else(|| Err(StoreError::Backend("no outcome".into()))))
+                .collect()
+        }
+        .boxed()
+    }
+
+    fn get_each(&self, keys: Vec<String>) -> BoxFuture<'_, Vec<Result<Option<Entry>, StoreError>>> {
+        async move {
+            let mut outcomes = Vec::with_capacity(keys.len());
+            for r in self.inner.get_each(keys).await {
+                outcomes.push(match r {
+                    Ok(Some(e)) => self.resolve(e).await.map(Some),
+                    other => other,
+                });
+            }
+            outcomes
         }
         .boxed()
     }

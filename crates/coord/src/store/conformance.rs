@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::chunked::{self, ChunkedStore};
-use super::{Precondition, Store, StoreError};
+use super::{Precondition, Put, Store, StoreError};
 
 /// Every check below, in order.
 pub async fn run_all<S: Store + ?Sized>(store: &S) {
@@ -17,6 +17,7 @@ pub async fn run_all<S: Store + ?Sized>(store: &S) {
     list_is_prefixed_sorted_and_consistent(store).await;
     wait_for_change_sees_writes_and_deletes(store).await;
     identity_is_stable(store).await;
+    many_keys_at_once(store).await;
 }
 
 /// The backend under [`ChunkedStore`], as every replica runs it: the checks above with
@@ -73,6 +74,67 @@ pub async fn identity_is_stable<S: Store + ?Sized>(store: &S) {
         .await
         .unwrap();
     assert_eq!(store.check_identity().await.unwrap(), first);
+}
+
+/// [`Store::put_each`] and [`Store::get_each`]: each outcome on its own, in order — a
+/// failed precondition fails that write alone, whether or not the backend sent them
+/// together; reads find each key as written, and an absent key absent.
+pub async fn many_keys_at_once<S: Store + ?Sized>(store: &S) {
+    let put = |key: &str, value: &[u8], pre| Put {
+        key: key.to_owned(),
+        value: value.to_vec(),
+        pre,
+    };
+    let keys = [
+        "conformance/many/a",
+        "conformance/many/b",
+        "conformance/many/c",
+    ];
+    let first = store
+        .put_each(
+            keys.iter()
+                .map(|k| put(k, b"1", Precondition::Absent))
+                .collect(),
+        )
+        .await;
+    let versions: Vec<u64> = first.into_iter().map(Result::unwrap).collect();
+    // One write meets a stale version: it alone fails, the others apply.
+    let second = store
+        .put_each(vec![
+            put(keys[0], b"2", Precondition::Version(versions[0])),
+            put(keys[1], b"2", Precondition::Absent),
+            put(keys[2], b"2", Precondition::Version(versions[2])),
+        ])
+        .await;
+    assert!(
+        second[0].as_ref().is_ok_and(|v| *v > versions[0]),
+        "{second:?}"
+    );
+    assert!(
+        matches!(second[1], Err(StoreError::Conflict { .. })),
+        "{second:?}"
+    );
+    assert!(
+        second[2].as_ref().is_ok_and(|v| *v > versions[2]),
+        "{second:?}"
+    );
+    let mut wanted: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+    wanted.insert(1, "conformance/many/absent".to_owned());
+    let read = store.get_each(wanted).await;
+    let read: Vec<Option<(Vec<u8>, u64)>> = read
+        .into_iter()
+        .map(|r| r.unwrap().map(|e| (e.value, e.version)))
+        .collect();
+    let at = |r: &Result<u64, StoreError>| r.clone().unwrap();
+    assert_eq!(
+        read,
+        vec![
+            Some((b"2".to_vec(), at(&second[0]))),
+            None,
+            Some((b"1".to_vec(), versions[1])),
+            Some((b"2".to_vec(), at(&second[2]))),
+        ]
+    );
 }
 
 /// Create-if-absent, compare-and-swap on the exact version, versions strictly increase.

@@ -24,7 +24,7 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{Entry, Listing, Precondition, Store, StoreError, StoreIdentity};
+use super::{Entry, Listing, Precondition, Put, Store, StoreError, StoreIdentity};
 
 /// How often the identity is checked by default: below the default renew period (1.25 s),
 /// so that every renewal is preceded by a check at most one period old.
@@ -159,6 +159,28 @@ impl Store for GuardedStore {
         pre: Precondition,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         self.guarded(self.inner.delete(key, pre)).boxed()
+    }
+
+    fn put_each(&self, puts: Vec<Put>) -> BoxFuture<'_, Vec<Result<u64, StoreError>>> {
+        async move {
+            if let Err(e) = self.admit().await {
+                return vec![Err(e); puts.len()];
+            }
+            let outcomes = self.inner.put_each(puts).await;
+            outcomes.into_iter().map(|r| self.seen(r)).collect()
+        }
+        .boxed()
+    }
+
+    fn get_each(&self, keys: Vec<String>) -> BoxFuture<'_, Vec<Result<Option<Entry>, StoreError>>> {
+        async move {
+            if let Err(e) = self.admit().await {
+                return vec![Err(e); keys.len()];
+            }
+            let outcomes = self.inner.get_each(keys).await;
+            outcomes.into_iter().map(|r| self.seen(r)).collect()
+        }
+        .boxed()
     }
 
     fn wait_for_change<'a>(

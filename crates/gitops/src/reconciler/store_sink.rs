@@ -22,6 +22,11 @@
 //! refresh that changed it. An operation is written whenever it differs at all (its phase,
 //! message, results or times): operations are rare and each step matters.
 //!
+//! Reads and writes go through [`Batched`]: while the store is busy, those made at the same
+//! time go in one request (etcd: one transaction of up to 64; SQLite: one write
+//! transaction), so a takeover's burst of first statuses costs a few hundred requests, not
+//! two per moved app. Each write keeps its own compare-and-swap and its own outcome.
+//!
 //! What was last written per app (content, store version, when) is kept in memory, so the
 //! decision costs no read. Writes are compare-and-swap on that version; when another
 //! writer got there first (the app moved between replicas, or a refresh and an operation
@@ -44,6 +49,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use fleetshard_controller::AppKey;
+use fleetshard_coord::store::batched::Batched;
 use fleetshard_coord::store::{Entry, Precondition, Store, StoreError};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -188,7 +194,9 @@ struct Memory {
 /// Local mode's [`StatusSink`]: one record per app in the coordination store (see the
 /// module docs for the key layout and the write policy).
 pub struct StoreStatusSink {
-    store: Arc<dyn Store>,
+    /// Reads and writes combined while the store is busy: a takeover's first statuses
+    /// go in batches, not one request each.
+    store: Batched,
     prefix: String,
     heartbeat: Duration,
     memory: Mutex<Memory>,
@@ -197,7 +205,7 @@ pub struct StoreStatusSink {
 impl std::fmt::Debug for StoreStatusSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreStatusSink")
-            .field("store", &self.store.describe())
+            .field("store", &self.store.store().describe())
             .field("prefix", &self.prefix)
             .field("heartbeat", &self.heartbeat)
             .finish_non_exhaustive()
@@ -210,7 +218,7 @@ impl StoreStatusSink {
     /// old ([`DEFAULT_HEARTBEAT`] unless there is a reason).
     pub fn new(store: Arc<dyn Store>, root: &str, heartbeat: Duration) -> Self {
         StoreStatusSink {
-            store,
+            store: Batched::new(store),
             prefix: status_prefix(root),
             heartbeat,
             memory: Mutex::new(Memory {
