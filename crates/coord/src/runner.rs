@@ -279,7 +279,12 @@ impl Runner {
                 }
                 Some(placed) = placed_rx.recv() => {
                     let actions = match placed {
-                        Some(placed) => self.replica.on_placed(self.now(), placed),
+                        Some(placed) => {
+                            if let Some(spread) = placed.spread() {
+                                tracing::info!(%spread, "placed a vacant shard's clusters");
+                            }
+                            self.replica.on_placed(self.now(), placed)
+                        }
                         None => {
                             self.replica.on_placement_failed();
                             Vec::new()

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use fleetshard_core::placement::hysteresis::{self, Hysteresis, Proposal};
 use fleetshard_core::placement::slicing::Split;
-use fleetshard_core::placement::vacated::{self, Unit};
+use fleetshard_core::placement::vacated::{self, Spread, Unit};
 use fleetshard_core::placement::{BalancedPlacer, Placement, PlacementConfig};
 use fleetshard_core::{App, Cluster};
 
@@ -38,7 +38,7 @@ use crate::store::Precondition;
 #[derive(Clone)]
 pub struct PlacementJob {
     pub(super) inputs: Unchanged,
-    config: PlacementConfig,
+    pub(super) config: PlacementConfig,
     /// Keep clusters where they are while measured costs move inside the band
     /// (`hysteresis.rs`); `None` for estimates, which do not wobble.
     hysteresis: Option<Hysteresis>,
@@ -86,6 +86,16 @@ pub struct Placed {
     next: Option<Vec<u8>>,
     /// What the drop guard did.
     drop: DropCheck,
+    /// How a vacant shard's clusters were spread, when one was vacant.
+    spread: Option<Spread>,
+}
+
+impl Placed {
+    /// How a vacant shard's clusters were spread over the survivors (`placement::vacated`),
+    /// when a shard was vacant and held clusters.
+    pub fn spread(&self) -> Option<&Spread> {
+        self.spread.as_ref()
+    }
 }
 
 impl PlacementJob {
@@ -101,9 +111,15 @@ impl PlacementJob {
     pub fn run(&self, clusters: &[Cluster], loads: &[u64], apps: &[App]) -> Placed {
         let doc = &self.doc;
         let cut = self.cut(clusters, loads, apps);
-        let (clusters, loads) = match &cut {
-            Some(cut) => (&cut.clusters[..], &cut.loads[..]),
-            None => (clusters, loads),
+        // What taking each unit over costs, for a failover's spread (estimates: base plus
+        // apps), computed only when a shard is vacant.
+        let estimates = match &cut {
+            None if !self.inputs.vacant.is_empty() => self.config.loads(clusters, apps),
+            _ => Vec::new(),
+        };
+        let (clusters, loads, work) = match &cut {
+            Some(cut) => (&cut.clusters[..], &cut.loads[..], &cut.work[..]),
+            None => (clusters, loads, &estimates[..]),
         };
         let previous = self.previous_for(clusters);
         let mut placement = BalancedPlacer::new(self.config.clone(), self.inputs.specs.clone())
@@ -112,7 +128,7 @@ impl PlacementJob {
         if let Some(knobs) = self.hysteresis {
             self.hold_in_place(clusters, loads, &mut placement, knobs);
         }
-        self.spread_vacated(clusters, loads, &mut placement);
+        let spread = self.spread_vacated(clusters, loads, work, &mut placement);
         if let Some(cut) = &cut {
             self.separate(cut, &mut placement);
         }
@@ -149,6 +165,7 @@ impl PlacementJob {
             pre: self.pre,
             next,
             drop,
+            spread,
         }
     }
 }
@@ -195,18 +212,25 @@ impl PlacementJob {
 
 impl PlacementJob {
     /// A failover's burst spread: the clusters leaving a vacant shard now go to no
-    /// survivor beyond its share of them (`placement::vacated`). Pinned clusters stay
-    /// where placement put them.
-    fn spread_vacated(&self, clusters: &[Cluster], loads: &[u64], placement: &mut Placement) {
-        if self.inputs.vacant.is_empty() {
-            return;
+    /// survivor beyond its share of their `work` (`placement::vacated`). Pinned clusters
+    /// stay where placement put them.
+    fn spread_vacated(
+        &self,
+        clusters: &[Cluster],
+        loads: &[u64],
+        work: &[u64],
+        placement: &mut Placement,
+    ) -> Option<Spread> {
+        if self.inputs.vacant.is_empty() || work.len() != clusters.len() {
+            return None;
         }
         let units: Vec<Unit<'_>> = clusters
             .iter()
-            .zip(loads)
-            .map(|(c, &load)| Unit {
+            .zip(loads.iter().zip(work))
+            .map(|(c, (&load, &work))| Unit {
                 id: &c.id,
                 load,
+                work,
                 vacated: c.shard.is_none()
                     && self
                         .doc
@@ -215,7 +239,7 @@ impl PlacementJob {
                         .is_some_and(|s| self.inputs.vacant.contains(s)),
             })
             .collect();
-        vacated::spread_vacated(placement, &units, &self.inputs.specs, self.config.tolerance);
+        vacated::spread_vacated(placement, &units, &self.inputs.specs, self.config.tolerance)
     }
 }
 

@@ -29,6 +29,9 @@ use super::distribute::PlacementJob;
 pub(super) struct Cut {
     pub clusters: Vec<Cluster>,
     pub loads: Vec<u64>,
+    /// Each unit's part of its cluster's estimate (base plus apps): what taking it over
+    /// costs.
+    pub work: Vec<u64>,
     pub groups: Vec<Option<usize>>,
 }
 
@@ -55,24 +58,29 @@ impl PlacementJob {
             split,
         );
         let units = slicing::split_units(clusters, apps, &counts)?;
+        let estimates = self.config.loads(clusters, apps);
         let mut cut = Cut {
             clusters: Vec::with_capacity(units.len()),
             loads: Vec::with_capacity(units.len()),
+            work: Vec::with_capacity(units.len()),
             groups: Vec::with_capacity(units.len()),
         };
         for u in units {
             let c = &clusters[u.cluster];
             let load = loads.get(u.cluster).copied().unwrap_or(0);
+            let estimate = estimates.get(u.cluster).copied().unwrap_or(0);
             match u.slice {
                 None => {
                     cut.clusters.push(c.clone());
                     cut.loads.push(load);
+                    cut.work.push(estimate);
                     cut.groups.push(None);
                 }
                 Some((n, k)) => {
                     cut.clusters
                         .push(slicing::slice_cluster(c, slice_unit_id(&c.id, n, k)));
                     cut.loads.push((load as f64 * u.part).round() as u64);
+                    cut.work.push((estimate as f64 * u.part).round() as u64);
                     cut.groups.push(Some(u.cluster));
                 }
             }

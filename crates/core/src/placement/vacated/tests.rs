@@ -49,13 +49,15 @@ impl Failover {
             .map(|((c, &load), &vacated)| Unit {
                 id: &c.id,
                 load,
+                // Every cluster has ten apps: the same work to take over.
+                work: 15,
                 vacated,
             })
             .collect()
     }
 }
 
-/// Per shard: vacated load taken, and all load.
+/// Per shard: vacated work taken, and all load.
 fn taken_and_load(p: &Placement, units: &[Unit<'_>]) -> (Vec<u64>, Vec<u64>) {
     let n = p.targets.len();
     let (mut taken, mut load) = (vec![0; n], vec![0; n]);
@@ -63,7 +65,7 @@ fn taken_and_load(p: &Placement, units: &[Unit<'_>]) -> (Vec<u64>, Vec<u64>) {
         let s = s.expect("placed") as usize;
         load[s] += u.load;
         if u.vacated {
-            taken[s] += u.load;
+            taken[s] += u.work;
         }
     }
     (taken, load)
@@ -76,10 +78,13 @@ fn no_survivor_takes_more_than_its_share_of_a_vacant_shards_clusters() {
     let mut p = f.placement.clone();
     let (taken, _) = taken_and_load(&p, &units);
     let share = taken.iter().sum::<u64>() as f64 / 9.0;
-    // What placement alone does: the cheap survivor takes far more than its share.
+    // What placement alone does: the cheap survivor takes far more than its share (of the
+    // work: every vacated cluster is as much work to take over).
     assert!(taken[8] as f64 > 2.0 * share, "{taken:?}");
 
-    let moved = spread_vacated(&mut p, &units, &vec![ShardSpec::default(); 10], 0.10);
+    let moved = spread_vacated(&mut p, &units, &vec![ShardSpec::default(); 10], 0.10)
+        .expect("vacated")
+        .moved;
     assert!(moved > 0);
     let (taken, load) = taken_and_load(&p, &units);
     for s in 0..9 {
@@ -137,6 +142,7 @@ fn a_spread_stays_within_its_zone_and_every_bound() {
         .map(|(id, load, vacated)| Unit {
             id,
             load: *load,
+            work: *load,
             vacated: *vacated,
         })
         .collect();
@@ -158,10 +164,21 @@ fn a_spread_stays_within_its_zone_and_every_bound() {
     // Zone b's share: 60 × ½ × 1.1 = 33 each; zone a's: 40 × ½ × 1.1 = 22 each. Shard 1
     // has room for two (to its bound, 110); shard 0 keeps 40, since the room in zone a is
     // not its zone's. Shard 3 hands two to shard 2.
-    assert_eq!(spread_vacated(&mut p, &units, &specs, 0.10), 4);
+    let spread = spread_vacated(&mut p, &units, &specs, 0.10).expect("vacated");
+    assert_eq!(spread.moved, 4);
     let (taken, load) = taken_and_load(&p, &units);
     assert_eq!(taken[..4], [40, 20, 20, 20]);
     assert_eq!(load[..4], [80, 110, 70, 70]);
+    // The report says the same, and names each shard that took vacated work.
+    assert_eq!(
+        (&spread.taken[..4], &spread.load[..4]),
+        (&taken[..4], &load[..4])
+    );
+    assert_eq!(
+        spread.to_string(),
+        "4 moved by the spread; 0: 40/33 (0.73 of bound) 1: 20/33 (1.00 of bound) \
+         2: 20/22 (0.64 of bound) 3: 20/22 (0.64 of bound)"
+    );
 }
 
 #[test]
@@ -171,7 +188,7 @@ fn nothing_vacated_moves_nothing() {
     let mut p = f.placement.clone();
     assert_eq!(
         spread_vacated(&mut p, &f.units(), &vec![ShardSpec::default(); 10], 0.10),
-        0
+        None
     );
     assert_eq!(p.shards, f.placement.shards);
 }
