@@ -107,7 +107,8 @@ fn check(rows: &[Vec<String>]) {
             // The new owners' phases, from their "cluster taken over" log lines.
             assert!(
                 row[10].contains("phases after acquisition, slowest of ")
-                    && row[10].contains("compare "),
+                    && row[10].contains("compare ")
+                    && row[10].contains(" clusters per new owner"),
                 "takeover phases: {row:?}"
             );
         } else {
