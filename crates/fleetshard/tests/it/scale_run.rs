@@ -95,13 +95,14 @@ fn check(rows: &[Vec<String>]) {
         assert!(failover > 0.0 && failover < 180.0, "{row:?}");
         if row[1] == "gitops" {
             assert!(number(row, 4, "ready") >= ownership, "{row:?}");
-            // Seconds, or how many of the victim's apps were seen rewritten (a new owner
-            // that wrote an app during the start's handovers and finds it unchanged
-            // rewrites it only at the sink's heartbeat: the script's header).
+            // Seconds (from the new owners' logs, or whole seconds from the store when not
+            // every app was seen), or how many of the victim's apps were seen rewritten (a
+            // new owner that wrote an app during the start's handovers and finds it
+            // unchanged rewrites it only at the sink's heartbeat: the script's header).
             let cell = row[10].split(';').next().unwrap().trim();
             let first = cell.split(' ').next().unwrap();
             assert!(
-                first.parse::<u64>().is_ok() || cell.starts_with("none of "),
+                first.parse::<f64>().is_ok_and(|s| s >= 0.0) || cell.starts_with("none of "),
                 "takeover: {cell:?} in {row:?}"
             );
             // The new owners' phases, from their "cluster taken over" log lines.
