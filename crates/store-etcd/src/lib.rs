@@ -11,6 +11,10 @@
 //!   v)` for [`Precondition::Version`], `If(create_revision(k) == 0)` (the key does not
 //!   exist) for [`Precondition::Absent`], no comparison for [`Precondition::Any`]; a failed
 //!   comparison is [`StoreError::Conflict`];
+//! - [`Store::put_each`] is one transaction of every comparison and every put (one
+//!   revision for all); when a comparison fails etcd applies none, and each write is sent
+//!   again on its own to learn which failed. [`Store::get_each`] is one read-only
+//!   transaction (`many.rs`);
 //! - [`Store::list`] is one range request over the prefix (pages of
 //!   [`EtcdOptions::page_size`] keys, every page after the first read at the first page's
 //!   revision, so the listing is one revision);

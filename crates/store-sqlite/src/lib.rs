@@ -5,7 +5,9 @@
 //! - The file is in WAL mode, so readers (listing, polling) never block the writer.
 //! - Every write is one `BEGIN IMMEDIATE` transaction: it takes the database's write lock
 //!   *before* reading the precondition, so check-and-write is atomic across connections and
-//!   processes, and no update is lost.
+//!   processes, and no update is lost. [`Store::put_each`] checks and writes each of its
+//!   keys inside one such transaction (one lock and one commit for a batch of app statuses;
+//!   a failed precondition fails that key alone).
 //! - Every write bumps the store-wide revision and stamps the key with it, so versions are
 //!   never reused (etcd's mod_revision), also across delete and re-create.
 //! - A locked database is waited for (SQLite's busy timeout), then retried with a bounded
