@@ -115,18 +115,22 @@ pub fn spread_vacated(
             continue;
         }
         let salt = shard_salt(s as u32);
-        let mut mine: Vec<(u64, &str, usize)> = units
+        // (preference for this shard, id, index, rendezvous key): least preferred first.
+        let mut mine: Vec<(u64, &str, usize, u64)> = units
             .iter()
             .enumerate()
             .filter(|(i, u)| u.vacated && placement.shards[*i] == Some(s as u32))
-            .map(|(i, u)| (score(stable_hash(u.id), salt), u.id, i))
+            .map(|(i, u)| {
+                let key = stable_hash(u.id);
+                (score(key, salt), u.id, i, key)
+            })
             .collect();
         mine.sort_unstable();
-        for (_, id, i) in mine {
+        for (_, _, i, key) in mine {
             if taken[s] as f64 <= cap[s] {
                 break;
             }
-            let (work, l, key) = (units[i].work, units[i].load, stable_hash(id));
+            let (work, l) = (units[i].work, units[i].load);
             let to = (0..n)
                 .filter(|&d| d != s && targets[d] > 0.0 && group(d) == group(s))
                 .filter(|&d| (taken[d] + work) as f64 <= cap[d] && (load[d] + l) as f64 <= hi[d])

@@ -101,6 +101,17 @@ fn spawn_put(
     tokio::spawn(async move { batched.put(&key, key.as_bytes().to_vec(), pre).await })
 }
 
+/// Takes every slot with a write that waits at the (shut) gate, so the next calls queue.
+async fn fill_slots(
+    batched: &Arc<Batched>,
+) -> Vec<tokio::task::JoinHandle<Result<u64, StoreError>>> {
+    let busy = (0..IN_FLIGHT)
+        .map(|i| spawn_put(batched, format!("busy{i}"), Precondition::Any))
+        .collect();
+    settle().await;
+    busy
+}
+
 /// Lets spawned tasks run until they wait (time is paused: nothing else advances).
 async fn settle() {
     tokio::time::sleep(Duration::from_millis(1)).await;
@@ -158,10 +169,7 @@ async fn calls_made_while_the_store_is_busy_go_out_together_each_with_its_outcom
 async fn one_batch_never_writes_a_key_twice_and_a_failed_precondition_fails_alone() {
     let store = Gated::new(false);
     let batched = Arc::new(Batched::new(store.clone()));
-    let busy: Vec<_> = (0..IN_FLIGHT)
-        .map(|i| spawn_put(&batched, format!("busy{i}"), Precondition::Any))
-        .collect();
-    settle().await;
+    let busy = fill_slots(&batched).await;
     let first = spawn_put(&batched, "same".into(), Precondition::Absent);
     settle().await;
     let second = spawn_put(&batched, "same".into(), Precondition::Absent);
@@ -190,10 +198,7 @@ async fn one_batch_never_writes_a_key_twice_and_a_failed_precondition_fails_alon
 async fn a_write_larger_than_a_batch_goes_alone() {
     let store = Gated::new(false);
     let batched = Arc::new(Batched::new(store.clone()));
-    let busy: Vec<_> = (0..IN_FLIGHT)
-        .map(|i| spawn_put(&batched, format!("busy{i}"), Precondition::Any))
-        .collect();
-    settle().await;
+    let busy = fill_slots(&batched).await;
     let big = {
         let batched = Arc::clone(&batched);
         tokio::spawn(async move {
@@ -222,10 +227,7 @@ async fn a_write_larger_than_a_batch_goes_alone() {
 async fn a_caller_dropped_while_sending_leaves_its_batch_unavailable_not_hanging() {
     let store = Gated::new(false);
     let batched = Arc::new(Batched::new(store.clone()));
-    let busy: Vec<_> = (0..IN_FLIGHT)
-        .map(|i| spawn_put(&batched, format!("busy{i}"), Precondition::Any))
-        .collect();
-    settle().await;
+    let busy = fill_slots(&batched).await;
     let queued: Vec<_> = (0..3)
         .map(|i| spawn_put(&batched, format!("q{i}"), Precondition::Any))
         .collect();
