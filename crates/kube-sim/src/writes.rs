@@ -68,16 +68,17 @@ pub struct WriteRecord {
 }
 
 impl WriteRecord {
-    /// Whether the write changed (or may still change) the server's state: answered 2xx,
-    /// or still in flight.
+    /// Whether the write changed (or may still change) the server's state: not a dry run,
+    /// and answered 2xx or still in flight.
     pub fn may_apply(&self) -> bool {
-        match self.outcome {
-            WriteOutcome::InFlight => true,
-            WriteOutcome::Answered(code)
-            | WriteOutcome::ReplyLost(code)
-            | WriteOutcome::AfterGiveUp(code) => (200..300).contains(&code),
-            WriteOutcome::Abandoned => false,
-        }
+        !self.dry_run
+            && match self.outcome {
+                WriteOutcome::InFlight => true,
+                WriteOutcome::Answered(code)
+                | WriteOutcome::ReplyLost(code)
+                | WriteOutcome::AfterGiveUp(code) => (200..300).contains(&code),
+                WriteOutcome::Abandoned => false,
+            }
     }
 }
 

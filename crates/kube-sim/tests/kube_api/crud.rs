@@ -455,6 +455,11 @@ async fn dry_run_changes_nothing() {
     let r = send_json(a, "DELETE", &format!("{CMS}/dry?dryRun=All"), &json!({})).await;
     assert_eq!(r.status, 200);
     assert!(f.get("v1", "ConfigMap", "default", "dry").is_some());
+    // The log keeps every dry run, answered 2xx, as a write that changed nothing.
+    let dry: Vec<_> = f.writes().into_iter().filter(|w| w.dry_run).collect();
+    assert_eq!(dry.len(), 3, "{dry:#?}");
+    assert!(dry.iter().all(|w| !w.may_apply()), "{dry:#?}");
+    assert!(f.writes().iter().any(|w| !w.dry_run && w.may_apply()));
 }
 
 #[tokio::test]
