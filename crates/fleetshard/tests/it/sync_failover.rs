@@ -164,7 +164,7 @@ fn killed_between_waves(protocol: &[&str]) {
     let hook_writes = |name: &str| -> Vec<&WriteRecord> {
         writes
             .iter()
-            .filter(|w| !w.dry_run && w.may_apply() && w.path.contains("/jobs"))
+            .filter(|w| w.may_apply() && w.path.contains("/jobs"))
             .filter(|w| w.path.ends_with(&format!("/{name}")) || names(w, name))
             .collect()
     };
@@ -182,7 +182,7 @@ fn killed_between_waves(protocol: &[&str]) {
     // non-dry-run write of a `smoke-` Job names the same one.
     let smoke: std::collections::BTreeSet<String> = writes
         .iter()
-        .filter(|w| !w.dry_run && w.may_apply() && w.path.contains("/jobs"))
+        .filter(|w| w.may_apply() && w.path.contains("/jobs"))
         .filter_map(|w| {
             let name = w.object.as_ref()?.pointer("/metadata/name")?.as_str()?;
             name.starts_with("smoke-").then(|| name.to_owned())

@@ -36,7 +36,7 @@ fn first(e: &SyncEnv, verb: Verb, resource: &str, name: &str) -> Option<u64> {
     e.fake
         .writes()
         .into_iter()
-        .filter(|w| !w.dry_run && w.verb == verb && w.may_apply())
+        .filter(|w| w.verb == verb && w.may_apply())
         .filter(|w| w.path.contains(&format!("/{resource}")))
         .find(|w| {
             w.path.ends_with(&format!("/{name}"))
@@ -130,7 +130,7 @@ async fn predelete_hooks_run_before_the_cascade_and_postdelete_hooks_after_it() 
         .fake
         .writes()
         .iter()
-        .filter(|w| !w.dry_run && w.may_apply() && w.path.contains("/jobs"))
+        .filter(|w| w.may_apply() && w.path.contains("/jobs"))
         .filter(|w| matches!(w.verb, Verb::Create | Verb::Patch))
         .filter(|w| {
             w.object

@@ -257,10 +257,9 @@ async fn a_new_owner_resumes_the_operation_and_never_runs_a_hook_twice() {
             .filter(|w| w.path.contains("/jobs") && w.may_apply())
             .filter(|w| {
                 matches!(w.verb, Verb::Create | Verb::Delete)
-                    || w.object.as_ref().is_some_and(|o| {
-                        o.pointer("/metadata/name") == Some(&json!("migrate"))
-                            && !w.path.contains("dryRun")
-                    })
+                    || w.object
+                        .as_ref()
+                        .is_some_and(|o| o.pointer("/metadata/name") == Some(&json!("migrate")))
             })
             .map(|w| (w.verb, w.path.clone()))
             .collect();
