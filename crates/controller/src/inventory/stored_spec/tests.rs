@@ -136,6 +136,35 @@ fn repositories_and_revisions_are_shared() {
 }
 
 #[test]
+fn equal_rests_are_kept_once_and_unequal_ones_apart() {
+    let mut strings = Interner::default();
+    let specs = parsed();
+    let automated = |path: &str, prune: bool| {
+        let mut spec = specs[&("argocd".to_owned(), "plain".to_owned())].clone();
+        spec.source.path = path.to_owned();
+        spec.auto_sync = Some(fleetshard_manifest::AutoSync {
+            prune,
+            ..Default::default()
+        });
+        spec
+    };
+    let a = StoredSpec::new(automated("a", true), &mut strings);
+    let other = StoredSpec::new(automated("c", false), &mut strings);
+    // Not the last one converted: found by its hash.
+    let b = StoredSpec::new(automated("b", true), &mut strings);
+    let (ra, rb, ro) = (
+        a.rest.as_ref().unwrap(),
+        b.rest.as_ref().unwrap(),
+        other.rest.as_ref().unwrap(),
+    );
+    assert!(Arc::ptr_eq(ra, rb), "equal rests are one");
+    assert!(!Arc::ptr_eq(ra, ro), "unequal rests are two");
+    assert_eq!(b.to_spec(), automated("b", true));
+    assert_eq!(other.to_spec(), automated("c", false));
+    assert_eq!(strings.rests.values().map(Vec::len).sum::<usize>(), 2);
+}
+
+#[test]
 fn stored_specs_are_equal_exactly_when_the_specs_are() {
     let mut strings = Interner::default();
     let specs: Vec<AppSpec> = parsed().into_values().collect();
