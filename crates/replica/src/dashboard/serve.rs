@@ -3,7 +3,9 @@
 //! Argo CD's shard map) and publishes the page's JSON — a replica's dashboard (no controls)
 //! only while someone looks: a page's event stream is open, or the page or its JSON was
 //! asked for in the last [`IDLE_AFTER`] (every replica reading the whole store each
-//! second for nobody would multiply the store's load by the replica count); the routes
+//! second for nobody would multiply the store's load by the replica count); one with
+//! controls always, until [`Dashboard::read_on_demand`] (`up`, once ready: a reading at
+//! 100,000 apps parses every app's status, about a core's worth at a 5 s interval); the routes
 //! serve the page (assets
 //! embedded in the binary), the JSON, a Server-Sent Events stream of it, and — only when
 //! the dashboard was started with [`Controls`] — a POST endpoint that needs the token the
@@ -11,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -188,9 +190,11 @@ impl Machine {
 /// its page or JSON, with no event stream open.
 pub const IDLE_AFTER: Duration = Duration::from_secs(60);
 
-/// Who is looking: open event streams, and when the page or its JSON was last asked for.
+/// Who is looking: open event streams, and when the page or its JSON was last asked for;
+/// or read whoever looks (`always`).
 #[derive(Default)]
 struct Demand {
+    always: AtomicBool,
     streams: AtomicUsize,
     last: Mutex<Option<tokio::time::Instant>>,
 }
@@ -202,7 +206,8 @@ impl Demand {
     }
 
     fn active(&self, now: tokio::time::Instant) -> bool {
-        self.streams.load(Ordering::SeqCst) > 0
+        self.always.load(Ordering::SeqCst)
+            || self.streams.load(Ordering::SeqCst) > 0
             || self
                 .last
                 .lock()
@@ -260,21 +265,28 @@ impl Drop for Dashboard {
 
 impl Dashboard {
     /// Starts reading `source`: always with `controls` (the page gets buttons and the
-    /// POST endpoint accepts requests carrying `token`), else only while someone looks.
+    /// POST endpoint accepts requests carrying `token`) until
+    /// [`Dashboard::read_on_demand`], else only while someone looks.
     pub fn start(source: Source, controls: Option<(Arc<dyn Controls>, String)>) -> Dashboard {
         let (tx, rx) = watch::channel(None);
         let controls: Option<(Arc<dyn Controls>, Arc<str>)> =
             controls.map(|(c, t)| (c, Arc::from(t)));
         let procs = controls.as_ref().map(|(c, _)| c.clone());
         let demand = Arc::new(Demand::default());
-        let on_demand = controls.is_none().then(|| Arc::clone(&demand));
-        let task = tokio::spawn(drive(source, procs, on_demand, tx));
+        demand.always.store(controls.is_some(), Ordering::SeqCst);
+        let task = tokio::spawn(drive(source, procs, Arc::clone(&demand), tx));
         Dashboard {
             rx,
             controls,
             demand,
             task,
         }
+    }
+
+    /// From now on the store is read only while someone looks, as a replica's dashboard
+    /// reads it (see the module's documentation): [`Dashboard::next`] waits until then.
+    pub fn read_on_demand(&self) {
+        self.demand.always.store(false, Ordering::SeqCst);
     }
 
     /// Waits for the next published step.
@@ -314,7 +326,7 @@ impl Dashboard {
 async fn drive(
     source: Source,
     controls: Option<Arc<dyn Controls>>,
-    on_demand: Option<Arc<Demand>>,
+    demand: Arc<Demand>,
     tx: watch::Sender<Option<Arc<Published>>>,
 ) {
     let mut machine = Machine::new(&source, tokio::time::Instant::now());
@@ -323,10 +335,7 @@ async fn drive(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if on_demand
-            .as_ref()
-            .is_some_and(|d| !d.active(tokio::time::Instant::now()))
-        {
+        if !demand.active(tokio::time::Instant::now()) {
             continue;
         }
         let Some(mut snapshot) = machine.step(&source).await else {
@@ -525,6 +534,8 @@ mod tests {
             !demand.active(now()),
             "closed, and the last request long ago"
         );
+        demand.always.store(true, Ordering::SeqCst);
+        assert!(demand.active(now()), "read whoever looks");
     }
 
     #[test]
