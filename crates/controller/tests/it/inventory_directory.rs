@@ -255,6 +255,65 @@ async fn specs_follow_the_files_and_the_first_definition() {
     task.abort();
 }
 
+/// The source holds a published app by its key only and takes it back from the inventory:
+/// through other files' changes, its own file's failure, and a shadowed definition (held
+/// whole) that takes over when the first file goes.
+#[tokio::test(start_paused = true)]
+async fn published_apps_come_back_from_the_inventory_and_shadowed_ones_stay_whole() {
+    let files = MemoryFiles::default();
+    files.write("/fleet/a.yaml", &app_at("one", "first"));
+    files.write(
+        "/fleet/b.yaml",
+        &docs(&[app_at("one", "second"), app_at("two", "b-two")]),
+    );
+    let (inventory, task) = start(&files);
+    let mut rx = inventory.subscribe();
+    let first = wait_for(&mut rx, "first load", |s| s.ready).await;
+    let (one, two) = (AppKey::new("argocd", "one"), AppKey::new("argocd", "two"));
+    assert_eq!(names(&first).1, ["one", "two"]);
+    assert_eq!(first.spec(&one).source.path, "first");
+
+    // Another file changes: a.yaml's and b.yaml's published apps come back unchanged.
+    files.write("/fleet/c.yaml", &app_at("three", "c-three"));
+    let snap = wait_for(&mut rx, "c.yaml read", |s| s.apps.len() == 3).await;
+    assert_eq!(names(&snap).1, ["one", "two", "three"]);
+    assert_eq!(snap.spec(&one).source.path, "first");
+    assert_eq!(snap.spec(&two).source.path, "b-two");
+    assert_eq!(snap.specs.len(), 3);
+
+    // b.yaml stops parsing: its last good objects, published ones included, are kept.
+    files.write("/fleet/b.yaml", "kind: [oops\n");
+    let snap = wait_for(&mut rx, "b.yaml's problem", |s| {
+        s.problems.iter().any(|p| p.source == "/fleet/b.yaml")
+    })
+    .await;
+    assert_eq!(snap.spec(&two).source.path, "b-two");
+    files.write("/fleet/c.yaml", &app_at("three", "c-moved"));
+    let snap = wait_for(&mut rx, "c.yaml moved", |s| {
+        s.specs
+            .get(&AppKey::new("argocd", "three"))
+            .is_some_and(|s| s.to_spec().source.path == "c-moved")
+    })
+    .await;
+    assert_eq!(names(&snap).1, ["one", "two", "three"]);
+    assert_eq!(
+        snap.spec(&two).source.path,
+        "b-two",
+        "kept through a bad read"
+    );
+
+    // a.yaml goes: b.yaml's shadowed definition of `one`, never published, takes over.
+    files.remove("/fleet/a.yaml");
+    let snap = wait_for(&mut rx, "a.yaml gone", |s| {
+        s.specs
+            .get(&one)
+            .is_some_and(|s| s.to_spec().source.path == "second")
+    })
+    .await;
+    assert_eq!(names(&snap).1.len(), 3);
+    task.abort();
+}
+
 /// Real files, real time: poll for each condition with a generous deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_directory() {
