@@ -385,20 +385,23 @@ impl<F: Files> DirectorySource<F> {
             // Files in path order: a later file's ConfigMap replaces an earlier one's.
             content.repositories.merge(good.repositories.clone());
             for held in std::mem::take(&mut good.apps) {
-                let (app, spec) = match held {
-                    FileApp::Whole(held) => *held,
+                let (key, app, spec) = match held {
+                    FileApp::Whole(held) => {
+                        let (app, spec) = *held;
+                        (AppKey::of(&app), app, spec)
+                    }
                     FileApp::Published(key) => {
                         // Published by this source, the inventory's only writer.
                         let found = key
                             .as_str()
                             .split_once('/')
-                            .and_then(|name| published.get(&name));
+                            .and_then(|name| published.get(&name).map(|app| (*app).clone()));
                         debug_assert!(found.is_some(), "{key} was published and is not");
                         let Some(app) = found else { continue };
-                        ((*app).clone(), last.specs.get(&key).cloned())
+                        let spec = last.specs.get(&key).cloned();
+                        (key, app, spec)
                     }
                 };
-                let key = AppKey::of(&app);
                 if let Some(first) = seen.get(&key) {
                     let source = path.display().to_string();
                     let object = format!("Application {}/{}", app.namespace, app.name);

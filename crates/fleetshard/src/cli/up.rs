@@ -88,6 +88,7 @@ pub struct UpArgs {
     pub reconciler: ReconcilerArg,
     /// How often `up`'s dashboard (and its readiness check) reads the store, e.g. `500ms`,
     /// `5s`: each read lists every record and app status, which costs at 100,000 apps.
+    /// Once ready, it reads only while a dashboard page is open.
     #[arg(
         long,
         value_name = "DURATION",
