@@ -21,7 +21,7 @@
 //! inventory (the only writer of which is this source; [`held`]). What is not published
 //! as the file has it (an application another file's shadows, say) stays held whole. At
 //! 100,000 applications the second copy was about 51 MiB per replica, at 10,000 clusters
-//! about 13 MiB.
+//! with their credentials about 15 MiB (heap profiles, `docs/performance.md`).
 //!
 //! A file that fails to parse (or to read) keeps the objects it had at its last good read,
 //! and a [`Problem`] names the file, the object and the field; a deleted file's objects

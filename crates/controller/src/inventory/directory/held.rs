@@ -130,18 +130,18 @@ pub(super) fn mark_published(
     credentials: &mut BTreeMap<String, FileCredentials>,
 ) {
     for held in clusters.iter_mut() {
-        if let FileCluster::Whole(c) = held {
-            if unique.get(c.id.as_str()) == Some(&Some(&**c)) {
-                *held = FileCluster::Published(c.id.as_str().into());
-            }
+        if let FileCluster::Whole(c) = held
+            && unique.get(c.id.as_str()) == Some(&Some(&**c))
+        {
+            *held = FileCluster::Published(c.id.as_str().into());
         }
     }
     clusters.shrink_to_fit();
     for (id, held) in credentials.iter_mut() {
-        if let FileCredentials::Whole(c) = held {
-            if content.credentials.get(id) == Some(&**c) {
-                *held = FileCredentials::Published;
-            }
+        if let FileCredentials::Whole(c) = held
+            && content.credentials.get(id) == Some(&**c)
+        {
+            *held = FileCredentials::Published;
         }
     }
 }
