@@ -37,7 +37,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetshard_core::App;
 use fleetshard_manifest::{AppProject, InputFormat, LoadError, RepoSettings};
 use tokio::time::MissedTickBehavior;
 
@@ -343,17 +342,12 @@ impl<F: Files> DirectorySource<F> {
 
     /// The inventory's content: files in path order, duplicate application keys dropped
     /// (first file wins) and reported.
-    /// `last`: the inventory as this source last published it (its applications are
-    /// taken from there, [`FileApp::Published`]). Apps published now are marked so.
+    /// `last`: the inventory as this source last published it (what a file holds by key
+    /// or id is taken from there, [`held`]). What is published now is marked so.
     fn assemble(&mut self, last: &InventorySnapshot) -> (InventoryContent, Vec<Problem>) {
         let mut content = InventoryContent::default();
         let mut problems: Vec<Problem> = self.listing_problem.iter().cloned().collect();
         let mut seen: HashMap<AppKey, &Path> = HashMap::new();
-        let published: HashMap<(&str, &str), &App> = last
-            .apps
-            .iter()
-            .map(|a| ((a.namespace.as_str(), a.name.as_str()), a))
-            .collect();
         let taken_back = Published::of(last);
         let (mut argo_objects, mut native) = (false, false);
         for (path, entry) in &mut self.entries {
@@ -392,14 +386,9 @@ impl<F: Files> DirectorySource<F> {
                         (AppKey::of(&app), app, spec)
                     }
                     FileApp::Published(key) => {
-                        // Published by this source, the inventory's only writer.
-                        let found = key
-                            .as_str()
-                            .split_once('/')
-                            .and_then(|name| published.get(&name).map(|app| (*app).clone()));
-                        debug_assert!(found.is_some(), "{key} was published and is not");
-                        let Some(app) = found else { continue };
-                        let spec = last.specs.get(&key).cloned();
+                        let Some((app, spec)) = taken_back.app(&key) else {
+                            continue;
+                        };
                         (key, app, spec)
                     }
                 };

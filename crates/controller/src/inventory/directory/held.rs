@@ -42,19 +42,32 @@ pub(super) enum FileCredentials {
     Published,
 }
 
-/// The published inventory's clusters and credentials, by id, to take a file's back from.
+/// The published inventory's applications, clusters and credentials, by key or id, to
+/// take a file's back from.
 pub(super) struct Published<'a> {
+    last: &'a InventorySnapshot,
+    apps: HashMap<(&'a str, &'a str), &'a App>,
     clusters: HashMap<&'a str, &'a Cluster>,
-    credentials: &'a BTreeMap<String, ClusterCredentials>,
 }
 
 impl<'a> Published<'a> {
     /// What `last` published.
     pub(super) fn of(last: &'a InventorySnapshot) -> Self {
         Published {
+            last,
+            apps: (last.apps.iter())
+                .map(|a| ((a.namespace.as_str(), a.name.as_str()), a))
+                .collect(),
             clusters: last.clusters.iter().map(|c| (c.id.as_str(), c)).collect(),
-            credentials: &last.credentials,
         }
+    }
+
+    /// The published application `key` and its spec ([`FileApp::Published`]).
+    pub(super) fn app(&self, key: &AppKey) -> Option<(App, Option<StoredSpec>)> {
+        // Published by this source, the inventory's only writer.
+        let found = (key.as_str().split_once('/')).and_then(|name| self.apps.get(&name));
+        debug_assert!(found.is_some(), "{key} was published and is not");
+        Some(((*found?).clone(), self.last.specs.get(key).cloned()))
     }
 
     /// Makes every cluster and credentials of a file whole again, from the published
@@ -76,7 +89,7 @@ impl<'a> Published<'a> {
         }
         credentials.retain(|id, held| {
             if let FileCredentials::Published = held {
-                let found = self.credentials.get(id);
+                let found = self.last.credentials.get(id);
                 debug_assert!(
                     found.is_some(),
                     "credentials of {id} were published and are not"
