@@ -361,6 +361,10 @@ pub struct ClusterConn {
     observed: Arc<facts::Observed>,
     /// The namespaces looked in for orphaned resources, and their watches (`orphans.rs`).
     orphan_watch: Mutex<orphans::OrphanWatch>,
+    /// Whether any app looks in a namespace of this cluster for orphaned resources (kept
+    /// with `orphan_watch`, read without its lock: an app's refresh tells every started
+    /// cluster it stopped looking, and this spares the clusters no app looks in).
+    orphans_looked_for: std::sync::atomic::AtomicBool,
     /// Where the namespaced kinds' watches reach: everywhere, or a slice owner's apps'
     /// namespaces only (`reach.rs`).
     reach: Mutex<reach::Reach>,
@@ -486,6 +490,7 @@ impl ClusterConn {
             control_plane: Mutex::new(control_plane),
             observed: Arc::default(),
             orphan_watch: Mutex::default(),
+            orphans_looked_for: Default::default(),
             reach: Mutex::default(),
         })
     }

@@ -15,6 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 use tokio::time::Instant;
@@ -74,7 +75,7 @@ impl ClusterConn {
         app: &str,
         namespace: &str,
     ) -> Result<NamespaceObjects, LiveError> {
-        lock(&self.orphan_watch).set_looking(app, Some(namespace));
+        self.set_looking(app, Some(namespace));
         if self
             .scope()
             .refusal("ConfigMap", namespace, "(any)")
@@ -136,7 +137,15 @@ impl ClusterConn {
     /// `app` (its instance name) no longer looks for orphaned resources: the watches of
     /// namespaces no app looks in any more end.
     pub fn stop_looking(&self, app: &str) {
-        lock(&self.orphan_watch).set_looking(app, None);
+        self.set_looking(app, None);
+    }
+
+    /// [`OrphanWatch::set_looking`], and whether any app still looks on this cluster.
+    fn set_looking(&self, app: &str, namespace: Option<&str>) {
+        let mut watch = lock(&self.orphan_watch);
+        watch.set_looking(app, namespace);
+        self.orphans_looked_for
+            .store(!watch.looking.is_empty(), Ordering::Release);
     }
 
     /// How many kinds are watched for orphaned resources only, counted once per
@@ -171,9 +180,13 @@ impl ClusterConnections {
     /// cluster but `except` (its destination now, if it still looks): an app deleted,
     /// or moved to another cluster, leaves no watch behind.
     pub fn stop_looking(&self, app: &str, except: Option<&str>) {
+        // Only the clusters some app looks on: every refresh calls this, and a replica
+        // has a thousand clusters, most looked on by none.
         let conns: Vec<_> = lock(&self.clusters)
             .iter()
-            .filter(|(id, _)| Some(id.as_str()) != except)
+            .filter(|(id, c)| {
+                Some(id.as_str()) != except && c.orphans_looked_for.load(Ordering::Acquire)
+            })
             .map(|(_, c)| c.clone())
             .collect();
         for conn in conns {
