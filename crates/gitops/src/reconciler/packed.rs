@@ -4,29 +4,64 @@
 //! level (a status record or an operation state shrinks three- to fivefold, for some
 //! 20 µs per write) and inflated when read.
 
-use std::io::{Read as _, Write as _};
+use std::cell::RefCell;
+
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+
+thread_local! {
+    /// One deflate state per thread, reset for each record: a new one allocates and
+    /// zeroes some 270 KiB (window and hash tables) for a record of a few KiB, which was
+    /// most of a takeover's packing time.
+    static DEFLATE: RefCell<Compress> = RefCell::new(Compress::new(Compression::fast(), false));
+    /// One inflate state per thread, reset for each record (its 32 KiB window kept).
+    static INFLATE: RefCell<Decompress> = RefCell::new(Decompress::new(false));
+}
 
 /// `json` deflated at the fastest level (with spare capacity: a caller keeps it in a
 /// container of its exact size, `Box<[u8]>` or `Arc<[u8]>`).
 pub(super) fn pack(json: &[u8]) -> Vec<u8> {
-    let mut encoder = flate2::write::DeflateEncoder::new(
-        Vec::with_capacity(json.len() / 3),
-        flate2::Compression::fast(),
-    );
-    // Writing to a `Vec` cannot fail.
-    encoder
-        .write_all(json)
-        .and_then(|()| encoder.finish())
-        .unwrap_or_default()
+    DEFLATE.with_borrow_mut(|deflate| {
+        deflate.reset();
+        let mut out = Vec::with_capacity(json.len() / 3 + 64);
+        loop {
+            let read = usize::try_from(deflate.total_in()).unwrap_or(json.len());
+            match deflate.compress_vec(
+                &json[read.min(json.len())..],
+                &mut out,
+                FlushCompress::Finish,
+            ) {
+                Ok(Status::StreamEnd) => return out,
+                // Out of room: the stream goes on in more.
+                Ok(Status::Ok | Status::BufError) => out.reserve(out.capacity().max(64)),
+                // Deflating into memory cannot fail; an empty record is read as none.
+                Err(_) => return Vec::new(),
+            }
+        }
+    })
 }
 
-/// The JSON [`pack`] deflated; `None` if `packed` is not deflate data.
+/// The JSON [`pack`] deflated; `None` if `packed` is not deflate data (or is cut short).
 pub(super) fn unpack(packed: &[u8]) -> Option<Vec<u8>> {
-    let mut json = Vec::with_capacity(packed.len() * 4);
-    flate2::read::DeflateDecoder::new(packed)
-        .read_to_end(&mut json)
-        .ok()?;
-    Some(json)
+    INFLATE.with_borrow_mut(|inflate| {
+        inflate.reset(false);
+        let mut json = Vec::with_capacity(packed.len() * 4 + 64);
+        loop {
+            let (read, written) = (inflate.total_in(), inflate.total_out());
+            let from = usize::try_from(read).ok()?.min(packed.len());
+            match inflate.decompress_vec(&packed[from..], &mut json, FlushDecompress::Finish) {
+                Ok(Status::StreamEnd) => return Some(json),
+                Ok(Status::Ok | Status::BufError) => {
+                    let stuck = inflate.total_in() == read && inflate.total_out() == written;
+                    if stuck && json.len() < json.capacity() {
+                        // Room to write, input left unread or none left: cut short.
+                        return None;
+                    }
+                    json.reserve(json.capacity().max(256));
+                }
+                Err(_) => return None,
+            }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -49,5 +84,19 @@ mod tests {
         );
         assert_eq!(super::unpack(&packed).as_deref(), Some(json.as_slice()));
         assert_eq!(super::unpack(b"not deflate data"), None);
+        // Cut short: not a record (and never a loop).
+        assert_eq!(super::unpack(&packed[..packed.len() / 2]), None);
+        // The thread's states are reset between records: each unpacks to its own.
+        let other = br#"{"a":1}"#;
+        assert_eq!(
+            super::unpack(&super::pack(other)).as_deref(),
+            Some(&other[..])
+        );
+        assert_eq!(super::unpack(&packed).as_deref(), Some(json.as_slice()));
+        // A record larger than its first guess of room (incompressible bytes).
+        let noise: Vec<u8> = (0..20_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        assert_eq!(super::unpack(&super::pack(&noise)), Some(noise));
     }
 }
