@@ -440,6 +440,7 @@ fn same_content(a: &ComparisonStatus, b: &ComparisonStatus) -> bool {
 /// `base` with `update` applied: the update's half replaced, the other half kept; a
 /// condition still there keeps the time it appeared.
 fn merge(base: &StoredAppStatus, update: &StatusUpdate) -> StoredAppStatus {
+    // Only the halves kept are cloned (a comparison holds every resource of the app).
     match update {
         StatusUpdate::Comparison(c) => {
             let mut c = (**c).clone();
@@ -450,16 +451,19 @@ fn merge(base: &StoredAppStatus, update: &StatusUpdate) -> StoredAppStatus {
             super::status::keep_summary(&mut c, base.comparison.as_ref());
             StoredAppStatus {
                 comparison: Some(c),
-                ..base.clone()
+                operation: base.operation.clone(),
+                history: base.history.clone(),
             }
         }
         StatusUpdate::Operation(o) => StoredAppStatus {
+            comparison: base.comparison.clone(),
             operation: Some((**o).clone()),
-            ..base.clone()
+            history: base.history.clone(),
         },
         StatusUpdate::History(h) => StoredAppStatus {
+            comparison: base.comparison.clone(),
+            operation: base.operation.clone(),
             history: h.clone(),
-            ..base.clone()
         },
     }
 }
