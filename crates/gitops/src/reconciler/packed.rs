@@ -5,14 +5,17 @@
 //! 20 µs per write) and inflated when read.
 
 use std::cell::RefCell;
+use std::io::Write as _;
 
-use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+use flate2::write::DeflateEncoder;
+use flate2::{Compression, Decompress, FlushDecompress, Status};
 
 thread_local! {
     /// One deflate state per thread, reset for each record: a new one allocates and
     /// zeroes some 270 KiB (window and hash tables) for a record of a few KiB, which was
     /// most of a takeover's packing time.
-    static DEFLATE: RefCell<Compress> = RefCell::new(Compress::new(Compression::fast(), false));
+    static DEFLATE: RefCell<DeflateEncoder<Vec<u8>>> =
+        RefCell::new(DeflateEncoder::new(Vec::new(), Compression::fast()));
     /// One inflate state per thread, reset for each record (its 32 KiB window kept).
     static INFLATE: RefCell<Decompress> = RefCell::new(Decompress::new(false));
 }
@@ -20,23 +23,14 @@ thread_local! {
 /// `json` deflated at the fastest level (with spare capacity: a caller keeps it in a
 /// container of its exact size, `Box<[u8]>` or `Arc<[u8]>`).
 pub(super) fn pack(json: &[u8]) -> Vec<u8> {
-    DEFLATE.with_borrow_mut(|deflate| {
-        deflate.reset();
-        let mut out = Vec::with_capacity(json.len() / 3 + 64);
-        loop {
-            let read = usize::try_from(deflate.total_in()).unwrap_or(json.len());
-            match deflate.compress_vec(
-                &json[read.min(json.len())..],
-                &mut out,
-                FlushCompress::Finish,
-            ) {
-                Ok(Status::StreamEnd) => return out,
-                // Out of room: the stream goes on in more.
-                Ok(Status::Ok | Status::BufError) => out.reserve(out.capacity().max(64)),
-                // Deflating into memory cannot fail; an empty record is read as none.
-                Err(_) => return Vec::new(),
-            }
-        }
+    DEFLATE.with_borrow_mut(|encoder| {
+        // Writing to a `Vec` cannot fail; an empty record is read as none.
+        let written = encoder
+            .reset(Vec::with_capacity(json.len() / 3))
+            .and_then(|_| encoder.write_all(json))
+            .and_then(|()| encoder.try_finish());
+        let out = std::mem::take(encoder.get_mut());
+        written.map(|()| out).unwrap_or_default()
     })
 }
 
@@ -47,8 +41,8 @@ pub(super) fn unpack(packed: &[u8]) -> Option<Vec<u8>> {
         let mut json = Vec::with_capacity(packed.len() * 4 + 64);
         loop {
             let (read, written) = (inflate.total_in(), inflate.total_out());
-            let from = usize::try_from(read).ok()?.min(packed.len());
-            match inflate.decompress_vec(&packed[from..], &mut json, FlushDecompress::Finish) {
+            let rest = packed.get(usize::try_from(read).ok()?..)?;
+            match inflate.decompress_vec(rest, &mut json, FlushDecompress::Finish) {
                 Ok(Status::StreamEnd) => return Some(json),
                 Ok(Status::Ok | Status::BufError) => {
                     let stuck = inflate.total_in() == read && inflate.total_out() == written;
@@ -93,10 +87,13 @@ mod tests {
             Some(&other[..])
         );
         assert_eq!(super::unpack(&packed).as_deref(), Some(json.as_slice()));
-        // A record larger than its first guess of room (incompressible bytes).
+        // A record larger than its first guess of room when packed (incompressible).
         let noise: Vec<u8> = (0..20_000u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
             .collect();
         assert_eq!(super::unpack(&super::pack(&noise)), Some(noise));
+        // A record many times larger than its first guess of room when unpacked.
+        let zeros = vec![b'0'; 100_000];
+        assert_eq!(super::unpack(&super::pack(&zeros)), Some(zeros));
     }
 }
