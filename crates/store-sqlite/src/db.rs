@@ -319,31 +319,81 @@ pub(crate) fn get(conn: &Connection, key: &str) -> Result<Option<Entry>, DbError
 }
 
 /// Every entry under `prefix` and the revision, from one read transaction (one snapshot).
-pub(crate) fn list(conn: &mut Connection, prefix: &str) -> Result<Listing, DbError> {
+/// Values at least this long are kept by [`ListedValues`] between listings.
+pub(crate) const LARGE_VALUE: usize = 16 * 1024;
+
+/// The large values a connection listed last, by key, with their version and length: a
+/// listing copies an unchanged one from here instead of reading it again. The
+/// coordination listing runs a few times a second on every replica and holds one value
+/// of hundreds of KB at full size (the assignment); read from the file it is a chain of
+/// overflow pages, each looked up in the WAL and copied in by a system call, which took
+/// most of the coordination threads' CPU. Versions are never reused in a file, and a
+/// replaced file fails every operation (`conn.rs`), so (key, version, length) names
+/// the bytes.
+#[derive(Debug, Default)]
+pub(crate) struct ListedValues(std::collections::HashMap<String, (u64, Vec<u8>)>);
+
+pub(crate) fn list(
+    conn: &mut Connection,
+    prefix: &str,
+    listed: &mut ListedValues,
+) -> Result<Listing, DbError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
     let revision: u64 = tx
         .prepare_cached("SELECT revision FROM meta WHERE id = 0")?
         .query_row([], |r| r.get(0))?;
     let end = prefix_end(prefix);
+    // A large value is not read here (SQLite reads a blob's overflow pages only when the
+    // column is used; `length` of a blob needs only the record's header).
     let sql = format!(
-        "SELECT key, value, version FROM entries WHERE {} ORDER BY key",
+        "SELECT key, CASE WHEN length(value) >= {LARGE_VALUE} THEN NULL ELSE value END, \
+         version, length(value) FROM entries WHERE {} ORDER BY key",
         under_prefix(end.is_some())
     );
     let mut stmt = tx.prepare_cached(&sql)?;
     let row = |r: &rusqlite::Row<'_>| {
-        Ok(Entry {
-            key: r.get(0)?,
-            value: r.get(1)?,
-            version: r.get(2)?,
-        })
+        let value: Option<Vec<u8>> = r.get(1)?;
+        let len: u64 = r.get(3)?;
+        Ok((
+            Entry {
+                key: r.get(0)?,
+                value: value.unwrap_or_default(),
+                version: r.get(2)?,
+            },
+            usize::try_from(len).unwrap_or(usize::MAX),
+        ))
     };
-    let entries = match &end {
+    let rows = match &end {
         Some(end) => stmt.query_map(params![prefix, end], row)?,
         None => stmt.query_map(params![prefix], row)?,
     }
     .collect::<Result<Vec<_>, _>>()?;
     drop(stmt);
+    let mut kept = std::collections::HashMap::new();
+    let mut entries = Vec::with_capacity(rows.len());
+    for (mut entry, len) in rows {
+        if len >= LARGE_VALUE {
+            let known = listed
+                .0
+                .remove(&entry.key)
+                .filter(|(version, bytes)| *version == entry.version && bytes.len() == len);
+            let bytes = match known {
+                Some((_, bytes)) => bytes,
+                None => tx
+                    .prepare_cached("SELECT value FROM entries WHERE key = ?1")?
+                    .query_row(params![entry.key], |r| r.get(0))?,
+            };
+            entry.value = bytes.clone();
+            kept.insert(entry.key.clone(), (entry.version, bytes));
+        }
+        entries.push(entry);
+    }
     tx.commit()?;
+    // Only this prefix's: a listing of another prefix keeps its own.
+    listed
+        .0
+        .retain(|k, _| !(k.as_str() >= prefix && end.as_deref().is_none_or(|e| k.as_str() < e)));
+    listed.0.extend(kept);
     Ok(Listing { entries, revision })
 }
 

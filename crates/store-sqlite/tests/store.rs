@@ -141,6 +141,90 @@ async fn writes_on_one_connection_are_seen_by_another() {
     assert_eq!(a.get("p/x").await.unwrap(), None);
 }
 
+/// A listing keeps the large values it listed and copies an unchanged one from there:
+/// whatever another connection does to them (rewrite with the same length, shrink, delete,
+/// re-create), every listing still shows the file's bytes, as a `get` does.
+#[tokio::test]
+async fn large_values_listed_again_are_the_files_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let (reader, writer) = (open(&path), open(&path));
+    let large = |fill: u8| vec![fill; 200 * 1024];
+    let check = |what: &'static str| {
+        let reader = reader.clone();
+        async move {
+            let listed = reader.list("p/").await.unwrap();
+            for e in &listed.entries {
+                let got = reader.get(&e.key).await.unwrap().unwrap();
+                assert_eq!(
+                    (e.version, &e.value),
+                    (got.version, &got.value),
+                    "{what}: {}",
+                    e.key
+                );
+            }
+            listed
+                .entries
+                .iter()
+                .map(|e| (e.key.clone(), e.value.len(), e.value.first().copied()))
+                .collect::<Vec<_>>()
+        }
+    };
+    writer
+        .put("p/a", large(1), Precondition::Any)
+        .await
+        .unwrap();
+    writer
+        .put("p/b", b"small".to_vec(), Precondition::Any)
+        .await
+        .unwrap();
+    writer
+        .put("q/c", large(9), Precondition::Any)
+        .await
+        .unwrap();
+    let first = check("first").await;
+    assert_eq!(
+        first,
+        [
+            ("p/a".into(), 200 * 1024, Some(1)),
+            ("p/b".into(), 5, Some(b's'))
+        ]
+    );
+    assert_eq!(check("unchanged").await, first);
+    // Rewritten with the same length by another connection: its new bytes.
+    writer
+        .put("p/a", large(2), Precondition::Any)
+        .await
+        .unwrap();
+    assert_eq!(
+        check("rewritten").await[0],
+        ("p/a".into(), 200 * 1024, Some(2))
+    );
+    // Another prefix listed in between keeps this prefix's values right.
+    assert_eq!(reader.list("q/").await.unwrap().entries[0].value, large(9));
+    assert_eq!(check("after another prefix").await[0].2, Some(2));
+    // Shrunk, grown again, deleted and re-created.
+    writer
+        .put("p/a", b"tiny".to_vec(), Precondition::Any)
+        .await
+        .unwrap();
+    assert_eq!(check("shrunk").await[0], ("p/a".into(), 4, Some(b't')));
+    writer
+        .put("p/a", large(3), Precondition::Any)
+        .await
+        .unwrap();
+    assert_eq!(check("grown").await[0].2, Some(3));
+    writer.delete("p/a", Precondition::Any).await.unwrap();
+    assert_eq!(check("deleted").await, [("p/b".into(), 5, Some(b's'))]);
+    writer
+        .put("p/a", large(4), Precondition::Any)
+        .await
+        .unwrap();
+    assert_eq!(
+        check("re-created").await[0],
+        ("p/a".into(), 200 * 1024, Some(4))
+    );
+}
 #[tokio::test(start_paused = true)]
 async fn wait_ignores_writes_outside_the_prefix() {
     let dir = tempfile::tempdir().unwrap();
