@@ -431,11 +431,7 @@ pub(crate) fn read_manifests(
         repo: repo_url.to_owned(),
         message: format!("commit {commit}: {}", message(&e)),
     };
-    let root = repo
-        .find_commit(commit)
-        .and_then(|c| c.tree_id())
-        .map_err(git)?
-        .detach();
+    let root = opened.trees.root(&repo, commit).map_err(git)?;
     let start = subtree(&repo, at, root, path)?;
     let mut out = Vec::new();
     let mut read_bytes = 0u64;

@@ -11,6 +11,11 @@
 //! the tree meanwhile wait for it — and kept; a tree is immutable under its id, so the
 //! index is never stale. The last [`KEEP`] such trees are kept per opened repository
 //! (a new commit's root tree replaces its predecessor's); smaller trees are read as before.
+//!
+//! Every render starts from its commit's root tree: the last [`KEEP`] commits' root tree
+//! ids are kept too, so the commit object is read once per commit, not once per app and
+//! read (a takeover renders thousands of apps of one commit, twice each: the files listed,
+//! then read).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -34,9 +39,31 @@ pub(crate) struct TreeIndexes {
     /// Held while a tree is indexed: the refreshes of a new commit all ask for its root at
     /// once, and one index is built while the others wait for it.
     building: Mutex<()>,
+    /// Recent commits' root trees, newest last (a commit is immutable under its id).
+    roots: Mutex<VecDeque<(ObjectId, ObjectId)>>,
 }
 
 impl TreeIndexes {
+    /// The root tree of `commit`, read from the commit object once per recent commit.
+    pub(crate) fn root(
+        &self,
+        repo: &gix::Repository,
+        commit: ObjectId,
+    ) -> Result<ObjectId, gix::Error> {
+        if let Some((_, tree)) = self.roots().iter().rev().find(|(c, _)| *c == commit) {
+            return Ok(*tree);
+        }
+        let tree = repo.find_commit(commit)?.tree_id()?.detach();
+        let mut kept = self.roots();
+        if !kept.iter().any(|(c, _)| *c == commit) {
+            if kept.len() == KEEP {
+                kept.pop_front();
+            }
+            kept.push_back((commit, tree));
+        }
+        Ok(tree)
+    }
+
     /// The entry `name` of the tree `tree` (`None`: no such entry), read through the index
     /// when the tree is large.
     pub(crate) fn entry(
@@ -97,6 +124,11 @@ impl TreeIndexes {
             kept.pop_front();
         }
         kept.push_back((tree, index));
+    }
+
+    fn roots(&self) -> std::sync::MutexGuard<'_, VecDeque<(ObjectId, ObjectId)>> {
+        // A list of pairs: no invariant a panic could break halfway.
+        self.roots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(ObjectId, Arc<Index>)>> {
@@ -198,5 +230,59 @@ mod tests {
         assert_eq!(trees.len(), KEEP);
         assert!(trees.kept(roots[0]).is_none(), "the oldest went first");
         assert!(trees.kept(roots[KEEP + 1]).is_some());
+    }
+
+    /// Commits of the trees, each with the same signature and message.
+    fn commits(repo: &gix::Repository, trees: &[ObjectId]) -> Vec<ObjectId> {
+        let sig = gix::actor::Signature {
+            name: "t".into(),
+            email: "t@example.invalid".into(),
+            time: gix::date::Time::new(1, 0),
+        };
+        let commit = |tree: ObjectId| {
+            let c = gix::objs::Commit {
+                tree,
+                parents: Default::default(),
+                author: sig.clone(),
+                committer: sig.clone(),
+                encoding: None,
+                message: "m".into(),
+                extra_headers: Vec::new(),
+            };
+            repo.write_object(&c).unwrap().detach()
+        };
+        trees.iter().map(|t| commit(*t)).collect()
+    }
+
+    #[test]
+    fn a_commits_root_is_read_once_and_the_newest_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = gix::init_bare(dir.path()).unwrap();
+        let trees: Vec<ObjectId> = (0..KEEP + 1)
+            .map(|i| {
+                let blob = repo.write_blob(format!("{i}").as_bytes()).unwrap().detach();
+                let mut t = gix::objs::Tree::empty();
+                t.entries.push(Entry {
+                    mode: EntryKind::Blob.into(),
+                    filename: "f".into(),
+                    oid: blob,
+                });
+                repo.write_object(&t).unwrap().detach()
+            })
+            .collect();
+        let ids = commits(&repo, &trees);
+        let indexes = TreeIndexes::default();
+        assert_eq!(indexes.root(&repo, ids[0]).unwrap(), trees[0]);
+        // The commit object gone from the store: its root is still known, read once.
+        let hex = ids[0].to_string();
+        let loose = dir.path().join("objects").join(&hex[..2]).join(&hex[2..]);
+        std::fs::remove_file(&loose).unwrap();
+        assert_eq!(indexes.root(&repo, ids[0]).unwrap(), trees[0]);
+        // KEEP newer commits push it out: then it is read again (and is gone).
+        for (id, tree) in ids.iter().zip(&trees).skip(1) {
+            assert_eq!(indexes.root(&repo, *id).unwrap(), *tree);
+        }
+        assert!(indexes.root(&repo, ids[0]).is_err(), "read again, not kept");
+        assert_eq!(indexes.root(&repo, ids[KEEP]).unwrap(), trees[KEEP]);
     }
 }

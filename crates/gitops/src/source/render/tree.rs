@@ -12,11 +12,7 @@ use super::super::repo::{At, message, subtree};
 pub(crate) fn file_names(at: &At<'_>, path: &[String]) -> Result<Vec<String>, SourceError> {
     let repo = at.opened.repo.to_thread_local();
     let git = |e: gix::Error| git_error(at, &e);
-    let root = repo
-        .find_commit(at.commit)
-        .and_then(|c| c.tree_id())
-        .map_err(git)?
-        .detach();
+    let root = at.opened.trees.root(&repo, at.commit).map_err(git)?;
     let start = subtree(&repo, at, root, path)?;
     let tree = repo.find_tree(start).map_err(git)?;
     let decoded = tree.decode().map_err(git)?;
@@ -43,11 +39,7 @@ pub(crate) fn materialize(
         repo: at.repo_url.to_owned(),
         message: format!("cannot write {} for rendering: {e}", what.display()),
     };
-    let root = repo
-        .find_commit(at.commit)
-        .and_then(|c| c.tree_id())
-        .map_err(git)?
-        .detach();
+    let root = at.opened.trees.root(&repo, at.commit).map_err(git)?;
     std::fs::create_dir_all(dest).map_err(|e| io(dest, e))?;
     let mut written = 0u64;
     // An explicit stack: a hostile repository may nest trees deeper than the thread's stack.
