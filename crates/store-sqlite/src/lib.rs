@@ -54,6 +54,7 @@
 
 mod conn;
 mod db;
+mod listing;
 mod url;
 
 use std::path::{Path, PathBuf};
@@ -136,9 +137,9 @@ struct Inner {
     mode: OpenMode,
     /// The file opened, for `check_identity`.
     identity: String,
-    /// The large values listed last (`db::ListedValues`): shared by clones, as the
+    /// The large values listed last (`listing::ListedValues`): shared by clones, as the
     /// connection is.
-    listed: Arc<Mutex<db::ListedValues>>,
+    listed: Arc<Mutex<listing::ListedValues>>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -360,7 +361,7 @@ impl Store for SqliteStore {
         let listed = Arc::clone(&self.inner.listed);
         self.run(move |c| {
             let mut listed = listed.lock().unwrap_or_else(PoisonError::into_inner);
-            db::list(c, &prefix, &mut listed)
+            listing::list(c, &prefix, &mut listed)
         })
         .boxed()
     }
